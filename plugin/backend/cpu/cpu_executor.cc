@@ -1,0 +1,59 @@
+// The CPU backing executor (see cpu_executor.h).
+#include "plugin/backend/cpu/cpu_executor.h"
+
+#define EIGEN_USE_THREADS
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/cpu_session.h"
+#include "plugin/backend/cpu/device_address.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+#include "unsupported/Eigen/CXX11/ThreadPool"
+
+namespace vgpu {
+
+struct CpuExecutor::ComputePool {
+  explicit ComputePool(int threads) : pool(threads), device(&pool, threads) {}
+  Eigen::ThreadPool pool;
+  Eigen::ThreadPoolDevice device;
+};
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& options) {
+  if (options.device_count < 1 || options.device_count > static_cast<int>(kMaxDeviceIndex) + 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device count ", options.device_count, " is out of range"));
+  }
+  std::vector<std::unique_ptr<DeviceArena>> arenas;
+  for (int i = 0; i < options.device_count; ++i) {
+    absl::StatusOr<std::unique_ptr<DeviceArena>> arena =
+        DeviceArena::Create(static_cast<uint32_t>(i), options.memory_limit_per_device);
+    if (!arena.ok()) return arena.status();
+    arenas.push_back(std::move(*arena));
+  }
+  int threads = options.compute_threads;
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = 1;
+  return std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(arenas), threads));
+}
+
+CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads)
+    : arenas_(std::move(arenas)), pool_(std::make_unique<ComputePool>(threads)) {}
+
+CpuExecutor::~CpuExecutor() = default;
+
+std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink) {
+  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink);
+}
+
+DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {
+  uint32_t device;
+  uint64_t offset;
+  if (!DecodeDeviceAddress(address, &device, &offset) || device >= arenas_.size()) {
+    return nullptr;
+  }
+  return arenas_[device].get();
+}
+
+const Eigen::ThreadPoolDevice& CpuExecutor::compute_device() const { return pool_->device; }
+
+}  // namespace vgpu

@@ -1,0 +1,57 @@
+// The CPU backing executor: the "physical GPU" that runs in host memory on host cores. It owns
+// the devices' memory arenas and one Eigen thread pool shared by all kernels, and opens one
+// session per client (the in-process plugin, or each connection of a `vgpu server`).
+#ifndef VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
+#define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugin/backend/cpu/device_arena.h"
+#include "plugin/backend/executor_session.h"
+
+namespace Eigen {
+struct ThreadPoolDevice;
+}  // namespace Eigen
+
+namespace vgpu {
+
+class CpuExecutor {
+ public:
+  struct Options {
+    int device_count = 1;
+    uint64_t memory_limit_per_device = 1ull << 30;
+    int compute_threads = 0;  // 0: one per host core
+  };
+
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const Options& options);
+  ~CpuExecutor();
+  CpuExecutor(const CpuExecutor&) = delete;
+  CpuExecutor& operator=(const CpuExecutor&) = delete;
+
+  // Opens a session for one client; `sink` (may be null) receives its notifications and must
+  // outlive the session. Every session must be destroyed before the executor. Thread-safe.
+  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink);
+
+  int device_count() const { return static_cast<int>(arenas_.size()); }
+  // The arena of `device` (< device_count()).
+  DeviceArena& arena(uint32_t device) { return *arenas_[device]; }
+  // The arena that `address` belongs to, or nullptr if it names no device of this executor.
+  DeviceArena* ArenaForAddress(uint64_t address);
+  const Eigen::ThreadPoolDevice& compute_device() const;
+
+ private:
+  struct ComputePool;
+  CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads);
+
+  std::vector<std::unique_ptr<DeviceArena>> arenas_;
+  std::unique_ptr<ComputePool> pool_;
+  std::atomic<uint64_t> next_session_id_{1};
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_BACKEND_CPU_CPU_EXECUTOR_H_

@@ -1,0 +1,70 @@
+// One stream of the CPU backing executor: a FIFO of commands run in order by one worker thread,
+// asynchronously to whoever enqueues them. The stream remembers its first error; after it,
+// work that would touch memory (copies, memsets, launches) is skipped, while notifications and
+// event markers still run so that nobody waiting on the stream hangs.
+#ifndef VGPU_BACKEND_CPU_CPU_STREAM_H_
+#define VGPU_BACKEND_CPU_CPU_STREAM_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "plugin/protocol/command.h"
+
+namespace vgpu {
+
+class CpuStream {
+ public:
+  // Runs one command on the worker thread. `stream_status` is the stream's first error so far.
+  using Executor = std::function<absl::Status(Command& command, const absl::Status& stream_status)>;
+
+  CpuStream(uint64_t id, uint32_t device, Executor executor);
+  // Drains every enqueued command, then stops the worker.
+  ~CpuStream();
+  CpuStream(const CpuStream&) = delete;
+  CpuStream& operator=(const CpuStream&) = delete;
+
+  // Queues `command`; returns its position (1 for the first command ever queued). Never blocks
+  // on execution. Thread-safe; commands queued from one thread run in the order queued.
+  uint64_t Enqueue(Command command);
+
+  // Position of the last queued command (0 if none).
+  uint64_t enqueued() const;
+
+  // Blocks until every command up to `position` has run.
+  void WaitUntilCompleted(uint64_t position) const;
+
+  // True if every command up to `position` has run.
+  bool IsCompleted(uint64_t position) const;
+
+  // The first error (OK if none). Non-blocking.
+  absl::Status status() const;
+
+  uint64_t id() const { return id_; }
+  uint32_t device() const { return device_; }
+
+ private:
+  void WorkerLoop();
+
+  const uint64_t id_;
+  const uint32_t device_;
+  const Executor executor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_;
+  mutable std::condition_variable progress_cv_;
+  std::deque<Command> queue_;
+  uint64_t enqueued_ = 0;
+  uint64_t completed_ = 0;
+  absl::Status status_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_BACKEND_CPU_CPU_STREAM_H_

@@ -1,0 +1,35 @@
+// The interface every backing executor (the "physical GPU") offers one client: a session that
+// handles the commands of protocol/command.h. The in-process backend implements it directly; the
+// `vgpu server` hosts the same implementation behind a transport.
+#ifndef VGPU_BACKEND_EXECUTOR_SESSION_H_
+#define VGPU_BACKEND_EXECUTOR_SESSION_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "plugin/protocol/command.h"
+
+namespace vgpu {
+
+// Receives the notifications a session emits when a stream reaches a kNotify or kRecordEvent
+// command. Called on backend threads, in stream order for each stream; must not block for long
+// and must not call back into the session synchronously on the same stream.
+class CompletionSink {
+ public:
+  virtual ~CompletionSink() = default;
+  // `stream_status` is the stream's first error so far (OK if none).
+  virtual void OnNotify(uint64_t token, const absl::Status& stream_status) = 0;
+};
+
+// One client's view of a backing executor. Thread-safe. Asynchronous commands (IsAsynchronous)
+// are queued and Handle returns an OK Reply at once; calls block until answered. Destroying the
+// session drains its streams and releases all memory it allocated.
+class ExecutorSession {
+ public:
+  virtual ~ExecutorSession() = default;
+  virtual Reply Handle(Command command) = 0;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_BACKEND_EXECUTOR_SESSION_H_

@@ -1,0 +1,36 @@
+// The plugin's exported C API for the Python package (see vgpu_c_api.h).
+#include "plugin/c_api/vgpu_c_api.h"
+
+#include <cstring>
+#include <string>
+
+#include "plugin/device/plugin_runtime.h"
+
+namespace {
+
+size_t CopyOut(const std::string& text, char* buffer, size_t capacity) {
+  if (buffer != nullptr && capacity > 0) {
+    size_t n = text.size() < capacity - 1 ? text.size() : capacity - 1;
+    std::memcpy(buffer, text.data(), n);
+    buffer[n] = '\0';
+  }
+  return text.size();
+}
+
+}  // namespace
+
+extern "C" {
+
+int VGPU_ApiVersion(void) { return VGPU_C_API_VERSION; }
+
+size_t VGPU_StatsJson(char* buffer, size_t capacity) {
+  return CopyOut(vgpu::PluginRuntime::Get().StatsJson(), buffer, capacity);
+}
+
+size_t VGPU_InfoJson(char* buffer, size_t capacity) {
+  return CopyOut(vgpu::PluginRuntime::Get().InfoJson(), buffer, capacity);
+}
+
+void VGPU_ResetStats(void) { vgpu::PluginRuntime::Get().ResetStats(); }
+
+}  // extern "C"

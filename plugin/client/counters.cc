@@ -1,0 +1,55 @@
+// ClientCounters (see counters.h).
+#include "plugin/client/counters.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace vgpu {
+
+void ClientCounters::AddAllocation(uint64_t bytes) {
+  allocations_.fetch_add(1, std::memory_order_relaxed);
+  int64_t now = bytes_in_use_.fetch_add(static_cast<int64_t>(bytes), std::memory_order_relaxed) +
+                static_cast<int64_t>(bytes);
+  int64_t peak = peak_bytes_in_use_.load(std::memory_order_relaxed);
+  while (now > peak &&
+         !peak_bytes_in_use_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
+void ClientCounters::AddFree(uint64_t bytes) {
+  frees_.fetch_add(1, std::memory_order_relaxed);
+  bytes_in_use_.fetch_sub(static_cast<int64_t>(bytes), std::memory_order_relaxed);
+}
+
+void ClientCounters::Reset() {
+  for (auto& c : commands_) c.store(0, std::memory_order_relaxed);
+  round_trips_.store(0, std::memory_order_relaxed);
+  bytes_to_device_.store(0, std::memory_order_relaxed);
+  bytes_from_device_.store(0, std::memory_order_relaxed);
+  allocations_.store(0, std::memory_order_relaxed);
+  frees_.store(0, std::memory_order_relaxed);
+  peak_bytes_in_use_.store(bytes_in_use_.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+std::string ClientCounters::ToJson() const {
+  std::string json = "{\"commands\": {";
+  uint64_t total = 0;
+  for (size_t i = 0; i < commands_.size(); ++i) {
+    uint64_t n = commands_[i].load(std::memory_order_relaxed);
+    total += n;
+    absl::StrAppend(&json, i == 0 ? "" : ", ", "\"", CommandKindName(static_cast<CommandKind>(i)),
+                    "\": ", n);
+  }
+  absl::StrAppend(&json, "}, \"commands_sent\": ", total,
+                  ", \"launches\": ", commands(CommandKind::kLaunch),
+                  ", \"round_trips\": ", round_trips(),
+                  ", \"bytes_to_device\": ", bytes_to_device(),
+                  ", \"bytes_from_device\": ", bytes_from_device(),
+                  ", \"allocations\": ", allocations_.load(std::memory_order_relaxed),
+                  ", \"frees\": ", frees_.load(std::memory_order_relaxed),
+                  ", \"bytes_in_use\": ", bytes_in_use(),
+                  ", \"peak_bytes_in_use\": ", peak_bytes_in_use_.load(std::memory_order_relaxed),
+                  "}");
+  return json;
+}
+
+}  // namespace vgpu

@@ -1,0 +1,54 @@
+// What the client runtime counts: commands sent by kind, round trips, bytes moved to and from
+// the device, allocations. Lock-free (relaxed atomics); read by `vgpu.stats()`.
+#ifndef VGPU_CLIENT_COUNTERS_H_
+#define VGPU_CLIENT_COUNTERS_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "plugin/protocol/command.h"
+
+namespace vgpu {
+
+class ClientCounters {
+ public:
+  // Counts one command of `kind`; `round_trip` if the sender waited for a reply.
+  void CountCommand(CommandKind kind, bool round_trip) {
+    commands_[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
+    if (round_trip) round_trips_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void AddBytesToDevice(uint64_t bytes) { bytes_to_device_.fetch_add(bytes, std::memory_order_relaxed); }
+  void AddBytesFromDevice(uint64_t bytes) { bytes_from_device_.fetch_add(bytes, std::memory_order_relaxed); }
+  void AddAllocation(uint64_t bytes);
+  void AddFree(uint64_t bytes);
+
+  uint64_t commands(CommandKind kind) const {
+    return commands_[static_cast<size_t>(kind)].load(std::memory_order_relaxed);
+  }
+  uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
+  uint64_t bytes_to_device() const { return bytes_to_device_.load(std::memory_order_relaxed); }
+  uint64_t bytes_from_device() const { return bytes_from_device_.load(std::memory_order_relaxed); }
+  int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
+
+  // Zeroes every counter except bytes_in_use (memory still held stays held).
+  void Reset();
+
+  // A JSON object: {"commands": {"launch": n, ...}, "commands_sent": n, "round_trips": n, ...}.
+  std::string ToJson() const;
+
+ private:
+  std::array<std::atomic<uint64_t>, static_cast<size_t>(CommandKind::kNumKinds)> commands_{};
+  std::atomic<uint64_t> round_trips_{0};
+  std::atomic<uint64_t> bytes_to_device_{0};
+  std::atomic<uint64_t> bytes_from_device_{0};
+  std::atomic<uint64_t> allocations_{0};
+  std::atomic<uint64_t> frees_{0};
+  std::atomic<int64_t> bytes_in_use_{0};
+  std::atomic<int64_t> peak_bytes_in_use_{0};
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_CLIENT_COUNTERS_H_

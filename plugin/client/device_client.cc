@@ -1,0 +1,303 @@
+// DeviceClient and its stream, event and timer objects (see device_client.h).
+#include "plugin/client/device_client.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace vgpu {
+namespace {
+
+// Stream and event ids are unique in the process, hence in every session.
+std::atomic<uint64_t> next_object_id{1};
+
+uint64_t NowNanoseconds() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+}  // namespace
+
+ClientEvent::State ClientEvent::Query() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!error_.ok()) return State::kError;
+  return reached_ >= recorded_ ? State::kComplete : State::kPending;
+}
+
+absl::Status ClientEvent::Wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t target = recorded_;
+  cv_.wait(lock, [&] { return reached_ >= target; });
+  return error_;
+}
+
+uint64_t ClientTimer::ElapsedNanoseconds() const {
+  uint64_t start = start_ns_.load();
+  uint64_t stop = stop_ns_.load();
+  return stop > start ? stop - start : 0;
+}
+
+DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* transport,
+                           NotificationHub* hub)
+    : ordinal_(ordinal), backend_device_(backend_device), transport_(transport), hub_(hub) {}
+
+Command DeviceClient::MakeCommand(CommandKind kind) const {
+  Command command;
+  command.kind = kind;
+  command.device = backend_device_;
+  return command;
+}
+
+absl::Status DeviceClient::Post(Command command) {
+  counters_.CountCommand(command.kind, /*round_trip=*/false);
+  return transport_->Post(std::move(command));
+}
+
+Reply DeviceClient::Call(Command command) {
+  counters_.CountCommand(command.kind, /*round_trip=*/true);
+  return transport_->Call(std::move(command));
+}
+
+absl::StatusOr<uint64_t> DeviceClient::Allocate(uint64_t size) {
+  Command command = MakeCommand(CommandKind::kAllocate);
+  command.size = size;
+  Reply reply = Call(std::move(command));
+  if (!reply.status.ok()) return reply.status;
+  counters_.AddAllocation(size);
+  return reply.value;
+}
+
+absl::Status DeviceClient::Free(uint64_t address, uint64_t size) {
+  Command command = MakeCommand(CommandKind::kFree);
+  command.dst = address;
+  Reply reply = Call(std::move(command));
+  if (reply.status.ok()) counters_.AddFree(size);
+  return reply.status;
+}
+
+absl::StatusOr<MemoryInfo> DeviceClient::QueryMemory() {
+  Reply reply = Call(MakeCommand(CommandKind::kMemoryInfo));
+  if (!reply.status.ok()) return reply.status;
+  return reply.memory;
+}
+
+absl::StatusOr<std::unique_ptr<ClientStream>> DeviceClient::CreateStream() {
+  Command command = MakeCommand(CommandKind::kCreateStream);
+  command.stream = next_object_id.fetch_add(1);
+  const uint64_t id = command.stream;
+  Reply reply = Call(std::move(command));
+  if (!reply.status.ok()) return reply.status;
+  return std::make_unique<ClientStream>(this, id);
+}
+
+absl::Status DeviceClient::DestroyStream(std::unique_ptr<ClientStream> stream) {
+  if (stream == nullptr) return absl::OkStatus();
+  Command command = MakeCommand(CommandKind::kDestroyStream);
+  command.stream = stream->id();
+  absl::Status status = Call(std::move(command)).status;
+  // Callbacks already notified still reference the stream's counters: let them finish.
+  if (!hub_->OnCallbackThread()) {
+    std::unique_lock<std::mutex> lock(stream->mu_);
+    stream->cv_.wait(lock, [&] { return stream->callbacks_done_ >= stream->callbacks_posted_; });
+  }
+  return status;
+}
+
+absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src,
+                                            uint64_t size) {
+  Command command = MakeCommand(CommandKind::kMemcpyHtoD);
+  command.stream = stream.id();
+  command.dst = dst;
+  command.host_src = src;
+  command.size = size;
+  counters_.AddBytesToDevice(size);
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src,
+                                            uint64_t size) {
+  Command command = MakeCommand(CommandKind::kMemcpyDtoH);
+  command.stream = stream.id();
+  command.src = src;
+  command.host_dst = dst;
+  command.size = size;
+  counters_.AddBytesFromDevice(size);
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src,
+                                              uint64_t size) {
+  Command command = MakeCommand(CommandKind::kMemcpyDtoD);
+  command.stream = stream.id();
+  command.dst = dst;
+  command.src = src;
+  command.size = size;
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::Memset(ClientStream& stream, uint64_t dst, uint32_t pattern,
+                                  uint8_t pattern_bytes, uint64_t size) {
+  Command command = MakeCommand(CommandKind::kMemset);
+  command.stream = stream.id();
+  command.dst = dst;
+  command.pattern = pattern;
+  command.pattern_bytes = pattern_bytes;
+  command.size = size;
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::Launch(ClientStream& stream, KernelId kernel,
+                                  absl::Span<const BufferArg> buffers,
+                                  absl::Span<const uint8_t> params) {
+  Command command = MakeCommand(CommandKind::kLaunch);
+  command.stream = stream.id();
+  command.object = static_cast<uint64_t>(kernel);
+  command.buffers.assign(buffers.begin(), buffers.end());
+  command.params.assign(params.begin(), params.end());
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::CopyNow(void* host_dst, uint64_t dst, const void* host_src,
+                                   uint64_t src, uint64_t size) {
+  Command command = MakeCommand(CommandKind::kMemcpyNow);
+  command.host_dst = host_dst;
+  command.dst = dst;
+  command.host_src = host_src;
+  command.src = src;
+  command.size = size;
+  if (host_src != nullptr) counters_.AddBytesToDevice(size);
+  if (host_dst != nullptr) counters_.AddBytesFromDevice(size);
+  return Call(std::move(command)).status;
+}
+
+std::shared_ptr<ClientEvent> DeviceClient::CreateEvent() {
+  return std::make_shared<ClientEvent>(next_object_id.fetch_add(1));
+}
+
+absl::Status DeviceClient::DestroyEvent(const ClientEvent& event) {
+  Command command = MakeCommand(CommandKind::kDestroyEvent);
+  command.object = event.id();
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::RecordEvent(ClientStream& stream,
+                                       const std::shared_ptr<ClientEvent>& event) {
+  uint64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(event->mu_);
+    generation = ++event->recorded_;
+  }
+  uint64_t token = hub_->Register(
+      [event, generation](const absl::Status& stream_status) {
+        std::lock_guard<std::mutex> lock(event->mu_);
+        if (generation > event->reached_) event->reached_ = generation;
+        if (!stream_status.ok() && event->error_.ok()) event->error_ = stream_status;
+        event->cv_.notify_all();
+      },
+      /*on_callback_thread=*/false);
+  Command command = MakeCommand(CommandKind::kRecordEvent);
+  command.stream = stream.id();
+  command.object = event->id();
+  command.token = token;
+  absl::Status status = Post(std::move(command));
+  if (!status.ok()) {
+    hub_->Unregister(token);
+    std::lock_guard<std::mutex> lock(event->mu_);
+    if (generation > event->reached_) event->reached_ = generation;
+    event->cv_.notify_all();
+  }
+  return status;
+}
+
+absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent& event) {
+  Command command = MakeCommand(CommandKind::kWaitEvent);
+  command.stream = stream.id();
+  command.object = event.id();
+  return Post(std::move(command));
+}
+
+absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, ClientStream& other) {
+  std::shared_ptr<ClientEvent> marker = CreateEvent();
+  absl::Status status = RecordEvent(other, marker);
+  if (status.ok()) status = WaitForEvent(dependent, *marker);
+  absl::Status destroyed = DestroyEvent(*marker);
+  return status.ok() ? destroyed : status;
+}
+
+absl::Status DeviceClient::PostNotify(ClientStream& stream, NotificationHub::Handler handler,
+                                      bool on_callback_thread) {
+  uint64_t token = hub_->Register(std::move(handler), on_callback_thread);
+  Command command = MakeCommand(CommandKind::kNotify);
+  command.stream = stream.id();
+  command.token = token;
+  absl::Status status = Post(std::move(command));
+  if (!status.ok()) hub_->Unregister(token);
+  return status;
+}
+
+absl::Status DeviceClient::HostCallback(ClientStream& stream,
+                                        std::function<void(const absl::Status&)> callback) {
+  {
+    std::lock_guard<std::mutex> lock(stream.mu_);
+    ++stream.callbacks_posted_;
+  }
+  ClientStream* s = &stream;
+  absl::Status status = PostNotify(
+      stream,
+      [s, callback = std::move(callback)](const absl::Status& stream_status) {
+        callback(stream_status);
+        std::lock_guard<std::mutex> lock(s->mu_);
+        ++s->callbacks_done_;
+        s->cv_.notify_all();
+      },
+      /*on_callback_thread=*/true);
+  if (!status.ok()) {
+    std::lock_guard<std::mutex> lock(stream.mu_);
+    --stream.callbacks_posted_;
+  }
+  return status;
+}
+
+absl::Status DeviceClient::StartTimer(ClientStream& stream,
+                                      const std::shared_ptr<ClientTimer>& timer) {
+  return PostNotify(
+      stream, [timer](const absl::Status&) { timer->start_ns_.store(NowNanoseconds()); },
+      /*on_callback_thread=*/false);
+}
+
+absl::Status DeviceClient::StopTimer(ClientStream& stream,
+                                     const std::shared_ptr<ClientTimer>& timer) {
+  return PostNotify(
+      stream, [timer](const absl::Status&) { timer->stop_ns_.store(NowNanoseconds()); },
+      /*on_callback_thread=*/false);
+}
+
+absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
+  uint64_t callbacks_target;
+  {
+    std::lock_guard<std::mutex> lock(stream.mu_);
+    callbacks_target = stream.callbacks_posted_;
+  }
+  Command command = MakeCommand(CommandKind::kSynchronizeStream);
+  command.stream = stream.id();
+  absl::Status status = Call(std::move(command)).status;
+  if (!hub_->OnCallbackThread()) {
+    std::unique_lock<std::mutex> lock(stream.mu_);
+    stream.cv_.wait(lock, [&] { return stream.callbacks_done_ >= callbacks_target; });
+  }
+  return status;
+}
+
+absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
+  Command command = MakeCommand(CommandKind::kStreamStatus);
+  command.stream = stream.id();
+  return Call(std::move(command)).status;
+}
+
+absl::Status DeviceClient::SynchronizeDevice() {
+  return Call(MakeCommand(CommandKind::kSynchronizeDevice)).status;
+}
+
+}  // namespace vgpu

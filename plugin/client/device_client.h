@@ -1,0 +1,152 @@
+// The client runtime's view of one virtual device: everything the stream executor and the op
+// kernels ask of the device becomes commands sent over the device's transport. Calls that need
+// an answer (allocation, synchronisation) are round trips; everything stream-ordered is posted
+// and returns at once. Event queries and host callbacks are answered locally from the backing
+// executor's notifications, so polling an event never costs a round trip.
+#ifndef VGPU_CLIENT_DEVICE_CLIENT_H_
+#define VGPU_CLIENT_DEVICE_CLIENT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "plugin/client/counters.h"
+#include "plugin/client/notification_hub.h"
+#include "plugin/protocol/command.h"
+#include "plugin/protocol/kernel_ids.h"
+#include "plugin/transport/transport.h"
+
+namespace vgpu {
+
+class DeviceClient;
+
+// A stream of one device. Created by DeviceClient::CreateStream; destroy it with
+// DeviceClient::DestroyStream. Thread-safe.
+class ClientStream {
+ public:
+  ClientStream(DeviceClient* device, uint64_t id) : device_(device), id_(id) {}
+  DeviceClient& device() const { return *device_; }
+  uint64_t id() const { return id_; }
+
+ private:
+  friend class DeviceClient;
+  DeviceClient* const device_;
+  const uint64_t id_;
+  // Host callbacks posted on this stream and those that have finished running.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t callbacks_posted_ = 0;
+  uint64_t callbacks_done_ = 0;
+};
+
+// An event: recorded on a stream, completes when the stream reaches the recording.
+class ClientEvent {
+ public:
+  enum class State { kComplete, kPending, kError };
+  explicit ClientEvent(uint64_t id) : id_(id) {}
+  uint64_t id() const { return id_; }
+  // Non-blocking; an event never recorded counts as complete.
+  State Query();
+  // Blocks until the last recording (at the time of the call) is reached.
+  absl::Status Wait();
+
+ private:
+  friend class DeviceClient;
+  const uint64_t id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t recorded_ = 0;  // recordings posted
+  uint64_t reached_ = 0;   // recordings the stream has reached
+  absl::Status error_;
+};
+
+// An interval timer measured in stream order on the host clock.
+class ClientTimer {
+ public:
+  uint64_t ElapsedNanoseconds() const;
+
+ private:
+  friend class DeviceClient;
+  std::atomic<uint64_t> start_ns_{0};
+  std::atomic<uint64_t> stop_ns_{0};
+};
+
+class DeviceClient {
+ public:
+  // `transport` and `hub` must outlive the client; `backend_device` is the device's index on
+  // the backing executor. Thread-safe.
+  DeviceClient(int ordinal, uint32_t backend_device, Transport* transport, NotificationHub* hub);
+
+  int ordinal() const { return ordinal_; }
+  std::string backend_name() const { return transport_->Describe(); }
+  ClientCounters& counters() { return counters_; }
+
+  // Memory (round trips).
+  absl::StatusOr<uint64_t> Allocate(uint64_t size);
+  absl::Status Free(uint64_t address, uint64_t size);
+  absl::StatusOr<MemoryInfo> QueryMemory();
+
+  // Streams. CreateStream and DestroyStream are round trips; DestroyStream drains the stream.
+  absl::StatusOr<std::unique_ptr<ClientStream>> CreateStream();
+  absl::Status DestroyStream(std::unique_ptr<ClientStream> stream);
+
+  // Stream-ordered work: posted, never waits for execution. Host memory must stay valid until
+  // the stream reaches the command.
+  absl::Status CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src, uint64_t size);
+  absl::Status CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src, uint64_t size);
+  absl::Status CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src, uint64_t size);
+  absl::Status Memset(ClientStream& stream, uint64_t dst, uint32_t pattern, uint8_t pattern_bytes,
+                      uint64_t size);
+  absl::Status Launch(ClientStream& stream, KernelId kernel, absl::Span<const BufferArg> buffers,
+                      absl::Span<const uint8_t> params);
+
+  // Synchronous copies outside any stream (round trips). Exactly one of host_dst/dst and one
+  // of host_src/src is set.
+  absl::Status CopyNow(void* host_dst, uint64_t dst, const void* host_src, uint64_t src,
+                       uint64_t size);
+
+  // Events and stream dependencies.
+  std::shared_ptr<ClientEvent> CreateEvent();
+  absl::Status DestroyEvent(const ClientEvent& event);
+  absl::Status RecordEvent(ClientStream& stream, const std::shared_ptr<ClientEvent>& event);
+  absl::Status WaitForEvent(ClientStream& stream, const ClientEvent& event);
+  // `dependent` does not start its later work until `other` finished what it has queued.
+  absl::Status CreateStreamDependency(ClientStream& dependent, ClientStream& other);
+
+  // Runs `callback` on the host (on the callback thread) once the stream reaches this point.
+  // It receives the stream's first error so far.
+  absl::Status HostCallback(ClientStream& stream, std::function<void(const absl::Status&)> callback);
+
+  // Timers.
+  absl::Status StartTimer(ClientStream& stream, const std::shared_ptr<ClientTimer>& timer);
+  absl::Status StopTimer(ClientStream& stream, const std::shared_ptr<ClientTimer>& timer);
+
+  // Synchronisation (round trips). SynchronizeStream also waits for the stream's host callbacks
+  // posted before it, unless called from a host callback.
+  absl::Status SynchronizeStream(ClientStream& stream);
+  absl::Status StreamStatus(ClientStream& stream);
+  absl::Status SynchronizeDevice();
+
+ private:
+  Command MakeCommand(CommandKind kind) const;
+  absl::Status Post(Command command);
+  Reply Call(Command command);
+  absl::Status PostNotify(ClientStream& stream, NotificationHub::Handler handler,
+                          bool on_callback_thread);
+
+  const int ordinal_;
+  const uint32_t backend_device_;
+  Transport* const transport_;
+  NotificationHub* const hub_;
+  ClientCounters counters_;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_CLIENT_DEVICE_CLIENT_H_

@@ -1,0 +1,163 @@
+// Parsing of the VGPU_* environment variables (see config.h).
+#include "plugin/common/config.h"
+
+#include <unistd.h>
+
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+
+namespace vgpu {
+namespace {
+
+constexpr int kMaxDevices = 16;
+
+bool IsValidTypeName(std::string_view name) {
+  if (name.empty() || !(name[0] >= 'A' && name[0] <= 'Z')) return false;
+  for (char c : name) {
+    if (!((c >= 'A' && c <= 'Z') || c == '_')) return false;
+  }
+  return true;
+}
+
+absl::Status ValidateBackend(std::string_view backend) {
+  if (backend == "inproc") return absl::OkStatus();
+  if (absl::StartsWith(backend, "unix://") || absl::StartsWith(backend, "tcp://")) {
+    return absl::UnimplementedError(absl::StrCat(
+        "VGPU_BACKEND='", backend,
+        "': remote backing executors are not available in this build yet; use 'inproc'"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "VGPU_BACKEND='", backend,
+      "' is not understood; expected 'inproc', 'unix:///path/to.sock' or 'tcp://host:port'"));
+}
+
+}  // namespace
+
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+  std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
+  size_t unit_start = 0;
+  while (unit_start < s.size() && (std::isdigit(static_cast<unsigned char>(s[unit_start])) ||
+                                   s[unit_start] == '.')) {
+    ++unit_start;
+  }
+  std::string number = s.substr(0, unit_start);
+  std::string unit(absl::StripAsciiWhitespace(s.substr(unit_start)));
+  if (number.empty() || number == "." || number.find('.') != number.rfind('.')) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a byte size"));
+  }
+  double multiplier = 0;
+  if (unit.empty() || unit == "b") multiplier = 1;
+  else if (unit == "k" || unit == "kib") multiplier = 1024.0;
+  else if (unit == "m" || unit == "mib") multiplier = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") multiplier = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib") multiplier = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") multiplier = 1e3;
+  else if (unit == "mb") multiplier = 1e6;
+  else if (unit == "gb") multiplier = 1e9;
+  else if (unit == "tb") multiplier = 1e12;
+  else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", text, "' has an unknown unit '", unit, "' (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"));
+  }
+  double value = std::strtod(number.c_str(), nullptr) * multiplier;
+  if (!(value >= 1.0) || value > 1024.0 * 1024 * 1024 * 1024 * 1024) {
+    return absl::InvalidArgumentError(absl::StrCat("'", text, "' is not a usable byte size"));
+  }
+  return static_cast<uint64_t>(std::floor(value));
+}
+
+uint64_t DefaultMemoryLimit(int device_count, uint64_t physical_bytes) {
+  if (device_count < 1) device_count = 1;
+  uint64_t share = physical_bytes / 2 / static_cast<uint64_t>(device_count);
+  constexpr uint64_t kFloor = 256ull << 20;
+  return share < kFloor ? kFloor : share;
+}
+
+absl::StatusOr<Config> LoadConfig(
+    const std::function<std::optional<std::string>(const char*)>& getenv) {
+  Config config;
+  if (auto count = getenv("VGPU_DEVICE_COUNT")) {
+    char* end = nullptr;
+    long value = std::strtol(count->c_str(), &end, 10);
+    if (count->empty() || *end != '\0' || value < 1 || value > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_DEVICE_COUNT='", *count, "' must be a whole number from 1 to ", kMaxDevices));
+    }
+    config.device_count = static_cast<int>(value);
+  }
+  std::string backend_text = getenv("VGPU_BACKEND").value_or("inproc");
+  if (backend_text.empty()) backend_text = "inproc";
+  for (std::string_view part : absl::StrSplit(backend_text, ',')) {
+    std::string backend(absl::StripAsciiWhitespace(part));
+    absl::Status valid = ValidateBackend(backend);
+    if (!valid.ok()) return valid;
+    config.backends.push_back(backend);
+  }
+  if (config.backends.size() == 1) {
+    config.backends.assign(config.device_count, config.backends[0]);
+  } else if (getenv("VGPU_DEVICE_COUNT").has_value() &&
+             static_cast<int>(config.backends.size()) != config.device_count) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VGPU_BACKEND names ", config.backends.size(), " backends but VGPU_DEVICE_COUNT is ",
+        config.device_count, "; give one backend, or one per device"));
+  } else {
+    config.device_count = static_cast<int>(config.backends.size());
+  }
+  if (auto mode = getenv("VGPU_DESCRIPTOR_MODE")) {
+    std::string m = absl::AsciiStrToLower(*mode);
+    if (m == "reuse") config.descriptor_mode = DescriptorMode::kReuse;
+    else if (m == "forward") config.descriptor_mode = DescriptorMode::kForward;
+    else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_DESCRIPTOR_MODE='", *mode, "' must be 'reuse' or 'forward'"));
+    }
+  }
+  if (auto limit = getenv("VGPU_MEMORY_LIMIT")) {
+    absl::StatusOr<uint64_t> bytes = ParseByteSize(*limit);
+    if (!bytes.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_MEMORY_LIMIT: ", bytes.status().message()));
+    }
+    if (*bytes < (1ull << 20)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_MEMORY_LIMIT='", *limit, "' is below the 1MiB minimum"));
+    }
+    config.memory_limit_bytes = *bytes;
+  } else {
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long page_size = sysconf(_SC_PAGESIZE);
+    uint64_t physical = (pages > 0 && page_size > 0)
+                            ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                            : (8ull << 30);
+    config.memory_limit_bytes = DefaultMemoryLimit(config.device_count, physical);
+  }
+  if (auto type = getenv("VGPU_DEVICE_TYPE")) {
+    if (!IsValidTypeName(*type)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_DEVICE_TYPE='", *type, "' must be capital letters and underscores, e.g. GPU"));
+    }
+    config.device_type = *type;
+  }
+  return config;
+}
+
+absl::StatusOr<Config> LoadConfigFromEnvironment() {
+  return LoadConfig([](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    if (value == nullptr) return std::nullopt;
+    return std::string(value);
+  });
+}
+
+const char* DescriptorModeName(DescriptorMode mode) {
+  return mode == DescriptorMode::kReuse ? "reuse" : "forward";
+}
+
+}  // namespace vgpu

@@ -1,0 +1,48 @@
+// The plugin's configuration, read from VGPU_* environment variables when TensorFlow loads the
+// plugin (see the configuration table in README.md). Parsing is strict: a value that cannot be
+// understood is an error with a message naming the variable, never a silent default.
+#ifndef VGPU_COMMON_CONFIG_H_
+#define VGPU_COMMON_CONFIG_H_
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace vgpu {
+
+enum class DescriptorMode { kReuse, kForward };
+
+struct Config {
+  // One backend address per virtual device ("inproc", "unix:///path", "tcp://host:port").
+  std::vector<std::string> backends;
+  DescriptorMode descriptor_mode = DescriptorMode::kReuse;
+  int device_count = 1;
+  uint64_t memory_limit_bytes = 0;  // per virtual device
+  std::string device_type = "GPU";
+};
+
+// Parses "512MiB", "4GiB", "1.5GB", "1000000" (bytes). Binary (KiB/MiB/GiB/TiB) and decimal
+// (KB/MB/GB/TB) units; case-insensitive; must be > 0.
+absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+
+// The default device memory per virtual device: half the host's physical memory, shared by the
+// devices. `physical_bytes` is injectable for tests.
+uint64_t DefaultMemoryLimit(int device_count, uint64_t physical_bytes);
+
+// Reads the configuration from `getenv` (injectable for tests). Errors name the variable.
+absl::StatusOr<Config> LoadConfig(
+    const std::function<std::optional<std::string>(const char*)>& getenv);
+
+// LoadConfig over the process environment.
+absl::StatusOr<Config> LoadConfigFromEnvironment();
+
+const char* DescriptorModeName(DescriptorMode mode);
+
+}  // namespace vgpu
+
+#endif  // VGPU_COMMON_CONFIG_H_

@@ -1,0 +1,52 @@
+// The process-wide state of the plugin: the configuration read at load, the backing executor(s)
+// and transports, and one DeviceClient per virtual device. Built once, when TensorFlow calls
+// SE_InitPlugin, and never destroyed (TensorFlow keeps using devices until the process ends).
+#ifndef VGPU_DEVICE_PLUGIN_RUNTIME_H_
+#define VGPU_DEVICE_PLUGIN_RUNTIME_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "plugin/client/device_client.h"
+#include "plugin/client/notification_hub.h"
+#include "plugin/common/config.h"
+
+namespace vgpu {
+
+class CpuExecutor;
+
+class PluginRuntime {
+ public:
+  // The runtime, built from the environment on first use. Never fails: on a bad configuration or
+  // a TensorFlow version mismatch it has zero devices and decline_reason() says why (TensorFlow
+  // aborts the process if SE_InitPlugin fails, so declining is the only safe answer).
+  static PluginRuntime& Get();
+
+  int device_count() const { return static_cast<int>(devices_.size()); }
+  // The client of device `ordinal`, or nullptr if out of range.
+  DeviceClient* device(int ordinal) const;
+  const Config& config() const { return config_; }
+  const std::string& decline_reason() const { return decline_reason_; }
+  const std::string& device_type() const { return config_.device_type; }
+
+  // JSON documents for `vgpu.stats()` and `vgpu info` (see c_api/vgpu_c_api.h).
+  std::string StatsJson() const;
+  std::string InfoJson() const;
+  void ResetStats();
+
+ private:
+  PluginRuntime();
+  void Decline(std::string reason);
+
+  Config config_;
+  std::string decline_reason_;
+  std::unique_ptr<NotificationHub> hub_;
+  std::unique_ptr<CpuExecutor> cpu_executor_;
+  std::vector<std::unique_ptr<Transport>> transports_;
+  std::vector<std::unique_ptr<DeviceClient>> devices_;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_DEVICE_PLUGIN_RUNTIME_H_

@@ -1,0 +1,66 @@
+// Kernel helpers (see kernel_support.h).
+#include "plugin/kernels/kernel_support.h"
+
+#include <string>
+
+namespace vgpu {
+
+absl::Status ScopedTfStatus::ToStatus() const {
+  TF_Code code = TF_GetCode(status_);
+  if (code == TF_OK) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(code), TF_Message(status_));
+}
+
+void FailOp(TF_OpKernelContext* context, const absl::Status& status) {
+  if (status.ok()) return;
+  TF_Status* tf_status = TF_NewStatus();
+  std::string message(status.message());
+  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), message.c_str());
+  TF_OpKernelContext_Failure(context, tf_status);
+  TF_DeleteStatus(tf_status);
+}
+
+absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index) {
+  ScopedTfStatus status;
+  TF_Tensor* tensor = nullptr;
+  TF_GetInput(context, index, &tensor, status.get());
+  TensorPtr owned(tensor);
+  if (absl::Status s = status.ToStatus(); !s.ok()) return s;
+  return owned;
+}
+
+std::vector<int64_t> ShapeOf(const TF_Tensor* tensor) {
+  std::vector<int64_t> dims(TF_NumDims(tensor));
+  for (int i = 0; i < static_cast<int>(dims.size()); ++i) dims[i] = TF_Dim(tensor, i);
+  return dims;
+}
+
+absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(TF_OpKernelContext* context, int input_index,
+                                                  int index, const TF_Tensor* like) {
+  ScopedTfStatus status;
+  std::vector<int64_t> dims = ShapeOf(like);
+  int forwarded = -1;
+  int candidates[] = {input_index};
+  TF_Tensor* output = TF_ForwardInputOrAllocateOutput(
+      context, candidates, 1, index, dims.data(), static_cast<int>(dims.size()), &forwarded,
+      status.get());
+  TensorPtr owned(output);
+  if (absl::Status s = status.ToStatus(); !s.ok()) return s;
+  return owned;
+}
+
+absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context) {
+  ScopedTfStatus status;
+  SP_Stream stream = TF_GetStream(context, status.get());
+  if (absl::Status s = status.ToStatus(); !s.ok()) return s;
+  if (stream == nullptr || stream->stream == nullptr) {
+    return absl::InternalError("op has no virtual GPU stream");
+  }
+  return stream->stream.get();
+}
+
+BufferArg BufferOf(const TF_Tensor* tensor) {
+  return BufferArg{reinterpret_cast<uint64_t>(TF_TensorData(tensor)), TF_TensorByteSize(tensor)};
+}
+
+}  // namespace vgpu

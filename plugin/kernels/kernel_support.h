@@ -1,0 +1,59 @@
+// Helpers shared by the plugin's op kernels: RAII for TensorFlow's C handles, access to the
+// launch stream, and the single place where a kernel's absl::Status becomes an op failure.
+#ifndef VGPU_KERNELS_KERNEL_SUPPORT_H_
+#define VGPU_KERNELS_KERNEL_SUPPORT_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugin/common/status_macros.h"
+#include "plugin/device/se_handles.h"
+#include "plugin/protocol/command.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/tf_tensor.h"
+
+namespace vgpu {
+
+struct TensorDeleter {
+  void operator()(TF_Tensor* tensor) const { TF_DeleteTensor(tensor); }
+};
+using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
+
+// Owns a TF_Status for the duration of a call into TensorFlow's C API.
+class ScopedTfStatus {
+ public:
+  ScopedTfStatus() : status_(TF_NewStatus()) {}
+  ~ScopedTfStatus() { TF_DeleteStatus(status_); }
+  ScopedTfStatus(const ScopedTfStatus&) = delete;
+  ScopedTfStatus& operator=(const ScopedTfStatus&) = delete;
+  TF_Status* get() { return status_; }
+  absl::Status ToStatus() const;
+
+ private:
+  TF_Status* status_;
+};
+
+// Marks the op failed with `status` (no-op for OK).
+void FailOp(TF_OpKernelContext* context, const absl::Status& status);
+
+absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index);
+
+// The shape of `tensor` as a vector of dimensions.
+std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
+
+// Output `index` with the shape of `like`, reusing input `input_index`'s buffer when TensorFlow
+// allows it (as TensorFlow's own element-wise kernels do).
+absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(TF_OpKernelContext* context, int input_index,
+                                                  int index, const TF_Tensor* like);
+
+// The client stream this op runs on.
+absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context);
+
+// The device range of a tensor's buffer.
+BufferArg BufferOf(const TF_Tensor* tensor);
+
+}  // namespace vgpu
+
+#endif  // VGPU_KERNELS_KERNEL_SUPPORT_H_
