@@ -9,7 +9,13 @@ namespace vgpu {
 
 // Fills `params` (platform, platform_fns, destroy functions, API version). The caller owns the
 // structs `params` points to. Builds the PluginRuntime on first use.
+// If "VGPU" is already registered in the process (the plugin was loaded twice), it registers an
+// inert platform with a unique name, no devices, and IsDuplicateLoad() becomes true.
 void FillPlatformRegistration(SE_PlatformRegistrationParams* params);
+
+// True when this copy of the plugin is a duplicate load (see above): it must not register
+// kernels either.
+bool IsDuplicateLoad();
 
 }  // namespace vgpu
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
 #include "plugin/device/plugin_runtime.h"
+#include "plugin/device/platform_probe.h"
 #include "plugin/device/platform_registration.h"
 #include "plugin/device/se_handles.h"
 #include "plugin/device/tf_status_bridge.h"
@@ -17,11 +18,26 @@ namespace {
 
 constexpr char kPlatformName[] = "VGPU";
 
+// Set when this load of the plugin found "VGPU" already registered (the plugin was loaded
+// twice). The duplicate registers an inert platform with no devices and no kernels.
+bool duplicate_load = false;
+std::string duplicate_name;
+
 DeviceClient& ClientOf(const SP_Device* device) {
   return *static_cast<DeviceClient*>(device->device_handle);
 }
 
 ClientStream& StreamOf(SP_Stream stream) { return *stream->stream; }
+
+// How much TensorFlow 2.21's PluggableDeviceFactory subtracts (MinSystemMemory) from a
+// device's free memory, solved so that reported - reserve(reported) == limit.
+uint64_t TensorFlowSystemReserve(uint64_t limit) {
+  constexpr uint64_t kSmallReserve = 255ull << 20;  // when less than 2 GiB is available
+  constexpr uint64_t kMinReserve = 300ull << 20;    // otherwise max(300 MiB, 6%)
+  if (limit + kSmallReserve < (2ull << 30)) return kSmallReserve;
+  if ((limit + kMinReserve) * 6 / 100 <= kMinReserve) return kMinReserve;
+  return static_cast<uint64_t>(static_cast<double>(limit) / 0.94) + 1 - limit;
+}
 
 // --- memory -------------------------------------------------------------------------------
 
@@ -79,8 +95,12 @@ TF_Bool GetAllocatorStats(const SP_Device* device, SP_AllocatorStats* stats) {
 TF_Bool DeviceMemoryUsage(const SP_Device* device, int64_t* free, int64_t* total) {
   absl::StatusOr<MemoryInfo> info = ClientOf(device).QueryMemory();
   if (!info.ok()) return false;
-  *total = static_cast<int64_t>(info->limit_bytes);
-  *free = static_cast<int64_t>(info->limit_bytes - info->bytes_in_use);
+  // TensorFlow's pluggable-device factory keeps back a "system memory" share of what a device
+  // reports free (for a display, other processes...). Nothing else shares a virtual device, so
+  // the share is added here: TensorFlow then uses exactly VGPU_MEMORY_LIMIT.
+  const uint64_t headroom = TensorFlowSystemReserve(info->limit_bytes);
+  *total = static_cast<int64_t>(info->limit_bytes + headroom);
+  *free = static_cast<int64_t>(info->limit_bytes - info->bytes_in_use + headroom);
   return true;
 }
 
@@ -254,7 +274,9 @@ TF_Bool HostCallback(const SP_Device* device, SP_Stream stream, SE_StatusCallbac
 // --- platform ----------------------------------------------------------------------------
 
 void GetDeviceCount(const SP_Platform* platform, int* device_count, TF_Status* status) {
-  *device_count = PluginRuntime::Get().device_count();
+  // A duplicate load's inert platform has no devices; the real one keeps its own.
+  const bool real = std::strcmp(platform->name, kPlatformName) == 0;
+  *device_count = real ? PluginRuntime::Get().device_count() : 0;
   ToTfStatus(absl::OkStatus(), status);
 }
 
@@ -347,6 +369,8 @@ void DestroyPlatformFns(SP_PlatformFns* platform_fns) {}
 
 }  // namespace
 
+bool IsDuplicateLoad() { return duplicate_load; }
+
 // Fills TensorFlow's registration tables. Used by SE_InitPlugin and by the C++ tests, which
 // drive the stream executor through these tables without the TensorFlow runtime.
 void FillPlatformRegistration(SE_PlatformRegistrationParams* params) {
@@ -355,8 +379,26 @@ void FillPlatformRegistration(SE_PlatformRegistrationParams* params) {
   params->patch_version = SE_PATCH;
   SP_Platform* platform = params->platform;
   platform->struct_size = SP_PLATFORM_STRUCT_SIZE;
-  platform->name = kPlatformName;
-  platform->type = PluginRuntime::Get().device_type().c_str();
+  if (!duplicate_load && IsPlatformRegistered(kPlatformName)) {
+    // Names must be [A-Z_]+ and unique per load: VGPU_DUPLICATE_LOAD_A, _B, ...
+    static int duplicates = 0;
+    duplicate_load = true;
+    duplicate_name = "VGPU_DUPLICATE_LOAD_";
+    for (int n = duplicates++; ; n = n / 26 - 1) {
+      duplicate_name += static_cast<char>('A' + n % 26);
+      if (n < 26) break;
+    }
+    Log(LogLevel::kWarning,
+        "the vgpu plugin was loaded twice (tensorflow-plugins/ and "
+        "TF_PLUGGABLE_DEVICE_LIBRARY_PATH?); this second load is ignored");
+  }
+  if (duplicate_load) {
+    platform->name = duplicate_name.c_str();
+    platform->type = duplicate_name.c_str();
+  } else {
+    platform->name = kPlatformName;
+    platform->type = PluginRuntime::Get().device_type().c_str();
+  }
   platform->supports_unified_memory = false;
   platform->use_bfc_allocator = true;
   platform->force_memory_growth = true;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
+#include "plugin/device/platform_registration.h"
 #include "plugin/device/plugin_runtime.h"
 #include "plugin/kernels/kernel_support.h"
 
@@ -55,7 +56,7 @@ extern "C" {
 // configured device type even when the plugin declined to offer devices (they are then unused).
 void TF_InitKernel() {
   static bool registered = false;  // a second load of the same library must not re-register
-  if (registered) return;
+  if (registered || vgpu::IsDuplicateLoad()) return;
   registered = true;
   const char* device_type = vgpu::PluginRuntime::Get().device_type().c_str();
   vgpu::RegisterActivationOps(device_type);

@@ -1,0 +1,4 @@
+"""``python -m vgpu`` runs the ``vgpu`` command line."""
+from vgpu.cli import run
+
+run()

@@ -1,0 +1,105 @@
+"""Access to the loaded plugin: devices, configuration and counters.
+
+The plugin is loaded by TensorFlow itself (``import tensorflow``); this module never loads a
+second copy. It finds the loaded ``libvgpu_plugin.so`` and reads its C API through ``vgpu._core``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+PLATFORM_NAME = "VGPU"
+
+
+class PluginNotLoadedError(RuntimeError):
+    """TensorFlow has not loaded the vgpu plugin in this process."""
+
+
+def _import_tensorflow():
+    import tensorflow as tf  # noqa: PLC0415 - loading TensorFlow loads the plugin
+
+    return tf
+
+
+@functools.lru_cache(maxsize=1)
+def _plugin():
+    _import_tensorflow()
+    from vgpu import _core  # noqa: PLC0415
+
+    path = _core.find_loaded_plugin()
+    if path is None:
+        raise PluginNotLoadedError(
+            "TensorFlow did not load the vgpu plugin: is tensorflow-vgpu installed in the same "
+            "environment as tensorflow-cpu (site-packages/tensorflow-plugins/libvgpu_plugin.so)?"
+        )
+    return _core.Plugin(path)
+
+
+def plugin_path() -> str:
+    """Path of the plugin shared library TensorFlow loaded."""
+    return _plugin().path
+
+
+def info() -> dict[str, Any]:
+    """The plugin's configuration as loaded: version, TensorFlow versions, device type and
+    count, backends, descriptor mode, memory limit, and ``declined`` (why no device is offered,
+    or None)."""
+    result = json.loads(_plugin().info_json())
+    result["plugin_path"] = plugin_path()
+    return result
+
+
+def devices() -> list[str]:
+    """Names of the virtual GPUs TensorFlow discovered, e.g. ['/physical_device:GPU:0']."""
+    tf = _import_tensorflow()
+    device_type = info()["device_type"]
+    return [d.name for d in tf.config.list_physical_devices(device_type)]
+
+
+def is_available() -> bool:
+    """True when the plugin is loaded and offers at least one virtual GPU."""
+    try:
+        return info()["device_count"] > 0
+    except PluginNotLoadedError:
+        return False
+
+
+_SUMMED = (
+    "commands_sent",
+    "launches",
+    "round_trips",
+    "bytes_to_device",
+    "bytes_from_device",
+    "allocations",
+    "frees",
+    "bytes_in_use",
+    "peak_bytes_in_use",
+)
+
+
+def stats() -> dict[str, Any]:
+    """Counters of the client runtime, summed over devices, with ``devices`` per device.
+
+    Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``launches``,
+    ``round_trips``, ``bytes_to_device``, ``bytes_from_device``, ``allocations``, ``frees``,
+    ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of
+    per-device peaks), and ``devices``: a list of {"ordinal", "backend", "counters"}.
+    """
+    raw = json.loads(_plugin().stats_json())
+    total: dict[str, Any] = {key: 0 for key in _SUMMED}
+    commands: dict[str, int] = {}
+    for device in raw["devices"]:
+        counters = device["counters"]
+        for key in _SUMMED:
+            total[key] += counters[key]
+        for kind, count in counters["commands"].items():
+            commands[kind] = commands.get(kind, 0) + count
+    total["commands"] = commands
+    total["devices"] = raw["devices"]
+    return total
+
+
+def reset_stats() -> None:
+    """Zeroes every counter (memory still in use stays counted)."""
+    _plugin().reset_stats()

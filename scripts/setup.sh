@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Prepares a development environment from scratch, idempotently: system packages for the C++
+# tests (GoogleTest, ccache), a virtual environment in .venv with TensorFlow and the build tools,
+# and tensorflow-vgpu built and installed into it (C++ tests built in the same build folder).
+# Used by scripts/test.sh and scripts/run_example.sh; safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+VENV=${VGPU_VENV:-.venv}
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_apt=()
+[ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+command -v ccache >/dev/null || need_apt+=(ccache)
+command -v ninja >/dev/null || need_apt+=(ninja-build)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+fi
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
+# Build tools and runtime dependencies (the TensorFlow wheel comes from the package index).
+"${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "pytest>=8" \
+  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
+
+echo "setup: building and installing tensorflow-vgpu"
+"${PIP[@]}" install --no-build-isolation --no-deps \
+  -Ccmake.define.VGPU_BUILD_TESTS=ON -Cbuild.verbose=false .

@@ -1,0 +1,216 @@
+// Tests of the VGPU_* configuration (common/config.h) and of the TensorFlow version check
+// (device/tf_version.h): strict parsing, defaults, and errors that name the variable at fault.
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "plugin/common/config.h"
+#include "plugin/device/tf_version.h"
+
+namespace vgpu {
+namespace {
+
+constexpr uint64_t kMiB = 1ull << 20;
+constexpr uint64_t kGiB = 1ull << 30;
+
+// LoadConfig over a fixed environment.
+absl::StatusOr<Config> LoadFrom(const std::map<std::string, std::string>& env) {
+  return LoadConfig([&env](const char* name) -> std::optional<std::string> {
+    auto it = env.find(name);
+    if (it == env.end()) return std::nullopt;
+    return it->second;
+  });
+}
+
+// Expects `result` to be an error of `code` whose message mentions `text`.
+template <typename T>
+void ExpectError(const absl::StatusOr<T>& result, absl::StatusCode code, const std::string& text) {
+  ASSERT_FALSE(result.ok()) << "expected an error mentioning '" << text << "'";
+  EXPECT_EQ(result.status().code(), code) << result.status();
+  EXPECT_NE(result.status().message().find(text), std::string::npos) << result.status();
+}
+
+TEST(ParseByteSize, ParsesBinaryUnits) {
+  EXPECT_EQ(*ParseByteSize("512MiB"), 512 * kMiB);
+  EXPECT_EQ(*ParseByteSize("4GiB"), 4 * kGiB);
+  EXPECT_EQ(*ParseByteSize("3KiB"), 3 * 1024u);
+  EXPECT_EQ(*ParseByteSize("2TiB"), 2 * 1024 * kGiB);
+  EXPECT_EQ(*ParseByteSize("1.5KiB"), 1536u);
+  EXPECT_EQ(*ParseByteSize("2G"), 2 * kGiB);  // a bare letter is binary
+}
+
+TEST(ParseByteSize, ParsesDecimalUnits) {
+  EXPECT_EQ(*ParseByteSize("1.5GB"), 1500000000u);
+  EXPECT_EQ(*ParseByteSize("10MB"), 10000000u);
+  EXPECT_EQ(*ParseByteSize("7KB"), 7000u);
+  EXPECT_EQ(*ParseByteSize("1TB"), 1000000000000u);
+}
+
+TEST(ParseByteSize, PlainNumbersAreBytes) {
+  EXPECT_EQ(*ParseByteSize("100"), 100u);
+  EXPECT_EQ(*ParseByteSize("100B"), 100u);
+  EXPECT_EQ(*ParseByteSize("1000000"), 1000000u);
+}
+
+TEST(ParseByteSize, IsCaseInsensitiveAndIgnoresSurroundingSpace) {
+  EXPECT_EQ(*ParseByteSize("4gib"), 4 * kGiB);
+  EXPECT_EQ(*ParseByteSize("  512 MiB "), 512 * kMiB);
+  EXPECT_EQ(*ParseByteSize("1.5gb"), 1500000000u);
+}
+
+TEST(ParseByteSize, RejectsUnknownUnits) {
+  ExpectError(ParseByteSize("12XB"), absl::StatusCode::kInvalidArgument, "unknown unit");
+  ExpectError(ParseByteSize("5 bytes"), absl::StatusCode::kInvalidArgument, "unknown unit");
+  ExpectError(ParseByteSize("1e3"), absl::StatusCode::kInvalidArgument, "unknown unit");
+}
+
+TEST(ParseByteSize, RejectsZeroAndFractionsOfAByte) {
+  EXPECT_FALSE(ParseByteSize("0").ok());
+  EXPECT_FALSE(ParseByteSize("0MiB").ok());
+  EXPECT_FALSE(ParseByteSize("0.5").ok());
+}
+
+TEST(ParseByteSize, RejectsGarbage) {
+  for (const char* text : {"", " ", "abc", "MiB", ".", "1.2.3GiB", "-5MiB", "+5MiB", "inf", "nan",
+                           "999999999999TiB"}) {
+    EXPECT_FALSE(ParseByteSize(text).ok()) << "'" << text << "'";
+  }
+}
+
+TEST(DefaultMemoryLimit, SplitsHalfOfHostMemoryBetweenDevices) {
+  EXPECT_EQ(DefaultMemoryLimit(1, 16 * kGiB), 8 * kGiB);
+  EXPECT_EQ(DefaultMemoryLimit(2, 16 * kGiB), 4 * kGiB);
+  EXPECT_EQ(DefaultMemoryLimit(4, 1 * kGiB), 256 * kMiB);  // never below the 256MiB floor
+  EXPECT_EQ(DefaultMemoryLimit(0, 16 * kGiB), 8 * kGiB);   // a bad count counts as one
+}
+
+TEST(LoadConfig, EmptyEnvironmentGivesTheDefaults) {
+  absl::StatusOr<Config> config = LoadFrom({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->device_count, 1);
+  EXPECT_EQ(config->backends, std::vector<std::string>{"inproc"});
+  EXPECT_EQ(config->descriptor_mode, DescriptorMode::kReuse);
+  EXPECT_EQ(config->device_type, "GPU");
+  EXPECT_GE(config->memory_limit_bytes, 256 * kMiB);
+}
+
+TEST(LoadConfig, EmptyBackendMeansInproc) {
+  absl::StatusOr<Config> config = LoadFrom({{"VGPU_BACKEND", ""}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->backends, std::vector<std::string>{"inproc"});
+}
+
+TEST(LoadConfig, DeviceCountGivesOneBackendPerDevice) {
+  absl::StatusOr<Config> config = LoadFrom({{"VGPU_DEVICE_COUNT", "3"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->device_count, 3);
+  EXPECT_EQ(config->backends, (std::vector<std::string>{"inproc", "inproc", "inproc"}));
+  EXPECT_TRUE(LoadFrom({{"VGPU_DEVICE_COUNT", "1"}}).ok());
+  EXPECT_TRUE(LoadFrom({{"VGPU_DEVICE_COUNT", "16"}}).ok());
+}
+
+TEST(LoadConfig, RejectsDeviceCountOutsideOneToSixteen) {
+  for (const char* count : {"0", "17", "-1", "two", "2x", "", "1.5"}) {
+    SCOPED_TRACE(count);
+    ExpectError(LoadFrom({{"VGPU_DEVICE_COUNT", count}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_DEVICE_COUNT");
+  }
+}
+
+TEST(LoadConfig, BackendListSetsTheDeviceCount) {
+  absl::StatusOr<Config> config = LoadFrom({{"VGPU_BACKEND", "inproc, inproc"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->device_count, 2);
+  EXPECT_EQ(config->backends, (std::vector<std::string>{"inproc", "inproc"}));
+}
+
+TEST(LoadConfig, RejectsBackendListThatDisagreesWithDeviceCount) {
+  ExpectError(LoadFrom({{"VGPU_BACKEND", "inproc,inproc"}, {"VGPU_DEVICE_COUNT", "3"}}),
+              absl::StatusCode::kInvalidArgument, "VGPU_BACKEND");
+}
+
+TEST(LoadConfig, RejectsUnknownBackend) {
+  ExpectError(LoadFrom({{"VGPU_BACKEND", "cuda"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_BACKEND");
+  ExpectError(LoadFrom({{"VGPU_BACKEND", "inproc,"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_BACKEND");
+}
+
+TEST(LoadConfig, RemoteBackendsAreUnimplemented) {
+  ExpectError(LoadFrom({{"VGPU_BACKEND", "unix:///tmp/vgpu.sock"}}),
+              absl::StatusCode::kUnimplemented, "VGPU_BACKEND");
+  ExpectError(LoadFrom({{"VGPU_BACKEND", "tcp://localhost:7000"}}),
+              absl::StatusCode::kUnimplemented, "VGPU_BACKEND");
+}
+
+TEST(LoadConfig, ReadsDescriptorMode) {
+  EXPECT_EQ(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "forward"}})->descriptor_mode,
+            DescriptorMode::kForward);
+  EXPECT_EQ(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "FORWARD"}})->descriptor_mode,
+            DescriptorMode::kForward);
+  EXPECT_EQ(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "reuse"}})->descriptor_mode,
+            DescriptorMode::kReuse);
+  ExpectError(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "cache"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_DESCRIPTOR_MODE");
+  EXPECT_STREQ(DescriptorModeName(DescriptorMode::kReuse), "reuse");
+  EXPECT_STREQ(DescriptorModeName(DescriptorMode::kForward), "forward");
+}
+
+TEST(LoadConfig, ReadsMemoryLimit) {
+  absl::StatusOr<Config> config = LoadFrom({{"VGPU_MEMORY_LIMIT", "64MiB"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->memory_limit_bytes, 64 * kMiB);
+  EXPECT_EQ(LoadFrom({{"VGPU_MEMORY_LIMIT", "1MiB"}})->memory_limit_bytes, kMiB);
+}
+
+TEST(LoadConfig, RejectsMemoryLimitBelowOneMiB) {
+  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "512KiB"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_MEMORY_LIMIT");
+  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "100"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_MEMORY_LIMIT");
+}
+
+TEST(LoadConfig, RejectsUnparsableMemoryLimit) {
+  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "lots"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_MEMORY_LIMIT");
+  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "4XiB"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_MEMORY_LIMIT");
+}
+
+TEST(LoadConfig, ValidatesDeviceType) {
+  EXPECT_EQ(LoadFrom({{"VGPU_DEVICE_TYPE", "VGPU"}})->device_type, "VGPU");
+  EXPECT_EQ(LoadFrom({{"VGPU_DEVICE_TYPE", "MY_GPU"}})->device_type, "MY_GPU");
+  for (const char* type : {"gpu", "", "1GPU", "_GPU", "G-PU", "GPU2", "GPU "}) {
+    SCOPED_TRACE(type);
+    ExpectError(LoadFrom({{"VGPU_DEVICE_TYPE", type}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_DEVICE_TYPE");
+  }
+}
+
+TEST(CheckTensorFlowVersion, AcceptsAnyPatchOfTheSameMinor) {
+  EXPECT_TRUE(CheckTensorFlowVersion("2.21.0", "2.21.3").ok());
+  EXPECT_TRUE(CheckTensorFlowVersion("2.21.0", "2.21.0").ok());
+  EXPECT_TRUE(CheckTensorFlowVersion("2.21.1", "2.21.0rc1").ok());
+}
+
+TEST(CheckTensorFlowVersion, RejectsAnotherMinorOrMajor) {
+  absl::Status older = CheckTensorFlowVersion("2.21.0", "2.20.0");
+  EXPECT_EQ(older.code(), absl::StatusCode::kFailedPrecondition) << older;
+  EXPECT_NE(older.message().find("2.20.0"), std::string::npos) << older;
+  EXPECT_NE(older.message().find("tensorflow-cpu==2.21.*"), std::string::npos) << older;
+  EXPECT_EQ(CheckTensorFlowVersion("2.21.0", "2.22.0").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckTensorFlowVersion("2.21.0", "3.21.0").code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(CheckTensorFlowVersion("2.21.0", "garbage").code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(RunningTensorFlowVersion, IsUnknownWithoutTensorFlowsCLibrary) {
+  // The test binary links only libtensorflow_framework.so.2, which does not define TF_Version.
+  EXPECT_EQ(RunningTensorFlowVersion(), std::nullopt);
+}
+
+}  // namespace
+}  // namespace vgpu

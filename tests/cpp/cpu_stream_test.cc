@@ -1,0 +1,193 @@
+// Tests of one CPU backing-executor stream (backend/cpu/cpu_stream.h) with a scripted executor:
+// FIFO order, asynchronous enqueue, completion positions, the sticky first error, and draining
+// on destruction.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "plugin/backend/cpu/cpu_stream.h"
+#include "test_sync.h"
+
+namespace vgpu {
+namespace {
+
+using vgpu_test::Gate;
+using vgpu_test::OrderLog;
+
+Command MakeCommand(CommandKind kind, uint64_t tag) {
+  Command command;
+  command.kind = kind;
+  command.object = tag;
+  return command;
+}
+
+TEST(CpuStream, RunsCommandsInFifoOrder) {
+  OrderLog log;
+  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
+    log.Append(static_cast<int64_t>(c.object));
+    return absl::OkStatus();
+  });
+  constexpr int kCommands = 200;
+  for (int i = 0; i < kCommands; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
+  stream.WaitUntilCompleted(kCommands);
+  std::vector<int64_t> expected;
+  for (int i = 0; i < kCommands; ++i) expected.push_back(i);
+  EXPECT_EQ(log.values(), expected);
+}
+
+TEST(CpuStream, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
+  OrderLog log;
+  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
+    log.Append(static_cast<int64_t>(c.object));
+    return absl::OkStatus();
+  });
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 100;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        stream.Enqueue(MakeCommand(CommandKind::kLaunch, t * 1000 + i));
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  stream.WaitUntilCompleted(stream.enqueued());
+  std::vector<int64_t> values = log.values();
+  ASSERT_EQ(values.size(), static_cast<size_t>(kThreads * kPerThread));
+  std::vector<int64_t> next(kThreads, 0);
+  for (int64_t v : values) {
+    const int t = static_cast<int>(v / 1000);
+    EXPECT_EQ(v % 1000, next[t]) << "thread " << t << " out of order";
+    next[t] = v % 1000 + 1;
+  }
+}
+
+TEST(CpuStream, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
+  Gate release;
+  Gate first_running;
+  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
+    if (c.object == 0) {
+      first_running.Open();
+      release.Wait();  // the worker is held inside the first command
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(stream.enqueued(), 0u);
+  EXPECT_EQ(stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0)), 1u);
+  first_running.Wait();
+  // The worker is busy, yet enqueueing returns at once with increasing positions.
+  for (uint64_t i = 1; i <= 10; ++i) {
+    EXPECT_EQ(stream.Enqueue(MakeCommand(CommandKind::kLaunch, i)), i + 1);
+  }
+  EXPECT_EQ(stream.enqueued(), 11u);
+  EXPECT_FALSE(stream.IsCompleted(1));
+  EXPECT_FALSE(stream.IsCompleted(11));
+  release.Open();
+  stream.WaitUntilCompleted(11);
+  EXPECT_TRUE(stream.IsCompleted(1));
+  EXPECT_TRUE(stream.IsCompleted(11));
+  EXPECT_FALSE(stream.IsCompleted(12));
+}
+
+TEST(CpuStream, WaitUntilCompletedWaitsOnlyForItsPosition) {
+  Gate release;
+  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
+    if (c.object == 2) release.Wait();
+    return absl::OkStatus();
+  });
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 1));
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 2));
+  stream.WaitUntilCompleted(1);  // returns although command 2 is held
+  EXPECT_TRUE(stream.IsCompleted(1));
+  EXPECT_FALSE(stream.IsCompleted(2));
+  release.Open();
+  stream.WaitUntilCompleted(2);
+  EXPECT_TRUE(stream.IsCompleted(2));
+}
+
+TEST(CpuStream, RemembersTheFirstErrorAndNamesTheCommand) {
+  CpuStream stream(42, 0, [&](Command& c, const absl::Status&) {
+    if (c.object == 1) return absl::InvalidArgumentError("the first failure");
+    if (c.object == 2) return absl::InternalError("a later failure");
+    return absl::OkStatus();
+  });
+  stream.Enqueue(MakeCommand(CommandKind::kMemcpyHtoD, 0));
+  stream.Enqueue(MakeCommand(CommandKind::kMemset, 1));
+  stream.Enqueue(MakeCommand(CommandKind::kNotify, 2));  // still runs, fails, is not recorded
+  stream.WaitUntilCompleted(3);
+  absl::Status status = stream.status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(status.message(), "memset on stream 42 failed: the first failure");
+}
+
+TEST(CpuStream, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
+  OrderLog ran;
+  std::vector<absl::Status> seen_by_markers;
+  CpuStream stream(7, 0, [&](Command& c, const absl::Status& stream_status) {
+    ran.Append(static_cast<int64_t>(c.kind));
+    if (c.kind == CommandKind::kNotify || c.kind == CommandKind::kRecordEvent) {
+      seen_by_markers.push_back(stream_status);
+    }
+    if (c.object == 1) return absl::OutOfRangeError("boom");
+    return absl::OkStatus();
+  });
+  stream.Enqueue(MakeCommand(CommandKind::kNotify, 0));     // runs, stream healthy
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 1));     // runs, fails
+  stream.Enqueue(MakeCommand(CommandKind::kMemcpyHtoD, 2)); // skipped
+  stream.Enqueue(MakeCommand(CommandKind::kMemcpyDtoH, 3)); // skipped
+  stream.Enqueue(MakeCommand(CommandKind::kMemcpyDtoD, 4)); // skipped
+  stream.Enqueue(MakeCommand(CommandKind::kMemset, 5));     // skipped
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 6));     // skipped
+  stream.Enqueue(MakeCommand(CommandKind::kRecordEvent, 7));// runs: someone may wait on it
+  stream.Enqueue(MakeCommand(CommandKind::kWaitEvent, 8));  // runs
+  stream.Enqueue(MakeCommand(CommandKind::kNotify, 9));     // runs
+  stream.WaitUntilCompleted(10);
+  EXPECT_EQ(ran.values(), (std::vector<int64_t>{
+                              static_cast<int64_t>(CommandKind::kNotify),
+                              static_cast<int64_t>(CommandKind::kLaunch),
+                              static_cast<int64_t>(CommandKind::kRecordEvent),
+                              static_cast<int64_t>(CommandKind::kWaitEvent),
+                              static_cast<int64_t>(CommandKind::kNotify)}));
+  ASSERT_EQ(seen_by_markers.size(), 3u);
+  EXPECT_TRUE(seen_by_markers[0].ok());
+  EXPECT_EQ(seen_by_markers[1].code(), absl::StatusCode::kOutOfRange);  // the markers see the error
+  EXPECT_EQ(seen_by_markers[2].code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(stream.status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST(CpuStream, StatusIsOkWhileNothingFailed) {
+  CpuStream stream(7, 3, [&](Command&, const absl::Status&) { return absl::OkStatus(); });
+  EXPECT_TRUE(stream.status().ok());
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
+  stream.WaitUntilCompleted(1);
+  EXPECT_TRUE(stream.status().ok());
+  EXPECT_EQ(stream.id(), 7u);
+  EXPECT_EQ(stream.device(), 3u);
+}
+
+TEST(CpuStream, DestructionDrainsQueuedCommands) {
+  OrderLog log;
+  Gate release;
+  auto stream = std::make_unique<CpuStream>(7, 0, [&](Command& c, const absl::Status&) {
+    if (c.object == 0) release.Wait();
+    log.Append(static_cast<int64_t>(c.object));
+    return absl::OkStatus();
+  });
+  for (int i = 0; i < 50; ++i) stream->Enqueue(MakeCommand(CommandKind::kLaunch, i));
+  release.Open();
+  stream.reset();  // must run all 50 before the worker stops
+  EXPECT_EQ(log.values().size(), 50u);
+}
+
+TEST(CpuStream, IdleStreamIsDestroyedPromptly) {
+  auto stream = std::make_unique<CpuStream>(
+      7, 0, [](Command&, const absl::Status&) { return absl::OkStatus(); });
+  stream.reset();  // no work: the worker must notice the stop request and exit
+  SUCCEED();
+}
+
+}  // namespace
+}  // namespace vgpu

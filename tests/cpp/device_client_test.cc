@@ -1,0 +1,447 @@
+// Tests of the client runtime's DeviceClient (client/device_client.h) over its own CPU backing
+// executor and in-process transport, and of the CPU session's isolation between clients
+// (backend/cpu/cpu_session.cc). A test sink can hold a backend stream's worker inside a
+// notification, which makes "this stream is still busy" deterministic without sleeps.
+#include <atomic>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "plugin/backend/cpu/cpu_executor.h"
+#include "plugin/backend/cpu/device_address.h"
+#include "plugin/client/device_client.h"
+#include "plugin/client/notification_hub.h"
+#include "plugin/protocol/kernel_ids.h"
+#include "plugin/transport/inproc_transport.h"
+#include "test_sync.h"
+
+namespace vgpu {
+namespace {
+
+using vgpu_test::Gate;
+using vgpu_test::OrderLog;
+
+constexpr uint64_t kHoldTokenBit = 1ull << 63;  // hub tokens count up from 1 and never get here
+
+// Forwards notifications to the hub, except "hold" tokens: those keep the notifying backend
+// stream's worker inside OnNotify until their gate opens (a stream busy for as long as the test
+// wants).
+class HoldingSink final : public CompletionSink {
+ public:
+  explicit HoldingSink(NotificationHub* hub) : hub_(hub) {}
+
+  uint64_t HoldToken(Gate* reached, Gate* release) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t token = kHoldTokenBit | next_++;
+    holds_[token] = {reached, release};
+    return token;
+  }
+
+  void OnNotify(uint64_t token, const absl::Status& stream_status) override {
+    if ((token & kHoldTokenBit) == 0) {
+      hub_->OnNotify(token, stream_status);
+      return;
+    }
+    std::pair<Gate*, Gate*> hold;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold = holds_.at(token);
+    }
+    hold.first->Open();
+    hold.second->Wait();
+  }
+
+ private:
+  NotificationHub* const hub_;
+  std::mutex mu_;
+  std::map<uint64_t, std::pair<Gate*, Gate*>> holds_;
+  uint64_t next_ = 1;
+};
+
+class DeviceClientTest : public testing::Test {
+ protected:
+  DeviceClientTest() {
+    CpuExecutor::Options options;
+    options.device_count = 2;
+    options.memory_limit_per_device = 16ull << 20;
+    options.compute_threads = 2;
+    executor_ = *CpuExecutor::Create(options);
+    transport_ = std::make_unique<InprocTransport>(executor_->OpenSession(&sink_));
+    client_ = std::make_unique<DeviceClient>(0, 0, transport_.get(), &hub_);
+  }
+
+  ~DeviceClientTest() override {
+    for (auto& gate : gates_) gate->Open();  // never leave a backend stream held
+    client_.reset();
+    transport_.reset();  // the session drains its streams and frees its memory
+  }
+
+  // Holds `stream`'s backend worker from the point it reaches this command until the returned
+  // gate opens. `reached` (if given) opens when the worker arrives there.
+  Gate* Hold(ClientStream& stream, Gate** reached = nullptr) {
+    gates_.push_back(std::make_unique<Gate>());
+    Gate* arrived = gates_.back().get();
+    gates_.push_back(std::make_unique<Gate>());
+    Gate* release = gates_.back().get();
+    Command command;
+    command.kind = CommandKind::kNotify;
+    command.stream = stream.id();
+    command.token = sink_.HoldToken(arrived, release);
+    EXPECT_TRUE(transport_->Post(std::move(command)).ok());
+    if (reached != nullptr) *reached = arrived;
+    return release;
+  }
+
+  std::unique_ptr<ClientStream> NewStream() {
+    absl::StatusOr<std::unique_ptr<ClientStream>> stream = client_->CreateStream();
+    EXPECT_TRUE(stream.ok()) << stream.status();
+    return stream.ok() ? *std::move(stream) : nullptr;
+  }
+
+  uint64_t NewBuffer(uint64_t size) {
+    absl::StatusOr<uint64_t> address = client_->Allocate(size);
+    EXPECT_TRUE(address.ok()) << address.status();
+    return address.value_or(0);
+  }
+
+  NotificationHub hub_;
+  HoldingSink sink_{&hub_};
+  std::unique_ptr<CpuExecutor> executor_;
+  std::unique_ptr<InprocTransport> transport_;
+  std::unique_ptr<DeviceClient> client_;
+  std::deque<std::unique_ptr<Gate>> gates_;
+};
+
+std::vector<uint8_t> Pattern(size_t size, uint8_t seed) {
+  std::vector<uint8_t> bytes(size);
+  for (size_t i = 0; i < size; ++i) bytes[i] = static_cast<uint8_t>(seed + i * 7);
+  return bytes;
+}
+
+TEST_F(DeviceClientTest, EventIsPendingUntilItsStreamReachesIt) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  std::shared_ptr<ClientEvent> never_recorded = client_->CreateEvent();
+  EXPECT_EQ(never_recorded->Query(), ClientEvent::State::kComplete);
+
+  std::shared_ptr<ClientEvent> event = client_->CreateEvent();
+  Gate* release = Hold(*stream);
+  ASSERT_TRUE(client_->RecordEvent(*stream, event).ok());
+  EXPECT_EQ(event->Query(), ClientEvent::State::kPending);
+  release->Open();
+  EXPECT_TRUE(event->Wait().ok());
+  EXPECT_EQ(event->Query(), ClientEvent::State::kComplete);
+  EXPECT_TRUE(client_->DestroyEvent(*event).ok());
+  EXPECT_TRUE(client_->DestroyStream(std::move(stream)).ok());
+}
+
+TEST_F(DeviceClientTest, ReRecordedEventIsPendingAgain) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  std::shared_ptr<ClientEvent> event = client_->CreateEvent();
+  ASSERT_TRUE(client_->RecordEvent(*stream, event).ok());
+  ASSERT_TRUE(event->Wait().ok());
+  Gate* release = Hold(*stream);
+  ASSERT_TRUE(client_->RecordEvent(*stream, event).ok());
+  EXPECT_EQ(event->Query(), ClientEvent::State::kPending);  // waits for the latest recording
+  release->Open();
+  EXPECT_TRUE(event->Wait().ok());
+  EXPECT_EQ(event->Query(), ClientEvent::State::kComplete);
+}
+
+TEST_F(DeviceClientTest, WaitForEventHoldsBackTheWaitingStream) {
+  auto producer = NewStream();
+  auto consumer = NewStream();
+  ASSERT_TRUE(producer && consumer);
+  constexpr uint64_t kSize = 64 << 10;
+  const std::vector<uint8_t> data = Pattern(kSize, 3);
+  std::vector<uint8_t> out(kSize, 0);
+  const uint64_t x = NewBuffer(kSize);
+  const uint64_t y = NewBuffer(kSize);
+
+  Gate* reached;
+  Gate* release = Hold(*producer, &reached);
+  ASSERT_TRUE(client_->CopyHostToDevice(*producer, x, data.data(), kSize).ok());
+  ASSERT_TRUE(client_->CopyDeviceToDevice(*producer, y, x, kSize).ok());
+  std::shared_ptr<ClientEvent> produced = client_->CreateEvent();
+  ASSERT_TRUE(client_->RecordEvent(*producer, produced).ok());
+  ASSERT_TRUE(client_->WaitForEvent(*consumer, *produced).ok());
+  ASSERT_TRUE(client_->CopyDeviceToHost(*consumer, out.data(), y, kSize).ok());
+  std::shared_ptr<ClientEvent> consumed = client_->CreateEvent();
+  ASSERT_TRUE(client_->RecordEvent(*consumer, consumed).ok());
+
+  reached->Wait();  // the producer is held before its copies
+  EXPECT_EQ(consumed->Query(), ClientEvent::State::kPending);
+  release->Open();
+  EXPECT_TRUE(consumed->Wait().ok());
+  EXPECT_EQ(out, data);
+  EXPECT_TRUE(client_->DestroyStream(std::move(producer)).ok());
+  EXPECT_TRUE(client_->DestroyStream(std::move(consumer)).ok());
+}
+
+TEST_F(DeviceClientTest, StreamDependencyHoldsBackTheDependentStream) {
+  auto first = NewStream();
+  auto second = NewStream();
+  ASSERT_TRUE(first && second);
+  constexpr uint64_t kSize = 4096;
+  const std::vector<uint8_t> data = Pattern(kSize, 11);
+  std::vector<uint8_t> out(kSize, 0);
+  const uint64_t x = NewBuffer(kSize);
+
+  Gate* release = Hold(*first);
+  ASSERT_TRUE(client_->CopyHostToDevice(*first, x, data.data(), kSize).ok());
+  ASSERT_TRUE(client_->CreateStreamDependency(*second, *first).ok());
+  ASSERT_TRUE(client_->CopyDeviceToHost(*second, out.data(), x, kSize).ok());
+  std::shared_ptr<ClientEvent> done = client_->CreateEvent();
+  ASSERT_TRUE(client_->RecordEvent(*second, done).ok());
+  EXPECT_EQ(done->Query(), ClientEvent::State::kPending);
+  release->Open();
+  EXPECT_TRUE(client_->SynchronizeStream(*second).ok());
+  EXPECT_EQ(done->Query(), ClientEvent::State::kComplete);
+  EXPECT_EQ(out, data);
+}
+
+TEST_F(DeviceClientTest, SynchronizeStreamWaitsForHeldWork) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  constexpr uint64_t kSize = 256 << 10;
+  const std::vector<uint8_t> data = Pattern(kSize, 5);
+  std::vector<uint8_t> out(kSize, 0);
+  const uint64_t x = NewBuffer(kSize);
+
+  Gate* reached;
+  Gate* release = Hold(*stream, &reached);
+  ASSERT_TRUE(client_->CopyHostToDevice(*stream, x, data.data(), kSize).ok());
+  ASSERT_TRUE(client_->CopyDeviceToHost(*stream, out.data(), x, kSize).ok());
+  std::atomic<bool> returned{false};
+  bool data_there_on_return = false;
+  std::thread synchronizer([&] {
+    EXPECT_TRUE(client_->SynchronizeStream(*stream).ok());
+    data_there_on_return = out == data;
+    returned = true;
+  });
+  reached->Wait();
+  EXPECT_FALSE(returned.load());  // the stream is held: nothing can have completed
+  release->Open();
+  synchronizer.join();
+  EXPECT_TRUE(data_there_on_return);
+}
+
+TEST_F(DeviceClientTest, HostCallbacksRunInStreamOrderAndSynchronizeWaitsForThem) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  OrderLog log;
+  std::atomic<bool> on_callback_thread{true};
+  constexpr int kCallbacks = 50;
+  for (int i = 0; i < kCallbacks; ++i) {
+    ASSERT_TRUE(client_
+                    ->HostCallback(*stream,
+                                   [&, i](const absl::Status& status) {
+                                     EXPECT_TRUE(status.ok()) << status;
+                                     if (!hub_.OnCallbackThread()) on_callback_thread = false;
+                                     log.Append(i);
+                                   })
+                    .ok());
+  }
+  ASSERT_TRUE(client_->SynchronizeStream(*stream).ok());
+  std::vector<int64_t> expected;
+  for (int i = 0; i < kCallbacks; ++i) expected.push_back(i);
+  EXPECT_EQ(log.values(), expected);  // all of them, already, in order
+  EXPECT_TRUE(on_callback_thread);
+}
+
+TEST_F(DeviceClientTest, TimerMeasuresTheStreamOrderedInterval) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  auto timer = std::make_shared<ClientTimer>();
+  EXPECT_EQ(timer->ElapsedNanoseconds(), 0u);
+  const uint64_t x = NewBuffer(1 << 20);
+  ASSERT_TRUE(client_->StartTimer(*stream, timer).ok());
+  ASSERT_TRUE(client_->Memset(*stream, x, 0x5A, 1, 1 << 20).ok());
+  ASSERT_TRUE(client_->StopTimer(*stream, timer).ok());
+  ASSERT_TRUE(client_->SynchronizeStream(*stream).ok());
+  EXPECT_GT(timer->ElapsedNanoseconds(), 0u);
+}
+
+TEST_F(DeviceClientTest, CountsCommandsRoundTripsAndBytes) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  const uint64_t x = NewBuffer(4096);
+  std::vector<uint8_t> host(4096, 1);
+  ClientCounters& counters = client_->counters();
+  EXPECT_EQ(counters.commands(CommandKind::kCreateStream), 1u);
+  EXPECT_EQ(counters.commands(CommandKind::kAllocate), 1u);
+  EXPECT_EQ(counters.round_trips(), 2u);
+  EXPECT_EQ(counters.bytes_in_use(), 4096);
+
+  counters.Reset();
+  EXPECT_EQ(counters.round_trips(), 0u);
+  EXPECT_EQ(counters.bytes_in_use(), 4096);  // memory still held stays counted
+
+  ASSERT_TRUE(client_->CopyHostToDevice(*stream, x, host.data(), 4096).ok());
+  ASSERT_TRUE(client_->CopyDeviceToHost(*stream, host.data(), x, 1000).ok());
+  ASSERT_TRUE(client_->Memset(*stream, x, 0, 1, 4096).ok());
+  std::shared_ptr<ClientEvent> event = client_->CreateEvent();
+  ASSERT_TRUE(client_->RecordEvent(*stream, event).ok());
+  event->Query();
+  EXPECT_EQ(counters.round_trips(), 0u);  // posted work and local event queries cost none
+  EXPECT_EQ(counters.commands(CommandKind::kMemcpyHtoD), 1u);
+  EXPECT_EQ(counters.commands(CommandKind::kMemcpyDtoH), 1u);
+  EXPECT_EQ(counters.commands(CommandKind::kMemset), 1u);
+  EXPECT_EQ(counters.commands(CommandKind::kRecordEvent), 1u);
+  EXPECT_EQ(counters.bytes_to_device(), 4096u);
+  EXPECT_EQ(counters.bytes_from_device(), 1000u);
+
+  ASSERT_TRUE(client_->SynchronizeStream(*stream).ok());
+  EXPECT_EQ(counters.round_trips(), 1u);
+  EXPECT_EQ(counters.commands(CommandKind::kSynchronizeStream), 1u);
+
+  ASSERT_TRUE(client_->Free(x, 4096).ok());
+  EXPECT_EQ(counters.round_trips(), 2u);
+  EXPECT_EQ(counters.bytes_in_use(), 0);
+
+  const std::string json = counters.ToJson();
+  EXPECT_NE(json.find("\"memcpy_htod\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"round_trips\": 2"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"bytes_to_device\": 4096"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"frees\": 1"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"peak_bytes_in_use\": 4096"), std::string::npos) << json;
+}
+
+// --- the CPU session, below the client --------------------------------------------------------
+
+Command StreamCommand(CommandKind kind, uint64_t stream) {
+  Command command;
+  command.kind = kind;
+  command.stream = stream;
+  return command;
+}
+
+TEST_F(DeviceClientTest, AnotherSessionCannotUseOrFreeThisSessionsMemory) {
+  const uint64_t mine = NewBuffer(4096);
+  std::unique_ptr<ExecutorSession> other = executor_->OpenSession(nullptr);
+  constexpr uint64_t kOtherStream = 1ull << 40;
+  Command create = StreamCommand(CommandKind::kCreateStream, kOtherStream);
+  ASSERT_TRUE(other->Handle(create).status.ok());
+
+  std::vector<uint8_t> host(16, 0xEE);
+  Command write = StreamCommand(CommandKind::kMemcpyHtoD, kOtherStream);
+  write.dst = mine;
+  write.host_src = host.data();
+  write.size = host.size();
+  ASSERT_TRUE(other->Handle(write).status.ok());  // posted; fails when executed
+  Reply sync = other->Handle(StreamCommand(CommandKind::kSynchronizeStream, kOtherStream));
+  EXPECT_EQ(sync.status.code(), absl::StatusCode::kPermissionDenied) << sync.status;
+
+  Command read_now;
+  read_now.kind = CommandKind::kMemcpyNow;
+  read_now.src = mine;
+  read_now.host_dst = host.data();
+  read_now.size = host.size();
+  EXPECT_EQ(other->Handle(read_now).status.code(), absl::StatusCode::kPermissionDenied);
+
+  Command free;
+  free.kind = CommandKind::kFree;
+  free.dst = mine;
+  EXPECT_EQ(other->Handle(free).status.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(executor_->arena(0).Info().bytes_in_use, 4096u);
+}
+
+TEST_F(DeviceClientTest, ClosingASessionReleasesItsMemory) {
+  const uint64_t before = executor_->arena(1).Info().bytes_in_use;
+  {
+    std::unique_ptr<ExecutorSession> other = executor_->OpenSession(nullptr);
+    for (int i = 0; i < 3; ++i) {
+      Command allocate;
+      allocate.kind = CommandKind::kAllocate;
+      allocate.device = 1;
+      allocate.size = 1 << 20;
+      ASSERT_TRUE(other->Handle(allocate).status.ok());
+    }
+    EXPECT_EQ(executor_->arena(1).Info().bytes_in_use, before + (3u << 20));
+  }
+  EXPECT_EQ(executor_->arena(1).Info().bytes_in_use, before);
+}
+
+TEST_F(DeviceClientTest, SessionRejectsUnknownStreamsDevicesAndKinds) {
+  std::unique_ptr<ExecutorSession> session = executor_->OpenSession(nullptr);
+  Reply unknown_stream = session->Handle(StreamCommand(CommandKind::kMemset, 12345));
+  EXPECT_EQ(unknown_stream.status.code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown_stream.status.message().find("memset"), std::string::npos);
+  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kSynchronizeStream, 12345)).status.code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kDestroyStream, 12345)).status.code(),
+            absl::StatusCode::kNotFound);
+
+  Command allocate;
+  allocate.kind = CommandKind::kAllocate;
+  allocate.device = 2;  // the executor has devices 0 and 1
+  allocate.size = 256;
+  EXPECT_EQ(session->Handle(allocate).status.code(), absl::StatusCode::kInvalidArgument);
+
+  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kCreateStream, 0)).status.code(),
+            absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(session->Handle(StreamCommand(CommandKind::kCreateStream, 5)).status.ok());
+  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kCreateStream, 5)).status.code(),
+            absl::StatusCode::kAlreadyExists);
+
+  Command bogus;
+  bogus.kind = CommandKind::kNumKinds;
+  EXPECT_EQ(session->Handle(bogus).status.code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(DeviceClientTest, LaunchOfAnUnknownKernelFailsTheStream) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  ElementwiseParams params{0};
+  const uint8_t* raw = reinterpret_cast<const uint8_t*>(&params);
+  ASSERT_TRUE(client_
+                  ->Launch(*stream, static_cast<KernelId>(999), {},
+                           absl::Span<const uint8_t>(raw, sizeof(params)))
+                  .ok());
+  absl::Status status = client_->SynchronizeStream(*stream);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("unknown kernel id 999"), std::string::npos) << status;
+}
+
+TEST_F(DeviceClientTest, LaunchWithTheWrongArgumentsFailsTheStream) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  const uint64_t x = NewBuffer(1024);
+  ElementwiseParams params{16};
+  const uint8_t* raw = reinterpret_cast<const uint8_t*>(&params);
+  // Relu takes two buffers.
+  const BufferArg one[] = {{x, 1024}};
+  ASSERT_TRUE(client_
+                  ->Launch(*stream, KernelId::kReluF32, one,
+                           absl::Span<const uint8_t>(raw, sizeof(params)))
+                  .ok());
+  absl::Status status = client_->SynchronizeStream(*stream);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("relu_f32 takes 2 buffers"), std::string::npos) << status;
+}
+
+TEST(CpuExecutor, CreateRejectsABadDeviceCount) {
+  CpuExecutor::Options options;
+  options.memory_limit_per_device = 1 << 20;
+  options.device_count = 0;
+  EXPECT_EQ(CpuExecutor::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.device_count = 257;
+  EXPECT_EQ(CpuExecutor::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.device_count = 2;
+  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(options);
+  ASSERT_TRUE(executor.ok()) << executor.status();
+  EXPECT_EQ((*executor)->device_count(), 2);
+  EXPECT_EQ((*executor)->ArenaForAddress(MakeDeviceAddress(1, 0)), &(*executor)->arena(1));
+  EXPECT_EQ((*executor)->ArenaForAddress(MakeDeviceAddress(2, 0)), nullptr);
+  EXPECT_EQ((*executor)->ArenaForAddress(0x1000), nullptr);
+}
+
+}  // namespace
+}  // namespace vgpu

@@ -1,0 +1,38 @@
+"""Shared set-up of the Python tests. The plugin reads its configuration when TensorFlow loads
+it, so the environment is set here, before any test module imports TensorFlow: two virtual GPUs
+of 1 GiB each. Tests that need another configuration run a child Python (`run_python`)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+os.environ.setdefault("VGPU_DEVICE_COUNT", "2")
+os.environ.setdefault("VGPU_MEMORY_LIMIT", "1GiB")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+
+
+def _child_env(extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.pop("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", None)
+    env.update(extra or {})
+    return env
+
+
+@pytest.fixture
+def run_python():
+    """Runs Python code in a fresh interpreter with the given VGPU_* environment; returns the
+    CompletedProcess (stdout/stderr as text). Never hangs: 180 s limit."""
+
+    def run(code, env=None, timeout=180):
+        return subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(code)],
+            env=_child_env(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+
+    return run
