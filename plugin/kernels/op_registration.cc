@@ -60,6 +60,7 @@ void TF_InitKernel() {
   registered = true;
   const char* device_type = vgpu::PluginRuntime::Get().device_type().c_str();
   vgpu::RegisterActivationOps(device_type);
+  vgpu::RegisterVariableOps(device_type);
 }
 
 }  // extern "C"

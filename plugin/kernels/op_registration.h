@@ -44,6 +44,7 @@ void RegisterOp(const char* op_name, const char* device_type,
 
 // One function per op family (kernels/*_ops.cc).
 void RegisterActivationOps(const char* device_type);
+void RegisterVariableOps(const char* device_type);
 
 }  // namespace vgpu
 

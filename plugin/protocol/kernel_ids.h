@@ -13,6 +13,43 @@ enum class KernelId : uint32_t {
   // buffers: [gradients, features, output]; params: ElementwiseParams.
   // output = features > 0 ? gradients : 0.
   kReluGradF32 = 2,
+  // buffers: [lhs, rhs, output], all of the same element count; params: BinaryElementwiseParams.
+  // output = lhs <op> rhs. The output may alias lhs (in-place variable updates).
+  kBinaryElementwise = 3,
+};
+
+// Element types a kernel can name. Values are part of the wire format.
+enum class DType : uint32_t {
+  kFloat32 = 1,
+  kFloat64 = 2,
+  kFloat16 = 3,
+  kBFloat16 = 4,
+  kInt32 = 5,
+  kInt64 = 6,
+  kUInt8 = 7,
+  kBool = 8,
+};
+
+// Size in bytes of one element of `dtype`, or 0 for an unknown value.
+inline uint64_t DTypeSize(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32: case DType::kInt32: return 4;
+    case DType::kFloat64: case DType::kInt64: return 8;
+    case DType::kFloat16: case DType::kBFloat16: return 2;
+    case DType::kUInt8: case DType::kBool: return 1;
+  }
+  return 0;
+}
+
+enum class BinaryOp : uint32_t {
+  kAdd = 1,
+  kSub = 2,
+};
+
+struct BinaryElementwiseParams {
+  BinaryOp op = BinaryOp::kAdd;
+  DType dtype = DType::kFloat32;
+  uint64_t count = 0;
 };
 
 // Parameter block of element-wise kernels: the number of elements.

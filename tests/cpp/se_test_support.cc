@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "plugin/device/platform_registration.h"
+#include "plugin/device/plugin_runtime.h"
+#include "plugin/device/se_handles.h"
 
 namespace vgpu_test {
 
@@ -42,6 +44,27 @@ RegisteredPlatform& RegisteredPlatform::Get() {
     return r;
   }();
   return *registered;
+}
+
+vgpu::DeviceClient& ClientOf(int ordinal) {
+  RegisteredPlatform::Get();
+  return *vgpu::PluginRuntime::Get().device(ordinal);
+}
+
+vgpu::ClientStream& ClientStreamOf(SP_Stream stream) { return *stream->stream; }
+
+absl::Status LaunchElementwise(SP_Stream stream, vgpu::KernelId kernel,
+                               absl::Span<const vgpu::BufferArg> buffers, uint64_t count) {
+  vgpu::ElementwiseParams params;
+  params.count = count;
+  const auto* raw = reinterpret_cast<const uint8_t*>(&params);
+  vgpu::ClientStream& client_stream = ClientStreamOf(stream);
+  return client_stream.device().Launch(client_stream, kernel, buffers,
+                                       absl::Span<const uint8_t>(raw, sizeof(params)));
+}
+
+vgpu::BufferArg Buffer(const SP_DeviceMemoryBase& memory) {
+  return {reinterpret_cast<uint64_t>(memory.opaque), memory.size};
 }
 
 std::vector<uint8_t> Pattern(size_t size, uint8_t seed) {

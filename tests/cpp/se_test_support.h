@@ -13,7 +13,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
+#include "plugin/client/device_client.h"
+#include "plugin/protocol/kernel_ids.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_status.h"
 #include "test_sync.h"
@@ -119,6 +122,17 @@ class StreamExecutorTest : public testing::Test {
   std::deque<std::vector<uint8_t>> host_buffers_;
   std::deque<std::unique_ptr<StreamHold>> holds_;
 };
+
+// The client runtime behind a device and a stream, for what the SE tables do not offer (kernel
+// launches, counters): op kernels reach the device the same way, through TF_GetStream.
+vgpu::DeviceClient& ClientOf(int ordinal);
+vgpu::ClientStream& ClientStreamOf(SP_Stream stream);
+
+// Launches an element-wise kernel (protocol/kernel_ids.h) over `count` elements.
+absl::Status LaunchElementwise(SP_Stream stream, vgpu::KernelId kernel,
+                               absl::Span<const vgpu::BufferArg> buffers, uint64_t count);
+// The BufferArg of a whole allocation.
+vgpu::BufferArg Buffer(const SP_DeviceMemoryBase& memory);
 
 // A byte pattern that differs from zero and from its neighbours.
 std::vector<uint8_t> Pattern(size_t size, uint8_t seed);

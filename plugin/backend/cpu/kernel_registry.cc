@@ -3,6 +3,7 @@
 #include "plugin/backend/cpu/kernel_registry.h"
 
 #include "plugin/backend/cpu/kernels/activation_kernels.h"
+#include "plugin/backend/cpu/kernels/elementwise_kernels.h"
 #include "plugin/protocol/kernel_ids.h"
 
 namespace vgpu {
@@ -17,6 +18,8 @@ constexpr Row kKernels[] = {
     {KernelId::kReluF32, {"relu_f32", cpu_kernels::ReluF32, 2, sizeof(ElementwiseParams)}},
     {KernelId::kReluGradF32,
      {"relu_grad_f32", cpu_kernels::ReluGradF32, 3, sizeof(ElementwiseParams)}},
+    {KernelId::kBinaryElementwise,
+     {"binary_elementwise", cpu_kernels::BinaryElementwise, 3, sizeof(BinaryElementwiseParams)}},
 };
 
 }  // namespace

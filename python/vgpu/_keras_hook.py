@@ -1,0 +1,105 @@
+"""Makes unmodified Keras 3 training work on the virtual GPU.
+
+Keras 3 compiles models with ``jit_compile="auto"``, which turns XLA on whenever a non-CPU
+device is present. XLA has no compiler for a pluggable platform, so ``model.fit`` would fail
+with "Could not find compiler for platform VGPU". This hook, installed at interpreter start by
+``tensorflow_vgpu.pth``, waits for Keras' trainer module to be imported and then:
+
+* resolves ``jit_compile="auto"`` to False while a virtual GPU is visible (as Keras already
+  does on CPU-only machines), so user code needs no change;
+* turns an explicit ``jit_compile=True`` into a clear ``ValueError`` instead of a failure deep
+  inside the first training step.
+
+It never imports TensorFlow or Keras itself and does nothing until Keras is imported. Set
+``VGPU_KERAS_HOOK=0`` to switch it off.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+_TRAINER_MODULE = "keras.src.trainers.trainer"
+
+JIT_ERROR = (
+    "jit_compile=True cannot be used on the virtual GPU: XLA has no compiler for the VGPU "
+    "platform. Use jit_compile=False, or leave the default ('auto'), which tensorflow-vgpu "
+    "resolves to False while a virtual GPU is visible."
+)
+
+
+def virtual_gpu_visible() -> bool:
+    """True when TensorFlow has a visible virtual GPU (imports nothing new: only asked once
+    Keras, and so TensorFlow, are already loaded)."""
+    try:
+        import vgpu  # noqa: PLC0415
+        import tensorflow as tf  # noqa: PLC0415
+
+        if not vgpu.is_available():
+            return False
+        device_type = vgpu.info()["device_type"]
+        return bool(tf.config.get_visible_devices(device_type))
+    except Exception:  # noqa: BLE001 - the hook must never break Keras
+        return False
+
+
+def patch_trainer(trainer_module) -> None:
+    """Wraps Trainer's auto-jit resolution and jit_compile setter (idempotent)."""
+    trainer = trainer_module.Trainer
+    if getattr(trainer, "_vgpu_patched", False):
+        return
+    original_resolve = trainer._resolve_auto_jit_compile
+    original_property = trainer.jit_compile
+
+    def _resolve_auto_jit_compile(self):
+        if virtual_gpu_visible():
+            return False
+        return original_resolve(self)
+
+    def _set_jit_compile(self, value):
+        if value is True and virtual_gpu_visible():
+            raise ValueError(JIT_ERROR)
+        original_property.fset(self, value)
+
+    trainer._resolve_auto_jit_compile = _resolve_auto_jit_compile
+    trainer.jit_compile = property(original_property.fget, _set_jit_compile)
+    trainer._vgpu_patched = True
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, wrapped):
+        self._wrapped = wrapped
+
+    def create_module(self, spec):
+        return self._wrapped.create_module(spec)
+
+    def exec_module(self, module):
+        self._wrapped.exec_module(module)
+        try:
+            patch_trainer(module)
+        except Exception as error:  # noqa: BLE001 - never break Keras' import
+            print(f"vgpu warning: could not adapt Keras for the virtual GPU: {error}",
+                  file=sys.stderr)
+
+
+class _TrainerFinder(importlib.abc.MetaPathFinder):
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TRAINER_MODULE:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+def install() -> None:
+    """Installs the import hook (called from tensorflow_vgpu.pth at interpreter start)."""
+    if os.environ.get("VGPU_KERAS_HOOK", "1") == "0":
+        return
+    if _TRAINER_MODULE in sys.modules:
+        patch_trainer(sys.modules[_TRAINER_MODULE])
+        return
+    if not any(isinstance(f, _TrainerFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _TrainerFinder())

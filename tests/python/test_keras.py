@@ -1,0 +1,68 @@
+"""Unmodified Keras code on the virtual GPU: the default jit_compile="auto" trains, an explicit
+jit_compile=True gets a clear error, and variable updates (AssignAdd/AssignSub, what Keras
+optimizers use) run on the device with the CPU's results."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import keras
+
+
+def _tiny_model():
+    keras.utils.set_random_seed(1)
+    return keras.Sequential(
+        [keras.Input(shape=(8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(3)]
+    )
+
+
+def test_default_compile_trains_without_xla_on_the_virtual_gpu():
+    model = _tiny_model()
+    model.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    assert model.jit_compile is False
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype("float32")
+    y = np.random.default_rng(1).integers(0, 3, 64)
+    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    assert len(history.history["loss"]) == 2
+    assert all(np.isfinite(history.history["loss"]))
+    assert model.weights[0].value.device.endswith("GPU:0")
+    assert int(model.optimizer.iterations.numpy()) == 8
+
+
+def test_explicit_jit_compile_true_is_a_clear_error():
+    model = _tiny_model()
+    with pytest.raises(ValueError, match="XLA has no compiler for the VGPU platform"):
+        model.compile(optimizer="sgd", loss="mse", jit_compile=True)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
+def test_assign_add_and_sub_on_device_variables_match_the_cpu(dtype):
+    start = (np.arange(24).reshape(4, 6) % 7).astype(dtype)
+    delta = (np.arange(24).reshape(4, 6) % 5).astype(dtype)
+
+    def run(device):
+        with tf.device(device):
+            variable = tf.Variable(start)
+            variable.assign_add(delta)
+            variable.assign_add(delta)
+            variable.assign_sub(tf.constant(delta) * 3 if dtype != np.int32 else delta * 3)
+            return variable.read_value()
+
+    on_gpu = run("/GPU:0")
+    np.testing.assert_array_equal(on_gpu.numpy(), run("/CPU:0").numpy())
+
+
+def test_update_does_not_change_a_value_read_before_it():
+    with tf.device("/GPU:0"):
+        variable = tf.Variable(np.ones(1000, np.float32))
+        before = variable.read_value()  # TF may alias the variable's buffer
+        variable.assign_add(np.ones(1000, np.float32))
+    np.testing.assert_array_equal(before.numpy(), np.ones(1000, np.float32))
+    np.testing.assert_array_equal(variable.numpy(), np.full(1000, 2, np.float32))
+
+
+def test_assign_add_with_a_wrong_shape_is_invalid_argument():
+    with tf.device("/GPU:0"):
+        variable = tf.Variable(np.zeros((2, 3), np.float32))
+        with pytest.raises(tf.errors.InvalidArgumentError, match="shapes must be equal"):
+            variable.assign_add(np.ones((3, 2), np.float32))
+    np.testing.assert_array_equal(variable.numpy(), np.zeros((2, 3), np.float32))
