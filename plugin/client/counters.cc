@@ -23,6 +23,11 @@ void ClientCounters::AddFree(uint64_t bytes) {
 void ClientCounters::Reset() {
   for (auto& c : commands_) c.store(0, std::memory_order_relaxed);
   round_trips_.store(0, std::memory_order_relaxed);
+  for (auto& kind : descriptor_calls_) {
+    for (auto& verb : kind) verb.store(0, std::memory_order_relaxed);
+  }
+  descriptor_calls_local_.store(0, std::memory_order_relaxed);
+  descriptor_calls_forwarded_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
   bytes_from_device_.store(0, std::memory_order_relaxed);
   allocations_.store(0, std::memory_order_relaxed);
@@ -39,7 +44,22 @@ std::string ClientCounters::ToJson() const {
     absl::StrAppend(&json, i == 0 ? "" : ", ", "\"", CommandKindName(static_cast<CommandKind>(i)),
                     "\": ", n);
   }
-  absl::StrAppend(&json, "}, \"commands_sent\": ", total,
+  absl::StrAppend(&json, "}, \"descriptor_calls\": {");
+  static constexpr const char* kVerbs[] = {"create", "set", "destroy"};
+  for (int k = 0; k < kNumDescriptorKinds; ++k) {
+    absl::StrAppend(&json, k == 0 ? "" : ", ", "\"",
+                    DescriptorKindName(static_cast<DescriptorKind>(k + 1)), "\": {");
+    for (int v = 0; v < kNumDescriptorVerbs; ++v) {
+      absl::StrAppend(&json, v == 0 ? "" : ", ", "\"", kVerbs[v],
+                      "\": ", descriptor_calls_[k][v].load(std::memory_order_relaxed));
+    }
+    absl::StrAppend(&json, "}");
+  }
+  absl::StrAppend(&json, "}, \"descriptor_calls_local\": ",
+                  descriptor_calls_local_.load(std::memory_order_relaxed),
+                  ", \"descriptor_calls_forwarded\": ",
+                  descriptor_calls_forwarded_.load(std::memory_order_relaxed));
+  absl::StrAppend(&json, ", \"commands_sent\": ", total,
                   ", \"launches\": ", commands(CommandKind::kLaunch),
                   ", \"round_trips\": ", round_trips(),
                   ", \"bytes_to_device\": ", bytes_to_device(),

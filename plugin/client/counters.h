@@ -9,8 +9,12 @@
 #include <string>
 
 #include "plugin/protocol/command.h"
+#include "plugin/protocol/descriptors.h"
 
 namespace vgpu {
+
+enum class DescriptorVerb { kCreate = 0, kSet = 1, kDestroy = 2 };
+inline constexpr int kNumDescriptorVerbs = 3;
 
 class ClientCounters {
  public:
@@ -22,6 +26,13 @@ class ClientCounters {
   void AddBytesToDevice(uint64_t bytes) { bytes_to_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddBytesFromDevice(uint64_t bytes) { bytes_from_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddAllocation(uint64_t bytes);
+  // A descriptor call of the virtual DNN API: answered locally or forwarded to the executor.
+  void CountDescriptorCall(DescriptorKind kind, DescriptorVerb verb, bool forwarded) {
+    descriptor_calls_[static_cast<size_t>(kind) - 1][static_cast<size_t>(verb)].fetch_add(
+        1, std::memory_order_relaxed);
+    (forwarded ? descriptor_calls_forwarded_ : descriptor_calls_local_)
+        .fetch_add(1, std::memory_order_relaxed);
+  }
   void AddFree(uint64_t bytes);
 
   uint64_t commands(CommandKind kind) const {
@@ -41,6 +52,10 @@ class ClientCounters {
  private:
   std::array<std::atomic<uint64_t>, static_cast<size_t>(CommandKind::kNumKinds)> commands_{};
   std::atomic<uint64_t> round_trips_{0};
+  std::array<std::array<std::atomic<uint64_t>, kNumDescriptorVerbs>, kNumDescriptorKinds>
+      descriptor_calls_{};
+  std::atomic<uint64_t> descriptor_calls_local_{0};
+  std::atomic<uint64_t> descriptor_calls_forwarded_{0};
   std::atomic<uint64_t> bytes_to_device_{0};
   std::atomic<uint64_t> bytes_from_device_{0};
   std::atomic<uint64_t> allocations_{0};

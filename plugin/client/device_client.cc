@@ -159,6 +159,19 @@ absl::Status DeviceClient::Launch(ClientStream& stream, KernelId kernel,
   return Post(std::move(command));
 }
 
+absl::Status DeviceClient::LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
+                                                 absl::Span<const uint8_t> descriptor_section,
+                                                 absl::Span<const BufferArg> buffers,
+                                                 absl::Span<const uint8_t> params) {
+  Command command = MakeCommand(CommandKind::kLaunch);
+  command.stream = stream.id();
+  command.object = static_cast<uint64_t>(kernel);
+  command.buffers.assign(buffers.begin(), buffers.end());
+  command.params.assign(params.begin(), params.end());
+  command.descriptors.assign(descriptor_section.begin(), descriptor_section.end());
+  return Post(std::move(command));
+}
+
 absl::Status DeviceClient::CopyNow(void* host_dst, uint64_t dst, const void* host_src,
                                    uint64_t src, uint64_t size) {
   Command command = MakeCommand(CommandKind::kMemcpyNow);

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "plugin/client/counters.h"
+#include "plugin/client/dnn_api.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/protocol/command.h"
 #include "plugin/protocol/kernel_ids.h"
@@ -86,6 +87,8 @@ class DeviceClient {
   int ordinal() const { return ordinal_; }
   std::string backend_name() const { return transport_->Describe(); }
   ClientCounters& counters() { return counters_; }
+  // The virtual DNN/BLAS API of this device (descriptors; kernels launch through it).
+  DnnApi& dnn() { return dnn_; }
 
   // Memory (round trips).
   absl::StatusOr<uint64_t> Allocate(uint64_t size);
@@ -105,6 +108,11 @@ class DeviceClient {
                       uint64_t size);
   absl::Status Launch(ClientStream& stream, KernelId kernel, absl::Span<const BufferArg> buffers,
                       absl::Span<const uint8_t> params);
+  // A launch whose descriptor section (Command::descriptors) was built by DnnApi::Launch.
+  absl::Status LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
+                                     absl::Span<const uint8_t> descriptor_section,
+                                     absl::Span<const BufferArg> buffers,
+                                     absl::Span<const uint8_t> params);
 
   // Synchronous copies outside any stream (round trips). Exactly one of host_dst/dst and one
   // of host_src/src is set.
@@ -145,6 +153,7 @@ class DeviceClient {
   Transport* const transport_;
   NotificationHub* const hub_;
   ClientCounters counters_;
+  DnnApi dnn_{this};
 };
 
 }  // namespace vgpu

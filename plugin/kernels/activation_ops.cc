@@ -1,54 +1,94 @@
-// TensorFlow op kernels for Relu and ReluGrad on the virtual GPU. Each launches a compute
-// command through the client runtime; the backing executor does the arithmetic.
-#include <cstring>
-
+// TensorFlow op kernels of the activation family on the virtual GPU: Relu, Relu6, Sigmoid, Tanh
+// and their gradients. Written as TensorFlow's cuDNN kernels are: per call, create and set an
+// activation descriptor and a tensor descriptor, launch, destroy (RAII).
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "plugin/kernels/kernel_support.h"
+#include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
-#include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/kernels/activation.h"
 
 namespace vgpu {
 namespace {
 
-absl::Span<const uint8_t> ParamBytes(const ElementwiseParams& params) {
-  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(&params), sizeof(params));
-}
+constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                                TF_DOUBLE};
 
-absl::Status ReluCompute(TF_OpKernelContext* context) {
-  VGPU_ASSIGN_OR_RETURN(TensorPtr input, GetInput(context, 0));
-  VGPU_ASSIGN_OR_RETURN(TensorPtr output, ForwardOrAllocateOutput(context, 0, 0, input.get()));
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, GetClientStream(context));
-  ElementwiseParams params{static_cast<uint64_t>(TF_TensorElementCount(input.get()))};
-  if (params.count == 0) return absl::OkStatus();
-  BufferArg buffers[] = {BufferOf(input.get()), BufferOf(output.get())};
-  return stream->device().Launch(*stream, KernelId::kReluF32, buffers, ParamBytes(params));
-}
-
-absl::Status ReluGradCompute(TF_OpKernelContext* context) {
-  VGPU_ASSIGN_OR_RETURN(TensorPtr gradients, GetInput(context, 0));
-  VGPU_ASSIGN_OR_RETURN(TensorPtr features, GetInput(context, 1));
-  if (ShapeOf(gradients.get()) != ShapeOf(features.get())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "ReluGrad: gradients and features must have the same shape, got [",
-        absl::StrJoin(ShapeOf(gradients.get()), ","), "] and [",
-        absl::StrJoin(ShapeOf(features.get()), ","), "]"));
+template <ActivationMode kMode>
+class ActivationOp : public NoAttributes<ActivationOp<kMode>> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    std::vector<int64_t> dims = ShapeOf(x.get());
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.ForwardOrAllocateOutput({0}, 0, dtype, dims));
+    if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(x.get()));
+    ActivationDescriptorSettings activation_settings;
+    activation_settings.mode = kMode;
+    activation_settings.dtype = tensor_settings.dtype;
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
+                          ScopedDescriptor::Make(dnn, *stream, activation_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
+                          ScopedDescriptor::Make(dnn, *stream, tensor_settings));
+    return LaunchKernel(*stream, activation::kForward, {&activation, &tensor},
+                        {BufferOf(x.get()), BufferOf(y.get())}, ParamBlock());
   }
-  VGPU_ASSIGN_OR_RETURN(TensorPtr output,
-                        ForwardOrAllocateOutput(context, 0, 0, gradients.get()));
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, GetClientStream(context));
-  ElementwiseParams params{static_cast<uint64_t>(TF_TensorElementCount(gradients.get()))};
-  if (params.count == 0) return absl::OkStatus();
-  BufferArg buffers[] = {BufferOf(gradients.get()), BufferOf(features.get()),
-                         BufferOf(output.get())};
-  return stream->device().Launch(*stream, KernelId::kReluGradF32, buffers, ParamBytes(params));
-}
+};
+
+// Inputs (a, b) in TensorFlow's order for the op: (gradients, features) for Relu/Relu6,
+// (y, dy) for Sigmoid/Tanh.
+template <ActivationMode kMode>
+class ActivationGradOp : public NoAttributes<ActivationGradOp<kMode>> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr a, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr b, context.Input(1));
+    std::vector<int64_t> dims = ShapeOf(a.get());
+    if (dims != ShapeOf(b.get())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the two inputs of an activation gradient must have the same shape, got [",
+          absl::StrJoin(dims, ","), "] and [", absl::StrJoin(ShapeOf(b.get()), ","), "]"));
+    }
+    const TF_DataType dtype = TF_TensorType(a.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0, 1}, 0, dtype, dims));
+    if (TF_TensorElementCount(a.get()) == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(a.get()));
+    ActivationDescriptorSettings activation_settings;
+    activation_settings.mode = kMode;
+    activation_settings.dtype = tensor_settings.dtype;
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
+                          ScopedDescriptor::Make(dnn, *stream, activation_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
+                          ScopedDescriptor::Make(dnn, *stream, tensor_settings));
+    return LaunchKernel(*stream, activation::kBackward, {&activation, &tensor},
+                        {BufferOf(a.get()), BufferOf(b.get()), BufferOf(out.get())},
+                        ParamBlock());
+  }
+};
 
 }  // namespace
 
 void RegisterActivationOps(const char* device_type) {
-  RegisterOp<ReluCompute>("Relu", device_type, {{"T", TF_FLOAT}});
-  RegisterOp<ReluGradCompute>("ReluGrad", device_type, {{"T", TF_FLOAT}});
+  RegisterKernelForTypes<ActivationOp<ActivationMode::kRelu>>("Relu", device_type, "T",
+                                                              kFloatingTypes);
+  RegisterKernelForTypes<ActivationOp<ActivationMode::kRelu6>>("Relu6", device_type, "T",
+                                                               kFloatingTypes);
+  RegisterKernelForTypes<ActivationOp<ActivationMode::kSigmoid>>("Sigmoid", device_type, "T",
+                                                                 kFloatingTypes);
+  RegisterKernelForTypes<ActivationOp<ActivationMode::kTanh>>("Tanh", device_type, "T",
+                                                              kFloatingTypes);
+  RegisterKernelForTypes<ActivationGradOp<ActivationMode::kRelu>>("ReluGrad", device_type, "T",
+                                                                  kFloatingTypes);
+  RegisterKernelForTypes<ActivationGradOp<ActivationMode::kRelu6>>("Relu6Grad", device_type,
+                                                                   "T", kFloatingTypes);
+  RegisterKernelForTypes<ActivationGradOp<ActivationMode::kSigmoid>>(
+      "SigmoidGrad", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<ActivationGradOp<ActivationMode::kTanh>>("TanhGrad", device_type, "T",
+                                                                  kFloatingTypes);
 }
 
 }  // namespace vgpu

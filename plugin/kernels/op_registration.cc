@@ -60,6 +60,14 @@ void TF_InitKernel() {
   registered = true;
   const char* device_type = vgpu::PluginRuntime::Get().device_type().c_str();
   vgpu::RegisterActivationOps(device_type);
+  vgpu::RegisterElementwiseOps(device_type);
+  vgpu::RegisterConvolutionOps(device_type);
+  vgpu::RegisterPoolingOps(device_type);
+  vgpu::RegisterReductionOps(device_type);
+  vgpu::RegisterDataMovementOps(device_type);
+  vgpu::RegisterRandomOps(device_type);
+  vgpu::RegisterNormalizationOps(device_type);
+  vgpu::RegisterTrainingOps(device_type);
   vgpu::RegisterVariableOps(device_type);
 }
 

@@ -42,8 +42,16 @@ void RegisterOp(const char* op_name, const char* device_type,
                                     internal::ComputeTrampoline<Compute>);
 }
 
-// One function per op family (kernels/*_ops.cc).
+// One function per op family (kernels/*_ops.cc), called from TF_InitKernel.
 void RegisterActivationOps(const char* device_type);
+void RegisterElementwiseOps(const char* device_type);
+void RegisterConvolutionOps(const char* device_type);
+void RegisterPoolingOps(const char* device_type);
+void RegisterReductionOps(const char* device_type);
+void RegisterDataMovementOps(const char* device_type);
+void RegisterRandomOps(const char* device_type);
+void RegisterNormalizationOps(const char* device_type);
+void RegisterTrainingOps(const char* device_type);
 void RegisterVariableOps(const char* device_type);
 
 }  // namespace vgpu

@@ -70,6 +70,9 @@ struct Command {
   void* host_dst = nullptr;
   absl::InlinedVector<BufferArg, 4> buffers;  // kLaunch
   absl::InlinedVector<uint8_t, 64> params;    // kLaunch: the kernel's parameter block
+  // kLaunch: the settings of the descriptors the kernel uses, in the kernel's order:
+  // uint8 count, then per descriptor uint8 kind, uint16 size (little-endian), settings bytes.
+  absl::InlinedVector<uint8_t, 128> descriptors;
 };
 
 // Device memory accounting of one device, as the backing executor sees it.

@@ -75,6 +75,8 @@ _SUMMED = (
     "frees",
     "bytes_in_use",
     "peak_bytes_in_use",
+    "descriptor_calls_local",
+    "descriptor_calls_forwarded",
 )
 
 
@@ -84,18 +86,25 @@ def stats() -> dict[str, Any]:
     Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``launches``,
     ``round_trips``, ``bytes_to_device``, ``bytes_from_device``, ``allocations``, ``frees``,
     ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of
-    per-device peaks), and ``devices``: a list of {"ordinal", "backend", "counters"}.
+    per-device peaks), ``descriptor_calls`` (descriptor kind -> {"create", "set", "destroy"}),
+    ``descriptor_calls_local``, ``descriptor_calls_forwarded``, and ``devices``: a list of {"ordinal", "backend", "counters"}.
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
     commands: dict[str, int] = {}
+    descriptor_calls: dict[str, dict[str, int]] = {}
     for device in raw["devices"]:
         counters = device["counters"]
         for key in _SUMMED:
             total[key] += counters[key]
         for kind, count in counters["commands"].items():
             commands[kind] = commands.get(kind, 0) + count
+        for kind, verbs in counters["descriptor_calls"].items():
+            summed = descriptor_calls.setdefault(kind, {verb: 0 for verb in verbs})
+            for verb, count in verbs.items():
+                summed[verb] += count
     total["commands"] = commands
+    total["descriptor_calls"] = descriptor_calls
     total["devices"] = raw["devices"]
     return total
 

@@ -1,34 +1,40 @@
-// The table of CPU kernels (see kernel_registry.h). Adding a kernel: give it an id in
-// protocol/kernel_ids.h, implement it under kernels/, and add a row here.
+// The table of CPU kernels (see kernel_registry.h). Adding a kernel: give it an id in its
+// family's protocol header, implement it under kernels/, and Add it in the family's function.
 #include "plugin/backend/cpu/kernel_registry.h"
 
-#include "plugin/backend/cpu/kernels/activation_kernels.h"
-#include "plugin/backend/cpu/kernels/elementwise_kernels.h"
-#include "plugin/protocol/kernel_ids.h"
+#include <algorithm>
 
 namespace vgpu {
-namespace {
 
-struct Row {
-  KernelId id;
-  KernelInfo info;
-};
+void KernelTable::Add(KernelId id, const char* name, KernelFn run) {
+  const uint32_t key = static_cast<uint32_t>(id);
+  auto it = std::lower_bound(kernels_.begin(), kernels_.end(), key,
+                             [](const auto& entry, uint32_t k) { return entry.first < k; });
+  kernels_.insert(it, {key, KernelInfo{name, run}});
+}
 
-constexpr Row kKernels[] = {
-    {KernelId::kReluF32, {"relu_f32", cpu_kernels::ReluF32, 2, sizeof(ElementwiseParams)}},
-    {KernelId::kReluGradF32,
-     {"relu_grad_f32", cpu_kernels::ReluGradF32, 3, sizeof(ElementwiseParams)}},
-    {KernelId::kBinaryElementwise,
-     {"binary_elementwise", cpu_kernels::BinaryElementwise, 3, sizeof(BinaryElementwiseParams)}},
-};
+const KernelInfo* KernelTable::Find(uint32_t kernel_id) const {
+  auto it = std::lower_bound(kernels_.begin(), kernels_.end(), kernel_id,
+                             [](const auto& entry, uint32_t k) { return entry.first < k; });
+  if (it == kernels_.end() || it->first != kernel_id) return nullptr;
+  return &it->second;
+}
 
-}  // namespace
-
-const KernelInfo* FindKernel(uint32_t kernel_id) {
-  for (const Row& row : kKernels) {
-    if (static_cast<uint32_t>(row.id) == kernel_id) return &row.info;
-  }
-  return nullptr;
+const KernelTable& Kernels() {
+  static const KernelTable* table = [] {
+    auto* t = new KernelTable();
+    AddActivationKernels(*t);
+    AddElementwiseKernels(*t);
+    AddConvolutionKernels(*t);
+    AddPoolingKernels(*t);
+    AddReductionKernels(*t);
+    AddDataMovementKernels(*t);
+    AddRandomKernels(*t);
+    AddNormalizationKernels(*t);
+    AddTrainingKernels(*t);
+    return t;
+  }();
+  return *table;
 }
 
 }  // namespace vgpu

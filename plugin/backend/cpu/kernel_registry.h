@@ -1,14 +1,22 @@
-// The CPU backing executor's kernel table: what each KernelId of protocol/kernel_ids.h runs. A
-// kernel receives host pointers the session has already validated and translated, its parameter
-// block, and the executor's Eigen thread pool for intra-op parallelism.
+// The CPU backing executor's kernel table: what each kernel id of protocol/kernel_ids.h and
+// protocol/kernels/*.h runs. A kernel receives host pointers the session has already validated
+// and translated, the settings of the descriptors the launch carried, its parameter block, and
+// the executor's Eigen thread pool for intra-op parallelism.
 #ifndef VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 #define VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/launch_params.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -16,11 +24,58 @@ struct ThreadPoolDevice;
 
 namespace vgpu {
 
+struct DescriptorView {
+  DescriptorKind kind;
+  absl::Span<const uint8_t> settings;
+};
+
 struct KernelContext {
   absl::Span<uint8_t* const> buffers;     // host pointers, in the launch's buffer order
   absl::Span<const uint64_t> buffer_sizes;
   absl::Span<const uint8_t> params;
   const Eigen::ThreadPoolDevice* device;  // never null
+  absl::Span<const DescriptorView> descriptors = {};
+
+  // Fails unless the launch named exactly `count` buffers.
+  absl::Status ExpectBuffers(size_t count) const {
+    if (buffers.size() == count) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
+  }
+
+  // Buffer `index` as an array of at least `elements` values of T.
+  template <typename T>
+  absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
+    if (index >= buffers.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
+    }
+    if (buffer_sizes[index] < elements * sizeof(T)) {
+      return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",
+                                                     buffer_sizes[index], " bytes, needs ",
+                                                     elements * sizeof(T)));
+    }
+    return reinterpret_cast<T*>(buffers[index]);
+  }
+
+  // The settings of descriptor `index`, which must be of Settings' kind.
+  template <typename Settings>
+  absl::StatusOr<Settings> Descriptor(size_t index) const {
+    if (index >= descriptors.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("launch carries no descriptor ", index));
+    }
+    const DescriptorView& view = descriptors[index];
+    if (view.kind != DescriptorTraits<Settings>::kKind || view.settings.size() != sizeof(Settings)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "descriptor ", index, " is a ", DescriptorKindName(view.kind), " descriptor of ",
+          view.settings.size(), " bytes, expected ",
+          DescriptorKindName(DescriptorTraits<Settings>::kKind)));
+    }
+    Settings settings;
+    std::memcpy(&settings, view.settings.data(), sizeof(Settings));
+    return settings;
+  }
+
+  ParamReader Params() const { return ParamReader(params); }
 };
 
 using KernelFn = absl::Status (*)(const KernelContext& context);
@@ -28,12 +83,36 @@ using KernelFn = absl::Status (*)(const KernelContext& context);
 struct KernelInfo {
   const char* name;
   KernelFn run;
-  int num_buffers;       // exact number of buffers the launch must name
-  size_t params_size;    // exact size of the parameter block
 };
 
-// The kernel registered for `kernel_id`, or nullptr. Thread-safe (a constant table).
-const KernelInfo* FindKernel(uint32_t kernel_id);
+// The kernels of the CPU backing executor. Each family adds its kernels in its Add*Kernels
+// function (backend/cpu/kernels/*.cc).
+class KernelTable {
+ public:
+  void Add(KernelId id, const char* name, KernelFn run);
+  // The kernel registered for `kernel_id`, or nullptr.
+  const KernelInfo* Find(uint32_t kernel_id) const;
+
+ private:
+  std::vector<std::pair<uint32_t, KernelInfo>> kernels_;  // sorted by id
+};
+
+// The process-wide table, built on first use. Thread-safe.
+const KernelTable& Kernels();
+
+// Kept for callers that look kernels up by id.
+inline const KernelInfo* FindKernel(uint32_t kernel_id) { return Kernels().Find(kernel_id); }
+
+// One function per kernel family.
+void AddActivationKernels(KernelTable& table);
+void AddElementwiseKernels(KernelTable& table);
+void AddConvolutionKernels(KernelTable& table);
+void AddPoolingKernels(KernelTable& table);
+void AddReductionKernels(KernelTable& table);
+void AddDataMovementKernels(KernelTable& table);
+void AddRandomKernels(KernelTable& table);
+void AddNormalizationKernels(KernelTable& table);
+void AddTrainingKernels(KernelTable& table);
 
 }  // namespace vgpu
 

@@ -6,8 +6,11 @@
 #include <cstring>
 
 #include "absl/status/statusor.h"
+#include "plugin/common/status_macros.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/kernels/activation.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
@@ -17,9 +20,12 @@ using FlatF32 = Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor>, Eigen
 using ConstFlatF32 =
     Eigen::TensorMap<Eigen::Tensor<const float, 1, Eigen::RowMajor>, Eigen::Aligned>;
 
-absl::StatusOr<int64_t> ElementCount(const KernelContext& context, size_t element_size) {
-  ElementwiseParams params;
-  std::memcpy(&params, context.params.data(), sizeof(params));
+absl::StatusOr<int64_t> ElementCount(const KernelContext& context, size_t element_size,
+                                     size_t buffers) {
+  if (absl::Status s = context.ExpectBuffers(buffers); !s.ok()) return s;
+  absl::StatusOr<ElementwiseParams> read = context.Params().Get<ElementwiseParams>();
+  if (!read.ok()) return read.status();
+  const ElementwiseParams params = *read;
   for (size_t i = 0; i < context.buffers.size(); ++i) {
     if (context.buffer_sizes[i] < params.count * element_size) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -33,7 +39,7 @@ absl::StatusOr<int64_t> ElementCount(const KernelContext& context, size_t elemen
 }  // namespace
 
 absl::Status ReluF32(const KernelContext& context) {
-  absl::StatusOr<int64_t> n = ElementCount(context, sizeof(float));
+  absl::StatusOr<int64_t> n = ElementCount(context, sizeof(float), 2);
   if (!n.ok()) return n.status();
   if (*n == 0) return absl::OkStatus();
   ConstFlatF32 input(reinterpret_cast<const float*>(context.buffers[0]), *n);
@@ -43,7 +49,7 @@ absl::Status ReluF32(const KernelContext& context) {
 }
 
 absl::Status ReluGradF32(const KernelContext& context) {
-  absl::StatusOr<int64_t> n = ElementCount(context, sizeof(float));
+  absl::StatusOr<int64_t> n = ElementCount(context, sizeof(float), 3);
   if (!n.ok()) return n.status();
   if (*n == 0) return absl::OkStatus();
   ConstFlatF32 gradients(reinterpret_cast<const float*>(context.buffers[0]), *n);
@@ -55,4 +61,79 @@ absl::Status ReluGradF32(const KernelContext& context) {
   return absl::OkStatus();
 }
 
+// activation::kForward: y = f(x).
+absl::Status ActivationForward(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
+                        context.Descriptor<ActivationDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  const int64_t n = ElementCount(tensor);
+  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, n));
+    VGPU_ASSIGN_OR_RETURN(T* y_data, context.Buffer<T>(1, n));
+    if (n == 0) return absl::OkStatus();
+    ConstFlatMap<T> x(x_data, n);
+    FlatMap<T> y(y_data, n);
+    const auto& device = *context.device;
+    switch (activation.mode) {
+      case ActivationMode::kRelu: y.device(device) = x.cwiseMax(T(0)); break;
+      case ActivationMode::kRelu6: y.device(device) = x.cwiseMax(T(0)).cwiseMin(T(6)); break;
+      case ActivationMode::kSigmoid: y.device(device) = x.sigmoid(); break;
+      case ActivationMode::kTanh: y.device(device) = x.tanh(); break;
+      default: return absl::InvalidArgumentError("unknown activation mode");
+    }
+    return absl::OkStatus();
+  });
+}
+
+// activation::kBackward (see protocol/kernels/activation.h for the buffer order).
+absl::Status ActivationBackward(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
+                        context.Descriptor<ActivationDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  const int64_t n = ElementCount(tensor);
+  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* a_data, context.Buffer<const T>(0, n));
+    VGPU_ASSIGN_OR_RETURN(const T* b_data, context.Buffer<const T>(1, n));
+    VGPU_ASSIGN_OR_RETURN(T* out_data, context.Buffer<T>(2, n));
+    if (n == 0) return absl::OkStatus();
+    ConstFlatMap<T> a(a_data, n);
+    ConstFlatMap<T> b(b_data, n);
+    FlatMap<T> out(out_data, n);
+    const auto& device = *context.device;
+    switch (activation.mode) {
+      case ActivationMode::kRelu:  // a = gradients, b = features
+        out.device(device) = a * (b > T(0)).template cast<T>();
+        break;
+      case ActivationMode::kRelu6:
+        out.device(device) = a * ((b > T(0)) && (b < T(6))).template cast<T>();
+        break;
+      case ActivationMode::kSigmoid:  // a = y, b = dy
+        out.device(device) = b * a * (T(1) - a);
+        break;
+      case ActivationMode::kTanh:
+        out.device(device) = b * (T(1) - a * a);
+        break;
+      default: return absl::InvalidArgumentError("unknown activation mode");
+    }
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace vgpu::cpu_kernels
+
+namespace vgpu {
+
+void AddActivationKernels(KernelTable& table) {
+  table.Add(KernelId::kReluF32, "relu_f32", cpu_kernels::ReluF32);
+  table.Add(KernelId::kReluGradF32, "relu_grad_f32", cpu_kernels::ReluGradF32);
+  table.Add(activation::kForward, "activation_forward", cpu_kernels::ActivationForward);
+  table.Add(activation::kBackward, "activation_backward", cpu_kernels::ActivationBackward);
+}
+
+}  // namespace vgpu

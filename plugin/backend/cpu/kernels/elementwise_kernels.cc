@@ -38,8 +38,10 @@ absl::Status RunBinary(const KernelContext& context, const BinaryElementwisePara
 }  // namespace
 
 absl::Status BinaryElementwise(const KernelContext& context) {
-  BinaryElementwiseParams params;
-  std::memcpy(&params, context.params.data(), sizeof(params));
+  if (absl::Status s = context.ExpectBuffers(3); !s.ok()) return s;
+  absl::StatusOr<BinaryElementwiseParams> read = context.Params().Get<BinaryElementwiseParams>();
+  if (!read.ok()) return read.status();
+  const BinaryElementwiseParams params = *read;
   const uint64_t element_size = DTypeSize(params.dtype);
   if (element_size == 0) {
     return absl::InvalidArgumentError(
@@ -67,3 +69,11 @@ absl::Status BinaryElementwise(const KernelContext& context) {
 }
 
 }  // namespace vgpu::cpu_kernels
+
+namespace vgpu {
+
+void AddElementwiseKernels(KernelTable& table) {
+  table.Add(KernelId::kBinaryElementwise, "binary_elementwise", cpu_kernels::BinaryElementwise);
+}
+
+}  // namespace vgpu

@@ -1,0 +1,205 @@
+// OpConstruction, OpContext and kernel registration (see op_kernel.h).
+#include "plugin/kernels/op_kernel.h"
+
+#include "absl/strings/str_cat.h"
+#include "plugin/common/log.h"
+
+namespace vgpu {
+
+bool OpConstruction::Has(const char* name) {
+  ScopedTfStatus status;
+  return TF_OpKernelConstruction_HasAttr(construction_, name, status.get());
+}
+
+absl::StatusOr<int64_t> OpConstruction::Int(const char* name) {
+  ScopedTfStatus status;
+  int64_t value = 0;
+  TF_OpKernelConstruction_GetAttrInt64(construction_, name, &value, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value;
+}
+
+absl::StatusOr<float> OpConstruction::Float(const char* name) {
+  ScopedTfStatus status;
+  float value = 0;
+  TF_OpKernelConstruction_GetAttrFloat(construction_, name, &value, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value;
+}
+
+absl::StatusOr<bool> OpConstruction::Bool(const char* name) {
+  ScopedTfStatus status;
+  TF_Bool value = 0;
+  TF_OpKernelConstruction_GetAttrBool(construction_, name, &value, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value != 0;
+}
+
+absl::StatusOr<std::string> OpConstruction::String(const char* name) {
+  ScopedTfStatus status;
+  int32_t list_size = 0;
+  int32_t total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(construction_, name, &list_size, &total_size,
+                                      status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  std::string value(static_cast<size_t>(total_size), '\0');
+  TF_OpKernelConstruction_GetAttrString(construction_, name, value.data(), value.size(),
+                                        status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value;
+}
+
+absl::StatusOr<TF_DataType> OpConstruction::Type(const char* name) {
+  ScopedTfStatus status;
+  TF_DataType value = TF_FLOAT;
+  TF_OpKernelConstruction_GetAttrType(construction_, name, &value, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value;
+}
+
+absl::StatusOr<std::vector<int64_t>> OpConstruction::IntList(const char* name) {
+  ScopedTfStatus status;
+  int32_t list_size = 0;
+  int32_t total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(construction_, name, &list_size, &total_size,
+                                      status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  std::vector<int64_t> values(static_cast<size_t>(list_size < 0 ? 0 : list_size));
+  TF_OpKernelConstruction_GetAttrInt64List(construction_, name, values.data(),
+                                           static_cast<int>(values.size()), status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return values;
+}
+
+absl::StatusOr<std::vector<int64_t>> OpContext::HostIntegers(int index) const {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, Input(index));
+  const int64_t count = TF_TensorElementCount(tensor.get());
+  std::vector<int64_t> values(static_cast<size_t>(count));
+  const void* data = TF_TensorData(tensor.get());
+  switch (TF_TensorType(tensor.get())) {
+    case TF_INT32:
+      for (int64_t i = 0; i < count; ++i) values[i] = static_cast<const int32_t*>(data)[i];
+      return values;
+    case TF_INT64:
+      for (int64_t i = 0; i < count; ++i) values[i] = static_cast<const int64_t*>(data)[i];
+      return values;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("input ", index, " must be int32 or int64"));
+  }
+}
+
+absl::StatusOr<TensorPtr> OpContext::AllocateOutput(int index, TF_DataType dtype,
+                                                    absl::Span<const int64_t> dims) const {
+  ScopedTfStatus status;
+  int64_t elements = 1;
+  for (int64_t d : dims) elements *= d;
+  TF_Tensor* tensor =
+      TF_AllocateOutput(context_, index, dtype, dims.data(), static_cast<int>(dims.size()),
+                        static_cast<size_t>(elements) * TF_DataTypeSize(dtype), status.get());
+  TensorPtr owned(tensor);
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return owned;
+}
+
+absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocateOutput(
+    std::initializer_list<int> candidate_inputs, int index, TF_DataType dtype,
+    absl::Span<const int64_t> dims) const {
+  ScopedTfStatus status;
+  std::vector<int> candidates(candidate_inputs);
+  int forwarded = -1;
+  TF_Tensor* tensor = TF_ForwardInputOrAllocateOutput(
+      context_, candidates.data(), static_cast<int>(candidates.size()), index, dims.data(),
+      static_cast<int>(dims.size()), &forwarded, status.get());
+  TensorPtr owned(tensor);
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  if (TF_TensorType(owned.get()) != dtype) {
+    return absl::InternalError("forwarded output has the wrong dtype");
+  }
+  return owned;
+}
+
+absl::StatusOr<TensorPtr> OpContext::AllocateTemp(TF_DataType dtype,
+                                                  absl::Span<const int64_t> dims) const {
+  ScopedTfStatus status;
+  TF_AllocatorAttributes attributes;
+  attributes.struct_size = TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE;
+  attributes.on_host = 0;
+  TF_Tensor* tensor = TF_AllocateTemp(context_, dtype, dims.data(),
+                                      static_cast<int>(dims.size()), &attributes, status.get());
+  TensorPtr owned(tensor);
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return owned;
+}
+
+absl::StatusOr<DType> DTypeOf(TF_DataType dtype) {
+  std::optional<DType> mapped = ToDType(dtype);
+  if (!mapped) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", static_cast<int>(dtype), " is not supported on the virtual GPU"));
+  }
+  return *mapped;
+}
+
+absl::StatusOr<TensorDescriptorSettings> TensorSettings(TF_DataType dtype,
+                                                        absl::Span<const int64_t> dims) {
+  if (dims.size() > static_cast<size_t>(kMaxRank)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensors of rank ", dims.size(), " exceed the supported rank ", kMaxRank));
+  }
+  TensorDescriptorSettings settings;
+  VGPU_ASSIGN_OR_RETURN(settings.dtype, DTypeOf(dtype));
+  settings.rank = static_cast<int32_t>(dims.size());
+  for (size_t i = 0; i < dims.size(); ++i) settings.dims[i] = dims[i];
+  return settings;
+}
+
+absl::StatusOr<TensorDescriptorSettings> TensorSettings(const TF_Tensor* tensor) {
+  std::vector<int64_t> dims = ShapeOf(tensor);
+  return TensorSettings(TF_TensorType(tensor), dims);
+}
+
+absl::Status LaunchKernel(ClientStream& stream, KernelId kernel,
+                          std::initializer_list<const ScopedDescriptor*> descriptors,
+                          std::initializer_list<BufferArg> buffers, const ParamBlock& params) {
+  absl::InlinedVector<Descriptor*, 6> raw;
+  for (const ScopedDescriptor* d : descriptors) raw.push_back(d->get());
+  std::vector<BufferArg> buffer_list(buffers);
+  return stream.device().dnn().Launch(stream, kernel, raw, buffer_list, params);
+}
+
+namespace internal {
+
+void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status) {
+  TF_Status* tf_status = TF_NewStatus();
+  std::string message(status.message());
+  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), message.c_str());
+  TF_OpKernelConstruction_Failure(construction, tf_status);
+  TF_DeleteStatus(tf_status);
+}
+
+void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
+                                 std::initializer_list<TypeConstraint> type_constraints,
+                                 std::initializer_list<const char*> host_memory,
+                                 void* (*create)(TF_OpKernelConstruction*),
+                                 void (*compute)(void*, TF_OpKernelContext*),
+                                 void (*destroy)(void*)) {
+  ScopedTfStatus status;
+  TF_KernelBuilder* builder = TF_NewKernelBuilder(op_name, device_type, create, compute, destroy);
+  for (const TypeConstraint& constraint : type_constraints) {
+    TF_KernelBuilder_TypeConstraint(builder, constraint.attribute, constraint.dtype, status.get());
+    if (absl::Status s = status.ToStatus(); !s.ok()) {
+      Log(LogLevel::kError, absl::StrCat("kernel ", op_name, ": ", s.message()));
+      TF_DeleteKernelBuilder(builder);
+      return;
+    }
+  }
+  for (const char* name : host_memory) TF_KernelBuilder_HostMemory(builder, name);
+  TF_RegisterKernelBuilder(op_name, builder, status.get());  // TensorFlow owns the builder now
+  if (absl::Status s = status.ToStatus(); !s.ok()) {
+    Log(LogLevel::kError, absl::StrCat("kernel ", op_name, " not registered: ", s.message()));
+  }
+}
+
+}  // namespace internal
+}  // namespace vgpu

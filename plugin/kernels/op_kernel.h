@@ -1,0 +1,150 @@
+// The building blocks of the plugin's op kernels (TensorFlow's kernel C API underneath):
+//   OpConstruction  reads a node's attributes once, when TensorFlow builds the kernel;
+//   OpContext       one Compute call: inputs, outputs, host-memory inputs, the stream, the DNN API;
+//   RegisterKernel  registers a kernel class for an op on the virtual device.
+// A kernel class provides
+//   static absl::StatusOr<std::unique_ptr<K>> Create(OpConstruction& construction);
+//   absl::Status Compute(OpContext& context);
+// and never keeps descriptors between calls (the client runtime decides what to reuse).
+#ifndef VGPU_KERNELS_OP_KERNEL_H_
+#define VGPU_KERNELS_OP_KERNEL_H_
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "plugin/client/device_client.h"
+#include "plugin/common/status_macros.h"
+#include "plugin/kernels/dtype_map.h"
+#include "plugin/kernels/kernel_support.h"
+#include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/launch_params.h"
+#include "tensorflow/c/kernels.h"
+
+namespace vgpu {
+
+class OpConstruction {
+ public:
+  explicit OpConstruction(TF_OpKernelConstruction* construction) : construction_(construction) {}
+  bool Has(const char* name);
+  absl::StatusOr<int64_t> Int(const char* name);
+  absl::StatusOr<float> Float(const char* name);
+  absl::StatusOr<bool> Bool(const char* name);
+  absl::StatusOr<std::string> String(const char* name);
+  absl::StatusOr<TF_DataType> Type(const char* name);
+  absl::StatusOr<std::vector<int64_t>> IntList(const char* name);
+  TF_OpKernelConstruction* raw() const { return construction_; }
+
+ private:
+  TF_OpKernelConstruction* construction_;
+};
+
+class OpContext {
+ public:
+  explicit OpContext(TF_OpKernelContext* context) : context_(context) {}
+
+  int num_inputs() const { return TF_NumInputs(context_); }
+  absl::StatusOr<TensorPtr> Input(int index) const { return GetInput(context_, index); }
+  TF_DataType InputType(int index) const { return TF_InputDatatype(context_, index); }
+
+  // The values of a host-memory integer input (int32 or int64), e.g. an axis or a shape.
+  absl::StatusOr<std::vector<int64_t>> HostIntegers(int index) const;
+
+  // Output `index` of `dtype` and `dims`.
+  absl::StatusOr<TensorPtr> AllocateOutput(int index, TF_DataType dtype,
+                                           absl::Span<const int64_t> dims) const;
+  // Like AllocateOutput, but reuses one of `candidate_inputs`' buffers when TensorFlow allows.
+  absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(std::initializer_list<int> candidate_inputs,
+                                                    int index, TF_DataType dtype,
+                                                    absl::Span<const int64_t> dims) const;
+  // A scratch device buffer that lives until the kernel returns (stream order keeps it valid
+  // for the work launched before that).
+  absl::StatusOr<TensorPtr> AllocateTemp(TF_DataType dtype, absl::Span<const int64_t> dims) const;
+
+  // The stream this op runs on, and its device's DNN API.
+  absl::StatusOr<ClientStream*> Stream() const { return GetClientStream(context_); }
+
+  TF_OpKernelContext* raw() const { return context_; }
+
+ private:
+  TF_OpKernelContext* context_;
+};
+
+// Settings of a dense tensor descriptor for `tensor` (rank <= kMaxRank).
+absl::StatusOr<TensorDescriptorSettings> TensorSettings(const TF_Tensor* tensor);
+absl::StatusOr<TensorDescriptorSettings> TensorSettings(TF_DataType dtype,
+                                                        absl::Span<const int64_t> dims);
+
+// Element type of a tensor for the protocol; InvalidArgument if unsupported.
+absl::StatusOr<DType> DTypeOf(TF_DataType dtype);
+
+// Launches through the DNN API with the given descriptors (RAII-owned by the caller).
+absl::Status LaunchKernel(ClientStream& stream, KernelId kernel,
+                          std::initializer_list<const ScopedDescriptor*> descriptors,
+                          std::initializer_list<BufferArg> buffers, const ParamBlock& params);
+
+struct TypeConstraint {
+  const char* attribute;
+  TF_DataType dtype;
+};
+
+namespace internal {
+void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
+                                 std::initializer_list<TypeConstraint> type_constraints,
+                                 std::initializer_list<const char*> host_memory,
+                                 void* (*create)(TF_OpKernelConstruction*),
+                                 void (*compute)(void*, TF_OpKernelContext*),
+                                 void (*destroy)(void*));
+void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status);
+}  // namespace internal
+
+// Registers kernel class `K` for `op_name` on `device_type`. `host_memory` names inputs or
+// outputs that stay in host memory (shapes, axes). Failures are logged, never fatal.
+template <typename K>
+void RegisterKernel(const char* op_name, const char* device_type,
+                    std::initializer_list<TypeConstraint> type_constraints,
+                    std::initializer_list<const char*> host_memory = {}) {
+  auto create = [](TF_OpKernelConstruction* raw) -> void* {
+    OpConstruction construction(raw);
+    absl::StatusOr<std::unique_ptr<K>> kernel = K::Create(construction);
+    if (!kernel.ok()) {
+      internal::FailConstruction(raw, kernel.status());
+      return nullptr;
+    }
+    return kernel->release();
+  };
+  auto compute = [](void* kernel, TF_OpKernelContext* raw) {
+    OpContext context(raw);
+    FailOp(raw, static_cast<K*>(kernel)->Compute(context));
+  };
+  auto destroy = [](void* kernel) { delete static_cast<K*>(kernel); };
+  internal::RegisterKernelWithCallbacks(op_name, device_type, type_constraints, host_memory,
+                                        create, compute, destroy);
+}
+
+// Registers `K` once per dtype for the attribute `attribute` (usually "T").
+template <typename K>
+void RegisterKernelForTypes(const char* op_name, const char* device_type, const char* attribute,
+                            std::initializer_list<TF_DataType> dtypes,
+                            std::initializer_list<const char*> host_memory = {}) {
+  for (TF_DataType dtype : dtypes) {
+    RegisterKernel<K>(op_name, device_type, {{attribute, dtype}}, host_memory);
+  }
+}
+
+// A kernel class without attributes can use this as its Create.
+template <typename K>
+struct NoAttributes {
+  static absl::StatusOr<std::unique_ptr<K>> Create(OpConstruction&) {
+    return std::make_unique<K>();
+  }
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_KERNELS_OP_KERNEL_H_

@@ -1,0 +1,9 @@
+// TensorFlow op kernels of the pooling family on the virtual GPU.
+#include "plugin/kernels/op_kernel.h"
+#include "plugin/kernels/op_registration.h"
+
+namespace vgpu {
+
+void RegisterPoolingOps(const char* device_type) {}
+
+}  // namespace vgpu

@@ -1,0 +1,129 @@
+// The descriptor kinds of the virtual DNN/BLAS API and the settings each one carries, as they
+// travel inside a launch (see launch_params.h). Settings are fixed-size plain structs, always
+// value-initialised so that two settings compare equal byte for byte exactly when they are the
+// same. Shapes are dense row-major; layouts are TensorFlow's (NHWC/NCHW, HWIO filters).
+#ifndef VGPU_PROTOCOL_DESCRIPTORS_H_
+#define VGPU_PROTOCOL_DESCRIPTORS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "plugin/protocol/kernel_ids.h"
+
+namespace vgpu {
+
+enum class DescriptorKind : uint8_t {
+  kTensor = 1,
+  kFilter = 2,
+  kConvolution = 3,
+  kPooling = 4,
+  kActivation = 5,
+  kOpTensor = 6,
+  kReduce = 7,
+  kMatmul = 8,
+};
+inline constexpr int kNumDescriptorKinds = 8;
+const char* DescriptorKindName(DescriptorKind kind);
+
+inline constexpr int kMaxRank = 8;
+
+enum class DataFormat : int32_t { kNHWC = 0, kNCHW = 1 };
+
+struct TensorDescriptorSettings {
+  DType dtype = DType::kFloat32;
+  int32_t rank = 0;
+  int64_t dims[kMaxRank] = {};
+};
+
+// A convolution filter in TensorFlow's layout [height, width, in_channels, out_channels]
+// (for depthwise convolutions: [height, width, in_channels, channel_multiplier]).
+struct FilterDescriptorSettings {
+  DType dtype = DType::kFloat32;
+  int32_t reserved = 0;
+  int64_t dims[4] = {};
+};
+
+struct ConvolutionDescriptorSettings {
+  DataFormat data_format = DataFormat::kNHWC;
+  int32_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int32_t stride_h = 1, stride_w = 1;
+  int32_t dilation_h = 1, dilation_w = 1;
+  int32_t depthwise = 0;  // 1: each input channel has its own filters (DepthwiseConv2dNative)
+};
+
+enum class PoolingMode : int32_t { kMax = 0, kAverage = 1 };
+
+struct PoolingDescriptorSettings {
+  PoolingMode mode = PoolingMode::kMax;
+  DataFormat data_format = DataFormat::kNHWC;
+  int32_t window_h = 1, window_w = 1;
+  int32_t stride_h = 1, stride_w = 1;
+  int32_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+};
+
+enum class ActivationMode : int32_t {
+  kRelu = 0,
+  kRelu6 = 1,
+  kSigmoid = 2,
+  kTanh = 3,
+};
+
+struct ActivationDescriptorSettings {
+  ActivationMode mode = ActivationMode::kRelu;
+  DType dtype = DType::kFloat32;
+};
+
+// Element-wise operations of the op-tensor descriptor (values are part of the wire format).
+enum class ElementwiseOp : int32_t {
+  // binary
+  kAdd = 1, kSub, kMul, kDiv, kDivNoNan, kMaximum, kMinimum, kPow, kSquaredDifference,
+  kFloorDiv, kFloorMod, kEqual, kNotEqual, kGreater, kGreaterEqual, kLess, kLessEqual,
+  kLogicalAnd, kLogicalOr, kRsqrtGrad, kSqrtGrad, kSigmoidGrad, kTanhGrad, kRelu6Grad,
+  // unary
+  kNeg = 100, kAbs, kSqrt, kRsqrt, kSquare, kExp, kLog, kSign, kReciprocal, kLogicalNot,
+  kFloor, kCeil, kRound,
+};
+
+struct OpTensorDescriptorSettings {
+  ElementwiseOp op = ElementwiseOp::kAdd;
+  DType dtype = DType::kFloat32;
+};
+
+enum class ReduceOp : int32_t { kSum = 0, kMean = 1, kProd = 2, kMax = 3, kMin = 4, kAll = 5, kAny = 6 };
+
+struct ReduceDescriptorSettings {
+  ReduceOp op = ReduceOp::kSum;
+  DType dtype = DType::kFloat32;
+};
+
+struct MatmulDescriptorSettings {
+  int32_t transpose_a = 0;
+  int32_t transpose_b = 0;
+  DType dtype = DType::kFloat32;
+  int32_t reserved = 0;
+};
+
+// Maps a settings struct to its kind (DescriptorTraits<S>::kKind).
+template <typename Settings>
+struct DescriptorTraits;
+#define VGPU_DESCRIPTOR_TRAITS(Settings, Kind) \
+  template <>                                  \
+  struct DescriptorTraits<Settings> {          \
+    static constexpr DescriptorKind kKind = Kind; \
+  }
+VGPU_DESCRIPTOR_TRAITS(TensorDescriptorSettings, DescriptorKind::kTensor);
+VGPU_DESCRIPTOR_TRAITS(FilterDescriptorSettings, DescriptorKind::kFilter);
+VGPU_DESCRIPTOR_TRAITS(ConvolutionDescriptorSettings, DescriptorKind::kConvolution);
+VGPU_DESCRIPTOR_TRAITS(PoolingDescriptorSettings, DescriptorKind::kPooling);
+VGPU_DESCRIPTOR_TRAITS(ActivationDescriptorSettings, DescriptorKind::kActivation);
+VGPU_DESCRIPTOR_TRAITS(OpTensorDescriptorSettings, DescriptorKind::kOpTensor);
+VGPU_DESCRIPTOR_TRAITS(ReduceDescriptorSettings, DescriptorKind::kReduce);
+VGPU_DESCRIPTOR_TRAITS(MatmulDescriptorSettings, DescriptorKind::kMatmul);
+#undef VGPU_DESCRIPTOR_TRAITS
+
+// The largest settings struct: descriptor storage is sized for it.
+inline constexpr size_t kMaxDescriptorSettingsSize = sizeof(TensorDescriptorSettings);
+
+}  // namespace vgpu
+
+#endif  // VGPU_PROTOCOL_DESCRIPTORS_H_

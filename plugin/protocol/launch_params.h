@@ -1,0 +1,114 @@
+// The byte format of a kernel launch's parameter block, and the writer/reader both sides use.
+//
+// A parameter block is a sequence of little-endian fields written in an order each kernel
+// documents in its family header (protocol/kernels/*.h). Fields are fixed-width scalars or
+// length-prefixed arrays. The reader is bounds-checked: a truncated or malformed block is an
+// InvalidArgument error naming the kernel, never an out-of-bounds read.
+//
+//   scalar      : sizeof(T) bytes, T trivially copyable (integers, floats, enums, POD structs)
+//   array<T>    : uint32 count, then count * sizeof(T) bytes
+//
+// Descriptor settings (protocol/descriptors.h) travel at the front of the block, written by
+// the client runtime's DnnApi: uint8 count, then per descriptor uint8 kind, uint16 size, bytes.
+#ifndef VGPU_PROTOCOL_LAUNCH_PARAMS_H_
+#define VGPU_PROTOCOL_LAUNCH_PARAMS_H_
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+
+namespace vgpu {
+
+using ParamBlock = absl::InlinedVector<uint8_t, 64>;
+
+class ParamWriter {
+ public:
+  explicit ParamWriter(ParamBlock* block) : block_(block) {}
+
+  template <typename T>
+  ParamWriter& Put(const T& value) {
+    static_assert(std::is_trivially_copyable_v<T>, "parameters must be trivially copyable");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
+    block_->insert(block_->end(), bytes, bytes + sizeof(T));
+    return *this;
+  }
+
+  template <typename T>
+  ParamWriter& PutArray(absl::Span<const T> values) {
+    Put(static_cast<uint32_t>(values.size()));
+    for (const T& v : values) Put(v);
+    return *this;
+  }
+
+  ParamWriter& PutBytes(const void* data, size_t size) {
+    const auto* bytes = static_cast<const uint8_t*>(data);
+    block_->insert(block_->end(), bytes, bytes + size);
+    return *this;
+  }
+
+ private:
+  ParamBlock* block_;
+};
+
+class ParamReader {
+ public:
+  explicit ParamReader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
+
+  template <typename T>
+  absl::StatusOr<T> Get() {
+    static_assert(std::is_trivially_copyable_v<T>, "parameters must be trivially copyable");
+    if (bytes_.size() - offset_ < sizeof(T) || offset_ > bytes_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter block truncated: needs ", sizeof(T), " more bytes at offset ", offset_,
+          " of ", bytes_.size()));
+    }
+    T value;
+    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return value;
+  }
+
+  // Reads an array of at most `max_count` elements.
+  template <typename T>
+  absl::StatusOr<std::vector<T>> GetArray(uint32_t max_count = 1u << 20) {
+    absl::StatusOr<uint32_t> count = Get<uint32_t>();
+    if (!count.ok()) return count.status();
+    if (*count > max_count ||
+        static_cast<uint64_t>(*count) * sizeof(T) > bytes_.size() - offset_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("parameter array of ", *count, " elements does not fit the block"));
+    }
+    std::vector<T> values(*count);
+    if (*count > 0) std::memcpy(values.data(), bytes_.data() + offset_, *count * sizeof(T));
+    offset_ += *count * sizeof(T);
+    return values;
+  }
+
+  absl::StatusOr<absl::Span<const uint8_t>> GetBytes(size_t size) {
+    if (bytes_.size() - offset_ < size) {
+      return absl::InvalidArgumentError("parameter block truncated");
+    }
+    absl::Span<const uint8_t> out = bytes_.subspan(offset_, size);
+    offset_ += size;
+    return out;
+  }
+
+  size_t remaining() const { return bytes_.size() - offset_; }
+  size_t offset() const { return offset_; }
+
+ private:
+  absl::Span<const uint8_t> bytes_;
+  size_t offset_ = 0;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_PROTOCOL_LAUNCH_PARAMS_H_

@@ -1,0 +1,68 @@
+"""Helpers for op parity tests: run the same function on TensorFlow's CPU kernels and on the
+virtual GPU, check the result was computed on the GPU, and compare values and gradients."""
+import numpy as np
+import tensorflow as tf
+
+import vgpu
+
+# Tolerances per dtype for results that may differ by rounding (not by algorithm).
+TOLERANCE = {
+    np.float64: dict(rtol=1e-12, atol=1e-12),
+    np.float32: dict(rtol=1e-5, atol=1e-6),
+    np.float16: dict(rtol=1e-2, atol=1e-2),
+    tf.bfloat16.as_numpy_dtype: dict(rtol=2e-2, atol=2e-2),
+}
+
+
+def tolerance(dtype):
+    return TOLERANCE.get(np.dtype(dtype).type, dict(rtol=0, atol=0))
+
+
+def random_array(shape, dtype, seed=0, low=-3.0, high=3.0):
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.integers(0, 2, size=shape).astype(np.bool_)
+    if np.issubdtype(dtype, np.integer):
+        return rng.integers(int(low), int(high) + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)
+
+
+def run_on(device, fn, *args):
+    with tf.device(device):
+        return fn(*[tf.constant(a) if isinstance(a, np.ndarray) else a for a in args])
+
+
+def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
+    """Runs fn(*args) on CPU:0 and GPU:0; checks the GPU result was computed by the plugin
+    (at least one launch, when `expect_launch`) and equals the CPU's within tolerance."""
+    expected = run_on("/CPU:0", fn, *args)
+    vgpu.reset_stats()
+    actual = run_on("/GPU:0", fn, *args)
+    expected_list = tf.nest.flatten(expected)
+    actual_list = tf.nest.flatten(actual)
+    for e, a in zip(expected_list, actual_list):
+        assert a.device.endswith("GPU:0"), f"result computed on {a.device}"
+        assert a.dtype == e.dtype and a.shape == e.shape
+        kw = tol or tolerance(e.dtype.as_numpy_dtype)
+        np.testing.assert_allclose(
+            np.asarray(a.numpy(), dtype=np.float64 if e.dtype.is_floating else None),
+            np.asarray(e.numpy(), dtype=np.float64 if e.dtype.is_floating else None), **kw)
+    if expect_launch:
+        assert vgpu.stats()["launches"] >= 1, "no kernel was launched on the virtual GPU"
+    return actual
+
+
+def assert_gradients_match_cpu(fn, *args, **tol):
+    """Compares d(sum(fn(*args) * w))/d(args) between CPU and GPU for floating inputs, with a
+    fixed random upstream gradient w."""
+
+    def gradients(*tensors):
+        with tf.GradientTape() as tape:
+            for t in tensors:
+                tape.watch(t)
+            out = fn(*tensors)
+        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=99))
+        return tape.gradient(out, tensors, output_gradients=weights)
+
+    return assert_matches_cpu(gradients, *args, **tol)
