@@ -2,10 +2,7 @@
 // TensorFlow's DEFAULT kernels for these compute on the host and would dereference device
 // memory, and the 2.21 wheel does not export the C API for variables, so these use TensorFlow's
 // exported C++ kernel API (LookupResource<Var>). The arithmetic runs on the backing executor.
-// This is the only translation unit of the kernels that includes TensorFlow's C++ headers.
-#include "tensorflow/core/framework/op_kernel.h"
-#include "tensorflow/core/framework/resource_mgr.h"
-#include "tensorflow/core/framework/resource_var.h"
+#include "plugin/kernels/variable_support.h"
 #include "tensorflow/core/framework/types.h"
 
 #include "absl/strings/str_cat.h"
@@ -18,47 +15,9 @@ namespace vgpu {
 namespace {
 
 namespace tf = ::tensorflow;
-
-absl::StatusOr<ClientStream*> StreamOf(tf::OpKernelContext* context) {
-  TF_Status* status = TF_NewStatus();
-  SP_Stream stream = TF_GetStream(reinterpret_cast<TF_OpKernelContext*>(context), status);
-  absl::Status result = TF_GetCode(status) == TF_OK
-                            ? absl::OkStatus()
-                            : absl::Status(static_cast<absl::StatusCode>(TF_GetCode(status)),
-                                           TF_Message(status));
-  TF_DeleteStatus(status);
-  if (!result.ok()) return result;
-  if (stream == nullptr || stream->stream == nullptr) {
-    return absl::InternalError("op has no virtual GPU stream");
-  }
-  return stream->stream.get();
-}
-
-BufferArg BufferOf(const tf::Tensor& tensor) {
-  return BufferArg{reinterpret_cast<uint64_t>(tensor.data()),
-                   static_cast<uint64_t>(tensor.TotalBytes())};
-}
-
-// Makes the variable's buffer private before an in-place update, as TensorFlow does: if a read
-// still holds it (or the variable is in copy-on-read mode) the update goes to a fresh copy.
-absl::Status PrepareToUpdate(tf::OpKernelContext* context, tf::Var* variable,
-                             ClientStream& stream) {
-  tf::Tensor* tensor = variable->tensor();
-  if (!variable->copy_on_read_mode.load() && tensor->RefCountIsOne()) return absl::OkStatus();
-  tf::Tensor copy;
-  tf::AllocatorAttributes attributes;
-  attributes.set_gpu_compatible(true);
-  absl::Status allocated =
-      context->allocate_temp(tensor->dtype(), tensor->shape(), &copy, attributes);
-  if (!allocated.ok()) return allocated;
-  if (tensor->TotalBytes() > 0) {
-    absl::Status copied = stream.device().CopyDeviceToDevice(
-        stream, BufferOf(copy).address, BufferOf(*tensor).address, tensor->TotalBytes());
-    if (!copied.ok()) return copied;
-  }
-  *tensor = copy;
-  return absl::OkStatus();
-}
+using variables::BufferOf;
+using variables::PrepareToUpdate;
+using variables::StreamOf;
 
 template <BinaryOp kOp>
 class AssignUpdateVariableOp : public tf::OpKernel {

@@ -1,0 +1,51 @@
+// Helpers for the kernels that update resource variables in place (AssignAdd/Sub, the
+// ResourceApply* optimizers). They use TensorFlow's exported C++ kernel API, because the 2.21
+// wheel does not export the C API for variables; only variable_ops.cc and training_ops.cc
+// include this header (TensorFlow's C++ headers are heavy to compile).
+#ifndef VGPU_KERNELS_VARIABLE_SUPPORT_H_
+#define VGPU_KERNELS_VARIABLE_SUPPORT_H_
+
+#include <initializer_list>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "plugin/client/device_client.h"
+#include "tensorflow/core/framework/op_kernel.h"
+#include "tensorflow/core/framework/resource_mgr.h"
+#include "tensorflow/core/framework/resource_var.h"
+
+namespace vgpu::variables {
+
+namespace tf = ::tensorflow;
+
+// The client stream this op runs on.
+absl::StatusOr<ClientStream*> StreamOf(tf::OpKernelContext* context);
+
+// The device range of a tensor's buffer.
+BufferArg BufferOf(const tf::Tensor& tensor);
+
+// Makes the variable's buffer private before an in-place update, as TensorFlow does: if a read
+// still holds it (or the variable is in copy-on-read mode), the update goes to a fresh device
+// copy. The caller holds the variable's lock.
+absl::Status PrepareToUpdate(tf::OpKernelContext* context, tf::Var* variable,
+                             ClientStream& stream);
+
+// The variables named by resource inputs `inputs`, looked up and locked for the lifetime of the
+// object (each mutex once, in address order, as TensorFlow does to avoid deadlocks).
+class LockedVariables {
+ public:
+  static absl::StatusOr<std::unique_ptr<LockedVariables>> Acquire(
+      tf::OpKernelContext* context, std::initializer_list<int> inputs);
+  ~LockedVariables();
+  // The variable of the i-th requested input; its tensor is initialised.
+  tf::Var* get(size_t i) const { return variables_[i].get(); }
+
+ private:
+  LockedVariables() = default;
+  std::vector<tf::core::RefCountPtr<tf::Var>> variables_;
+  std::vector<tf::mutex*> locked_;
+};
+
+}  // namespace vgpu::variables
+
+#endif  // VGPU_KERNELS_VARIABLE_SUPPORT_H_
