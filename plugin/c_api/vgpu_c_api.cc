@@ -33,4 +33,6 @@ size_t VGPU_InfoJson(char* buffer, size_t capacity) {
 
 void VGPU_ResetStats(void) { vgpu::PluginRuntime::Get().ResetStats(); }
 
+void VGPU_MarkStep(void) { vgpu::PluginRuntime::Get().MarkStep(); }
+
 }  // extern "C"

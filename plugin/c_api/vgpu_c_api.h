@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /* Bumped when a function's contract changes; vgpu._core refuses a plugin of another version. */
-#define VGPU_C_API_VERSION 1
+#define VGPU_C_API_VERSION 2
 int VGPU_ApiVersion(void);
 
 /* Each writes a NUL-terminated JSON document into `buffer` (truncated to `capacity` - 1 bytes)
@@ -22,6 +22,10 @@ size_t VGPU_InfoJson(char* buffer, size_t capacity);
 
 /* Zeroes the counters of every device (memory in use is kept). Thread-safe. */
 void VGPU_ResetStats(void);
+
+/* Marks the end of a training step on every device (descriptor reuse starts after the first
+ * completed step). Thread-safe. */
+void VGPU_MarkStep(void);
 
 #ifdef __cplusplus
 }  /* extern "C" */

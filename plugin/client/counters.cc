@@ -28,6 +28,8 @@ void ClientCounters::Reset() {
   }
   descriptor_calls_local_.store(0, std::memory_order_relaxed);
   descriptor_calls_forwarded_.store(0, std::memory_order_relaxed);
+  settings_updates_.store(0, std::memory_order_relaxed);
+  queue_misses_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
   bytes_from_device_.store(0, std::memory_order_relaxed);
   allocations_.store(0, std::memory_order_relaxed);
@@ -58,7 +60,10 @@ std::string ClientCounters::ToJson() const {
   absl::StrAppend(&json, "}, \"descriptor_calls_local\": ",
                   descriptor_calls_local_.load(std::memory_order_relaxed),
                   ", \"descriptor_calls_forwarded\": ",
-                  descriptor_calls_forwarded_.load(std::memory_order_relaxed));
+                  descriptor_calls_forwarded_.load(std::memory_order_relaxed),
+                  ", \"descriptor_settings_updates\": ",
+                  settings_updates_.load(std::memory_order_relaxed),
+                  ", \"descriptor_queue_misses\": ", queue_misses_.load(std::memory_order_relaxed));
   absl::StrAppend(&json, ", \"commands_sent\": ", total,
                   ", \"launches\": ", commands(CommandKind::kLaunch),
                   ", \"round_trips\": ", round_trips(),

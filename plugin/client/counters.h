@@ -26,6 +26,10 @@ class ClientCounters {
   void AddBytesToDevice(uint64_t bytes) { bytes_to_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddBytesFromDevice(uint64_t bytes) { bytes_from_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddAllocation(uint64_t bytes);
+  // Reuse mode: a reused descriptor got other settings than it had (a changed call sequence or
+  // shape); a create found no reusable descriptor in its queue.
+  void CountSettingsUpdate() { settings_updates_.fetch_add(1, std::memory_order_relaxed); }
+  void CountQueueMiss() { queue_misses_.fetch_add(1, std::memory_order_relaxed); }
   // A descriptor call of the virtual DNN API: answered locally or forwarded to the executor.
   void CountDescriptorCall(DescriptorKind kind, DescriptorVerb verb, bool forwarded) {
     descriptor_calls_[static_cast<size_t>(kind) - 1][static_cast<size_t>(verb)].fetch_add(
@@ -39,6 +43,14 @@ class ClientCounters {
     return commands_[static_cast<size_t>(kind)].load(std::memory_order_relaxed);
   }
   uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
+  uint64_t descriptor_calls_local() const {
+    return descriptor_calls_local_.load(std::memory_order_relaxed);
+  }
+  uint64_t descriptor_calls_forwarded() const {
+    return descriptor_calls_forwarded_.load(std::memory_order_relaxed);
+  }
+  uint64_t settings_updates() const { return settings_updates_.load(std::memory_order_relaxed); }
+  uint64_t queue_misses() const { return queue_misses_.load(std::memory_order_relaxed); }
   uint64_t bytes_to_device() const { return bytes_to_device_.load(std::memory_order_relaxed); }
   uint64_t bytes_from_device() const { return bytes_from_device_.load(std::memory_order_relaxed); }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
@@ -55,6 +67,8 @@ class ClientCounters {
   std::array<std::array<std::atomic<uint64_t>, kNumDescriptorVerbs>, kNumDescriptorKinds>
       descriptor_calls_{};
   std::atomic<uint64_t> descriptor_calls_local_{0};
+  std::atomic<uint64_t> settings_updates_{0};
+  std::atomic<uint64_t> queue_misses_{0};
   std::atomic<uint64_t> descriptor_calls_forwarded_{0};
   std::atomic<uint64_t> bytes_to_device_{0};
   std::atomic<uint64_t> bytes_from_device_{0};

@@ -12,6 +12,10 @@ namespace {
 // Stream and event ids are unique in the process, hence in every session.
 std::atomic<uint64_t> next_object_id{1};
 
+// The stream whose host callback this thread is running (host callbacks run on their stream's
+// worker and occupy the stream, as on a real GPU), or nullptr.
+thread_local const ClientStream* running_callback_of = nullptr;
+
 uint64_t NowNanoseconds() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch())
@@ -22,7 +26,8 @@ uint64_t NowNanoseconds() {
 
 ClientEvent::State ClientEvent::Query() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!error_.ok()) return State::kError;
+  // A reached event is complete even on a failed stream: the error is reported by the stream's
+  // status (TensorFlow's event manager aborts the process on an event in the error state).
   return reached_ >= recorded_ ? State::kComplete : State::kPending;
 }
 
@@ -40,8 +45,12 @@ uint64_t ClientTimer::ElapsedNanoseconds() const {
 }
 
 DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* transport,
-                           NotificationHub* hub)
-    : ordinal_(ordinal), backend_device_(backend_device), transport_(transport), hub_(hub) {}
+                           NotificationHub* hub, DescriptorMode descriptor_mode)
+    : ordinal_(ordinal),
+      backend_device_(backend_device),
+      transport_(transport),
+      hub_(hub),
+      dnn_(this, descriptor_mode) {}
 
 Command DeviceClient::MakeCommand(CommandKind kind) const {
   Command command;
@@ -94,11 +103,12 @@ absl::StatusOr<std::unique_ptr<ClientStream>> DeviceClient::CreateStream() {
 
 absl::Status DeviceClient::DestroyStream(std::unique_ptr<ClientStream> stream) {
   if (stream == nullptr) return absl::OkStatus();
+  dnn_.ReleaseStream(stream->id());
   Command command = MakeCommand(CommandKind::kDestroyStream);
   command.stream = stream->id();
   absl::Status status = Call(std::move(command)).status;
   // Callbacks already notified still reference the stream's counters: let them finish.
-  if (!hub_->OnCallbackThread()) {
+  if (running_callback_of != stream.get()) {
     std::unique_lock<std::mutex> lock(stream->mu_);
     stream->cv_.wait(lock, [&] { return stream->callbacks_done_ >= stream->callbacks_posted_; });
   }
@@ -257,15 +267,20 @@ absl::Status DeviceClient::HostCallback(ClientStream& stream,
     ++stream.callbacks_posted_;
   }
   ClientStream* s = &stream;
+  // Runs on the stream's worker when the stream reaches it: later work on the stream waits for
+  // the callback to return.
   absl::Status status = PostNotify(
       stream,
       [s, callback = std::move(callback)](const absl::Status& stream_status) {
+        const ClientStream* outer = running_callback_of;
+        running_callback_of = s;
         callback(stream_status);
+        running_callback_of = outer;
         std::lock_guard<std::mutex> lock(s->mu_);
         ++s->callbacks_done_;
         s->cv_.notify_all();
       },
-      /*on_callback_thread=*/true);
+      /*on_callback_thread=*/false);
   if (!status.ok()) {
     std::lock_guard<std::mutex> lock(stream.mu_);
     --stream.callbacks_posted_;
@@ -288,6 +303,11 @@ absl::Status DeviceClient::StopTimer(ClientStream& stream,
 }
 
 absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
+  if (running_callback_of == &stream) {
+    // The stream is occupied by this very callback: waiting for it would never end.
+    return absl::FailedPreconditionError(
+        "a host callback cannot wait for the stream it runs on");
+  }
   uint64_t callbacks_target;
   {
     std::lock_guard<std::mutex> lock(stream.mu_);
@@ -296,10 +316,8 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
   Command command = MakeCommand(CommandKind::kSynchronizeStream);
   command.stream = stream.id();
   absl::Status status = Call(std::move(command)).status;
-  if (!hub_->OnCallbackThread()) {
-    std::unique_lock<std::mutex> lock(stream.mu_);
-    stream.cv_.wait(lock, [&] { return stream.callbacks_done_ >= callbacks_target; });
-  }
+  std::unique_lock<std::mutex> lock(stream.mu_);
+  stream.cv_.wait(lock, [&] { return stream.callbacks_done_ >= callbacks_target; });
   return status;
 }
 

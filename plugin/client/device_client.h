@@ -49,10 +49,11 @@ class ClientStream {
 // An event: recorded on a stream, completes when the stream reaches the recording.
 class ClientEvent {
  public:
-  enum class State { kComplete, kPending, kError };
+  enum class State { kComplete, kPending };
   explicit ClientEvent(uint64_t id) : id_(id) {}
   uint64_t id() const { return id_; }
-  // Non-blocking; an event never recorded counts as complete.
+  // Non-blocking; an event never recorded counts as complete. A reached event is complete even
+  // if its stream failed (Wait returns the error).
   State Query();
   // Blocks until the last recording (at the time of the call) is reached.
   absl::Status Wait();
@@ -82,7 +83,8 @@ class DeviceClient {
  public:
   // `transport` and `hub` must outlive the client; `backend_device` is the device's index on
   // the backing executor. Thread-safe.
-  DeviceClient(int ordinal, uint32_t backend_device, Transport* transport, NotificationHub* hub);
+  DeviceClient(int ordinal, uint32_t backend_device, Transport* transport, NotificationHub* hub,
+               DescriptorMode descriptor_mode = DescriptorMode::kReuse);
 
   int ordinal() const { return ordinal_; }
   std::string backend_name() const { return transport_->Describe(); }
@@ -127,8 +129,10 @@ class DeviceClient {
   // `dependent` does not start its later work until `other` finished what it has queued.
   absl::Status CreateStreamDependency(ClientStream& dependent, ClientStream& other);
 
-  // Runs `callback` on the host (on the callback thread) once the stream reaches this point.
-  // It receives the stream's first error so far.
+  // Runs `callback` on the host once the stream reaches this point; the stream's later work
+  // waits until it returns (it occupies the stream, as on a real GPU). It receives the stream's
+  // first error so far. A callback must not synchronise its own stream (that returns
+  // FailedPrecondition instead of hanging).
   absl::Status HostCallback(ClientStream& stream, std::function<void(const absl::Status&)> callback);
 
   // Timers.
@@ -136,12 +140,13 @@ class DeviceClient {
   absl::Status StopTimer(ClientStream& stream, const std::shared_ptr<ClientTimer>& timer);
 
   // Synchronisation (round trips). SynchronizeStream also waits for the stream's host callbacks
-  // posted before it, unless called from a host callback.
+  // posted before it.
   absl::Status SynchronizeStream(ClientStream& stream);
   absl::Status StreamStatus(ClientStream& stream);
   absl::Status SynchronizeDevice();
 
  private:
+  friend class DnnApi;  // forwards descriptor calls in forward mode
   Command MakeCommand(CommandKind kind) const;
   absl::Status Post(Command command);
   Reply Call(Command command);
@@ -153,7 +158,7 @@ class DeviceClient {
   Transport* const transport_;
   NotificationHub* const hub_;
   ClientCounters counters_;
-  DnnApi dnn_{this};
+  DnnApi dnn_;
 };
 
 }  // namespace vgpu

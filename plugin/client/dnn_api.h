@@ -1,19 +1,35 @@
 // The virtual DNN/BLAS API: cuDNN-shaped create / set / destroy calls for the descriptors the
 // op kernels use (protocol/descriptors.h), and the launch that names them. It is the only way
-// kernels obtain descriptors. Kernels create, set and destroy descriptors around every launch,
-// as TensorFlow's cuDNN kernels do; what crosses to the backing executor is this API's business:
-// here every call is answered locally and a launch carries the settings of its descriptors
-// inline. (Per-stream reuse queues and a forward mode for comparison: METHOD.md, issue 4.)
+// kernels obtain descriptors; kernels create, set and destroy descriptors around every launch,
+// as TensorFlow's cuDNN kernels do. What crosses to the backing executor is decided here:
+//
+//  reuse mode (the method of METHOD.md, the default):
+//    warm-up (until the first iteration completes): create really creates the descriptor (on
+//    the executor too), set writes its settings, destroy retains it (locally) and appends it to
+//    the queue of (creating stream, kind);
+//    steady state: create takes the head of that queue and moves it to the tail, set compares
+//    and updates the stored settings locally when they differ, destroy answers locally.
+//    Nothing is forwarded; a launch carries the settings of its descriptors inline.
+//  forward mode (classic API remoting, for comparison): every create, set and destroy is a
+//    synchronous call the executor really executes; a launch names descriptors by id.
+//
+// Both modes launch the same kernels with the same settings, so results are bit-identical.
+// Thread-safe (TensorFlow runs kernels of one stream from several threads).
 #ifndef VGPU_CLIENT_DNN_API_H_
 #define VGPU_CLIENT_DNN_API_H_
 
+#include <atomic>
 #include <cstdint>
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "plugin/protocol/descriptors.h"
+#include "plugin/client/descriptor_queues.h"
+#include "plugin/client/iteration_detector.h"
+#include "plugin/common/config.h"
 #include "plugin/protocol/command.h"
+#include "plugin/protocol/descriptors.h"
 
 namespace vgpu {
 
@@ -29,40 +45,82 @@ class Descriptor {
 
  private:
   friend class DnnApi;
-  explicit Descriptor(DescriptorKind kind) : kind_(kind) {}
-  DescriptorKind kind_;
+  Descriptor(DescriptorKind kind, uint64_t id, uint64_t stream)
+      : kind_(kind), id_(id), stream_(stream) {}
+  const DescriptorKind kind_;
+  const uint64_t id_;      // executor-side id (0: the descriptor exists only here)
+  const uint64_t stream_;  // the stream it was created on
+  bool retained_ = false;  // in its stream's queue (reuse mode)
+  std::atomic<bool> in_use_{false};
   uint16_t settings_size_ = 0;
   alignas(8) uint8_t settings_[kMaxDescriptorSettingsSize] = {};
 };
 
+// The role of the op launching a kernel, for iteration detection (forward or backward
+// propagation). Set per thread by the op-kernel trampoline around each Compute.
+class ScopedLaunchRole {
+ public:
+  explicit ScopedLaunchRole(LaunchRole role);
+  ~ScopedLaunchRole();
+  static LaunchRole Current();
+
+ private:
+  LaunchRole previous_;
+};
+
 class DnnApi {
  public:
-  explicit DnnApi(DeviceClient* device) : device_(device) {}
+  DnnApi(DeviceClient* device, DescriptorMode mode) : device_(device), mode_(mode) {}
+  ~DnnApi();
 
-  // cudnnCreate*Descriptor. The descriptor is tied to `stream` (the stream it was created on).
+  DescriptorMode mode() const { return mode_; }
+
+  // cudnnCreate*Descriptor on `stream`.
   absl::StatusOr<Descriptor*> Create(ClientStream& stream, DescriptorKind kind);
 
-  // cudnnSet*Descriptor: stores `settings` (whose kind must match the descriptor's).
+  // cudnnSet*Descriptor: `settings`' kind must match the descriptor's.
   template <typename Settings>
   absl::Status Set(ClientStream& stream, Descriptor* descriptor, const Settings& settings) {
     return SetBytes(stream, descriptor, DescriptorTraits<Settings>::kKind, &settings,
                     sizeof(Settings));
   }
 
-  // cudnnDestroy*Descriptor. `descriptor` must not be used afterwards.
+  // cudnnDestroy*Descriptor. The framework must not use `descriptor` afterwards.
   absl::Status Destroy(ClientStream& stream, Descriptor* descriptor);
 
-  // Launches `kernel` on `stream` with the settings of `descriptors` (each must be set), the
-  // device `buffers` and the kernel's parameter block. Posted: returns at once.
+  // Launches `kernel` on `stream` with `descriptors` (each set), the device `buffers` (inputs
+  // first, the output last: the convention iteration detection relies on) and the kernel's
+  // parameter block. Posted: returns at once.
   absl::Status Launch(ClientStream& stream, KernelId kernel,
                       absl::Span<Descriptor* const> descriptors,
                       absl::Span<const BufferArg> buffers, absl::Span<const uint8_t> params);
 
+  // An explicit iteration boundary (vgpu.mark_step()).
+  void MarkStep() { detector_.MarkStep(); }
+
+  // Frees the descriptors retained for a stream that is being destroyed.
+  void ReleaseStream(uint64_t stream_id);
+
+  const IterationDetector& detector() const { return detector_; }
+  const DescriptorQueues& queues() const { return queues_; }
+  // JSON object: mode, warmup_complete, iterations_detected, queues [{stream, kind, length}].
+  std::string StateJson() const;
+
  private:
   absl::Status SetBytes(ClientStream& stream, Descriptor* descriptor, DescriptorKind kind,
                         const void* settings, size_t size);
+  // A synchronous descriptor call the executor executes (one round trip).
+  absl::Status Forward(CommandKind kind, uint64_t id, absl::Span<const uint8_t> params);
+  // Frees a descriptor for real (and its executor-side object, if it has one).
+  void Free(Descriptor* descriptor);
+  bool ReuseActive() const {
+    return mode_ == DescriptorMode::kReuse && detector_.warmup_complete();
+  }
 
   DeviceClient* const device_;
+  const DescriptorMode mode_;
+  DescriptorQueues queues_;
+  IterationDetector detector_;
 };
 
 // RAII ownership of one descriptor for the duration of a kernel invocation: created and set on
@@ -81,7 +139,8 @@ class ScopedDescriptor {
     return scoped;
   }
   ScopedDescriptor(ScopedDescriptor&& other) noexcept
-      : dnn_(other.dnn_), stream_(other.stream_), descriptor_(std::exchange(other.descriptor_, nullptr)) {}
+      : dnn_(other.dnn_), stream_(other.stream_),
+        descriptor_(std::exchange(other.descriptor_, nullptr)) {}
   ScopedDescriptor& operator=(ScopedDescriptor&&) = delete;
   ScopedDescriptor(const ScopedDescriptor&) = delete;
   ~ScopedDescriptor();

@@ -108,6 +108,11 @@ absl::StatusOr<Config> LoadConfig(
         "VGPU_BACKEND names ", config.backends.size(), " backends but VGPU_DEVICE_COUNT is ",
         config.device_count, "; give one backend, or one per device"));
   } else {
+    if (static_cast<int>(config.backends.size()) > kMaxDevices) {
+      return absl::InvalidArgumentError(absl::StrCat("VGPU_BACKEND names ",
+                                                     config.backends.size(),
+                                                     " backends; at most ", kMaxDevices));
+    }
     config.device_count = static_cast<int>(config.backends.size());
   }
   if (auto mode = getenv("VGPU_DESCRIPTOR_MODE")) {

@@ -83,7 +83,8 @@ PluginRuntime::PluginRuntime() {
   transports_.push_back(std::make_unique<InprocTransport>(cpu_executor_->OpenSession(hub_.get())));
   for (int i = 0; i < config_.device_count; ++i) {
     devices_.push_back(std::make_unique<DeviceClient>(i, static_cast<uint32_t>(i),
-                                                      transports_.back().get(), hub_.get()));
+                                                      transports_.back().get(), hub_.get(),
+                                                      config_.descriptor_mode));
   }
   Log(LogLevel::kInfo, absl::StrCat(config_.device_count, " virtual ", config_.device_type,
                                     "(s) on the in-process backing executor"));
@@ -94,7 +95,8 @@ std::string PluginRuntime::StatsJson() const {
   for (int i = 0; i < device_count(); ++i) {
     absl::StrAppend(&json, i == 0 ? "" : ", ", "{\"ordinal\": ", i,
                     ", \"backend\": ", JsonString(devices_[i]->backend_name()),
-                    ", \"counters\": ", devices_[i]->counters().ToJson(), "}");
+                    ", \"counters\": ", devices_[i]->counters().ToJson(),
+                    ", \"descriptor_reuse\": ", devices_[i]->dnn().StateJson(), "}");
   }
   absl::StrAppend(&json, "]}");
   return json;
@@ -114,6 +116,10 @@ std::string PluginRuntime::InfoJson() const {
       ", \"descriptor_mode\": ", JsonString(DescriptorModeName(config_.descriptor_mode)),
       ", \"memory_limit_bytes\": ", config_.memory_limit_bytes,
       ", \"declined\": ", decline_reason_.empty() ? "null" : JsonString(decline_reason_), "}");
+}
+
+void PluginRuntime::MarkStep() {
+  for (auto& device : devices_) device->dnn().MarkStep();
 }
 
 void PluginRuntime::ResetStats() {

@@ -34,6 +34,8 @@ class PluginRuntime {
   std::string StatsJson() const;
   std::string InfoJson() const;
   void ResetStats();
+  // An explicit training-step boundary on every device (see client/iteration_detector.h).
+  void MarkStep();
 
  private:
   PluginRuntime();

@@ -153,7 +153,6 @@ SE_EventStatus GetEventStatus(const SP_Device* device, SP_Event event) {
   switch (event->event->Query()) {
     case ClientEvent::State::kComplete: return SE_EVENT_COMPLETE;
     case ClientEvent::State::kPending: return SE_EVENT_PENDING;
-    case ClientEvent::State::kError: return SE_EVENT_ERROR;
   }
   return SE_EVENT_UNKNOWN;
 }

@@ -170,6 +170,15 @@ absl::Status LaunchKernel(ClientStream& stream, KernelId kernel,
 
 namespace internal {
 
+LaunchRole RoleOfNode(TF_OpKernelContext* context) {
+  TF_StringView name = TF_GetOpKernelName(context);
+  std::string_view view(name.data, name.len);
+  for (std::string_view marker : {"gradient", "Gradient", "Grad", "Backprop"}) {
+    if (view.find(marker) != std::string_view::npos) return LaunchRole::kBackward;
+  }
+  return LaunchRole::kForward;
+}
+
 void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status) {
   TF_Status* tf_status = TF_NewStatus();
   std::string message(status.message());

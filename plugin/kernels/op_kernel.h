@@ -101,6 +101,9 @@ void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
                                  void (*compute)(void*, TF_OpKernelContext*),
                                  void (*destroy)(void*));
 void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status);
+// Forward or backward propagation, from the node's name (TensorFlow names gradient nodes
+// "gradient_tape/..." or "gradients/..."; gradient op types end in Grad or contain Backprop).
+LaunchRole RoleOfNode(TF_OpKernelContext* context);
 }  // namespace internal
 
 // Registers kernel class `K` for `op_name` on `device_type`. `host_memory` names inputs or
@@ -119,6 +122,7 @@ void RegisterKernel(const char* op_name, const char* device_type,
     return kernel->release();
   };
   auto compute = [](void* kernel, TF_OpKernelContext* raw) {
+    ScopedLaunchRole role(internal::RoleOfNode(raw));
     OpContext context(raw);
     FailOp(raw, static_cast<K*>(kernel)->Compute(context));
   };

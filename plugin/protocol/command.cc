@@ -14,6 +14,9 @@ const char* CommandKindName(CommandKind kind) {
     case CommandKind::kSynchronizeDevice: return "synchronize_device";
     case CommandKind::kStreamStatus: return "stream_status";
     case CommandKind::kMemcpyNow: return "memcpy_sync";
+    case CommandKind::kDescriptorCreate: return "descriptor_create";
+    case CommandKind::kDescriptorSet: return "descriptor_set";
+    case CommandKind::kDescriptorDestroy: return "descriptor_destroy";
     case CommandKind::kMemcpyHtoD: return "memcpy_htod";
     case CommandKind::kMemcpyDtoH: return "memcpy_dtoh";
     case CommandKind::kMemcpyDtoD: return "memcpy_dtod";

@@ -27,6 +27,11 @@ enum class CommandKind : uint16_t {
   kSynchronizeDevice,   // device -> first error of any of the device's streams
   kStreamStatus,        // stream -> its first error, without waiting
   kMemcpyNow,           // synchronous copy outside any stream: dst/src/size/host_src/host_dst
+  // Forward-mode descriptor calls (classic API remoting; VGPU_DESCRIPTOR_MODE=forward): the
+  // executor keeps its own descriptor objects, named by client-chosen ids (object).
+  kDescriptorCreate,    // object = id, params = [uint8 kind]
+  kDescriptorSet,       // object = id, params = settings bytes
+  kDescriptorDestroy,   // object = id
   // Asynchronous, stream-ordered commands.
   kMemcpyHtoD,          // stream, dst, size, host_src
   kMemcpyDtoH,          // stream, src, size, host_dst
@@ -47,6 +52,9 @@ const char* CommandKindName(CommandKind kind);
 bool IsAsynchronous(CommandKind kind);
 
 // A device memory range named by a launch; the backend validates and translates each one.
+// Flag on a descriptor entry's kind byte: the entry is a uint64 id, not settings.
+inline constexpr uint8_t kDescriptorReference = 0x80;
+
 struct BufferArg {
   uint64_t address = 0;
   uint64_t size = 0;
@@ -72,6 +80,8 @@ struct Command {
   absl::InlinedVector<uint8_t, 64> params;    // kLaunch: the kernel's parameter block
   // kLaunch: the settings of the descriptors the kernel uses, in the kernel's order:
   // uint8 count, then per descriptor uint8 kind, uint16 size (little-endian), settings bytes.
+  // In forward mode an entry names an executor-side descriptor instead: kind | 0x80, size 8,
+  // uint64 id (kDescriptorReference).
   absl::InlinedVector<uint8_t, 128> descriptors;
 };
 

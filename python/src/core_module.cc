@@ -42,7 +42,9 @@ class Plugin {
     stats_ = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle_, "VGPU_StatsJson"));
     info_ = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle_, "VGPU_InfoJson"));
     reset_ = reinterpret_cast<void (*)()>(::dlsym(handle_, "VGPU_ResetStats"));
-    if (version == nullptr || stats_ == nullptr || info_ == nullptr || reset_ == nullptr) {
+    mark_step_ = reinterpret_cast<void (*)()>(::dlsym(handle_, "VGPU_MarkStep"));
+    if (version == nullptr || stats_ == nullptr || info_ == nullptr || reset_ == nullptr ||
+        mark_step_ == nullptr) {
       throw std::runtime_error(path + " does not export the vgpu C API");
     }
     if (version() != VGPU_C_API_VERSION) {
@@ -60,6 +62,7 @@ class Plugin {
   std::string StatsJson() const { return Read(stats_); }
   std::string InfoJson() const { return Read(info_); }
   void ResetStats() const { reset_(); }
+  void MarkStep() const { mark_step_(); }
   const std::string& path() const { return path_; }
 
  private:
@@ -80,6 +83,7 @@ class Plugin {
   size_t (*stats_)(char*, size_t) = nullptr;
   size_t (*info_)(char*, size_t) = nullptr;
   void (*reset_)() = nullptr;
+  void (*mark_step_)() = nullptr;
 };
 
 py::object FindLoadedPlugin() {
@@ -102,5 +106,6 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("path", &Plugin::path)
       .def("stats_json", &Plugin::StatsJson, py::call_guard<py::gil_scoped_release>())
       .def("info_json", &Plugin::InfoJson, py::call_guard<py::gil_scoped_release>())
-      .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>());
+      .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
+      .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
 }

@@ -9,9 +9,20 @@ counters and configuration from the instance TensorFlow loaded:
     vgpu.devices()        # ['/physical_device:GPU:0', ...]
     vgpu.stats()          # counters: commands by kind, round trips, bytes, allocations
     vgpu.reset_stats()
+    vgpu.mark_step()      # explicit training-step boundary (optional)
+
+Keras helpers live in ``vgpu.keras`` (imported on demand).
 """
 from vgpu._version import __version__
-from vgpu._plugin import PluginNotLoadedError, devices, info, is_available, reset_stats, stats
+from vgpu._plugin import (
+    PluginNotLoadedError,
+    devices,
+    info,
+    is_available,
+    mark_step,
+    reset_stats,
+    stats,
+)
 
 __all__ = [
     "PluginNotLoadedError",
@@ -19,6 +30,7 @@ __all__ = [
     "devices",
     "info",
     "is_available",
+    "mark_step",
     "reset_stats",
     "stats",
 ]

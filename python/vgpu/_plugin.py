@@ -77,6 +77,8 @@ _SUMMED = (
     "peak_bytes_in_use",
     "descriptor_calls_local",
     "descriptor_calls_forwarded",
+    "descriptor_settings_updates",
+    "descriptor_queue_misses",
 )
 
 
@@ -87,7 +89,11 @@ def stats() -> dict[str, Any]:
     ``round_trips``, ``bytes_to_device``, ``bytes_from_device``, ``allocations``, ``frees``,
     ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of
     per-device peaks), ``descriptor_calls`` (descriptor kind -> {"create", "set", "destroy"}),
-    ``descriptor_calls_local``, ``descriptor_calls_forwarded``, and ``devices``: a list of {"ordinal", "backend", "counters"}.
+    ``descriptor_calls_local``, ``descriptor_calls_forwarded``, ``descriptor_settings_updates``
+    (reused descriptors whose settings changed), ``descriptor_queue_misses`` (creates the
+    queues could not serve), ``descriptor_mode``, ``warmup_complete`` (any device),
+    ``iterations_detected`` (the most of any device), ``descriptor_queues`` (a list of
+    {"device", "stream", "kind", "length"}), and ``devices``: a list of {"ordinal", "backend", "counters"}.
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
@@ -105,8 +111,24 @@ def stats() -> dict[str, Any]:
                 summed[verb] += count
     total["commands"] = commands
     total["descriptor_calls"] = descriptor_calls
+    reuse = [device["descriptor_reuse"] for device in raw["devices"]]
+    total["descriptor_mode"] = reuse[0]["mode"] if reuse else None
+    total["warmup_complete"] = any(r["warmup_complete"] for r in reuse)
+    total["iterations_detected"] = max((r["iterations_detected"] for r in reuse), default=0)
+    total["descriptor_queues"] = [
+        dict(queue, device=device["ordinal"])
+        for device in raw["devices"]
+        for queue in device["descriptor_reuse"]["queues"]
+    ]
     total["devices"] = raw["devices"]
     return total
+
+
+def mark_step() -> None:
+    """Marks the end of a training step on every virtual GPU. Descriptor reuse starts after the
+    first completed step; the plugin also detects steps by itself (METHOD.md, claim 8), so this
+    is a fallback for unusual models. Correctness never depends on it."""
+    _plugin().mark_step()
 
 
 def reset_stats() -> None:

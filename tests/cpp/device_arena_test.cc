@@ -25,8 +25,8 @@ std::unique_ptr<DeviceArena> MakeArena(uint32_t device = 0, uint64_t limit = kLi
 }
 
 uint64_t OffsetOf(uint64_t address) {
-  uint32_t device;
-  uint64_t offset;
+  uint32_t device = 0;
+  uint64_t offset = 0;
   EXPECT_TRUE(DecodeDeviceAddress(address, &device, &offset));
   return offset;
 }
@@ -116,8 +116,12 @@ TEST(DeviceArena, FreeingEverythingCoalescesIntoOneBlock) {
   }
   EXPECT_LT(arena->Info().largest_free_block, kLimit);
   // Free in an order that exercises merging with the next block, the previous block and both.
-  for (size_t i = 0; i < addresses.size(); i += 2) ASSERT_TRUE(arena->Free(addresses[i], kOwner).ok());
-  for (size_t i = 1; i < addresses.size(); i += 2) ASSERT_TRUE(arena->Free(addresses[i], kOwner).ok());
+  for (size_t i = 0; i < addresses.size(); i += 2) {
+    ASSERT_TRUE(arena->Free(addresses[i], kOwner).ok());
+  }
+  for (size_t i = 1; i < addresses.size(); i += 2) {
+    ASSERT_TRUE(arena->Free(addresses[i], kOwner).ok());
+  }
   MemoryInfo info = arena->Info();
   EXPECT_EQ(info.bytes_in_use, 0u);
   EXPECT_EQ(info.largest_free_block, kLimit);

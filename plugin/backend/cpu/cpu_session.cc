@@ -176,6 +176,38 @@ Reply CpuSession::Handle(Command command) {
       events_.erase(command.object);
       return reply;
     }
+    case CommandKind::kDescriptorCreate: {
+      if (command.params.size() != 1 || command.params[0] < 1 ||
+          command.params[0] > kNumDescriptorKinds) {
+        return ErrorReply(absl::InvalidArgumentError("descriptor_create: bad descriptor kind"));
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!descriptors_.try_emplace(command.object, StoredDescriptor{command.params[0], {}})
+               .second) {
+        return ErrorReply(absl::AlreadyExistsError(
+            absl::StrCat("descriptor id ", command.object, " already exists")));
+      }
+      return reply;
+    }
+    case CommandKind::kDescriptorSet: {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = descriptors_.find(command.object);
+      if (it == descriptors_.end()) {
+        return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
+      }
+      if (command.params.empty() || command.params.size() > kMaxDescriptorSettingsSize) {
+        return ErrorReply(absl::InvalidArgumentError("descriptor_set: bad settings size"));
+      }
+      it->second.settings.assign(command.params.begin(), command.params.end());
+      return reply;
+    }
+    case CommandKind::kDescriptorDestroy: {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (descriptors_.erase(command.object) == 0) {
+        return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
+      }
+      return reply;
+    }
     case CommandKind::kRecordEvent:
     case CommandKind::kWaitEvent:
     case CommandKind::kMemcpyHtoD:
@@ -192,6 +224,11 @@ Reply CpuSession::Handle(Command command) {
             ", which does not exist")));
       }
       CpuStream& stream = *it->second;
+      if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
+        if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
+          return ErrorReply(s);
+        }
+      }
       if (command.kind == CommandKind::kWaitEvent) {
         auto event = events_.find(command.object);
         if (event == events_.end()) return reply;  // never recorded: nothing to wait for
@@ -210,6 +247,50 @@ Reply CpuSession::Handle(Command command) {
   }
   return ErrorReply(absl::InvalidArgumentError(
       absl::StrCat("unknown command kind ", static_cast<int>(command.kind))));
+}
+
+absl::Status CpuSession::ResolveDescriptorReferencesLocked(Command& command) {
+  const auto& section = command.descriptors;
+  bool has_reference = false;
+  // Walk the section once to see whether anything needs resolving (reuse mode: nothing does).
+  ParamReader scan(section);
+  absl::StatusOr<uint8_t> count = scan.Get<uint8_t>();
+  if (!count.ok()) return count.status();
+  for (int i = 0; i < *count; ++i) {
+    absl::StatusOr<uint8_t> kind = scan.Get<uint8_t>();
+    absl::StatusOr<uint16_t> size = kind.ok() ? scan.Get<uint16_t>() : kind.status();
+    if (!size.ok()) return size.status();
+    if (*kind & kDescriptorReference) has_reference = true;
+    if (!scan.GetBytes(*size).ok()) return absl::InvalidArgumentError("truncated descriptors");
+  }
+  if (!has_reference) return absl::OkStatus();
+  ParamBlock resolved;
+  ParamWriter writer(&resolved);
+  ParamReader reader(section);
+  writer.Put(*reader.Get<uint8_t>());
+  for (int i = 0; i < *count; ++i) {
+    uint8_t kind = *reader.Get<uint8_t>();
+    uint16_t size = *reader.Get<uint16_t>();
+    absl::Span<const uint8_t> bytes = *reader.GetBytes(size);
+    if ((kind & kDescriptorReference) == 0) {
+      writer.Put(kind).Put(size).PutBytes(bytes.data(), bytes.size());
+      continue;
+    }
+    uint64_t id = 0;
+    if (size != sizeof(id)) return absl::InvalidArgumentError("bad descriptor reference");
+    std::memcpy(&id, bytes.data(), sizeof(id));
+    auto it = descriptors_.find(id);
+    if (it == descriptors_.end() || it->second.settings.empty() ||
+        it->second.kind != (kind & ~kDescriptorReference)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "launch names descriptor ", id, ", which does not exist or was never set"));
+    }
+    writer.Put(it->second.kind)
+        .Put(static_cast<uint16_t>(it->second.settings.size()))
+        .PutBytes(it->second.settings.data(), it->second.settings.size());
+  }
+  command.descriptors.assign(resolved.begin(), resolved.end());
+  return absl::OkStatus();
 }
 
 absl::Status CpuSession::Execute(Command& command, const absl::Status& stream_status) {
@@ -260,6 +341,7 @@ absl::Status CpuSession::Copy(const Command& command) {
 }
 
 absl::Status CpuSession::Memset(const Command& command) {
+  if (command.size == 0) return absl::OkStatus();  // empty tensors may have no memory at all
   absl::StatusOr<uint8_t*> dst = Translate(command.dst, command.size);
   if (!dst.ok()) return dst.status();
   if (command.pattern_bytes == 1) {

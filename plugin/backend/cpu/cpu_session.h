@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "plugin/backend/cpu/cpu_executor.h"
@@ -35,6 +36,9 @@ class CpuSession final : public ExecutorSession {
   absl::StatusOr<uint8_t*> Translate(uint64_t address, uint64_t size);
   absl::Status CheckDevice(uint32_t device) const;
   std::shared_ptr<CpuStream> FindStream(uint64_t id);
+  // Replaces descriptor references (forward mode) in a launch by the settings they name, so
+  // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.
+  absl::Status ResolveDescriptorReferencesLocked(Command& command);
 
   CpuExecutor* const executor_;
   const uint64_t session_id_;
@@ -43,6 +47,12 @@ class CpuSession final : public ExecutorSession {
   std::mutex mu_;  // guards streams_ and events_, and orders enqueues against event marks
   absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_;
   absl::flat_hash_map<uint64_t, EventMark> events_;
+  struct StoredDescriptor {
+    uint8_t kind = 0;
+    std::vector<uint8_t> settings;
+  };
+  // Forward mode: the executor's own descriptor objects, by client-chosen id.
+  absl::flat_hash_map<uint64_t, StoredDescriptor> descriptors_;
 };
 
 }  // namespace vgpu

@@ -56,6 +56,11 @@ DeviceArena::DeviceArena(uint32_t device_index, uint8_t* base, uint64_t limit)
 DeviceArena::~DeviceArena() { ::munmap(base_, limit_); }
 
 absl::StatusOr<uint64_t> DeviceArena::Allocate(uint64_t size, uint64_t owner) {
+  if (size > limit_) {  // also keeps the rounding below from wrapping around
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "out of device memory on device ", device_index_, ": requested ", size,
+        " bytes, more than the device's ", limit_));
+  }
   uint64_t rounded = RoundUp(size == 0 ? 1 : size, kAlignment);
   std::lock_guard<std::mutex> lock(mu_);
   auto best = free_by_size_.lower_bound({rounded, 0});

@@ -16,9 +16,9 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using FlatF32 = Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor>, Eigen::Aligned>;
+using FlatF32 = Eigen::TensorMap<Eigen::Tensor<float, 1, Eigen::RowMajor>, Eigen::Unaligned>;
 using ConstFlatF32 =
-    Eigen::TensorMap<Eigen::Tensor<const float, 1, Eigen::RowMajor>, Eigen::Aligned>;
+    Eigen::TensorMap<Eigen::Tensor<const float, 1, Eigen::RowMajor>, Eigen::Unaligned>;
 
 absl::StatusOr<int64_t> ElementCount(const KernelContext& context, size_t element_size,
                                      size_t buffers) {
