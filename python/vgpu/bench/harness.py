@@ -1,0 +1,76 @@
+"""Runs benchmark configurations side by side (each in a child process) and summarises them."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+
+@dataclasses.dataclass(frozen=True)
+class Configuration:
+    """One way to run a model: a name, the device, and the VGPU_* environment."""
+
+    name: str
+    device: str  # "gpu" (the virtual GPU) or "cpu" (TensorFlow's own CPU kernels)
+    env: tuple[tuple[str, str], ...] = ()
+
+
+TF_CPU = Configuration("tensorflow-cpu", "cpu")
+INPROC_REUSE = Configuration("vgpu inproc reuse", "gpu", (("VGPU_DESCRIPTOR_MODE", "reuse"),))
+INPROC_FORWARD = Configuration("vgpu inproc forward", "gpu",
+                               (("VGPU_DESCRIPTOR_MODE", "forward"),))
+
+
+def run_configuration(config: Configuration, model: str, steps: int, warmup: int,
+                      batch_size: int, timeout: float = 1800) -> dict:
+    """Trains `model` under `config` in a child process; returns the worker's result with a
+    `summary` (median step time, steps per second, mean counters per measured step)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.update(dict(config.env))
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "vgpu.bench.worker", f"--model={model}",
+               f"--device={config.device}", f"--steps={steps}", f"--warmup={warmup}",
+               f"--batch_size={batch_size}"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    line = next((l for l in done.stdout.splitlines() if l.startswith("VGPU_BENCH_RESULT ")), None)
+    if done.returncode != 0 or line is None:
+        raise RuntimeError(f"{config.name} / {model} failed ({done.returncode}):\n"
+                           f"{done.stderr[-4000:]}")
+    result = json.loads(line.split(" ", 1)[1])
+    result["configuration"] = config.name
+    median = statistics.median(result["step_times"])
+    summary = {"median_step_s": median, "steps_per_s": 1.0 / median,
+               "examples_per_s": batch_size / median}
+    counters = result.get("per_step_counters") or []
+    measured = counters[warmup:]
+    if measured:
+        for key in measured[0]:
+            summary[f"{key}_per_step"] = statistics.fmean(c[key] for c in measured)
+        summary["warmup_descriptor_calls_forwarded"] = sum(
+            c["descriptor_calls_forwarded"] for c in counters[:warmup])
+    result["summary"] = summary
+    return result
+
+
+def markdown_table(rows: list[dict], baseline: str) -> str:
+    """A Markdown table of summaries, with step-time ratios against `baseline`."""
+    base = {r["model"]: r["summary"]["median_step_s"] for r in rows
+            if r["configuration"] == baseline}
+    lines = ["| model | configuration | median step (ms) | throughput vs " + baseline +
+             " | descriptor calls forwarded / step | local / step | launches / step |"
+             " round trips / step |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        s = r["summary"]
+        ratio = base.get(r["model"], float("nan")) / s["median_step_s"]
+        get = lambda k: f"{s[k]:.1f}" if k in s else "–"  # noqa: E731
+        lines.append(
+            f"| {r['model']} | {r['configuration']} | {1000 * s['median_step_s']:.1f} | "
+            f"{ratio:.2f}x | {get('descriptor_calls_forwarded_per_step')} | "
+            f"{get('descriptor_calls_local_per_step')} | {get('launches_per_step')} | "
+            f"{get('round_trips_per_step')} |")
+    return "\n".join(lines)

@@ -1,0 +1,86 @@
+"""One benchmark configuration, run in a child process: trains a model and prints one JSON line
+with the step times and the vgpu counters per step.
+
+    python -m vgpu.bench.worker --model cnn --device gpu --steps 30 --warmup 5 --batch_size 64
+
+``--device cpu`` hides the virtual GPU, so TensorFlow's own CPU kernels do the work; the
+plugin's configuration (VGPU_BACKEND, VGPU_DESCRIPTOR_MODE, ...) comes from the environment.
+"""
+from __future__ import annotations
+
+import json
+import time
+
+from absl import app, flags
+
+FLAGS = flags.FLAGS
+flags.DEFINE_enum("model", "cnn", ["cnn", "mlp", "resnet"], "Model to train.")
+flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "Virtual GPU, or TensorFlow's CPU kernels.")
+flags.DEFINE_integer("steps", 30, "Measured training steps (after the warm-up).")
+flags.DEFINE_integer("warmup", 5, "Warm-up steps, not measured.")
+flags.DEFINE_integer("batch_size", 64, "Batch size.")
+flags.DEFINE_integer("seed", 1, "Seed for data and weights.")
+
+
+def _counters():
+    import vgpu
+
+    s = vgpu.stats()
+    keys = ("descriptor_calls_forwarded", "descriptor_calls_local", "launches", "round_trips",
+            "commands_sent", "bytes_to_device", "bytes_from_device")
+    return {k: s[k] for k in keys}
+
+
+def main(argv):
+    del argv
+    import keras
+    import tensorflow as tf
+
+    if FLAGS.device == "cpu":
+        tf.config.set_visible_devices([], "GPU")
+    from vgpu.bench import models
+
+    keras.utils.set_random_seed(FLAGS.seed)
+    total_steps = FLAGS.warmup + FLAGS.steps
+    images, labels = models.make_data(total_steps * FLAGS.batch_size, FLAGS.seed)
+    model = models.build(FLAGS.model)
+    model.compile(optimizer="adam",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+
+    step_times: list[float] = []
+    per_step_counters: list[dict] = []
+    use_vgpu = FLAGS.device == "gpu"
+
+    class Timer(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.start = time.perf_counter()
+            self.before = _counters() if use_vgpu else None
+
+        def on_train_batch_end(self, batch, logs=None):
+            step_times.append(time.perf_counter() - self.start)
+            if use_vgpu:
+                after = _counters()
+                per_step_counters.append({k: after[k] - self.before[k] for k in after})
+
+    history = model.fit(images, labels, batch_size=FLAGS.batch_size, epochs=1, verbose=0,
+                        shuffle=False, callbacks=[Timer()])
+    measured = step_times[FLAGS.warmup:]
+    result = {
+        "model": FLAGS.model,
+        "device": FLAGS.device,
+        "batch_size": FLAGS.batch_size,
+        "steps": len(measured),
+        "step_times": measured,
+        "loss": history.history["loss"][-1],
+        "per_step_counters": per_step_counters,
+    }
+    if use_vgpu:
+        import vgpu
+
+        result["info"] = {k: vgpu.info()[k] for k in ("backends", "descriptor_mode")}
+        result["iterations_detected"] = vgpu.stats()["iterations_detected"]
+    print("VGPU_BENCH_RESULT " + json.dumps(result))
+
+
+if __name__ == "__main__":
+    app.run(main)
