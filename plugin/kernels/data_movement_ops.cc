@@ -1,5 +1,6 @@
 // TensorFlow op kernels of the data movement family on the virtual GPU: Transpose, ConcatV2,
-// Pack, Unpack, Slice, StridedSlice, StridedSliceGrad, Pad, PadV2, Tile and BroadcastTo.
+// Pack, Unpack, Split, SplitV, Slice, StridedSlice, StridedSliceGrad, Pad, PadV2, Tile and
+// BroadcastTo.
 // Each kernel validates its inputs as TensorFlow's own kernel does (same conditions, messages
 // in TensorFlow's words), computes the output shape from its host-memory arguments (perm, axis,
 // begin/end/strides, paddings, multiples, shape), and launches one byte-moving kernel of
@@ -319,6 +320,141 @@ class UnpackOp {
  private:
   int64_t axis_ = 0;
   int64_t num_ = 0;
+};
+
+// Splits `x` along `axis` into pieces of `sizes` (each output `i` of `sizes[i]` along the axis);
+// the sizes are validated and sum to the axis' size.
+absl::Status SplitAlongAxis(const OpContext& context, const TF_Tensor* x, int64_t axis,
+                            const std::vector<int64_t>& sizes) {
+  const Dims shape = ShapeOf(x);
+  VGPU_RETURN_IF_ERROR(CheckRank(shape.size()));
+  const TF_DataType dtype = TF_TensorType(x);
+  std::vector<TensorPtr> outputs;
+  std::vector<BufferArg> buffers = {BufferOf(x)};
+  const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
+  const int64_t inner_unit = NumElements(absl::MakeSpan(shape).subspan(axis + 1));
+  std::vector<int64_t> inner;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Dims y_dims = shape;
+    y_dims[axis] = sizes[i];
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
+    if (NumElements(y_dims) > 0) {  // empty pieces take no part in the launch
+      buffers.push_back(BufferOf(y.get()));
+      inner.push_back(sizes[i] * inner_unit);
+    }
+    outputs.push_back(std::move(y));
+  }
+  if (NumElements(shape) == 0) return absl::OkStatus();
+  return LaunchConcatOrSplit(context, data_movement::kSplit, dtype, outer, inner, buffers);
+}
+
+absl::Status CheckSplitAxis(int64_t axis, int64_t original, size_t rank) {
+  if (axis >= 0 && axis < static_cast<int64_t>(rank)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("-input rank(-", rank,
+                                                 ") <= split_dim < input rank (", rank,
+                                                 "), but got ", original));
+}
+
+// Split: inputs (split_dim, value); num_split equal pieces.
+class SplitOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<SplitOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<SplitOp>();
+    VGPU_ASSIGN_OR_RETURN(op->num_split_, construction.Int("num_split"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(HostInts split_dim, ReadHostInts(context, 0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(1));
+    const Dims shape = ShapeOf(x.get());
+    if (split_dim.values.empty()) {
+      return absl::InvalidArgumentError("split_dim must have exactly one element.");
+    }
+    const int64_t original = split_dim.values[0];
+    const int64_t axis = original < 0 ? original + static_cast<int64_t>(shape.size()) : original;
+    VGPU_RETURN_IF_ERROR(CheckSplitAxis(axis, original, shape.size()));
+    if (num_split_ <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Number of ways to split should be > 0, but got ", num_split_));
+    }
+    if (shape[axis] % num_split_ != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Number of ways to split should evenly divide the split dimension, but got "
+          "split_dim ", axis, " (size = ", shape[axis], ") and num_split ", num_split_));
+    }
+    if (num_split_ == 1) return ForwardInput(context, 1, 0, shape);
+    return SplitAlongAxis(context, x.get(), axis,
+                          std::vector<int64_t>(num_split_, shape[axis] / num_split_));
+  }
+
+ private:
+  int64_t num_split_ = 1;
+};
+
+// SplitV: inputs (value, size_splits, split_dim); at most one size is -1 (the rest).
+class SplitVOp : public NoAttributes<SplitVOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts size_splits, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts split_dim, ReadHostInts(context, 2));
+    const Dims shape = ShapeOf(x.get());
+    if (split_dim.values.size() != 1) {
+      return absl::InvalidArgumentError("split_dim_tensor must have exactly one element.");
+    }
+    const int64_t original = split_dim.values[0];
+    const int64_t axis = original < 0 ? original + static_cast<int64_t>(shape.size()) : original;
+    const int num_split = TF_NumOutputs(context.raw());
+    if (size_splits.shape.size() != 1 ||
+        static_cast<int>(size_splits.values.size()) != num_split) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "size of the split_tensor must be 1-D and have the same elements as outputs got ",
+          size_splits.shape.size(), " -D and ", size_splits.values.size(), " elements"));
+    }
+    if (num_split <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Number of ways to split should be > 0, but got ", num_split));
+    }
+    VGPU_RETURN_IF_ERROR(CheckSplitAxis(axis, original, shape.size()));
+    std::vector<int64_t> sizes = size_splits.values;
+    const int64_t axis_size = shape[axis];
+    if (num_split == 1) {
+      if (sizes[0] != axis_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "If there is only one output, it must have the same size as the input. Input size: ",
+            axis_size, " output size: ", sizes[0]));
+      }
+      return ForwardInput(context, 0, 0, shape);
+    }
+    int unknown = -1;
+    int64_t determined = 0;
+    for (int i = 0; i < num_split; ++i) {
+      if (sizes[i] == -1) {
+        if (unknown != -1) {
+          return absl::InvalidArgumentError("There can only be one -1 in the input.");
+        }
+        unknown = i;
+      } else {
+        determined += sizes[i];
+      }
+    }
+    if (!((unknown == -1 && determined == axis_size) ||
+          (unknown >= 0 && determined <= axis_size))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Determined shape must either match input shape along split_dim exactly if fully "
+          "specified, or be less than the size of the input along split_dim if not fully "
+          "specified.  Got: ", determined));
+    }
+    if (unknown >= 0) sizes[unknown] = axis_size - determined;
+    for (int i = 0; i < num_split; ++i) {
+      if (sizes[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Split size at index ", i, " must be >= 0. Got: ", sizes[i]));
+      }
+    }
+    return SplitAlongAxis(context, x.get(), axis, sizes);
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -797,6 +933,10 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
   RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});
   RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {});
+  for (TF_DataType dtype : kDataTypes) {
+    RegisterKernel<SplitOp>("Split", device_type, {{"T", dtype}}, {"split_dim"});
+  }
+  RegisterForTypes<SplitVOp>("SplitV", device_type, "Tlen", {"size_splits", "split_dim"});
   RegisterForTypes<SliceOp>("Slice", device_type, "Index", {"begin", "size"});
   RegisterForTypes<StridedSliceOp>("StridedSlice", device_type, "Index",
                                    {"begin", "end", "strides"});

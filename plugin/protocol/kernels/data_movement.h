@@ -47,7 +47,7 @@ inline constexpr KernelId kTile = KernelId{604};
 inline constexpr KernelId kConcat = KernelId{605};
 
 // buffers: [x, y_0, ..., y_{n-1}]; params as kConcat: the inverse, x is cut into the y_k
-// (Unpack).
+// (Unpack, Split, SplitV).
 inline constexpr KernelId kSplit = KernelId{606};
 
 }  // namespace vgpu::data_movement
