@@ -16,6 +16,9 @@ namespace {
 
 using data_movement::kMaxDataMovementRank;
 
+// No tensor has more elements than this (it keeps every byte count far from overflowing).
+constexpr int64_t kMaxElements = int64_t{1} << 56;
+
 absl::StatusOr<size_t> ReadElementSize(ParamReader& reader) {
   VGPU_ASSIGN_OR_RETURN(uint32_t size, reader.Get<uint32_t>());
   if (size != 1 && size != 2 && size != 4 && size != 8) {
@@ -34,8 +37,13 @@ absl::StatusOr<DimVector> ReadDims(ParamReader& reader, const char* what, int ra
         absl::StrCat(what, " has ", values.size(), " entries, expected ", rank));
   }
   if (non_negative) {
+    __int128 product = 1;
     for (int64_t v : values) {
       if (v < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative entry"));
+      product *= v;
+      if (product > kMaxElements || v > kMaxElements) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " describes too many elements"));
+      }
     }
   }
   return DimVector(values.begin(), values.end());
@@ -102,7 +110,10 @@ absl::StatusOr<SliceSpec> ReadSliceSpec(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(spec.strides, ReadDims(reader, "strides", rank, false));
   VGPU_ASSIGN_OR_RETURN(spec.y_dims, ReadDims(reader, "y_dims", rank));
   for (int d = 0; d < rank; ++d) {
-    if (spec.strides[d] == 0) return absl::InvalidArgumentError("slice stride of 0");
+    if (spec.strides[d] == 0 || spec.strides[d] > kMaxElements ||
+        spec.strides[d] < -kMaxElements) {
+      return absl::InvalidArgumentError(absl::StrCat("bad slice stride ", spec.strides[d]));
+    }
   }
   return spec;
 }
@@ -242,10 +253,15 @@ absl::StatusOr<ConcatSpec> ReadConcatSpec(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(spec.element_size, ReadElementSize(reader));
   VGPU_ASSIGN_OR_RETURN(spec.outer, reader.Get<int64_t>());
   VGPU_ASSIGN_OR_RETURN(spec.inner, reader.GetArray<int64_t>());
-  if (spec.outer < 0) return absl::InvalidArgumentError("negative outer size");
+  if (spec.outer < 0 || spec.outer > kMaxElements) {
+    return absl::InvalidArgumentError("bad outer size");
+  }
   for (int64_t inner : spec.inner) {
-    if (inner < 0) return absl::InvalidArgumentError("negative inner size");
+    if (inner < 0 || inner > kMaxElements) return absl::InvalidArgumentError("bad inner size");
     spec.total_inner += inner;
+    if (static_cast<__int128>(spec.total_inner) * spec.outer > kMaxElements) {
+      return absl::InvalidArgumentError("concatenation of too many elements");
+    }
   }
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(spec.inner.size() + 1));
   return spec;

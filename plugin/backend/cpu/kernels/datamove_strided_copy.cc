@@ -2,7 +2,8 @@
 // first simplified (unit dimensions dropped, dimensions that stay contiguous in both source and
 // destination merged), then split into runs along its innermost dimension; runs are spread over
 // the thread pool, long runs cut into chunks so that even a single huge row uses every thread.
-// Contiguous runs are memcpy'd, broadcast runs filled, the rest copied by a typed loop.
+// Contiguous runs are memcpy'd, broadcast runs filled, the rest copied by a typed loop;
+// transpositions (source and destination contiguous along different dimensions) go by tiles.
 #include "plugin/backend/cpu/kernels/datamove_strided_copy.h"
 
 #define EIGEN_USE_THREADS
@@ -91,6 +92,91 @@ void CopyRunBytes(size_t element_size, const uint8_t* src, int64_t ss, uint8_t* 
   }
 }
 
+// Copies the tile [a0, a1) x [b0, b1) of a 2-D transposition: element (a, b) moves from
+// src[a + b * src_b_stride] to dst[a * dst_a_stride + b].
+template <typename T>
+void TransposeTile(const T* src, int64_t src_b_stride, T* dst, int64_t dst_a_stride, int64_t a0,
+                   int64_t a1, int64_t b0, int64_t b1) {
+  for (int64_t a = a0; a < a1; ++a) {
+    T* out = dst + a * dst_a_stride;
+    const T* in = src + a;
+    for (int64_t b = b0; b < b1; ++b) out[b] = in[b * src_b_stride];
+  }
+}
+
+void TransposeTileBytes(size_t element_size, const uint8_t* src, int64_t src_b_stride,
+                        uint8_t* dst, int64_t dst_a_stride, int64_t a0, int64_t a1, int64_t b0,
+                        int64_t b1) {
+  switch (element_size) {
+    case 1: return TransposeTile(src, src_b_stride, dst, dst_a_stride, a0, a1, b0, b1);
+    case 2:
+      return TransposeTile(reinterpret_cast<const uint16_t*>(src), src_b_stride,
+                           reinterpret_cast<uint16_t*>(dst), dst_a_stride, a0, a1, b0, b1);
+    case 4:
+      return TransposeTile(reinterpret_cast<const uint32_t*>(src), src_b_stride,
+                           reinterpret_cast<uint32_t*>(dst), dst_a_stride, a0, a1, b0, b1);
+    case 8:
+      return TransposeTile(reinterpret_cast<const uint64_t*>(src), src_b_stride,
+                           reinterpret_cast<uint64_t*>(dst), dst_a_stride, a0, a1, b0, b1);
+    default: return;
+  }
+}
+
+// A simplified copy whose destination is contiguous along the last dimension b while the
+// source is contiguous along another dimension a (a transposition) is done in square tiles,
+// so that both sides stay in cache. Returns false (nothing done) for other copies.
+bool RunTiledTranspose(const Eigen::ThreadPoolDevice& device, const StridedCopy& copy,
+                       const uint8_t* src_base, uint8_t* dst_base) {
+  constexpr int64_t kTile = 32;
+  const int rank = static_cast<int>(copy.dims.size());
+  if (rank < 2 || copy.dst_strides[rank - 1] != 1) return false;
+  const int64_t b_src_stride = copy.src_strides[rank - 1];
+  if (b_src_stride == 1 || b_src_stride == 0) return false;
+  int a_dim = -1;
+  for (int d = 0; d < rank - 1; ++d) {
+    if (copy.src_strides[d] == 1) a_dim = d;
+  }
+  if (a_dim < 0) return false;
+  const int64_t a_size = copy.dims[a_dim];
+  const int64_t b_size = copy.dims[rank - 1];
+  if (a_size < kTile / 4 || b_size < kTile / 4) return false;
+  // The remaining dimensions, iterated as an outer index.
+  DimVector outer_dims, outer_src, outer_dst;
+  for (int d = 0; d < rank - 1; ++d) {
+    if (d == a_dim) continue;
+    outer_dims.push_back(copy.dims[d]);
+    outer_src.push_back(copy.src_strides[d]);
+    outer_dst.push_back(copy.dst_strides[d]);
+  }
+  const int64_t outer_count = ElementCountOf(outer_dims);
+  const int64_t a_tiles = (a_size + kTile - 1) / kTile;
+  const int64_t b_tiles = (b_size + kTile - 1) / kTile;
+  const int64_t esize = static_cast<int64_t>(copy.element_size);
+  const int64_t a_dst_stride = copy.dst_strides[a_dim];
+  const double tile_bytes = static_cast<double>(kTile * kTile * esize);
+  device.parallelFor(
+      outer_count * a_tiles * b_tiles, Eigen::TensorOpCost(tile_bytes, tile_bytes, tile_bytes / 4),
+      [&](Eigen::Index first, Eigen::Index last) {
+        for (Eigen::Index unit = first; unit < last; ++unit) {
+          const int64_t b_tile = unit % b_tiles;
+          const int64_t a_tile = (unit / b_tiles) % a_tiles;
+          int64_t rest = unit / (b_tiles * a_tiles);
+          int64_t src_off = 0, dst_off = 0;
+          for (int d = static_cast<int>(outer_dims.size()) - 1; d >= 0; --d) {
+            const int64_t i = rest % outer_dims[d];
+            rest /= outer_dims[d];
+            src_off += i * outer_src[d];
+            dst_off += i * outer_dst[d];
+          }
+          TransposeTileBytes(copy.element_size, src_base + src_off * esize, b_src_stride,
+                             dst_base + dst_off * esize, a_dst_stride, a_tile * kTile,
+                             std::min(a_size, (a_tile + 1) * kTile), b_tile * kTile,
+                             std::min(b_size, (b_tile + 1) * kTile));
+        }
+      });
+  return true;
+}
+
 }  // namespace
 
 DimVector RowMajorStrides(const DimVector& dims) {
@@ -149,6 +235,7 @@ void RunStridedCopy(const Eigen::ThreadPoolDevice& device, const StridedCopy& or
     std::memcpy(dst_base, src_base, esize);
     return;
   }
+  if (RunTiledTranspose(device, copy, src_base, dst_base)) return;
   const int64_t inner = copy.dims[rank - 1];
   const int64_t inner_ss = copy.src_strides[rank - 1];
   const int64_t inner_ds = copy.dst_strides[rank - 1];

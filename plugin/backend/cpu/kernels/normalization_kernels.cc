@@ -3,7 +3,7 @@
 // bfloat16 data with float32 per-channel parameters, in channels-last and channels-first
 // layouts. Arithmetic follows TensorFlow's CPU kernel (float math per element); per-channel sums
 // are accumulated in double over a fixed partition of the data, so results do not depend on the
-// number of threads.
+// number of threads (and the batch statistics need one pass over x, not two).
 #define EIGEN_USE_THREADS
 #include <algorithm>
 #include <array>
@@ -24,6 +24,9 @@ namespace {
 
 using normalization::BatchNormParams;
 
+// No tensor has more elements than this (it keeps every product far from overflowing).
+constexpr int64_t kMaxElements = int64_t{1} << 56;
+
 // x viewed as [outer, channels, inner]: element (o, c, i) at (o * channels + c) * inner + i.
 // Channels last: outer = all other dimensions, inner = 1. Channels first: outer = batch,
 // inner = spatial size.
@@ -42,6 +45,14 @@ absl::StatusOr<ChannelLayout> LayoutOf(const TensorDescriptorSettings& x,
   if (parameters.dtype != DType::kFloat32 || parameters.rank != 1) {
     return absl::InvalidArgumentError("the parameter descriptor must be float32 of rank 1");
   }
+  __int128 elements = 1;
+  for (int d = 0; d < x.rank; ++d) {
+    if (x.dims[d] < 0) return absl::InvalidArgumentError("negative dimension");
+    elements *= x.dims[d];
+    if (elements > kMaxElements || x.dims[d] > kMaxElements) {
+      return absl::InvalidArgumentError("x is too large");
+    }
+  }
   ChannelLayout layout;
   if (format == DataFormat::kNHWC) {
     layout.channels = x.dims[x.rank - 1];
@@ -55,9 +66,6 @@ absl::StatusOr<ChannelLayout> LayoutOf(const TensorDescriptorSettings& x,
     for (int d = 2; d < x.rank; ++d) layout.inner *= x.dims[d];
   } else {
     return absl::InvalidArgumentError("unknown data format");
-  }
-  for (int d = 0; d < x.rank; ++d) {
-    if (x.dims[d] < 0) return absl::InvalidArgumentError("negative dimension");
   }
   if (parameters.dims[0] != layout.channels) {
     return absl::InvalidArgumentError(absl::StrCat("parameters have ", parameters.dims[0],
@@ -87,20 +95,22 @@ void ChannelSums(const Eigen::ThreadPoolDevice& device, const ChannelLayout& lay
         blocks, Eigen::TensorOpCost(rows_per_block * channels * 4.0, 0, rows_per_block * channels * 4.0),
         [&](Eigen::Index first, Eigen::Index last) {
           for (Eigen::Index block = first; block < last; ++block) {
-            double* acc = &partial[block * channels * K];
+            double* acc = &partial[block * channels * K];  // [K][channels]
             const int64_t row_end = std::min(rows, (block + 1) * rows_per_block);
             for (int64_t row = block * rows_per_block; row < row_end; ++row) {
               const int64_t base = row * channels;
               for (int64_t c = 0; c < channels; ++c) {
                 const auto values = term(c, base + c);
-                for (int k = 0; k < K; ++k) acc[c * K + k] += values[k];
+                for (int k = 0; k < K; ++k) acc[k * channels + c] += values[k];
               }
             }
           }
         });
     for (int64_t block = 0; block < blocks; ++block) {
-      for (int64_t c = 0; c < channels; ++c) {
-        for (int k = 0; k < K; ++k) sums[k][c] += partial[(block * channels + c) * K + k];
+      for (int k = 0; k < K; ++k) {
+        for (int64_t c = 0; c < channels; ++c) {
+          sums[k][c] += partial[(block * K + k) * channels + c];
+        }
       }
     }
     return;
@@ -234,23 +244,22 @@ absl::Status ForwardTraining(const KernelContext& context) {
         }
         return absl::OkStatus();
       }
-      const float n_inverse = 1.0f / static_cast<float>(n);
-      std::vector<double> sums[1];
-      ChannelSums<1>(*context.device, layout,
-                     [&](int64_t, int64_t i) { return std::array<double, 1>{ToFloat(x[i])}; },
-                     sums);
-      std::vector<float> mean(channels), variance(channels), multiplier(channels);
-      for (int64_t c = 0; c < channels; ++c) mean[c] = static_cast<float>(sums[0][c]) * n_inverse;
-      ChannelSums<1>(*context.device, layout,
-                     [&](int64_t c, int64_t i) {
-                       const float centered = ToFloat(x[i]) - mean[c];
-                       return std::array<double, 1>{centered * centered};
+      // One pass for sum(x) and sum(x^2): in double, E[x^2] - E[x]^2 keeps float accuracy.
+      std::vector<double> sums[2];
+      ChannelSums<2>(*context.device, layout,
+                     [&](int64_t, int64_t i) {
+                       const double value = ToFloat(x[i]);
+                       return std::array<double, 2>{value, value * value};
                      },
                      sums);
+      std::vector<float> mean(channels), variance(channels), multiplier(channels);
       // Bessel's correction for the running variance, as TensorFlow: n / max(n - 1, 1).
       const float adjust = static_cast<float>(n) / static_cast<float>(n > 1 ? n - 1 : 1);
       for (int64_t c = 0; c < channels; ++c) {
-        variance[c] = static_cast<float>(sums[0][c]) * n_inverse;
+        const double batch_mean = sums[0][c] / static_cast<double>(n);
+        const double batch_variance = sums[1][c] / static_cast<double>(n) - batch_mean * batch_mean;
+        mean[c] = static_cast<float>(batch_mean);
+        variance[c] = static_cast<float>(std::max(batch_variance, 0.0));
         multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
       }
       ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {

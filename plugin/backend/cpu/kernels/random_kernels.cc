@@ -79,6 +79,9 @@ absl::Status Uniform(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params,
                         context.Params().Get<random::PhiloxParams>());
+  if (params.count > (uint64_t{1} << 56)) {
+    return absl::InvalidArgumentError(absl::StrCat("too many random numbers: ", params.count));
+  }
   return DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
