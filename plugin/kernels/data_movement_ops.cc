@@ -307,7 +307,8 @@ class UnpackOp {
     std::vector<TensorPtr> outputs;
     std::vector<BufferArg> buffers = {BufferOf(x.get())};
     for (int64_t i = 0; i < num_; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
+      VGPU_ASSIGN_OR_RETURN(TensorPtr y,
+                            context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
       buffers.push_back(BufferOf(y.get()));
       outputs.push_back(std::move(y));
     }

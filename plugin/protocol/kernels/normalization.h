@@ -47,7 +47,8 @@ inline constexpr KernelId kForwardInference = KernelId{801};
 // descriptors: [tensor x, tensor parameters]; params: BatchNormParams;
 // buffers: [dy, x, scale, saved_mean, saved_variance, dx, dscale, doffset].
 // The gradient of kForwardTraining's y with the batch statistics it saved:
-//   dx = scale * rsqrt(var + eps) * (dy - mean(dy) - (x - mean) * mean(dy * (x - mean)) / (var + eps))
+//   dx = scale * rsqrt(var + eps)
+//        * (dy - mean(dy) - (x - mean) * mean(dy * (x - mean)) / (var + eps))
 //   dscale = sum(dy * (x - mean) * rsqrt(var + eps)), doffset = sum(dy).
 inline constexpr KernelId kBackwardTraining = KernelId{802};
 

@@ -91,8 +91,9 @@ void ChannelSums(const Eigen::ThreadPoolDevice& device, const ChannelLayout& lay
         std::max<int64_t>({1, kTargetElements / channels, (rows + 255) / 256});
     const int64_t blocks = (rows + rows_per_block - 1) / rows_per_block;
     std::vector<double> partial(static_cast<size_t>(blocks * channels * K), 0.0);
+    const double block_cost = rows_per_block * channels * 4.0;
     device.parallelFor(
-        blocks, Eigen::TensorOpCost(rows_per_block * channels * 4.0, 0, rows_per_block * channels * 4.0),
+        blocks, Eigen::TensorOpCost(block_cost, 0, block_cost),
         [&](Eigen::Index first, Eigen::Index last) {
           for (Eigen::Index block = first; block < last; ++block) {
             double* acc = &partial[block * channels * K];  // [K][channels]
