@@ -1,9 +1,952 @@
-// TensorFlow op kernels of the data movement family on the virtual GPU.
+// TensorFlow op kernels of the data movement family on the virtual GPU: Transpose, ConcatV2,
+// Pack, Unpack, Split, SplitV, Slice, StridedSlice, StridedSliceGrad, Pad, PadV2, Tile and
+// BroadcastTo.
+// Each kernel validates its inputs as TensorFlow's own kernel does (same conditions, messages
+// in TensorFlow's words), computes the output shape from its host-memory arguments (perm, axis,
+// begin/end/strides, paddings, multiples, shape), and launches one byte-moving kernel of
+// protocol/kernels/data_movement.h with a parameter block (no descriptors: these are plain copy
+// kernels on a GPU too). Cases TensorFlow answers by forwarding the input (identity slices,
+// no-op transposes) forward it here as well, without a launch.
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/protocol/kernels/data_movement.h"
 
 namespace vgpu {
+namespace {
 
-void RegisterDataMovementOps(const char* device_type) {}
+using data_movement::kMaxDataMovementRank;
+using Dims = std::vector<int64_t>;
+
+// Every element type the data movement kernels move (they only need its size).
+constexpr std::initializer_list<TF_DataType> kDataTypes = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_UINT8};
+
+// TensorShape::DebugString's format: "[2,3]".
+std::string ShapeString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+int64_t NumElements(absl::Span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+absl::Status CheckRank(size_t rank) {
+  if (rank > static_cast<size_t>(kMaxDataMovementRank)) {
+    return absl::UnimplementedError(absl::StrCat("tensors of rank ", rank,
+                                                 " are not supported on the virtual GPU (at most ",
+                                                 kMaxDataMovementRank, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// A host-memory integer input: its shape and its values.
+struct HostInts {
+  Dims shape;
+  std::vector<int64_t> values;
+};
+
+absl::StatusOr<HostInts> ReadHostInts(const OpContext& context, int index) {
+  HostInts result;
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
+  result.shape = ShapeOf(tensor.get());
+  VGPU_ASSIGN_OR_RETURN(result.values, context.HostIntegers(index));
+  return result;
+}
+
+// Starts a parameter block with the element size of `dtype`.
+ParamBlock BlockFor(TF_DataType dtype) {
+  ParamBlock block;
+  ParamWriter(&block).Put(static_cast<uint32_t>(TF_DataTypeSize(dtype)));
+  return block;
+}
+
+// Launches a data movement kernel (parameter block only) on the op's stream.
+absl::Status LaunchCopy(const OpContext& context, KernelId kernel,
+                        absl::Span<const BufferArg> buffers, const ParamBlock& params) {
+  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+  return stream->device().Launch(*stream, kernel, buffers, params);
+}
+
+// Makes input `input` output `output` with `dims` (same element count), sharing its buffer as
+// TensorFlow's kernels do for no-op cases (Tensor::CopyFrom + set_output).
+absl::Status ForwardInput(const OpContext& context, int input, int output,
+                          absl::Span<const int64_t> dims) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr in, context.Input(input));
+  ScopedTfStatus status;
+  if (dims == absl::Span<const int64_t>(ShapeOf(in.get()))) {
+    TF_SetOutput(context.raw(), output, in.get(), status.get());
+    return status.ToStatus();
+  }
+  const TF_DataType dtype = TF_TensorType(in.get());
+  const int64_t empty_dims[] = {0};  // a placeholder; BitcastFrom gives it in's buffer and dims
+  TensorPtr view(TF_AllocateTensor(dtype, empty_dims, 1, 0));
+  if (view == nullptr) return absl::InternalError("could not create a tensor view");
+  TF_TensorBitcastFrom(in.get(), dtype, view.get(), dims.data(), static_cast<int>(dims.size()),
+                       status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  TF_SetOutput(context.raw(), output, view.get(), status.get());
+  return status.ToStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transpose
+
+class TransposeOp : public NoAttributes<TransposeOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts perm, ReadHostInts(context, 1));
+    const Dims x_dims = ShapeOf(x.get());
+    const int rank = static_cast<int>(x_dims.size());
+    if (perm.shape.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("perm must be rank 1, got shape ", ShapeString(perm.shape)));
+    }
+    if (static_cast<int>(perm.values.size()) != rank) {
+      return absl::InvalidArgumentError(absl::StrCat("transpose expects a vector of size ", rank,
+                                                     ". But input(1) is a vector of size ",
+                                                     perm.values.size()));
+    }
+    std::vector<bool> seen(rank, false);
+    Dims y_dims(rank);
+    for (int i = 0; i < rank; ++i) {
+      const int64_t d = perm.values[i];
+      if (d < 0 || d >= rank) {
+        return absl::InvalidArgumentError(absl::StrCat(d, " is out of range [0 .. ", rank, ")"));
+      }
+      seen[d] = true;
+      y_dims[i] = x_dims[d];
+    }
+    for (int i = 0; i < rank; ++i) {
+      if (!seen[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            i, " is missing from {", absl::StrJoin(perm.values, ","), "}."));
+      }
+    }
+    // A permutation that only moves unit dimensions keeps the element order: forward.
+    bool keeps_order = true;
+    for (int i = 0, last = -1; i < rank; ++i) {
+      if (x_dims[perm.values[i]] == 1) continue;
+      if (perm.values[i] < last) keeps_order = false;
+      last = static_cast<int>(perm.values[i]);
+    }
+    if (keeps_order) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(rank));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(x_dims) == 0) return absl::OkStatus();
+    ParamBlock params = BlockFor(dtype);
+    std::vector<int32_t> perm32(perm.values.begin(), perm.values.end());
+    ParamWriter(&params)
+        .PutArray<int64_t>(x_dims)
+        .PutArray<int32_t>(perm32);
+    BufferArg buffers[] = {BufferOf(x.get()), BufferOf(y.get())};
+    return LaunchCopy(context, data_movement::kTranspose, buffers, params);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// ConcatV2, Pack, Unpack
+
+// Launches kConcat (or kSplit) of `pieces` against `whole`, viewed as [outer, inner_k].
+absl::Status LaunchConcatOrSplit(const OpContext& context, KernelId kernel, TF_DataType dtype,
+                                 int64_t outer, const std::vector<int64_t>& inner,
+                                 std::vector<BufferArg> buffers) {
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params).Put<int64_t>(outer).PutArray<int64_t>(inner);
+  return LaunchCopy(context, kernel, buffers, params);
+}
+
+class ConcatV2Op : public NoAttributes<ConcatV2Op> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    const int n = context.num_inputs() - 1;
+    VGPU_ASSIGN_OR_RETURN(HostInts axis_input, ReadHostInts(context, n));
+    if (!axis_input.shape.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Concat dim tensor should be a scalar, but got shape ", ShapeString(axis_input.shape)));
+    }
+    const int64_t concat_dim = axis_input.values[0];
+    std::vector<TensorPtr> values;
+    std::vector<Dims> shapes;
+    for (int i = 0; i < n; ++i) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(i));
+      shapes.push_back(ShapeOf(value.get()));
+      values.push_back(std::move(value));
+    }
+    const Dims& first = shapes[0];
+    const int rank = static_cast<int>(first.size());
+    const int64_t axis = concat_dim < 0 ? concat_dim + rank : concat_dim;
+    if (axis < 0 || axis >= rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ConcatOp : Expected concatenating dimensions in the range [", -rank, ", ",
+                       rank, "), but got ", concat_dim));
+    }
+    Dims y_dims = first;
+    y_dims[axis] = 0;
+    for (int i = 0; i < n; ++i) {
+      if (static_cast<int>(shapes[i].size()) != rank) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "ConcatOp : Ranks of all input tensors should match: shape[0] = ", ShapeString(first),
+            " vs. shape[", i, "] = ", ShapeString(shapes[i])));
+      }
+      for (int d = 0; d < rank; ++d) {
+        if (d != axis && shapes[i][d] != first[d]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "ConcatOp : Dimension ", d, " in both shapes must be equal: shape[0] = ",
+              ShapeString(first), " vs. shape[", i, "] = ", ShapeString(shapes[i])));
+        }
+      }
+      y_dims[axis] += shapes[i][axis];
+    }
+    VGPU_RETURN_IF_ERROR(CheckRank(rank));
+    const TF_DataType dtype = TF_TensorType(values[0].get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(y_dims) == 0) return absl::OkStatus();
+    const int64_t outer = NumElements(absl::MakeSpan(first).subspan(0, axis));
+    std::vector<int64_t> inner;
+    std::vector<BufferArg> buffers;
+    for (int i = 0; i < n; ++i) {
+      const int64_t elements = NumElements(shapes[i]);
+      if (elements == 0) continue;  // contributes nothing
+      inner.push_back(elements / outer);
+      buffers.push_back(BufferOf(values[i].get()));
+    }
+    buffers.push_back(BufferOf(y.get()));
+    return LaunchConcatOrSplit(context, data_movement::kConcat, dtype, outer, inner, buffers);
+  }
+};
+
+class PackOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<PackOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<PackOp>();
+    VGPU_ASSIGN_OR_RETURN(op->axis_, construction.Int("axis"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    const int n = context.num_inputs();
+    std::vector<TensorPtr> values;
+    for (int i = 0; i < n; ++i) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(i));
+      values.push_back(std::move(value));
+    }
+    const Dims shape = ShapeOf(values[0].get());
+    const int64_t out_rank = static_cast<int64_t>(shape.size()) + 1;
+    const int64_t axis = axis_ < 0 ? axis_ + out_rank : axis_;
+    if (axis < 0 || axis >= out_rank) {
+      return absl::InvalidArgumentError(absl::StrCat("axis = ", axis_, " not in [", -out_rank,
+                                                     ", ", out_rank, ")"));
+    }
+    for (int i = 1; i < n; ++i) {
+      const Dims other = ShapeOf(values[i].get());
+      if (other != shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Shapes of all inputs must match: values[0].shape = ", ShapeString(shape),
+            " != values[", i, "].shape = ", ShapeString(other)));
+      }
+    }
+    Dims y_dims = shape;
+    y_dims.insert(y_dims.begin() + axis, n);
+    if (n == 1) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(y_dims.size()));
+    const TF_DataType dtype = TF_TensorType(values[0].get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(y_dims) == 0) return absl::OkStatus();
+    const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
+    const std::vector<int64_t> inner(n, NumElements(shape) / outer);
+    std::vector<BufferArg> buffers;
+    for (const TensorPtr& value : values) buffers.push_back(BufferOf(value.get()));
+    buffers.push_back(BufferOf(y.get()));
+    return LaunchConcatOrSplit(context, data_movement::kConcat, dtype, outer, inner, buffers);
+  }
+
+ private:
+  int64_t axis_ = 0;
+};
+
+class UnpackOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<UnpackOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<UnpackOp>();
+    VGPU_ASSIGN_OR_RETURN(op->axis_, construction.Int("axis"));
+    VGPU_ASSIGN_OR_RETURN(op->num_, construction.Int("num"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    const Dims shape = ShapeOf(x.get());
+    const int64_t rank = static_cast<int64_t>(shape.size());
+    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
+    if (axis < 0 || axis >= rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("axis = ", axis_, " not in [", -rank, ", ", rank, ")"));
+    }
+    if (shape[axis] != num_) {
+      return absl::InvalidArgumentError(absl::StrCat("Input shape axis ", axis, " must equal ",
+                                                     num_, ", got shape ", ShapeString(shape)));
+    }
+    Dims y_dims = shape;
+    y_dims.erase(y_dims.begin() + axis);
+    if (num_ == 1) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(shape.size()));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    std::vector<TensorPtr> outputs;
+    std::vector<BufferArg> buffers = {BufferOf(x.get())};
+    for (int64_t i = 0; i < num_; ++i) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr y,
+                            context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
+      buffers.push_back(BufferOf(y.get()));
+      outputs.push_back(std::move(y));
+    }
+    if (NumElements(shape) == 0) return absl::OkStatus();
+    const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
+    const std::vector<int64_t> inner(num_, NumElements(y_dims) / outer);
+    return LaunchConcatOrSplit(context, data_movement::kSplit, dtype, outer, inner, buffers);
+  }
+
+ private:
+  int64_t axis_ = 0;
+  int64_t num_ = 0;
+};
+
+// Splits `x` along `axis` into pieces of `sizes` (each output `i` of `sizes[i]` along the axis);
+// the sizes are validated and sum to the axis' size.
+absl::Status SplitAlongAxis(const OpContext& context, const TF_Tensor* x, int64_t axis,
+                            const std::vector<int64_t>& sizes) {
+  const Dims shape = ShapeOf(x);
+  VGPU_RETURN_IF_ERROR(CheckRank(shape.size()));
+  const TF_DataType dtype = TF_TensorType(x);
+  std::vector<TensorPtr> outputs;
+  std::vector<BufferArg> buffers = {BufferOf(x)};
+  const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
+  const int64_t inner_unit = NumElements(absl::MakeSpan(shape).subspan(axis + 1));
+  std::vector<int64_t> inner;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    Dims y_dims = shape;
+    y_dims[axis] = sizes[i];
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
+    if (NumElements(y_dims) > 0) {  // empty pieces take no part in the launch
+      buffers.push_back(BufferOf(y.get()));
+      inner.push_back(sizes[i] * inner_unit);
+    }
+    outputs.push_back(std::move(y));
+  }
+  if (NumElements(shape) == 0) return absl::OkStatus();
+  return LaunchConcatOrSplit(context, data_movement::kSplit, dtype, outer, inner, buffers);
+}
+
+absl::Status CheckSplitAxis(int64_t axis, int64_t original, size_t rank) {
+  if (axis >= 0 && axis < static_cast<int64_t>(rank)) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("-input rank(-", rank,
+                                                 ") <= split_dim < input rank (", rank,
+                                                 "), but got ", original));
+}
+
+// Split: inputs (split_dim, value); num_split equal pieces.
+class SplitOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<SplitOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<SplitOp>();
+    VGPU_ASSIGN_OR_RETURN(op->num_split_, construction.Int("num_split"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(HostInts split_dim, ReadHostInts(context, 0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(1));
+    const Dims shape = ShapeOf(x.get());
+    if (split_dim.values.empty()) {
+      return absl::InvalidArgumentError("split_dim must have exactly one element.");
+    }
+    const int64_t original = split_dim.values[0];
+    const int64_t axis = original < 0 ? original + static_cast<int64_t>(shape.size()) : original;
+    VGPU_RETURN_IF_ERROR(CheckSplitAxis(axis, original, shape.size()));
+    if (num_split_ <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Number of ways to split should be > 0, but got ", num_split_));
+    }
+    if (shape[axis] % num_split_ != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Number of ways to split should evenly divide the split dimension, but got "
+          "split_dim ", axis, " (size = ", shape[axis], ") and num_split ", num_split_));
+    }
+    if (num_split_ == 1) return ForwardInput(context, 1, 0, shape);
+    return SplitAlongAxis(context, x.get(), axis,
+                          std::vector<int64_t>(num_split_, shape[axis] / num_split_));
+  }
+
+ private:
+  int64_t num_split_ = 1;
+};
+
+// SplitV: inputs (value, size_splits, split_dim); at most one size is -1 (the rest).
+class SplitVOp : public NoAttributes<SplitVOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts size_splits, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts split_dim, ReadHostInts(context, 2));
+    const Dims shape = ShapeOf(x.get());
+    if (split_dim.values.size() != 1) {
+      return absl::InvalidArgumentError("split_dim_tensor must have exactly one element.");
+    }
+    const int64_t original = split_dim.values[0];
+    const int64_t axis = original < 0 ? original + static_cast<int64_t>(shape.size()) : original;
+    const int num_split = TF_NumOutputs(context.raw());
+    if (size_splits.shape.size() != 1 ||
+        static_cast<int>(size_splits.values.size()) != num_split) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "size of the split_tensor must be 1-D and have the same elements as outputs got ",
+          size_splits.shape.size(), " -D and ", size_splits.values.size(), " elements"));
+    }
+    if (num_split <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Number of ways to split should be > 0, but got ", num_split));
+    }
+    VGPU_RETURN_IF_ERROR(CheckSplitAxis(axis, original, shape.size()));
+    std::vector<int64_t> sizes = size_splits.values;
+    const int64_t axis_size = shape[axis];
+    if (num_split == 1) {
+      if (sizes[0] != axis_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "If there is only one output, it must have the same size as the input. Input size: ",
+            axis_size, " output size: ", sizes[0]));
+      }
+      return ForwardInput(context, 0, 0, shape);
+    }
+    int unknown = -1;
+    int64_t determined = 0;
+    for (int i = 0; i < num_split; ++i) {
+      if (sizes[i] == -1) {
+        if (unknown != -1) {
+          return absl::InvalidArgumentError("There can only be one -1 in the input.");
+        }
+        unknown = i;
+      } else {
+        determined += sizes[i];
+      }
+    }
+    if (!((unknown == -1 && determined == axis_size) ||
+          (unknown >= 0 && determined <= axis_size))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Determined shape must either match input shape along split_dim exactly if fully "
+          "specified, or be less than the size of the input along split_dim if not fully "
+          "specified.  Got: ", determined));
+    }
+    if (unknown >= 0) sizes[unknown] = axis_size - determined;
+    for (int i = 0; i < num_split; ++i) {
+      if (sizes[i] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Split size at index ", i, " must be >= 0. Got: ", sizes[i]));
+      }
+    }
+    return SplitAlongAxis(context, x.get(), axis, sizes);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Slice, StridedSlice, StridedSliceGrad
+
+// Launches kStridedSlice (or its gradient) with the processing shape `y_dims`.
+absl::Status LaunchSlice(const OpContext& context, KernelId kernel, TF_DataType dtype,
+                         const Dims& x_dims, Dims begin, const Dims& strides, const Dims& y_dims,
+                         BufferArg from, BufferArg to) {
+  if (NumElements(y_dims) == 0) {
+    std::fill(begin.begin(), begin.end(), 0);  // nothing is read: any in-range begin will do
+  }
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params)
+      .PutArray<int64_t>(x_dims)
+      .PutArray<int64_t>(begin)
+      .PutArray<int64_t>(strides)
+      .PutArray<int64_t>(y_dims);
+  BufferArg buffers[] = {from, to};
+  return LaunchCopy(context, kernel, buffers, params);
+}
+
+class SliceOp : public NoAttributes<SliceOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts size, ReadHostInts(context, 2));
+    const Dims x_dims = ShapeOf(x.get());
+    const int rank = static_cast<int>(x_dims.size());
+    if (begin.shape.size() != 1 || size.shape.size() != 1 ||
+        static_cast<int>(begin.values.size()) != rank ||
+        static_cast<int>(size.values.size()) != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Expected begin and size arguments to be 1-D tensors of size ", rank,
+          ", but got shapes ", ShapeString(begin.shape), " and ", ShapeString(size.shape),
+          " instead."));
+    }
+    Dims y_dims(rank);
+    bool is_identity = true;
+    for (int i = 0; i < rank; ++i) {
+      const int64_t b = begin.values[i];
+      int64_t s = size.values[i];
+      if (s == -1) s = x_dims[i] - b;
+      if (x_dims[i] == 0) {
+        if (b != 0 || s != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Expected begin[", i, "] == 0 (got ", b, ") and size[", i, "] == 0 (got ", s,
+              ") when input.dim_size(", i, ") == 0"));
+        }
+      } else {
+        if (b < 0 || b > x_dims[i]) {
+          return absl::InvalidArgumentError(absl::StrCat("Expected begin[", i, "] in [0, ",
+                                                         x_dims[i], "], but got ", b));
+        }
+        if (s < 0 || b + s > x_dims[i]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Expected size[", i, "] in [0, ", x_dims[i] - b, "], but got ", s));
+        }
+      }
+      y_dims[i] = s;
+      is_identity &= b == 0 && s == x_dims[i];
+    }
+    if (is_identity) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(rank));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(y_dims) == 0) return absl::OkStatus();
+    return LaunchSlice(context, data_movement::kStridedSlice, dtype, x_dims, begin.values,
+                       Dims(rank, 1), y_dims, BufferOf(x.get()), BufferOf(y.get()));
+  }
+};
+
+struct StridedSliceMasks {
+  int32_t begin = 0, end = 0, ellipsis = 0, new_axis = 0, shrink_axis = 0;
+};
+
+absl::StatusOr<StridedSliceMasks> ReadMasks(OpConstruction& construction) {
+  StridedSliceMasks masks;
+  VGPU_ASSIGN_OR_RETURN(int64_t begin, construction.Int("begin_mask"));
+  VGPU_ASSIGN_OR_RETURN(int64_t end, construction.Int("end_mask"));
+  VGPU_ASSIGN_OR_RETURN(int64_t ellipsis, construction.Int("ellipsis_mask"));
+  VGPU_ASSIGN_OR_RETURN(int64_t new_axis, construction.Int("new_axis_mask"));
+  VGPU_ASSIGN_OR_RETURN(int64_t shrink_axis, construction.Int("shrink_axis_mask"));
+  masks.begin = static_cast<int32_t>(begin);
+  masks.end = static_cast<int32_t>(end);
+  masks.ellipsis = static_cast<int32_t>(ellipsis);
+  masks.new_axis = static_cast<int32_t>(new_axis);
+  masks.shrink_axis = static_cast<int32_t>(shrink_axis);
+  return masks;
+}
+
+// What a strided slice of an input of known shape selects: per input dimension the canonical
+// begin/end/stride and the number of elements taken (the processing shape), and the shape of
+// the result after new axes are inserted and shrunk axes dropped (the final shape).
+struct StridedSlicePlan {
+  Dims begin, end, strides;
+  Dims processing_dims;
+  Dims final_dims;
+  bool is_identity = true;
+};
+
+// TensorFlow's strided slice semantics (ValidateStridedSliceOp): the sparse specification of
+// begin/end/strides and masks, with at most one ellipsis (an implicit one at the end), is
+// expanded to one entry per input dimension, then each entry is made canonical and
+// bounds-checked.
+absl::StatusOr<StridedSlicePlan> PlanStridedSlice(const Dims& input_dims, const HostInts& begin,
+                                                  const HostInts& end, const HostInts& strides,
+                                                  const StridedSliceMasks& masks) {
+  const bool begin_wrong = !(begin.shape.size() == 1 &&
+                             begin.values.size() == strides.values.size() &&
+                             begin.values.size() < 32);
+  const bool end_wrong =
+      !(end.shape.size() == 1 && end.values.size() == strides.values.size());
+  if (begin_wrong || end_wrong || strides.shape.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Expected begin, end, and strides to be 1D equal size tensors, but got shapes ",
+        ShapeString(begin.shape), ", ", ShapeString(end.shape), ", and ",
+        ShapeString(strides.shape), " instead."));
+  }
+  if (masks.ellipsis != 0 && (masks.ellipsis & (masks.ellipsis - 1)) != 0) {
+    return absl::InvalidArgumentError("Multiple ellipses in slice spec not allowed");
+  }
+
+  // The sparse specification: one entry per element of begin/end/strides (+ implicit ellipsis).
+  int sparse_dims = static_cast<int>(strides.values.size());
+  int32_t ellipsis_mask = masks.ellipsis;
+  int new_axes_after_ellipsis = 0;
+  bool ellipsis_seen = false;
+  for (int i = 0; i < sparse_dims; ++i) {
+    if (ellipsis_seen && ((1 << i) & masks.new_axis) != 0) ++new_axes_after_ellipsis;
+    if ((1 << i) & ellipsis_mask) ellipsis_seen = true;
+  }
+  if (!ellipsis_seen) {
+    ellipsis_mask |= 1 << sparse_dims;
+    ++sparse_dims;
+  }
+
+  // The dense specification: one entry per input dimension.
+  constexpr int64_t kShrinkAxis = -1, kNewAxis = -2;
+  const int dense_dims = static_cast<int>(input_dims.size());
+  StridedSlicePlan plan;
+  plan.begin.assign(dense_dims, 0);
+  plan.end.assign(dense_dims, 0);
+  plan.strides.assign(dense_dims, 1);
+  int32_t begin_mask = 0, end_mask = 0, shrink_mask = 0;
+  std::vector<int64_t> final_gather;  // input dimension, kNewAxis or kShrinkAxis
+  int full_index = 0;
+  for (int i = 0; i < sparse_dims; ++i) {
+    if ((1 << i) & ellipsis_mask) {
+      const int next_index =
+          std::min(dense_dims - (sparse_dims - i) + 1 + new_axes_after_ellipsis, dense_dims);
+      for (; full_index < next_index; ++full_index) {
+        plan.begin[full_index] = plan.end[full_index] = 0;
+        plan.strides[full_index] = 1;
+        begin_mask |= 1 << full_index;
+        end_mask |= 1 << full_index;
+        final_gather.push_back(full_index);
+      }
+    } else if ((1 << i) & masks.new_axis) {
+      final_gather.push_back(kNewAxis);
+    } else {
+      if (full_index == dense_dims) {
+        if (dense_dims == 0) return absl::InvalidArgumentError("Attempting to slice scalar input.");
+        return absl::InvalidArgumentError(absl::StrCat("Index out of range using input dim ",
+                                                       full_index, "; input has only ",
+                                                       dense_dims, " dims"));
+      }
+      plan.begin[full_index] = begin.values[i];
+      plan.end[full_index] = end.values[i];
+      plan.strides[full_index] = strides.values[i];
+      if (masks.begin & (1 << i)) begin_mask |= 1 << full_index;
+      if (masks.end & (1 << i)) end_mask |= 1 << full_index;
+      if (masks.shrink_axis & (1 << i)) {
+        final_gather.push_back(kShrinkAxis);
+        shrink_mask |= 1 << full_index;
+      } else {
+        final_gather.push_back(full_index);
+      }
+      ++full_index;
+    }
+  }
+
+  // Canonical, bounds-checked ranges per input dimension.
+  for (int i = 0; i < dense_dims; ++i) {
+    int64_t& begin_i = plan.begin[i];
+    int64_t& end_i = plan.end[i];
+    const int64_t stride_i = plan.strides[i];
+    const int64_t dim_i = input_dims[i];
+    if (stride_i == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("strides[", i, "] must be non-zero"));
+    }
+    const bool shrink_i = shrink_mask & (1 << i);
+    const bool masked[2] = {(begin_mask & (1 << i)) != 0, (end_mask & (1 << i)) != 0};
+    const int64_t valid_range[2] = {stride_i > 0 ? 0 : -1, stride_i > 0 ? dim_i : dim_i - 1};
+    auto canonical = [&](int64_t x, int c) {
+      if (masked[c]) return stride_i > 0 ? valid_range[c] : valid_range[(c + 1) & 1];
+      const int64_t x_fwd = x < 0 ? dim_i + x : x;  // negative indices count from the end
+      return x_fwd < valid_range[0] ? valid_range[0]
+                                    : (x_fwd > valid_range[1] ? valid_range[1] : x_fwd);
+    };
+    if (shrink_i && stride_i <= 0) {
+      return absl::InvalidArgumentError("only stride 1 allowed on non-range indexing.");
+    }
+    if (shrink_i) {
+      // foo[-1] has begin -1 and end 0; the end is recreated as begin + 1.
+      const int64_t x_fwd = begin_i < 0 ? dim_i + begin_i : begin_i;
+      begin_i = x_fwd;
+      end_i = begin_i + 1;
+      if (x_fwd < 0 || x_fwd >= dim_i) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("slice index ", begin_i, " of dimension ", i, " out of bounds."));
+      }
+    } else {
+      begin_i = canonical(begin_i, 0);
+      end_i = canonical(end_i, 1);
+    }
+    plan.is_identity &= stride_i == 1 && begin_i == 0 && end_i == dim_i;
+    const int64_t interval = end_i - begin_i;
+    int64_t size_i;
+    if (interval == 0 || ((interval < 0) != (stride_i < 0))) {
+      size_i = 0;
+    } else {
+      size_i = interval / stride_i + (interval % stride_i != 0 ? 1 : 0);
+    }
+    plan.processing_dims.push_back(size_i);
+  }
+  for (int64_t gather : final_gather) {
+    if (gather >= 0) {
+      plan.final_dims.push_back(plan.processing_dims[gather]);
+    } else if (gather == kNewAxis) {
+      plan.final_dims.push_back(1);
+    }
+  }
+  return plan;
+}
+
+class StridedSliceOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<StridedSliceOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<StridedSliceOp>();
+    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
+    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    const Dims x_dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
+                          PlanStridedSlice(x_dims, begin, end, strides, masks_));
+    if (plan.is_identity) return ForwardInput(context, 0, 0, plan.final_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(x_dims.size()));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.final_dims));
+    if (NumElements(plan.final_dims) == 0) return absl::OkStatus();
+    return LaunchSlice(context, data_movement::kStridedSlice, dtype, x_dims, plan.begin,
+                       plan.strides, plan.processing_dims, BufferOf(x.get()), BufferOf(y.get()));
+  }
+
+ private:
+  StridedSliceMasks masks_;
+};
+
+class StridedSliceGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<StridedSliceGradOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::make_unique<StridedSliceGradOp>();
+    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(HostInts shape, ReadHostInts(context, 0));
+    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
+    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(4));
+    if (shape.shape.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shape must be 1-D, got shape.shape = ", ShapeString(shape.shape)));
+    }
+    const Dims& dx_dims = shape.values;
+    for (int64_t d : dx_dims) {
+      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
+    }
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
+                          PlanStridedSlice(dx_dims, begin, end, strides, masks_));
+    const Dims dy_dims = ShapeOf(dy.get());
+    if (dy_dims != plan.final_dims) {
+      return absl::InvalidArgumentError(absl::StrCat("shape of dy was ", ShapeString(dy_dims),
+                                                     " instead of ",
+                                                     ShapeString(plan.final_dims)));
+    }
+    if (plan.is_identity) return ForwardInput(context, 4, 0, dx_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(dx_dims.size()));
+    const TF_DataType dtype = TF_TensorType(dy.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, dx_dims));
+    if (NumElements(dx_dims) == 0) return absl::OkStatus();
+    return LaunchSlice(context, data_movement::kStridedSliceGrad, dtype, dx_dims, plan.begin,
+                       plan.strides, plan.processing_dims, BufferOf(dy.get()), BufferOf(dx.get()));
+  }
+
+ private:
+  StridedSliceMasks masks_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Pad, PadV2
+
+class PadOp : public NoAttributes<PadOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts paddings, ReadHostInts(context, 1));
+    const Dims x_dims = ShapeOf(x.get());
+    const int rank = static_cast<int>(x_dims.size());
+    if (rank > kMaxDataMovementRank) {
+      return absl::UnimplementedError(
+          absl::StrCat("inputs rank not in [0,", kMaxDataMovementRank, "]: ", rank));
+    }
+    if (paddings.shape.size() != 2 || paddings.shape[1] != 2) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "paddings must be a matrix with 2 columns: ", ShapeString(paddings.shape)));
+    }
+    if (paddings.shape[0] != rank) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("The first dimension of paddings must be the rank of inputs",
+                       ShapeString(paddings.shape), ", ", ShapeString(x_dims)));
+    }
+    const TF_DataType dtype = TF_TensorType(x.get());
+    uint64_t pad_value = 0;
+    if (context.num_inputs() == 3) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr constant, context.Input(2));
+      const Dims constant_dims = ShapeOf(constant.get());
+      if (!constant_dims.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("constant_values must be a scalar. Got: ",
+                                                       ShapeString(constant_dims)));
+      }
+      std::memcpy(&pad_value, TF_TensorData(constant.get()), TF_DataTypeSize(dtype));
+    }
+    Dims before(rank), after(rank), y_dims(rank);
+    for (int d = 0; d < rank; ++d) {
+      before[d] = paddings.values[2 * d];
+      after[d] = paddings.values[2 * d + 1];
+      if (before[d] < 0 || after[d] < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Paddings must be non-negative: ", before[d], " ", after[d]));
+      }
+      y_dims[d] = before[d] + x_dims[d] + after[d];
+    }
+    if (NumElements(y_dims) == NumElements(x_dims)) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    ParamBlock params = BlockFor(dtype);
+    ParamWriter(&params)
+        .PutArray<int64_t>(x_dims)
+        .PutArray<int64_t>(before)
+        .PutArray<int64_t>(after)
+        .Put<uint64_t>(pad_value);
+    BufferArg buffers[] = {BufferOf(x.get()), BufferOf(y.get())};
+    return LaunchCopy(context, data_movement::kPad, buffers, params);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Tile, BroadcastTo
+
+absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
+                        const Dims& y_dims, BufferArg x, BufferArg y) {
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
+  BufferArg buffers[] = {x, y};
+  return LaunchCopy(context, data_movement::kTile, buffers, params);
+}
+
+class TileOp : public NoAttributes<TileOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts multiples, ReadHostInts(context, 1));
+    const Dims x_dims = ShapeOf(x.get());
+    const int rank = static_cast<int>(x_dims.size());
+    if (multiples.shape.size() != 1 || static_cast<int>(multiples.values.size()) != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Expected multiples argument to be a vector of length ", rank, " but got length ",
+          multiples.shape.empty() ? 0 : multiples.shape[0]));
+    }
+    Dims y_dims(rank);
+    for (int d = 0; d < rank; ++d) {
+      if (multiples.values[d] < 0) {
+        return absl::InvalidArgumentError(absl::StrCat("Expected multiples[", d,
+                                                       "] >= 0, but got ", multiples.values[d]));
+      }
+      y_dims[d] = x_dims[d] * multiples.values[d];
+    }
+    if (y_dims == x_dims) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(rank));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(y_dims) == 0) return absl::OkStatus();
+    return LaunchTile(context, dtype, x_dims, y_dims, BufferOf(x.get()), BufferOf(y.get()));
+  }
+};
+
+class BroadcastToOp : public NoAttributes<BroadcastToOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts shape, ReadHostInts(context, 1));
+    if (shape.shape.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shape must be a vector of {int32,int64}, got shape ", ShapeString(shape.shape)));
+    }
+    const Dims x_dims = ShapeOf(x.get());
+    const Dims& y_dims = shape.values;
+    for (int64_t d : y_dims) {
+      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
+    }
+    if (x_dims == y_dims) return ForwardInput(context, 0, 0, y_dims);
+    if (x_dims.size() > y_dims.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Rank of input (", x_dims.size(), ") must be no greater than rank of output shape (",
+          y_dims.size(), ")."));
+    }
+    // x's shape aligned to the right of y's, each dimension equal or 1.
+    Dims aligned(y_dims.size() - x_dims.size(), 1);
+    aligned.insert(aligned.end(), x_dims.begin(), x_dims.end());
+    for (size_t d = 0; d < y_dims.size(); ++d) {
+      if (aligned[d] != y_dims[d] && aligned[d] != 1 && y_dims[d] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Incompatible shapes: ", ShapeString(x_dims), " vs. ", ShapeString(y_dims)));
+      }
+    }
+    for (size_t d = 0; d < y_dims.size(); ++d) {
+      if (aligned[d] != y_dims[d] && aligned[d] != 1) {
+        return absl::InvalidArgumentError(absl::StrCat("Unable to broadcast tensor of shape ",
+                                                       ShapeString(x_dims),
+                                                       " to tensor of shape ",
+                                                       ShapeString(y_dims)));
+      }
+    }
+    if (NumElements(x_dims) == NumElements(y_dims)) return ForwardInput(context, 0, 0, y_dims);
+    VGPU_RETURN_IF_ERROR(CheckRank(y_dims.size()));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
+    if (NumElements(y_dims) == 0) return absl::OkStatus();
+    return LaunchTile(context, dtype, aligned, y_dims, BufferOf(x.get()), BufferOf(y.get()));
+  }
+};
+
+// Registers `K` for `op_name` once per element type of kDataTypes, and once per index type
+// (int32, int64) of `index_attribute` when one is given.
+template <typename K>
+void RegisterForTypes(const char* op_name, const char* device_type, const char* index_attribute,
+                      std::initializer_list<const char*> host_memory,
+                      const char* dtype_attribute = "T") {
+  for (TF_DataType dtype : kDataTypes) {
+    if (index_attribute == nullptr) {
+      RegisterKernel<K>(op_name, device_type, {{dtype_attribute, dtype}}, host_memory);
+      continue;
+    }
+    for (TF_DataType index : {TF_INT32, TF_INT64}) {
+      RegisterKernel<K>(op_name, device_type, {{dtype_attribute, dtype}, {index_attribute, index}},
+                        host_memory);
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterDataMovementOps(const char* device_type) {
+  RegisterForTypes<TransposeOp>("Transpose", device_type, "Tperm", {"perm"});
+  RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
+  RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});
+  RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {});
+  for (TF_DataType dtype : kDataTypes) {
+    RegisterKernel<SplitOp>("Split", device_type, {{"T", dtype}}, {"split_dim"});
+  }
+  RegisterForTypes<SplitVOp>("SplitV", device_type, "Tlen", {"size_splits", "split_dim"});
+  RegisterForTypes<SliceOp>("Slice", device_type, "Index", {"begin", "size"});
+  RegisterForTypes<StridedSliceOp>("StridedSlice", device_type, "Index",
+                                   {"begin", "end", "strides"});
+  RegisterForTypes<StridedSliceGradOp>("StridedSliceGrad", device_type, "Index",
+                                       {"shape", "begin", "end", "strides"});
+  RegisterForTypes<PadOp>("Pad", device_type, "Tpaddings", {"paddings"});
+  RegisterForTypes<PadOp>("PadV2", device_type, "Tpaddings", {"paddings", "constant_values"});
+  RegisterForTypes<TileOp>("Tile", device_type, "Tmultiples", {"multiples"});
+  RegisterForTypes<BroadcastToOp>("BroadcastTo", device_type, "Tidx", {"shape"});
+}
 
 }  // namespace vgpu

@@ -1,0 +1,106 @@
+// The Philox4x32-10 counter-based generator (Salmon et al., "Parallel Random Numbers: As Easy
+// as 1, 2, 3", SC'11) with TensorFlow's conventions, and TensorFlow's conversions from random
+// bits to uniform [0, 1) floating-point numbers, so that the random kernels reproduce
+// TensorFlow's stateless random ops bit for bit:
+//   - state: a 128-bit counter as four uint32 words (word 0 least significant) and a 64-bit key
+//     as two uint32 words; TensorFlow's uint64 key tensor holds key words (lo, hi), its uint64
+//     counter tensor [c0, c1] holds counter words (c0 lo, c0 hi, c1 lo, c1 hi);
+//   - each call of Next() yields four uint32 and then advances the counter by one.
+#ifndef VGPU_BACKEND_CPU_KERNELS_PHILOX_H_
+#define VGPU_BACKEND_CPU_KERNELS_PHILOX_H_
+
+#include <cstdint>
+#include <cstring>
+
+namespace vgpu::cpu_kernels {
+
+class Philox4x32 {
+ public:
+  struct Block {
+    uint32_t word[4];
+  };
+
+  // The generator TensorFlow builds from its key tensor and counter tensor (random_ops_util.h).
+  Philox4x32(uint64_t key, const uint64_t counter[2]) {
+    key_[0] = static_cast<uint32_t>(key);
+    key_[1] = static_cast<uint32_t>(key >> 32);
+    counter_[0] = static_cast<uint32_t>(counter[0]);
+    counter_[1] = static_cast<uint32_t>(counter[0] >> 32);
+    counter_[2] = static_cast<uint32_t>(counter[1]);
+    counter_[3] = static_cast<uint32_t>(counter[1] >> 32);
+  }
+
+  // Advances the 128-bit counter by `blocks`, as if Next() had been called that many times.
+  void Skip(uint64_t blocks) {
+    const uint32_t lo = static_cast<uint32_t>(blocks);
+    uint32_t hi = static_cast<uint32_t>(blocks >> 32);
+    counter_[0] += lo;
+    if (counter_[0] < lo) ++hi;  // carry out of word 0
+    counter_[1] += hi;
+    if (counter_[1] < hi && ++counter_[2] == 0) ++counter_[3];
+  }
+
+  // Ten rounds of Philox on the current counter; then the counter moves on by one.
+  Block Next() {
+    uint32_t c[4] = {counter_[0], counter_[1], counter_[2], counter_[3]};
+    uint32_t k0 = key_[0], k1 = key_[1];
+    for (int round = 0; round < 10; ++round) {
+      if (round > 0) {
+        k0 += kWeylA;
+        k1 += kWeylB;
+      }
+      const uint64_t product0 = static_cast<uint64_t>(kMultiplierA) * c[0];
+      const uint64_t product1 = static_cast<uint64_t>(kMultiplierB) * c[2];
+      const uint32_t hi0 = static_cast<uint32_t>(product0 >> 32);
+      const uint32_t lo0 = static_cast<uint32_t>(product0);
+      const uint32_t hi1 = static_cast<uint32_t>(product1 >> 32);
+      const uint32_t lo1 = static_cast<uint32_t>(product1);
+      const uint32_t next[4] = {hi1 ^ c[1] ^ k0, lo1, hi0 ^ c[3] ^ k1, lo0};
+      c[0] = next[0];
+      c[1] = next[1];
+      c[2] = next[2];
+      c[3] = next[3];
+    }
+    Skip(1);
+    return Block{{c[0], c[1], c[2], c[3]}};
+  }
+
+ private:
+  static constexpr uint32_t kMultiplierA = 0xD2511F53;
+  static constexpr uint32_t kMultiplierB = 0xCD9E8D57;
+  static constexpr uint32_t kWeylA = 0x9E3779B9;  // golden ratio
+  static constexpr uint32_t kWeylB = 0xBB67AE85;  // sqrt(3) - 1
+  uint32_t counter_[4];
+  uint32_t key_[2];
+};
+
+// Uniform [0, 1) float from 23 random mantissa bits: 1.m - 1.
+inline float UniformFloat(uint32_t bits) {
+  const uint32_t one_point_m = (127u << 23) | (bits & 0x7fffffu);
+  float value;
+  std::memcpy(&value, &one_point_m, sizeof(value));
+  return value - 1.0f;
+}
+
+// Uniform [0, 1) double from 52 random mantissa bits: 20 from `high`, 32 from `low`.
+inline double UniformDouble(uint32_t high, uint32_t low) {
+  const uint64_t mantissa = (static_cast<uint64_t>(high & 0xfffffu) << 32) | low;
+  const uint64_t one_point_m = (uint64_t{1023} << 52) | mantissa;
+  double value;
+  std::memcpy(&value, &one_point_m, sizeof(value));
+  return value - 1.0;
+}
+
+// The random mantissa of TensorFlow's half and bfloat16 uniforms, as the exact value in [0, 1):
+// TensorFlow forms 1.m in the 16-bit format from the low 10 (half) or 7 (bfloat16) bits and
+// subtracts 1, which is exact, so the result is m / 2^10 or m / 2^7.
+inline float UniformHalfValue(uint32_t bits) {
+  return static_cast<float>(bits & 0x3ffu) * (1.0f / 1024.0f);
+}
+inline float UniformBFloat16Value(uint32_t bits) {
+  return static_cast<float>(bits & 0x7fu) * (1.0f / 128.0f);
+}
+
+}  // namespace vgpu::cpu_kernels
+
+#endif  // VGPU_BACKEND_CPU_KERNELS_PHILOX_H_

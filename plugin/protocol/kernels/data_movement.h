@@ -1,0 +1,55 @@
+// Kernel ids and launch layouts of the data movement family (ids 600-699): transpose, slicing,
+// padding, tiling/broadcasting, concatenation and splitting. These kernels move bytes without
+// looking at them, so they name an element size (1, 2, 4 or 8 bytes) instead of a dtype, and
+// launch with a parameter block only (no descriptors), as a GPU library's copy kernels do.
+//
+// Shapes are dense row-major. Common parameter fields:
+//   element_size : uint32, one of 1, 2, 4, 8
+//   dims arrays  : array<int64> (see launch_params.h), at most kMaxDataMovementRank entries
+#ifndef VGPU_PROTOCOL_KERNELS_DATA_MOVEMENT_H_
+#define VGPU_PROTOCOL_KERNELS_DATA_MOVEMENT_H_
+
+#include "plugin/protocol/kernel_ids.h"
+
+namespace vgpu::data_movement {
+
+// The largest rank a data movement kernel accepts (TensorFlow's kernels stop at 8 too).
+inline constexpr int kMaxDataMovementRank = 8;
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<int32> perm.
+// y has dims x_dims[perm[i]] and y[i_0, ..., i_{r-1}] = x[j] with j[perm[k]] = i_k.
+inline constexpr KernelId kTranspose = KernelId{600};
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<int64> begin,
+// array<int64> strides, array<int64> y_dims (all of x's rank; strides non-zero, may be negative).
+// y[i] = x[begin + i * strides] for every index i of y_dims; every index read lies inside x.
+// Slice is the case strides == 1; StridedSlice launches with its processing shape as y_dims.
+inline constexpr KernelId kStridedSlice = KernelId{601};
+
+// buffers: [dy, dx]; params as kStridedSlice with x_dims the dims of dx and y_dims those of dy.
+// dx = 0 everywhere, except dx[begin + i * strides] = dy[i] (the gradient of kStridedSlice).
+inline constexpr KernelId kStridedSliceGrad = KernelId{602};
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<int64> pad_before,
+// array<int64> pad_after (pads >= 0), uint64 pad_value (its low element_size bytes are the
+// value's bytes). y has dims pad_before + x_dims + pad_after; x sits at offset pad_before and
+// every other element of y is pad_value.
+inline constexpr KernelId kPad = KernelId{603};
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<int64> y_dims (same rank;
+// each y_dims[d] a multiple of x_dims[d], or 0). y[i] = x[i mod x_dims]: Tile (y = x * multiples)
+// and BroadcastTo (x_dims[d] == 1 repeated y_dims[d] times) alike.
+inline constexpr KernelId kTile = KernelId{604};
+
+// buffers: [x_0, ..., x_{n-1}, y]; params: element_size, int64 outer, array<int64> inner (n
+// entries). Each x_k is [outer, inner[k]]; y is [outer, sum(inner)] with the inputs side by side
+// in order (ConcatV2 along an axis, Pack).
+inline constexpr KernelId kConcat = KernelId{605};
+
+// buffers: [x, y_0, ..., y_{n-1}]; params as kConcat: the inverse, x is cut into the y_k
+// (Unpack, Split, SplitV).
+inline constexpr KernelId kSplit = KernelId{606};
+
+}  // namespace vgpu::data_movement
+
+#endif  // VGPU_PROTOCOL_KERNELS_DATA_MOVEMENT_H_
