@@ -3,10 +3,13 @@
 // Shapes and broadcasting are validated as TensorFlow's kernels do; the launches carry tensor
 // descriptors created and destroyed per call, as cudnnSoftmaxForward's callers do.
 //
-// Out-of-range sparse labels: TensorFlow's CPU kernel raises InvalidArgument, its GPU kernel
-// returns NaN. Here the backend kernel writes NaN rows and fails with TensorFlow's CPU message;
-// like any kernel failure on the stream, the error surfaces at the next synchronisation (e.g.
-// reading the loss), and the stream stays failed afterwards, as a CUDA stream does after a fault.
+// SparseSoftmaxCrossEntropyWithLogits takes its labels in host memory (as the op kernel's
+// HostMemory input): it validates them there exactly as TensorFlow's CPU kernel does, so an
+// out-of-range label raises InvalidArgument "Received a label value of ..." at the op, and sends
+// them to the backing executor inside the launch's parameter block. When the labels come from
+// the host (a dataset, a constant) nothing is copied at all; labels computed on the device are
+// copied to the host by TensorFlow first. (Validating on the device instead would only surface
+// at the next synchronisation, as an unspecific error of a failed stream.)
 #include "plugin/kernels/softmax_ops.h"
 
 #include <algorithm>
@@ -157,6 +160,8 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
       return absl::InvalidArgumentError(absl::StrCat(
           "Must have at least one class, but got logits shape ", ShapeString(logits_dims)));
     }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> label_values, context.HostIntegers(1));
+    VGPU_RETURN_IF_ERROR(CheckLabels(label_values, logits_dims[1]));
     const TF_DataType dtype = TF_TensorType(logits.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr loss, context.AllocateOutput(0, dtype, {logits_dims[0]}));
     VGPU_ASSIGN_OR_RETURN(TensorPtr backprop,
@@ -167,17 +172,26 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
     DnnApi& dnn = stream->device().dnn();
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_settings,
                           TensorSettings(dtype, logits_dims));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels_settings,
-                          TensorSettings(TF_TensorType(labels.get()), labels_dims));
     VGPU_ASSIGN_OR_RETURN(ScopedDescriptor logits_desc,
                           ScopedDescriptor::Make(dnn, *stream, logits_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor labels_desc,
-                          ScopedDescriptor::Make(dnn, *stream, labels_settings));
-    return LaunchKernel(*stream, reduction::kSparseSoftmaxCrossEntropy,
-                        {&logits_desc, &labels_desc},
-                        {BufferOf(logits.get()), BufferOf(labels.get()), BufferOf(loss.get()),
-                         BufferOf(backprop.get())},
-                        ParamBlock());
+    ParamBlock params;
+    ParamWriter(&params).PutArray<int64_t>(label_values);
+    return LaunchKernel(*stream, reduction::kSparseSoftmaxCrossEntropy, {&logits_desc},
+                        {BufferOf(logits.get()), BufferOf(loss.get()), BufferOf(backprop.get())},
+                        params);
+  }
+
+ private:
+  // TensorFlow's CPU check: the smallest label if one is negative, else the largest, must lie
+  // in [0, classes); the message lists every label.
+  static absl::Status CheckLabels(const std::vector<int64_t>& labels, int64_t classes) {
+    if (labels.empty()) return absl::OkStatus();
+    const auto [smallest, largest] = std::minmax_element(labels.begin(), labels.end());
+    if (*smallest >= 0 && *largest < classes) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Received a label value of ", *smallest < 0 ? *smallest : *largest,
+        " which is outside the valid range of [0, ", classes,
+        ").  Label values: ", absl::StrJoin(labels, " ")));
   }
 };
 
@@ -192,7 +206,8 @@ void RegisterSoftmaxOps(const char* device_type) {
     for (TF_DataType label_type : {TF_INT32, TF_INT64}) {
       RegisterKernel<SparseSoftmaxCrossEntropyOp>("SparseSoftmaxCrossEntropyWithLogits",
                                                   device_type,
-                                                  {{"T", dtype}, {"Tlabels", label_type}});
+                                                  {{"T", dtype}, {"Tlabels", label_type}},
+                                                  {"labels"});
     }
   }
 }

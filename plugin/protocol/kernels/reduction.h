@@ -55,14 +55,13 @@ struct SoftmaxParams {
 inline constexpr KernelId kSoftmaxCrossEntropy = KernelId{521};
 
 // SparseSoftmaxCrossEntropyWithLogits.
-// descriptors: [logits tensor [batch, classes], labels tensor [batch] of int32 or int64];
-// buffers: [logits, labels, loss [batch], backprop [batch, classes]]; params: none.
+// descriptors: [logits tensor [batch, classes]]; buffers: [logits, loss [batch],
+// backprop [batch, classes]]; params: array<int64> labels (batch values).
 //   loss[b]       = log(sum_c exp(s[b,c])) - s[b,label[b]],  s = logits - max
 //   backprop[b,c] = exp(s[b,c]) / sum_c exp(s[b,c]) - (c == label[b])
-// A label outside [0, classes) gives a NaN loss and backprop row, and the kernel fails with
-// InvalidArgument "Received a label value of L which is outside the valid range of [0, C).
-// Label values: ..." (TensorFlow's CPU message; L is the smallest label if one is negative,
-// else the largest), which surfaces at the stream's next synchronisation.
+// The labels travel inside the launch: the op kernel receives them in host memory, validates
+// them there as TensorFlow's CPU kernel does, and sends them along (no device copy). A label
+// outside [0, classes) fails the kernel with InvalidArgument.
 inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{522};
 
 }  // namespace vgpu::reduction

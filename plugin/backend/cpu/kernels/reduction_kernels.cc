@@ -107,7 +107,8 @@ void ReduceInLayout(const Eigen::ThreadPoolDevice& device, const T* in, T* out,
 template <typename T>
 T IdentityOf(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kProd: return T(1);
+    case ReduceOp::kProd:
+    case ReduceOp::kAll: return T(1);
     case ReduceOp::kMax: return Eigen::internal::MaxReducer<T, Eigen::PropagateNaN>().initialize();
     case ReduceOp::kMin: return Eigen::internal::MinReducer<T, Eigen::PropagateNaN>().initialize();
     case ReduceOp::kMean:
