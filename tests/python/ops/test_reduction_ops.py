@@ -112,7 +112,7 @@ def test_logical_reduction_matches_cpu(name, shape, axes):
     assert_matches_cpu(lambda t: fn(t, axis=axes), x, expect_launch=x.size > 0)
 
 
-def test_int32_reductions_give_cpu_values_and_keep_int32_off_device_memory():
+def test_int32_reductions_under_the_gpu_give_cpu_values():
     # TensorFlow keeps int32 tensors of a GPU in host memory: Sum/Mean/Prod run on the CPU and
     # Max/Min on TensorFlow's own host-memory kernels; either way the values are the CPU's.
     x = np.array([[1, 2, 3], [4, 5, 6]], np.int32)

@@ -4,13 +4,12 @@
 // same tie-breaking), so results match them bit for bit where TensorFlow uses its Eigen kernels.
 //
 // Both layouts share one implementation: an NCHW tensor pooled over H and W is an NHWC tensor of
-// N*C images with one channel each.
+// N*C images with one channel each (compiled separately, kPlanes, so that the channel loops
+// vanish).
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
-#include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -111,24 +110,25 @@ Eigen::TensorOpCost Cost(double loaded, double stored, double compute) {
 
 // Forward max pooling: out = max(lowest, window elements) with TensorFlow's update rule
 // `out < in ? in : out` applied in row-major window order.
-template <typename T>
+template <typename T, bool kPlanes>
 void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                     T* y) {
+  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
   const int64_t rows = g.images * g.out_h;
-  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * g.depth);
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * g.depth * sizeof(T), per_row),
+  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * depth);
+  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * depth * sizeof(T), per_row),
                      [&](Eigen::Index begin, Eigen::Index end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / g.out_h, oh = row % g.out_h;
       const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-        T* out = y + (row * g.out_w + ow) * g.depth;
-        std::fill(out, out + g.depth, Eigen::NumTraits<T>::lowest());
+        T* out = y + (row * g.out_w + ow) * depth;
+        std::fill(out, out + depth, Eigen::NumTraits<T>::lowest());
         for (int64_t h = hs.begin; h < hs.end; ++h) {
           for (int64_t w = ws.begin; w < ws.end; ++w) {
-            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * g.depth;
-            for (int64_t d = 0; d < g.depth; ++d) out[d] = out[d] < in[d] ? in[d] : out[d];
+            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * depth;
+            for (int64_t d = 0; d < depth; ++d) out[d] = out[d] < in[d] ? in[d] : out[d];
           }
         }
       }
@@ -138,28 +138,29 @@ void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
 
 // Forward average pooling: the window's elements summed in row-major order in T, then divided
 // by their count (TensorFlow's CPU kernel accumulates the same way).
-template <typename T>
+template <typename T, bool kPlanes>
 void AvgPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                     T* y) {
+  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
   const int64_t rows = g.images * g.out_h;
-  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * g.depth);
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * g.depth * sizeof(T), per_row),
+  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * depth);
+  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * depth * sizeof(T), per_row),
                      [&](Eigen::Index begin, Eigen::Index end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / g.out_h, oh = row % g.out_h;
       const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
       for (int64_t ow = 0; ow < g.out_w; ++ow) {
         const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-        T* out = y + (row * g.out_w + ow) * g.depth;
-        std::fill(out, out + g.depth, T(0));
+        T* out = y + (row * g.out_w + ow) * depth;
+        std::fill(out, out + depth, T(0));
         for (int64_t h = hs.begin; h < hs.end; ++h) {
           for (int64_t w = ws.begin; w < ws.end; ++w) {
-            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * g.depth;
-            for (int64_t d = 0; d < g.depth; ++d) out[d] += in[d];
+            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * depth;
+            for (int64_t d = 0; d < depth; ++d) out[d] += in[d];
           }
         }
         const T count(static_cast<float>((hs.end - hs.begin) * (ws.end - ws.begin)));
-        for (int64_t d = 0; d < g.depth; ++d) out[d] /= count;
+        for (int64_t d = 0; d < depth; ++d) out[d] /= count;
       }
     }
   });
@@ -168,14 +169,15 @@ void AvgPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
 // Max pooling gradient. Work units are (image, block of channels): every dx element receives
 // its contributions from outputs of its own image and channel, in output order, as in
 // TensorFlow's CPU kernel, so the sums are the same.
-template <typename T>
+template <typename T, bool kPlanes>
 void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                      const T* dy, T* dx) {
+  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
   constexpr int64_t kChannelBlock = 64;
-  const int64_t blocks_per_image = (g.depth + kChannelBlock - 1) / kChannelBlock;
+  const int64_t blocks_per_image = (depth + kChannelBlock - 1) / kChannelBlock;
   const int64_t units = g.images * blocks_per_image;
   const double per_unit = static_cast<double>(g.out_h * g.out_w * g.window_h * g.window_w *
-                                              std::min(g.depth, kChannelBlock));
+                                              std::min(depth, kChannelBlock));
   device.parallelFor(units, Cost(per_unit * sizeof(T), per_unit * sizeof(T), per_unit),
                      [&](Eigen::Index begin, Eigen::Index end) {
     T best_value[kChannelBlock];
@@ -183,11 +185,11 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t b = unit / blocks_per_image;
       const int64_t d0 = (unit % blocks_per_image) * kChannelBlock;
-      const int64_t d1 = std::min(g.depth, d0 + kChannelBlock);
+      const int64_t d1 = std::min(depth, d0 + kChannelBlock);
       const int64_t width = d1 - d0;
-      const int64_t image_offset = b * g.in_h * g.in_w * g.depth;
+      const int64_t image_offset = b * g.in_h * g.in_w * depth;
       for (int64_t p = 0; p < g.in_h * g.in_w; ++p) {
-        std::fill(dx + image_offset + p * g.depth + d0, dx + image_offset + p * g.depth + d1,
+        std::fill(dx + image_offset + p * depth + d0, dx + image_offset + p * depth + d1,
                   T(0));
       }
       for (int64_t oh = 0; oh < g.out_h; ++oh) {
@@ -197,7 +199,7 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
           std::fill(best_offset, best_offset + width, int64_t{-1});
           for (int64_t h = hs.begin; h < hs.end; ++h) {
             for (int64_t w = ws.begin; w < ws.end; ++w) {
-              const int64_t offset = image_offset + (h * g.in_w + w) * g.depth + d0;
+              const int64_t offset = image_offset + (h * g.in_w + w) * depth + d0;
               const T* in = x + offset;
               for (int64_t d = 0; d < width; ++d) {
                 if (best_offset[d] < 0 || best_value[d] < in[d]) {
@@ -207,7 +209,7 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
               }
             }
           }
-          const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * g.depth + d0;
+          const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * depth + d0;
           for (int64_t d = 0; d < width; ++d) {
             if (best_offset[d] >= 0) dx[best_offset[d]] += grad[d];
           }
@@ -219,14 +221,33 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
 
 // Average pooling gradient, gathered per input row: dx[h, w] sums dy * (1 / window count) over
 // the windows containing (h, w) in row-major window order (the order of TensorFlow's scatter).
-template <typename T>
+template <typename T, bool kPlanes>
 void AvgPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* dy,
                      T* dx) {
+  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
   const int64_t rows = g.images * g.in_h;
   const int64_t reach_h = (g.window_h + g.stride_h - 1) / g.stride_h;
   const int64_t reach_w = (g.window_w + g.stride_w - 1) / g.stride_w;
-  const double per_row = static_cast<double>(g.in_w * reach_h * reach_w * g.depth);
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.in_w * g.depth * sizeof(T), per_row),
+  const double per_row = static_cast<double>(g.in_w * reach_h * reach_w * depth);
+  // 1 / (number of input elements) of every window: as TensorFlow, the reciprocal computed in
+  // double, then rounded to T.
+  std::vector<T> scales(g.out_h * g.out_w);
+  for (int64_t oh = 0; oh < g.out_h; ++oh) {
+    const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
+    for (int64_t ow = 0; ow < g.out_w; ++ow) {
+      const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
+      scales[oh * g.out_w + ow] =
+          T(1.0 / static_cast<double>((hs.end - hs.begin) * (ws.end - ws.begin)));
+    }
+  }
+  // The output columns [begin, end) whose windows cover input column w.
+  std::vector<Span1D> covering_columns(g.in_w);
+  for (int64_t w = 0; w < g.in_w; ++w) {
+    const int64_t wpad = w + g.pad_left;
+    covering_columns[w] = {wpad < g.window_w ? 0 : (wpad - g.window_w) / g.stride_w + 1,
+                           std::min(wpad / g.stride_w + 1, g.out_w)};
+  }
+  device.parallelFor(rows, Cost(per_row * sizeof(T), g.in_w * depth * sizeof(T), per_row),
                      [&](Eigen::Index begin, Eigen::Index end) {
     for (int64_t row = begin; row < end; ++row) {
       const int64_t b = row / g.in_h, h = row % g.in_h;
@@ -235,20 +256,14 @@ void AvgPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
       const int64_t oh_begin = hpad < g.window_h ? 0 : (hpad - g.window_h) / g.stride_h + 1;
       const int64_t oh_end = std::min(hpad / g.stride_h + 1, g.out_h);
       for (int64_t w = 0; w < g.in_w; ++w) {
-        const int64_t wpad = w + g.pad_left;
-        const int64_t ow_begin = wpad < g.window_w ? 0 : (wpad - g.window_w) / g.stride_w + 1;
-        const int64_t ow_end = std::min(wpad / g.stride_w + 1, g.out_w);
-        T* out = dx + (row * g.in_w + w) * g.depth;
-        std::fill(out, out + g.depth, T(0));
+        const int64_t ow_begin = covering_columns[w].begin, ow_end = covering_columns[w].end;
+        T* out = dx + (row * g.in_w + w) * depth;
+        std::fill(out, out + depth, T(0));
         for (int64_t oh = oh_begin; oh < oh_end; ++oh) {
-          const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
           for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
-            const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-            // As TensorFlow: the reciprocal computed in double, then rounded to T.
-            const double count = static_cast<double>((hs.end - hs.begin) * (ws.end - ws.begin));
-            const T scale(1.0 / count);
-            const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * g.depth;
-            for (int64_t d = 0; d < g.depth; ++d) out[d] += grad[d] * scale;
+            const T scale = scales[oh * g.out_w + ow];
+            const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * depth;
+            for (int64_t d = 0; d < depth; ++d) out[d] += grad[d] * scale;
           }
         }
       }
@@ -273,9 +288,16 @@ absl::Status PoolingForward(const KernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.InputElements()));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.OutputElements()));
     if (g.OutputElements() == 0) return absl::OkStatus();
+    const bool planes = g.depth == 1;
     switch (pooling.mode) {
-      case PoolingMode::kMax: MaxPoolForward<T>(*context.device, g, x, y); break;
-      case PoolingMode::kAverage: AvgPoolForward<T>(*context.device, g, x, y); break;
+      case PoolingMode::kMax:
+        planes ? MaxPoolForward<T, true>(*context.device, g, x, y)
+               : MaxPoolForward<T, false>(*context.device, g, x, y);
+        break;
+      case PoolingMode::kAverage:
+        planes ? AvgPoolForward<T, true>(*context.device, g, x, y)
+               : AvgPoolForward<T, false>(*context.device, g, x, y);
+        break;
       default: return absl::InvalidArgumentError("unknown pooling mode");
     }
     return absl::OkStatus();
@@ -306,10 +328,13 @@ absl::Status PoolingBackward(const KernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.OutputElements()));
     VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.InputElements()));
     if (g.InputElements() == 0) return absl::OkStatus();
+    const bool planes = g.depth == 1;
     if (max_mode) {
-      MaxPoolBackward<T>(*context.device, g, x, dy, dx);
+      planes ? MaxPoolBackward<T, true>(*context.device, g, x, dy, dx)
+             : MaxPoolBackward<T, false>(*context.device, g, x, dy, dx);
     } else {
-      AvgPoolBackward<T>(*context.device, g, dy, dx);
+      planes ? AvgPoolBackward<T, true>(*context.device, g, dy, dx)
+             : AvgPoolBackward<T, false>(*context.device, g, dy, dx);
     }
     return absl::OkStatus();
   });
