@@ -123,9 +123,8 @@ absl::StatusOr<PoolAttributes> ReadPoolAttributes(OpConstruction& construction) 
         }
       }
     }
-  } else if (!attributes.explicit_paddings.empty()) {
-    return absl::InvalidArgumentError(
-        "explicit_paddings attribute must be empty if the padding attribute is not EXPLICIT");
+  } else {
+    attributes.explicit_paddings.clear();  // ignored unless the padding is EXPLICIT, as on CPU
   }
   return attributes;
 }
