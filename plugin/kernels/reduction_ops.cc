@@ -1,9 +1,245 @@
-// TensorFlow op kernels of the reduction family on the virtual GPU.
+// TensorFlow op kernels of the reduction family on the virtual GPU: Sum, Mean, Prod, Max, Min,
+// All, Any (reduction_indices in host memory), ArgMax and ArgMin (dimension in host memory);
+// Softmax and the losses live in softmax_ops.cc and are registered from here. Written as
+// TensorFlow's cuDNN kernels are: validate as TensorFlow's ReductionOp does, then per call create
+// and set a reduce descriptor and tensor descriptors, launch, destroy (RAII).
+//
+// int32 reductions are not registered: TensorFlow keeps int32 tensors of a GPU in host memory
+// and registers host-memory int32 Max/Min kernels for every device itself (DEVICE_DEFAULT), so
+// int32 Sum/Mean/Prod run on the CPU and int32 Max/Min on TensorFlow's own host kernels.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/softmax_ops.h"
+#include "plugin/protocol/kernels/reduction.h"
+#include "tensorflow/c/tf_tensor.h"
 
 namespace vgpu {
+namespace {
 
-void RegisterReductionOps(const char* device_type) {}
+constexpr std::initializer_list<TF_DataType> kReducibleTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                                 TF_DOUBLE, TF_INT64};
+
+std::string ShapeString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// TensorFlow's ReductionHelper: the output shape, and the input viewed as alternating runs of
+// reduced and kept dimensions (size-1 dimensions join the run before them; leading 1s vanish).
+struct ReductionPlan {
+  std::vector<int64_t> output_dims;  // the op's output shape (keep_dims applied)
+  std::vector<int64_t> runs;         // the collapsed input
+  std::vector<int64_t> kept_runs;    // the collapsed output
+  bool reduce_first_axis = false;
+
+  // Nothing is reduced: the output is the input reshaped.
+  bool IsCopy() const { return runs.empty() || (runs.size() == 1 && !reduce_first_axis); }
+};
+
+absl::StatusOr<ReductionPlan> PlanReduction(absl::Span<const int64_t> dims,
+                                            absl::Span<const int64_t> axes, bool keep_dims) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<bool> reduced(dims.size(), false);
+  for (int64_t axis : axes) {
+    if (axis < -rank || axis >= rank) {
+      return absl::InvalidArgumentError(absl::StrCat("Invalid reduction dimension (", axis,
+                                                     " for input with ", rank, " dimension(s)"));
+    }
+    const int64_t index = axis < 0 ? axis + rank : axis;
+    if (reduced[index]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Invalid reduction arguments: Axes contains duplicate dimension: ", index));
+    }
+    reduced[index] = true;
+  }
+  ReductionPlan plan;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i]) {
+      plan.output_dims.push_back(dims[i]);
+    } else if (keep_dims) {
+      plan.output_dims.push_back(1);
+    }
+  }
+  int64_t i = 0;
+  while (i < rank && dims[i] == 1) ++i;
+  if (i == rank) {
+    plan.reduce_first_axis = true;  // essentially a scalar: nothing to reduce
+    return plan;
+  }
+  plan.reduce_first_axis = reduced[i];
+  plan.runs.push_back(dims[i]);
+  for (++i; i < rank; ++i) {
+    if (dims[i] == 1) reduced[i] = reduced[i - 1];
+    if (reduced[i] != reduced[i - 1]) {
+      plan.runs.push_back(dims[i]);
+    } else {
+      plan.runs.back() *= dims[i];
+    }
+  }
+  for (size_t r = plan.reduce_first_axis ? 1 : 0; r < plan.runs.size(); r += 2) {
+    plan.kept_runs.push_back(plan.runs[r]);
+  }
+  return plan;
+}
+
+// Makes output 0 the input `x` reshaped to `dims`, sharing its buffer (no data is touched).
+absl::Status ForwardReshaped(OpContext& context, const TF_Tensor* x,
+                             absl::Span<const int64_t> dims) {
+  const int64_t empty_dims[1] = {0};
+  TensorPtr output(TF_AllocateTensor(TF_TensorType(x), empty_dims, 1, 0));
+  if (output == nullptr) return absl::InternalError("could not create the output tensor");
+  ScopedTfStatus status;
+  TF_TensorBitcastFrom(x, TF_TensorType(x), output.get(), dims.data(),
+                       static_cast<int>(dims.size()), status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  TF_SetOutput(context.raw(), 0, output.get(), status.get());
+  return status.ToStatus();
+}
+
+// Sum, Mean, Prod, Max, Min (T numeric) and All, Any (bool).
+template <ReduceOp kOp>
+class ReductionOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReductionOp>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(bool keep_dims, construction.Bool("keep_dims"));
+    return std::unique_ptr<ReductionOp>(new ReductionOp(keep_dims));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes, context.HostIntegers(1));
+    const std::vector<int64_t> dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(ReductionPlan plan, PlanReduction(dims, axes, keep_dims_));
+    if (plan.IsCopy()) return ForwardReshaped(context, x.get(), plan.output_dims);
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
+    if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
+
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings, TensorSettings(dtype, plan.runs));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
+                          TensorSettings(dtype, plan.kept_runs));
+    ReduceDescriptorSettings reduce_settings;
+    reduce_settings.op = kOp;
+    reduce_settings.dtype = x_settings.dtype;
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor reduce,
+                          ScopedDescriptor::Make(dnn, *stream, reduce_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_desc,
+                          ScopedDescriptor::Make(dnn, *stream, x_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y_desc,
+                          ScopedDescriptor::Make(dnn, *stream, y_settings));
+    reduction::ReduceLayoutParams layout;
+    layout.reduce_first_axis = plan.reduce_first_axis ? 1 : 0;
+    ParamBlock params;
+    ParamWriter(&params).Put(layout);
+    return LaunchKernel(*stream, reduction::kReduce, {&reduce, &x_desc, &y_desc},
+                        {BufferOf(x.get()), BufferOf(y.get())}, params);
+  }
+
+ private:
+  explicit ReductionOp(bool keep_dims) : keep_dims_(keep_dims) {}
+  bool keep_dims_;
+};
+
+// ArgMax / ArgMin(input, dimension) with output_type int32 or int64.
+template <ReduceOp kOp>
+class ArgReductionOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ArgReductionOp>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(TF_DataType output_type, construction.Type("output_type"));
+    return std::unique_ptr<ArgReductionOp>(new ArgReductionOp(output_type));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr dimension, context.Input(1));
+    if (TF_NumDims(dimension.get()) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("dim must be a scalar, but received tensor of shape: ",
+                       ShapeString(ShapeOf(dimension.get()))));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> axis_values, context.HostIntegers(1));
+    const std::vector<int64_t> dims = ShapeOf(x.get());
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    const int64_t axis_value = axis_values[0];
+    if (axis_value < -rank || axis_value >= rank) {
+      return absl::InvalidArgumentError(absl::StrCat("Expected dimension in the range [", -rank,
+                                                     ", ", rank, "), but got ", axis_value));
+    }
+    const int64_t axis = axis_value < 0 ? axis_value + rank : axis_value;
+    if (dims[axis] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Reduction axis ", axis,
+                                                     " is empty in shape ", ShapeString(dims)));
+    }
+    std::vector<int64_t> output_dims;
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (i == axis) continue;
+      output_dims.push_back(dims[i]);
+      (i < axis ? outer : inner) *= dims[i];
+    }
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, output_type_, output_dims));
+    if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
+
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    const int64_t x_view[3] = {outer, dims[axis], inner};
+    const int64_t y_view[2] = {outer, inner};
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
+                          TensorSettings(TF_TensorType(x.get()), x_view));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
+                          TensorSettings(output_type_, y_view));
+    ReduceDescriptorSettings reduce_settings;
+    reduce_settings.op = kOp;
+    reduce_settings.dtype = x_settings.dtype;
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor reduce,
+                          ScopedDescriptor::Make(dnn, *stream, reduce_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_desc,
+                          ScopedDescriptor::Make(dnn, *stream, x_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y_desc,
+                          ScopedDescriptor::Make(dnn, *stream, y_settings));
+    return LaunchKernel(*stream, reduction::kArgReduce, {&reduce, &x_desc, &y_desc},
+                        {BufferOf(x.get()), BufferOf(y.get())}, ParamBlock());
+  }
+
+ private:
+  explicit ArgReductionOp(TF_DataType output_type) : output_type_(output_type) {}
+  TF_DataType output_type_;
+};
+
+template <typename K>
+void RegisterReduction(const char* op_name, const char* device_type) {
+  RegisterKernelForTypes<K>(op_name, device_type, "T", kReducibleTypes, {"reduction_indices"});
+}
+
+template <typename K>
+void RegisterArgReduction(const char* op_name, const char* device_type) {
+  for (TF_DataType input : kReducibleTypes) {
+    for (TF_DataType output : {TF_INT32, TF_INT64}) {
+      RegisterKernel<K>(op_name, device_type, {{"T", input}, {"output_type", output}},
+                        {"dimension"});
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterReductionOps(const char* device_type) {
+  RegisterReduction<ReductionOp<ReduceOp::kSum>>("Sum", device_type);
+  RegisterReduction<ReductionOp<ReduceOp::kMean>>("Mean", device_type);
+  RegisterReduction<ReductionOp<ReduceOp::kProd>>("Prod", device_type);
+  RegisterReduction<ReductionOp<ReduceOp::kMax>>("Max", device_type);
+  RegisterReduction<ReductionOp<ReduceOp::kMin>>("Min", device_type);
+  RegisterKernel<ReductionOp<ReduceOp::kAll>>("All", device_type, {}, {"reduction_indices"});
+  RegisterKernel<ReductionOp<ReduceOp::kAny>>("Any", device_type, {}, {"reduction_indices"});
+  RegisterArgReduction<ArgReductionOp<ReduceOp::kMax>>("ArgMax", device_type);
+  RegisterArgReduction<ArgReductionOp<ReduceOp::kMin>>("ArgMin", device_type);
+  RegisterSoftmaxOps(device_type);
+}
 
 }  // namespace vgpu

@@ -1,0 +1,215 @@
+// TensorFlow op kernels for Softmax, LogSoftmax, SoftmaxCrossEntropyWithLogits and
+// SparseSoftmaxCrossEntropyWithLogits on the virtual GPU (kernel ids of the reduction family).
+// Shapes and broadcasting are validated as TensorFlow's kernels do; the launches carry tensor
+// descriptors created and destroyed per call, as cudnnSoftmaxForward's callers do.
+//
+// SparseSoftmaxCrossEntropyWithLogits takes its labels in host memory (as the op kernel's
+// HostMemory input): it validates them there exactly as TensorFlow's CPU kernel does, so an
+// out-of-range label raises InvalidArgument "Received a label value of ..." at the op, and sends
+// them to the backing executor inside the launch's parameter block. When the labels come from
+// the host (a dataset, a constant) nothing is copied at all; labels computed on the device are
+// copied to the host by TensorFlow first. (Validating on the device instead would only surface
+// at the next synchronisation, as an unspecific error of a failed stream.)
+#include "plugin/kernels/softmax_ops.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugin/kernels/op_kernel.h"
+#include "plugin/kernels/op_registration.h"
+#include "plugin/protocol/kernels/reduction.h"
+
+namespace vgpu {
+namespace {
+
+constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                                TF_DOUBLE};
+
+std::string ShapeString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// Softmax (kLog = false) and LogSoftmax (kLog = true) over the last dimension.
+template <bool kLog>
+class SoftmaxOp : public NoAttributes<SoftmaxOp<kLog>> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    const std::vector<int64_t> dims = ShapeOf(x.get());
+    if (dims.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logits must have >= 1 dimension, got ", ShapeString(dims)));
+    }
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.ForwardOrAllocateOutput({0}, 0, dtype, dims));
+    const int64_t count = TF_TensorElementCount(x.get());
+    if (count == 0) return absl::OkStatus();
+    const int64_t classes = dims.back();
+    const int64_t view[2] = {count / classes, classes};
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings settings, TensorSettings(dtype, view));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor, ScopedDescriptor::Make(dnn, *stream, settings));
+    reduction::SoftmaxParams softmax;
+    softmax.log = kLog ? 1 : 0;
+    ParamBlock params;
+    ParamWriter(&params).Put(softmax);
+    return LaunchKernel(*stream, reduction::kSoftmax, {&tensor},
+                        {BufferOf(x.get()), BufferOf(y.get())}, params);
+  }
+};
+
+// The shape two operands broadcast to (numpy rules), or nullopt when they do not.
+std::optional<std::vector<int64_t>> BroadcastShape(const std::vector<int64_t>& a,
+                                                   const std::vector<int64_t>& b) {
+  const size_t rank = std::max(a.size(), b.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    const int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    const int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) return std::nullopt;
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// `dims` (rank <= 2) as a rank-2 shape with leading 1s.
+std::vector<int64_t> AsMatrix(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> matrix(2 - dims.size(), 1);
+  matrix.insert(matrix.end(), dims.begin(), dims.end());
+  return matrix;
+}
+
+// SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop).
+class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr logits, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr labels, context.Input(1));
+    const std::vector<int64_t> logits_dims = ShapeOf(logits.get());
+    const std::vector<int64_t> labels_dims = ShapeOf(labels.get());
+    std::vector<int64_t> shape = logits_dims;
+    if (logits_dims != labels_dims) {
+      std::optional<std::vector<int64_t>> broadcast = BroadcastShape(logits_dims, labels_dims);
+      if (!broadcast) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "logits and labels must be broadcastable: logits_size=", ShapeString(logits_dims),
+            " labels_size=", ShapeString(labels_dims)));
+      }
+      shape = *broadcast;
+    }
+    if (shape.size() != 2) {
+      return absl::InvalidArgumentError(
+          "logits and labels must be either 2-dimensional, or broadcasted to be "
+          "2-dimensional");
+    }
+    const TF_DataType dtype = TF_TensorType(logits.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr loss, context.AllocateOutput(0, dtype, {shape[0]}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr backprop,
+                          context.ForwardOrAllocateOutput({0}, 1, dtype, shape));
+    if (shape[0] == 0) return absl::OkStatus();
+
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_settings,
+                          TensorSettings(dtype, AsMatrix(logits_dims)));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels_settings,
+                          TensorSettings(dtype, AsMatrix(labels_dims)));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings backprop_settings,
+                          TensorSettings(dtype, shape));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor logits_desc,
+                          ScopedDescriptor::Make(dnn, *stream, logits_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor labels_desc,
+                          ScopedDescriptor::Make(dnn, *stream, labels_settings));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor backprop_desc,
+                          ScopedDescriptor::Make(dnn, *stream, backprop_settings));
+    return LaunchKernel(*stream, reduction::kSoftmaxCrossEntropy,
+                        {&logits_desc, &labels_desc, &backprop_desc},
+                        {BufferOf(logits.get()), BufferOf(labels.get()), BufferOf(loss.get()),
+                         BufferOf(backprop.get())},
+                        ParamBlock());
+  }
+};
+
+// SparseSoftmaxCrossEntropyWithLogits(features [batch, classes], labels [batch]).
+class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntropyOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr logits, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr labels, context.Input(1));
+    const std::vector<int64_t> logits_dims = ShapeOf(logits.get());
+    const std::vector<int64_t> labels_dims = ShapeOf(labels.get());
+    if (logits_dims.size() != 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("logits must be 2-D, but got shape ", ShapeString(logits_dims)));
+    }
+    if (labels_dims.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("labels must be 1-D, but got shape ", ShapeString(labels_dims)));
+    }
+    if (logits_dims[0] != labels_dims[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "logits and labels must have the same first dimension, got logits shape ",
+          ShapeString(logits_dims), " and labels shape ", ShapeString(labels_dims)));
+    }
+    if (logits_dims[1] == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Must have at least one class, but got logits shape ", ShapeString(logits_dims)));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> label_values, context.HostIntegers(1));
+    VGPU_RETURN_IF_ERROR(CheckLabels(label_values, logits_dims[1]));
+    const TF_DataType dtype = TF_TensorType(logits.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr loss, context.AllocateOutput(0, dtype, {logits_dims[0]}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr backprop,
+                          context.ForwardOrAllocateOutput({0}, 1, dtype, logits_dims));
+    if (logits_dims[0] == 0) return absl::OkStatus();
+
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    DnnApi& dnn = stream->device().dnn();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_settings,
+                          TensorSettings(dtype, logits_dims));
+    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor logits_desc,
+                          ScopedDescriptor::Make(dnn, *stream, logits_settings));
+    ParamBlock params;
+    ParamWriter(&params).PutArray<int64_t>(label_values);
+    return LaunchKernel(*stream, reduction::kSparseSoftmaxCrossEntropy, {&logits_desc},
+                        {BufferOf(logits.get()), BufferOf(loss.get()), BufferOf(backprop.get())},
+                        params);
+  }
+
+ private:
+  // TensorFlow's CPU check: the smallest label if one is negative, else the largest, must lie
+  // in [0, classes); the message lists every label.
+  static absl::Status CheckLabels(const std::vector<int64_t>& labels, int64_t classes) {
+    if (labels.empty()) return absl::OkStatus();
+    const auto [smallest, largest] = std::minmax_element(labels.begin(), labels.end());
+    if (*smallest >= 0 && *largest < classes) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Received a label value of ", *smallest < 0 ? *smallest : *largest,
+        " which is outside the valid range of [0, ", classes,
+        ").  Label values: ", absl::StrJoin(labels, " ")));
+  }
+};
+
+}  // namespace
+
+void RegisterSoftmaxOps(const char* device_type) {
+  RegisterKernelForTypes<SoftmaxOp<false>>("Softmax", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<SoftmaxOp<true>>("LogSoftmax", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<SoftmaxCrossEntropyOp>("SoftmaxCrossEntropyWithLogits", device_type,
+                                                "T", kFloatingTypes);
+  for (TF_DataType dtype : kFloatingTypes) {
+    for (TF_DataType label_type : {TF_INT32, TF_INT64}) {
+      RegisterKernel<SparseSoftmaxCrossEntropyOp>("SparseSoftmaxCrossEntropyWithLogits",
+                                                  device_type,
+                                                  {{"T", dtype}, {"Tlabels", label_type}},
+                                                  {"labels"});
+    }
+  }
+}
+
+}  // namespace vgpu

@@ -1,0 +1,69 @@
+// Kernel ids and launch layouts of the reduction family (ids 500-599): tensor reductions
+// (cudnnReduceTensor-like, with a reduce descriptor), arg-max/min, softmax and the softmax
+// cross-entropy losses.
+#ifndef VGPU_PROTOCOL_KERNELS_REDUCTION_H_
+#define VGPU_PROTOCOL_KERNELS_REDUCTION_H_
+
+#include <cstdint>
+
+#include "plugin/protocol/kernel_ids.h"
+
+namespace vgpu::reduction {
+
+// descriptors: [reduce, x tensor, y tensor]; buffers: [x, y];
+// params: ReduceLayoutParams.
+// The x tensor describes the input as alternating runs of reduced and kept dimensions, adjacent
+// runs of the same kind already merged (TensorFlow's ReductionHelper layout): run 0 is reduced
+// when reduce_first_axis is 1, and the kinds alternate from there. A layout with no reduced run
+// (rank 0, or rank 1 with reduce_first_axis 0) copies x. The y tensor holds the kept runs in
+// order (only its dtype and element count matter). An empty x with a non-empty y fills y with
+// the reduction's identity: 0 (sum), NaN (floating mean), 0 (integer mean), 1 (prod), -inf or
+// the lowest integer (max), +inf or the highest integer (min), true (all), false (any).
+// dtype: the reduce descriptor's, equal to both tensors'; sum/mean/prod/max/min take numeric
+// dtypes, all/any take bool. Accumulation follows TensorFlow's CPU kernels: bfloat16 sum and
+// mean accumulate in float, integer mean sums in int64, the rest in the dtype itself.
+inline constexpr KernelId kReduce = KernelId{500};
+
+struct ReduceLayoutParams {
+  uint32_t reduce_first_axis = 0;
+};
+
+// Arg-max / arg-min along one dimension (cudnnReduceTensor with indices).
+// descriptors: [reduce (op kMax or kMin, x's dtype), x tensor [outer, n, inner],
+//               y tensor [outer, inner] of int32 or int64]; buffers: [x, y]; params: none.
+// y = index along the middle dimension of the largest (smallest) element; the lowest index wins
+// ties. n must be positive.
+inline constexpr KernelId kArgReduce = KernelId{501};
+
+// Softmax over the last dimension (cudnnSoftmaxForward, accurate or log mode).
+// descriptors: [tensor [batch, classes]] (x and y share it); buffers: [x, y];
+// params: SoftmaxParams. Numerically stable: the row maximum is subtracted first.
+//   softmax:     y = exp(x - max) * (1 / sum(exp(x - max)))
+//   log softmax: y = (x - max) - log(sum(exp(x - max)))
+inline constexpr KernelId kSoftmax = KernelId{520};
+
+struct SoftmaxParams {
+  uint32_t log = 0;  // 1: log softmax
+};
+
+// SoftmaxCrossEntropyWithLogits with TensorFlow's broadcasting of the two operands.
+// descriptors: [logits tensor, labels tensor, backprop tensor [batch, classes]], the first two
+// of rank 2 with each dimension equal to backprop's or 1 (broadcast);
+// buffers: [logits, labels, loss [batch], backprop [batch, classes]]; params: none.
+//   loss[b]       = sum_c labels[b,c] * (log(sum_c exp(s[b,c])) - s[b,c]),  s = logits - max
+//   backprop[b,c] = exp(s[b,c]) / sum_c exp(s[b,c]) - labels[b,c]
+inline constexpr KernelId kSoftmaxCrossEntropy = KernelId{521};
+
+// SparseSoftmaxCrossEntropyWithLogits.
+// descriptors: [logits tensor [batch, classes]]; buffers: [logits, loss [batch],
+// backprop [batch, classes]]; params: array<int64> labels (batch values).
+//   loss[b]       = log(sum_c exp(s[b,c])) - s[b,label[b]],  s = logits - max
+//   backprop[b,c] = exp(s[b,c]) / sum_c exp(s[b,c]) - (c == label[b])
+// The labels travel inside the launch: the op kernel receives them in host memory, validates
+// them there as TensorFlow's CPU kernel does, and sends them along (no device copy). A label
+// outside [0, classes) fails the kernel with InvalidArgument.
+inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{522};
+
+}  // namespace vgpu::reduction
+
+#endif  // VGPU_PROTOCOL_KERNELS_REDUCTION_H_

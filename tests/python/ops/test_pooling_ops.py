@@ -1,0 +1,205 @@
+"""Pooling ops (MaxPool, AvgPool, MaxPoolGrad, AvgPoolGrad) on the virtual GPU against
+TensorFlow's CPU kernels: NHWC parity in every floating dtype, VALID / SAME / EXPLICIT padding,
+odd sizes, NCHW results checked through transposes against CPU NHWC, gradients (with TensorFlow's
+tie-breaking for max pooling), empty tensors, and invalid attributes or shapes."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import vgpu
+from ops.op_testing import assert_matches_cpu, random_array, run_on, tolerance
+
+FLOATING = [np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype]
+POOLS = {"max": tf.nn.max_pool2d, "avg": tf.nn.avg_pool2d}
+# (input shape NHWC, ksize, strides): odd sizes, overlapping and non-overlapping windows,
+# windows larger than the stride and a window as large as the input.
+GEOMETRIES = [
+    ((2, 7, 9, 3), (3, 3), (2, 2)),
+    ((1, 6, 5, 4), (2, 3), (1, 2)),
+    ((3, 5, 5, 1), (5, 5), (3, 3)),
+]
+
+
+def to_nchw(x):
+    return np.transpose(x, (0, 3, 1, 2))
+
+
+def to_nhwc(x):
+    return np.transpose(x, (0, 2, 3, 1))
+
+
+@pytest.mark.parametrize("mode", sorted(POOLS))
+@pytest.mark.parametrize("dtype", FLOATING)
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+@pytest.mark.parametrize("shape,ksize,strides", GEOMETRIES)
+def test_pool_matches_cpu(mode, dtype, padding, shape, ksize, strides):
+    x = random_array(shape, dtype, seed=len(shape) + ksize[0])
+    assert_matches_cpu(lambda t: POOLS[mode](t, ksize, strides, padding), x)
+
+
+@pytest.mark.parametrize("mode", sorted(POOLS))
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_pool_nchw_on_gpu_matches_nhwc_on_cpu(mode, padding):
+    x = random_array((2, 8, 7, 5), np.float32, seed=4)
+    expected = run_on("/CPU:0", lambda t: POOLS[mode](t, 3, 2, padding), x)
+    actual = run_on(
+        "/GPU:0", lambda t: POOLS[mode](t, 3, 2, padding, data_format="NCHW"), to_nchw(x))
+    assert actual.device.endswith("GPU:0")
+    np.testing.assert_allclose(to_nhwc(actual.numpy()), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool_is_bit_exact_and_gives_lowest_for_windows_of_minus_infinity():
+    x = random_array((2, 9, 9, 6), np.float32, seed=5)
+    x[0, :3, :3, :] = -np.inf  # TensorFlow's CPU kernel starts from lowest(), not -inf
+    out = assert_matches_cpu(lambda t: tf.nn.max_pool2d(t, 3, 3, "SAME"), x, rtol=0, atol=0)
+    assert out.numpy()[0, 0, 0, 0] == np.finfo(np.float32).min
+
+
+def test_max_pool_with_explicit_padding_matches_cpu():
+    x = random_array((2, 6, 7, 3), np.float32, seed=6)
+
+    def pool(t):
+        return tf.raw_ops.MaxPool(input=t, ksize=[1, 3, 3, 1], strides=[1, 2, 2, 1],
+                                  padding="EXPLICIT",
+                                  explicit_paddings=[0, 0, 1, 2, 2, 1, 0, 0])
+
+    assert_matches_cpu(pool, x, rtol=0, atol=0)
+
+
+def pool_gradient(mode, ksize, strides, padding, data_format="NHWC"):
+    def gradient(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            out = POOLS[mode](t, ksize, strides, padding, data_format=data_format)
+        # The same upstream gradient in either layout (drawn in NHWC).
+        shape = out.shape if data_format == "NHWC" else to_nhwc(np.empty(out.shape)).shape
+        weights = random_array(shape, out.dtype.as_numpy_dtype, seed=99)
+        if data_format == "NCHW":
+            weights = to_nchw(weights)
+        return tape.gradient(out, t, output_gradients=tf.constant(weights))
+
+    return gradient
+
+
+@pytest.mark.parametrize("mode", sorted(POOLS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+@pytest.mark.parametrize("shape,ksize,strides", GEOMETRIES)
+def test_pool_gradient_matches_cpu(mode, dtype, padding, shape, ksize, strides):
+    x = random_array(shape, dtype, seed=7)
+    assert_matches_cpu(pool_gradient(mode, ksize, strides, padding), x)
+
+
+def test_max_pool_grad_breaks_ties_like_cpu():
+    # Few distinct values: most windows hold several maxima; the first in row-major order wins.
+    x = np.random.default_rng(8).integers(0, 3, size=(2, 9, 8, 5)).astype(np.float32)
+    assert_matches_cpu(pool_gradient("max", (3, 3), (1, 1), "SAME"), x, rtol=0, atol=0)
+    assert_matches_cpu(pool_gradient("max", (2, 2), (2, 2), "VALID"), x, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("mode", sorted(POOLS))
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_pool_gradient_in_nchw_matches_nhwc_on_cpu(mode, padding):
+    x = np.random.default_rng(9).integers(0, 4, size=(2, 7, 6, 3)).astype(np.float32)
+    expected = run_on("/CPU:0", pool_gradient(mode, (3, 3), (2, 2), padding), x)
+    actual = run_on("/GPU:0", pool_gradient(mode, (3, 3), (2, 2), padding, "NCHW"), to_nchw(x))
+    np.testing.assert_allclose(to_nhwc(actual.numpy()), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_raw_pool_gradient_ops_match_cpu():
+    x = random_array((2, 6, 6, 4), np.float32, seed=10)
+    attrs = dict(ksize=[1, 2, 3, 1], strides=[1, 2, 1, 1], padding="SAME")
+    y = run_on("/CPU:0", lambda t: tf.raw_ops.MaxPool(input=t, **attrs), x).numpy()
+    dy = random_array(y.shape, np.float32, seed=11)
+    assert_matches_cpu(
+        lambda a, b, c: tf.raw_ops.MaxPoolGrad(orig_input=a, orig_output=b, grad=c, **attrs),
+        x, y, dy)
+    assert_matches_cpu(
+        lambda s, g: tf.raw_ops.AvgPoolGrad(orig_input_shape=s, grad=g, **attrs),
+        np.array(x.shape, np.int32), dy)
+
+
+def test_avg_pool_grad_with_a_window_larger_than_the_input_matches_cpu():
+    # SAME padding with a window wider than the input: every window is clipped on both sides.
+    x = random_array((1, 5, 5, 2), np.float32, seed=12)
+    assert_matches_cpu(pool_gradient("avg", (6, 6), (1, 1), "SAME"), x)
+
+
+def test_pool_of_empty_batch_is_empty():
+    x = np.zeros((0, 4, 4, 2), np.float32)
+    for mode in sorted(POOLS):
+        out = run_on("/GPU:0", lambda t: POOLS[mode](t, 2, 2, "VALID"), x)
+        assert out.shape == (0, 2, 2, 2)
+
+
+def test_pool_with_a_window_larger_than_the_input_gives_an_empty_output_and_zero_gradient():
+    x = random_array((1, 2, 2, 1), np.float32)
+    for mode in sorted(POOLS):
+        out = run_on("/GPU:0", lambda t: POOLS[mode](t, 3, 1, "VALID"), x)
+        assert out.shape == (1, 0, 0, 1)
+    dx = run_on("/GPU:0", lambda g: tf.raw_ops.AvgPoolGrad(
+        orig_input_shape=[1, 2, 2, 1], grad=g, ksize=[1, 3, 3, 1], strides=[1, 1, 1, 1],
+        padding="VALID"), np.zeros((1, 0, 0, 1), np.float32))
+    np.testing.assert_array_equal(dx.numpy(), np.zeros((1, 2, 2, 1), np.float32))
+
+
+def run_pool_on_gpu(**kwargs):
+    with tf.device("/GPU:0"):
+        op = kwargs.pop("op", "MaxPool")
+        return getattr(tf.raw_ops, op)(**kwargs).numpy()
+
+
+@pytest.mark.parametrize("op", ["MaxPool", "AvgPool"])
+def test_pool_with_a_window_that_does_not_fit_is_invalid_argument(op):
+    key = "input" if op == "MaxPool" else "value"
+    with pytest.raises(tf.errors.InvalidArgumentError, match="output size would be negative"):
+        run_pool_on_gpu(op=op, **{key: tf.ones([1, 2, 2, 1])}, ksize=[1, 4, 4, 1],
+                        strides=[1, 1, 1, 1], padding="VALID")
+
+
+@pytest.mark.parametrize(
+    "kwargs,error,message",
+    [
+        (dict(ksize=[1, 0, 2, 1], strides=[1, 1, 1, 1]), tf.errors.InvalidArgumentError,
+         "ksize must be positive"),
+        (dict(ksize=[1, 2, 2, 1], strides=[1, 0, 1, 1]), tf.errors.InvalidArgumentError,
+         "Stride must be > 0"),
+        (dict(ksize=[2, 2, 2, 1], strides=[1, 1, 1, 1]), tf.errors.UnimplementedError,
+         "batch dimension"),
+        (dict(ksize=[1, 1, 1, 2], strides=[1, 1, 1, 2]), tf.errors.UnimplementedError,
+         "Depthwise max pooling"),
+    ],
+)
+def test_pool_with_bad_attributes_fails_like_tensorflow(kwargs, error, message):
+    with pytest.raises(error, match=message):
+        run_pool_on_gpu(input=tf.ones([1, 4, 4, 2]), padding="VALID", **kwargs)
+
+
+def test_pool_of_a_rank_3_input_is_invalid_argument():
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        run_pool_on_gpu(input=tf.ones([4, 4, 2]), ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1],
+                        padding="VALID")
+
+
+def test_pool_gradients_with_a_mismatched_grad_shape_are_invalid_argument():
+    attrs = dict(ksize=[1, 2, 2, 1], strides=[1, 2, 2, 1], padding="VALID")
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Expected grad shape"):
+        run_pool_on_gpu(op="AvgPoolGrad", orig_input_shape=[1, 4, 4, 1],
+                        grad=tf.ones([1, 3, 2, 1]), **attrs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Expected grad shape"):
+        run_pool_on_gpu(op="MaxPoolGrad", orig_input=tf.ones([1, 4, 4, 1]),
+                        orig_output=tf.ones([1, 2, 2, 1]), grad=tf.ones([1, 3, 2, 1]), **attrs)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="4 elements"):
+        run_pool_on_gpu(op="AvgPoolGrad", orig_input_shape=[4, 4, 1],
+                        grad=tf.ones([1, 2, 2, 1]), **attrs)
+
+
+def test_pool_kernels_use_descriptors_created_and_destroyed_per_call():
+    x = random_array((1, 4, 4, 2), np.float32)
+    vgpu.reset_stats()
+    with tf.device("/GPU:0"):
+        tf.nn.max_pool2d(x, 2, 2, "VALID").numpy()
+        tf.nn.avg_pool2d(x, 2, 2, "VALID").numpy()
+    calls = vgpu.stats()["descriptor_calls"]
+    assert calls["pooling"]["create"] == calls["pooling"]["destroy"] == 2
+    assert calls["tensor"]["create"] == calls["tensor"]["destroy"] == 4
