@@ -414,7 +414,9 @@ void RegisterElementwiseOps(const char* device_type) {
   RegisterUnary<Op::kAbs>("Abs", device_type, kFloatingAndInt64);
   RegisterUnary<Op::kSquare>("Square", device_type, kFloatingAndInt64);
   RegisterUnary<Op::kSign>("Sign", device_type, kFloatingAndInt64);
-  RegisterUnary<Op::kRound>("Round", device_type, kFloatingAndInt64);
+  // Not int64: TensorFlow's CPU kernel returns 0 for every integer there (its half-to-even
+  // formula evaluated in integers); leaving it to the CPU keeps results identical.
+  RegisterUnary<Op::kRound>("Round", device_type, kFloatingTypes);
   RegisterUnary<Op::kSqrt>("Sqrt", device_type, kFloatingTypes);
   RegisterUnary<Op::kRsqrt>("Rsqrt", device_type, kFloatingTypes);
   RegisterUnary<Op::kExp>("Exp", device_type, kFloatingTypes);

@@ -94,6 +94,27 @@ bool IsLogical(ElementwiseOp op) {
   return op == ElementwiseOp::kLogicalAnd || op == ElementwiseOp::kLogicalOr;
 }
 
+// out[i] = condition[i] ? then[i] : else[i] over n elements, where an operand that is not
+// contiguous is one element repeated. Branch-free (bit masks) so that random conditions cost no
+// mispredictions and the loop vectorises.
+template <bool kThenContiguous, bool kElseContiguous, typename T>
+void SelectBits(const bool* condition, const T* then_values, const T* else_values, T* out,
+                int64_t n) {
+  using Bits = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    Bits then_bits, else_bits;
+    std::memcpy(&then_bits, then_values + (kThenContiguous ? i : 0), sizeof(T));
+    std::memcpy(&else_bits, else_values + (kElseContiguous ? i : 0), sizeof(T));
+    const Bits mask = static_cast<Bits>(Bits{0} - static_cast<Bits>(condition[i] ? 1 : 0));
+    const Bits chosen = static_cast<Bits>((then_bits & mask) | (else_bits & ~mask));
+    std::memcpy(out + i, &chosen, sizeof(T));
+  }
+}
+
 template <typename T>
 absl::Status RunSelect(const KernelContext& context, const BroadcastLayout<3>& layout) {
   VGPU_ASSIGN_OR_RETURN(const bool* condition,
@@ -112,19 +133,23 @@ absl::Status RunSelect(const KernelContext& context, const BroadcastLayout<3>& l
     const int64_t c_stride = segment.input_strides[0];
     const int64_t t_stride = segment.input_strides[1];
     const int64_t e_stride = segment.input_strides[2];
-    if (c_stride != 0 && t_stride != 0 && e_stride != 0) {
-      result = ConstFlatMap<bool>(c, n).select(ConstFlatMap<T>(t, n), ConstFlatMap<T>(e, n));
-    } else if (c_stride == 0) {  // one condition for the whole segment: a copy or a fill
+    if (c_stride == 0) {  // one condition for the whole segment: a copy or a fill
       const T* chosen = *c ? t : e;
       if ((*c ? t_stride : e_stride) != 0) {
         result = ConstFlatMap<T>(chosen, n);
       } else {
         result.setConstant(*chosen);
       }
+      return;
+    }
+    if (t_stride != 0 && e_stride != 0) {
+      SelectBits<true, true>(c, t, e, result.data(), n);
+    } else if (t_stride != 0) {
+      SelectBits<true, false>(c, t, e, result.data(), n);
+    } else if (e_stride != 0) {
+      SelectBits<false, true>(c, t, e, result.data(), n);
     } else {
-      for (Eigen::Index i = 0; i < n; ++i) {
-        result(i) = c[i] ? t[i * t_stride] : e[i * e_stride];
-      }
+      SelectBits<false, false>(c, t, e, result.data(), n);
     }
   });
   return absl::OkStatus();
