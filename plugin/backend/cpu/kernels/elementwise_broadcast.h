@@ -48,6 +48,9 @@ inline Eigen::TensorOpCost ElementCost(double bytes_in, double bytes_out, double
   return Eigen::TensorOpCost(bytes_in, bytes_out, cycles);
 }
 
+// The most elements a launch may describe (keeps byte counts of any dtype within 64 bits).
+inline constexpr int64_t kMaxElements = int64_t{1} << 56;
+
 // The element count of a dense tensor descriptor; InvalidArgument if its rank or a dimension
 // is out of range.
 inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings& tensor) {
@@ -57,6 +60,9 @@ inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings&
   int64_t count = 1;
   for (int d = 0; d < tensor.rank; ++d) {
     if (tensor.dims[d] < 0) return absl::InvalidArgumentError("negative tensor dimension");
+    if (tensor.dims[d] != 0 && count > kMaxElements / tensor.dims[d]) {
+      return absl::InvalidArgumentError("tensor has too many elements");
+    }
     count *= tensor.dims[d];
   }
   return count;
@@ -85,10 +91,10 @@ absl::StatusOr<BroadcastLayout<kInputs>> MakeBroadcastLayout(
   }
   // in_dims[k][d]: input k's dimension aligned to output dimension d (1 where it has none).
   int64_t in_dims[kInputs][kMaxRank];
-  layout.output_count = 1;
-  for (int d = 0; d < rank; ++d) {
-    if (output.dims[d] < 0) return absl::InvalidArgumentError("negative output dimension");
-    layout.output_count *= output.dims[d];
+  {
+    absl::StatusOr<int64_t> count = DenseElementCount(output);
+    if (!count.ok()) return count.status();
+    layout.output_count = *count;
   }
   for (int k = 0; k < kInputs; ++k) {
     const TensorDescriptorSettings& input = inputs[k];
@@ -104,6 +110,9 @@ absl::StatusOr<BroadcastLayout<kInputs>> MakeBroadcastLayout(
         return absl::InvalidArgumentError(absl::StrCat(
             "input ", k, " dimension ", d - pad, " (", dim,
             ") does not broadcast to the output's (", output.dims[d], ")"));
+      }
+      if (dim != 0 && layout.input_counts[k] > kMaxElements / dim) {
+        return absl::InvalidArgumentError("tensor has too many elements");
       }
       in_dims[k][d] = dim;
       layout.input_counts[k] *= dim;

@@ -23,17 +23,13 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-template <typename T>
-using Flat = Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor>, Eigen::Unaligned>;
-template <typename T>
-using ConstFlat = Eigen::TensorMap<Eigen::Tensor<const T, 1, Eigen::RowMajor>, Eigen::Unaligned>;
-
+// KernelId::kBinaryElementwise (kept with its exact layout for the variable updates).
 template <typename T>
 absl::Status RunLegacyBinary(const KernelContext& context, const BinaryElementwiseParams& params) {
   const Eigen::Index n = static_cast<Eigen::Index>(params.count);
-  ConstFlat<T> lhs(reinterpret_cast<const T*>(context.buffers[0]), n);
-  ConstFlat<T> rhs(reinterpret_cast<const T*>(context.buffers[1]), n);
-  Flat<T> out(reinterpret_cast<T*>(context.buffers[2]), n);
+  ConstFlatMap<T> lhs(reinterpret_cast<const T*>(context.buffers[0]), n);
+  ConstFlatMap<T> rhs(reinterpret_cast<const T*>(context.buffers[1]), n);
+  FlatMap<T> out(reinterpret_cast<T*>(context.buffers[2]), n);
   switch (params.op) {
     case BinaryOp::kAdd:
       out.device(*context.device) = lhs + rhs;
