@@ -1,28 +1,35 @@
-// Element-wise arithmetic on the CPU backing executor, vectorised and multi-threaded with
-// Eigen's tensor module.
+// Element-wise kernels of the CPU backing executor, vectorised and multi-threaded with Eigen's
+// tensor module: the legacy same-shape add/sub (KernelId::kBinaryElementwise), the entry of the
+// op-tensor binary kernel, select, add-n, fill and set-tensor, and the family's registration.
+// The binary functors, unary ops and casts live in elementwise_{binary,compare,unary,cast}_
+// kernels.cc.
+#define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
 
-#define EIGEN_USE_THREADS
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/elementwise_binary.h"
+#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/kernels/elementwise.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
 namespace {
 
+// KernelId::kBinaryElementwise (kept with its exact layout for the variable updates).
 template <typename T>
-using Flat = Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor>, Eigen::Unaligned>;
-template <typename T>
-using ConstFlat = Eigen::TensorMap<Eigen::Tensor<const T, 1, Eigen::RowMajor>, Eigen::Unaligned>;
-
-template <typename T>
-absl::Status RunBinary(const KernelContext& context, const BinaryElementwiseParams& params) {
+absl::Status RunLegacyBinary(const KernelContext& context, const BinaryElementwiseParams& params) {
   const Eigen::Index n = static_cast<Eigen::Index>(params.count);
-  ConstFlat<T> lhs(reinterpret_cast<const T*>(context.buffers[0]), n);
-  ConstFlat<T> rhs(reinterpret_cast<const T*>(context.buffers[1]), n);
-  Flat<T> out(reinterpret_cast<T*>(context.buffers[2]), n);
+  ConstFlatMap<T> lhs(reinterpret_cast<const T*>(context.buffers[0]), n);
+  ConstFlatMap<T> rhs(reinterpret_cast<const T*>(context.buffers[1]), n);
+  FlatMap<T> out(reinterpret_cast<T*>(context.buffers[2]), n);
   switch (params.op) {
     case BinaryOp::kAdd:
       out.device(*context.device) = lhs + rhs;
@@ -56,16 +63,243 @@ absl::Status BinaryElementwise(const KernelContext& context) {
   }
   if (params.count == 0) return absl::OkStatus();
   switch (params.dtype) {
-    case DType::kFloat32: return RunBinary<float>(context, params);
-    case DType::kFloat64: return RunBinary<double>(context, params);
-    case DType::kFloat16: return RunBinary<Eigen::half>(context, params);
-    case DType::kBFloat16: return RunBinary<Eigen::bfloat16>(context, params);
-    case DType::kInt32: return RunBinary<int32_t>(context, params);
-    case DType::kInt64: return RunBinary<int64_t>(context, params);
-    case DType::kUInt8: return RunBinary<uint8_t>(context, params);
+    case DType::kFloat32: return RunLegacyBinary<float>(context, params);
+    case DType::kFloat64: return RunLegacyBinary<double>(context, params);
+    case DType::kFloat16: return RunLegacyBinary<Eigen::half>(context, params);
+    case DType::kBFloat16: return RunLegacyBinary<Eigen::bfloat16>(context, params);
+    case DType::kInt32: return RunLegacyBinary<int32_t>(context, params);
+    case DType::kInt64: return RunLegacyBinary<int64_t>(context, params);
+    case DType::kUInt8: return RunLegacyBinary<uint8_t>(context, params);
     case DType::kBool: break;
   }
   return absl::InvalidArgumentError("binary arithmetic is not defined for bool");
+}
+
+namespace {
+
+bool IsComparison(ElementwiseOp op) {
+  switch (op) {
+    case ElementwiseOp::kEqual: case ElementwiseOp::kNotEqual: case ElementwiseOp::kGreater:
+    case ElementwiseOp::kGreaterEqual: case ElementwiseOp::kLess: case ElementwiseOp::kLessEqual:
+      return true;
+    default: return false;
+  }
+}
+
+bool IsLogical(ElementwiseOp op) {
+  return op == ElementwiseOp::kLogicalAnd || op == ElementwiseOp::kLogicalOr;
+}
+
+// out[i] = condition[i] ? then[i] : else[i] over n elements, where an operand that is not
+// contiguous is one element repeated. Branch-free (bit masks) so that random conditions cost no
+// mispredictions and the loop vectorises.
+template <bool kThenContiguous, bool kElseContiguous, typename T>
+void SelectBits(const bool* condition, const T* then_values, const T* else_values, T* out,
+                int64_t n) {
+  using Bits = std::conditional_t<
+      sizeof(T) == 1, uint8_t,
+      std::conditional_t<sizeof(T) == 2, uint16_t,
+                         std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+  static_assert(sizeof(Bits) == sizeof(T));
+  for (int64_t i = 0; i < n; ++i) {
+    Bits then_bits, else_bits;
+    std::memcpy(&then_bits, then_values + (kThenContiguous ? i : 0), sizeof(T));
+    std::memcpy(&else_bits, else_values + (kElseContiguous ? i : 0), sizeof(T));
+    const Bits mask = static_cast<Bits>(Bits{0} - static_cast<Bits>(condition[i] ? 1 : 0));
+    const Bits chosen = static_cast<Bits>((then_bits & mask) | (else_bits & ~mask));
+    std::memcpy(out + i, &chosen, sizeof(T));
+  }
+}
+
+template <typename T>
+absl::Status RunSelect(const KernelContext& context, const BroadcastLayout<3>& layout) {
+  VGPU_ASSIGN_OR_RETURN(const bool* condition,
+                        context.Buffer<const bool>(0, layout.input_counts[0]));
+  VGPU_ASSIGN_OR_RETURN(const T* then_values, context.Buffer<const T>(1, layout.input_counts[1]));
+  VGPU_ASSIGN_OR_RETURN(const T* else_values, context.Buffer<const T>(2, layout.input_counts[2]));
+  VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(3, layout.output_count));
+  if (layout.output_count == 0) return absl::OkStatus();
+  const Eigen::TensorOpCost cost = ElementCost(1 + 2 * sizeof(T), sizeof(T), 1);
+  ForEachSegment(*context.device, layout, cost, [&](const Segment<3>& segment) {
+    const Eigen::Index n = segment.length;
+    FlatMap<T> result(out + segment.output_offset, n);
+    const bool* c = condition + segment.input_offsets[0];
+    const T* t = then_values + segment.input_offsets[1];
+    const T* e = else_values + segment.input_offsets[2];
+    const int64_t c_stride = segment.input_strides[0];
+    const int64_t t_stride = segment.input_strides[1];
+    const int64_t e_stride = segment.input_strides[2];
+    if (c_stride == 0) {  // one condition for the whole segment: a copy or a fill
+      const T* chosen = *c ? t : e;
+      if ((*c ? t_stride : e_stride) != 0) {
+        result = ConstFlatMap<T>(chosen, n);
+      } else {
+        result.setConstant(*chosen);
+      }
+      return;
+    }
+    if (t_stride != 0 && e_stride != 0) {
+      SelectBits<true, true>(c, t, e, result.data(), n);
+    } else if (t_stride != 0) {
+      SelectBits<true, false>(c, t, e, result.data(), n);
+    } else if (e_stride != 0) {
+      SelectBits<false, true>(c, t, e, result.data(), n);
+    } else {
+      SelectBits<false, false>(c, t, e, result.data(), n);
+    }
+  });
+  return absl::OkStatus();
+}
+
+// out = inputs[0] + ... + inputs[n-1] with TensorFlow's AddN association: a first group of
+// 2..9 inputs summed left to right, then out += (sum of the next 8) until all are added.
+template <typename T>
+absl::Status RunAddN(const KernelContext& context, int64_t count) {
+  const size_t n = context.buffers.size() - 1;
+  std::vector<const T*> inputs(n);
+  for (size_t i = 0; i < n; ++i) {
+    VGPU_ASSIGN_OR_RETURN(inputs[i], context.Buffer<const T>(i, count));
+  }
+  VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(n, count));
+  size_t first_group = n % 8;
+  if (first_group == 0) first_group = 8;
+  if (first_group == 1) first_group = 9;
+  first_group = std::min(first_group, n);
+  constexpr int64_t kChunk = 1024;  // elements summed through the stack buffer at a time
+  const Eigen::TensorOpCost cost = ElementCost(n * sizeof(T), sizeof(T), n);
+  ParallelBlocks(*context.device, count, cost, [&](int64_t begin, int64_t end) {
+    T partial_storage[kChunk];
+    for (int64_t start = begin; start < end; start += kChunk) {
+      const int64_t length = std::min(kChunk, end - start);
+      FlatMap<T> sum(out + start, length);
+      sum = ConstFlatMap<T>(inputs[0] + start, length) + ConstFlatMap<T>(inputs[1] + start, length);
+      for (size_t i = 2; i < first_group; ++i) {
+        sum = sum + ConstFlatMap<T>(inputs[i] + start, length);
+      }
+      FlatMap<T> partial(partial_storage, length);
+      for (size_t group = first_group; group < n; group += 8) {
+        partial = ConstFlatMap<T>(inputs[group] + start, length) +
+                  ConstFlatMap<T>(inputs[group + 1] + start, length);
+        for (size_t i = group + 2; i < group + 8; ++i) {
+          partial = partial + ConstFlatMap<T>(inputs[i] + start, length);
+        }
+        sum = sum + partial;
+      }
+    }
+  });
+  return absl::OkStatus();
+}
+
+template <typename T>
+T FromDouble(double value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value != 0;
+  } else if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
+    return T(static_cast<float>(value));
+  } else {
+    return static_cast<T>(value);
+  }
+}
+
+template <typename T>
+void FillWith(const KernelContext& context, T* out, int64_t count, T value) {
+  ParallelBlocks(*context.device, count, ElementCost(0, sizeof(T), 0),
+                 [&](int64_t begin, int64_t end) {
+                   FlatMap<T>(out + begin, end - begin).setConstant(value);
+                 });
+}
+
+}  // namespace
+
+// elementwise::kBinary (see protocol/kernels/elementwise.h).
+absl::Status ElementwiseBinary(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
+                        context.Descriptor<OpTensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, context.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
+                        context.Descriptor<TensorDescriptorSettings>(3));
+  if (a.dtype != op.dtype || b.dtype != op.dtype) {
+    return absl::InvalidArgumentError("the operands' dtypes differ from the op-tensor's");
+  }
+  const bool predicate = IsComparison(op.op) || IsLogical(op.op);
+  if (out.dtype != (predicate ? DType::kBool : op.dtype)) {
+    return absl::InvalidArgumentError("the output descriptor has the wrong dtype for the op");
+  }
+  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<2> layout, MakeBroadcastLayout<2>(out, {a, b}));
+  if (predicate) return RunBinaryPredicate(context, op.op, op.dtype, layout);
+  return RunBinaryArithmetic(context, op.op, op.dtype, layout);
+}
+
+// elementwise::kSelect.
+absl::Status ElementwiseSelect(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings condition,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings then_tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings else_tensor,
+                        context.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
+                        context.Descriptor<TensorDescriptorSettings>(3));
+  if (condition.dtype != DType::kBool) {
+    return absl::InvalidArgumentError("select's condition must be bool");
+  }
+  if (then_tensor.dtype != out.dtype || else_tensor.dtype != out.dtype) {
+    return absl::InvalidArgumentError("select's then, else and output dtypes differ");
+  }
+  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<3> layout,
+                        MakeBroadcastLayout<3>(out, {condition, then_tensor, else_tensor}));
+  return DispatchAll(out.dtype, [&](auto zero) -> absl::Status {
+    return RunSelect<decltype(zero)>(context, layout);
+  });
+}
+
+// elementwise::kAddN.
+absl::Status ElementwiseAddN(const KernelContext& context) {
+  if (context.buffers.size() < 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("add-n needs at least 2 inputs and an output, got ", context.buffers.size(),
+                     " buffers"));
+  }
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+    return RunAddN<decltype(zero)>(context, count);
+  });
+}
+
+// elementwise::kFill.
+absl::Status ElementwiseFill(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, 1));
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(1, count));
+    if (count > 0) FillWith<T>(context, out, count, *value);
+    return absl::OkStatus();
+  });
+}
+
+// elementwise::kSetTensor.
+absl::Status ElementwiseSetTensor(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  ParamReader params = context.Params();
+  VGPU_ASSIGN_OR_RETURN(const double value, params.Get<double>());
+  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(0, count));
+    if (count > 0) FillWith<T>(context, out, count, FromDouble<T>(value));
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace vgpu::cpu_kernels
@@ -74,6 +308,13 @@ namespace vgpu {
 
 void AddElementwiseKernels(KernelTable& table) {
   table.Add(KernelId::kBinaryElementwise, "binary_elementwise", cpu_kernels::BinaryElementwise);
+  table.Add(elementwise::kBinary, "elementwise_binary", cpu_kernels::ElementwiseBinary);
+  table.Add(elementwise::kUnary, "elementwise_unary", cpu_kernels::ElementwiseUnary);
+  table.Add(elementwise::kSelect, "elementwise_select", cpu_kernels::ElementwiseSelect);
+  table.Add(elementwise::kCast, "elementwise_cast", cpu_kernels::ElementwiseCast);
+  table.Add(elementwise::kAddN, "elementwise_add_n", cpu_kernels::ElementwiseAddN);
+  table.Add(elementwise::kFill, "elementwise_fill", cpu_kernels::ElementwiseFill);
+  table.Add(elementwise::kSetTensor, "elementwise_set_tensor", cpu_kernels::ElementwiseSetTensor);
 }
 
 }  // namespace vgpu

@@ -1,4 +1,8 @@
-// CPU implementations of element-wise arithmetic kernels.
+// CPU implementations of the element-wise kernels: the legacy same-shape add/sub of
+// KernelId::kBinaryElementwise (variable updates) and the family of protocol/kernels/
+// elementwise.h (op-tensor binary and unary ops with broadcasting, select, cast, add-n, fill,
+// set-tensor). Every kernel validates its descriptors and buffer sizes and returns
+// InvalidArgument on a malformed launch; none keeps state between launches.
 #ifndef VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 
@@ -8,6 +12,21 @@ namespace vgpu::cpu_kernels {
 
 // kBinaryElementwise: same-shape add/sub in every numeric dtype.
 absl::Status BinaryElementwise(const KernelContext& context);
+
+// elementwise::kBinary: out = a <op> b with broadcasting.
+absl::Status ElementwiseBinary(const KernelContext& context);
+// elementwise::kUnary: y = op(x) (elementwise_unary_kernels.cc).
+absl::Status ElementwiseUnary(const KernelContext& context);
+// elementwise::kSelect: out = condition ? then : else with broadcasting.
+absl::Status ElementwiseSelect(const KernelContext& context);
+// elementwise::kCast: y = cast(x) (elementwise_cast_kernels.cc).
+absl::Status ElementwiseCast(const KernelContext& context);
+// elementwise::kAddN: out = sum of the inputs.
+absl::Status ElementwiseAddN(const KernelContext& context);
+// elementwise::kFill: out = the value held in device memory.
+absl::Status ElementwiseFill(const KernelContext& context);
+// elementwise::kSetTensor: out = the value of the parameter block.
+absl::Status ElementwiseSetTensor(const KernelContext& context);
 
 }  // namespace vgpu::cpu_kernels
 

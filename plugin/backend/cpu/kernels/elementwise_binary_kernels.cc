@@ -1,0 +1,311 @@
+// Binary arithmetic of the op-tensor kernel (elementwise::kBinary) on the CPU backing executor,
+// with TensorFlow's CPU semantics: Eigen's own functors where TensorFlow uses them (so results
+// round identically), and functors written here for floor division/modulo, safe integer
+// division, integer powers, DivNoNan, SquaredDifference and the Rsqrt/Sqrt gradients.
+#define EIGEN_USE_THREADS
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernels/elementwise_binary.h"
+#include "plugin/backend/cpu/kernels/elementwise_kernels.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+
+namespace vgpu::cpu_kernels {
+namespace {
+
+template <typename T>
+inline constexpr bool kIsFloating = !Eigen::NumTraits<T>::IsInteger;
+
+// -a with two's-complement wrap-around (the most negative value stays itself), as TensorFlow's
+// kernels behave in practice, without signed-overflow undefined behaviour.
+template <typename T>
+T WrappingNegate(T a) {
+  using Unsigned = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<Unsigned>(Unsigned{0} - static_cast<Unsigned>(a)));
+}
+
+// Truncating integer division (TensorFlow's Div on integers). A zero divisor raises the flag;
+// INT_MIN / -1 wraps instead of trapping.
+template <typename T>
+struct IntegerDivide {
+  const ErrorFlag* error;
+  T operator()(const T& a, const T& b) const {
+    if (b == T(0)) {
+      error->Raise();
+      return T(0);
+    }
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return WrappingNegate(a);
+    }
+    return static_cast<T>(a / b);
+  }
+};
+
+// Integer division rounding toward negative infinity (FloorDiv on integers).
+template <typename T>
+struct IntegerFloorDivide {
+  const ErrorFlag* error;
+  T operator()(const T& a, const T& b) const {
+    if (b == T(0)) {
+      error->Raise();
+      return T(0);
+    }
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return WrappingNegate(a);
+      const T quotient = static_cast<T>(a / b);
+      const bool inexact = static_cast<T>(quotient * b) != a;
+      return inexact && ((a < 0) != (b < 0)) ? static_cast<T>(quotient - 1) : quotient;
+    } else {
+      return static_cast<T>(a / b);
+    }
+  }
+};
+
+// Integer remainder with the sign of the divisor (FloorMod on integers).
+template <typename T>
+struct IntegerFloorModulo {
+  const ErrorFlag* error;
+  T operator()(const T& a, const T& b) const {
+    if (b == T(0)) {
+      error->Raise();
+      return T(0);
+    }
+    if constexpr (std::is_signed_v<T>) {
+      if (b == T(-1)) return T(0);
+      const T remainder = static_cast<T>(a % b);
+      return remainder != 0 && ((remainder < 0) != (b < 0)) ? static_cast<T>(remainder + b)
+                                                             : remainder;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+};
+
+// a ** b for integers by repeated squaring, wrapping on overflow. A negative exponent raises
+// the flag (TensorFlow refuses integers to negative powers).
+template <typename T>
+struct IntegerPower {
+  const ErrorFlag* error;
+  T operator()(const T& a, const T& b) const {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) {
+        error->Raise();
+        return T(0);
+      }
+    }
+    using Unsigned = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
+    Unsigned base = static_cast<Unsigned>(a);
+    Unsigned result = 1;
+    for (std::make_unsigned_t<T> exponent = static_cast<std::make_unsigned_t<T>>(b); exponent != 0;
+         exponent >>= 1) {
+      if (exponent & 1) result *= base;
+      base *= base;
+    }
+    return static_cast<T>(result);
+  }
+};
+
+// floor(a / b) for floating point (FloorDiv).
+template <typename T>
+struct FloatFloorDivide {
+  T operator()(const T& a, const T& b) const { return Eigen::numext::floor(a / b); }
+  template <typename Packet>
+  Packet packetOp(const Packet& a, const Packet& b) const {
+    return Eigen::internal::pfloor(Eigen::internal::pdiv(a, b));
+  }
+};
+
+// fmod(a, b) moved to the sign of b (FloorMod for floating point).
+template <typename T>
+struct FloatFloorModulo {
+  T operator()(const T& a, const T& b) const {
+    const T remainder = Eigen::numext::fmod(a, b);
+    return remainder != T(0) && ((b < T(0)) != (remainder < T(0))) ? T(remainder + b)
+                                                                    : remainder;
+  }
+};
+
+// a / b, or 0 wherever b == 0 (DivNoNan).
+template <typename T>
+struct DivideNoNan {
+  T operator()(const T& a, const T& b) const { return b == T(0) ? T(0) : T(a / b); }
+  template <typename Packet>
+  Packet packetOp(const Packet& a, const Packet& b) const {
+    using namespace Eigen::internal;
+    return pandnot(pdiv(a, b), pcmp_eq(b, pzero(b)));
+  }
+};
+
+// (a - b)^2 (SquaredDifference).
+template <typename T>
+struct SquaredDifference {
+  T operator()(const T& a, const T& b) const {
+    const T difference = a - b;
+    return difference * difference;
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& a, const Packet& b) const {
+    const Packet difference = Eigen::internal::psub(a, b);
+    return Eigen::internal::pmul(difference, difference);
+  }
+};
+
+// x * y where y != 0, else 0 (TensorFlow's mul_no_nan), the building block of the gradients.
+template <typename Packet>
+Packet MultiplyNoNan(const Packet& x, const Packet& y) {
+  using namespace Eigen::internal;
+  return pandnot(pmul(x, y), pcmp_eq(y, pzero(y)));
+}
+
+// RsqrtGrad(y, dy) = -0.5 * dy * y^3, exactly 0 where y * dy is 0, associated as TensorFlow's
+// vectorised CPU kernel does.
+template <typename T>
+struct RsqrtGradient {
+  T operator()(const T& y, const T& dy) const {
+    const T y_dy = dy == T(0) ? T(0) : T(y * dy);
+    return y_dy == T(0) ? T(0) : T(T(T(-0.5) * T(y * y)) * y_dy);
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& y, const Packet& dy) const {
+    using namespace Eigen::internal;
+    const Packet minus_half_y_squared = pmul(pset1<Packet>(T(-0.5)), pmul(y, y));
+    return MultiplyNoNan(minus_half_y_squared, MultiplyNoNan(y, dy));
+  }
+};
+
+// SqrtGrad(y, dy) = dy * 0.5 / y, exactly 0 where dy is 0, associated as TensorFlow's
+// vectorised CPU kernel does.
+template <typename T>
+struct SqrtGradient {
+  T operator()(const T& y, const T& dy) const {
+    return dy == T(0) ? T(0) : T(T(T(0.5) / y) * dy);
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& y, const Packet& dy) const {
+    using namespace Eigen::internal;
+    return MultiplyNoNan(pdiv(pset1<Packet>(T(0.5)), y), dy);
+  }
+};
+
+}  // namespace
+}  // namespace vgpu::cpu_kernels
+
+namespace Eigen::internal {
+
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::FloatFloorDivide<T>> {
+  enum {
+    Cost = 2 * NumTraits<T>::MulCost + 2 * NumTraits<T>::AddCost,
+    PacketAccess = packet_traits<T>::HasDiv && packet_traits<T>::HasRound,
+  };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::FloatFloorModulo<T>> {
+  enum { Cost = 13 + NumTraits<T>::AddCost, PacketAccess = false };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::DivideNoNan<T>> {
+  enum {
+    Cost = 2 * NumTraits<T>::MulCost + NumTraits<T>::AddCost,
+    PacketAccess = packet_traits<T>::HasDiv && packet_traits<T>::HasCmp,
+  };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::SquaredDifference<T>> {
+  enum { Cost = NumTraits<T>::MulCost + NumTraits<T>::AddCost, PacketAccess = true };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::RsqrtGradient<T>> {
+  enum { Cost = 4 * NumTraits<T>::MulCost, PacketAccess = packet_traits<T>::HasCmp };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::SqrtGradient<T>> {
+  enum {
+    Cost = 2 * NumTraits<T>::MulCost,
+    PacketAccess = packet_traits<T>::HasDiv && packet_traits<T>::HasCmp,
+  };
+};
+
+}  // namespace Eigen::internal
+
+namespace vgpu::cpu_kernels {
+namespace {
+
+template <template <typename> class Functor, typename T>
+absl::Status RunChecked(const KernelContext& context, const BroadcastLayout<2>& layout,
+                        const char* error_message) {
+  ErrorFlag error;
+  VGPU_RETURN_IF_ERROR((RunBinary<T, T>(context, layout, Functor<T>{&error})));
+  if (error.raised()) return absl::InvalidArgumentError(error_message);
+  return absl::OkStatus();
+}
+
+constexpr char kIntegerDivisionByZero[] = "Integer division by zero";
+
+template <typename T>
+absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType dtype,
+                           const BroadcastLayout<2>& layout) {
+  namespace ei = Eigen::internal;
+  switch (op) {
+    case ElementwiseOp::kAdd: return RunBinary<T, T>(context, layout, ei::scalar_sum_op<T>());
+    case ElementwiseOp::kSub:
+      return RunBinary<T, T>(context, layout, ei::scalar_difference_op<T>());
+    case ElementwiseOp::kMul: return RunBinary<T, T>(context, layout, ei::scalar_product_op<T>());
+    case ElementwiseOp::kMaximum:
+      return RunBinary<T, T>(context, layout, ei::scalar_max_op<T, T, Eigen::PropagateNaN>());
+    case ElementwiseOp::kMinimum:
+      return RunBinary<T, T>(context, layout, ei::scalar_min_op<T, T, Eigen::PropagateNaN>());
+    case ElementwiseOp::kSquaredDifference:
+      return RunBinary<T, T>(context, layout, SquaredDifference<T>());
+    case ElementwiseOp::kDiv:
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, ei::scalar_quotient_op<T>());
+      } else {
+        return RunChecked<IntegerDivide, T>(context, layout, kIntegerDivisionByZero);
+      }
+    case ElementwiseOp::kFloorDiv:
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, FloatFloorDivide<T>());
+      } else {
+        return RunChecked<IntegerFloorDivide, T>(context, layout, kIntegerDivisionByZero);
+      }
+    case ElementwiseOp::kFloorMod:
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, FloatFloorModulo<T>());
+      } else {
+        return RunChecked<IntegerFloorModulo, T>(context, layout, kIntegerDivisionByZero);
+      }
+    case ElementwiseOp::kPow:
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, ei::scalar_pow_op<T, T>());
+      } else {
+        return RunChecked<IntegerPower, T>(context, layout,
+                                           "Integers to negative integer powers are not allowed");
+      }
+    case ElementwiseOp::kDivNoNan:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, DivideNoNan<T>());
+      break;
+    case ElementwiseOp::kRsqrtGrad:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, RsqrtGradient<T>());
+      break;
+    case ElementwiseOp::kSqrtGrad:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, SqrtGradient<T>());
+      break;
+    default: break;
+  }
+  return absl::InvalidArgumentError(absl::StrCat("element-wise op ", static_cast<int>(op),
+                                                 " is not a binary arithmetic op for dtype ",
+                                                 static_cast<uint32_t>(dtype)));
+}
+
+}  // namespace
+
+absl::Status RunBinaryArithmetic(const KernelContext& context, ElementwiseOp op, DType dtype,
+                                 const BroadcastLayout<2>& layout) {
+  return DispatchNumeric(dtype, [&](auto zero) -> absl::Status {
+    return RunArithmetic<decltype(zero)>(context, op, dtype, layout);
+  });
+}
+
+}  // namespace vgpu::cpu_kernels
