@@ -17,6 +17,9 @@ void FillPlatformRegistration(SE_PlatformRegistrationParams* params);
 // kernels either.
 bool IsDuplicateLoad();
 
+// The device type this load registered ("GPU", or a duplicate load's inert type).
+const char* RegisteredDeviceType();
+
 }  // namespace vgpu
 
 #endif  // VGPU_DEVICE_PLATFORM_REGISTRATION_H_

@@ -231,12 +231,19 @@ void SyncMemcpyDtoD(const SP_Device* device, SP_DeviceMemoryBase* device_dst,
              status);
 }
 
+// TensorFlow reduces some synchronisation failures to "PluggableDevice SyncAll failed": the
+// real reason is logged here so that it is never lost.
+absl::Status LogIfFailed(absl::Status status) {
+  if (!status.ok()) Log(LogLevel::kError, status.ToString());
+  return status;
+}
+
 void BlockHostUntilDone(const SP_Device* device, SP_Stream stream, TF_Status* status) {
-  ToTfStatus(ClientOf(device).SynchronizeStream(StreamOf(stream)), status);
+  ToTfStatus(LogIfFailed(ClientOf(device).SynchronizeStream(StreamOf(stream))), status);
 }
 
 void SynchronizeAllActivity(const SP_Device* device, TF_Status* status) {
-  ToTfStatus(ClientOf(device).SynchronizeDevice(), status);
+  ToTfStatus(LogIfFailed(ClientOf(device).SynchronizeDevice()), status);
 }
 
 void MemZero(const SP_Device* device, SP_Stream stream, SP_DeviceMemoryBase* location,
@@ -369,6 +376,10 @@ void DestroyPlatformFns(SP_PlatformFns* platform_fns) {}
 }  // namespace
 
 bool IsDuplicateLoad() { return duplicate_load; }
+
+const char* RegisteredDeviceType() {
+  return duplicate_load ? duplicate_name.c_str() : PluginRuntime::Get().device_type().c_str();
+}
 
 // Fills TensorFlow's registration tables. Used by SE_InitPlugin and by the C++ tests, which
 // drive the stream executor through these tables without the TensorFlow runtime.

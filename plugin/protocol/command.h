@@ -4,7 +4,8 @@
 // (commands, round trips, bytes) means the same thing in every mode.
 //
 // Asynchronous commands (IsAsynchronous) are queued on a stream and answered by nobody: their
-// errors become the stream's sticky error, reported at the stream's next synchronisation point.
+// errors become the stream's first error, reported (once) at the stream's next synchronisation
+// point; until then the stream skips data commands.
 // The others are calls: the sender waits for a Reply (one round trip).
 #ifndef VGPU_PROTOCOL_COMMAND_H_
 #define VGPU_PROTOCOL_COMMAND_H_
@@ -23,8 +24,8 @@ enum class CommandKind : uint16_t {
   kMemoryInfo,          // device -> Reply.memory
   kCreateStream,        // device, stream = client-chosen id
   kDestroyStream,       // stream (drains it first)
-  kSynchronizeStream,   // stream -> Reply.status = the stream's first error
-  kSynchronizeDevice,   // device -> first error of any of the device's streams
+  kSynchronizeStream,   // stream -> Reply.status = the stream's first error (then cleared)
+  kSynchronizeDevice,   // device -> first error of any of the device's streams (then cleared)
   kStreamStatus,        // stream -> its first error, without waiting
   kMemcpyNow,           // synchronous copy outside any stream: dst/src/size/host_src/host_dst
   // Forward-mode descriptor calls (classic API remoting; VGPU_DESCRIPTOR_MODE=forward): the

@@ -149,8 +149,10 @@ Reply CpuSession::Handle(Command command) {
       }
       if (command.kind == CommandKind::kSynchronizeStream) {
         stream->WaitUntilCompleted(stream->enqueued());
+        reply.status = stream->TakeStatus();  // reported once
+      } else {
+        reply.status = stream->status();
       }
-      reply.status = stream->status();
       return reply;
     }
     case CommandKind::kSynchronizeDevice: {
@@ -164,7 +166,8 @@ Reply CpuSession::Handle(Command command) {
       }
       for (auto& stream : streams) {
         stream->WaitUntilCompleted(stream->enqueued());
-        if (reply.status.ok()) reply.status = stream->status();
+        absl::Status status = stream->TakeStatus();  // reported once
+        if (reply.status.ok()) reply.status = status;
       }
       return reply;
     }

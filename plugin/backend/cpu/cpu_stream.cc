@@ -62,6 +62,13 @@ absl::Status CpuStream::status() const {
   return status_;
 }
 
+absl::Status CpuStream::TakeStatus() {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Status status = std::move(status_);
+  status_ = absl::OkStatus();
+  return status;
+}
+
 void CpuStream::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {

@@ -1,7 +1,8 @@
 // One stream of the CPU backing executor: a FIFO of commands run in order by one worker thread,
-// asynchronously to whoever enqueues them. The stream remembers its first error; after it,
-// work that would touch memory (copies, memsets, launches) is skipped, while notifications and
-// event markers still run so that nobody waiting on the stream hangs.
+// asynchronously to whoever enqueues them. The stream remembers its first error until a
+// synchronisation reports it; meanwhile work that would touch memory (copies, memsets,
+// launches) is skipped, while notifications and event markers still run so that nobody waiting
+// on the stream hangs.
 #ifndef VGPU_BACKEND_CPU_CPU_STREAM_H_
 #define VGPU_BACKEND_CPU_CPU_STREAM_H_
 
@@ -43,6 +44,11 @@ class CpuStream {
 
   // The first error (OK if none). Non-blocking.
   absl::Status status() const;
+
+  // The first error, which is then cleared: a synchronisation reports an error once, and the
+  // stream runs later work normally again (a kernel's error is an op failure, not a device
+  // failure). Non-blocking.
+  absl::Status TakeStatus();
 
   uint64_t id() const { return id_; }
   uint32_t device() const { return device_; }
