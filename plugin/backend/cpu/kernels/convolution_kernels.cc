@@ -6,6 +6,7 @@
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -128,9 +129,43 @@ void ConvolveBackwardInputNhwc(const Eigen::ThreadPoolDevice& device, const Conv
           .slice(offsets, in_backprop.dimensions());
 }
 
-// dfilter from x and dy, NHWC, in the compute type: image patches of a group of images
-// (im2col, at most kColumnBufferElements at a time) contracted with dy over the pixels. Covers
-// every combination of strides, dilations and paddings.
+// Copies the image patches of images [first_image, first_image + images) into `columns`, one
+// row of [filter_rows, filter_cols, in_depth] values per output pixel (im2col), with zeros
+// where the window reaches into the padding. Rows of output pixels are spread over the pool.
+template <typename CT>
+void ExtractPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                    const CT* input, Index first_image, Index images, CT* columns) {
+  const Index patch = g.filter_rows * g.filter_cols * g.in_depth;
+  const Index depth_bytes = g.in_depth * sizeof(CT);
+  const Eigen::TensorOpCost row_cost(g.out_cols * patch * sizeof(CT),
+                                     g.out_cols * patch * sizeof(CT), g.out_cols * patch);
+  device.parallelFor(images * g.out_rows, row_cost, [&](Index first, Index last) {
+    for (Index row = first; row < last; ++row) {
+      const Index n = first_image + row / g.out_rows;
+      const Index oh = row % g.out_rows;
+      for (Index ow = 0; ow < g.out_cols; ++ow) {
+        CT* out = columns + (row * g.out_cols + ow) * patch;
+        for (Index kh = 0; kh < g.filter_rows; ++kh) {
+          const Index ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
+          for (Index kw = 0; kw < g.filter_cols; ++kw, out += g.in_depth) {
+            const Index iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
+            if (ih < 0 || ih >= g.in_rows || iw < 0 || iw >= g.in_cols) {
+              std::memset(out, 0, depth_bytes);
+            } else {
+              std::memcpy(out, input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
+                          depth_bytes);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// dfilter from x and dy, NHWC, in the compute type: the image patches of a group of images
+// (im2col, at most kColumnBufferElements at a time) contracted with dy over the pixels, as
+// TensorFlow's custom CPU filter gradient does. Covers every combination of strides,
+// dilations and paddings.
 template <typename CT>
 void ConvolveBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
                                 const ConvolutionGeometry& g, ConstMap4<CT> input,
@@ -153,18 +188,8 @@ void ConvolveBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
   for (Index first = 0; first < g.batch; first += images_per_chunk) {
     const Index images = std::min(images_per_chunk, g.batch - first);
     const Index pixels = images * pixels_per_image;
-    Map2<CT> patches(columns.data(), pixels, patch);
-    const Eigen::DSizes<Index, 4> offsets{first, 0, 0, 0};
-    const Eigen::DSizes<Index, 4> extents{images, g.in_rows, g.in_cols, g.in_depth};
-    const Eigen::DSizes<Index, 2> patch_matrix{pixels, patch};
-    // Eigen's rows are the W dimension (see ConvolveNhwc); patches come out as
-    // [image, pixel, filter_row, filter_col, depth], the filter's HWI order.
-    patches.device(device) =
-        input.slice(offsets, extents)
-            .extract_image_patches(g.filter_cols, g.filter_rows, g.stride_cols, g.stride_rows,
-                                   g.dilation_cols, g.dilation_rows, 1, 1, g.pad_left,
-                                   g.pad_right, g.pad_top, g.pad_bottom, CT(0))
-            .reshape(patch_matrix);
+    ExtractPatches(device, g, input.data(), first, images, columns.data());
+    ConstMap2<CT> patches(columns.data(), pixels, patch);
     ConstMap2<CT> gradients(out_backprop.data() + first * pixels_per_image * g.out_depth, pixels,
                             g.out_depth);
     if (first == 0) {
