@@ -22,10 +22,11 @@ std::string ShapeString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b) and BatchMatMulV2
+// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2
 // (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which are plain
-// transposes for real types).
-template <bool kBatched>
+// transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the third
+// input and optionally an activation; Grappler makes these on GPUs when TF_USE_CUBLASLT=1).
+template <bool kBatched, bool kFused = false>
 class MatmulOp {
  public:
   static absl::StatusOr<std::unique_ptr<MatmulOp>> Create(OpConstruction& construction) {
@@ -34,6 +35,10 @@ class MatmulOp {
                           construction.Bool(kBatched ? "adj_x" : "transpose_a"));
     VGPU_ASSIGN_OR_RETURN(op->transpose_b_,
                           construction.Bool(kBatched ? "adj_y" : "transpose_b"));
+    if constexpr (kFused) {
+      VGPU_ASSIGN_OR_RETURN(op->fused_, ReadFusedBiasActivation(
+                                            construction, {"Relu", "Relu6", "Sigmoid", "Tanh"}));
+    }
     return op;
   }
 
@@ -56,6 +61,16 @@ class MatmulOp {
     c_shape.push_back(m);
     c_shape.push_back(n);
     const TF_DataType dtype = TF_TensorType(a.get());
+    TensorPtr bias;
+    if constexpr (kFused) {
+      VGPU_ASSIGN_OR_RETURN(bias, context.Input(2));
+      const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
+      if (bias_shape.size() != 1 || bias_shape[0] != n || TF_TensorType(bias.get()) != dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "_FusedMatMul: the bias must be a vector of ", n, " elements, got ",
+            ShapeString(bias_shape)));
+      }
+    }
     VGPU_ASSIGN_OR_RETURN(TensorPtr c, context.AllocateOutput(0, dtype, c_shape));
     if (TF_TensorElementCount(c.get()) == 0) return absl::OkStatus();
     // Empty operands (k == 0) give zeros; the kernel writes them.
@@ -69,13 +84,21 @@ class MatmulOp {
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a_settings, TensorSettings(a.get()));
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b_settings, TensorSettings(b.get()));
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings c_settings, TensorSettings(c.get()));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor matmul,
-                          ScopedDescriptor::Make(dnn, *stream, matmul_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor a_desc, ScopedDescriptor::Make(dnn, *stream, a_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor b_desc, ScopedDescriptor::Make(dnn, *stream, b_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor c_desc, ScopedDescriptor::Make(dnn, *stream, c_settings));
-    return LaunchKernel(*stream, convolution::kMatmul, {&matmul, &a_desc, &b_desc, &c_desc},
-                        {BufferOf(a.get()), BufferOf(b.get()), BufferOf(c.get())}, ParamBlock());
+    std::vector<ScopedDescriptor> descriptors;
+    descriptors.reserve(6);
+    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, matmul_settings, descriptors));
+    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, a_settings, descriptors));
+    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, b_settings, descriptors));
+    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, c_settings, descriptors));
+    if constexpr (kFused) {
+      VGPU_RETURN_IF_ERROR(
+          AppendEpilogueDescriptors(dnn, *stream, bias.get(), fused_, descriptors));
+      return LaunchWithDescriptors(
+          *stream, convolution::kMatmulBiasActivation, descriptors,
+          {BufferOf(a.get()), BufferOf(b.get()), BufferOf(bias.get()), BufferOf(c.get())});
+    }
+    return LaunchWithDescriptors(*stream, convolution::kMatmul, descriptors,
+                                 {BufferOf(a.get()), BufferOf(b.get()), BufferOf(c.get())});
   }
 
  private:
@@ -127,6 +150,7 @@ class MatmulOp {
 
   bool transpose_a_ = false;
   bool transpose_b_ = false;
+  FusedBiasActivation fused_;  // kFused only
 };
 
 }  // namespace
@@ -134,6 +158,8 @@ class MatmulOp {
 void RegisterMatmulOps(const char* device_type) {
   RegisterKernelForTypes<MatmulOp<false>>("MatMul", device_type, "T", kMatmulTypes);
   RegisterKernelForTypes<MatmulOp<true>>("BatchMatMulV2", device_type, "T", kMatmulTypes);
+  RegisterKernelForTypes<MatmulOp<false, /*kFused=*/true>>("_FusedMatMul", device_type, "T",
+                                                          {TF_FLOAT, TF_HALF, TF_BFLOAT16});
 }
 
 }  // namespace vgpu

@@ -7,6 +7,7 @@
 // and convolution_bias_ops.cc.
 #include "plugin/kernels/convolution_ops.h"
 
+#include <algorithm>
 #include <limits>
 #include <string>
 #include <vector>
@@ -222,11 +223,14 @@ struct ConvolutionProblem {
   SpatialWindow rows, cols;
 };
 
-// Creates and sets descriptors [x tensor, filter, convolution, y tensor] for `p`, launches
-// `kernel` with `buffers`, and destroys the descriptors.
+// Creates and sets descriptors [x tensor, filter, convolution, y tensor] for `p` (followed by
+// the epilogue's bias and activation descriptors when `fused` is given), launches `kernel` with
+// `buffers`, and destroys the descriptors.
 absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAttributes& a,
                                const ConvolutionProblem& p,
-                               std::initializer_list<BufferArg> buffers) {
+                               std::initializer_list<BufferArg> buffers,
+                               const TF_Tensor* bias = nullptr,
+                               const FusedBiasActivation* fused = nullptr) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
                         TensorSettings(p.dtype, p.input_shape));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
@@ -248,13 +252,16 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
 
   VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
   DnnApi& dnn = stream->device().dnn();
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x, ScopedDescriptor::Make(dnn, *stream, x_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor filter,
-                        ScopedDescriptor::Make(dnn, *stream, filter_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor conv,
-                        ScopedDescriptor::Make(dnn, *stream, conv_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y, ScopedDescriptor::Make(dnn, *stream, y_settings));
-  return LaunchKernel(*stream, kernel, {&x, &filter, &conv, &y}, buffers, ParamBlock());
+  std::vector<ScopedDescriptor> descriptors;
+  descriptors.reserve(6);
+  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, x_settings, descriptors));
+  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, filter_settings, descriptors));
+  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, conv_settings, descriptors));
+  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, y_settings, descriptors));
+  if (fused != nullptr) {
+    VGPU_RETURN_IF_ERROR(AppendEpilogueDescriptors(dnn, *stream, bias, *fused, descriptors));
+  }
+  return LaunchWithDescriptors(*stream, kernel, descriptors, buffers);
 }
 
 // The forward problem of Conv2D (depthwise = false) or DepthwiseConv2dNative, validated with
@@ -553,7 +560,134 @@ class ConvolutionBackpropFilterOp {
   ConvAttributes attributes_;
 };
 
+// _FusedConv2D with fused_ops BiasAdd(+Relu/Relu6), which Grappler's remapper substitutes for
+// Conv2D + BiasAdd + Relu on GPU devices: inputs (input, filter, bias, host_args...).
+class FusedConvolutionOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<FusedConvolutionOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::make_unique<FusedConvolutionOp>();
+    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadConvAttributes(construction, ConvKind::kConv2D));
+    if (construction.Has("filter_format")) {
+      VGPU_ASSIGN_OR_RETURN(std::string filter_format, construction.String("filter_format"));
+      if (filter_format != "HWIO") {
+        return absl::UnimplementedError(absl::StrCat(
+            "_FusedConv2D on the virtual GPU supports only HWIO filters, got ", filter_format));
+      }
+    }
+    VGPU_ASSIGN_OR_RETURN(op->fused_, ReadFusedBiasActivation(construction, {"Relu", "Relu6"}));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(2));
+    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
+                          ForwardProblem(attributes_, /*depthwise=*/false, dtype,
+                                         ShapeOf(input.get()), ShapeOf(filter.get())));
+    const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
+    const int64_t out_depth = p.filter_shape[3];
+    if (bias_shape.size() != 1 || bias_shape[0] != out_depth ||
+        TF_TensorType(bias.get()) != dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
+          ShapeString(bias_shape)));
+    }
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
+    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+      return absl::InvalidArgumentError(
+          "filter must not have zero elements (i.e. all dimensions must be non-zero)");
+    }
+    return LaunchConvolution(context, convolution::kForwardBiasActivation, attributes_, p,
+                             {BufferOf(input.get()), BufferOf(filter.get()),
+                              BufferOf(bias.get()), BufferOf(output.get())},
+                             bias.get(), &fused_);
+  }
+
+ private:
+  ConvAttributes attributes_;
+  FusedBiasActivation fused_;
+};
+
+// The values of a list(string) attribute.
+absl::StatusOr<std::vector<std::string>> StringList(OpConstruction& construction,
+                                                    const char* name) {
+  ScopedTfStatus status;
+  int32_t count = 0;
+  int32_t total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(construction.raw(), name, &count, &total_size,
+                                      status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  if (count <= 0) return std::vector<std::string>();
+  std::vector<char*> values(count);
+  std::vector<size_t> lengths(count);
+  std::vector<char> storage(std::max<int32_t>(total_size, 1));
+  TF_OpKernelConstruction_GetAttrStringList(construction.raw(), name, values.data(),
+                                            lengths.data(), count, storage.data(),
+                                            storage.size(), status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  std::vector<std::string> strings;
+  for (int32_t i = 0; i < count; ++i) strings.emplace_back(values[i], lengths[i]);
+  return strings;
+}
+
 }  // namespace
+
+absl::StatusOr<FusedBiasActivation> ReadFusedBiasActivation(
+    OpConstruction& construction, std::initializer_list<const char*> activations) {
+  VGPU_ASSIGN_OR_RETURN(std::vector<std::string> fused_ops,
+                        StringList(construction, "fused_ops"));
+  VGPU_ASSIGN_OR_RETURN(int64_t num_args, construction.Int("num_args"));
+  auto unsupported = [&] {
+    return absl::UnimplementedError(absl::StrCat(
+        "Unsupported fusion on the virtual GPU: [", absl::StrJoin(fused_ops, ","), "]"));
+  };
+  if (fused_ops.empty() || fused_ops.size() > 2 || fused_ops[0] != "BiasAdd") {
+    return unsupported();
+  }
+  if (num_args != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Fused BiasAdd must have one extra argument: bias, got ", num_args));
+  }
+  FusedBiasActivation fused;
+  if (fused_ops.size() == 2) {
+    const std::string& name = fused_ops[1];
+    bool allowed = false;
+    for (const char* a : activations) allowed = allowed || name == a;
+    if (!allowed) return unsupported();
+    if (name == "Relu") fused.activation = ActivationMode::kRelu;
+    if (name == "Relu6") fused.activation = ActivationMode::kRelu6;
+    if (name == "Sigmoid") fused.activation = ActivationMode::kSigmoid;
+    if (name == "Tanh") fused.activation = ActivationMode::kTanh;
+  }
+  return fused;
+}
+
+absl::Status AppendEpilogueDescriptors(DnnApi& dnn, ClientStream& stream, const TF_Tensor* bias,
+                                       const FusedBiasActivation& fused,
+                                       std::vector<ScopedDescriptor>& descriptors) {
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings, TensorSettings(bias));
+  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, stream, bias_settings, descriptors));
+  if (fused.activation.has_value()) {
+    ActivationDescriptorSettings activation_settings;
+    activation_settings.mode = *fused.activation;
+    activation_settings.dtype = bias_settings.dtype;
+    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, stream, activation_settings, descriptors));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
+                                   const std::vector<ScopedDescriptor>& descriptors,
+                                   std::initializer_list<BufferArg> buffers) {
+  std::vector<Descriptor*> raw;
+  for (const ScopedDescriptor& d : descriptors) raw.push_back(d.get());
+  const std::vector<BufferArg> buffer_list(buffers);
+  return stream.device().dnn().Launch(stream, kernel, raw, buffer_list, ParamBlock());
+}
 
 void RegisterConvolutionOps(const char* device_type) {
   RegisterKernelForTypes<ConvolutionOp<false>>("Conv2D", device_type, "T", kConvolutionTypes);
@@ -569,6 +703,8 @@ void RegisterConvolutionOps(const char* device_type) {
   RegisterKernelForTypes<ConvolutionBackpropFilterOp<true>>(
       "DepthwiseConv2dNativeBackpropFilter", device_type, "T", kConvolutionTypes,
       {"filter_sizes"});
+  RegisterKernelForTypes<FusedConvolutionOp>("_FusedConv2D", device_type, "T",
+                                             {TF_FLOAT, TF_HALF, TF_DOUBLE});
   RegisterMatmulOps(device_type);
   RegisterBiasOps(device_type);
 }

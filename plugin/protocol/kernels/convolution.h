@@ -34,12 +34,24 @@ inline constexpr KernelId kBackwardInput = KernelId{301};
 // filter, given dy. The filter descriptor gives dfilter's shape.
 inline constexpr KernelId kBackwardFilter = KernelId{302};
 
+// cudnnConvolutionBiasActivationForward: y = activation(conv(x, filter) + bias).
+// descriptors: [x tensor, filter, convolution, y tensor, bias tensor, activation (optional:
+// none means identity)]; buffers: [x, filter, bias, y]. bias is a vector of y's channel count.
+// TensorFlow's _FusedConv2D with fused_ops BiasAdd(+Relu/Relu6/...), as Grappler's remapper
+// makes them for GPU devices.
+inline constexpr KernelId kForwardBiasActivation = KernelId{303};
+
 // descriptors: [matmul, a tensor, b tensor, c tensor]; buffers: [a, b, c]; params: none.
 // c = op(a) x op(b), op transposing the last two dimensions where the matmul descriptor says so.
 // a and b have rank >= 2; their leading (batch) dimensions broadcast against each other like
 // TensorFlow's BatchMatMulV2 (right-aligned, 1 stretches), and c's leading dimensions are the
 // broadcast shape. Rank 2 everywhere is TensorFlow's MatMul. All three share one dtype.
 inline constexpr KernelId kMatmul = KernelId{310};
+
+// c = activation(op(a) x op(b) + bias), bias broadcast along c's last dimension.
+// descriptors: [matmul, a tensor, b tensor, c tensor, bias tensor, activation (optional: none
+// means identity)]; buffers: [a, b, bias, c]; params: none. TensorFlow's _FusedMatMul.
+inline constexpr KernelId kMatmulBiasActivation = KernelId{311};
 
 // Parameter block of the bias kernels.
 struct BiasParams {

@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tensorflow.python.eager import context, execute
+
 import vgpu
 from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
 
@@ -369,6 +371,78 @@ def test_bias_add_v1_matches_cpu():
     value = random_array((3, 4), np.float32, seed=33)
     bias = random_array((4,), np.float32, seed=34)
     assert_matches_cpu(lambda v, b: tf.raw_ops.BiasAddV1(value=v, bias=b), value, bias)
+
+
+def fused_conv2d(x, w, bias, fused_ops):
+    """TensorFlow's internal _FusedConv2D (what Grappler's remapper makes of Conv2D + BiasAdd
+    + activation), executed eagerly."""
+    attributes = ("T", x.dtype.as_datatype_enum, "num_args", 1,
+                  "TArgs", [bias.dtype.as_datatype_enum], "num_host_args", 0,
+                  "strides", [1, 2, 2, 1], "padding", "SAME", "explicit_paddings", [],
+                  "data_format", "NHWC", "filter_format", "HWIO", "dilations", [1, 1, 1, 1],
+                  "use_cudnn_on_gpu", True, "fused_ops", fused_ops, "epsilon", 1e-4,
+                  "leakyrelu_alpha", 0.2)
+    return execute.execute("_FusedConv2D", 1, inputs=[x, w, bias], attrs=attributes,
+                           ctx=context.context())[0]
+
+
+def fused_matmul(a, b, bias, fused_ops):
+    """TensorFlow's internal _FusedMatMul, executed eagerly."""
+    attributes = ("T", a.dtype.as_datatype_enum, "transpose_a", False, "transpose_b", True,
+                  "num_args", 1, "fused_ops", fused_ops, "epsilon", 1e-4, "leakyrelu_alpha", 0.2)
+    return execute.execute("_FusedMatMul", 1, inputs=[a, b, bias], attrs=attributes,
+                           ctx=context.context())[0]
+
+
+@pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Relu6"]],
+                         ids=lambda ops: "+".join(ops))
+def test_fused_conv2d_matches_cpu(fused_ops):
+    x = random_array((2, 7, 8, 3), np.float32, seed=37, low=-2, high=2)
+    w = random_array((3, 3, 3, 4), np.float32, seed=38, low=-2, high=2)
+    bias = random_array((4,), np.float32, seed=39)
+    vgpu.reset_stats()
+    assert_matches_cpu(lambda *t: fused_conv2d(*t, fused_ops), x, w, bias,
+                       **conv_tolerance(np.float32))
+    assert vgpu.stats()["launches"] == 1
+
+
+@pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Tanh"],
+                                       ["BiasAdd", "Sigmoid"]], ids=lambda ops: "+".join(ops))
+def test_fused_matmul_matches_cpu(fused_ops):
+    a = random_array((5, 6), np.float32, seed=40)
+    b = random_array((4, 6), np.float32, seed=41)
+    bias = random_array((4,), np.float32, seed=42)
+    assert_matches_cpu(lambda *t: fused_matmul(*t, fused_ops), a, b, bias, rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_fusion_is_unimplemented():
+    x, w, bias = X, W, np.ones((2,), np.float32)
+    _raises_on_gpu(lambda *t: fused_conv2d(*t, ["BiasAdd", "Elu"]), x, w, bias,
+                   error=tf.errors.UnimplementedError, match="Unsupported fusion")
+
+
+def test_graph_conv2d_bias_relu_is_fused_into_one_launch_and_matches_cpu():
+    # Grappler's remapper turns Conv2D + BiasAdd + Relu on a GPU into _FusedConv2D. (Its layout
+    # optimizer, which would move the convolution to NCHW, is switched off for this test.)
+    x = random_array((2, 8, 8, 3), np.float32, seed=43, low=-1, high=1)
+    w = random_array((3, 3, 3, 4), np.float32, seed=44, low=-1, high=1)
+    bias = random_array((4,), np.float32, seed=45)
+
+    @tf.function
+    def conv_bias_relu(x, w, b):
+        return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b))
+
+    saved = tf.config.optimizer.get_experimental_options().get("layout_optimizer", True)
+    tf.config.optimizer.set_experimental_options({"layout_optimizer": False})
+    try:
+        expected = on_device("/CPU:0", conv_bias_relu, x, w, bias)
+        vgpu.reset_stats()
+        actual = on_device("/GPU:0", conv_bias_relu, x, w, bias)
+        launches = vgpu.stats()["launches"]
+    finally:
+        tf.config.optimizer.set_experimental_options({"layout_optimizer": saved})
+    assert_close(actual, expected, np.float32)
+    assert launches == 1
 
 
 def _raises_on_gpu(fn, *args, error=tf.errors.InvalidArgumentError, match=None):

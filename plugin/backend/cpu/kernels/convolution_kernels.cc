@@ -207,26 +207,40 @@ void SetZero(const Eigen::ThreadPoolDevice& device, T* data, int64_t elements) {
   flat.device(device) = flat.constant(T(0));
 }
 
+// The bias and activation a fused forward launch adds to the convolution.
 template <typename T>
-absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometry& g) {
+struct Epilogue {
+  const T* bias = nullptr;
+  std::optional<ActivationMode> activation;
+};
+
+// y = conv(x, filter), then activation(y + bias) when `epilogue` is given. Buffers: x and the
+// filter at 0 and 1, y at `output_buffer`.
+template <typename T>
+absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometry& g,
+                          size_t output_buffer, const Epilogue<T>* epilogue) {
   using CT = ComputeType<T>;
   VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.InputElements()));
   VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(1, g.FilterElements()));
-  VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(2, g.OutputElements()));
+  VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(output_buffer, g.OutputElements()));
   const Eigen::ThreadPoolDevice& device = *context.device;
   if (g.OutputElements() == 0) return absl::OkStatus();
-  if (g.InputElements() == 0 || g.FilterElements() == 0) {  // only padding is convolved
-    SetZero(device, y, g.OutputElements());
-    return absl::OkStatus();
-  }
-  NhwcInput<T, CT> input(device, x, g.data_format, g.batch, g.in_rows, g.in_cols, g.in_depth);
-  NhwcInput<T, CT> filter(device, w, DataFormat::kNHWC, g.filter_rows, g.filter_cols,
-                          g.filter_in_depth, g.filter_out);
   NhwcOutput<T, CT> output(y, g.data_format, g.batch, g.out_rows, g.out_cols, g.out_depth);
-  if (g.depthwise) {
-    DepthwiseForwardNhwc<CT>(device, g, input.data(), filter.data(), output.data());
+  if (g.InputElements() == 0 || g.FilterElements() == 0) {  // only padding is convolved
+    SetZero(device, output.data(), g.OutputElements());
   } else {
-    ConvolveNhwc<CT>(device, g, input.tensor(), filter.tensor(), output.tensor());
+    NhwcInput<T, CT> input(device, x, g.data_format, g.batch, g.in_rows, g.in_cols, g.in_depth);
+    NhwcInput<T, CT> filter(device, w, DataFormat::kNHWC, g.filter_rows, g.filter_cols,
+                            g.filter_in_depth, g.filter_out);
+    if (g.depthwise) {
+      DepthwiseForwardNhwc<CT>(device, g, input.data(), filter.data(), output.data());
+    } else {
+      ConvolveNhwc<CT>(device, g, input.tensor(), filter.tensor(), output.tensor());
+    }
+  }
+  if (epilogue != nullptr) {
+    AddBiasAndActivate<CT>(device, output.data(), g.batch * g.out_rows * g.out_cols, g.out_depth,
+                       epilogue->bias, epilogue->activation);
   }
   output.Finish(device);
   return absl::OkStatus();
@@ -293,7 +307,27 @@ absl::Status ConvolutionForward(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
   return DispatchFloating(g.dtype, [&](auto zero) {
-    return ForwardTyped<decltype(zero)>(context, g);
+    using T = decltype(zero);
+    return ForwardTyped<T>(context, g, /*output_buffer=*/2, /*epilogue=*/nullptr);
+  });
+}
+
+absl::Status ConvolutionBiasActivationForward(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
+  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias,
+                        context.Descriptor<TensorDescriptorSettings>(4));
+  if (bias.rank != 1 || bias.dims[0] != g.out_depth || bias.dtype != g.dtype) {
+    return absl::InvalidArgumentError("the bias must be a vector of the output depth and dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(std::optional<ActivationMode> activation,
+                        ReadOptionalActivation(context, 5));
+  return DispatchFloating(g.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    Epilogue<T> epilogue;
+    VGPU_ASSIGN_OR_RETURN(epilogue.bias, context.Buffer<const T>(2, g.out_depth));
+    epilogue.activation = activation;
+    return ForwardTyped<T>(context, g, /*output_buffer=*/3, &epilogue);
   });
 }
 
@@ -314,6 +348,21 @@ absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::optional<ActivationMode>> ReadOptionalActivation(const KernelContext& context,
+                                                                     size_t index) {
+  if (context.descriptors.size() <= index) return std::optional<ActivationMode>();
+  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
+                        context.Descriptor<ActivationDescriptorSettings>(index));
+  switch (activation.mode) {
+    case ActivationMode::kRelu:
+    case ActivationMode::kRelu6:
+    case ActivationMode::kSigmoid:
+    case ActivationMode::kTanh:
+      return std::optional<ActivationMode>(activation.mode);
+  }
+  return absl::InvalidArgumentError("unknown activation mode");
+}
 
 absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x,
@@ -404,7 +453,11 @@ void AddConvolutionKernels(KernelTable& table) {
             cpu_kernels::ConvolutionBackwardInput);
   table.Add(convolution::kBackwardFilter, "convolution_backward_filter",
             cpu_kernels::ConvolutionBackwardFilter);
+  table.Add(convolution::kForwardBiasActivation, "convolution_bias_activation_forward",
+            cpu_kernels::ConvolutionBiasActivationForward);
   table.Add(convolution::kMatmul, "matmul", cpu_kernels::Matmul);
+  table.Add(convolution::kMatmulBiasActivation, "matmul_bias_activation",
+            cpu_kernels::MatmulBiasActivation);
   table.Add(convolution::kBiasAdd, "bias_add", cpu_kernels::BiasAdd);
   table.Add(convolution::kBiasAddGrad, "bias_add_grad", cpu_kernels::BiasAddGrad);
 }

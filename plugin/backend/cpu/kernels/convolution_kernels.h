@@ -7,7 +7,9 @@
 
 #define EIGEN_USE_THREADS
 #include <cstdint>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernel_registry.h"
@@ -162,6 +164,44 @@ class NhwcOutput {
   Scratch<CT> scratch_;
 };
 
+// The activation of a fused launch: descriptor `index` if the launch carries one (an
+// activation descriptor), none (identity) otherwise.
+absl::StatusOr<std::optional<ActivationMode>> ReadOptionalActivation(const KernelContext& context,
+                                                                     size_t index);
+
+// data[r, c] = activation(data[r, c] + bias[c]) over a row-major [rows, channels] array,
+// computed in CT on the thread pool: the epilogue of the fused convolution and matmul kernels.
+template <typename CT, typename DataT, typename BiasT>
+void AddBiasAndActivate(const Eigen::ThreadPoolDevice& device, DataT* data, int64_t rows,
+                        int64_t channels, const BiasT* bias,
+                        std::optional<ActivationMode> activation) {
+  if (rows * channels == 0) return;
+  std::vector<CT> converted(channels);
+  for (int64_t c = 0; c < channels; ++c) converted[c] = static_cast<CT>(bias[c]);
+  RowMajorMap<DataT, 2> out(data, rows, channels);
+  const Eigen::array<Eigen::DenseIndex, 2> down_rows{rows, 1};
+  const auto biased = out.template cast<CT>() +
+                      RowMajorMap<const CT, 2>(converted.data(), 1, channels).broadcast(down_rows);
+  if (!activation.has_value()) {
+    out.device(device) = biased.template cast<DataT>();
+    return;
+  }
+  switch (*activation) {  // ReadOptionalActivation admits only these modes
+    case ActivationMode::kRelu:
+      out.device(device) = biased.cwiseMax(CT(0)).template cast<DataT>();
+      break;
+    case ActivationMode::kRelu6:
+      out.device(device) = biased.cwiseMax(CT(0)).cwiseMin(CT(6)).template cast<DataT>();
+      break;
+    case ActivationMode::kSigmoid:
+      out.device(device) = biased.sigmoid().template cast<DataT>();
+      break;
+    case ActivationMode::kTanh:
+      out.device(device) = biased.tanh().template cast<DataT>();
+      break;
+  }
+}
+
 // Depthwise convolution in NHWC, element type CT (float or double), on the thread pool
 // (convolution_depthwise.cc). Filters are [rows, cols, in_depth, multiplier]; output channel
 // c * multiplier + m reads input channel c.
@@ -179,6 +219,7 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
 
 // Kernels of the matmul and bias families (matmul_kernels.cc, convolution_bias_kernels.cc).
 absl::Status Matmul(const KernelContext& context);
+absl::Status MatmulBiasActivation(const KernelContext& context);
 absl::Status BiasAdd(const KernelContext& context);
 absl::Status BiasAddGrad(const KernelContext& context);
 

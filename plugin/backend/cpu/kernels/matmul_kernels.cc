@@ -103,13 +103,14 @@ absl::StatusOr<MatmulShape> ReadMatmulShape(const MatmulDescriptorSettings& matm
   return shape;
 }
 
+// Products of a and b (buffers 0 and 1) into buffer `c_buffer`.
 template <typename T>
-absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s) {
+absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s, size_t c_buffer) {
   using CT = ComputeType<T>;
   const Index batches = static_cast<Index>(s.a_of_batch.size());
   VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, s.a_matrices * s.m * s.k));
   VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, s.b_matrices * s.k * s.n));
-  VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(2, batches * s.m * s.n));
+  VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(c_buffer, batches * s.m * s.n));
   const Eigen::ThreadPoolDevice& device = *context.device;
   if (batches * s.m * s.n == 0) return absl::OkStatus();
   if (s.k == 0) {
@@ -148,18 +149,48 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::Status Matmul(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+// The shape of a matmul launch from its descriptors [matmul, a, b, c, ...].
+absl::StatusOr<MatmulShape> ReadMatmulLaunch(const KernelContext& context, DType* dtype) {
   VGPU_ASSIGN_OR_RETURN(MatmulDescriptorSettings matmul,
                         context.Descriptor<MatmulDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, context.Descriptor<TensorDescriptorSettings>(1));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, context.Descriptor<TensorDescriptorSettings>(2));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings c, context.Descriptor<TensorDescriptorSettings>(3));
-  VGPU_ASSIGN_OR_RETURN(MatmulShape shape, ReadMatmulShape(matmul, a, b, c));
-  return DispatchFloating(matmul.dtype, [&](auto zero) {
-    return MatmulTyped<decltype(zero)>(context, shape);
+  *dtype = matmul.dtype;
+  return ReadMatmulShape(matmul, a, b, c);
+}
+
+}  // namespace
+
+absl::Status Matmul(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  DType dtype;
+  VGPU_ASSIGN_OR_RETURN(MatmulShape shape, ReadMatmulLaunch(context, &dtype));
+  return DispatchFloating(dtype, [&](auto zero) {
+    return MatmulTyped<decltype(zero)>(context, shape, /*c_buffer=*/2);
+  });
+}
+
+absl::Status MatmulBiasActivation(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
+  DType dtype;
+  VGPU_ASSIGN_OR_RETURN(MatmulShape shape, ReadMatmulLaunch(context, &dtype));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias,
+                        context.Descriptor<TensorDescriptorSettings>(4));
+  if (bias.rank != 1 || bias.dims[0] != shape.n || bias.dtype != dtype) {
+    return absl::InvalidArgumentError("the bias must be a vector of the product's columns");
+  }
+  VGPU_ASSIGN_OR_RETURN(std::optional<ActivationMode> activation,
+                        ReadOptionalActivation(context, 5));
+  return DispatchFloating(dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_RETURN_IF_ERROR(MatmulTyped<T>(context, shape, /*c_buffer=*/3));
+    VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, shape.n));
+    VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(3, shape.a_of_batch.size() * shape.m * shape.n));
+    AddBiasAndActivate<ComputeType<T>>(*context.device, c,
+                                       static_cast<int64_t>(shape.a_of_batch.size()) * shape.m,
+                                       shape.n, bias_data, activation);
+    return absl::OkStatus();
   });
 }
 
