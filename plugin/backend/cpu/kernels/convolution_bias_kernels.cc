@@ -88,13 +88,14 @@ absl::Status BiasAddGradTyped(const KernelContext& context, const BiasShape& s) 
   if (s.Elements() == 0) {
     result.device(device) = result.constant(T(0));
   } else if (s.inner == 1) {
-    const Eigen::array<Index, 1> over_rows{0};
+    // Static reduction axes let Eigen pick its vectorised outer-dimension reduction.
+    Eigen::IndexList<Eigen::type2index<0>> over_rows;
     result.device(device) = RowMajorMap<const T, 2>(gradient, s.outer, s.channels)
                                 .template cast<CT>()
                                 .sum(over_rows)
                                 .template cast<T>();
   } else {
-    const Eigen::array<Index, 2> over_outer_and_inner{0, 2};
+    Eigen::IndexList<Eigen::type2index<0>, Eigen::type2index<2>> over_outer_and_inner;
     result.device(device) = RowMajorMap<const T, 3>(gradient, s.outer, s.channels, s.inner)
                                 .template cast<CT>()
                                 .sum(over_outer_and_inner)

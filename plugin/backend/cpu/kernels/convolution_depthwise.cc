@@ -165,7 +165,7 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
       }
     }
   });
-  const Eigen::array<Index, 1> over_blocks{0};
+  Eigen::IndexList<Eigen::type2index<0>> over_blocks;  // static: the vectorised reduction
   RowMajorMap<CT, 1>(filter_backprop, filter_size).device(device) =
       RowMajorMap<const CT, 2>(partial.data(), blocks, filter_size).sum(over_blocks);
 }
