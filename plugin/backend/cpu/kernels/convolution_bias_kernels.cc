@@ -26,7 +26,7 @@ absl::StatusOr<BiasShape> ReadBiasShape(const KernelContext& context) {
                         context.Descriptor<TensorDescriptorSettings>(1));
   VGPU_ASSIGN_OR_RETURN(convolution::BiasParams params,
                         context.Params().Get<convolution::BiasParams>());
-  if (value.rank < 2 || bias.rank != 1) {
+  if (value.rank < 2 || value.rank > kMaxRank || bias.rank != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "bias needs a value of rank >= 2 and a vector bias, got ranks ", value.rank, " and ",
         bias.rank));
@@ -39,12 +39,10 @@ absl::StatusOr<BiasShape> ReadBiasShape(const KernelContext& context) {
     return absl::InvalidArgumentError("unknown bias data format");
   }
   const int channel_dim = format == DataFormat::kNCHW ? 1 : value.rank - 1;
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("bias value", value.dims, value.rank).status());
   BiasShape shape;
   shape.dtype = value.dtype;
   for (int i = 0; i < value.rank; ++i) {
-    if (value.dims[i] < 0 || value.dims[i] > (int64_t{1} << 40)) {
-      return absl::InvalidArgumentError("bias value has an invalid dimension");
-    }
     if (i < channel_dim) shape.outer *= value.dims[i];
     if (i > channel_dim) shape.inner *= value.dims[i];
   }

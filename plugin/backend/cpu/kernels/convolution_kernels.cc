@@ -26,26 +26,8 @@ using Map2 = RowMajorMap<T, 2>;
 template <typename T>
 using ConstMap2 = RowMajorMap<const T, 2>;
 
-// Largest tensor the kernels accept, in elements: far beyond any device memory, small enough
-// that byte counts and index arithmetic cannot overflow.
-constexpr int64_t kMaxElements = int64_t{1} << 48;
-
 // Scratch budget of the im2col buffer of the filter gradient, in elements.
 constexpr int64_t kColumnBufferElements = int64_t{8} << 20;
-
-absl::Status CheckDims(const char* what, std::initializer_list<int64_t> dims) {
-  int64_t elements = 1;
-  for (int64_t d : dims) {
-    if (d < 0 || d > std::numeric_limits<int32_t>::max()) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has an invalid dimension ", d));
-    }
-    elements *= d;
-    if (elements > kMaxElements) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
-    }
-  }
-  return absl::OkStatus();
-}
 
 // Output size of one spatial dimension, TensorFlow's rule with explicit paddings.
 int64_t WindowedOutputSize(int64_t input, int64_t filter, int64_t dilation, int64_t stride,
@@ -349,6 +331,27 @@ absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
 
 }  // namespace
 
+absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims, int rank) {
+  constexpr int64_t kMaxElements = int64_t{1} << 48;
+  int64_t elements = 1;
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dimension"));
+    }
+    if (dims[i] != 0 && elements > kMaxElements / dims[i]) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
+    }
+    elements *= dims[i];
+  }
+  // A zero dimension makes the count 0 whatever the others are; they must still be sane.
+  for (int i = 0; i < rank; ++i) {
+    if (dims[i] > kMaxElements) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
+    }
+  }
+  return elements;
+}
+
 absl::StatusOr<std::optional<ActivationMode>> ReadOptionalActivation(const KernelContext& context,
                                                                      size_t index) {
   if (context.descriptors.size() <= index) return std::optional<ActivationMode>();
@@ -408,10 +411,13 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext&
   g.dilation_rows = conv.dilation_h;
   g.dilation_cols = conv.dilation_w;
 
-  VGPU_RETURN_IF_ERROR(CheckDims("convolution input", {x.dims[0], x.dims[1], x.dims[2], x.dims[3]}));
-  VGPU_RETURN_IF_ERROR(CheckDims("convolution output", {y.dims[0], y.dims[1], y.dims[2], y.dims[3]}));
-  VGPU_RETURN_IF_ERROR(CheckDims("convolution filter",
-                                 {filter.dims[0], filter.dims[1], filter.dims[2], filter.dims[3]}));
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution input", x.dims, 4).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution output", y.dims, 4).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution filter", filter.dims, 4).status());
+  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+  for (int64_t d : {g.in_rows, g.in_cols, g.out_rows, g.out_cols, g.filter_rows, g.filter_cols}) {
+    if (d > kInt32Max) return absl::InvalidArgumentError("convolution spatial size too large");
+  }
   if (y.dims[0] != g.batch) {
     return absl::InvalidArgumentError("convolution input and output batch sizes differ");
   }

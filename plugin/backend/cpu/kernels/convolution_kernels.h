@@ -66,6 +66,11 @@ struct ConvolutionGeometry {
   bool NoPadding() const { return pad_top == 0 && pad_bottom == 0 && pad_left == 0 && pad_right == 0; }
 };
 
+// The number of elements of a tensor of `dims` named `what`, or InvalidArgument if a dimension
+// is negative or the count exceeds 2^48 (beyond any device memory; byte counts and index
+// arithmetic stay far from overflow).
+absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims, int rank);
+
 // Reads descriptors [x tensor, filter, convolution, y tensor] and checks that they describe a
 // consistent convolution (ranks, dtypes, depths, output size from input size and window).
 absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext& context);

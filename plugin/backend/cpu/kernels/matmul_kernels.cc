@@ -42,13 +42,12 @@ absl::StatusOr<MatmulShape> ReadMatmulShape(const MatmulDescriptorSettings& matm
   if (a.dtype != matmul.dtype || b.dtype != matmul.dtype || c.dtype != matmul.dtype) {
     return absl::InvalidArgumentError("matmul operand and result dtypes differ");
   }
-  for (const TensorDescriptorSettings* t : {&a, &b, &c}) {
-    for (int i = 0; i < t->rank; ++i) {
-      if (t->dims[i] < 0 || t->dims[i] > (int64_t{1} << 40)) {
-        return absl::InvalidArgumentError("matmul tensor has an invalid dimension");
-      }
-    }
+  if (a.rank > kMaxRank || b.rank > kMaxRank || c.rank > kMaxRank) {
+    return absl::InvalidArgumentError("matmul tensor rank too large");
   }
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("matmul a", a.dims, a.rank).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("matmul b", b.dims, b.rank).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("matmul c", c.dims, c.rank).status());
   MatmulShape shape;
   shape.transpose_a = matmul.transpose_a != 0;
   shape.transpose_b = matmul.transpose_b != 0;
