@@ -17,12 +17,27 @@ using Index = Eigen::DenseIndex;
 // Products at least this large (m * n * k) get the whole thread pool each.
 constexpr double kLargeProduct = 64.0 * 64.0 * 64.0;
 
-// The shape of a (batched) product, each batch entry naming the a and b matrices it reads.
+// The shape of a (batched) product. Batch dimensions are right-aligned and padded with 1s to
+// the output's batch rank; a dimension of 1 in a or b is broadcast.
 struct MatmulShape {
   bool transpose_a = false, transpose_b = false;
   Index m = 0, n = 0, k = 0;
-  Index a_matrices = 1, b_matrices = 1;
-  std::vector<Index> a_of_batch, b_of_batch;  // one entry per output matrix
+  Index a_matrices = 1, b_matrices = 1, batches = 1;
+  std::vector<Index> a_dims, b_dims, out_dims;
+
+  // The a and b matrices output matrix `batch` reads.
+  std::pair<Index, Index> Operands(Index batch) const {
+    Index a_index = 0, b_index = 0, a_stride = 1, b_stride = 1;
+    for (int i = static_cast<int>(out_dims.size()) - 1; i >= 0; --i) {
+      const Index position = batch % out_dims[i];
+      batch /= out_dims[i];
+      if (a_dims[i] != 1) a_index += position * a_stride;
+      if (b_dims[i] != 1) b_index += position * b_stride;
+      a_stride *= a_dims[i];
+      b_stride *= b_dims[i];
+    }
+    return {a_index, b_index};
+  }
 };
 
 Index Product(const int64_t* dims, int count) {
@@ -68,37 +83,24 @@ absl::StatusOr<MatmulShape> ReadMatmulShape(const MatmulDescriptorSettings& matm
     return absl::InvalidArgumentError("matmul result shape does not match its operands");
   }
   // Broadcast the batch dimensions (right-aligned) and check them against c's.
-  std::vector<Index> a_dims(batch_rank, 1), b_dims(batch_rank, 1), out_dims(batch_rank);
-  for (int i = 0; i < a_batch_rank; ++i) a_dims[batch_rank - a_batch_rank + i] = a.dims[i];
-  for (int i = 0; i < b_batch_rank; ++i) b_dims[batch_rank - b_batch_rank + i] = b.dims[i];
+  shape.a_dims.assign(batch_rank, 1);
+  shape.b_dims.assign(batch_rank, 1);
+  shape.out_dims.resize(batch_rank);
+  for (int i = 0; i < a_batch_rank; ++i) shape.a_dims[batch_rank - a_batch_rank + i] = a.dims[i];
+  for (int i = 0; i < b_batch_rank; ++i) shape.b_dims[batch_rank - b_batch_rank + i] = b.dims[i];
   for (int i = 0; i < batch_rank; ++i) {
-    if (a_dims[i] != b_dims[i] && a_dims[i] != 1 && b_dims[i] != 1) {
+    const Index a_dim = shape.a_dims[i], b_dim = shape.b_dims[i];
+    if (a_dim != b_dim && a_dim != 1 && b_dim != 1) {
       return absl::InvalidArgumentError("matmul batch dimensions do not broadcast");
     }
-    out_dims[i] = a_dims[i] == 1 ? b_dims[i] : a_dims[i];
-    if (c.dims[i] != out_dims[i]) {
+    shape.out_dims[i] = a_dim == 1 ? b_dim : a_dim;
+    if (c.dims[i] != shape.out_dims[i]) {
       return absl::InvalidArgumentError("matmul result batch dimensions do not match");
     }
   }
   shape.a_matrices = Product(a.dims, a_batch_rank);
   shape.b_matrices = Product(b.dims, b_batch_rank);
-  const Index batches = Product(c.dims, batch_rank);
-  shape.a_of_batch.resize(batches);
-  shape.b_of_batch.resize(batches);
-  std::vector<Index> position(batch_rank, 0);
-  for (Index batch = 0; batch < batches; ++batch) {
-    Index a_index = 0, b_index = 0;
-    for (int i = 0; i < batch_rank; ++i) {
-      a_index = a_index * a_dims[i] + (a_dims[i] == 1 ? 0 : position[i]);
-      b_index = b_index * b_dims[i] + (b_dims[i] == 1 ? 0 : position[i]);
-    }
-    shape.a_of_batch[batch] = a_index;
-    shape.b_of_batch[batch] = b_index;
-    for (int i = batch_rank - 1; i >= 0; --i) {  // next multi-index, last dimension fastest
-      if (++position[i] < out_dims[i]) break;
-      position[i] = 0;
-    }
-  }
+  shape.batches = Product(c.dims, batch_rank);
   return shape;
 }
 
@@ -106,7 +108,7 @@ absl::StatusOr<MatmulShape> ReadMatmulShape(const MatmulDescriptorSettings& matm
 template <typename T>
 absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s, size_t c_buffer) {
   using CT = ComputeType<T>;
-  const Index batches = static_cast<Index>(s.a_of_batch.size());
+  const Index batches = s.batches;
   VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, s.a_matrices * s.m * s.k));
   VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, s.b_matrices * s.k * s.n));
   VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(c_buffer, batches * s.m * s.n));
@@ -121,9 +123,10 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s, siz
   const Eigen::array<Eigen::IndexPair<Index>, 1> pair{
       Eigen::IndexPair<Index>(s.transpose_a ? 0 : 1, s.transpose_b ? 1 : 0)};
   auto multiply = [&](const auto& on, Index batch) {
-    RowMajorMap<const T, 2> lhs(a + s.a_of_batch[batch] * s.m * s.k,
+    const auto [a_index, b_index] = s.Operands(batch);
+    RowMajorMap<const T, 2> lhs(a + a_index * s.m * s.k,
                                 s.transpose_a ? s.k : s.m, s.transpose_a ? s.m : s.k);
-    RowMajorMap<const T, 2> rhs(b + s.b_of_batch[batch] * s.k * s.n,
+    RowMajorMap<const T, 2> rhs(b + b_index * s.k * s.n,
                                 s.transpose_b ? s.n : s.k, s.transpose_b ? s.k : s.n);
     RowMajorMap<T, 2> out(c + batch * s.m * s.n, s.m, s.n);
     if constexpr (std::is_same_v<T, CT>) {
@@ -185,10 +188,9 @@ absl::Status MatmulBiasActivation(const KernelContext& context) {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(MatmulTyped<T>(context, shape, /*c_buffer=*/3));
     VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, shape.n));
-    VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(3, shape.a_of_batch.size() * shape.m * shape.n));
-    AddBiasAndActivate<ComputeType<T>>(*context.device, c,
-                                       static_cast<int64_t>(shape.a_of_batch.size()) * shape.m,
-                                       shape.n, bias_data, activation);
+    VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(3, shape.batches * shape.m * shape.n));
+    AddBiasAndActivate<ComputeType<T>>(*context.device, c, shape.batches * shape.m, shape.n,
+                                       bias_data, activation);
     return absl::OkStatus();
   });
 }
