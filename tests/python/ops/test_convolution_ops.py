@@ -182,6 +182,17 @@ def test_conv2d_and_gradients_match_cpu_on_special_shapes(case):
     assert_gradients_match_cpu(conv, x, w, **tol)
 
 
+def test_conv2d_filter_gradient_summed_over_several_im2col_chunks_matches_cpu():
+    # 256 output rows of 64 pixels x 576 patch values exceed the kernel's 8M-element im2col
+    # buffer, so the gradient is accumulated over two chunks.
+    x = random_array((4, 64, 64, 64), np.float32, seed=46, low=-1, high=1)
+    dy = random_array((4, 64, 64, 8), np.float32, seed=47, low=-1, high=1)
+    backprop = lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+        input=a, filter_sizes=[3, 3, 64, 8], out_backprop=g, strides=[1, 1, 1, 1],
+        padding="SAME")
+    assert_matches_cpu(backprop, x, dy, rtol=1e-4, atol=1e-3)
+
+
 def test_conv2d_of_empty_input_with_padding_is_zero():
     x = np.zeros((2, 0, 3, 2), np.float32)
     w = random_array((3, 3, 2, 4), np.float32, seed=9)

@@ -111,20 +111,21 @@ void ConvolveBackwardInputNhwc(const Eigen::ThreadPoolDevice& device, const Conv
           .slice(offsets, in_backprop.dimensions());
 }
 
-// Copies the image patches of images [first_image, first_image + images) into `columns`, one
-// row of [filter_rows, filter_cols, in_depth] values per output pixel (im2col), with zeros
-// where the window reaches into the padding. Rows of output pixels are spread over the pool.
+// Copies the image patches of output pixel rows [first_row, first_row + rows) (a row being one
+// output row of one image, batch-major) into `columns`, one row of [filter_rows, filter_cols,
+// in_depth] values per output pixel (im2col), with zeros where the window reaches into the
+// padding. Rows are spread over the thread pool.
 template <typename CT>
 void ExtractPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                    const CT* input, Index first_image, Index images, CT* columns) {
+                    const CT* input, Index first_row, Index rows, CT* columns) {
   const Index patch = g.filter_rows * g.filter_cols * g.in_depth;
   const Index depth_bytes = g.in_depth * sizeof(CT);
   const Eigen::TensorOpCost row_cost(g.out_cols * patch * sizeof(CT),
                                      g.out_cols * patch * sizeof(CT), g.out_cols * patch);
-  device.parallelFor(images * g.out_rows, row_cost, [&](Index first, Index last) {
+  device.parallelFor(rows, row_cost, [&](Index first, Index last) {
     for (Index row = first; row < last; ++row) {
-      const Index n = first_image + row / g.out_rows;
-      const Index oh = row % g.out_rows;
+      const Index n = (first_row + row) / g.out_rows;
+      const Index oh = (first_row + row) % g.out_rows;
       for (Index ow = 0; ow < g.out_cols; ++ow) {
         CT* out = columns + (row * g.out_cols + ow) * patch;
         for (Index kh = 0; kh < g.filter_rows; ++kh) {
@@ -144,10 +145,10 @@ void ExtractPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeom
   });
 }
 
-// dfilter from x and dy, NHWC, in the compute type: the image patches of a group of images
-// (im2col, at most kColumnBufferElements at a time) contracted with dy over the pixels, as
-// TensorFlow's custom CPU filter gradient does. Covers every combination of strides,
-// dilations and paddings.
+// dfilter from x and dy, NHWC, in the compute type: the image patches of a group of output
+// pixel rows (im2col, about kColumnBufferElements at a time) contracted with dy over the
+// pixels, as TensorFlow's custom CPU filter gradient does. Covers every combination of
+// strides, dilations and paddings.
 template <typename CT>
 void ConvolveBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
                                 const ConvolutionGeometry& g, ConstMap4<CT> input,
@@ -161,18 +162,18 @@ void ConvolveBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
     return;
   }
   const Index patch = g.filter_rows * g.filter_cols * g.in_depth;
-  const Index pixels_per_image = g.out_rows * g.out_cols;
-  const Index per_image = std::max<Index>(1, pixels_per_image * patch);
-  const Index images_per_chunk =
-      std::clamp<Index>(kColumnBufferElements / per_image, 1, g.batch);
-  Scratch<CT> columns(images_per_chunk * pixels_per_image * patch);
+  const Index total_rows = g.batch * g.out_rows;
+  const Index per_row = std::max<Index>(1, g.out_cols * patch);
+  const Index rows_per_chunk = std::clamp<Index>(kColumnBufferElements / per_row, 1, total_rows);
+  Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
   Map2<CT> result(filter_backprop.data(), patch, g.out_depth);
-  for (Index first = 0; first < g.batch; first += images_per_chunk) {
-    const Index images = std::min(images_per_chunk, g.batch - first);
-    const Index pixels = images * pixels_per_image;
-    ExtractPatches(device, g, input.data(), first, images, columns.data());
+  for (Index first = 0; first < total_rows; first += rows_per_chunk) {
+    const Index rows = std::min(rows_per_chunk, total_rows - first);
+    const Index pixels = rows * g.out_cols;
+    ExtractPatches(device, g, input.data(), first, rows, columns.data());
     ConstMap2<CT> patches(columns.data(), pixels, patch);
-    ConstMap2<CT> gradients(out_backprop.data() + first * pixels_per_image * g.out_depth, pixels,
+    // dy's rows of output pixels are contiguous in NHWC, like the patches'.
+    ConstMap2<CT> gradients(out_backprop.data() + first * g.out_cols * g.out_depth, pixels,
                             g.out_depth);
     if (first == 0) {
       result.device(device) = patches.contract(gradients, by_pixels);
