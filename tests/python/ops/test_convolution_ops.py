@@ -384,13 +384,14 @@ def test_bias_add_v1_matches_cpu():
     assert_matches_cpu(lambda v, b: tf.raw_ops.BiasAddV1(value=v, bias=b), value, bias)
 
 
-def fused_conv2d(x, w, bias, fused_ops):
+def fused_conv2d(x, w, bias, fused_ops, data_format="NHWC"):
     """TensorFlow's internal _FusedConv2D (what Grappler's remapper makes of Conv2D + BiasAdd
     + activation), executed eagerly."""
     attributes = ("T", x.dtype.as_datatype_enum, "num_args", 1,
                   "TArgs", [bias.dtype.as_datatype_enum], "num_host_args", 0,
-                  "strides", [1, 2, 2, 1], "padding", "SAME", "explicit_paddings", [],
-                  "data_format", "NHWC", "filter_format", "HWIO", "dilations", [1, 1, 1, 1],
+                  "strides", shape_in_format([1, 2, 2, 1], data_format), "padding", "SAME",
+                  "explicit_paddings", [], "data_format", data_format, "filter_format", "HWIO",
+                  "dilations", [1, 1, 1, 1],
                   "use_cudnn_on_gpu", True, "fused_ops", fused_ops, "epsilon", 1e-4,
                   "leakyrelu_alpha", 0.2)
     return execute.execute("_FusedConv2D", 1, inputs=[x, w, bias], attrs=attributes,
@@ -415,6 +416,11 @@ def test_fused_conv2d_matches_cpu(fused_ops):
     assert_matches_cpu(lambda *t: fused_conv2d(*t, fused_ops), x, w, bias,
                        **conv_tolerance(np.float32))
     assert vgpu.stats()["launches"] == 1
+    # NCHW (what the layout optimizer makes of it) against the NHWC result.
+    expected = on_device("/CPU:0", lambda *t: fused_conv2d(*t, fused_ops), x, w, bias)
+    actual = on_device("/GPU:0", lambda *t: fused_conv2d(*t, fused_ops, "NCHW"),
+                       to_format(x, "NCHW"), w, bias)
+    assert_close(from_format(actual, "NCHW"), expected, np.float32)
 
 
 @pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Tanh"],
