@@ -1,0 +1,192 @@
+// Depthwise 2-D convolution and its backward passes on the CPU backing executor (NHWC, float
+// or double; see convolution_kernels.h). Each output pixel is a short sum over the filter
+// window of channel-contiguous vectors, so the loops run over channels innermost (vectorised
+// by the compiler) and are spread over the thread pool by rows of pixels.
+#include <algorithm>
+#include <cstring>
+
+#include "plugin/backend/cpu/kernels/convolution_kernels.h"
+
+namespace vgpu::cpu_kernels {
+namespace {
+
+using Index = Eigen::DenseIndex;
+
+// out[c * multiplier + m] += in[c] * filter[c * multiplier + m] for every channel.
+template <typename CT>
+inline void MultiplyAccumulate(Index depth, Index multiplier, const CT* __restrict in,
+                               const CT* __restrict filter, CT* __restrict out) {
+  if (multiplier == 1) {
+    for (Index c = 0; c < depth; ++c) out[c] += in[c] * filter[c];
+    return;
+  }
+  for (Index c = 0; c < depth; ++c) {
+    const CT value = in[c];
+    const CT* f = filter + c * multiplier;
+    CT* o = out + c * multiplier;
+    for (Index m = 0; m < multiplier; ++m) o[m] += value * f[m];
+  }
+}
+
+// in[c] += sum over m of gradient[c * multiplier + m] * filter[c * multiplier + m].
+template <typename CT>
+inline void ReduceMultiplyAccumulate(Index depth, Index multiplier, const CT* __restrict gradient,
+                                     const CT* __restrict filter, CT* __restrict in) {
+  if (multiplier == 1) {
+    for (Index c = 0; c < depth; ++c) in[c] += gradient[c] * filter[c];
+    return;
+  }
+  for (Index c = 0; c < depth; ++c) {
+    const CT* g = gradient + c * multiplier;
+    const CT* f = filter + c * multiplier;
+    CT sum = 0;
+    for (Index m = 0; m < multiplier; ++m) sum += g[m] * f[m];
+    in[c] += sum;
+  }
+}
+
+// The input position of filter tap `tap` for output position `out`, or -1 outside the input.
+inline Index InputPosition(Index out, Index tap, Index stride, Index dilation, Index pad_before,
+                           Index size) {
+  const Index position = out * stride - pad_before + tap * dilation;
+  return position >= 0 && position < size ? position : -1;
+}
+
+Eigen::TensorOpCost RowCost(const ConvolutionGeometry& g, Index pixels_per_row, size_t size) {
+  const double macs =
+      static_cast<double>(pixels_per_row) * g.filter_rows * g.filter_cols * g.out_depth;
+  return Eigen::TensorOpCost(macs * size, static_cast<double>(pixels_per_row) * g.out_depth * size,
+                             macs * 2);
+}
+
+}  // namespace
+
+template <typename CT>
+void DepthwiseForwardNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                          const CT* input, const CT* filter, CT* output) {
+  const Index rows = g.batch * g.out_rows;
+  device.parallelFor(rows, RowCost(g, g.out_cols, sizeof(CT)), [&](Index first, Index last) {
+    for (Index row = first; row < last; ++row) {
+      const Index n = row / g.out_rows;
+      const Index oh = row % g.out_rows;
+      for (Index ow = 0; ow < g.out_cols; ++ow) {
+        CT* out = output + (row * g.out_cols + ow) * g.out_depth;
+        std::fill(out, out + g.out_depth, CT(0));
+        for (Index kh = 0; kh < g.filter_rows; ++kh) {
+          const Index ih =
+              InputPosition(oh, kh, g.stride_rows, g.dilation_rows, g.pad_top, g.in_rows);
+          if (ih < 0) continue;
+          for (Index kw = 0; kw < g.filter_cols; ++kw) {
+            const Index iw =
+                InputPosition(ow, kw, g.stride_cols, g.dilation_cols, g.pad_left, g.in_cols);
+            if (iw < 0) continue;
+            MultiplyAccumulate(g.in_depth, g.filter_out,
+                               input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
+                               filter + (kh * g.filter_cols + kw) * g.out_depth, out);
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename CT>
+void DepthwiseBackwardInputNhwc(const Eigen::ThreadPoolDevice& device,
+                                const ConvolutionGeometry& g, const CT* filter,
+                                const CT* out_backprop, CT* in_backprop) {
+  const Index rows = g.batch * g.in_rows;
+  device.parallelFor(rows, RowCost(g, g.in_cols, sizeof(CT)), [&](Index first, Index last) {
+    for (Index row = first; row < last; ++row) {
+      const Index n = row / g.in_rows;
+      const Index ih = row % g.in_rows;
+      for (Index iw = 0; iw < g.in_cols; ++iw) {
+        CT* in = in_backprop + (row * g.in_cols + iw) * g.in_depth;
+        std::fill(in, in + g.in_depth, CT(0));
+        for (Index kh = 0; kh < g.filter_rows; ++kh) {
+          // The output row whose window puts tap kh on input row ih, if any.
+          const Index h = ih + g.pad_top - kh * g.dilation_rows;
+          if (h < 0 || h % g.stride_rows != 0) continue;
+          const Index oh = h / g.stride_rows;
+          if (oh >= g.out_rows) continue;
+          for (Index kw = 0; kw < g.filter_cols; ++kw) {
+            const Index w = iw + g.pad_left - kw * g.dilation_cols;
+            if (w < 0 || w % g.stride_cols != 0) continue;
+            const Index ow = w / g.stride_cols;
+            if (ow >= g.out_cols) continue;
+            ReduceMultiplyAccumulate(
+                g.in_depth, g.filter_out,
+                out_backprop + ((n * g.out_rows + oh) * g.out_cols + ow) * g.out_depth,
+                filter + (kh * g.filter_cols + kw) * g.out_depth, in);
+          }
+        }
+      }
+    }
+  });
+}
+
+template <typename CT>
+void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, const CT* input,
+                                 const CT* out_backprop, CT* filter_backprop) {
+  // Rows of output pixels are split into a fixed number of blocks, each summing into its own
+  // copy of the filter gradient; the copies are added at the end. The result does not depend
+  // on scheduling.
+  const Index rows = g.batch * g.out_rows;
+  const Index filter_size = g.FilterElements();
+  const Index blocks = std::max<Index>(1, std::min<Index>(rows, 4 * device.numThreads()));
+  Scratch<CT> partial(blocks * filter_size);
+  std::fill(partial.data(), partial.data() + blocks * filter_size, CT(0));
+  Eigen::TensorOpCost block_cost = RowCost(g, g.out_cols, sizeof(CT));
+  block_cost *= static_cast<double>(rows) / blocks;
+  device.parallelFor(blocks, block_cost, [&](Index first_block, Index last_block) {
+    for (Index block = first_block; block < last_block; ++block) {
+      CT* accumulator = partial.data() + block * filter_size;
+      const Index first = rows * block / blocks;
+      const Index last = rows * (block + 1) / blocks;
+      for (Index row = first; row < last; ++row) {
+        const Index n = row / g.out_rows;
+        const Index oh = row % g.out_rows;
+        for (Index ow = 0; ow < g.out_cols; ++ow) {
+          const CT* gradient = out_backprop + (row * g.out_cols + ow) * g.out_depth;
+          for (Index kh = 0; kh < g.filter_rows; ++kh) {
+            const Index ih =
+                InputPosition(oh, kh, g.stride_rows, g.dilation_rows, g.pad_top, g.in_rows);
+            if (ih < 0) continue;
+            for (Index kw = 0; kw < g.filter_cols; ++kw) {
+              const Index iw =
+                  InputPosition(ow, kw, g.stride_cols, g.dilation_cols, g.pad_left, g.in_cols);
+              if (iw < 0) continue;
+              MultiplyAccumulate(g.in_depth, g.filter_out,
+                                 input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
+                                 gradient, accumulator + (kh * g.filter_cols + kw) * g.out_depth);
+            }
+          }
+        }
+      }
+    }
+  });
+  Eigen::IndexList<Eigen::type2index<0>> over_blocks;  // static: the vectorised reduction
+  RowMajorMap<CT, 1>(filter_backprop, filter_size).device(device) =
+      RowMajorMap<const CT, 2>(partial.data(), blocks, filter_size).sum(over_blocks);
+}
+
+template void DepthwiseForwardNhwc<float>(const Eigen::ThreadPoolDevice&,
+                                          const ConvolutionGeometry&, const float*, const float*,
+                                          float*);
+template void DepthwiseForwardNhwc<double>(const Eigen::ThreadPoolDevice&,
+                                           const ConvolutionGeometry&, const double*,
+                                           const double*, double*);
+template void DepthwiseBackwardInputNhwc<float>(const Eigen::ThreadPoolDevice&,
+                                                const ConvolutionGeometry&, const float*,
+                                                const float*, float*);
+template void DepthwiseBackwardInputNhwc<double>(const Eigen::ThreadPoolDevice&,
+                                                 const ConvolutionGeometry&, const double*,
+                                                 const double*, double*);
+template void DepthwiseBackwardFilterNhwc<float>(const Eigen::ThreadPoolDevice&,
+                                                 const ConvolutionGeometry&, const float*,
+                                                 const float*, float*);
+template void DepthwiseBackwardFilterNhwc<double>(const Eigen::ThreadPoolDevice&,
+                                                  const ConvolutionGeometry&, const double*,
+                                                  const double*, double*);
+
+}  // namespace vgpu::cpu_kernels

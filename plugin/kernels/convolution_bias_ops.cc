@@ -1,0 +1,137 @@
+// TensorFlow's BiasAdd, BiasAddV1 and BiasAddGrad on the virtual GPU: validated as
+// TensorFlow's kernels do, then launched with tensor descriptors for the value and the bias,
+// created and destroyed per call (protocol/kernels/convolution.h, kBiasAdd / kBiasAddGrad).
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "plugin/kernels/convolution_ops.h"
+#include "plugin/kernels/op_kernel.h"
+#include "plugin/kernels/op_registration.h"
+#include "plugin/protocol/kernels/convolution.h"
+
+namespace vgpu {
+namespace {
+
+constexpr std::initializer_list<TF_DataType> kBiasTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                           TF_DOUBLE};
+
+std::string ShapeString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+// Reads the optional data_format attribute (BiasAddV1 has none: NHWC).
+absl::StatusOr<DataFormat> ReadDataFormat(OpConstruction& construction) {
+  if (!construction.Has("data_format")) return DataFormat::kNHWC;
+  VGPU_ASSIGN_OR_RETURN(std::string format, construction.String("data_format"));
+  if (format == "NHWC") return DataFormat::kNHWC;
+  if (format == "NCHW") return DataFormat::kNCHW;
+  return absl::InvalidArgumentError("Invalid data format");
+}
+
+// The channel dimension of a value of `rank` (NCHW: 1 whatever the rank; NHWC: the last).
+int ChannelDim(DataFormat format, size_t rank) {
+  return format == DataFormat::kNCHW ? 1 : static_cast<int>(rank) - 1;
+}
+
+absl::Status LaunchBias(OpContext& context, KernelId kernel, DataFormat format,
+                        const TensorDescriptorSettings& value_settings,
+                        const TensorDescriptorSettings& bias_settings,
+                        std::initializer_list<BufferArg> buffers) {
+  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+  DnnApi& dnn = stream->device().dnn();
+  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor value, ScopedDescriptor::Make(dnn, *stream, value_settings));
+  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor bias, ScopedDescriptor::Make(dnn, *stream, bias_settings));
+  ParamBlock params;
+  convolution::BiasParams bias_params;
+  bias_params.data_format = static_cast<int32_t>(format);
+  ParamWriter(&params).Put(bias_params);
+  return LaunchKernel(*stream, kernel, {&value, &bias}, buffers, params);
+}
+
+// BiasAdd / BiasAddV1: inputs (value, bias).
+class BiasAddOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<BiasAddOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<BiasAddOp>();
+    VGPU_ASSIGN_OR_RETURN(op->format_, ReadDataFormat(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(1));
+    const std::vector<int64_t> value_shape = ShapeOf(value.get());
+    const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
+    if (value_shape.size() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(value_shape)));
+    }
+    if (bias_shape.size() != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Biases must be 1D: ", ShapeString(bias_shape)));
+    }
+    const int channel_dim = ChannelDim(format_, value_shape.size());
+    if (bias_shape[0] != value_shape[channel_dim]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Must provide as many biases as the last dimension of the input tensor: ",
+          ShapeString(bias_shape), " vs. ", ShapeString(value_shape)));
+    }
+    const TF_DataType dtype = TF_TensorType(value.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.ForwardOrAllocateOutput({0}, 0, dtype, value_shape));
+    if (TF_TensorElementCount(value.get()) == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings value_settings, TensorSettings(value.get()));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings, TensorSettings(bias.get()));
+    return LaunchBias(context, convolution::kBiasAdd, format_, value_settings, bias_settings,
+                      {BufferOf(value.get()), BufferOf(bias.get()), BufferOf(out.get())});
+  }
+
+ private:
+  DataFormat format_ = DataFormat::kNHWC;
+};
+
+// BiasAddGrad: input out_backprop; output the sum over every dimension but the channel one.
+class BiasAddGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<BiasAddGradOp>> Create(OpConstruction& construction) {
+    auto op = std::make_unique<BiasAddGradOp>();
+    VGPU_ASSIGN_OR_RETURN(op->format_, ReadDataFormat(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr gradient, context.Input(0));
+    const std::vector<int64_t> shape = ShapeOf(gradient.get());
+    if (shape.size() < 2) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(shape)));
+    }
+    const int64_t channels = shape[ChannelDim(format_, shape.size())];
+    const TF_DataType dtype = TF_TensorType(gradient.get());
+    const std::vector<int64_t> bias_shape = {channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, bias_shape));
+    if (channels == 0) return absl::OkStatus();
+    // An empty gradient gives zeros; the kernel writes them.
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings gradient_settings,
+                          TensorSettings(gradient.get()));
+    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings,
+                          TensorSettings(dtype, bias_shape));
+    return LaunchBias(context, convolution::kBiasAddGrad, format_, gradient_settings,
+                      bias_settings, {BufferOf(gradient.get()), BufferOf(out.get())});
+  }
+
+ private:
+  DataFormat format_ = DataFormat::kNHWC;
+};
+
+}  // namespace
+
+void RegisterBiasOps(const char* device_type) {
+  RegisterKernelForTypes<BiasAddOp>("BiasAdd", device_type, "T", kBiasTypes);
+  RegisterKernelForTypes<BiasAddOp>("BiasAddV1", device_type, "T", kBiasTypes);
+  RegisterKernelForTypes<BiasAddGradOp>("BiasAddGrad", device_type, "T", kBiasTypes);
+}
+
+}  // namespace vgpu

@@ -1,0 +1,525 @@
+"""Convolution-family ops on the virtual GPU against TensorFlow's CPU kernels: Conv2D and its two
+backprops, the DepthwiseConv2dNative trio, MatMul, BatchMatMulV2, BiasAdd and BiasAddGrad.
+
+TensorFlow's CPU convolutions (oneDNN or Eigen) sum in a different order than the plugin's
+Eigen kernels, so float32 convolutions are compared with rtol/atol 1e-4; 16-bit types are
+computed in float on both sides and differ by at most an ulp or so of the result. TensorFlow's
+plain CPU kernels only take NHWC, so NCHW results on the GPU are compared with NHWC results on
+the CPU, transposed."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tensorflow.python.eager import context, execute
+
+import vgpu
+from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
+
+BF16 = tf.bfloat16.as_numpy_dtype
+CONV_TOLERANCE = {
+    np.float64: dict(rtol=1e-10, atol=1e-10),
+    np.float32: dict(rtol=1e-4, atol=1e-4),
+    np.float16: dict(rtol=2e-2, atol=2e-2),
+    BF16: dict(rtol=5e-2, atol=5e-2),
+}
+EXPLICIT_NHWC = [0, 0, 1, 2, 2, 0, 0, 0]  # asymmetric: top 1, bottom 2, left 2, right 0
+
+
+def conv_tolerance(dtype):
+    return CONV_TOLERANCE[np.dtype(dtype).type]
+
+
+def to_format(array, data_format):
+    """An NHWC array in `data_format`."""
+    return np.transpose(array, (0, 3, 1, 2)) if data_format == "NCHW" else array
+
+
+def from_format(array, data_format):
+    """An array in `data_format` as NHWC."""
+    return np.transpose(array, (0, 2, 3, 1)) if data_format == "NCHW" else array
+
+
+def shape_in_format(shape, data_format):
+    n, h, w, c = shape
+    return [n, c, h, w] if data_format == "NCHW" else [n, h, w, c]
+
+
+def conv_attributes(data_format, stride, dilation, padding):
+    """Keyword arguments of the raw convolution ops for a padding name (valid/same/explicit)."""
+    explicit = []
+    if padding == "explicit":
+        explicit = EXPLICIT_NHWC
+        if data_format == "NCHW":
+            explicit = explicit[0:2] + explicit[6:8] + explicit[2:6]
+    return dict(
+        strides=shape_in_format([1, stride, stride, 1], data_format),
+        dilations=shape_in_format([1, dilation, dilation, 1], data_format),
+        padding=padding.upper(),
+        explicit_paddings=explicit,
+        data_format=data_format,
+    )
+
+
+def on_device(device, fn, *args):
+    with tf.device(device):
+        result = fn(*[tf.constant(a) if isinstance(a, np.ndarray) else a for a in args])
+    for r in tf.nest.flatten(result):
+        assert r.device.endswith(device.strip("/")), f"computed on {r.device}"
+    return tf.nest.map_structure(lambda t: t.numpy(), result)
+
+
+def assert_close(actual, expected, dtype):
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(
+        actual.astype(np.float64), expected.astype(np.float64), **conv_tolerance(dtype))
+
+
+def dilate_filter(w, dilation):
+    """The filter with dilation - 1 zeros between taps: a convolution with it and dilation 1
+    equals one with `w` and `dilation`. TensorFlow's CPU backprop kernels reject some dilated
+    cases, so dilated references are computed this way."""
+    kh, kw = w.shape[:2]
+    dilated = np.zeros(((kh - 1) * dilation + 1, (kw - 1) * dilation + 1) + w.shape[2:], w.dtype)
+    dilated[::dilation, ::dilation] = w
+    return dilated
+
+
+def forward_shape(x_shape, w_shape, stride, dilation, padding):
+    """NHWC output shape of a convolution, computed on the CPU."""
+    x = np.zeros(x_shape, np.float32)
+    w = np.zeros(w_shape, np.float32)
+    return on_device(
+        "/CPU:0",
+        lambda a, b: tf.raw_ops.Conv2D(
+            input=a, filter=b, **conv_attributes("NHWC", stride, dilation, padding)),
+        x, w).shape
+
+
+CONV_CASES = [
+    pytest.param(padding, stride, dilation, id=f"{padding}-stride{stride}-dilation{dilation}")
+    for padding in ("valid", "same", "explicit")
+    for stride in (1, 2)
+    for dilation in (1, 2)
+]
+FORMATS = ["NHWC", "NCHW"]
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("padding,stride,dilation", CONV_CASES)
+def test_conv2d_matches_cpu(data_format, padding, stride, dilation):
+    x = random_array((2, 7, 9, 3), np.float32, seed=1, low=-1, high=1)
+    w = random_array((3, 2, 3, 4), np.float32, seed=2, low=-1, high=1)
+    expected = on_device("/CPU:0", lambda a, b: tf.raw_ops.Conv2D(
+        input=a, filter=b, **conv_attributes("NHWC", stride, dilation, padding)), x, w)
+    vgpu.reset_stats()
+    actual = on_device("/GPU:0", lambda a, b: tf.raw_ops.Conv2D(
+        input=a, filter=b, **conv_attributes(data_format, stride, dilation, padding)),
+        to_format(x, data_format), w)
+    assert vgpu.stats()["launches"] >= 1
+    assert_close(from_format(actual, data_format), expected, np.float32)
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("padding,stride,dilation", CONV_CASES)
+def test_conv2d_backprop_input_matches_cpu(data_format, padding, stride, dilation):
+    x_shape, w_shape = (2, 7, 9, 3), (3, 2, 3, 4)
+    w = random_array(w_shape, np.float32, seed=3, low=-1, high=1)
+    dy = random_array(forward_shape(x_shape, w_shape, stride, dilation, padding), np.float32,
+                      seed=4, low=-1, high=1)
+
+    def backprop(data_format, dy, dilation):
+        return lambda filter, out_backprop: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=shape_in_format(x_shape, data_format), filter=filter,
+            out_backprop=out_backprop, **conv_attributes(data_format, stride, dilation, padding))
+
+    expected = on_device("/CPU:0", backprop("NHWC", dy, 1), dilate_filter(w, dilation), dy)
+    actual = on_device("/GPU:0", backprop(data_format, dy, dilation), w,
+                       to_format(dy, data_format))
+    assert_close(from_format(actual, data_format), expected, np.float32)
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("padding,stride,dilation", CONV_CASES)
+def test_conv2d_backprop_filter_matches_cpu(data_format, padding, stride, dilation):
+    x_shape, w_shape = (2, 7, 9, 3), (3, 2, 3, 4)
+    x = random_array(x_shape, np.float32, seed=5, low=-1, high=1)
+    dy = random_array(forward_shape(x_shape, w_shape, stride, dilation, padding), np.float32,
+                      seed=6, low=-1, high=1)
+
+    def backprop(data_format, filter_shape, dilation):
+        return lambda input, out_backprop: tf.raw_ops.Conv2DBackpropFilter(
+            input=input, filter_sizes=list(filter_shape), out_backprop=out_backprop,
+            **conv_attributes(data_format, stride, dilation, padding))
+
+    dilated_shape = dilate_filter(np.zeros(w_shape), dilation).shape
+    expected = on_device("/CPU:0", backprop("NHWC", dilated_shape, 1), x, dy)
+    expected = expected[::dilation, ::dilation]
+    actual = on_device("/GPU:0", backprop(data_format, w_shape, dilation),
+                       to_format(x, data_format), to_format(dy, data_format))
+    assert_close(actual, expected, np.float32)
+
+
+# Shapes that take the kernels' special paths: 1x1 filters (a matrix product), a filter as
+# large as the input (one), paddings wider than the filter (the padded backward path), batch 1.
+SPECIAL_CONVOLUTIONS = {
+    "1x1": ((2, 5, 6, 3), (1, 1, 3, 4), 1, "VALID"),
+    "1x1-strided": ((2, 5, 6, 3), (1, 1, 3, 4), 2, "SAME"),
+    "1x1-wide-padding": ((2, 5, 6, 3), (1, 1, 3, 4), 1, [[0, 0], [0, 2], [3, 0], [0, 0]]),
+    "whole-input": ((3, 4, 5, 2), (4, 5, 2, 3), 1, "VALID"),
+    "batch-1": ((1, 8, 8, 4), (3, 3, 4, 2), 1, "SAME"),
+    "tall-filter-padding": ((2, 4, 4, 2), (3, 2, 2, 2), 2, [[0, 0], [0, 4], [1, 1], [0, 0]]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPECIAL_CONVOLUTIONS))
+def test_conv2d_and_gradients_match_cpu_on_special_shapes(case):
+    x_shape, w_shape, stride, padding = SPECIAL_CONVOLUTIONS[case]
+    x = random_array(x_shape, np.float32, seed=7, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=8, low=-1, high=1)
+    conv = lambda a, b: tf.nn.conv2d(a, b, stride, padding)
+    tol = conv_tolerance(np.float32)
+    assert_matches_cpu(conv, x, w, expect_launch=x.size > 0, **tol)
+    assert_gradients_match_cpu(conv, x, w, **tol)
+
+
+def test_conv2d_filter_gradient_summed_over_several_im2col_chunks_matches_cpu():
+    # 256 output rows of 64 pixels x 576 patch values exceed the kernel's 8M-element im2col
+    # buffer, so the gradient is accumulated over two chunks.
+    x = random_array((4, 64, 64, 64), np.float32, seed=46, low=-1, high=1)
+    dy = random_array((4, 64, 64, 8), np.float32, seed=47, low=-1, high=1)
+    backprop = lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+        input=a, filter_sizes=[3, 3, 64, 8], out_backprop=g, strides=[1, 1, 1, 1],
+        padding="SAME")
+    assert_matches_cpu(backprop, x, dy, rtol=1e-4, atol=1e-3)
+
+
+def test_conv2d_of_empty_input_with_padding_is_zero():
+    x = np.zeros((2, 0, 3, 2), np.float32)
+    w = random_array((3, 3, 2, 4), np.float32, seed=9)
+    conv = lambda a, b: tf.nn.conv2d(a, b, 1, [[0, 0], [2, 2], [1, 1], [0, 0]])
+    actual = assert_matches_cpu(conv, x, w)
+    assert actual.shape == (2, 2, 3, 4) and not np.any(actual.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64])
+def test_conv2d_and_gradients_match_cpu_in_other_dtypes(dtype):
+    x = random_array((2, 6, 7, 3), dtype, seed=10, low=-1, high=1)
+    w = random_array((3, 3, 3, 4), dtype, seed=11, low=-1, high=1)
+    conv = lambda a, b: tf.nn.conv2d(a, b, 1, "SAME")
+    assert_matches_cpu(conv, x, w, **conv_tolerance(dtype))
+    assert_gradients_match_cpu(conv, x, w, **conv_tolerance(dtype))
+
+
+DEPTHWISE_CASES = [
+    pytest.param(padding, stride, multiplier, id=f"{padding}-stride{stride}-multiplier{multiplier}")
+    for padding in ("valid", "same", "explicit")
+    for stride in (1, 2)
+    for multiplier in (1, 2)
+]
+
+
+def depthwise_ops(data_format, stride, padding, x_shape, w_shape, dilation=1):
+    """Forward, backprop-input and backprop-filter depthwise functions in `data_format`."""
+    attributes = conv_attributes(data_format, stride, dilation, padding)
+    forward = lambda x, w: tf.raw_ops.DepthwiseConv2dNative(input=x, filter=w, **attributes)
+    backprop_input = lambda w, dy: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+        input_sizes=shape_in_format(x_shape, data_format), filter=w, out_backprop=dy,
+        **attributes)
+    backprop_filter = lambda x, dy: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+        input=x, filter_sizes=list(w_shape), out_backprop=dy, **attributes)
+    return forward, backprop_input, backprop_filter
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("padding,stride,multiplier", DEPTHWISE_CASES)
+def test_depthwise_conv2d_and_backprops_match_cpu(data_format, padding, stride, multiplier):
+    x_shape, w_shape = (2, 7, 8, 3), (3, 2, 3, multiplier)
+    x = random_array(x_shape, np.float32, seed=12, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=13, low=-1, high=1)
+    cpu = depthwise_ops("NHWC", stride, padding, x_shape, w_shape)
+    gpu = depthwise_ops(data_format, stride, padding, x_shape, w_shape)
+    y = on_device("/CPU:0", cpu[0], x, w)
+    dy = random_array(y.shape, np.float32, seed=14, low=-1, high=1)
+    y_gpu = on_device("/GPU:0", gpu[0], to_format(x, data_format), w)
+    assert_close(from_format(y_gpu, data_format), y, np.float32)
+    dx = on_device("/GPU:0", gpu[1], w, to_format(dy, data_format))
+    assert_close(from_format(dx, data_format), on_device("/CPU:0", cpu[1], w, dy), np.float32)
+    dw = on_device("/GPU:0", gpu[2], to_format(x, data_format), to_format(dy, data_format))
+    assert_close(dw, on_device("/CPU:0", cpu[2], x, dy), np.float32)
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("stride", [1, 2])
+def test_dilated_depthwise_conv2d_matches_block_diagonal_conv2d(data_format, stride):
+    # TensorFlow's own depthwise kernels reject dilations; the plugin's follow Conv2D's rule.
+    # Reference: a Conv2D on the CPU whose filter maps channel c only to outputs c*m..c*m+m-1.
+    x_shape, w_shape = (2, 9, 8, 3), (3, 2, 3, 2)
+    x = random_array(x_shape, np.float32, seed=15, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=16, low=-1, high=1)
+    full = np.zeros((3, 2, 3, 6), np.float32)
+    for c in range(3):
+        full[:, :, c, 2 * c:2 * c + 2] = w[:, :, c, :]
+    attributes = conv_attributes("NHWC", stride, 2, "same")
+    conv = lambda a, b: tf.raw_ops.Conv2D(input=a, filter=b, **attributes)
+    y = on_device("/CPU:0", conv, x, full)
+    dy = random_array(y.shape, np.float32, seed=17, low=-1, high=1)
+    dx = on_device("/CPU:0", lambda b, g: tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=list(x_shape), filter=b, out_backprop=g, **attributes), full, dy)
+    dfull = on_device("/CPU:0", lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+        input=a, filter_sizes=[3, 2, 3, 6], out_backprop=g, **attributes), x, dy)
+    dw = np.stack([dfull[:, :, c, 2 * c:2 * c + 2] for c in range(3)], axis=2)
+
+    gpu = depthwise_ops(data_format, stride, "same", x_shape, w_shape, dilation=2)
+    y_gpu = on_device("/GPU:0", gpu[0], to_format(x, data_format), w)
+    assert_close(from_format(y_gpu, data_format), y, np.float32)
+    dx_gpu = on_device("/GPU:0", gpu[1], w, to_format(dy, data_format))
+    assert_close(from_format(dx_gpu, data_format), dx, np.float32)
+    dw_gpu = on_device("/GPU:0", gpu[2], to_format(x, data_format), to_format(dy, data_format))
+    assert_close(dw_gpu, dw, np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64])
+def test_depthwise_conv2d_gradients_match_cpu(dtype):
+    x = random_array((2, 6, 5, 4), dtype, seed=18, low=-1, high=1)
+    w = random_array((3, 3, 4, 2), dtype, seed=19, low=-1, high=1)
+    conv = lambda a, b: tf.nn.depthwise_conv2d(a, b, [1, 1, 1, 1], "SAME")
+    assert_matches_cpu(conv, x, w, **conv_tolerance(dtype))
+    assert_gradients_match_cpu(conv, x, w, **conv_tolerance(dtype))
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
+def test_convolutions_of_an_empty_batch_have_the_right_shapes_and_zero_filter_gradients(
+        depthwise):
+    # Compared with the expected shapes rather than the CPU: TensorFlow 2.21's oneDNN CPU
+    # kernels return a result shaped like the input for an empty batch (its Eigen kernels and
+    # the virtual GPU give [0, rows, cols, out_depth]).
+    x = np.zeros((0, 6, 5, 3), np.float32)
+    w = random_array((3, 3, 3, 2), np.float32, seed=20)
+    conv = (lambda a, b: tf.nn.depthwise_conv2d(a, b, [1, 1, 1, 1], "SAME")) if depthwise else (
+        lambda a, b: tf.nn.conv2d(a, b, 1, "SAME"))
+
+    def forward_and_gradients(a, b):
+        with tf.GradientTape() as tape:
+            tape.watch([a, b])
+            y = conv(a, b)
+        return (y,) + tuple(tape.gradient(y, [a, b], output_gradients=tf.ones_like(y)))
+
+    y, dx, dw = on_device("/GPU:0", forward_and_gradients, x, w)
+    assert y.shape == (0, 6, 5, 6 if depthwise else 2)
+    assert dx.shape == x.shape
+    assert dw.shape == w.shape and not np.any(dw)
+
+
+MATMUL_DTYPES = [np.float32, np.float64, np.float16, BF16]
+
+
+@pytest.mark.parametrize("dtype", MATMUL_DTYPES)
+@pytest.mark.parametrize("transpose_a", [False, True])
+@pytest.mark.parametrize("transpose_b", [False, True])
+def test_matmul_matches_cpu(dtype, transpose_a, transpose_b):
+    a = random_array((7, 5) if transpose_a else (5, 7), dtype, seed=21, low=-1, high=1)
+    b = random_array((3, 7) if transpose_b else (7, 3), dtype, seed=22, low=-1, high=1)
+    matmul = lambda x, y: tf.linalg.matmul(x, y, transpose_a=transpose_a,
+                                           transpose_b=transpose_b)
+    assert_matches_cpu(matmul, a, b, **conv_tolerance(dtype))
+
+
+@pytest.mark.parametrize("shapes", [((130, 70), (70, 90)), ((0, 3), (3, 4)), ((3, 0), (0, 4)),
+                                    ((1, 1), (1, 1))])
+def test_matmul_of_large_small_and_empty_matrices_matches_cpu(shapes):
+    a = random_array(shapes[0], np.float32, seed=23, low=-1, high=1)
+    b = random_array(shapes[1], np.float32, seed=24, low=-1, high=1)
+    out = assert_matches_cpu(tf.linalg.matmul, a, b, expect_launch=a.shape[0] > 0,
+                             rtol=1e-5, atol=1e-5)
+    if a.shape[1] == 0:
+        assert not np.any(out.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_matmul_gradients_match_cpu(dtype):
+    a = random_array((6, 4), dtype, seed=25, low=-1, high=1)
+    b = random_array((4, 5), dtype, seed=26, low=-1, high=1)
+    assert_gradients_match_cpu(tf.linalg.matmul, a, b, **conv_tolerance(dtype))
+
+
+@pytest.mark.parametrize("shapes", [((2, 1, 3, 4), (3, 4, 5)), ((4, 3, 4), (4, 5)),
+                                    ((2, 80, 70), (2, 70, 60)), ((0, 3, 4), (1, 4, 2))],
+                         ids=["broadcast", "shared-rhs", "large", "empty-batch"])
+@pytest.mark.parametrize("adj_x", [False, True])
+@pytest.mark.parametrize("adj_y", [False, True])
+def test_batch_matmul_v2_matches_cpu(shapes, adj_x, adj_y):
+    a_shape, b_shape = list(shapes[0]), list(shapes[1])
+    if adj_x:
+        a_shape[-2:] = a_shape[-1:-3:-1]
+    if adj_y:
+        b_shape[-2:] = b_shape[-1:-3:-1]
+    a = random_array(a_shape, np.float32, seed=27, low=-1, high=1)
+    b = random_array(b_shape, np.float32, seed=28, low=-1, high=1)
+    batch_matmul = lambda x, y: tf.raw_ops.BatchMatMulV2(x=x, y=y, adj_x=adj_x, adj_y=adj_y)
+    assert_matches_cpu(batch_matmul, a, b, expect_launch=a.size > 0, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16])
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 4), (2, 3, 4, 5), (2, 3, 2, 2, 3), (0, 3, 2)])
+def test_bias_add_and_grad_match_cpu(shape, data_format, dtype):
+    channels = shape[1] if data_format == "NCHW" else shape[-1]
+    value = random_array(shape, dtype, seed=29)
+    bias = random_array((channels,), dtype, seed=30)
+    add = lambda v, b: tf.nn.bias_add(v, b, data_format=data_format)
+    grad = lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format=data_format)
+    assert_matches_cpu(add, value, bias, expect_launch=value.size > 0)
+    assert_matches_cpu(grad, value, **conv_tolerance(dtype))
+
+
+def test_bias_add_gradients_match_cpu():
+    value = random_array((3, 4, 5), np.float32, seed=31)
+    bias = random_array((5,), np.float32, seed=32)
+    assert_gradients_match_cpu(tf.nn.bias_add, value, bias)
+
+
+def test_bias_add_v1_matches_cpu():
+    value = random_array((3, 4), np.float32, seed=33)
+    bias = random_array((4,), np.float32, seed=34)
+    assert_matches_cpu(lambda v, b: tf.raw_ops.BiasAddV1(value=v, bias=b), value, bias)
+
+
+def fused_conv2d(x, w, bias, fused_ops, data_format="NHWC"):
+    """TensorFlow's internal _FusedConv2D (what Grappler's remapper makes of Conv2D + BiasAdd
+    + activation), executed eagerly."""
+    attributes = ("T", x.dtype.as_datatype_enum, "num_args", 1,
+                  "TArgs", [bias.dtype.as_datatype_enum], "num_host_args", 0,
+                  "strides", shape_in_format([1, 2, 2, 1], data_format), "padding", "SAME",
+                  "explicit_paddings", [], "data_format", data_format, "filter_format", "HWIO",
+                  "dilations", [1, 1, 1, 1],
+                  "use_cudnn_on_gpu", True, "fused_ops", fused_ops, "epsilon", 1e-4,
+                  "leakyrelu_alpha", 0.2)
+    return execute.execute("_FusedConv2D", 1, inputs=[x, w, bias], attrs=attributes,
+                           ctx=context.context())[0]
+
+
+def fused_matmul(a, b, bias, fused_ops):
+    """TensorFlow's internal _FusedMatMul, executed eagerly."""
+    attributes = ("T", a.dtype.as_datatype_enum, "transpose_a", False, "transpose_b", True,
+                  "num_args", 1, "fused_ops", fused_ops, "epsilon", 1e-4, "leakyrelu_alpha", 0.2)
+    return execute.execute("_FusedMatMul", 1, inputs=[a, b, bias], attrs=attributes,
+                           ctx=context.context())[0]
+
+
+@pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Relu6"]],
+                         ids=lambda ops: "+".join(ops))
+def test_fused_conv2d_matches_cpu(fused_ops):
+    x = random_array((2, 7, 8, 3), np.float32, seed=37, low=-2, high=2)
+    w = random_array((3, 3, 3, 4), np.float32, seed=38, low=-2, high=2)
+    bias = random_array((4,), np.float32, seed=39)
+    vgpu.reset_stats()
+    assert_matches_cpu(lambda *t: fused_conv2d(*t, fused_ops), x, w, bias,
+                       **conv_tolerance(np.float32))
+    assert vgpu.stats()["launches"] == 1
+    # NCHW (what the layout optimizer makes of it) against the NHWC result.
+    expected = on_device("/CPU:0", lambda *t: fused_conv2d(*t, fused_ops), x, w, bias)
+    actual = on_device("/GPU:0", lambda *t: fused_conv2d(*t, fused_ops, "NCHW"),
+                       to_format(x, "NCHW"), w, bias)
+    assert_close(from_format(actual, "NCHW"), expected, np.float32)
+
+
+@pytest.mark.parametrize("fused_ops", [["BiasAdd"], ["BiasAdd", "Relu"], ["BiasAdd", "Tanh"],
+                                       ["BiasAdd", "Sigmoid"]], ids=lambda ops: "+".join(ops))
+def test_fused_matmul_matches_cpu(fused_ops):
+    a = random_array((5, 6), np.float32, seed=40)
+    b = random_array((4, 6), np.float32, seed=41)
+    bias = random_array((4,), np.float32, seed=42)
+    assert_matches_cpu(lambda *t: fused_matmul(*t, fused_ops), a, b, bias, rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_fusion_is_unimplemented():
+    x, w, bias = X, W, np.ones((2,), np.float32)
+    _raises_on_gpu(lambda *t: fused_conv2d(*t, ["BiasAdd", "Elu"]), x, w, bias,
+                   error=tf.errors.UnimplementedError, match="Unsupported fusion")
+
+
+def test_graph_conv2d_bias_relu_is_fused_into_one_launch_and_matches_cpu():
+    # Grappler's remapper turns Conv2D + BiasAdd + Relu on a GPU into _FusedConv2D. (Its layout
+    # optimizer, which would move the convolution to NCHW, is switched off for this test.)
+    x = random_array((2, 8, 8, 3), np.float32, seed=43, low=-1, high=1)
+    w = random_array((3, 3, 3, 4), np.float32, seed=44, low=-1, high=1)
+    bias = random_array((4,), np.float32, seed=45)
+
+    @tf.function
+    def conv_bias_relu(x, w, b):
+        return tf.nn.relu(tf.nn.bias_add(tf.nn.conv2d(x, w, 1, "SAME"), b))
+
+    saved = tf.config.optimizer.get_experimental_options().get("layout_optimizer", True)
+    tf.config.optimizer.set_experimental_options({"layout_optimizer": False})
+    try:
+        expected = on_device("/CPU:0", conv_bias_relu, x, w, bias)
+        vgpu.reset_stats()
+        actual = on_device("/GPU:0", conv_bias_relu, x, w, bias)
+        launches = vgpu.stats()["launches"]
+    finally:
+        tf.config.optimizer.set_experimental_options({"layout_optimizer": saved})
+    assert_close(actual, expected, np.float32)
+    assert launches == 1
+
+
+def _raises_on_gpu(fn, *args, error=tf.errors.InvalidArgumentError, match=None):
+    with tf.device("/GPU:0"), pytest.raises(error, match=match) as info:
+        fn(*[tf.constant(a) for a in args])
+    assert "GPU:0" in str(info.value), "the error did not come from the virtual GPU's kernel"
+
+
+X = np.ones((1, 5, 5, 4), np.float32)
+W = np.ones((3, 3, 4, 2), np.float32)
+BAD_CONVOLUTIONS = {
+    "depth-not-divisible": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w[:, :, :3], strides=[1, 1, 1, 1], padding="SAME"),
+        "evenly divisible"),
+    "batch-stride": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[2, 1, 1, 1], padding="SAME"), "batch and depth"),
+    "zero-stride": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[1, 0, 1, 1], padding="SAME"), "larger than 0"),
+    "zero-dilation": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[1, 1, 1, 1], padding="SAME", dilations=[1, 0, 1, 1]),
+        "larger than 0"),
+    "rank-3-input": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x[0], filter=w, strides=[1, 1, 1, 1], padding="SAME"), "4-dimensional"),
+    "filter-larger-than-input": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x[:, :1, :1], filter=w, strides=[1, 1, 1, 1], padding="VALID"), "negative"),
+    "explicit-paddings-count": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[1, 1, 1, 1], padding="EXPLICIT",
+        explicit_paddings=[0, 0, 1, 1, 1, 1]), "explicit_paddings"),
+    "backprop-input-size-mismatch": (lambda x, w: tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=[1, 5, 5, 4], filter=w, out_backprop=tf.ones([1, 4, 4, 2]),
+        strides=[1, 1, 1, 1], padding="SAME"), "doesn't match"),
+    "backprop-filter-sizes-rank": (lambda x, w: tf.raw_ops.Conv2DBackpropFilter(
+        input=x, filter_sizes=[[3, 3, 4, 2]], out_backprop=tf.ones([1, 5, 5, 2]),
+        strides=[1, 1, 1, 1], padding="SAME"), "1-dim"),
+    "depthwise-depth-mismatch": (lambda x, w: tf.raw_ops.DepthwiseConv2dNative(
+        input=x, filter=w[:, :, :2], strides=[1, 1, 1, 1], padding="SAME"), "same depth"),
+    "depthwise-unequal-strides": (lambda x, w: tf.raw_ops.DepthwiseConv2dNative(
+        input=x, filter=w, strides=[1, 1, 2, 1], padding="SAME"), "equal length strides"),
+    "matmul-incompatible": (lambda x, w: tf.linalg.matmul(
+        tf.reshape(x, [5, 20]), tf.reshape(w, [36, 2])), "size-incompatible"),
+    "batch-matmul-batch-mismatch": (lambda x, w: tf.raw_ops.BatchMatMulV2(
+        x=tf.ones([2, 3, 4]), y=tf.ones([3, 4, 5])), "compatible batch dimensions"),
+    "bias-size": (lambda x, w: tf.nn.bias_add(x, tf.ones([3])), "as many biases"),
+    "bias-rank-1-value": (lambda x, w: tf.nn.bias_add(x[0, 0, 0], tf.ones([4])), "at least 2D"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CONVOLUTIONS))
+def test_invalid_arguments_are_invalid_argument_errors(case):
+    fn, match = BAD_CONVOLUTIONS[case]
+    _raises_on_gpu(fn, X, W, match=match)
+
+
+def test_convolution_kernels_use_descriptors_created_and_destroyed_per_call():
+    x = random_array((1, 6, 6, 2), np.float32, seed=35)
+    w = random_array((3, 3, 2, 3), np.float32, seed=36)
+    vgpu.reset_stats()
+    with tf.device("/GPU:0"):
+        tf.nn.conv2d(x, w, 1, "SAME").numpy()
+        tf.linalg.matmul(x[0, 0], w[0, 0]).numpy()
+    calls = vgpu.stats()["descriptor_calls"]
+    for kind in ("tensor", "filter", "convolution", "matmul"):
+        assert calls[kind]["create"] == calls[kind]["destroy"] == calls[kind]["set"] >= 1, kind
