@@ -4,8 +4,8 @@
 //   layout_optimizer off: Grappler would rewrite NHWC convolutions and pooling on a "GPU" to
 //     NCHW with Transpose nodes around them, which suits cuDNN but costs two transposes per op
 //     on the backing executor, whose kernels are NHWC-native.
-//   remapping off: Grappler would fuse ops into _FusedConv2D / _FusedMatMul / ... nodes, for
-//     which the plugin has no kernels.
+// Grappler's remapper stays on: the plugin has kernels for the _FusedConv2D / _FusedMatMul
+// nodes it produces on a GPU (kernels/convolution_*_ops.cc).
 #include <cstdlib>
 #include <cstring>
 
@@ -50,7 +50,6 @@ void TF_InitGraph(TP_OptimizerRegistrationParams* params, TF_Status* status) {
   TP_OptimizerConfigs* configs = params->optimizer_configs;
   configs->struct_size = TP_OPTIMIZER_CONFIGS_STRUCT_SIZE;
   configs->layout_optimizer = TF_TriState_Off;
-  configs->remapping = TF_TriState_Off;
   TP_Optimizer* optimizer = params->optimizer;
   optimizer->struct_size = TP_OPTIMIZER_STRUCT_SIZE;
   optimizer->optimize_func = vgpu::PassThrough;

@@ -93,7 +93,6 @@ print("TRAINED")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="until the remaining op families land on main")
 @pytest.mark.parametrize("build", ["_cnn", "_mlp"])
 def test_no_heavy_op_of_a_training_step_runs_on_the_cpu(run_python, build):
     import os
