@@ -108,25 +108,41 @@ TEST(DescriptorQueues, ConcurrentStreamsKeepTheirOwnQueues) {
 
 // --- IterationDetector -------------------------------------------------------------------
 
-TEST(IterationDetector, BackwardInputEqualToTheFirstOutputCompletesAnIteration) {
+TEST(IterationDetector, LearnsTheFirstLayerOutputInTheFirstBackwardPhase) {
   IterationDetector detector;
   EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {0x100}, 0xA00));  // first layer: A
-  EXPECT_EQ(detector.recorded_address(), 0xA00u);
-  EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {0xA00}, 0xB00));  // forward use of A
-  EXPECT_FALSE(detector.warmup_complete());
+  EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {0xA00}, 0xB00));  // second layer: B
+  EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0xC00, 0xB00}, 0xD00));
+  EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0xD00, 0xA00}, 0xE00));
+  EXPECT_FALSE(detector.warmup_complete());  // learning until the backward phase ends
+  EXPECT_TRUE(detector.Observe(LaunchRole::kForward, {0xE00}, 0xF00));  // optimizer update
+  EXPECT_EQ(detector.recorded_address(), 0xA00u);  // the earliest output read backward
+  EXPECT_TRUE(detector.warmup_complete());
+  // Steady state: the backward computation reading A completes the iteration at once.
+  detector.Observe(LaunchRole::kForward, {0x100}, 0xA00);
+  detector.Observe(LaunchRole::kForward, {0xA00}, 0xB00);
   EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0xC00, 0xB00}, 0xD00));
   EXPECT_TRUE(detector.Observe(LaunchRole::kBackward, {0xD00, 0xA00}, 0xE00));
-  EXPECT_TRUE(detector.warmup_complete());
-  EXPECT_EQ(detector.iterations(), 1u);
+  EXPECT_EQ(detector.iterations(), 2u);
 }
 
-TEST(IterationDetector, DoesNotFireOnForwardUsesOfTheRecordedAddress) {
+TEST(IterationDetector, IgnoresOutputsThatNoBackwardComputationReads) {
+  IterationDetector detector;
+  detector.Observe(LaunchRole::kForward, {}, 0x900);  // a weight initialiser, before training
+  detector.Observe(LaunchRole::kForward, {0x100}, 0xA00);
+  detector.Observe(LaunchRole::kBackward, {0xA00}, 0xB00);
+  detector.Observe(LaunchRole::kForward, {}, 0xC00);
+  EXPECT_EQ(detector.recorded_address(), 0xA00u);
+}
+
+TEST(IterationDetector, DoesNotFireWithoutBackwardReadsOfForwardOutputs) {
   IterationDetector detector;
   detector.Observe(LaunchRole::kForward, {}, 0xA00);
   for (int i = 0; i < 10; ++i) {
     EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {0xA00}, 0xA00 + i));
   }
   EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0xB00, 0xC00}, 0xA00));  // output only
+  EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {}, 0xD00));
   EXPECT_EQ(detector.iterations(), 0u);
 }
 
@@ -134,6 +150,7 @@ TEST(IterationDetector, DoesNotFireBeforeAnyForwardComputation) {
   IterationDetector detector;
   EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0}, 0));
   EXPECT_FALSE(detector.Observe(LaunchRole::kBackward, {0xA00}, 0xB00));
+  EXPECT_FALSE(detector.Observe(LaunchRole::kForward, {}, 0xC00));
   EXPECT_EQ(detector.iterations(), 0u);
 }
 
@@ -144,8 +161,27 @@ TEST(IterationDetector, CountsOneIterationPerStepNotPerMatchingComputation) {
     detector.Observe(LaunchRole::kForward, {0xA00}, 0xB00);
     detector.Observe(LaunchRole::kBackward, {0xB00, 0xA00}, 0xC00);
     detector.Observe(LaunchRole::kBackward, {0xA00}, 0xD00);  // a second reader, same step
+    detector.Observe(LaunchRole::kForward, {0xD00}, 0xE00);   // optimizer
   }
   EXPECT_EQ(detector.iterations(), 5u);
+}
+
+TEST(IterationDetector, RelearnsWhenTheFirstLayerOutputMoves) {
+  IterationDetector detector;
+  auto step = [&](uint64_t first_output) {
+    detector.Observe(LaunchRole::kForward, {0x100}, first_output);
+    detector.Observe(LaunchRole::kBackward, {first_output}, 0xC00);
+    detector.Observe(LaunchRole::kForward, {0xC00}, 0xE00);
+  };
+  step(0xA00);
+  step(0xA00);
+  EXPECT_EQ(detector.iterations(), 2u);
+  step(0x5A00);  // a new batch size: the allocation moved; this step is missed
+  EXPECT_EQ(detector.recorded_address(), 0u);
+  step(0x5A00);  // learned again
+  step(0x5A00);
+  EXPECT_EQ(detector.recorded_address(), 0x5A00u);
+  EXPECT_EQ(detector.iterations(), 4u);
 }
 
 TEST(IterationDetector, MarkStepCompletesAnIteration) {
@@ -153,6 +189,17 @@ TEST(IterationDetector, MarkStepCompletesAnIteration) {
   detector.MarkStep();
   EXPECT_TRUE(detector.warmup_complete());
   EXPECT_EQ(detector.iterations(), 1u);
+}
+
+TEST(IterationDetector, MarkStepAfterADetectedStepDoesNotCountItTwice) {
+  IterationDetector detector;
+  for (int step = 0; step < 3; ++step) {
+    detector.Observe(LaunchRole::kForward, {0x100}, 0xA00);
+    detector.Observe(LaunchRole::kBackward, {0xA00}, 0xC00);
+    detector.Observe(LaunchRole::kForward, {0xC00}, 0xE00);
+    detector.MarkStep();
+  }
+  EXPECT_EQ(detector.iterations(), 3u);
 }
 
 // --- DnnApi over a CPU backing executor ----------------------------------------------------
@@ -276,6 +323,7 @@ TEST_P(DnnApiTest, DetectorSeesIterationsThroughLaunches) {
     RunSigmoid(x, h, 4, LaunchRole::kForward);   // first layer: output h
     RunSigmoid(h, g, 4, LaunchRole::kBackward);  // backward reads h
   }
+  RunSigmoid(g, x, 4, LaunchRole::kForward);  // the next step begins
   EXPECT_EQ(client_->dnn().detector().iterations(), 3u);
   EXPECT_TRUE(client_->dnn().detector().warmup_complete());
 }
