@@ -5,48 +5,41 @@
 
 namespace vgpu {
 
-bool IterationDetector::EndBackwardPhaseLocked() {
-  bool counted = false;
-  if (first_output_ == 0 && earliest_read_ != SIZE_MAX) {
-    // Learned: the earliest forward output the backward phase read is the first layer's.
-    first_output_ = forward_outputs_[earliest_read_];
-    if (!counted_this_phase_) {
-      CountLocked();
-      counted = true;
-    }
-  } else if (first_output_ != 0 && !counted_this_phase_) {
-    first_output_ = 0;  // never read this time: the address moved; learn it again
+void IterationDetector::CountLocked(uint64_t matched) {
+  iterations_.fetch_add(1, std::memory_order_acq_rel);
+  counted_since_mark_ = true;
+  candidate_ = false;
+  if (iterations_.load(std::memory_order_relaxed) == 1) {
+    min_step_launches_ = std::max<size_t>(1, phase_launches_ / 2);
   }
-  in_backward_ = false;
-  counted_this_phase_ = false;
-  earliest_read_ = SIZE_MAX;
-  forward_outputs_.clear();
-  return counted;
+  first_output_ = matched;
 }
 
 bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inputs,
                                 uint64_t output) {
   std::lock_guard<std::mutex> lock(mu_);
   if (role == LaunchRole::kForward) {
-    const bool counted = in_backward_ && EndBackwardPhaseLocked();
-    if (output != 0 && forward_outputs_.size() < kMaxRecordedOutputs) {
-      forward_outputs_.push_back(output);
+    if (in_backward_) {  // a new forward phase begins
+      in_backward_ = false;
+      phase_outputs_.clear();
+      phase_launches_ = 0;
     }
-    return counted;
+    ++phase_launches_;
+    if (output != 0 && phase_outputs_.size() < kMaxRecordedOutputs) {
+      phase_outputs_.push_back(output);
+    }
+    return false;
   }
-  in_backward_ = true;
-  if (counted_this_phase_) return false;
-  if (first_output_ != 0) {
-    if (std::find(inputs.begin(), inputs.end(), first_output_) == inputs.end()) return false;
-    counted_this_phase_ = true;
-    CountLocked();
-    return true;
+  if (!in_backward_) {  // the backward phase that follows this forward phase
+    in_backward_ = true;
+    candidate_ = phase_launches_ >= min_step_launches_;
   }
+  if (!candidate_) return false;
   for (uint64_t input : inputs) {
-    if (input == 0) continue;
-    auto it = std::find(forward_outputs_.begin(), forward_outputs_.end(), input);
-    if (it != forward_outputs_.end()) {
-      earliest_read_ = std::min(earliest_read_, static_cast<size_t>(it - forward_outputs_.begin()));
+    if (input != 0 &&
+        std::find(phase_outputs_.begin(), phase_outputs_.end(), input) != phase_outputs_.end()) {
+      CountLocked(input);
+      return true;
     }
   }
   return false;
@@ -54,9 +47,9 @@ bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inpu
 
 void IterationDetector::MarkStep() {
   std::lock_guard<std::mutex> lock(mu_);
-  if (in_backward_) EndBackwardPhaseLocked();
-  if (!counted_since_mark_) CountLocked();
+  if (!counted_since_mark_) CountLocked(first_output_);
   counted_since_mark_ = false;
+  candidate_ = false;
 }
 
 uint64_t IterationDetector::recorded_address() const {

@@ -1,17 +1,20 @@
 // Detects the end of a training iteration from the addresses kernels use (METHOD.md, claim 8):
-// it records the address of the output of the model's first layer, and during backward
-// propagation compares each computation's input addresses with it; an equal address means the
-// iteration is complete. An explicit step mark (vgpu.mark_step(), the Keras callback) completes
-// an iteration too. Correctness never depends on it: it only decides when descriptor reuse
-// starts. Thread-safe.
+// the outputs of the forward computations of a step, the first layer's first among them, are
+// recorded, and during backward propagation each computation's input addresses are compared with
+// them; a backward computation reading a recorded output means the step's iteration is
+// complete. An explicit step mark (vgpu.mark_step(), the Keras callback) completes an iteration
+// too. Correctness never depends on it: it only decides when descriptor reuse starts.
+// Thread-safe.
 //
-// Which output is the first layer's is learned, not guessed: forward computations' outputs are
-// recorded in order (since the last backward phase); at the end of the first backward phase the
-// earliest recorded output that some backward computation read is taken as the first layer's
-// output. That skips work done before training (weight initialisers) and survives models whose
-// first launch is not a layer. If a later backward phase never reads the recorded address (the
-// allocation moved: a new batch size), the address is learned again the same way. At most one
-// iteration is counted per backward phase.
+// Practical refinements over the claim's wording, found on real Keras training steps:
+//  * outputs are recorded per forward phase (the forward launches between two backward ones),
+//    so the first layer's output is recognised even when its address changes from step to step
+//    (TensorFlow's allocator may alternate buffers between steps, or a last partial batch moves
+//    them);
+//  * TensorFlow interleaves a few forward-role computations with the backward pass; such short
+//    phases are not steps: once a step was seen, a forward phase shorter than half of that
+//    step's forward phase does not start a new iteration, and at most one iteration is counted
+//    per step.
 #ifndef VGPU_CLIENT_ITERATION_DETECTOR_H_
 #define VGPU_CLIENT_ITERATION_DETECTOR_H_
 
@@ -29,11 +32,11 @@ enum class LaunchRole { kForward, kBackward };
 
 class IterationDetector {
  public:
-  // Forward outputs remembered per forward phase while learning the first layer's output.
+  // Outputs recorded per forward phase (the first ones: the first layer's is among them).
   static constexpr size_t kMaxRecordedOutputs = 1024;
 
   // Observes one computation. `inputs` and `output` are device addresses (0 = none). Returns
-  // true if an iteration was completed by (or just before) this computation.
+  // true if this computation completed an iteration.
   bool Observe(LaunchRole role, absl::Span<const uint64_t> inputs, uint64_t output);
 
   // An explicit step boundary. Counts an iteration unless detection already counted this step
@@ -43,24 +46,23 @@ class IterationDetector {
   uint64_t iterations() const { return iterations_.load(std::memory_order_acquire); }
   // True once at least one iteration completed (claim 7: reuse may start).
   bool warmup_complete() const { return iterations() > 0; }
-  // The first layer's output address as currently known (0 while learning).
+  // The recorded forward output whose backward read completed the last iteration (0 if none).
   uint64_t recorded_address() const;
 
  private:
-  // Ends a backward phase (a forward computation or a step mark follows it). Caller holds mu_.
-  bool EndBackwardPhaseLocked();
-  void CountLocked() {
-    iterations_.fetch_add(1, std::memory_order_acq_rel);
-    counted_since_mark_ = true;
-  }
+  void CountLocked(uint64_t matched);
 
   mutable std::mutex mu_;
-  uint64_t first_output_ = 0;              // the first layer's output (0: learning)
-  std::vector<uint64_t> forward_outputs_;  // outputs of this forward phase, in order
+  // The forward phase in progress (or the one the current backward phase follows).
+  std::vector<uint64_t> phase_outputs_;
+  size_t phase_launches_ = 0;
   bool in_backward_ = false;
-  bool counted_this_phase_ = false;        // an iteration was counted in this backward phase
-  size_t earliest_read_ = SIZE_MAX;        // learning: earliest forward output read backward
-  bool counted_since_mark_ = false;        // detection already counted this step
+  // The backward phase in progress may complete an iteration (it follows a step-sized forward
+  // phase and has not counted yet).
+  bool candidate_ = false;
+  size_t min_step_launches_ = 1;  // learned from the first recognised step
+  uint64_t first_output_ = 0;
+  bool counted_since_mark_ = false;
   std::atomic<uint64_t> iterations_{0};
 };
 

@@ -1,0 +1,87 @@
+"""The descriptor-reuse method end to end (METHOD.md): Keras CNN training in reuse mode forwards
+descriptor calls only during the warm-up step, forward mode forwards every descriptor call,
+both give bit-identical losses, and with a final partial batch (another shape) the results still
+equal TensorFlow's CPU kernels. Each configuration runs in a child process."""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+PROBE = os.path.join(os.path.dirname(__file__), "training_probe.py")
+STEPS_PER_EPOCH = 4  # 200 samples, batch 64: three full batches and one of 8
+EPOCHS = 3
+
+
+def _probe(run_python, device, mode):
+    result = run_python(
+        f"import runpy, sys; sys.argv = [{PROBE!r}, {device!r}]; "
+        f"runpy.run_path({PROBE!r}, run_name='__main__')",
+        env={"VGPU_DESCRIPTOR_MODE": mode},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+@pytest.fixture(scope="module")
+def runs():
+    from conftest import _child_env  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import textwrap  # noqa: PLC0415
+
+    def run_python(code, env=None):
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=_child_env(env),
+                              capture_output=True, text=True, timeout=300, check=False)
+
+    return {
+        "reuse": _probe(run_python, "gpu", "reuse"),
+        "forward": _probe(run_python, "gpu", "forward"),
+        "cpu": _probe(run_python, "cpu", "reuse"),
+    }
+
+
+def test_reuse_mode_forwards_descriptor_calls_only_during_the_warm_up(runs):
+    steps = runs["reuse"]["steps"]
+    assert runs["reuse"]["mode"] == "reuse"
+    assert len(steps) == STEPS_PER_EPOCH * EPOCHS
+    assert steps[0]["descriptor_calls_forwarded"] > 0  # warm-up: really created on the executor
+    for step in steps[1:]:
+        assert step["descriptor_calls_forwarded"] == 0, steps
+        assert step["descriptor_calls_local"] > 0  # answered locally, and growing
+    # The final partial batch has other shapes: reused descriptors were updated locally.
+    assert sum(s["descriptor_settings_updates"] for s in steps) > 0
+
+
+def test_forward_mode_forwards_every_descriptor_call(runs):
+    forward = runs["forward"]
+    assert forward["mode"] == "forward"
+    assert forward["local"] == 0
+    total = sum(sum(verbs.values()) for verbs in forward["descriptor_calls"].values())
+    assert forward["forwarded"] == total > 0
+    for step in forward["steps"]:
+        assert step["descriptor_calls_forwarded"] > 0
+        assert step["round_trips"] >= step["descriptor_calls_forwarded"]
+
+
+def test_reuse_needs_far_fewer_round_trips_than_forward(runs):
+    reuse = sum(s["round_trips"] for s in runs["reuse"]["steps"][1:])
+    forward = sum(s["round_trips"] for s in runs["forward"]["steps"][1:])
+    assert forward >= 10 * max(reuse, 1)
+
+
+def test_losses_are_bit_identical_between_reuse_and_forward(runs):
+    assert runs["reuse"]["losses"] == runs["forward"]["losses"]
+
+
+def test_results_with_a_final_partial_batch_equal_the_cpu(runs):
+    np.testing.assert_allclose(runs["reuse"]["losses"], runs["cpu"]["losses"], rtol=1e-4)
+
+
+def test_iterations_detected_follow_the_training_steps(runs):
+    steps = STEPS_PER_EPOCH * EPOCHS
+    for mode in ("reuse", "forward"):
+        detected = runs[mode]["iterations_detected"]
+        # A step whose first-layer output moved (the partial batch) may be learned again.
+        assert steps - EPOCHS <= detected <= steps, (mode, detected)
