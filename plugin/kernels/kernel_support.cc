@@ -35,20 +35,6 @@ std::vector<int64_t> ShapeOf(const TF_Tensor* tensor) {
   return dims;
 }
 
-absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(TF_OpKernelContext* context, int input_index,
-                                                  int index, const TF_Tensor* like) {
-  ScopedTfStatus status;
-  std::vector<int64_t> dims = ShapeOf(like);
-  int forwarded = -1;
-  int candidates[] = {input_index};
-  TF_Tensor* output = TF_ForwardInputOrAllocateOutput(
-      context, candidates, 1, index, dims.data(), static_cast<int>(dims.size()), &forwarded,
-      status.get());
-  TensorPtr owned(output);
-  if (absl::Status s = status.ToStatus(); !s.ok()) return s;
-  return owned;
-}
-
 absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context) {
   ScopedTfStatus status;
   SP_Stream stream = TF_GetStream(context, status.get());

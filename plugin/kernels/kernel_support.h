@@ -43,11 +43,6 @@ absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index);
 // The shape of `tensor` as a vector of dimensions.
 std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
 
-// Output `index` with the shape of `like`, reusing input `input_index`'s buffer when TensorFlow
-// allows it (as TensorFlow's own element-wise kernels do).
-absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(TF_OpKernelContext* context, int input_index,
-                                                  int index, const TF_Tensor* like);
-
 // The client stream this op runs on.
 absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context);
 

@@ -1,54 +1,8 @@
-// Kernel registration through TensorFlow's kernel C API, and TF_InitKernel, the entry point
-// TensorFlow calls to register the plugin's kernels.
+// TF_InitKernel, the entry point TensorFlow calls to register the plugin's kernels.
 #include "plugin/kernels/op_registration.h"
 
-#include <string>
-
-#include "absl/strings/str_cat.h"
-#include "plugin/common/log.h"
 #include "plugin/device/platform_registration.h"
 #include "plugin/device/plugin_runtime.h"
-#include "plugin/kernels/kernel_support.h"
-
-namespace vgpu {
-namespace internal {
-namespace {
-
-// Kernels are stateless: every node shares this object.
-int stateless_kernel = 0;
-void* CreateStatelessKernel(TF_OpKernelConstruction*) { return &stateless_kernel; }
-void DeleteStatelessKernel(void*) {}
-
-}  // namespace
-
-void FailOpWith(TF_OpKernelContext* context, const absl::Status& status) {
-  FailOp(context, status);
-}
-
-void RegisterKernelCallbacks(
-    const char* op_name, const char* device_type,
-    std::initializer_list<std::pair<const char*, TF_DataType>> type_constraints,
-    void (*compute)(void* kernel, TF_OpKernelContext* context)) {
-  ScopedTfStatus status;
-  TF_KernelBuilder* builder = TF_NewKernelBuilder(op_name, device_type, CreateStatelessKernel,
-                                                  compute, DeleteStatelessKernel);
-  for (const auto& [attribute, dtype] : type_constraints) {
-    TF_KernelBuilder_TypeConstraint(builder, attribute, dtype, status.get());
-    if (absl::Status s = status.ToStatus(); !s.ok()) {
-      Log(LogLevel::kError, absl::StrCat("kernel ", op_name, ": ", s.message()));
-      TF_DeleteKernelBuilder(builder);
-      return;
-    }
-  }
-  // The builder is owned by TensorFlow after registration.
-  TF_RegisterKernelBuilder(op_name, builder, status.get());
-  if (absl::Status s = status.ToStatus(); !s.ok()) {
-    Log(LogLevel::kError, absl::StrCat("kernel ", op_name, " not registered: ", s.message()));
-  }
-}
-
-}  // namespace internal
-}  // namespace vgpu
 
 extern "C" {
 

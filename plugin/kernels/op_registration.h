@@ -1,46 +1,9 @@
-// Registering the plugin's op kernels with TensorFlow through the kernel C API. An op is a
-// stateless compute function; its absl::Status becomes the op's failure in one place.
+// The op families the plugin registers with TensorFlow (kernels/*_ops.cc; the registration
+// helpers are in op_kernel.h). TF_InitKernel, in op_registration.cc, calls each of them.
 #ifndef VGPU_KERNELS_OP_REGISTRATION_H_
 #define VGPU_KERNELS_OP_REGISTRATION_H_
 
-#include <initializer_list>
-#include <utility>
-
-#include "absl/status/status.h"
-#include "tensorflow/c/kernels.h"
-
 namespace vgpu {
-
-using OpComputeFn = absl::Status (*)(TF_OpKernelContext* context);
-
-namespace internal {
-
-// Registers the C callbacks of one kernel. Failures are logged (the op then stays on the CPU),
-// never fatal.
-void RegisterKernelCallbacks(
-    const char* op_name, const char* device_type,
-    std::initializer_list<std::pair<const char*, TF_DataType>> type_constraints,
-    void (*compute)(void* kernel, TF_OpKernelContext* context));
-
-// Marks the op failed with `status` (no-op for OK).
-void FailOpWith(TF_OpKernelContext* context, const absl::Status& status);
-
-template <OpComputeFn Compute>
-void ComputeTrampoline(void*, TF_OpKernelContext* context) {
-  FailOpWith(context, Compute(context));
-}
-
-}  // namespace internal
-
-// Registers `Compute` as the kernel of op `op_name` on `device_type`, constrained to the given
-// (attribute, dtype) pairs. The compute function is a template argument because the kernel C
-// API's create callback carries no user data.
-template <OpComputeFn Compute>
-void RegisterOp(const char* op_name, const char* device_type,
-                std::initializer_list<std::pair<const char*, TF_DataType>> type_constraints) {
-  internal::RegisterKernelCallbacks(op_name, device_type, type_constraints,
-                                    internal::ComputeTrampoline<Compute>);
-}
 
 // One function per op family (kernels/*_ops.cc), called from TF_InitKernel.
 void RegisterActivationOps(const char* device_type);
