@@ -120,6 +120,7 @@ class ServerConnection final : public CompletionSink {
 
   void Run() {
     absl::Status end = Serve();
+    Close();  // the peer sees EOF now, not when the connection is reaped
     // Reclaim: wait for helper calls, then drain and destroy the session (frees its memory).
     for (std::thread& helper : helpers_) helper.join();
     uint64_t freed = 0;

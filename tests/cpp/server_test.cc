@@ -277,6 +277,7 @@ TEST(Server, ADeadServerTurnsCallsIntoErrorsQuickly) {
   notify.kind = CommandKind::kNotify;
   notify.stream = stream;
   notify.token = 9;
+  const std::string address = server.address();
   server.Shutdown();
   const auto start = std::chrono::steady_clock::now();
   Command c;
@@ -287,7 +288,9 @@ TEST(Server, ADeadServerTurnsCallsIntoErrorsQuickly) {
   EXPECT_NE(reply.status.message().find("unreachable"), std::string::npos) << reply.status;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
   EXPECT_FALSE(client.transport->Post(notify).ok());
-  EXPECT_FALSE(client.Connect(server.address().empty() ? "unix:///nonexistent" : "unix:///tmp/none.sock").ok());
+  Client late;
+  absl::Status refused = late.Connect(address);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
 }
 
 }  // namespace
