@@ -28,6 +28,8 @@ class ExecutorSession {
  public:
   virtual ~ExecutorSession() = default;
   virtual Reply Handle(Command command) = 0;
+  // Device memory this session holds now, summed over devices (bytes). Thread-safe.
+  virtual uint64_t BytesInUse() const { return 0; }
 };
 
 }  // namespace vgpu

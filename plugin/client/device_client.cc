@@ -267,8 +267,10 @@ absl::Status DeviceClient::HostCallback(ClientStream& stream,
     ++stream.callbacks_posted_;
   }
   ClientStream* s = &stream;
-  // Runs on the stream's worker when the stream reaches it: later work on the stream waits for
-  // the callback to return.
+  // In-process: runs on the stream's worker when the stream reaches it, and later work on the
+  // stream waits for the callback to return. Remote: runs on the hub's callback thread once the
+  // server's stream reached it; the server's stream does not wait for it (SynchronizeStream
+  // still waits for it on the client).
   absl::Status status = PostNotify(
       stream,
       [s, callback = std::move(callback)](const absl::Status& stream_status) {
@@ -280,7 +282,9 @@ absl::Status DeviceClient::HostCallback(ClientStream& stream,
         ++s->callbacks_done_;
         s->cv_.notify_all();
       },
-      /*on_callback_thread=*/false);
+      // Remote: notifications arrive on the transport's reader thread, which must never run
+      // TensorFlow code (a callback that waits for a reply would deadlock it).
+      /*on_callback_thread=*/!transport_->DeliversNotificationsInline());
   if (!status.ok()) {
     std::lock_guard<std::mutex> lock(stream.mu_);
     --stream.callbacks_posted_;

@@ -6,12 +6,15 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "plugin/common/backend_address.h"
 
 namespace vgpu {
 namespace {
@@ -29,9 +32,16 @@ bool IsValidTypeName(std::string_view name) {
 absl::Status ValidateBackend(std::string_view backend) {
   if (backend == "inproc") return absl::OkStatus();
   if (absl::StartsWith(backend, "unix://") || absl::StartsWith(backend, "tcp://")) {
-    return absl::UnimplementedError(absl::StrCat(
-        "VGPU_BACKEND='", backend,
-        "': remote backing executors are not available in this build yet; use 'inproc'"));
+    absl::StatusOr<SocketAddress> address = ParseSocketAddress(backend);
+    if (!address.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_BACKEND: ", address.status().message()));
+    }
+    if (address->kind == SocketAddress::Kind::kTcp && address->port == 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_BACKEND='", backend, "': a server's TCP port cannot be 0"));
+    }
+    return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "VGPU_BACKEND='", backend,
@@ -142,6 +152,17 @@ absl::StatusOr<Config> LoadConfig(
                             ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
                             : (8ull << 30);
     config.memory_limit_bytes = DefaultMemoryLimit(config.device_count, physical);
+  }
+  if (auto token = getenv("VGPU_TOKEN")) config.token = *token;
+  if (auto path = getenv("VGPU_TOKEN_FILE")) {
+    std::ifstream file(*path);
+    if (!file) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VGPU_TOKEN_FILE='", *path, "' cannot be read"));
+    }
+    std::stringstream text;
+    text << file.rdbuf();
+    config.token = std::string(absl::StripAsciiWhitespace(text.str()));
   }
   if (auto type = getenv("VGPU_DEVICE_TYPE")) {
     if (!IsValidTypeName(*type)) {

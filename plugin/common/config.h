@@ -24,6 +24,8 @@ struct Config {
   int device_count = 1;
   uint64_t memory_limit_bytes = 0;  // per virtual device
   std::string device_type = "GPU";
+  // Shared secret presented to remote servers (VGPU_TOKEN, or the contents of VGPU_TOKEN_FILE).
+  std::string token;
 };
 
 // Parses "512MiB", "4GiB", "1.5GB", "1000000" (bytes). Binary (KiB/MiB/GiB/TiB) and decimal

@@ -6,7 +6,10 @@
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/common/log.h"
 #include "plugin/device/tf_version.h"
+#include "absl/container/flat_hash_map.h"
+#include "plugin/common/backend_address.h"
 #include "plugin/transport/inproc_transport.h"
+#include "plugin/transport/socket_transport.h"
 
 namespace vgpu {
 namespace {
@@ -68,26 +71,67 @@ PluginRuntime::PluginRuntime() {
   }
 
   hub_ = std::make_unique<NotificationHub>();
-  // Every backend is "inproc" in this build (config.cc rejects the others with a clear reason):
-  // one CPU executor hosts all devices, so device-to-device copies stay inside it.
-  CpuExecutor::Options options;
-  options.device_count = config_.device_count;
-  options.memory_limit_per_device = config_.memory_limit_bytes;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(options);
-  if (!executor.ok()) {
-    Decline(absl::StrCat("the in-process backing executor could not start: ",
-                         executor.status().message()));
-    return;
+  // In-process devices share one CPU executor (device-to-device copies stay inside it); remote
+  // devices share one connection per server (address without ?device).
+  int inproc_devices = 0;
+  for (const std::string& backend : config_.backends) inproc_devices += backend == "inproc";
+  Transport* inproc = nullptr;
+  if (inproc_devices > 0) {
+    CpuExecutor::Options options;
+    options.device_count = inproc_devices;
+    options.memory_limit_per_device = config_.memory_limit_bytes;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(options);
+    if (!executor.ok()) {
+      Decline(absl::StrCat("the in-process backing executor could not start: ",
+                           executor.status().message()));
+      return;
+    }
+    cpu_executor_ = *std::move(executor);
+    transports_.push_back(
+        std::make_unique<InprocTransport>(cpu_executor_->OpenSession(hub_.get())));
+    inproc = transports_.back().get();
   }
-  cpu_executor_ = *std::move(executor);
-  transports_.push_back(std::make_unique<InprocTransport>(cpu_executor_->OpenSession(hub_.get())));
+  absl::flat_hash_map<std::string, std::pair<Transport*, wire::Welcome>> remotes;
+  uint32_t next_inproc = 0;
   for (int i = 0; i < config_.device_count; ++i) {
-    devices_.push_back(std::make_unique<DeviceClient>(i, static_cast<uint32_t>(i),
-                                                      transports_.back().get(), hub_.get(),
-                                                      config_.descriptor_mode));
+    const std::string& backend = config_.backends[i];
+    if (backend == "inproc") {
+      devices_.push_back(std::make_unique<DeviceClient>(i, next_inproc++, inproc, hub_.get(),
+                                                        config_.descriptor_mode));
+      continue;
+    }
+    absl::StatusOr<SocketAddress> address = ParseSocketAddress(backend);
+    if (!address.ok()) {  // config.cc validated it already
+      Decline(std::string(address.status().message()));
+      return;
+    }
+    auto it = remotes.find(address->endpoint);
+    if (it == remotes.end()) {
+      wire::Welcome welcome;
+      absl::StatusOr<std::unique_ptr<SocketTransport>> transport =
+          SocketTransport::Connect(address->endpoint, config_.token, hub_.get(), &welcome);
+      if (!transport.ok()) {
+        Decline(absl::StrCat("VGPU_BACKEND: ", transport.status().message()));
+        return;
+      }
+      transports_.push_back(*std::move(transport));
+      it = remotes.emplace(address->endpoint, std::make_pair(transports_.back().get(), welcome))
+               .first;
+      // What the server grants this client is the device memory TensorFlow sees.
+      uint64_t limit = welcome.memory_limit;
+      if (welcome.client_quota > 0 && welcome.client_quota < limit) limit = welcome.client_quota;
+      config_.memory_limit_bytes = limit;
+    }
+    if (address->device >= it->second.second.device_count) {
+      Decline(absl::StrCat("VGPU_BACKEND='", backend, "' names device ", address->device,
+                           ", but the server has ", it->second.second.device_count));
+      return;
+    }
+    devices_.push_back(std::make_unique<DeviceClient>(i, address->device, it->second.first,
+                                                      hub_.get(), config_.descriptor_mode));
   }
   Log(LogLevel::kInfo, absl::StrCat(config_.device_count, " virtual ", config_.device_type,
-                                    "(s) on the in-process backing executor"));
+                                    "(s) on ", absl::StrJoin(config_.backends, ", ")));
 }
 
 std::string PluginRuntime::StatsJson() const {

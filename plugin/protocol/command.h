@@ -11,6 +11,7 @@
 #define VGPU_PROTOCOL_COMMAND_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -77,6 +78,9 @@ struct Command {
   // completes (for async commands: until the stream reaches it).
   const void* host_src = nullptr;
   void* host_dst = nullptr;
+  // Keeps host_src's bytes alive while the command waits in a stream (a decoded remote command
+  // points into its frame); null in-process, where the caller keeps the memory valid.
+  std::shared_ptr<const void> host_storage;
   absl::InlinedVector<BufferArg, 4> buffers;  // kLaunch
   absl::InlinedVector<uint8_t, 64> params;    // kLaunch: the kernel's parameter block
   // kLaunch: the settings of the descriptors the kernel uses, in the kernel's order:

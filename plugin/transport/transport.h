@@ -25,6 +25,12 @@ class Transport {
 
   // "inproc", "unix:///path", ... for logs and `vgpu info`.
   virtual std::string Describe() const = 0;
+
+  // True when notifications reach the CompletionSink on the backing executor's stream worker
+  // (in-process: a handler run inline occupies the stream). False when they arrive on a
+  // transport's reader thread, where a handler that waits for a reply would deadlock the reader:
+  // host callbacks must then run on the hub's callback thread.
+  virtual bool DeliversNotificationsInline() const { return true; }
 };
 
 }  // namespace vgpu

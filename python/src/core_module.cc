@@ -1,17 +1,27 @@
 // vgpu._core: connects the Python package to the plugin instance TensorFlow loaded. It finds the
 // plugin among the process's loaded libraries (it never loads a second copy) and calls the
-// plugin's exported C API (plugin/c_api/vgpu_c_api.h).
+// plugin's exported C API (plugin/c_api/vgpu_c_api.h). It also hosts `vgpu server`
+// (plugin/server) and a stats client for it, which need no TensorFlow runtime.
 #include <dlfcn.h>
 #include <link.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 
+#include <chrono>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include "plugin/c_api/vgpu_c_api.h"
+#include "plugin/common/backend_address.h"
+#include "plugin/protocol/wire_format.h"
+#include "plugin/server/server.h"
+#include "plugin/transport/socket_transport.h"
+#include "plugin/transport/socket_util.h"
 
 namespace py = pybind11;
 
@@ -93,6 +103,115 @@ py::object FindLoadedPlugin() {
   return py::str(found.front());
 }
 
+// A `vgpu server` owned by Python. serve() blocks (without the GIL) until stop().
+class PyServer {
+ public:
+  PyServer(const std::string& listen, uint64_t memory_limit, int device_count,
+           uint64_t client_quota, const std::string& token, int compute_threads) {
+    vgpu::Server::Options options;
+    options.listen = listen;
+    options.memory_limit = memory_limit;
+    options.device_count = device_count;
+    options.client_quota = client_quota;
+    options.token = token;
+    options.compute_threads = compute_threads;
+    absl::StatusOr<std::unique_ptr<vgpu::Server>> server = vgpu::Server::Create(options);
+    if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
+    server_ = *std::move(server);
+  }
+  void Serve() {
+    absl::Status status = server_->Serve();
+    if (!status.ok()) throw std::runtime_error(std::string(status.message()));
+  }
+  void Stop() { server_->Stop(); }
+  std::string address() const { return server_->address(); }
+  std::string StatsJson() { return server_->StatsJson(); }
+
+ private:
+  std::unique_ptr<vgpu::Server> server_;
+};
+
+// Asks a running server for its statistics (an observer connection). Raises on failure.
+std::string QueryServerStats(const std::string& address, const std::string& token,
+                             int timeout_ms) {
+  using namespace vgpu;
+  absl::StatusOr<SocketAddress> parsed = ParseSocketAddress(address);
+  if (!parsed.ok()) throw std::invalid_argument(std::string(parsed.status().message()));
+  absl::StatusOr<ScopedFd> fd = ConnectSocket(*parsed, timeout_ms);
+  if (!fd.ok()) throw std::runtime_error(std::string(fd.status().message()));
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::vector<uint8_t> hello;
+  wire::EncodeHello({wire::kWireVersion, wire::Role::kObserver, token}, &hello);
+  absl::Status s = WriteFrame(fd->get(), wire::MessageType::kHello, 0,
+                              {iovec{hello.data(), hello.size()}});
+  if (s.ok()) s = WriteFrame(fd->get(), wire::MessageType::kStatsRequest, 1, {});
+  if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+  FrameReader reader(fd->get());
+  absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
+  if (!header.ok()) throw std::runtime_error(std::string(header.status().message()));
+  std::vector<uint8_t> payload(header->payload_length);
+  s = reader.ReadExact(payload.data(), payload.size());
+  if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+  absl::StatusOr<std::string> text = wire::DecodeString(payload);
+  if (!text.ok()) throw std::runtime_error(std::string(text.status().message()));
+  if (header->type == wire::MessageType::kRefused) {
+    throw std::runtime_error("the server refused the connection: " + *text);
+  }
+  return *text;
+}
+
+// Decodes one frame (header + payload) as the server would; for the fuzz test. Returns the
+// message type name; raises ValueError for anything the decoders reject.
+std::string DecodeFrame(const py::bytes& frame) {
+  using namespace vgpu;
+  std::string bytes = frame;
+  absl::Span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size());
+  absl::StatusOr<wire::FrameHeader> header = wire::DecodeHeader(span);
+  if (!header.ok()) throw py::value_error(std::string(header.status().message()));
+  if (span.size() - wire::kHeaderBytes != header->payload_length) {
+    throw py::value_error("payload length does not match the header");
+  }
+  absl::Span<const uint8_t> payload = span.subspan(wire::kHeaderBytes);
+  absl::Status status;
+  switch (header->type) {
+    case wire::MessageType::kHello: status = wire::DecodeHello(payload).status(); break;
+    case wire::MessageType::kWelcome: status = wire::DecodeWelcome(payload).status(); break;
+    case wire::MessageType::kNotify: status = wire::DecodeNotify(payload).status(); break;
+    case wire::MessageType::kReply: status = wire::DecodeReply(payload, nullptr).status(); break;
+    case wire::MessageType::kCommand:
+      status = wire::DecodeCommand(
+                   std::make_shared<std::vector<uint8_t>>(payload.begin(), payload.end()))
+                   .status();
+      break;
+    default: status = wire::DecodeString(payload).status(); break;
+  }
+  if (!status.ok()) throw py::value_error(std::string(status.message()));
+  return std::to_string(static_cast<int>(header->type));
+}
+
+// Round-trip latency of a server: `iterations` kMemoryInfo calls over a real client transport.
+// Returns the seconds of each call.
+std::vector<double> PingPong(const std::string& address, int iterations,
+                             const std::string& token) {
+  using namespace vgpu;
+  absl::StatusOr<std::unique_ptr<SocketTransport>> transport =
+      SocketTransport::Connect(address, token, nullptr, nullptr);
+  if (!transport.ok()) throw std::runtime_error(std::string(transport.status().message()));
+  std::vector<double> seconds;
+  seconds.reserve(iterations);
+  for (int i = 0; i < iterations; ++i) {
+    Command command;
+    command.kind = CommandKind::kMemoryInfo;
+    auto start = std::chrono::steady_clock::now();
+    Reply reply = (*transport)->Call(command);
+    auto stop = std::chrono::steady_clock::now();
+    if (!reply.status.ok()) throw std::runtime_error(std::string(reply.status.message()));
+    seconds.push_back(std::chrono::duration<double>(stop - start).count());
+  }
+  return seconds;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -108,4 +227,21 @@ PYBIND11_MODULE(_core, m) {
       .def("info_json", &Plugin::InfoJson, py::call_guard<py::gil_scoped_release>())
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
+  py::class_<PyServer>(m, "Server", "A `vgpu server` hosting the CPU backing executor.")
+      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int>(),
+           py::arg("listen"), py::arg("memory_limit"), py::arg("device_count") = 1,
+           py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0)
+      .def_property_readonly("address", &PyServer::address)
+      .def("serve", &PyServer::Serve, py::call_guard<py::gil_scoped_release>(),
+           "Serves clients until stop(); blocks without the GIL.")
+      .def("stop", &PyServer::Stop, py::call_guard<py::gil_scoped_release>())
+      .def("stats_json", &PyServer::StatsJson, py::call_guard<py::gil_scoped_release>());
+  m.def("ping_pong", &PingPong, py::arg("address"), py::arg("iterations") = 10000,
+        py::arg("token") = "", py::call_guard<py::gil_scoped_release>(),
+        "Seconds per round trip of `iterations` calls to a vgpu server (the transport latency).");
+  m.def("decode_frame", &DecodeFrame, py::arg("frame"),
+        "Decodes one wire frame as the server would (for fuzzing); ValueError if malformed.");
+  m.def("query_server_stats", &QueryServerStats, py::arg("address"), py::arg("token") = "",
+        py::arg("timeout_ms") = 5000, py::call_guard<py::gil_scoped_release>(),
+        "The JSON statistics of a running vgpu server.");
 }

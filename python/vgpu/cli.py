@@ -1,19 +1,28 @@
-"""The ``vgpu`` command line: ``vgpu info`` (what TensorFlow sees and how the plugin is set up)
-and ``vgpu stats`` (the counters of a small probe run)."""
+"""The ``vgpu`` command line: ``vgpu info`` (what TensorFlow sees and how the plugin is set up),
+``vgpu server`` (a remote backing executor, see vgpu/server.py) and ``vgpu stats --server
+ADDRESS`` (clients, memory per client and commands per second of a running server)."""
 from __future__ import annotations
 
 import json
 import sys
+import time
 
 from absl import app, flags
 
 FLAGS = flags.FLAGS
+from vgpu import server as _server  # noqa: E402 - defines the server's flags
+
 flags.DEFINE_bool("json", False, "Print machine-readable JSON instead of text.")
+flags.DEFINE_string("server", None, "vgpu stats: address of a running vgpu server.")
+flags.DEFINE_float("interval", 1.0, "vgpu stats: seconds between the two samples of a rate.")
 
 _USAGE = """usage: vgpu <command> [flags]
 
 commands:
   info     the plugin path, TensorFlow version, devices, backend and limits
+  server   run a vgpu server: --listen unix:///path|tcp://host:port [--memory_limit 4GiB]
+           [--client_quota 1GiB] [--token_file PATH] [--device_count N]
+  stats    --server ADDRESS: clients, memory per client, commands per second of a server
 """
 
 
@@ -52,7 +61,45 @@ def _info() -> int:
     return 0
 
 
-_COMMANDS = {"info": _info}
+def _stats() -> int:
+    from vgpu import _core  # noqa: PLC0415 - no TensorFlow needed
+
+    if not FLAGS.server:
+        print("vgpu stats: --server unix:///path or tcp://host:port is required", file=sys.stderr)
+        return 2
+    token = _server._read_token(FLAGS.token_file)  # noqa: SLF001
+    try:
+        first = json.loads(_core.query_server_stats(FLAGS.server, token))
+        time.sleep(max(FLAGS.interval, 0.0))  # a rate needs two samples
+        second = json.loads(_core.query_server_stats(FLAGS.server, token))
+    except (RuntimeError, ValueError) as error:
+        print(f"vgpu stats: {error}", file=sys.stderr)
+        return 1
+    elapsed = max(second["uptime_s"] - first["uptime_s"], 1e-9)
+    before = {c["id"]: c["commands"] for c in first["clients"]}
+    second["commands_per_s"] = (second["commands_total"] - first["commands_total"]) / elapsed
+    for client in second["clients"]:
+        client["commands_per_s"] = (client["commands"] - before.get(client["id"], 0)) / elapsed
+    if FLAGS.json:
+        print(json.dumps(second, indent=2))
+        return 0
+    print(f"vgpu server {second['address']} up {second['uptime_s']:.0f} s, "
+          f"{len(second['clients'])} client(s), {second['commands_per_s']:.0f} commands/s")
+    for device in second["devices"]:
+        print(f"  device {device['device']}: {_format_bytes(device['bytes_in_use'])} of "
+              f"{_format_bytes(device['limit_bytes'])} in use")
+    for client in second["clients"]:
+        print(f"  client {client['id']} ({client['peer']}): "
+              f"{_format_bytes(client['bytes_in_use'])}, {client['commands']} commands, "
+              f"{client['commands_per_s']:.0f}/s")
+    return 0
+
+
+def _serve() -> int:
+    return _server.main([])
+
+
+_COMMANDS = {"info": _info, "server": _serve, "stats": _stats}
 
 
 def main(argv: list[str]) -> int:

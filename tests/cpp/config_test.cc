@@ -137,11 +137,21 @@ TEST(LoadConfig, RejectsUnknownBackend) {
               "VGPU_BACKEND");
 }
 
-TEST(LoadConfig, RemoteBackendsAreUnimplemented) {
-  ExpectError(LoadFrom({{"VGPU_BACKEND", "unix:///tmp/vgpu.sock"}}),
-              absl::StatusCode::kUnimplemented, "VGPU_BACKEND");
-  ExpectError(LoadFrom({{"VGPU_BACKEND", "tcp://localhost:7000"}}),
-              absl::StatusCode::kUnimplemented, "VGPU_BACKEND");
+TEST(LoadConfig, AcceptsRemoteBackends) {
+  absl::StatusOr<Config> config =
+      LoadFrom({{"VGPU_BACKEND", "unix:///tmp/vgpu.sock,tcp://localhost:7000?device=1"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->device_count, 2);
+  EXPECT_EQ(config->backends[1], "tcp://localhost:7000?device=1");
+}
+
+TEST(LoadConfig, RejectsMalformedRemoteBackends) {
+  for (const char* bad : {"unix://relative.sock", "unix://", "tcp://localhost", "tcp://:7000",
+                          "tcp://localhost:99999", "tcp://localhost:0",
+                          "unix:///tmp/a.sock?dev=1"}) {
+    ExpectError(LoadFrom({{"VGPU_BACKEND", bad}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_BACKEND");
+  }
 }
 
 TEST(LoadConfig, ReadsDescriptorMode) {

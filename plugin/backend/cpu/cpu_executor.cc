@@ -41,8 +41,9 @@ CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int t
 
 CpuExecutor::~CpuExecutor() = default;
 
-std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink) {
-  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink);
+std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink,
+                                                          uint64_t quota_bytes) {
+  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes);
 }
 
 DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {

@@ -33,8 +33,10 @@ class CpuExecutor {
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
   // Opens a session for one client; `sink` (may be null) receives its notifications and must
-  // outlive the session. Every session must be destroyed before the executor. Thread-safe.
-  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink);
+  // outlive the session. `quota_bytes` > 0 caps the device memory the session may hold at once
+  // (summed over devices); allocations beyond it fail with ResourceExhausted. Every session must
+  // be destroyed before the executor. Thread-safe.
+  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0);
 
   int device_count() const { return static_cast<int>(arenas_.size()); }
   // The arena of `device` (< device_count()).

@@ -2,6 +2,7 @@
 #include "plugin/backend/cpu/cpu_session.h"
 
 #define EIGEN_USE_THREADS
+#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -50,8 +51,14 @@ absl::Status ParseDescriptors(absl::Span<const uint8_t> bytes,
 
 }  // namespace
 
-CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink)
-    : executor_(executor), session_id_(session_id), sink_(sink) {}
+CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
+                       uint64_t quota_bytes)
+    : executor_(executor), session_id_(session_id), sink_(sink), quota_bytes_(quota_bytes) {}
+
+uint64_t CpuSession::BytesInUse() const {
+  std::lock_guard<std::mutex> lock(memory_mu_);
+  return bytes_in_use_;
+}
 
 CpuSession::~CpuSession() {
   absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams;
@@ -94,9 +101,18 @@ Reply CpuSession::Handle(Command command) {
   switch (command.kind) {
     case CommandKind::kAllocate: {
       if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
+      std::lock_guard<std::mutex> memory_lock(memory_mu_);
+      if (quota_bytes_ > 0 && (command.size > quota_bytes_ ||
+                               bytes_in_use_ > quota_bytes_ - command.size)) {
+        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+            "allocation of ", command.size, " bytes exceeds this client's quota (",
+            bytes_in_use_, " of ", quota_bytes_, " bytes in use)")));
+      }
       absl::StatusOr<uint64_t> address =
           executor_->arena(command.device).Allocate(command.size, session_id_);
       if (!address.ok()) return ErrorReply(address.status());
+      allocation_sizes_[*address] = command.size;
+      bytes_in_use_ += command.size;
       reply.value = *address;
       return reply;
     }
@@ -107,11 +123,26 @@ Reply CpuSession::Handle(Command command) {
             absl::StrCat("free of ", Hex(command.dst), ", which is not a device address")));
       }
       reply.status = arena->Free(command.dst, session_id_);
+      if (reply.status.ok()) {
+        std::lock_guard<std::mutex> memory_lock(memory_mu_);
+        auto it = allocation_sizes_.find(command.dst);
+        if (it != allocation_sizes_.end()) {
+          bytes_in_use_ -= it->second;
+          allocation_sizes_.erase(it);
+        }
+      }
       return reply;
     }
     case CommandKind::kMemoryInfo: {
       if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
       reply.memory = executor_->arena(command.device).Info();
+      if (quota_bytes_ > 0) {  // what this client may still use
+        std::lock_guard<std::mutex> memory_lock(memory_mu_);
+        reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, quota_bytes_);
+        reply.memory.bytes_in_use = bytes_in_use_;
+        reply.memory.largest_free_block =
+            std::min(reply.memory.largest_free_block, quota_bytes_ - bytes_in_use_);
+      }
       return reply;
     }
     case CommandKind::kCreateStream: {
@@ -301,9 +332,13 @@ absl::Status CpuSession::Execute(Command& command, const absl::Status& stream_st
     case CommandKind::kMemcpyHtoD:
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
-      return Copy(command);
-    case CommandKind::kMemset:
-      return Memset(command);
+    case CommandKind::kMemset: {
+      // Name the failing command: its error surfaces later, at a synchronisation.
+      absl::Status status = command.kind == CommandKind::kMemset ? Memset(command) : Copy(command);
+      if (status.ok()) return status;
+      return absl::Status(status.code(),
+                          absl::StrCat(CommandKindName(command.kind), ": ", status.message()));
+    }
     case CommandKind::kLaunch:
       return Launch(command);
     case CommandKind::kRecordEvent:

@@ -17,10 +17,13 @@ namespace vgpu {
 
 class CpuSession final : public ExecutorSession {
  public:
-  CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink);
+  // `quota_bytes` 0: no quota beyond the devices' limits.
+  CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
+             uint64_t quota_bytes = 0);
   ~CpuSession() override;
 
   Reply Handle(Command command) override;
+  uint64_t BytesInUse() const override;
 
  private:
   struct EventMark {
@@ -43,6 +46,11 @@ class CpuSession final : public ExecutorSession {
   CpuExecutor* const executor_;
   const uint64_t session_id_;
   CompletionSink* const sink_;
+  const uint64_t quota_bytes_;
+
+  mutable std::mutex memory_mu_;  // guards allocation_sizes_ and bytes_in_use_
+  absl::flat_hash_map<uint64_t, uint64_t> allocation_sizes_;  // address -> bytes
+  uint64_t bytes_in_use_ = 0;
 
   std::mutex mu_;  // guards streams_ and events_, and orders enqueues against event marks
   absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_;

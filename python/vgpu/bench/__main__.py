@@ -18,12 +18,23 @@ flags.DEFINE_integer("repeats", 1, "Run the whole set of configurations this man
                      "interleaved, and keep the best median of each (less noise).")
 flags.DEFINE_string("out", None, "Folder for results.json and table.md.")
 flags.DEFINE_bool("quick", False, "A few steps only: checks the harness, not the numbers.")
+flags.DEFINE_bool("remote", True, "Also run through a `vgpu server` (Unix socket and TCP), and "
+                  "measure the transports' round-trip latency (ping-pong).")
+flags.DEFINE_bool("tf_cpu", True, "Include TensorFlow's own CPU kernels as a configuration.")
 
 
 def main(argv):
     del argv
     steps, warmup = (4, 2) if FLAGS.quick else (FLAGS.steps, FLAGS.warmup)
-    configurations = [harness.TF_CPU, harness.INPROC_REUSE, harness.INPROC_FORWARD]
+    configurations = [harness.INPROC_REUSE, harness.INPROC_FORWARD]
+    if FLAGS.tf_cpu:
+        configurations.insert(0, harness.TF_CPU)
+    if FLAGS.remote:
+        configurations += [harness.REMOTE_UNIX_REUSE, harness.REMOTE_UNIX_FORWARD,
+                           harness.REMOTE_TCP_REUSE, harness.REMOTE_TCP_FORWARD]
+        for kind in ("unix", "tcp"):
+            print("ping-pong " + json.dumps(harness.ping_pong(kind, 2000 if FLAGS.quick
+                                                                  else 20000)), flush=True)
     best: dict[tuple[str, str], dict] = {}
     for repeat in range(FLAGS.repeats):
         for model in FLAGS.models:
@@ -36,7 +47,7 @@ def main(argv):
                         < best[key]["summary"]["median_step_s"]):
                     best[key] = result
     rows = [best[(m, c.name)] for m in FLAGS.models for c in configurations]
-    table = harness.markdown_table(rows, harness.TF_CPU.name)
+    table = harness.markdown_table(rows, configurations[0].name)
     print(table)
     if FLAGS.out:
         os.makedirs(FLAGS.out, exist_ok=True)

@@ -4,9 +4,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import contextlib
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 
 
 @dataclasses.dataclass(frozen=True)
@@ -16,12 +19,60 @@ class Configuration:
     name: str
     device: str  # "gpu" (the virtual GPU) or "cpu" (TensorFlow's own CPU kernels)
     env: tuple[tuple[str, str], ...] = ()
+    server: str | None = None  # "unix" or "tcp": a `vgpu server` started for the run
 
 
 TF_CPU = Configuration("tensorflow-cpu", "cpu")
 INPROC_REUSE = Configuration("vgpu inproc reuse", "gpu", (("VGPU_DESCRIPTOR_MODE", "reuse"),))
 INPROC_FORWARD = Configuration("vgpu inproc forward", "gpu",
                                (("VGPU_DESCRIPTOR_MODE", "forward"),))
+
+REMOTE_UNIX_REUSE = Configuration("vgpu unix reuse", "gpu", (("VGPU_DESCRIPTOR_MODE", "reuse"),),
+                                  "unix")
+REMOTE_UNIX_FORWARD = Configuration("vgpu unix forward", "gpu",
+                                    (("VGPU_DESCRIPTOR_MODE", "forward"),), "unix")
+REMOTE_TCP_REUSE = Configuration("vgpu tcp reuse", "gpu", (("VGPU_DESCRIPTOR_MODE", "reuse"),),
+                                 "tcp")
+REMOTE_TCP_FORWARD = Configuration("vgpu tcp forward", "gpu",
+                                   (("VGPU_DESCRIPTOR_MODE", "forward"),), "tcp")
+
+
+@contextlib.contextmanager
+def vgpu_server(kind: str, memory_limit: str = "4GiB"):
+    """Runs `python -m vgpu.server` on a temporary Unix socket or 127.0.0.1 (any port); yields
+    its address and stops it (SIGTERM) afterwards."""
+    with tempfile.TemporaryDirectory(prefix="vgpu-bench-") as folder:
+        listen = f"unix://{folder}/vgpu.sock" if kind == "unix" else "tcp://127.0.0.1:0"
+        ready = os.path.join(folder, "ready")
+        process = subprocess.Popen([sys.executable, "-m", "vgpu.server", f"--listen={listen}",
+                                    f"--memory_limit={memory_limit}", f"--ready_file={ready}"],
+                                   stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(ready):
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the vgpu server did not start")
+                time.sleep(0.05)
+            with open(ready, encoding="utf-8") as f:
+                yield f.read()
+        finally:
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+
+def ping_pong(kind: str, iterations: int = 20000) -> dict:
+    """Round-trip latency of the transport (kMemoryInfo calls to a fresh server)."""
+    from vgpu import _core  # noqa: PLC0415
+
+    with vgpu_server(kind) as address:
+        times = sorted(_core.ping_pong(address, iterations))
+    return {"transport": kind, "iterations": iterations,
+            "median_us": 1e6 * times[len(times) // 2],
+            "p99_us": 1e6 * times[int(len(times) * 0.99)],
+            "mean_us": 1e6 * statistics.fmean(times)}
 
 
 def run_configuration(config: Configuration, model: str, steps: int, warmup: int,
@@ -31,6 +82,15 @@ def run_configuration(config: Configuration, model: str, steps: int, warmup: int
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env.update(dict(config.env))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    if config.server is not None:
+        with vgpu_server(config.server) as address:
+            env["VGPU_BACKEND"] = address
+            return _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+    return _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+
+
+def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup: int,
+                batch_size: int, timeout: float) -> dict:
     command = [sys.executable, "-m", "vgpu.bench.worker", f"--model={model}",
                f"--device={config.device}", f"--steps={steps}", f"--warmup={warmup}",
                f"--batch_size={batch_size}"]

@@ -1,0 +1,319 @@
+// The remote protocol's encoders and bounds-checked decoders (see wire_format.h).
+#include "plugin/protocol/wire_format.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace vgpu {
+namespace wire {
+namespace {
+
+template <typename T>
+void Put(std::vector<uint8_t>* out, T value) {
+  static_assert(std::is_trivially_copyable_v<T>);
+  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);  // the host is little-endian
+  out->insert(out->end(), bytes, bytes + sizeof(T));
+}
+
+// A bounds-checked cursor over a payload.
+class Reader {
+ public:
+  explicit Reader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
+  template <typename T>
+  bool Get(T* value) {
+    if (bytes_.size() - offset_ < sizeof(T)) return false;
+    std::memcpy(value, bytes_.data() + offset_, sizeof(T));
+    offset_ += sizeof(T);
+    return true;
+  }
+  bool GetBytes(size_t size, absl::Span<const uint8_t>* out) {
+    if (bytes_.size() - offset_ < size) return false;
+    *out = bytes_.subspan(offset_, size);
+    offset_ += size;
+    return true;
+  }
+  bool GetString(std::string* out) {
+    uint32_t length = 0;
+    absl::Span<const uint8_t> bytes;
+    if (!Get(&length) || length > kMaxStringBytes || !GetBytes(length, &bytes)) return false;
+    out->assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    return true;
+  }
+  size_t remaining() const { return bytes_.size() - offset_; }
+  size_t offset() const { return offset_; }
+
+ private:
+  absl::Span<const uint8_t> bytes_;
+  size_t offset_ = 0;
+};
+
+absl::Status Malformed(std::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " frame"));
+}
+
+bool IsKnownType(uint16_t type) { return type >= 1 && type <= 9; }
+
+}  // namespace
+
+void EncodeHeader(const FrameHeader& header, uint8_t* out) {
+  std::vector<uint8_t> bytes;
+  bytes.reserve(kHeaderBytes);
+  Put(&bytes, kMagic);
+  Put(&bytes, kWireVersion);
+  Put(&bytes, static_cast<uint16_t>(header.type));
+  Put(&bytes, header.sequence);
+  Put(&bytes, header.payload_length);
+  Put(&bytes, uint32_t{0});
+  std::memcpy(out, bytes.data(), kHeaderBytes);
+}
+
+absl::StatusOr<FrameHeader> DecodeHeader(absl::Span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderBytes) return absl::InvalidArgumentError("truncated frame header");
+  Reader reader(bytes.subspan(0, kHeaderBytes));
+  uint32_t magic = 0, length = 0, reserved = 0;
+  uint16_t version = 0, type = 0;
+  uint64_t sequence = 0;
+  reader.Get(&magic);
+  reader.Get(&version);
+  reader.Get(&type);
+  reader.Get(&sequence);
+  reader.Get(&length);
+  reader.Get(&reserved);
+  if (magic != kMagic) return absl::InvalidArgumentError("bad frame magic (not a vgpu peer?)");
+  if (version != kWireVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "peer speaks vgpu wire version ", version, ", this side version ", kWireVersion));
+  }
+  if (!IsKnownType(type)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown message type ", type));
+  }
+  if (length > kMaxPayloadBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("frame payload of ", length,
+                                                   " bytes exceeds the limit of ",
+                                                   kMaxPayloadBytes));
+  }
+  FrameHeader header;
+  header.type = static_cast<MessageType>(type);
+  header.sequence = sequence;
+  header.payload_length = length;
+  return header;
+}
+
+void EncodeString(std::string_view text, std::vector<uint8_t>* out) {
+  if (text.size() > kMaxStringBytes) text = text.substr(0, kMaxStringBytes);
+  Put(out, static_cast<uint32_t>(text.size()));
+  out->insert(out->end(), text.begin(), text.end());
+}
+
+absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  std::string text;
+  if (!reader.GetString(&text) || reader.remaining() != 0) return Malformed("string");
+  return text;
+}
+
+void EncodeHello(const Hello& hello, std::vector<uint8_t>* out) {
+  Put(out, hello.protocol_version);
+  Put(out, static_cast<uint8_t>(hello.role));
+  EncodeString(hello.token, out);
+}
+
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  Hello hello;
+  uint8_t role = 0;
+  if (!reader.Get(&hello.protocol_version) || !reader.Get(&role) ||
+      !reader.GetString(&hello.token) || reader.remaining() != 0 || role > 1) {
+    return Malformed("hello");
+  }
+  hello.role = static_cast<Role>(role);
+  return hello;
+}
+
+void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out) {
+  Put(out, welcome.device_count);
+  Put(out, welcome.memory_limit);
+  Put(out, welcome.client_quota);
+}
+
+absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  Welcome welcome;
+  if (!reader.Get(&welcome.device_count) || !reader.Get(&welcome.memory_limit) ||
+      !reader.Get(&welcome.client_quota) || reader.remaining() != 0) {
+    return Malformed("welcome");
+  }
+  return welcome;
+}
+
+void EncodeNotify(const NotifyMessage& notify, std::vector<uint8_t>* out) {
+  Put(out, notify.token);
+  Put(out, static_cast<int32_t>(notify.status.code()));
+  EncodeString(notify.status.message(), out);
+}
+
+absl::StatusOr<NotifyMessage> DecodeNotify(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  NotifyMessage notify;
+  int32_t code = 0;
+  std::string message;
+  if (!reader.Get(&notify.token) || !reader.Get(&code) || !reader.GetString(&message) ||
+      reader.remaining() != 0) {
+    return Malformed("notify");
+  }
+  notify.status = StatusFromWire(code, std::move(message));
+  return notify;
+}
+
+bool HasHostData(const Command& command) {
+  return command.host_src != nullptr &&
+         (command.kind == CommandKind::kMemcpyHtoD || command.kind == CommandKind::kMemcpyNow);
+}
+
+bool WantsHostData(const Command& command) {
+  return command.host_dst != nullptr &&
+         (command.kind == CommandKind::kMemcpyDtoH || command.kind == CommandKind::kMemcpyNow);
+}
+
+uint64_t CommandPayloadLength(const Command& command) {
+  return kCommandFixedBytes + command.buffers.size() * 16 + command.params.size() +
+         command.descriptors.size() + (HasHostData(command) ? command.size : 0);
+}
+
+void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
+  uint8_t flags = 0;
+  if (HasHostData(command)) flags |= kHasHostData;
+  if (WantsHostData(command)) flags |= kWantsHostData;
+  Put(out, static_cast<uint16_t>(command.kind));
+  Put(out, command.pattern_bytes);
+  Put(out, flags);
+  Put(out, command.device);
+  Put(out, command.stream);
+  Put(out, command.object);
+  Put(out, command.token);
+  Put(out, command.dst);
+  Put(out, command.src);
+  Put(out, command.size);
+  Put(out, command.pattern);
+  Put(out, static_cast<uint32_t>(command.buffers.size()));
+  Put(out, static_cast<uint32_t>(command.params.size()));
+  Put(out, static_cast<uint32_t>(command.descriptors.size()));
+  for (const BufferArg& buffer : command.buffers) {
+    Put(out, buffer.address);
+    Put(out, buffer.size);
+  }
+  out->insert(out->end(), command.params.begin(), command.params.end());
+  out->insert(out->end(), command.descriptors.begin(), command.descriptors.end());
+}
+
+absl::StatusOr<DecodedCommand> DecodeCommand(
+    std::shared_ptr<const std::vector<uint8_t>> storage) {
+  if (storage == nullptr) return Malformed("command");
+  Reader reader(*storage);
+  DecodedCommand decoded;
+  Command& c = decoded.command;
+  uint16_t kind = 0;
+  uint8_t flags = 0;
+  uint32_t buffers = 0, params = 0, descriptors = 0;
+  if (!reader.Get(&kind) || !reader.Get(&c.pattern_bytes) || !reader.Get(&flags) ||
+      !reader.Get(&c.device) || !reader.Get(&c.stream) || !reader.Get(&c.object) ||
+      !reader.Get(&c.token) || !reader.Get(&c.dst) || !reader.Get(&c.src) ||
+      !reader.Get(&c.size) || !reader.Get(&c.pattern) || !reader.Get(&buffers) ||
+      !reader.Get(&params) || !reader.Get(&descriptors)) {
+    return absl::InvalidArgumentError("truncated command frame");
+  }
+  if (kind >= static_cast<uint16_t>(CommandKind::kNumKinds)) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown command kind ", kind));
+  }
+  c.kind = static_cast<CommandKind>(kind);
+  if ((flags & ~(kHasHostData | kWantsHostData)) != 0) {
+    return absl::InvalidArgumentError("unknown command flags");
+  }
+  if (buffers > kMaxBuffers || params > kMaxParamsBytes || descriptors > kMaxDescriptorBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(CommandKindName(c.kind), ": too many buffers or parameter bytes"));
+  }
+  if (static_cast<uint64_t>(buffers) * 16 > reader.remaining()) {
+    return absl::InvalidArgumentError("truncated command frame (buffers)");
+  }
+  c.buffers.reserve(buffers);
+  for (uint32_t i = 0; i < buffers; ++i) {
+    BufferArg buffer;
+    reader.Get(&buffer.address);
+    reader.Get(&buffer.size);
+    c.buffers.push_back(buffer);
+  }
+  absl::Span<const uint8_t> bytes;
+  if (!reader.GetBytes(params, &bytes)) {
+    return absl::InvalidArgumentError("truncated command frame (params)");
+  }
+  c.params.assign(bytes.begin(), bytes.end());
+  if (!reader.GetBytes(descriptors, &bytes)) {
+    return absl::InvalidArgumentError("truncated command frame (descriptors)");
+  }
+  c.descriptors.assign(bytes.begin(), bytes.end());
+  const bool host_capable =
+      c.kind == CommandKind::kMemcpyHtoD || c.kind == CommandKind::kMemcpyDtoH ||
+      c.kind == CommandKind::kMemcpyNow;
+  if ((flags & (kHasHostData | kWantsHostData)) != 0 && !host_capable) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(CommandKindName(c.kind), " cannot carry host data"));
+  }
+  if ((flags & kHasHostData) && (flags & kWantsHostData)) {
+    return absl::InvalidArgumentError("a copy cannot have host memory on both ends");
+  }
+  if (host_capable && (flags & (kHasHostData | kWantsHostData)) != 0 &&
+      c.size > kMaxCopyChunkBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CommandKindName(c.kind), " of ", c.size, " bytes exceeds the chunk limit"));
+  }
+  if (flags & kHasHostData) {
+    if (!reader.GetBytes(c.size, &bytes)) {
+      return absl::InvalidArgumentError("truncated command frame (host data)");
+    }
+    c.host_src = bytes.data();
+  }
+  if (reader.remaining() != 0) {
+    return absl::InvalidArgumentError("trailing bytes after a command");
+  }
+  decoded.wants_host_data = (flags & kWantsHostData) != 0;
+  return decoded;
+}
+
+void EncodeReply(const Reply& reply, std::vector<uint8_t>* out) {
+  Put(out, static_cast<int32_t>(reply.status.code()));
+  EncodeString(reply.status.message(), out);
+  Put(out, reply.value);
+  const MemoryInfo& m = reply.memory;
+  for (uint64_t v : {m.limit_bytes, m.bytes_in_use, m.peak_bytes_in_use, m.num_allocs,
+                     m.largest_alloc_size, m.largest_free_block}) {
+    Put(out, v);
+  }
+}
+
+absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* consumed) {
+  Reader reader(payload);
+  Reply reply;
+  int32_t code = 0;
+  std::string message;
+  MemoryInfo& m = reply.memory;
+  if (!reader.Get(&code) || !reader.GetString(&message) || !reader.Get(&reply.value) ||
+      !reader.Get(&m.limit_bytes) || !reader.Get(&m.bytes_in_use) ||
+      !reader.Get(&m.peak_bytes_in_use) || !reader.Get(&m.num_allocs) ||
+      !reader.Get(&m.largest_alloc_size) || !reader.Get(&m.largest_free_block)) {
+    return Malformed("reply");
+  }
+  reply.status = StatusFromWire(code, std::move(message));
+  if (consumed != nullptr) *consumed = reader.offset();
+  return reply;
+}
+
+absl::Status StatusFromWire(int32_t code, std::string message) {
+  if (code == 0) return absl::OkStatus();
+  if (code < 0 || code > 16) code = static_cast<int32_t>(absl::StatusCode::kUnknown);
+  return absl::Status(static_cast<absl::StatusCode>(code), message);
+}
+
+}  // namespace wire
+}  // namespace vgpu

@@ -1,0 +1,159 @@
+// The byte format of the remote protocol between the client runtime and a `vgpu server`: the one
+// place it is specified. Both directions carry frames over a byte stream (Unix or TCP socket).
+// Every integer is little-endian. Strings are uint32 length + bytes (no terminator).
+//
+// Frame (a 24-byte header, then `payload_length` payload bytes):
+//   offset  size  field
+//        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
+//        4     2  version         kWireVersion (1); a frame of another version is rejected
+//        6     2  message type    MessageType below
+//        8     8  sequence        client-chosen for Command (unique per connection, > 0); a
+//                                 Reply/Data repeats the sequence of the command it answers;
+//                                 0 in every other message
+//       16     4  payload length  <= kMaxPayloadBytes (64 MiB); a larger value is rejected
+//                                 before anything is allocated
+//       20     4  reserved        0
+//
+// Handshake: the client's first frame is Hello; the server answers Welcome or Refused (then
+// closes). Nothing else is accepted before Welcome.
+//   Hello   (1): uint16 protocol version, uint8 role (0 tenant, 1 stats observer), string token
+//   Welcome (2): uint32 device count, uint64 memory limit per device, uint64 client quota
+//                (0: no quota beyond the device limit)
+//   Refused (3): string reason
+//
+// Tenant traffic:
+//   Command (4), client -> server: the fixed part (72 bytes)
+//        0  uint16 kind (CommandKind)      2  uint8 pattern_bytes      3  uint8 flags
+//        4  uint32 device                  8  uint64 stream           16  uint64 object
+//       24  uint64 token                  32  uint64 dst              40  uint64 src
+//       48  uint64 size                   56  uint32 pattern          60  uint32 buffer count
+//       64  uint32 params length          68  uint32 descriptors length
+//     then buffer count * (uint64 address, uint64 size), the params bytes, the descriptor
+//     bytes, and, if flags & kHasHostData, exactly `size` bytes of host data (the source of a
+//     kMemcpyHtoD / host-to-device kMemcpyNow). flags & kWantsHostData: the command's
+//     destination is host memory (kMemcpyDtoH, device-to-host kMemcpyNow); the server answers
+//     with the bytes. Asynchronous commands (IsAsynchronous) get no Reply.
+//   Reply (5), server -> client, answers a call: int32 status code (absl::StatusCode), string
+//     message, uint64 value, MemoryInfo (6 x uint64: limit, in use, peak, allocs, largest
+//     alloc, largest free block), then, for a device-to-host kMemcpyNow that succeeded,
+//     exactly `size` bytes of data.
+//   Data (6), server -> client: the bytes of an asynchronous kMemcpyDtoH, sent when its stream
+//     reached it (in stream order, before the stream's later Notify messages): uint8 ok, then
+//     if ok `size` bytes; !ok: the stream had failed and the copy was skipped.
+//   Notify (7), server -> client: uint64 token, int32 stream status code, string message.
+//
+// Observers:
+//   StatsRequest (8), client -> server: empty.   StatsReply (9): string (JSON document).
+#ifndef VGPU_PROTOCOL_WIRE_FORMAT_H_
+#define VGPU_PROTOCOL_WIRE_FORMAT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "plugin/protocol/command.h"
+
+namespace vgpu {
+namespace wire {
+
+inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
+inline constexpr uint16_t kWireVersion = 1;
+inline constexpr size_t kHeaderBytes = 24;
+inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
+inline constexpr size_t kCommandFixedBytes = 72;
+// Host data of one copy command; larger copies are split by the transport.
+inline constexpr uint64_t kMaxCopyChunkBytes = 32ull << 20;
+inline constexpr uint32_t kMaxBuffers = 4096;
+inline constexpr uint32_t kMaxParamsBytes = 1u << 20;
+inline constexpr uint32_t kMaxDescriptorBytes = 1u << 20;
+inline constexpr uint32_t kMaxStringBytes = 1u << 16;
+
+inline constexpr uint8_t kHasHostData = 0x1;
+inline constexpr uint8_t kWantsHostData = 0x2;
+
+enum class MessageType : uint16_t {
+  kHello = 1,
+  kWelcome = 2,
+  kRefused = 3,
+  kCommand = 4,
+  kReply = 5,
+  kData = 6,
+  kNotify = 7,
+  kStatsRequest = 8,
+  kStatsReply = 9,
+};
+
+enum class Role : uint8_t { kTenant = 0, kObserver = 1 };
+
+struct FrameHeader {
+  MessageType type = MessageType::kHello;
+  uint64_t sequence = 0;
+  uint32_t payload_length = 0;
+};
+
+// Writes the 24-byte header into `out` (kHeaderBytes long).
+void EncodeHeader(const FrameHeader& header, uint8_t* out);
+// Validates magic, version, type and length. Never reads beyond kHeaderBytes.
+absl::StatusOr<FrameHeader> DecodeHeader(absl::Span<const uint8_t> bytes);
+
+struct Hello {
+  uint16_t protocol_version = kWireVersion;
+  Role role = Role::kTenant;
+  std::string token;
+};
+struct Welcome {
+  uint32_t device_count = 0;
+  uint64_t memory_limit = 0;
+  uint64_t client_quota = 0;
+};
+struct NotifyMessage {
+  uint64_t token = 0;
+  absl::Status status;
+};
+
+// Payload encoders (append to `out`) and bounds-checked decoders. Decoders never read past the
+// span and return InvalidArgument on anything malformed (trailing bytes included).
+void EncodeHello(const Hello& hello, std::vector<uint8_t>* out);
+absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload);
+void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out);
+absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload);
+void EncodeString(std::string_view text, std::vector<uint8_t>* out);
+absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload);
+void EncodeNotify(const NotifyMessage& notify, std::vector<uint8_t>* out);
+absl::StatusOr<NotifyMessage> DecodeNotify(absl::Span<const uint8_t> payload);
+
+// A command's payload without its host data: the fixed part, buffers, params, descriptors.
+// The caller sends `command.size` bytes of host data after it when HasHostData(command).
+// `header_payload_length` gets the full payload length (including host data).
+void EncodeCommand(const Command& command, std::vector<uint8_t>* out);
+// Host-data flags of a command as the client sends it.
+bool HasHostData(const Command& command);
+bool WantsHostData(const Command& command);
+// Payload length of a command (EncodeCommand's bytes plus host data).
+uint64_t CommandPayloadLength(const Command& command);
+
+// A decoded command. Its host data (if any) stays in `storage` (the frame's payload); the
+// command's host_src points into it, so `storage` must outlive every use of the command.
+struct DecodedCommand {
+  Command command;
+  bool wants_host_data = false;
+};
+// Decodes a command payload. `storage` holds the bytes; host_src is set to point into it.
+absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<uint8_t>> storage);
+
+// Reply without trailing data; the caller appends the data of a device-to-host kMemcpyNow.
+void EncodeReply(const Reply& reply, std::vector<uint8_t>* out);
+// Decodes the fixed part of a Reply; `consumed` gets its length (data follows).
+absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* consumed);
+
+// Status <-> wire (code + message); unknown codes decode as kUnknown.
+absl::Status StatusFromWire(int32_t code, std::string message);
+
+}  // namespace wire
+}  // namespace vgpu
+
+#endif  // VGPU_PROTOCOL_WIRE_FORMAT_H_

@@ -1,0 +1,321 @@
+// SocketTransport (see socket_transport.h).
+#include "plugin/transport/socket_transport.h"
+
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/common/log.h"
+
+namespace vgpu {
+namespace {
+
+void SetReceiveTimeout(int fd, int timeout_ms) {
+  timeval tv{};
+  tv.tv_sec = timeout_ms / 1000;
+  tv.tv_usec = (timeout_ms % 1000) * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+bool IsNotifying(CommandKind kind) {
+  return kind == CommandKind::kNotify || kind == CommandKind::kRecordEvent;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
+    const std::string& endpoint, const std::string& token, CompletionSink* sink,
+    wire::Welcome* welcome, int timeout_ms) {
+  absl::StatusOr<SocketAddress> address = ParseSocketAddress(endpoint);
+  if (!address.ok()) return address.status();
+  auto unreachable = [&](const absl::Status& s) {
+    return absl::UnavailableError(
+        absl::StrCat("vgpu server ", endpoint, " is unreachable: ", s.message()));
+  };
+  absl::StatusOr<ScopedFd> fd = ConnectSocket(*address, timeout_ms);
+  if (!fd.ok()) return unreachable(fd.status());
+  // Handshake, bounded by the receive timeout.
+  SetReceiveTimeout(fd->get(), timeout_ms);
+  std::vector<uint8_t> hello;
+  wire::EncodeHello({wire::kWireVersion, wire::Role::kTenant, token}, &hello);
+  if (absl::Status s = WriteFrame(fd->get(), wire::MessageType::kHello, 0,
+                                  {iovec{hello.data(), hello.size()}});
+      !s.ok()) {
+    return unreachable(s);
+  }
+  FrameReader reader(fd->get());
+  absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
+  if (!header.ok()) return unreachable(header.status());
+  std::vector<uint8_t> payload(header->payload_length);
+  if (absl::Status s = reader.ReadExact(payload.data(), payload.size()); !s.ok()) {
+    return unreachable(s);
+  }
+  if (header->type == wire::MessageType::kRefused) {
+    absl::StatusOr<std::string> reason = wire::DecodeString(payload);
+    return absl::PermissionDeniedError(absl::StrCat(
+        "vgpu server ", endpoint, " refused the connection: ",
+        reason.ok() ? *reason : std::string("(no reason given)")));
+  }
+  if (header->type != wire::MessageType::kWelcome) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("vgpu server ", endpoint, " answered the handshake with an unexpected frame"));
+  }
+  absl::StatusOr<wire::Welcome> decoded = wire::DecodeWelcome(payload);
+  if (!decoded.ok()) return decoded.status();
+  if (welcome != nullptr) *welcome = *decoded;
+  SetReceiveTimeout(fd->get(), 0);  // from now on the reader blocks until data or EOF
+  return std::unique_ptr<SocketTransport>(
+      new SocketTransport(endpoint, std::move(*fd), sink));
+}
+
+SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink)
+    : endpoint_(std::move(endpoint)), fd_(std::move(fd)), sink_(sink) {
+  reader_ = std::thread([this] { ReaderLoop(); });
+}
+
+SocketTransport::~SocketTransport() {
+  ::shutdown(fd_.get(), SHUT_RDWR);  // the reader sees EOF and fails what is pending
+  reader_.join();
+}
+
+absl::Status SocketTransport::DeadStatus() {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return dead_;
+}
+
+void SocketTransport::Fail(const absl::Status& cause) {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls;
+  absl::flat_hash_set<uint64_t> tokens;
+  absl::Status error;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (dead_.ok()) {
+      dead_ = absl::UnavailableError(
+          absl::StrCat("vgpu server ", endpoint_, " is unreachable: ", cause.message()));
+    }
+    error = dead_;
+    calls.swap(calls_pending_);
+    tokens.swap(tokens_pending_);
+    copies_pending_.clear();
+  }
+  ::shutdown(fd_.get(), SHUT_RDWR);
+  for (auto& [sequence, call] : calls) {
+    std::lock_guard<std::mutex> lock(call->mu);
+    call->reply.status = error;
+    call->done = true;
+    call->cv.notify_all();
+  }
+  // Events and host callbacks waiting on this server complete with the error: nobody hangs.
+  for (uint64_t token : tokens) {
+    if (sink_ != nullptr) sink_->OnNotify(token, error);
+  }
+}
+
+absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequence) {
+  std::vector<uint8_t> encoded;
+  encoded.reserve(wire::kCommandFixedBytes + command.buffers.size() * 16 +
+                  command.params.size() + command.descriptors.size());
+  wire::EncodeCommand(command, &encoded);
+  std::vector<iovec> parts{iovec{encoded.data(), encoded.size()}};
+  if (wire::HasHostData(command) && command.size > 0) {
+    parts.push_back(iovec{const_cast<void*>(command.host_src), command.size});
+  }
+  absl::Status status;
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    status = WriteFrame(fd_.get(), wire::MessageType::kCommand, sequence, std::move(parts));
+  }
+  if (!status.ok()) {
+    Fail(status);
+    return DeadStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SocketTransport::Post(Command command) {
+  // Split copies with host memory into chunks that fit a frame.
+  const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
+  if (!host_copy || command.size <= wire::kMaxCopyChunkBytes) return PostOne(std::move(command));
+  for (uint64_t offset = 0; offset < command.size; offset += wire::kMaxCopyChunkBytes) {
+    Command chunk = command;
+    chunk.size = std::min(wire::kMaxCopyChunkBytes, command.size - offset);
+    if (chunk.dst != 0) chunk.dst += offset;
+    if (chunk.src != 0) chunk.src += offset;
+    if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
+    if (chunk.host_dst != nullptr) chunk.host_dst = static_cast<uint8_t*>(chunk.host_dst) + offset;
+    if (absl::Status s = PostOne(std::move(chunk)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SocketTransport::PostOne(Command command) {
+  const uint64_t sequence = next_sequence_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (!dead_.ok()) return dead_;
+    if (IsNotifying(command.kind)) tokens_pending_.insert(command.token);
+    if (wire::WantsHostData(command)) {
+      copies_pending_[sequence] = PendingCopy{command.host_dst, command.size};
+    }
+  }
+  absl::Status status = WriteCommand(command, sequence);
+  if (!status.ok() && IsNotifying(command.kind)) {
+    // The caller unregisters the token itself when Post fails: do not notify it as well.
+    std::lock_guard<std::mutex> lock(state_mu_);
+    tokens_pending_.erase(command.token);
+  }
+  return status;
+}
+
+Reply SocketTransport::Call(Command command) {
+  const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
+  if (!host_copy || command.size <= wire::kMaxCopyChunkBytes) return CallOne(std::move(command));
+  Reply reply;
+  for (uint64_t offset = 0; offset < command.size; offset += wire::kMaxCopyChunkBytes) {
+    Command chunk = command;
+    chunk.size = std::min(wire::kMaxCopyChunkBytes, command.size - offset);
+    if (chunk.dst != 0) chunk.dst += offset;
+    if (chunk.src != 0) chunk.src += offset;
+    if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
+    if (chunk.host_dst != nullptr) chunk.host_dst = static_cast<uint8_t*>(chunk.host_dst) + offset;
+    reply = CallOne(std::move(chunk));
+    if (!reply.status.ok()) return reply;
+  }
+  return reply;
+}
+
+Reply SocketTransport::CallOne(Command command) {
+  calls_.fetch_add(1);
+  const uint64_t sequence = next_sequence_.fetch_add(1);
+  auto pending = std::make_shared<PendingCall>();
+  if (wire::WantsHostData(command)) {
+    pending->host_dst = command.host_dst;
+    pending->size = command.size;
+  }
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (!dead_.ok()) {
+      Reply reply;
+      reply.status = dead_;
+      return reply;
+    }
+    calls_pending_[sequence] = pending;
+  }
+  if (absl::Status s = WriteCommand(command, sequence); !s.ok()) {
+    // Fail() answered every pending call, this one included.
+  }
+  std::unique_lock<std::mutex> lock(pending->mu);
+  pending->cv.wait(lock, [&] { return pending->done; });
+  return std::move(pending->reply);
+}
+
+absl::Status SocketTransport::ReadReply(FrameReader& reader, const wire::FrameHeader& header) {
+  // The fixed part: int32 code, string message, uint64 value, 6 x uint64 memory; data follows.
+  uint8_t head[8];
+  if (header.payload_length < sizeof(head)) return absl::InvalidArgumentError("short reply");
+  if (absl::Status s = reader.ReadExact(head, sizeof(head)); !s.ok()) return s;
+  uint32_t message_length = 0;
+  std::memcpy(&message_length, head + 4, sizeof(message_length));
+  const uint64_t fixed = sizeof(head) + static_cast<uint64_t>(message_length) + 56;
+  if (message_length > wire::kMaxStringBytes || fixed > header.payload_length) {
+    return absl::InvalidArgumentError("malformed reply frame");
+  }
+  std::vector<uint8_t> bytes(fixed);
+  std::memcpy(bytes.data(), head, sizeof(head));
+  if (absl::Status s = reader.ReadExact(bytes.data() + sizeof(head), fixed - sizeof(head));
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Reply> reply = wire::DecodeReply(bytes, nullptr);
+  if (!reply.ok()) return reply.status();
+  const uint64_t data = header.payload_length - fixed;
+  std::shared_ptr<PendingCall> call;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    auto it = calls_pending_.find(header.sequence);
+    if (it != calls_pending_.end()) {
+      call = std::move(it->second);
+      calls_pending_.erase(it);
+    }
+  }
+  if (call == nullptr) return reader.ReadExact(nullptr, data);  // nobody waits: discard
+  absl::Status read;
+  if (data > 0) {
+    if (call->host_dst != nullptr && data == call->size) {
+      read = reader.ReadExact(call->host_dst, data);
+    } else {
+      read = reader.ReadExact(nullptr, data);
+      if (reply->status.ok()) reply->status = absl::InternalError("reply data of the wrong size");
+    }
+  }
+  std::lock_guard<std::mutex> lock(call->mu);
+  call->reply = *std::move(reply);
+  if (!read.ok()) call->reply.status = read;
+  call->done = true;
+  call->cv.notify_all();
+  return read;
+}
+
+absl::Status SocketTransport::ReadData(FrameReader& reader, const wire::FrameHeader& header) {
+  if (header.payload_length < 1) return absl::InvalidArgumentError("short data frame");
+  uint8_t ok = 0;
+  if (absl::Status s = reader.ReadExact(&ok, 1); !s.ok()) return s;
+  const uint64_t data = header.payload_length - 1;
+  PendingCopy copy;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    auto it = copies_pending_.find(header.sequence);
+    if (it != copies_pending_.end()) {
+      copy = it->second;
+      copies_pending_.erase(it);
+    }
+  }
+  if (ok && copy.host_dst != nullptr && data == copy.size) {
+    return reader.ReadExact(copy.host_dst, data);  // straight into TensorFlow's host buffer
+  }
+  return reader.ReadExact(nullptr, data);
+}
+
+void SocketTransport::ReaderLoop() {
+  FrameReader reader(fd_.get());
+  absl::Status status;
+  std::vector<uint8_t> payload;
+  for (;;) {
+    absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
+    if (!header.ok()) {
+      status = header.status();
+      break;
+    }
+    if (header->type == wire::MessageType::kReply) {
+      status = ReadReply(reader, *header);
+    } else if (header->type == wire::MessageType::kData) {
+      status = ReadData(reader, *header);
+    } else if (header->type == wire::MessageType::kNotify) {
+      payload.resize(header->payload_length);
+      status = reader.ReadExact(payload.data(), payload.size());
+      if (status.ok()) {
+        absl::StatusOr<wire::NotifyMessage> notify = wire::DecodeNotify(payload);
+        if (!notify.ok()) {
+          status = notify.status();
+        } else {
+          bool expected;
+          {
+            std::lock_guard<std::mutex> lock(state_mu_);
+            expected = tokens_pending_.erase(notify->token) > 0;
+          }
+          if (expected && sink_ != nullptr) sink_->OnNotify(notify->token, notify->status);
+        }
+      }
+    } else {
+      status = absl::InvalidArgumentError("unexpected message from the server");
+    }
+    if (!status.ok()) break;
+  }
+  Fail(status);
+}
+
+}  // namespace vgpu

@@ -1,0 +1,96 @@
+// The client side of a remote backing executor (`vgpu server`) over a Unix or TCP socket.
+// Commands are framed by protocol/wire_format.h. Post writes a frame and returns (a launch never
+// waits); Call writes a frame and waits for the Reply with its sequence number. One reader
+// thread receives replies, device-to-host data (written straight into the host destination) and
+// notifications (handed to the CompletionSink, normally the NotificationHub).
+// A dead connection fails every pending Call and notification with Unavailable("vgpu server
+// <address> is unreachable: ..."), and every later Post/Call at once.
+#ifndef VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
+#define VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "plugin/backend/executor_session.h"
+#include "plugin/protocol/wire_format.h"
+#include "plugin/transport/socket_util.h"
+#include "plugin/transport/transport.h"
+
+namespace vgpu {
+
+class SocketTransport final : public Transport {
+ public:
+  // Connects to `endpoint` (unix:///path or tcp://host:port, without ?device) and completes the
+  // handshake with `token` (may be empty); blocks at most ~`timeout_ms`. `sink` receives
+  // notifications on the reader thread and must outlive the transport. `welcome` (may be null)
+  // receives the server's description.
+  static absl::StatusOr<std::unique_ptr<SocketTransport>> Connect(const std::string& endpoint,
+                                                                  const std::string& token,
+                                                                  CompletionSink* sink,
+                                                                  wire::Welcome* welcome,
+                                                                  int timeout_ms = 5000);
+  // Closes the connection (the server reclaims this client's memory) and joins the reader.
+  ~SocketTransport() override;
+
+  absl::Status Post(Command command) override;
+  Reply Call(Command command) override;
+  std::string Describe() const override { return endpoint_; }
+  bool DeliversNotificationsInline() const override { return false; }
+
+  // Round trips so far that waited for a Reply (for tests and benchmarks).
+  uint64_t calls() const { return calls_.load(); }
+
+ private:
+  struct PendingCall {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    Reply reply;
+    void* host_dst = nullptr;
+    uint64_t size = 0;
+  };
+  struct PendingCopy {
+    void* host_dst = nullptr;
+    uint64_t size = 0;
+  };
+
+  SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink);
+  absl::Status PostOne(Command command);
+  Reply CallOne(Command command);
+  // Writes one command frame (header, encoded command, host data). Thread-safe.
+  absl::Status WriteCommand(const Command& command, uint64_t sequence);
+  void ReaderLoop();
+  absl::Status ReadReply(FrameReader& reader, const wire::FrameHeader& header);
+  absl::Status ReadData(FrameReader& reader, const wire::FrameHeader& header);
+  // Marks the connection dead; fails pending calls and notifications. Idempotent.
+  void Fail(const absl::Status& cause);
+  absl::Status DeadStatus();
+
+  const std::string endpoint_;
+  ScopedFd fd_;
+  CompletionSink* const sink_;
+  std::atomic<uint64_t> next_sequence_{1};
+  std::atomic<uint64_t> calls_{0};
+
+  std::mutex write_mu_;  // one frame at a time on the socket
+
+  std::mutex state_mu_;  // guards everything below
+  absl::Status dead_;    // OK while connected
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_pending_;
+  absl::flat_hash_map<uint64_t, PendingCopy> copies_pending_;  // async DtoH by sequence
+  absl::flat_hash_set<uint64_t> tokens_pending_;               // notifications expected
+
+  std::thread reader_;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_TRANSPORT_SOCKET_TRANSPORT_H_

@@ -1,0 +1,89 @@
+// Sockets for the remote transport and the server: an owning file descriptor, connecting and
+// listening, whole-frame writes and a buffered frame reader. Errors are absl::Status.
+#ifndef VGPU_TRANSPORT_SOCKET_UTIL_H_
+#define VGPU_TRANSPORT_SOCKET_UTIL_H_
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "plugin/common/backend_address.h"
+#include "plugin/protocol/wire_format.h"
+
+namespace vgpu {
+
+
+
+// An owned file descriptor, closed on destruction. Move-only.
+class ScopedFd {
+ public:
+  ScopedFd() = default;
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() { Reset(); }
+  ScopedFd(ScopedFd&& other) noexcept : fd_(other.Release()) {}
+  ScopedFd& operator=(ScopedFd&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      fd_ = other.Release();
+    }
+    return *this;
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Connects (blocking, at most `timeout_ms` for TCP) and sets TCP_NODELAY and keepalive.
+absl::StatusOr<ScopedFd> ConnectSocket(const SocketAddress& address, int timeout_ms = 5000);
+// Binds and listens (a stale Unix socket file is replaced). For tcp port 0, `bound_port` gets
+// the port chosen.
+absl::StatusOr<ScopedFd> ListenSocket(const SocketAddress& address, uint16_t* bound_port);
+// Sets TCP_NODELAY and a short keepalive on a TCP socket (no-op on Unix sockets).
+void TuneSocket(int fd);
+
+// Writes all of `parts` (blocking; retries on EINTR and short writes). Not synchronised: the
+// caller serialises writers. MSG_NOSIGNAL: a closed peer is an error, never SIGPIPE.
+absl::Status WriteAll(int fd, std::vector<iovec> parts);
+
+// Writes one frame: header + payload parts.
+absl::Status WriteFrame(int fd, wire::MessageType type, uint64_t sequence,
+                        std::vector<iovec> payload_parts);
+
+// Reads frames from a socket through a buffer, so that small frames cost no extra system call.
+// One reader per socket; not thread-safe.
+class FrameReader {
+ public:
+  explicit FrameReader(int fd) : fd_(fd), buffer_(256 * 1024) {}
+  // Reads and validates the next header. Unavailable on EOF or a socket error.
+  absl::StatusOr<wire::FrameHeader> ReadHeader();
+  // Reads exactly `size` bytes into `dst` (large reads bypass the buffer). `dst` may be null
+  // to discard.
+  absl::Status ReadExact(void* dst, size_t size);
+
+ private:
+  absl::Status Fill();  // at least one more byte into the buffer
+  int fd_;
+  std::vector<uint8_t> buffer_;
+  size_t begin_ = 0;
+  size_t end_ = 0;
+};
+
+}  // namespace vgpu
+
+#endif  // VGPU_TRANSPORT_SOCKET_UTIL_H_
