@@ -30,6 +30,9 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "pytest>=8" \
   "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja
 
+# The wire-format fuzz test uses atheris when it installs here (otherwise it is skipped).
+"${PIP[@]}" install atheris >/dev/null 2>&1 || echo "setup: atheris unavailable; the fuzz test will be skipped"
+
 echo "setup: building and installing tensorflow-vgpu"
 "${PIP[@]}" install --no-build-isolation --no-deps \
   -Ccmake.define.VGPU_BUILD_TESTS=ON -Cbuild.verbose=false .
