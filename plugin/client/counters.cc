@@ -30,6 +30,8 @@ void ClientCounters::Reset() {
   descriptor_calls_forwarded_.store(0, std::memory_order_relaxed);
   settings_updates_.store(0, std::memory_order_relaxed);
   queue_misses_.store(0, std::memory_order_relaxed);
+  bytes_sent_.store(0, std::memory_order_relaxed);
+  bytes_received_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
   bytes_from_device_.store(0, std::memory_order_relaxed);
   allocations_.store(0, std::memory_order_relaxed);
@@ -67,6 +69,8 @@ std::string ClientCounters::ToJson() const {
   absl::StrAppend(&json, ", \"commands_sent\": ", total,
                   ", \"launches\": ", commands(CommandKind::kLaunch),
                   ", \"round_trips\": ", round_trips(),
+                  ", \"bytes_sent\": ", bytes_sent_.load(std::memory_order_relaxed),
+                  ", \"bytes_received\": ", bytes_received_.load(std::memory_order_relaxed),
                   ", \"bytes_to_device\": ", bytes_to_device(),
                   ", \"bytes_from_device\": ", bytes_from_device(),
                   ", \"allocations\": ", allocations_.load(std::memory_order_relaxed),

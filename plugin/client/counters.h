@@ -23,6 +23,12 @@ class ClientCounters {
     commands_[static_cast<size_t>(kind)].fetch_add(1, std::memory_order_relaxed);
     if (round_trip) round_trips_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Bytes of protocol frames: commands sent, and replies and device-to-host data received. The
+  // in-process transport counts what the same commands would occupy on the wire.
+  void AddBytesSent(uint64_t bytes) { bytes_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+  void AddBytesReceived(uint64_t bytes) {
+    bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+  }
   void AddBytesToDevice(uint64_t bytes) { bytes_to_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddBytesFromDevice(uint64_t bytes) { bytes_from_device_.fetch_add(bytes, std::memory_order_relaxed); }
   void AddAllocation(uint64_t bytes);
@@ -70,6 +76,8 @@ class ClientCounters {
   std::atomic<uint64_t> settings_updates_{0};
   std::atomic<uint64_t> queue_misses_{0};
   std::atomic<uint64_t> descriptor_calls_forwarded_{0};
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> bytes_received_{0};
   std::atomic<uint64_t> bytes_to_device_{0};
   std::atomic<uint64_t> bytes_from_device_{0};
   std::atomic<uint64_t> allocations_{0};

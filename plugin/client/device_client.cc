@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/protocol/wire_format.h"
 
 namespace vgpu {
 namespace {
@@ -61,12 +62,22 @@ Command DeviceClient::MakeCommand(CommandKind kind) const {
 
 absl::Status DeviceClient::Post(Command command) {
   counters_.CountCommand(command.kind, /*round_trip=*/false);
+  counters_.AddBytesSent(wire::kHeaderBytes + wire::CommandPayloadLength(command));
+  if (command.kind == CommandKind::kMemcpyDtoH) {  // its data comes back in a data frame
+    counters_.AddBytesReceived(wire::kHeaderBytes + command.size);
+  }
   return transport_->Post(std::move(command));
 }
 
 Reply DeviceClient::Call(Command command) {
   counters_.CountCommand(command.kind, /*round_trip=*/true);
-  return transport_->Call(std::move(command));
+  counters_.AddBytesSent(wire::kHeaderBytes + wire::CommandPayloadLength(command));
+  const uint64_t returned_data = command.host_dst != nullptr ? command.size : 0;
+  Reply reply = transport_->Call(std::move(command));
+  std::vector<uint8_t> encoded;
+  wire::EncodeReply(reply, &encoded);
+  counters_.AddBytesReceived(wire::kHeaderBytes + encoded.size() + returned_data);
+  return reply;
 }
 
 absl::StatusOr<uint64_t> DeviceClient::Allocate(uint64_t size) {

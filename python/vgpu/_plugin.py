@@ -69,6 +69,8 @@ _SUMMED = (
     "commands_sent",
     "launches",
     "round_trips",
+    "bytes_sent",
+    "bytes_received",
     "bytes_to_device",
     "bytes_from_device",
     "allocations",
@@ -86,7 +88,9 @@ def stats() -> dict[str, Any]:
     """Counters of the client runtime, summed over devices, with ``devices`` per device.
 
     Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``launches``,
-    ``round_trips``, ``bytes_to_device``, ``bytes_from_device``, ``allocations``, ``frees``,
+    ``round_trips``, ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
+    replies and device-to-host data in; in-process, what the same frames would occupy on the
+    wire), ``bytes_to_device``, ``bytes_from_device`` (tensor data copied), ``allocations``, ``frees``,
     ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of
     per-device peaks), ``descriptor_calls`` (descriptor kind -> {"create", "set", "destroy"}),
     ``descriptor_calls_local``, ``descriptor_calls_forwarded``, ``descriptor_settings_updates``

@@ -138,6 +138,9 @@ def test_stats_count_commands_bytes_and_round_trips():
     assert stats["commands"]["memcpy_htod"] + stats["commands"]["memcpy_sync"] >= 1
     assert stats["bytes_to_device"] >= host.nbytes
     assert stats["bytes_from_device"] >= host.nbytes
+    # Protocol bytes: the frames carrying the data and commands out, replies and data back.
+    assert stats["bytes_sent"] > host.nbytes
+    assert stats["bytes_received"] > host.nbytes
     # Posted work costs no round trip: only the device-to-host wait does.
     assert stats["round_trips"] < stats["commands_sent"]
     assert sum(stats["commands"].values()) == stats["commands_sent"]

@@ -66,3 +66,26 @@ def test_assign_add_with_a_wrong_shape_is_invalid_argument():
         with pytest.raises(tf.errors.InvalidArgumentError, match="shapes must be equal"):
             variable.assign_add(np.ones((3, 2), np.float32))
     np.testing.assert_array_equal(variable.numpy(), np.zeros((2, 3), np.float32))
+
+
+def test_step_callback_reports_forwarded_descriptor_calls_and_round_trips_per_step():
+    import vgpu.keras
+
+    model = _tiny_model()
+    model.compile(optimizer="sgd", loss="mse")
+    seen_logs = []
+
+    class Recorder(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen_logs.append(dict(logs))
+
+    callback = vgpu.keras.VgpuStepCallback()
+    x = np.ones((64, 8), "float32")
+    model.fit(x, np.ones((64, 3), "float32"), batch_size=16, epochs=2, verbose=0,
+              callbacks=[callback, Recorder()])
+    assert len(callback.history) == 8
+    assert all(step["round_trips"] >= 1 for step in callback.history)
+    # Steps are marked, so reuse is active after the first one: nothing forwarded any more.
+    assert all(step["fwd_desc"] == 0 for step in callback.history[1:])
+    assert seen_logs[-1]["fwd_desc"] == callback.history[-1]["fwd_desc"]
+    assert seen_logs[-1]["round_trips"] == callback.history[-1]["round_trips"]
