@@ -1,7 +1,9 @@
 // Routes the backing executor's notifications (a stream reached a kNotify or kRecordEvent
 // command) to what the client registered for them: event completion, timers, host callbacks.
-// Host callbacks run on the hub's own callback thread, in the order notified, so that a
-// callback that blocks or enqueues more work never stalls a backend stream.
+// Handlers run inline on the notifying thread (in-process: the stream's worker, so a host
+// callback occupies its stream as on a real GPU), or on the hub's own callback thread, in the
+// order notified (remote transports: notifications arrive on the connection's reader thread,
+// which must never block on a callback).
 #ifndef VGPU_CLIENT_NOTIFICATION_HUB_H_
 #define VGPU_CLIENT_NOTIFICATION_HUB_H_
 
