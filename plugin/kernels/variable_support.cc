@@ -4,24 +4,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "plugin/device/se_handles.h"
-#include "tensorflow/c/kernels.h"
+#include "plugin/kernels/kernel_support.h"
 
 namespace vgpu::variables {
 
 absl::StatusOr<ClientStream*> StreamOf(tf::OpKernelContext* context) {
-  TF_Status* status = TF_NewStatus();
-  SP_Stream stream = TF_GetStream(reinterpret_cast<TF_OpKernelContext*>(context), status);
-  absl::Status result = TF_GetCode(status) == TF_OK
-                            ? absl::OkStatus()
-                            : absl::Status(static_cast<absl::StatusCode>(TF_GetCode(status)),
-                                           TF_Message(status));
-  TF_DeleteStatus(status);
-  if (!result.ok()) return result;
-  if (stream == nullptr || stream->stream == nullptr) {
-    return absl::InternalError("op has no virtual GPU stream");
-  }
-  return stream->stream.get();
+  // TF_GetStream accepts the C++ context cast to the C API's context.
+  return GetClientStream(reinterpret_cast<TF_OpKernelContext*>(context));
 }
 
 BufferArg BufferOf(const tf::Tensor& tensor) {
