@@ -52,6 +52,7 @@ def warmup_curve(rows: list[dict], path: str, first_steps: int = 10) -> None:
         axes.plot(range(1, len(ys) + 1), [max(y, 0.5) for y in ys], style, marker="o",
                   label=f"{r['model']}: {r['configuration']}")
     axes.set_yscale("log")
+    axes.xaxis.get_major_locator().set_params(integer=True)
     axes.set_xlabel("training step (warm-up included)")
     axes.set_ylabel("descriptor calls forwarded (0 drawn at 0.5)")
     axes.set_title("Warm-up: forwarded descriptor calls per step")
