@@ -1,6 +1,7 @@
 """The ``vgpu`` command line: ``vgpu info`` (what TensorFlow sees and how the plugin is set up),
-``vgpu server`` (a remote backing executor, see vgpu/server.py) and ``vgpu stats --server
-ADDRESS`` (clients, memory per client and commands per second of a running server)."""
+``vgpu server`` (a remote backing executor, see vgpu/server.py), ``vgpu stats --server
+ADDRESS`` (clients, memory per client and commands per second of a running server) and ``vgpu
+bench`` (the benchmark suite, see vgpu/bench/runner.py)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +12,7 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 from vgpu import server as _server  # noqa: E402 - defines the server's flags
+from vgpu.bench import runner as _bench  # noqa: E402 - defines the benchmark's flags
 
 flags.DEFINE_bool("json", False, "Print machine-readable JSON instead of text.")
 flags.DEFINE_string("server", None, "vgpu stats: address of a running vgpu server.")
@@ -23,6 +25,9 @@ commands:
   server   run a vgpu server: --listen unix:///path|tcp://host:port [--memory_limit 4GiB]
            [--client_quota 1GiB] [--token_file PATH] [--device_count N]
   stats    --server ADDRESS: clients, memory per client, commands per second of a server
+  bench    the benchmark suite: [--quick] [--out DIR] [--models cnn,mlp,resnet] [--steps N]
+           [--warmup N] [--repeats N] [--remote|--noremote]; writes results.json, table.md
+           and PNG plots into DIR (default ./bench-out)
 """
 
 
@@ -99,7 +104,11 @@ def _serve() -> int:
     return _server.main([])
 
 
-_COMMANDS = {"info": _info, "server": _serve, "stats": _stats}
+def _bench_command() -> int:
+    return _bench.main_from_flags()
+
+
+_COMMANDS = {"info": _info, "server": _serve, "stats": _stats, "bench": _bench_command}
 
 
 def main(argv: list[str]) -> int:

@@ -116,21 +116,81 @@ def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup
     return result
 
 
+def _inproc_name(configuration: str) -> str | None:
+    """The in-process configuration with the same descriptor mode ("vgpu unix reuse" ->
+    "vgpu inproc reuse"); None for configurations that are not vgpu ones."""
+    parts = configuration.split()
+    if len(parts) != 3 or parts[0] != "vgpu":
+        return None
+    return f"vgpu inproc {parts[2]}"
+
+
 def markdown_table(rows: list[dict], baseline: str) -> str:
-    """A Markdown table of summaries, with step-time ratios against `baseline`."""
-    base = {r["model"]: r["summary"]["median_step_s"] for r in rows
-            if r["configuration"] == baseline}
+    """A Markdown table of summaries, with step-time ratios against `baseline` and against the
+    in-process configuration of the same descriptor mode."""
+    times = {(r["model"], r["configuration"]): r["summary"]["median_step_s"] for r in rows}
     lines = ["| model | configuration | median step (ms) | throughput vs " + baseline +
-             " | descriptor calls forwarded / step | local / step | launches / step |"
-             " round trips / step |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             " | vs in-process | descriptor calls forwarded / step | local / step |"
+             " launches / step | round trips / step | KiB sent / step | KiB received / step |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r["summary"]
-        ratio = base.get(r["model"], float("nan")) / s["median_step_s"]
-        get = lambda k: f"{s[k]:.1f}" if k in s else "–"  # noqa: E731
+        ratio = times.get((r["model"], baseline), float("nan")) / s["median_step_s"]
+        inproc = _inproc_name(r["configuration"])
+        vs_inproc = (f"{times[(r['model'], inproc)] / s['median_step_s']:.2f}x"
+                     if (r["model"], inproc) in times else "–")
+        get = lambda k, scale=1.0: f"{s[k] / scale:.1f}" if k in s else "–"  # noqa: E731
         lines.append(
             f"| {r['model']} | {r['configuration']} | {1000 * s['median_step_s']:.1f} | "
-            f"{ratio:.2f}x | {get('descriptor_calls_forwarded_per_step')} | "
+            f"{ratio:.2f}x | {vs_inproc} | {get('descriptor_calls_forwarded_per_step')} | "
             f"{get('descriptor_calls_local_per_step')} | {get('launches_per_step')} | "
-            f"{get('round_trips_per_step')} |")
+            f"{get('round_trips_per_step')} | {get('bytes_sent_per_step', 1024)} | "
+            f"{get('bytes_received_per_step', 1024)} |")
     return "\n".join(lines)
+
+
+def transport_table(ping_pongs: list[dict], bandwidths: list[dict]) -> str:
+    """A Markdown table of the transport microbenchmarks: round-trip latency and bandwidth."""
+    latency = {p["transport"]: p for p in ping_pongs}
+    copies = {b["transport"]: b for b in bandwidths}
+    lines = ["| transport | round trip median (µs) | round trip p99 (µs) | "
+             "host to device (MB/s) | device to host (MB/s) |",
+             "|---|---:|---:|---:|---:|"]
+    for kind in [k for k in ("inproc", "unix", "tcp") if k in latency or k in copies]:
+        p, b = latency.get(kind, {}), copies.get(kind, {})
+        cell = lambda d, k, f: f.format(d[k]) if k in d else "–"  # noqa: E731
+        lines.append(f"| {kind} | {cell(p, 'median_us', '{:.1f}')} | {cell(p, 'p99_us', '{:.1f}')}"
+                     f" | {cell(b, 'htod_MBps', '{:.0f}')} | {cell(b, 'dtoh_MBps', '{:.0f}')} |")
+    return "\n".join(lines)
+
+
+def bandwidth(kind: str, megabytes: float = 64, repeats: int = 5, timeout: float = 600) -> dict:
+    """Host-to-device and device-to-host bandwidth (MB/s, medians of `repeats` copies of a
+    `megabytes` MiB tensor) through `kind`: "inproc", or a fresh `vgpu server` over "unix" or
+    "tcp"; measured in a child process (vgpu.bench.transfer)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "vgpu.bench.transfer", f"--megabytes={megabytes}",
+               f"--repeats={repeats}"]
+
+    def measure() -> dict:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
+                              check=False)
+        line = next((l for l in done.stdout.splitlines()
+                     if l.startswith("VGPU_BENCH_RESULT ")), None)
+        if done.returncode != 0 or line is None:
+            raise RuntimeError(f"bandwidth {kind} failed ({done.returncode}):\n"
+                               f"{done.stderr[-4000:]}")
+        return json.loads(line.split(" ", 1)[1])
+
+    if kind == "inproc":
+        result = measure()
+    else:
+        with vgpu_server(kind) as address:
+            env["VGPU_BACKEND"] = address
+            result = measure()
+    megabytes_copied = result["bytes"] / 1e6
+    return {"transport": kind, "bytes": result["bytes"], "repeats": repeats,
+            "htod_MBps": megabytes_copied / statistics.median(result["htod_s"]),
+            "dtoh_MBps": megabytes_copied / statistics.median(result["dtoh_s"]),
+            "htod_s": result["htod_s"], "dtoh_s": result["dtoh_s"]}

@@ -27,7 +27,8 @@ def _counters():
 
     s = vgpu.stats()
     keys = ("descriptor_calls_forwarded", "descriptor_calls_local", "launches", "round_trips",
-            "commands_sent", "bytes_to_device", "bytes_from_device")
+            "commands_sent", "bytes_to_device", "bytes_from_device", "bytes_sent",
+            "bytes_received")
     return {k: s[k] for k in keys}
 
 

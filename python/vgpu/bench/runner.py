@@ -1,0 +1,114 @@
+"""The benchmark suite behind ``vgpu bench`` and ``python -m vgpu.bench``: trains the benchmark
+models under every configuration (each in a child process), measures the transports (ping-pong
+latency, host/device bandwidth), and writes results.json, table.md and PNG plots."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+from absl import flags
+
+from vgpu.bench import harness
+
+FLAGS = flags.FLAGS
+flags.DEFINE_list("models", ["cnn", "mlp", "resnet"], "Models: cnn, mlp, resnet.")
+flags.DEFINE_integer("steps", 40, "Measured steps per configuration.")
+flags.DEFINE_integer("warmup", 5, "Warm-up steps per configuration.")
+flags.DEFINE_integer("batch_size", 64, "Batch size.")
+flags.DEFINE_integer("repeats", 1, "Run the whole set of configurations this many times, "
+                     "interleaved, and keep the best median of each (less noise).")
+flags.DEFINE_string("out", "bench-out", "Folder for results.json, table.md and the plots.")
+flags.DEFINE_bool("quick", False, "A few steps and small transfers only: checks the harness, "
+                  "not the numbers.")
+flags.DEFINE_bool("remote", True, "Also run through a `vgpu server` (Unix socket and TCP), and "
+                  "measure the transports (ping-pong latency, bandwidth).")
+flags.DEFINE_bool("tf_cpu", True, "Include TensorFlow's own CPU kernels as a configuration.")
+flags.DEFINE_float("bandwidth_mb", 64, "Size of the tensor of the bandwidth test, MiB.")
+
+
+def machine() -> dict:
+    """The machine the numbers were measured on: cores, CPU model, memory, Python/platform."""
+    details = {"nproc": os.cpu_count(), "platform": platform.platform(),
+               "python": platform.python_version()}
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            details["cpu"] = next((l.split(":", 1)[1].strip() for l in f
+                                   if l.startswith("model name")), None)
+        with open("/proc/meminfo", encoding="utf-8") as f:
+            kib = int(next(l for l in f if l.startswith("MemTotal")).split()[1])
+            details["memory_gib"] = round(kib / (1 << 20), 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+    return details
+
+
+def _progress(message: str) -> None:
+    print(f"[vgpu bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, repeats: int,
+        quick: bool, remote: bool, tf_cpu: bool, bandwidth_mb: float) -> dict:
+    """Runs the suite and writes its outputs into `out`; returns the results (as results.json)."""
+    if quick:
+        steps, warmup, repeats, bandwidth_mb = 3, 2, 1, 4
+    configurations = [harness.INPROC_REUSE, harness.INPROC_FORWARD]
+    if tf_cpu:
+        configurations.insert(0, harness.TF_CPU)
+    if remote:
+        configurations += [harness.REMOTE_UNIX_REUSE, harness.REMOTE_UNIX_FORWARD,
+                           harness.REMOTE_TCP_REUSE, harness.REMOTE_TCP_FORWARD]
+    transports = ["inproc"] + (["unix", "tcp"] if remote else [])
+    ping_pongs, bandwidths = [], []
+    for kind in transports:
+        if kind != "inproc":
+            _progress(f"ping-pong over {kind} ...")
+            ping_pongs.append(harness.ping_pong(kind, 2000 if quick else 20000))
+            _progress(f"  median {ping_pongs[-1]['median_us']:.1f} µs")
+        _progress(f"bandwidth {kind} ({bandwidth_mb:g} MiB) ...")
+        bandwidths.append(harness.bandwidth(kind, bandwidth_mb, 2 if quick else 5))
+        _progress(f"  host to device {bandwidths[-1]['htod_MBps']:.0f} MB/s, "
+                  f"device to host {bandwidths[-1]['dtoh_MBps']:.0f} MB/s")
+    best: dict[tuple[str, str], dict] = {}
+    total, done = repeats * len(models) * len(configurations), 0
+    for repeat in range(repeats):
+        for model in models:
+            for config in configurations:
+                done += 1
+                _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
+                result = harness.run_configuration(config, model, steps, warmup, batch_size)
+                _progress(f"  median step {1000 * result['summary']['median_step_s']:.1f} ms")
+                key = (model, config.name)
+                if (key not in best or result["summary"]["median_step_s"]
+                        < best[key]["summary"]["median_step_s"]):
+                    best[key] = result
+    rows = [best[(m, c.name)] for m in models for c in configurations]
+    table = harness.markdown_table(rows, configurations[0].name)
+    transport = harness.transport_table(ping_pongs, bandwidths)
+    results = {"machine": machine(),
+               "settings": {"models": models, "steps": steps, "warmup": warmup,
+                            "batch_size": batch_size, "repeats": repeats, "quick": quick,
+                            "configurations": [c.name for c in configurations],
+                            "bandwidth_mb": bandwidth_mb},
+               "runs": rows, "ping_pong": ping_pongs, "bandwidth": bandwidths}
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "table.md"), "w", encoding="utf-8") as f:
+        f.write(table + "\n\n" + transport + "\n")
+    _progress("plotting ...")
+    from vgpu.bench import plots  # noqa: PLC0415 - matplotlib only when plotting
+
+    plots.write_all(rows, out)
+    print(table + "\n\n" + transport, flush=True)
+    _progress(f"wrote results.json, table.md, step_time.png, round_trips.png, warmup_curve.png "
+              f"to {out}")
+    return results
+
+
+def main_from_flags() -> int:
+    """Runs the suite with the parsed absl flags; returns the exit status."""
+    run(FLAGS.out, FLAGS.models, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
+        FLAGS.quick, FLAGS.remote, FLAGS.tf_cpu, FLAGS.bandwidth_mb)
+    return 0

@@ -1,0 +1,52 @@
+"""End-to-end check of the benchmark harness: `vgpu bench --quick` writes well-formed outputs
+(results.json, table.md, PNG plots). The numbers themselves are not checked."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+_CONFIGURATIONS = ["tensorflow-cpu", "vgpu inproc reuse", "vgpu inproc forward",
+                   "vgpu unix reuse", "vgpu unix forward", "vgpu tcp reuse", "vgpu tcp forward"]
+
+
+def test_quick_bench_writes_results_table_and_plots(tmp_path):
+    out = tmp_path / "bench"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    done = subprocess.run([sys.executable, "-m", "vgpu.cli", "bench", "--quick", "--models",
+                           "mlp", "--out", str(out)], env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    assert "[vgpu bench" in done.stdout  # progress lines
+
+    results = json.loads((out / "results.json").read_text())
+    assert {"machine", "settings", "runs", "ping_pong", "bandwidth"} <= results.keys()
+    assert results["settings"]["configurations"] == _CONFIGURATIONS
+    assert [(r["model"], r["configuration"]) for r in results["runs"]] == [
+        ("mlp", c) for c in _CONFIGURATIONS]
+    for run in results["runs"]:
+        assert run["summary"]["median_step_s"] > 0
+        if run["configuration"] != "tensorflow-cpu":
+            for key in ("descriptor_calls_forwarded", "descriptor_calls_local", "launches",
+                        "round_trips", "bytes_sent", "bytes_received"):
+                assert f"{key}_per_step" in run["summary"]
+            assert run["per_step_counters"]
+    assert [p["transport"] for p in results["ping_pong"]] == ["unix", "tcp"]
+    assert [b["transport"] for b in results["bandwidth"]] == ["inproc", "unix", "tcp"]
+    for b in results["bandwidth"]:
+        assert b["htod_MBps"] > 0 and b["dtoh_MBps"] > 0
+
+    table = (out / "table.md").read_text().splitlines()
+    assert table[0].startswith("| model | configuration | median step (ms) |")
+    assert "vs in-process" in table[0] and "KiB sent / step" in table[0]
+    rows = [line for line in table if line.startswith("| mlp |")]
+    assert [line.split("|")[2].strip() for line in rows] == _CONFIGURATIONS
+    assert any(line.startswith("| transport |") for line in table)
+    assert sum(line.startswith(("| inproc |", "| unix |", "| tcp |")) for line in table) == 3
+
+    for name in ("step_time.png", "round_trips.png", "warmup_curve.png"):
+        assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
