@@ -13,6 +13,23 @@ namespace {
 constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                 TF_DOUBLE};
 
+// Creates and sets the activation and tensor descriptors (`shape_of` gives the tensor's), launches
+// `kernel` with `buffers`, and destroys the descriptors on return (RAII), as a cuDNN kernel does.
+absl::Status LaunchActivation(OpContext& context, KernelId kernel, ActivationMode mode,
+                              const TF_Tensor* shape_of, std::initializer_list<BufferArg> buffers) {
+  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+  DnnApi& dnn = stream->device().dnn();
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(shape_of));
+  ActivationDescriptorSettings activation_settings;
+  activation_settings.mode = mode;
+  activation_settings.dtype = tensor_settings.dtype;
+  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
+                        ScopedDescriptor::Make(dnn, *stream, activation_settings));
+  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
+                        ScopedDescriptor::Make(dnn, *stream, tensor_settings));
+  return LaunchKernel(*stream, kernel, {&activation, &tensor}, buffers, ParamBlock());
+}
+
 template <ActivationMode kMode>
 class ActivationOp : public NoAttributes<ActivationOp<kMode>> {
  public:
@@ -22,18 +39,8 @@ class ActivationOp : public NoAttributes<ActivationOp<kMode>> {
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.ForwardOrAllocateOutput({0}, 0, dtype, dims));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(x.get()));
-    ActivationDescriptorSettings activation_settings;
-    activation_settings.mode = kMode;
-    activation_settings.dtype = tensor_settings.dtype;
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
-                          ScopedDescriptor::Make(dnn, *stream, activation_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
-                          ScopedDescriptor::Make(dnn, *stream, tensor_settings));
-    return LaunchKernel(*stream, activation::kForward, {&activation, &tensor},
-                        {BufferOf(x.get()), BufferOf(y.get())}, ParamBlock());
+    return LaunchActivation(context, activation::kForward, kMode, x.get(),
+                            {BufferOf(x.get()), BufferOf(y.get())});
   }
 };
 
@@ -54,19 +61,8 @@ class ActivationGradOp : public NoAttributes<ActivationGradOp<kMode>> {
     const TF_DataType dtype = TF_TensorType(a.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0, 1}, 0, dtype, dims));
     if (TF_TensorElementCount(a.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(a.get()));
-    ActivationDescriptorSettings activation_settings;
-    activation_settings.mode = kMode;
-    activation_settings.dtype = tensor_settings.dtype;
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
-                          ScopedDescriptor::Make(dnn, *stream, activation_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
-                          ScopedDescriptor::Make(dnn, *stream, tensor_settings));
-    return LaunchKernel(*stream, activation::kBackward, {&activation, &tensor},
-                        {BufferOf(a.get()), BufferOf(b.get()), BufferOf(out.get())},
-                        ParamBlock());
+    return LaunchActivation(context, activation::kBackward, kMode, a.get(),
+                            {BufferOf(a.get()), BufferOf(b.get()), BufferOf(out.get())});
   }
 };
 
