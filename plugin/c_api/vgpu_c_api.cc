@@ -5,6 +5,7 @@
 #include <string>
 
 #include "plugin/device/plugin_runtime.h"
+#include "plugin/kernels/op_catalog.h"
 
 namespace {
 
@@ -29,6 +30,10 @@ size_t VGPU_StatsJson(char* buffer, size_t capacity) {
 
 size_t VGPU_InfoJson(char* buffer, size_t capacity) {
   return CopyOut(vgpu::PluginRuntime::Get().InfoJson(), buffer, capacity);
+}
+
+size_t VGPU_OpCatalogJson(char* buffer, size_t capacity) {
+  return CopyOut(vgpu::OpCatalogJson(), buffer, capacity);
 }
 
 void VGPU_ResetStats(void) { vgpu::PluginRuntime::Get().ResetStats(); }

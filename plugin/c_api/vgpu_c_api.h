@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /* Bumped when a function's contract changes; vgpu._core refuses a plugin of another version. */
-#define VGPU_C_API_VERSION 2
+#define VGPU_C_API_VERSION 3
 int VGPU_ApiVersion(void);
 
 /* Each writes a NUL-terminated JSON document into `buffer` (truncated to `capacity` - 1 bytes)
@@ -19,6 +19,9 @@ int VGPU_ApiVersion(void);
  * >= capacity. Thread-safe. */
 size_t VGPU_StatsJson(char* buffer, size_t capacity);
 size_t VGPU_InfoJson(char* buffer, size_t capacity);
+/* The op catalog: every op the plugin registered kernels for, with dtypes, host-memory
+ * arguments, data formats and notes (plugin/kernels/op_catalog.h). */
+size_t VGPU_OpCatalogJson(char* buffer, size_t capacity);
 
 /* Zeroes the counters of every device (memory in use is kept). Thread-safe. */
 void VGPU_ResetStats(void);

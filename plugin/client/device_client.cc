@@ -169,21 +169,10 @@ absl::Status DeviceClient::Memset(ClientStream& stream, uint64_t dst, uint32_t p
   return Post(std::move(command));
 }
 
-absl::Status DeviceClient::Launch(ClientStream& stream, KernelId kernel,
-                                  absl::Span<const BufferArg> buffers,
-                                  absl::Span<const uint8_t> params) {
-  Command command = MakeCommand(CommandKind::kLaunch);
-  command.stream = stream.id();
-  command.object = static_cast<uint64_t>(kernel);
-  command.buffers.assign(buffers.begin(), buffers.end());
-  command.params.assign(params.begin(), params.end());
-  return Post(std::move(command));
-}
-
-absl::Status DeviceClient::LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
-                                                 absl::Span<const uint8_t> descriptor_section,
-                                                 absl::Span<const BufferArg> buffers,
-                                                 absl::Span<const uint8_t> params) {
+absl::Status DeviceClient::PostLaunch(ClientStream& stream, KernelId kernel,
+                                      absl::Span<const uint8_t> descriptor_section,
+                                      absl::Span<const BufferArg> buffers,
+                                      absl::Span<const uint8_t> params) {
   Command command = MakeCommand(CommandKind::kLaunch);
   command.stream = stream.id();
   command.object = static_cast<uint64_t>(kernel);

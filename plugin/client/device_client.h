@@ -108,13 +108,8 @@ class DeviceClient {
   absl::Status CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src, uint64_t size);
   absl::Status Memset(ClientStream& stream, uint64_t dst, uint32_t pattern, uint8_t pattern_bytes,
                       uint64_t size);
-  absl::Status Launch(ClientStream& stream, KernelId kernel, absl::Span<const BufferArg> buffers,
-                      absl::Span<const uint8_t> params);
-  // A launch whose descriptor section (Command::descriptors) was built by DnnApi::Launch.
-  absl::Status LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
-                                     absl::Span<const uint8_t> descriptor_section,
-                                     absl::Span<const BufferArg> buffers,
-                                     absl::Span<const uint8_t> params);
+  // Kernel launches go through dnn().Launch (op kernels: kernels/kernel_launch.h), which
+  // encodes the descriptor section and posts it with PostLaunch.
 
   // Synchronous copies outside any stream (round trips). Exactly one of host_dst/dst and one
   // of host_src/src is set.
@@ -146,8 +141,12 @@ class DeviceClient {
   absl::Status SynchronizeDevice();
 
  private:
-  friend class DnnApi;  // forwards descriptor calls in forward mode
+  friend class DnnApi;  // forwards descriptor calls in forward mode, posts launches
   Command MakeCommand(CommandKind kind) const;
+  // Posts a launch whose descriptor section (Command::descriptors) DnnApi::Launch encoded.
+  absl::Status PostLaunch(ClientStream& stream, KernelId kernel,
+                          absl::Span<const uint8_t> descriptor_section,
+                          absl::Span<const BufferArg> buffers, absl::Span<const uint8_t> params);
   absl::Status Post(Command command);
   Reply Call(Command command);
   absl::Status PostNotify(ClientStream& stream, NotificationHub::Handler handler,

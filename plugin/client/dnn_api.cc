@@ -154,7 +154,7 @@ absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
   for (size_t i = 0; i + 1 < buffers.size(); ++i) inputs.push_back(buffers[i].address);
   detector_.Observe(ScopedLaunchRole::Current(), inputs,
                     buffers.empty() ? 0 : buffers.back().address);
-  return device_->LaunchWithDescriptors(stream, kernel, section, buffers, params);
+  return device_->PostLaunch(stream, kernel, section, buffers, params);
 }
 
 void DnnApi::ReleaseStream(uint64_t stream_id) {

@@ -13,21 +13,18 @@ namespace {
 constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                 TF_DOUBLE};
 
-// Creates and sets the activation and tensor descriptors (`shape_of` gives the tensor's), launches
-// `kernel` with `buffers`, and destroys the descriptors on return (RAII), as a cuDNN kernel does.
+// Launches `kernel` with an activation descriptor and a tensor descriptor of `shape_of` (the
+// activation family's layout, protocol/kernels/activation.h).
 absl::Status LaunchActivation(OpContext& context, KernelId kernel, ActivationMode mode,
                               const TF_Tensor* shape_of, std::initializer_list<BufferArg> buffers) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  DnnApi& dnn = stream->device().dnn();
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings, TensorSettings(shape_of));
   ActivationDescriptorSettings activation_settings;
   activation_settings.mode = mode;
-  activation_settings.dtype = tensor_settings.dtype;
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor activation,
-                        ScopedDescriptor::Make(dnn, *stream, activation_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
-                        ScopedDescriptor::Make(dnn, *stream, tensor_settings));
-  return LaunchKernel(*stream, kernel, {&activation, &tensor}, buffers, ParamBlock());
+  VGPU_ASSIGN_OR_RETURN(activation_settings.dtype, DTypeOf(TF_TensorType(shape_of)));
+  return KernelLaunch(context)
+      .Describe(activation_settings)
+      .DescribeTensor(shape_of)
+      .Buffers(buffers)
+      .Run(kernel);
 }
 
 template <ActivationMode kMode>

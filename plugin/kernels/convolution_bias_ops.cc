@@ -39,15 +39,14 @@ absl::Status LaunchBias(OpContext& context, KernelId kernel, DataFormat format,
                         const TensorDescriptorSettings& value_settings,
                         const TensorDescriptorSettings& bias_settings,
                         std::initializer_list<BufferArg> buffers) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  DnnApi& dnn = stream->device().dnn();
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor value, ScopedDescriptor::Make(dnn, *stream, value_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor bias, ScopedDescriptor::Make(dnn, *stream, bias_settings));
-  ParamBlock params;
   convolution::BiasParams bias_params;
   bias_params.data_format = static_cast<int32_t>(format);
-  ParamWriter(&params).Put(bias_params);
-  return LaunchKernel(*stream, kernel, {&value, &bias}, buffers, params);
+  return KernelLaunch(context)
+      .Describe(value_settings)
+      .Describe(bias_settings)
+      .Buffers(buffers)
+      .Param(bias_params)
+      .Run(kernel);
 }
 
 // BiasAdd / BiasAddV1: inputs (value, bias).

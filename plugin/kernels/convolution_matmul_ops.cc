@@ -75,30 +75,21 @@ class MatmulOp {
     if (TF_TensorElementCount(c.get()) == 0) return absl::OkStatus();
     // Empty operands (k == 0) give zeros; the kernel writes them.
 
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
     MatmulDescriptorSettings matmul_settings;
     matmul_settings.transpose_a = transpose_a_ ? 1 : 0;
     matmul_settings.transpose_b = transpose_b_ ? 1 : 0;
     VGPU_ASSIGN_OR_RETURN(matmul_settings.dtype, DTypeOf(dtype));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a_settings, TensorSettings(a.get()));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b_settings, TensorSettings(b.get()));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings c_settings, TensorSettings(c.get()));
-    std::vector<ScopedDescriptor> descriptors;
-    descriptors.reserve(6);
-    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, matmul_settings, descriptors));
-    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, a_settings, descriptors));
-    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, b_settings, descriptors));
-    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, c_settings, descriptors));
+    KernelLaunch launch(context);
+    launch.Describe(matmul_settings)
+        .DescribeTensor(a.get())
+        .DescribeTensor(b.get())
+        .DescribeTensor(c.get());
     if constexpr (kFused) {
-      VGPU_RETURN_IF_ERROR(
-          AppendEpilogueDescriptors(dnn, *stream, bias.get(), fused_, descriptors));
-      return LaunchWithDescriptors(
-          *stream, convolution::kMatmulBiasActivation, descriptors,
-          {BufferOf(a.get()), BufferOf(b.get()), BufferOf(bias.get()), BufferOf(c.get())});
+      DescribeEpilogue(launch, bias.get(), fused_);
+      return launch.Buffer(a.get()).Buffer(b.get()).Buffer(bias.get()).Buffer(c.get())
+          .Run(convolution::kMatmulBiasActivation);
     }
-    return LaunchWithDescriptors(*stream, convolution::kMatmul, descriptors,
-                                 {BufferOf(a.get()), BufferOf(b.get()), BufferOf(c.get())});
+    return launch.Buffer(a.get()).Buffer(b.get()).Buffer(c.get()).Run(convolution::kMatmul);
   }
 
  private:

@@ -250,18 +250,10 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
   conv_settings.dilation_w = static_cast<int32_t>(a.dilation_cols);
   conv_settings.depthwise = p.depthwise ? 1 : 0;
 
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  DnnApi& dnn = stream->device().dnn();
-  std::vector<ScopedDescriptor> descriptors;
-  descriptors.reserve(6);
-  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, x_settings, descriptors));
-  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, filter_settings, descriptors));
-  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, conv_settings, descriptors));
-  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, *stream, y_settings, descriptors));
-  if (fused != nullptr) {
-    VGPU_RETURN_IF_ERROR(AppendEpilogueDescriptors(dnn, *stream, bias, *fused, descriptors));
-  }
-  return LaunchWithDescriptors(*stream, kernel, descriptors, buffers);
+  KernelLaunch launch(context);
+  launch.Describe(x_settings).Describe(filter_settings).Describe(conv_settings).Describe(y_settings);
+  if (fused != nullptr) DescribeEpilogue(launch, bias, *fused);
+  return launch.Buffers(buffers).Run(kernel);
 }
 
 // The forward problem of Conv2D (depthwise = false) or DepthwiseConv2dNative, validated with
@@ -666,27 +658,16 @@ absl::StatusOr<FusedBiasActivation> ReadFusedBiasActivation(
   return fused;
 }
 
-absl::Status AppendEpilogueDescriptors(DnnApi& dnn, ClientStream& stream, const TF_Tensor* bias,
-                                       const FusedBiasActivation& fused,
-                                       std::vector<ScopedDescriptor>& descriptors) {
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings, TensorSettings(bias));
-  VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, stream, bias_settings, descriptors));
+KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
+                               const FusedBiasActivation& fused) {
+  launch.DescribeTensor(bias);
   if (fused.activation.has_value()) {
     ActivationDescriptorSettings activation_settings;
     activation_settings.mode = *fused.activation;
-    activation_settings.dtype = bias_settings.dtype;
-    VGPU_RETURN_IF_ERROR(AppendDescriptor(dnn, stream, activation_settings, descriptors));
+    activation_settings.dtype = ToDType(TF_TensorType(bias)).value_or(DType::kFloat32);
+    launch.Describe(activation_settings);
   }
-  return absl::OkStatus();
-}
-
-absl::Status LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
-                                   const std::vector<ScopedDescriptor>& descriptors,
-                                   std::initializer_list<BufferArg> buffers) {
-  std::vector<Descriptor*> raw;
-  for (const ScopedDescriptor& d : descriptors) raw.push_back(d.get());
-  const std::vector<BufferArg> buffer_list(buffers);
-  return stream.device().dnn().Launch(stream, kernel, raw, buffer_list, ParamBlock());
+  return launch;
 }
 
 void RegisterConvolutionOps(const char* device_type) {

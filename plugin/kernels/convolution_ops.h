@@ -24,26 +24,10 @@ struct FusedBiasActivation {
 absl::StatusOr<FusedBiasActivation> ReadFusedBiasActivation(
     OpConstruction& construction, std::initializer_list<const char*> activations);
 
-// Creates and sets a descriptor with `settings`, appending it to `descriptors`.
-template <typename Settings>
-absl::Status AppendDescriptor(DnnApi& dnn, ClientStream& stream, const Settings& settings,
-                              std::vector<ScopedDescriptor>& descriptors) {
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor descriptor,
-                        ScopedDescriptor::Make(dnn, stream, settings));
-  descriptors.push_back(std::move(descriptor));
-  return absl::OkStatus();
-}
-
-// Creates and sets the descriptors of a fused epilogue, appending them to `descriptors`: a
-// tensor descriptor for the bias and, if `fused` has one, an activation descriptor.
-absl::Status AppendEpilogueDescriptors(DnnApi& dnn, ClientStream& stream, const TF_Tensor* bias,
-                                       const FusedBiasActivation& fused,
-                                       std::vector<ScopedDescriptor>& descriptors);
-
-// Launches `kernel` on `stream` with `descriptors` (created and set) and `buffers`; no params.
-absl::Status LaunchWithDescriptors(ClientStream& stream, KernelId kernel,
-                                   const std::vector<ScopedDescriptor>& descriptors,
-                                   std::initializer_list<BufferArg> buffers);
+// Adds the descriptors of a fused epilogue to `launch`: a tensor descriptor for the bias and,
+// if `fused` has one, an activation descriptor.
+KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
+                               const FusedBiasActivation& fused);
 
 // MatMul and BatchMatMulV2 (convolution_matmul_ops.cc).
 void RegisterMatmulOps(const char* device_type);

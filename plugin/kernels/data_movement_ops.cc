@@ -74,8 +74,7 @@ ParamBlock BlockFor(TF_DataType dtype) {
 // Launches a data movement kernel (parameter block only) on the op's stream.
 absl::Status LaunchCopy(const OpContext& context, KernelId kernel,
                         absl::Span<const BufferArg> buffers, const ParamBlock& params) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  return stream->device().Launch(*stream, kernel, buffers, params);
+  return KernelLaunch(context).Buffers(buffers).Params(params).Run(kernel);
 }
 
 // Makes input `input` output `output` with `dims` (same element count), sharing its buffer as

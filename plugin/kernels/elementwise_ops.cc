@@ -76,15 +76,12 @@ absl::Status SetOutputTo(OpContext& context, int index, const TF_Tensor* tensor)
 }
 
 // Sets every element of `tensor` to `value` (cudnnSetTensor).
-absl::Status LaunchSetTensor(ClientStream& stream, const TF_Tensor* tensor, double value) {
+absl::Status LaunchSetTensor(KernelLaunch&& launch, const TF_Tensor* tensor, double value) {
   if (TF_TensorElementCount(tensor) == 0) return absl::OkStatus();
-  DnnApi& dnn = stream.device().dnn();
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings settings,
-                        TensorSettings(TF_TensorType(tensor), FlatShape(tensor)));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor descriptor, ScopedDescriptor::Make(dnn, stream, settings));
-  ParamBlock params;
-  ParamWriter(&params).Put(value);
-  return LaunchKernel(stream, elementwise::kSetTensor, {&descriptor}, {BufferOf(tensor)}, params);
+  return launch.DescribeTensor(TF_TensorType(tensor), FlatShape(tensor))
+      .Buffer(tensor)
+      .Param(value)
+      .Run(elementwise::kSetTensor);
 }
 
 // Binary element-wise ops (AddV2, Mul, Equal, LogicalAnd, ...) with broadcasting.
@@ -118,8 +115,8 @@ class BinaryElementwiseOp {
         if (!incompatible_shape_error_) {
           // TensorFlow's answer for shapes that cannot be compared: a scalar "not equal".
           VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, TF_BOOL, {}));
-          VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-          return LaunchSetTensor(*stream, out.get(), kOp == ElementwiseOp::kNotEqual ? 1 : 0);
+          return LaunchSetTensor(KernelLaunch(context), out.get(),
+                                 kOp == ElementwiseOp::kNotEqual ? 1 : 0);
         }
       }
       return absl::InvalidArgumentError(absl::StrCat(
@@ -134,24 +131,18 @@ class BinaryElementwiseOp {
                                                    " and ", ShapeString(y_shape),
                                                    " is not supported yet."));
     }
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
     OpTensorDescriptorSettings op_settings;
     op_settings.op = kOp;
     VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a_settings,
-                          TensorSettings(dtype, shapes->merged_operands[0]));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b_settings,
-                          TensorSettings(dtype, shapes->merged_operands[1]));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out_settings,
-                          TensorSettings(out_dtype, shapes->merged_output));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor op, ScopedDescriptor::Make(dnn, *stream, op_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor a, ScopedDescriptor::Make(dnn, *stream, a_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor b, ScopedDescriptor::Make(dnn, *stream, b_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor c, ScopedDescriptor::Make(dnn, *stream, out_settings));
-    return LaunchKernel(*stream, elementwise::kBinary, {&op, &a, &b, &c},
-                        {BufferOf(x.get()), BufferOf(y.get()), BufferOf(out.get())},
-                        ParamBlock());
+    return KernelLaunch(context)
+        .Describe(op_settings)
+        .DescribeTensor(dtype, shapes->merged_operands[0])
+        .DescribeTensor(dtype, shapes->merged_operands[1])
+        .DescribeTensor(out_dtype, shapes->merged_output)
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Buffer(out.get())
+        .Run(elementwise::kBinary);
   }
 
  private:
@@ -168,18 +159,15 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.ForwardOrAllocateOutput({0}, 0, dtype, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
     OpTensorDescriptorSettings op_settings;
     op_settings.op = kOp;
     VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor_settings,
-                          TensorSettings(dtype, FlatShape(x.get())));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor op, ScopedDescriptor::Make(dnn, *stream, op_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor,
-                          ScopedDescriptor::Make(dnn, *stream, tensor_settings));
-    return LaunchKernel(*stream, elementwise::kUnary, {&op, &tensor},
-                        {BufferOf(x.get()), BufferOf(y.get())}, ParamBlock());
+    return KernelLaunch(context)
+        .Describe(op_settings)
+        .DescribeTensor(dtype, FlatShape(x.get()))
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Run(elementwise::kUnary);
   }
 };
 
@@ -210,25 +198,16 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
                                                    ShapeString(then_shape),
                                                    " is not supported yet."));
     }
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings condition_settings,
-                          TensorSettings(TF_BOOL, shapes->merged_operands[0]));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings then_settings,
-                          TensorSettings(dtype, shapes->merged_operands[1]));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings else_settings,
-                          TensorSettings(dtype, shapes->merged_operands[2]));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out_settings,
-                          TensorSettings(dtype, shapes->merged_output));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor c,
-                          ScopedDescriptor::Make(dnn, *stream, condition_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor t, ScopedDescriptor::Make(dnn, *stream, then_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor e, ScopedDescriptor::Make(dnn, *stream, else_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor o, ScopedDescriptor::Make(dnn, *stream, out_settings));
-    return LaunchKernel(*stream, elementwise::kSelect, {&c, &t, &e, &o},
-                        {BufferOf(condition.get()), BufferOf(then_tensor.get()),
-                         BufferOf(else_tensor.get()), BufferOf(out.get())},
-                        ParamBlock());
+    return KernelLaunch(context)
+        .DescribeTensor(TF_BOOL, shapes->merged_operands[0])
+        .DescribeTensor(dtype, shapes->merged_operands[1])
+        .DescribeTensor(dtype, shapes->merged_operands[2])
+        .DescribeTensor(dtype, shapes->merged_output)
+        .Buffer(condition.get())
+        .Buffer(then_tensor.get())
+        .Buffer(else_tensor.get())
+        .Buffer(out.get())
+        .Run(elementwise::kSelect);
   }
 };
 
@@ -251,20 +230,13 @@ class CastOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.AllocateOutput(0, destination_, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
-                          TensorSettings(source_, FlatShape(x.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
-                          TensorSettings(destination_, FlatShape(x.get())));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_descriptor,
-                          ScopedDescriptor::Make(dnn, *stream, x_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y_descriptor,
-                          ScopedDescriptor::Make(dnn, *stream, y_settings));
-    ParamBlock params;
-    ParamWriter(&params).Put(static_cast<uint8_t>(truncate_ ? 1 : 0));
-    return LaunchKernel(*stream, elementwise::kCast, {&x_descriptor, &y_descriptor},
-                        {BufferOf(x.get()), BufferOf(y.get())}, params);
+    return KernelLaunch(context)
+        .DescribeTensor(source_, FlatShape(x.get()))
+        .DescribeTensor(destination_, FlatShape(x.get()))
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Param(static_cast<uint8_t>(truncate_ ? 1 : 0))
+        .Run(elementwise::kCast);
   }
 
  private:
@@ -299,17 +271,10 @@ class AddNOp : public NoAttributes<AddNOp> {
     const TF_DataType dtype = TF_TensorType(inputs[0].get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, shape));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings settings,
-                          TensorSettings(dtype, FlatShape(out.get())));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor, ScopedDescriptor::Make(dnn, *stream, settings));
-    std::vector<BufferArg> buffers;
-    buffers.reserve(count + 1);
-    for (const TensorPtr& input : inputs) buffers.push_back(BufferOf(input.get()));
-    buffers.push_back(BufferOf(out.get()));
-    Descriptor* descriptors[] = {tensor.get()};
-    return dnn.Launch(*stream, elementwise::kAddN, descriptors, buffers, ParamBlock());
+    KernelLaunch launch(context);
+    launch.DescribeTensor(dtype, FlatShape(out.get()));
+    for (const TensorPtr& input : inputs) launch.Buffer(input.get());
+    return launch.Buffer(out.get()).Run(elementwise::kAddN);
   }
 };
 
@@ -343,13 +308,11 @@ class FillOp : public NoAttributes<FillOp> {
     const TF_DataType dtype = TF_TensorType(value.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, dims));
     if (elements == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings settings,
-                          TensorSettings(dtype, FlatShape(out.get())));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor, ScopedDescriptor::Make(dnn, *stream, settings));
-    return LaunchKernel(*stream, elementwise::kFill, {&tensor},
-                        {BufferOf(value.get()), BufferOf(out.get())}, ParamBlock());
+    return KernelLaunch(context)
+        .DescribeTensor(dtype, FlatShape(out.get()))
+        .Buffer(value.get())
+        .Buffer(out.get())
+        .Run(elementwise::kFill);
   }
 };
 
@@ -362,8 +325,7 @@ class ConstantLikeOp : public NoAttributes<ConstantLikeOp<kValue>> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.ForwardOrAllocateOutput(
                                            {0}, 0, TF_TensorType(x.get()), ShapeOf(x.get())));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    return LaunchSetTensor(*stream, y.get(), kValue);
+    return LaunchSetTensor(KernelLaunch(context), y.get(), kValue);
   }
 };
 

@@ -81,19 +81,13 @@ absl::Status CheckChannels(const Dims& dims, int64_t channels, const std::string
 absl::Status LaunchBatchNorm(const OpContext& context, KernelId kernel, const TF_Tensor* x,
                              int64_t channels, const BatchNormParams& params,
                              std::initializer_list<BufferArg> buffers) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  DnnApi& dnn = stream->device().dnn();
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings, TensorSettings(x));
   const int64_t parameter_dims[] = {channels};
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings parameter_settings,
-                        TensorSettings(TF_FLOAT, parameter_dims));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_descriptor,
-                        ScopedDescriptor::Make(dnn, *stream, x_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor parameter_descriptor,
-                        ScopedDescriptor::Make(dnn, *stream, parameter_settings));
-  ParamBlock block;
-  ParamWriter(&block).Put(params);
-  return LaunchKernel(*stream, kernel, {&x_descriptor, &parameter_descriptor}, buffers, block);
+  return KernelLaunch(context)
+      .DescribeTensor(x)
+      .DescribeTensor(TF_FLOAT, parameter_dims)
+      .Buffers(buffers)
+      .Param(params)
+      .Run(kernel);
 }
 
 // Zeroes a float32 device tensor on the op's stream.

@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
+#include "plugin/kernels/op_catalog.h"
 
 namespace vgpu {
 
@@ -159,15 +160,6 @@ absl::StatusOr<TensorDescriptorSettings> TensorSettings(const TF_Tensor* tensor)
   return TensorSettings(TF_TensorType(tensor), dims);
 }
 
-absl::Status LaunchKernel(ClientStream& stream, KernelId kernel,
-                          std::initializer_list<const ScopedDescriptor*> descriptors,
-                          std::initializer_list<BufferArg> buffers, const ParamBlock& params) {
-  absl::InlinedVector<Descriptor*, 6> raw;
-  for (const ScopedDescriptor* d : descriptors) raw.push_back(d->get());
-  std::vector<BufferArg> buffer_list(buffers);
-  return stream.device().dnn().Launch(stream, kernel, raw, buffer_list, params);
-}
-
 namespace internal {
 
 LaunchRole RoleOfNode(TF_OpKernelContext* context) {
@@ -185,6 +177,14 @@ void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status&
   TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), message.c_str());
   TF_OpKernelConstruction_Failure(construction, tf_status);
   TF_DeleteStatus(tf_status);
+}
+
+void RecordRegistration(const char* op_name,
+                        std::initializer_list<TypeConstraint> type_constraints,
+                        std::initializer_list<const char*> host_memory) {
+  std::vector<CatalogConstraint> constraints;
+  for (const TypeConstraint& c : type_constraints) constraints.push_back({c.attribute, c.dtype});
+  CatalogKernel(op_name, constraints, std::vector<const char*>(host_memory));
 }
 
 void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
@@ -207,7 +207,9 @@ void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
   TF_RegisterKernelBuilder(op_name, builder, status.get());  // TensorFlow owns the builder now
   if (absl::Status s = status.ToStatus(); !s.ok()) {
     Log(LogLevel::kError, absl::StrCat("kernel ", op_name, " not registered: ", s.message()));
+    return;
   }
+  RecordRegistration(op_name, type_constraints, host_memory);
 }
 
 }  // namespace internal

@@ -21,6 +21,7 @@
 #include "plugin/client/device_client.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/kernels/dtype_map.h"
+#include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/kernel_support.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/launch_params.h"
@@ -82,11 +83,6 @@ absl::StatusOr<TensorDescriptorSettings> TensorSettings(TF_DataType dtype,
 
 // Element type of a tensor for the protocol; InvalidArgument if unsupported.
 absl::StatusOr<DType> DTypeOf(TF_DataType dtype);
-
-// Launches through the DNN API with the given descriptors (RAII-owned by the caller).
-absl::Status LaunchKernel(ClientStream& stream, KernelId kernel,
-                          std::initializer_list<const ScopedDescriptor*> descriptors,
-                          std::initializer_list<BufferArg> buffers, const ParamBlock& params);
 
 struct TypeConstraint {
   const char* attribute;

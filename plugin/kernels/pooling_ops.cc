@@ -201,16 +201,12 @@ absl::StatusOr<PoolPlan> PlanPooling(const PoolAttributes& attributes, PoolingMo
 absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& plan,
                            TF_DataType dtype, absl::Span<const int64_t> input_dims,
                            std::initializer_list<BufferArg> buffers) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  DnnApi& dnn = stream->device().dnn();
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings, TensorSettings(dtype, input_dims));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
-                        TensorSettings(dtype, plan.output_dims));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor pooling,
-                        ScopedDescriptor::Make(dnn, *stream, plan.settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x, ScopedDescriptor::Make(dnn, *stream, x_settings));
-  VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y, ScopedDescriptor::Make(dnn, *stream, y_settings));
-  return LaunchKernel(*stream, kernel, {&pooling, &x, &y}, buffers, ParamBlock());
+  return KernelLaunch(context)
+      .Describe(plan.settings)
+      .DescribeTensor(dtype, input_dims)
+      .DescribeTensor(dtype, plan.output_dims)
+      .Buffers(buffers)
+      .Run(kernel);
 }
 
 // MaxPool / AvgPool.

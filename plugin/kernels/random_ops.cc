@@ -81,11 +81,7 @@ class StatelessRandomUniformV2Op : public NoAttributes<StatelessRandomUniformV2O
     params.count = static_cast<uint64_t>(count);
     std::memcpy(&params.key, TF_TensorData(key.get()), sizeof(params.key));
     std::memcpy(params.counter, TF_TensorData(counter.get()), sizeof(params.counter));
-    ParamBlock block;
-    ParamWriter(&block).Put(params);
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    BufferArg buffers[] = {BufferOf(y.get())};
-    return stream->device().Launch(*stream, random::kUniform, buffers, block);
+    return KernelLaunch(context).Buffer(y.get()).Param(params).Run(random::kUniform);
   }
 };
 

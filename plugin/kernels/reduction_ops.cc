@@ -119,26 +119,19 @@ class ReductionOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
 
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings, TensorSettings(dtype, plan.runs));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
-                          TensorSettings(dtype, plan.kept_runs));
     ReduceDescriptorSettings reduce_settings;
     reduce_settings.op = kOp;
-    reduce_settings.dtype = x_settings.dtype;
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor reduce,
-                          ScopedDescriptor::Make(dnn, *stream, reduce_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_desc,
-                          ScopedDescriptor::Make(dnn, *stream, x_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y_desc,
-                          ScopedDescriptor::Make(dnn, *stream, y_settings));
+    VGPU_ASSIGN_OR_RETURN(reduce_settings.dtype, DTypeOf(dtype));
     reduction::ReduceLayoutParams layout;
     layout.reduce_first_axis = plan.reduce_first_axis ? 1 : 0;
-    ParamBlock params;
-    ParamWriter(&params).Put(layout);
-    return LaunchKernel(*stream, reduction::kReduce, {&reduce, &x_desc, &y_desc},
-                        {BufferOf(x.get()), BufferOf(y.get())}, params);
+    return KernelLaunch(context)
+        .Describe(reduce_settings)
+        .DescribeTensor(dtype, plan.runs)
+        .DescribeTensor(dtype, plan.kept_runs)
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Param(layout)
+        .Run(reduction::kReduce);
   }
 
  private:
@@ -186,25 +179,18 @@ class ArgReductionOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, output_type_, output_dims));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
 
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
     const int64_t x_view[3] = {outer, dims[axis], inner};
     const int64_t y_view[2] = {outer, inner};
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
-                          TensorSettings(TF_TensorType(x.get()), x_view));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
-                          TensorSettings(output_type_, y_view));
     ReduceDescriptorSettings reduce_settings;
     reduce_settings.op = kOp;
-    reduce_settings.dtype = x_settings.dtype;
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor reduce,
-                          ScopedDescriptor::Make(dnn, *stream, reduce_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor x_desc,
-                          ScopedDescriptor::Make(dnn, *stream, x_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor y_desc,
-                          ScopedDescriptor::Make(dnn, *stream, y_settings));
-    return LaunchKernel(*stream, reduction::kArgReduce, {&reduce, &x_desc, &y_desc},
-                        {BufferOf(x.get()), BufferOf(y.get())}, ParamBlock());
+    VGPU_ASSIGN_OR_RETURN(reduce_settings.dtype, DTypeOf(TF_TensorType(x.get())));
+    return KernelLaunch(context)
+        .Describe(reduce_settings)
+        .DescribeTensor(TF_TensorType(x.get()), x_view)
+        .DescribeTensor(output_type_, y_view)
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Run(reduction::kArgReduce);
   }
 
  private:

@@ -50,16 +50,14 @@ class SoftmaxOp : public NoAttributes<SoftmaxOp<kLog>> {
     if (count == 0) return absl::OkStatus();
     const int64_t classes = dims.back();
     const int64_t view[2] = {count / classes, classes};
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings settings, TensorSettings(dtype, view));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor tensor, ScopedDescriptor::Make(dnn, *stream, settings));
     reduction::SoftmaxParams softmax;
     softmax.log = kLog ? 1 : 0;
-    ParamBlock params;
-    ParamWriter(&params).Put(softmax);
-    return LaunchKernel(*stream, reduction::kSoftmax, {&tensor},
-                        {BufferOf(x.get()), BufferOf(y.get())}, params);
+    return KernelLaunch(context)
+        .DescribeTensor(dtype, view)
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Param(softmax)
+        .Run(reduction::kSoftmax);
   }
 };
 
@@ -113,25 +111,15 @@ class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
                           context.ForwardOrAllocateOutput({0}, 1, dtype, shape));
     if (shape[0] == 0) return absl::OkStatus();
 
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_settings,
-                          TensorSettings(dtype, AsMatrix(logits_dims)));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels_settings,
-                          TensorSettings(dtype, AsMatrix(labels_dims)));
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings backprop_settings,
-                          TensorSettings(dtype, shape));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor logits_desc,
-                          ScopedDescriptor::Make(dnn, *stream, logits_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor labels_desc,
-                          ScopedDescriptor::Make(dnn, *stream, labels_settings));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor backprop_desc,
-                          ScopedDescriptor::Make(dnn, *stream, backprop_settings));
-    return LaunchKernel(*stream, reduction::kSoftmaxCrossEntropy,
-                        {&logits_desc, &labels_desc, &backprop_desc},
-                        {BufferOf(logits.get()), BufferOf(labels.get()), BufferOf(loss.get()),
-                         BufferOf(backprop.get())},
-                        ParamBlock());
+    return KernelLaunch(context)
+        .DescribeTensor(dtype, AsMatrix(logits_dims))
+        .DescribeTensor(dtype, AsMatrix(labels_dims))
+        .DescribeTensor(dtype, shape)
+        .Buffer(logits.get())
+        .Buffer(labels.get())
+        .Buffer(loss.get())
+        .Buffer(backprop.get())
+        .Run(reduction::kSoftmaxCrossEntropy);
   }
 };
 
@@ -168,17 +156,13 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
                           context.ForwardOrAllocateOutput({0}, 1, dtype, logits_dims));
     if (logits_dims[0] == 0) return absl::OkStatus();
 
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    DnnApi& dnn = stream->device().dnn();
-    VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_settings,
-                          TensorSettings(dtype, logits_dims));
-    VGPU_ASSIGN_OR_RETURN(ScopedDescriptor logits_desc,
-                          ScopedDescriptor::Make(dnn, *stream, logits_settings));
-    ParamBlock params;
-    ParamWriter(&params).PutArray<int64_t>(label_values);
-    return LaunchKernel(*stream, reduction::kSparseSoftmaxCrossEntropy, {&logits_desc},
-                        {BufferOf(logits.get()), BufferOf(loss.get()), BufferOf(backprop.get())},
-                        params);
+    return KernelLaunch(context)
+        .DescribeTensor(dtype, logits_dims)
+        .Buffer(logits.get())
+        .Buffer(loss.get())
+        .Buffer(backprop.get())
+        .ParamArray<int64_t>(label_values)
+        .Run(reduction::kSparseSoftmaxCrossEntropy);
   }
 
  private:

@@ -7,6 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/kernels/dtype_map.h"
+#include "plugin/kernels/kernel_launch.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/kernels/variable_support.h"
 #include "plugin/protocol/kernels/training.h"
@@ -99,9 +101,7 @@ class ApplyOptimizerOp : public tf::OpKernel {
     params.dtype = *dtype;
     params.use_nesterov = use_nesterov_ ? 1 : 0;
     params.count = static_cast<uint64_t>(var.NumElements());
-    return (*stream)->device().Launch(
-        **stream, spec_.kernel, buffers,
-        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(&params), sizeof(params)));
+    return KernelLaunch(**stream).Buffers(buffers).Param(params).Run(spec_.kernel);
   }
 
   const OptimizerSpec& spec_;
@@ -126,6 +126,9 @@ void Register(const char* op_name, const char* device_type, tf::DataType dtype) 
       [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
         return new ApplyOptimizerOp(context, *kSpec);
       });
+  const CatalogConstraint constraint{"T", static_cast<TF_DataType>(dtype)};
+  const char* host_memory[] = {"var"};
+  CatalogKernel(op_name, {&constraint, 1}, host_memory);
 }
 
 }  // namespace

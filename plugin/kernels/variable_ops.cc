@@ -8,7 +8,10 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/device/se_handles.h"
 #include "plugin/kernels/dtype_map.h"
+#include "plugin/kernels/kernel_launch.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/protocol/kernels/elementwise.h"
 #include "tensorflow/c/kernels.h"
 
 namespace vgpu {
@@ -19,7 +22,7 @@ using variables::BufferOf;
 using variables::PrepareToUpdate;
 using variables::StreamOf;
 
-template <BinaryOp kOp>
+template <ElementwiseOp kOp>
 class AssignUpdateVariableOp : public tf::OpKernel {
  public:
   explicit AssignUpdateVariableOp(tf::OpKernelConstruction* context) : tf::OpKernel(context) {}
@@ -61,15 +64,27 @@ class AssignUpdateVariableOp : public tf::OpKernel {
     absl::Status prepared = PrepareToUpdate(context, variable.get(), **stream);
     if (!prepared.ok()) return prepared;
     if (value.NumElements() == 0) return absl::OkStatus();
-    BinaryElementwiseParams params{kOp, *dtype, static_cast<uint64_t>(value.NumElements())};
-    BufferArg buffers[] = {BufferOf(*tensor), BufferOf(value), BufferOf(*tensor)};
-    return (*stream)->device().Launch(
-        **stream, KernelId::kBinaryElementwise, buffers,
-        absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(&params), sizeof(params)));
+    // The element-wise family's binary kernel, in place on flat [n] views (out aliases a).
+    OpTensorDescriptorSettings op_settings;
+    op_settings.op = kOp;
+    op_settings.dtype = *dtype;
+    TensorDescriptorSettings flat;
+    flat.dtype = *dtype;
+    flat.rank = 1;
+    flat.dims[0] = value.NumElements();
+    return KernelLaunch(**stream)
+        .Describe(op_settings)
+        .Describe(flat)
+        .Describe(flat)
+        .Describe(flat)
+        .Buffer(BufferOf(*tensor))
+        .Buffer(BufferOf(value))
+        .Buffer(BufferOf(*tensor))
+        .Run(elementwise::kBinary);
   }
 };
 
-template <BinaryOp kOp>
+template <ElementwiseOp kOp>
 void RegisterUpdate(const char* op_name, const char* device_type, tf::DataType dtype) {
   // Registered at TF_InitKernel time (the device type is configurable), hence by hand rather
   // than with REGISTER_KERNEL_BUILDER's static registrars. Registrars live for the process.
@@ -83,6 +98,9 @@ void RegisterUpdate(const char* op_name, const char* device_type, tf::DataType d
       [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
         return new AssignUpdateVariableOp<kOp>(context);
       });
+  const CatalogConstraint constraint{"dtype", static_cast<TF_DataType>(dtype)};
+  const char* host_memory[] = {"resource"};
+  CatalogKernel(op_name, {&constraint, 1}, host_memory);
 }
 
 }  // namespace
@@ -90,8 +108,8 @@ void RegisterUpdate(const char* op_name, const char* device_type, tf::DataType d
 void RegisterVariableOps(const char* device_type) {
   for (tf::DataType dtype : {tf::DT_FLOAT, tf::DT_DOUBLE, tf::DT_HALF, tf::DT_BFLOAT16,
                              tf::DT_INT32, tf::DT_INT64}) {
-    RegisterUpdate<BinaryOp::kAdd>("AssignAddVariableOp", device_type, dtype);
-    RegisterUpdate<BinaryOp::kSub>("AssignSubVariableOp", device_type, dtype);
+    RegisterUpdate<ElementwiseOp::kAdd>("AssignAddVariableOp", device_type, dtype);
+    RegisterUpdate<ElementwiseOp::kSub>("AssignSubVariableOp", device_type, dtype);
   }
 }
 

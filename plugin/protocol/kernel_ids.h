@@ -7,16 +7,9 @@
 
 namespace vgpu {
 
-enum class KernelId : uint32_t {
-  // buffers: [input, output]; params: ElementwiseParams. output = max(input, 0).
-  kReluF32 = 1,
-  // buffers: [gradients, features, output]; params: ElementwiseParams.
-  // output = features > 0 ? gradients : 0.
-  kReluGradF32 = 2,
-  // buffers: [lhs, rhs, output], all of the same element count; params: BinaryElementwiseParams.
-  // output = lhs <op> rhs. The output may alias lhs (in-place variable updates).
-  kBinaryElementwise = 3,
-};
+// A kernel's id: each family owns a range of ids and documents each kernel's descriptors,
+// buffers and parameter block in its header (protocol/kernels/<family>.h).
+enum class KernelId : uint32_t {};
 
 // Element types a kernel can name. Values are part of the wire format.
 enum class DType : uint32_t {
@@ -40,22 +33,6 @@ inline uint64_t DTypeSize(DType dtype) {
   }
   return 0;
 }
-
-enum class BinaryOp : uint32_t {
-  kAdd = 1,
-  kSub = 2,
-};
-
-struct BinaryElementwiseParams {
-  BinaryOp op = BinaryOp::kAdd;
-  DType dtype = DType::kFloat32;
-  uint64_t count = 0;
-};
-
-// Parameter block of element-wise kernels: the number of elements.
-struct ElementwiseParams {
-  uint64_t count = 0;
-};
 
 }  // namespace vgpu
 

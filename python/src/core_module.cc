@@ -51,10 +51,12 @@ class Plugin {
     auto version = reinterpret_cast<int (*)()>(::dlsym(handle_, "VGPU_ApiVersion"));
     stats_ = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle_, "VGPU_StatsJson"));
     info_ = reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle_, "VGPU_InfoJson"));
+    op_catalog_ =
+        reinterpret_cast<size_t (*)(char*, size_t)>(::dlsym(handle_, "VGPU_OpCatalogJson"));
     reset_ = reinterpret_cast<void (*)()>(::dlsym(handle_, "VGPU_ResetStats"));
     mark_step_ = reinterpret_cast<void (*)()>(::dlsym(handle_, "VGPU_MarkStep"));
-    if (version == nullptr || stats_ == nullptr || info_ == nullptr || reset_ == nullptr ||
-        mark_step_ == nullptr) {
+    if (version == nullptr || stats_ == nullptr || info_ == nullptr || op_catalog_ == nullptr ||
+        reset_ == nullptr || mark_step_ == nullptr) {
       throw std::runtime_error(path + " does not export the vgpu C API");
     }
     if (version() != VGPU_C_API_VERSION) {
@@ -71,6 +73,7 @@ class Plugin {
 
   std::string StatsJson() const { return Read(stats_); }
   std::string InfoJson() const { return Read(info_); }
+  std::string OpCatalogJson() const { return Read(op_catalog_); }
   void ResetStats() const { reset_(); }
   void MarkStep() const { mark_step_(); }
   const std::string& path() const { return path_; }
@@ -92,6 +95,7 @@ class Plugin {
   void* handle_ = nullptr;
   size_t (*stats_)(char*, size_t) = nullptr;
   size_t (*info_)(char*, size_t) = nullptr;
+  size_t (*op_catalog_)(char*, size_t) = nullptr;
   void (*reset_)() = nullptr;
   void (*mark_step_)() = nullptr;
 };
@@ -225,6 +229,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("path", &Plugin::path)
       .def("stats_json", &Plugin::StatsJson, py::call_guard<py::gil_scoped_release>())
       .def("info_json", &Plugin::InfoJson, py::call_guard<py::gil_scoped_release>())
+      .def("op_catalog_json", &Plugin::OpCatalogJson, py::call_guard<py::gil_scoped_release>())
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
   py::class_<PyServer>(m, "Server", "A `vgpu server` hosting the CPU backing executor.")

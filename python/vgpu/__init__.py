@@ -20,6 +20,7 @@ from vgpu._plugin import (
     info,
     is_available,
     mark_step,
+    ops,
     reset_stats,
     stats,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "info",
     "is_available",
     "mark_step",
+    "ops",
     "reset_stats",
     "stats",
 ]

@@ -50,6 +50,13 @@ def info() -> dict[str, Any]:
     return result
 
 
+def ops() -> list[dict[str, Any]]:
+    """Every op the plugin registered kernels for, sorted by name: ``op``, ``dtypes``,
+    ``constraints`` (one string per registration), ``host_memory``, ``data_formats`` and
+    ``notes``. docs/ops.md is generated from this list (``vgpu ops --markdown``)."""
+    return json.loads(_plugin().op_catalog_json())
+
+
 def devices() -> list[str]:
     """Names of the virtual GPUs TensorFlow discovered, e.g. ['/physical_device:GPU:0']."""
     tf = _import_tensorflow()

@@ -1,7 +1,8 @@
 """The ``vgpu`` command line: ``vgpu info`` (what TensorFlow sees and how the plugin is set up),
 ``vgpu server`` (a remote backing executor, see vgpu/server.py), ``vgpu stats --server
-ADDRESS`` (clients, memory per client and commands per second of a running server) and ``vgpu
-bench`` (the benchmark suite, see vgpu/bench/runner.py)."""
+ADDRESS`` (clients, memory per client and commands per second of a running server), ``vgpu
+ops`` (the ops the virtual GPU runs; ``--markdown`` prints docs/ops.md) and ``vgpu bench`` (the
+benchmark suite, see vgpu/bench/runner.py)."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from vgpu.bench import runner as _bench  # noqa: E402 - defines the benchmark's 
 flags.DEFINE_bool("json", False, "Print machine-readable JSON instead of text.")
 flags.DEFINE_string("server", None, "vgpu stats: address of a running vgpu server.")
 flags.DEFINE_float("interval", 1.0, "vgpu stats: seconds between the two samples of a rate.")
+flags.DEFINE_bool("markdown", False, "vgpu ops: print the Markdown of docs/ops.md.")
 
 _USAGE = """usage: vgpu <command> [flags]
 
@@ -25,6 +27,7 @@ commands:
   server   run a vgpu server: --listen unix:///path|tcp://host:port [--memory_limit 4GiB]
            [--client_quota 1GiB] [--token_file PATH] [--device_count N]
   stats    --server ADDRESS: clients, memory per client, commands per second of a server
+  ops      the ops the virtual GPU runs and their dtypes ([--markdown]: docs/ops.md; [--json])
   bench    the benchmark suite: [--quick] [--out DIR] [--models cnn,mlp,resnet] [--steps N]
            [--warmup N] [--repeats N] [--remote|--noremote]; writes results.json, table.md
            and PNG plots into DIR (default ./bench-out)
@@ -100,6 +103,18 @@ def _stats() -> int:
     return 0
 
 
+def _ops() -> int:
+    from vgpu import ops_doc  # noqa: PLC0415 - imports TensorFlow
+
+    if FLAGS.json:
+        import vgpu  # noqa: PLC0415
+
+        print(json.dumps(vgpu.ops(), indent=2))
+        return 0
+    sys.stdout.write(ops_doc.render(as_markdown=FLAGS.markdown))
+    return 0
+
+
 def _serve() -> int:
     return _server.main([])
 
@@ -108,7 +123,8 @@ def _bench_command() -> int:
     return _bench.main_from_flags()
 
 
-_COMMANDS = {"info": _info, "server": _serve, "stats": _stats, "bench": _bench_command}
+_COMMANDS = {"info": _info, "server": _serve, "stats": _stats, "ops": _ops,
+             "bench": _bench_command}
 
 
 def main(argv: list[str]) -> int:

@@ -18,6 +18,7 @@
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/kernels/random.h"
 #include "plugin/transport/inproc_transport.h"
 #include "test_sync.h"
 
@@ -421,12 +422,7 @@ TEST_F(DeviceClientTest, SessionRejectsUnknownStreamsDevicesAndKinds) {
 TEST_F(DeviceClientTest, LaunchOfAnUnknownKernelFailsTheStream) {
   auto stream = NewStream();
   ASSERT_NE(stream, nullptr);
-  ElementwiseParams params{0};
-  const uint8_t* raw = reinterpret_cast<const uint8_t*>(&params);
-  ASSERT_TRUE(client_
-                  ->Launch(*stream, static_cast<KernelId>(999), {},
-                           absl::Span<const uint8_t>(raw, sizeof(params)))
-                  .ok());
+  ASSERT_TRUE(client_->dnn().Launch(*stream, static_cast<KernelId>(999), {}, {}, {}).ok());
   absl::Status status = client_->SynchronizeStream(*stream);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("unknown kernel id 999"), std::string::npos) << status;
@@ -436,18 +432,19 @@ TEST_F(DeviceClientTest, LaunchWithTheWrongArgumentsFailsTheStream) {
   auto stream = NewStream();
   ASSERT_NE(stream, nullptr);
   const uint64_t x = NewBuffer(1024);
-  ElementwiseParams params{16};
+  // The random family's uniform kernel takes one buffer and a Philox parameter block.
+  const BufferArg two[] = {{x, 1024}, {x, 1024}};
+  random::PhiloxParams params;
+  params.count = 16;
   const uint8_t* raw = reinterpret_cast<const uint8_t*>(&params);
-  // Relu takes two buffers.
-  const BufferArg one[] = {{x, 1024}};
-  ASSERT_TRUE(client_
-                  ->Launch(*stream, KernelId::kReluF32, one,
-                           absl::Span<const uint8_t>(raw, sizeof(params)))
+  ASSERT_TRUE(client_->dnn()
+                  .Launch(*stream, random::kUniform, {}, two,
+                          absl::Span<const uint8_t>(raw, sizeof(params)))
                   .ok());
   absl::Status status = client_->SynchronizeStream(*stream);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find("relu_f32"), std::string::npos) << status;
-  EXPECT_NE(status.message().find("2 buffers"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("random_uniform"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("1 buffers"), std::string::npos) << status;
 }
 
 TEST(CpuExecutor, CreateRejectsABadDeviceCount) {

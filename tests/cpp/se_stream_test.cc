@@ -345,7 +345,7 @@ TEST_F(StreamExecutorErrors, BadLaunchAddressFailsTheStreamAndNamesTheCommand) {
   TfStatus status;
 
   const vgpu::BufferArg buffers[] = {Buffer(Unallocated(kBytes)), Buffer(output)};
-  ASSERT_TRUE(LaunchElementwise(failing, vgpu::KernelId::kReluF32, buffers, kCount).ok());
+  ASSERT_TRUE(LaunchRelu(failing, vgpu::activation::kForward, buffers, kCount).ok());
   se().memcpy_htod(device(), failing, &later, ones, kBytes, status);  // after the failure
   EXPECT_TF_OK(status);  // posting succeeds; the work is skipped
 
@@ -354,7 +354,7 @@ TEST_F(StreamExecutorErrors, BadLaunchAddressFailsTheStreamAndNamesTheCommand) {
   se().block_host_until_done(device(), failing, status);
   EXPECT_EQ(status.code(), TF_INVALID_ARGUMENT) << Describe(status);
   EXPECT_NE(status.message().find("launch on stream"), std::string::npos) << status.message();
-  EXPECT_NE(status.message().find("relu_f32"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("activation_forward"), std::string::npos) << status.message();
   if (peeked.code() != TF_OK) {
     EXPECT_EQ(peeked.message(), status.message());  // the first error
   }

@@ -53,14 +53,21 @@ vgpu::DeviceClient& ClientOf(int ordinal) {
 
 vgpu::ClientStream& ClientStreamOf(SP_Stream stream) { return *stream->stream; }
 
-absl::Status LaunchElementwise(SP_Stream stream, vgpu::KernelId kernel,
-                               absl::Span<const vgpu::BufferArg> buffers, uint64_t count) {
-  vgpu::ElementwiseParams params;
-  params.count = count;
-  const auto* raw = reinterpret_cast<const uint8_t*>(&params);
+absl::Status LaunchRelu(SP_Stream stream, vgpu::KernelId kernel,
+                        absl::Span<const vgpu::BufferArg> buffers, uint64_t count) {
   vgpu::ClientStream& client_stream = ClientStreamOf(stream);
-  return client_stream.device().Launch(client_stream, kernel, buffers,
-                                       absl::Span<const uint8_t>(raw, sizeof(params)));
+  vgpu::DnnApi& dnn = client_stream.device().dnn();
+  vgpu::ActivationDescriptorSettings activation;
+  activation.mode = vgpu::ActivationMode::kRelu;
+  vgpu::TensorDescriptorSettings tensor;
+  tensor.rank = 1;
+  tensor.dims[0] = static_cast<int64_t>(count);
+  absl::StatusOr<vgpu::ScopedDescriptor> a = vgpu::ScopedDescriptor::Make(dnn, client_stream, activation);
+  if (!a.ok()) return a.status();
+  absl::StatusOr<vgpu::ScopedDescriptor> t = vgpu::ScopedDescriptor::Make(dnn, client_stream, tensor);
+  if (!t.ok()) return t.status();
+  vgpu::Descriptor* descriptors[] = {a->get(), t->get()};
+  return dnn.Launch(client_stream, kernel, descriptors, buffers, {});
 }
 
 vgpu::BufferArg Buffer(const SP_DeviceMemoryBase& memory) {

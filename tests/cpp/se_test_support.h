@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "plugin/client/device_client.h"
 #include "plugin/protocol/kernel_ids.h"
+#include "plugin/protocol/kernels/activation.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
 #include "tensorflow/c/tf_status.h"
 #include "test_sync.h"
@@ -128,9 +129,11 @@ class StreamExecutorTest : public testing::Test {
 vgpu::DeviceClient& ClientOf(int ordinal);
 vgpu::ClientStream& ClientStreamOf(SP_Stream stream);
 
-// Launches an element-wise kernel (protocol/kernel_ids.h) over `count` elements.
-absl::Status LaunchElementwise(SP_Stream stream, vgpu::KernelId kernel,
-                               absl::Span<const vgpu::BufferArg> buffers, uint64_t count);
+// Launches Relu (activation::kForward, buffers [x, y]) or ReluGrad (activation::kBackward,
+// buffers [dy, x, dx]) over `count` float32 elements, as an op kernel does: through the DNN API
+// with an activation and a tensor descriptor.
+absl::Status LaunchRelu(SP_Stream stream, vgpu::KernelId kernel,
+                        absl::Span<const vgpu::BufferArg> buffers, uint64_t count);
 // The BufferArg of a whole allocation.
 vgpu::BufferArg Buffer(const SP_DeviceMemoryBase& memory);
 

@@ -400,7 +400,7 @@ absl::Status CpuSession::Memset(const Command& command) {
 }
 
 absl::Status CpuSession::Launch(const Command& command) {
-  const KernelInfo* kernel = FindKernel(static_cast<uint32_t>(command.object));
+  const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
   }

@@ -100,9 +100,6 @@ class KernelTable {
 // The process-wide table, built on first use. Thread-safe.
 const KernelTable& Kernels();
 
-// Kept for callers that look kernels up by id.
-inline const KernelInfo* FindKernel(uint32_t kernel_id) { return Kernels().Find(kernel_id); }
-
 // One function per kernel family.
 void AddActivationKernels(KernelTable& table);
 void AddElementwiseKernels(KernelTable& table);
@@ -113,6 +110,8 @@ void AddDataMovementKernels(KernelTable& table);
 void AddRandomKernels(KernelTable& table);
 void AddNormalizationKernels(KernelTable& table);
 void AddTrainingKernels(KernelTable& table);
+void AddRnnKernels(KernelTable& table);
+void AddSparseKernels(KernelTable& table);
 
 }  // namespace vgpu
 

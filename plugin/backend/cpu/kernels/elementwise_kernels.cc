@@ -1,6 +1,6 @@
 // Element-wise kernels of the CPU backing executor, vectorised and multi-threaded with Eigen's
-// tensor module: the legacy same-shape add/sub (KernelId::kBinaryElementwise), the entry of the
-// op-tensor binary kernel, select, add-n, fill and set-tensor, and the family's registration.
+// tensor module: the entry of the op-tensor binary kernel, select, add-n, fill and set-tensor,
+// and the family's registration.
 // The binary functors, unary ops and casts live in elementwise_{binary,compare,unary,cast}_
 // kernels.cc.
 #define EIGEN_USE_THREADS
@@ -21,59 +21,6 @@
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
-namespace {
-
-// KernelId::kBinaryElementwise (kept with its exact layout for the variable updates).
-template <typename T>
-absl::Status RunLegacyBinary(const KernelContext& context, const BinaryElementwiseParams& params) {
-  const Eigen::Index n = static_cast<Eigen::Index>(params.count);
-  ConstFlatMap<T> lhs(reinterpret_cast<const T*>(context.buffers[0]), n);
-  ConstFlatMap<T> rhs(reinterpret_cast<const T*>(context.buffers[1]), n);
-  FlatMap<T> out(reinterpret_cast<T*>(context.buffers[2]), n);
-  switch (params.op) {
-    case BinaryOp::kAdd:
-      out.device(*context.device) = lhs + rhs;
-      return absl::OkStatus();
-    case BinaryOp::kSub:
-      out.device(*context.device) = lhs - rhs;
-      return absl::OkStatus();
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown binary op ", static_cast<uint32_t>(params.op)));
-}
-
-}  // namespace
-
-absl::Status BinaryElementwise(const KernelContext& context) {
-  if (absl::Status s = context.ExpectBuffers(3); !s.ok()) return s;
-  absl::StatusOr<BinaryElementwiseParams> read = context.Params().Get<BinaryElementwiseParams>();
-  if (!read.ok()) return read.status();
-  const BinaryElementwiseParams params = *read;
-  const uint64_t element_size = DTypeSize(params.dtype);
-  if (element_size == 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown dtype ", static_cast<uint32_t>(params.dtype)));
-  }
-  for (size_t i = 0; i < context.buffers.size(); ++i) {
-    if (context.buffer_sizes[i] < params.count * element_size) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer ", i, " holds ",
-                                                     context.buffer_sizes[i], " bytes, fewer than ",
-                                                     params.count, " elements"));
-    }
-  }
-  if (params.count == 0) return absl::OkStatus();
-  switch (params.dtype) {
-    case DType::kFloat32: return RunLegacyBinary<float>(context, params);
-    case DType::kFloat64: return RunLegacyBinary<double>(context, params);
-    case DType::kFloat16: return RunLegacyBinary<Eigen::half>(context, params);
-    case DType::kBFloat16: return RunLegacyBinary<Eigen::bfloat16>(context, params);
-    case DType::kInt32: return RunLegacyBinary<int32_t>(context, params);
-    case DType::kInt64: return RunLegacyBinary<int64_t>(context, params);
-    case DType::kUInt8: return RunLegacyBinary<uint8_t>(context, params);
-    case DType::kBool: break;
-  }
-  return absl::InvalidArgumentError("binary arithmetic is not defined for bool");
-}
 
 namespace {
 
@@ -307,7 +254,6 @@ absl::Status ElementwiseSetTensor(const KernelContext& context) {
 namespace vgpu {
 
 void AddElementwiseKernels(KernelTable& table) {
-  table.Add(KernelId::kBinaryElementwise, "binary_elementwise", cpu_kernels::BinaryElementwise);
   table.Add(elementwise::kBinary, "elementwise_binary", cpu_kernels::ElementwiseBinary);
   table.Add(elementwise::kUnary, "elementwise_unary", cpu_kernels::ElementwiseUnary);
   table.Add(elementwise::kSelect, "elementwise_select", cpu_kernels::ElementwiseSelect);

@@ -1,7 +1,5 @@
-// CPU implementations of the element-wise kernels: the legacy same-shape add/sub of
-// KernelId::kBinaryElementwise (variable updates) and the family of protocol/kernels/
-// elementwise.h (op-tensor binary and unary ops with broadcasting, select, cast, add-n, fill,
-// set-tensor). Every kernel validates its descriptors and buffer sizes and returns
+// CPU implementations of the element-wise kernels of protocol/kernels/elementwise.h (op-tensor
+// binary and unary ops with broadcasting, select, cast, add-n, fill, set-tensor). Every kernel validates its descriptors and buffer sizes and returns
 // InvalidArgument on a malformed launch; none keeps state between launches.
 #ifndef VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
@@ -9,9 +7,6 @@
 #include "plugin/backend/cpu/kernel_registry.h"
 
 namespace vgpu::cpu_kernels {
-
-// kBinaryElementwise: same-shape add/sub in every numeric dtype.
-absl::Status BinaryElementwise(const KernelContext& context);
 
 // elementwise::kBinary: out = a <op> b with broadcasting.
 absl::Status ElementwiseBinary(const KernelContext& context);
