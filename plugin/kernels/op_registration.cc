@@ -23,6 +23,8 @@ void TF_InitKernel() {
   vgpu::RegisterNormalizationOps(device_type);
   vgpu::RegisterTrainingOps(device_type);
   vgpu::RegisterVariableOps(device_type);
+  vgpu::RegisterRnnOps(device_type);
+  vgpu::RegisterSparseOps(device_type);
 }
 
 }  // extern "C"

@@ -16,6 +16,8 @@ void RegisterRandomOps(const char* device_type);
 void RegisterNormalizationOps(const char* device_type);
 void RegisterTrainingOps(const char* device_type);
 void RegisterVariableOps(const char* device_type);
+void RegisterRnnOps(const char* device_type);
+void RegisterSparseOps(const char* device_type);
 
 }  // namespace vgpu
 

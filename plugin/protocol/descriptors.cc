@@ -13,6 +13,8 @@ const char* DescriptorKindName(DescriptorKind kind) {
     case DescriptorKind::kOpTensor: return "op_tensor";
     case DescriptorKind::kReduce: return "reduce";
     case DescriptorKind::kMatmul: return "matmul";
+    case DescriptorKind::kRnn: return "rnn";
+    case DescriptorKind::kDropout: return "dropout";
   }
   return "unknown";
 }

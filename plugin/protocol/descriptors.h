@@ -21,8 +21,11 @@ enum class DescriptorKind : uint8_t {
   kOpTensor = 6,
   kReduce = 7,
   kMatmul = 8,
+  kRnn = 9,       // a recurrent layer stack (cudnnRNNDescriptor_t)
+  kDropout = 10,  // dropout between RNN layers (cudnnDropoutDescriptor_t)
 };
-inline constexpr int kNumDescriptorKinds = 8;
+// Kinds are numbered 1..kNumDescriptorKinds; a new kind takes the next number (wire format).
+inline constexpr int kNumDescriptorKinds = 10;
 const char* DescriptorKindName(DescriptorKind kind);
 
 inline constexpr int kMaxRank = 8;

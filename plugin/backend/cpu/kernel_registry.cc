@@ -32,6 +32,8 @@ const KernelTable& Kernels() {
     AddRandomKernels(*t);
     AddNormalizationKernels(*t);
     AddTrainingKernels(*t);
+    AddRnnKernels(*t);
+    AddSparseKernels(*t);
     return t;
   }();
   return *table;
