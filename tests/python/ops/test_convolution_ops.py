@@ -287,6 +287,48 @@ def test_depthwise_conv2d_gradients_match_cpu(dtype):
     assert_gradients_match_cpu(conv, x, w, **conv_tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["forward", "backprop_input", "backprop_filter"])
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
+def test_nchw_convolutions_in_16_bit_types_match_cpu(depthwise, op, dtype):
+    # NCHW tensors are staged to NHWC float on the executor. Eigen evaluates
+    # shuffle(...).cast<float>() blockwise by writing the shuffled 16-bit values straight into
+    # the float buffer, which gave garbage (e.g. DepthwiseConv2dNativeBackpropFilter off by
+    # hundreds in float16); the kernels now convert first and transpose after.
+    x_shape, w_shape = (2, 7, 8, 3), (3, 2, 3, 2)
+    x = random_array(x_shape, dtype, seed=48, low=-1, high=1)
+    w = random_array(w_shape, dtype, seed=49, low=-1, high=1)
+    attributes = lambda data_format: conv_attributes(data_format, 1, 1, "same")
+    if depthwise:
+        forward = lambda f: lambda a, b: tf.raw_ops.DepthwiseConv2dNative(
+            input=a, filter=b, **attributes(f))
+        backprop_input = lambda f: lambda b, g: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+            input_sizes=shape_in_format(x_shape, f), filter=b, out_backprop=g, **attributes(f))
+        backprop_filter = lambda f: lambda a, g: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+            input=a, filter_sizes=list(w_shape), out_backprop=g, **attributes(f))
+    else:
+        forward = lambda f: lambda a, b: tf.raw_ops.Conv2D(input=a, filter=b, **attributes(f))
+        backprop_input = lambda f: lambda b, g: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=shape_in_format(x_shape, f), filter=b, out_backprop=g, **attributes(f))
+        backprop_filter = lambda f: lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+            input=a, filter_sizes=list(w_shape), out_backprop=g, **attributes(f))
+    dy = random_array(on_device("/CPU:0", forward("NHWC"), x, w).shape, dtype, seed=50,
+                      low=-1, high=1)
+    if op == "forward":
+        expected = on_device("/CPU:0", forward("NHWC"), x, w)
+        actual = from_format(on_device("/GPU:0", forward("NCHW"), to_format(x, "NCHW"), w),
+                             "NCHW")
+    elif op == "backprop_input":
+        expected = on_device("/CPU:0", backprop_input("NHWC"), w, dy)
+        actual = from_format(on_device("/GPU:0", backprop_input("NCHW"), w,
+                                       to_format(dy, "NCHW")), "NCHW")
+    else:
+        expected = on_device("/CPU:0", backprop_filter("NHWC"), x, dy)
+        actual = on_device("/GPU:0", backprop_filter("NCHW"), to_format(x, "NCHW"),
+                           to_format(dy, "NCHW"))
+    assert_close(actual, expected, dtype)
+
+
 @pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
 def test_convolutions_of_an_empty_batch_have_the_right_shapes_and_zero_filter_gradients(
         depthwise):

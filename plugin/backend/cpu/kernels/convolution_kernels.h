@@ -110,9 +110,11 @@ class NhwcInput {
       if (format == DataFormat::kNHWC) {
         staged.device(device) = ConstMap4<T>(data, n, h, w, c).template cast<CT>();
       } else {
+        // Convert, then transpose: Eigen's block evaluation of shuffle(...).cast<>() writes
+        // the shuffled source type into the destination buffer (garbage for half/bfloat16).
         const Eigen::array<Eigen::DenseIndex, 4> to_nhwc{0, 2, 3, 1};
         staged.device(device) =
-            ConstMap4<T>(data, n, c, h, w).shuffle(to_nhwc).template cast<CT>();
+            ConstMap4<T>(data, n, c, h, w).template cast<CT>().shuffle(to_nhwc);
       }
     }
     data_ = scratch_.data();
@@ -155,8 +157,9 @@ class NhwcOutput {
       Map4<T>(output_, n_, h_, w_, c_).device(device) = result.template cast<T>();
     } else {
       const Eigen::array<Eigen::DenseIndex, 4> to_nchw{0, 3, 1, 2};
+      // Convert, then transpose (see NhwcInput).
       Map4<T>(output_, n_, c_, h_, w_).device(device) =
-          result.shuffle(to_nchw).template cast<T>();
+          result.template cast<T>().shuffle(to_nchw);
     }
   }
 
