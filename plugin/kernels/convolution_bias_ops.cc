@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/convolution_ops.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
@@ -16,10 +17,6 @@ namespace {
 
 constexpr std::initializer_list<TF_DataType> kBiasTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                            TF_DOUBLE};
-
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
 
 // Reads the optional data_format attribute (BiasAddV1 has none: NHWC).
 absl::StatusOr<DataFormat> ReadDataFormat(OpConstruction& construction) {
@@ -129,8 +126,11 @@ class BiasAddGradOp {
 
 void RegisterBiasOps(const char* device_type) {
   RegisterKernelForTypes<BiasAddOp>("BiasAdd", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAdd", "NHWC, NCHW", "Any rank >= 2; NCHW means the channels are dimension 1.");
   RegisterKernelForTypes<BiasAddOp>("BiasAddV1", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAddV1", "NHWC", "");
   RegisterKernelForTypes<BiasAddGradOp>("BiasAddGrad", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAddGrad", "NHWC, NCHW", "Sums in float for float16/bfloat16.");
 }
 
 }  // namespace vgpu
