@@ -1,4 +1,4 @@
-// TensorFlow's MatMul and BatchMatMulV2 on the virtual GPU, written as TensorFlow's cuBLAS
+// TensorFlow's MatMul, BatchMatMulV2 and BatchMatMulV3 on the virtual GPU, written as TensorFlow's cuBLAS
 // kernels are: validate as TensorFlow does, allocate the product, then per call create and set
 // a matmul descriptor and tensor descriptors for a, b and c and launch
 // (protocol/kernels/convolution.h, kMatmul).
@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/convolution_ops.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
@@ -18,13 +19,9 @@ namespace {
 constexpr std::initializer_list<TF_DataType> kMatmulTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                              TF_DOUBLE};
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2
-// (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which are plain
-// transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the third
+// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2 and
+// BatchMatMulV3 (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which
+// are plain transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the third
 // input and optionally an activation; Grappler makes these on GPUs when TF_USE_CUBLASLT=1).
 template <bool kBatched, bool kFused = false>
 class MatmulOp {
@@ -148,9 +145,21 @@ class MatmulOp {
 
 void RegisterMatmulOps(const char* device_type) {
   RegisterKernelForTypes<MatmulOp<false>>("MatMul", device_type, "T", kMatmulTypes);
+  DocumentOp("MatMul", "", "transpose_a/transpose_b; sums in float for float16/bfloat16.");
   RegisterKernelForTypes<MatmulOp<true>>("BatchMatMulV2", device_type, "T", kMatmulTypes);
+  DocumentOp("BatchMatMulV2", "", "Broadcast batch dimensions; adj_x/adj_y; rank <= 8.");
+  // BatchMatMulV3 as TensorFlow's GPU build registers it: Ta = Tb = Tout.
+  for (TF_DataType dtype : kMatmulTypes) {
+    RegisterKernel<MatmulOp<true>>("BatchMatMulV3", device_type,
+                                   {{"Ta", dtype}, {"Tb", dtype}, {"Tout", dtype}});
+  }
+  DocumentOp("BatchMatMulV3", "",
+             "Ta = Tb = Tout (TensorFlow's GPU registrations); broadcast batch dimensions; "
+             "adj_x/adj_y; rank <= 8.");
   RegisterKernelForTypes<MatmulOp<false, /*kFused=*/true>>("_FusedMatMul", device_type, "T",
                                                           {TF_FLOAT, TF_HALF, TF_BFLOAT16});
+  DocumentOp("_FusedMatMul", "",
+             "Grappler's MatMul + BiasAdd (+ Relu/Relu6/Sigmoid/Tanh) fusion.");
 }
 
 }  // namespace vgpu
