@@ -371,6 +371,10 @@ absl::StatusOr<ConvolutionProblem> BackpropProblem(const char* label, const Conv
         absl::StrCat(label, ": out_backprop must be ", rank, "-dimensional"));
   }
   if (input_shape[0] != out_backprop_shape[0]) {
+    if (depthwise) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": input and out_backprop must have the same batch size"));
+    }
     return absl::InvalidArgumentError(absl::StrCat(
         label, ": input and out_backprop must have the same batch size. Input batch: ",
         input_shape[0], ", outbackprop batch: ", out_backprop_shape[0], ", batch_dim: 0"));
