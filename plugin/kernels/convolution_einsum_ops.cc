@@ -433,13 +433,11 @@ class EinsumOp {
     const MatmulOperand& a = operands[first];
     const MatmulOperand& b = operands[1 - first];
     const bool direct = product_labels == plan.output_labels;
-    for (const MatmulOperand* operand : {&a, &b}) {
-      if (operand->dims.size() > static_cast<size_t>(kMaxRank) || product_dims.size() + 3 >
-                                                                       static_cast<size_t>(kMaxRank)) {
-        return absl::UnimplementedError(absl::StrCat(
-            "Einsum on the virtual GPU supports up to ", kMaxRank - 3,
-            " broadcast (ellipsis) dimensions"));
-      }
+    // The operands have at most as many broadcast dimensions as the product.
+    if (product_dims.size() + 3 > static_cast<size_t>(kMaxRank)) {
+      return absl::UnimplementedError(absl::StrCat("Einsum on the virtual GPU supports up to ",
+                                                   kMaxRank - 3,
+                                                   " broadcast (ellipsis) dimensions"));
     }
     product_dims.insert(product_dims.end(), {a.dims[a.dims.size() - 3],
                                              Product(SizesOf(plan, a.free_labels)),

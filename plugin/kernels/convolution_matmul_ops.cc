@@ -1,6 +1,6 @@
-// TensorFlow's MatMul, BatchMatMulV2 and BatchMatMulV3 on the virtual GPU, written as TensorFlow's cuBLAS
-// kernels are: validate as TensorFlow does, allocate the product, then per call create and set
-// a matmul descriptor and tensor descriptors for a, b and c and launch
+// TensorFlow's MatMul, BatchMatMulV2 and BatchMatMulV3 on the virtual GPU, written as
+// TensorFlow's cuBLAS kernels are: validate as TensorFlow does, allocate the product, then per
+// call create and set a matmul descriptor and tensor descriptors for a, b and c and launch
 // (protocol/kernels/convolution.h, kMatmul).
 #include <string>
 #include <vector>
@@ -21,8 +21,9 @@ constexpr std::initializer_list<TF_DataType> kMatmulTypes = {TF_FLOAT, TF_HALF, 
 
 // MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2 and
 // BatchMatMulV3 (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which
-// are plain transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the third
-// input and optionally an activation; Grappler makes these on GPUs when TF_USE_CUBLASLT=1).
+// are plain transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the
+// third input and optionally an activation; Grappler makes these on GPUs when
+// TF_USE_CUBLASLT=1).
 template <bool kBatched, bool kFused = false>
 class MatmulOp {
  public:

@@ -218,11 +218,13 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
 }
 
 absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, int spatial, int64_t input,
-                                            int64_t filter, bool ignore_dilation) {
+                                            int64_t filter) {
   const int64_t stride = a.strides[spatial];
-  const int64_t dilation = ignore_dilation ? 1 : a.dilations[spatial];
-  if (filter > kInt32Max || input > std::numeric_limits<int64_t>::max() / 4) {
-    return absl::InvalidArgumentError("filter too large");
+  const int64_t dilation = a.dilations[spatial];
+  // Bounds that keep the arithmetic below far from overflow.
+  if (filter > kInt32Max) return absl::InvalidArgumentError("filter too large");
+  if (input > std::numeric_limits<int64_t>::max() / 4) {
+    return absl::InvalidArgumentError("input too large");
   }
   SpatialWindow window;
   const int64_t effective_filter = (filter - 1) * dilation + 1;
@@ -335,8 +337,9 @@ absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttri
   }
   std::vector<int64_t> output_spatial(a.spatial_dims);
   for (int i = 0; i < a.spatial_dims; ++i) {
-    VGPU_ASSIGN_OR_RETURN(p.windows[i], ComputeWindow(a, i, input_shape[SpatialDim(a.data_format, i)],
-                                                      filter_shape[i]));
+    VGPU_ASSIGN_OR_RETURN(
+        p.windows[i],
+        ComputeWindow(a, i, input_shape[SpatialDim(a.data_format, i)], filter_shape[i]));
     output_spatial[i] = p.windows[i].output;
   }
   // TensorFlow's CPU kernel's rule (cuDNN rejects such a grouped convolution).

@@ -65,9 +65,9 @@ struct SpatialWindow {
 };
 
 // TensorFlow's GetWindowedOutputSizeVerboseV2 for spatial dimension `spatial` (0-based, in the
-// attributes' order), with the dilation of that dimension unless `ignore_dilation`.
+// attributes' order).
 absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, int spatial, int64_t input,
-                                            int64_t filter, bool ignore_dilation = false);
+                                            int64_t filter);
 
 // One convolution as its launch describes it: TensorFlow shapes of x, the filter and y, the
 // resolved window of each spatial dimension, and the group count (input depth / filter depth).

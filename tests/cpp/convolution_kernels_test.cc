@@ -184,6 +184,22 @@ TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST(ConvolutionKernels, PatchesBeyondTheScratchBudgetAreRefused) {
+  // Small buffers whose convolution would need a 1 GiB im2col row: refused, not allocated.
+  std::vector<float> x(40960), w(32768), y(8193);
+  EXPECT_EQ(Launch()
+                .Describe(Tensor({1, 1, 1, 40960, 1}))
+                .Describe(Filter({1, 1, 32768, 1, 1}))
+                .Describe(Convolution3D(1))
+                .Describe(Tensor({1, 1, 1, 8193, 1}))
+                .Buffer(&x)
+                .Buffer(&w)
+                .Buffer(&y)
+                .Run(convolution::kForward)
+                .code(),
+            absl::StatusCode::kResourceExhausted);
+}
+
 convolution::RearrangeParams Rearrangement(std::vector<int64_t> strides,
                                            std::vector<int32_t> ties = {},
                                            std::vector<int64_t> summed_sizes = {},

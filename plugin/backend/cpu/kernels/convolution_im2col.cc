@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
+#include "plugin/common/status_macros.h"
 
 namespace vgpu::cpu_kernels {
 namespace {
@@ -19,8 +20,10 @@ using Map2 = RowMajorMap<T, 2>;
 template <typename T>
 using ConstMap2 = RowMajorMap<const T, 2>;
 
-// Scratch budget of the im2col buffer, in elements.
+// Scratch budget of the im2col buffer, in elements, and the most one output row's patches may
+// take (a launch beyond it is refused rather than allowed to exhaust the executor's memory).
 constexpr Index kColumnBufferElements = Index{8} << 20;
+constexpr Index kMaxRowPatchElements = Index{1} << 28;
 
 // Output positions are walked in "rows": one row is the out_cols pixels of one output row of
 // one plane of one image; rows are numbered image-major, then plane, then row.
@@ -36,6 +39,15 @@ Index RowsPerChunk(const ConvolutionGeometry& g, Index patch) {
 // True when the patches are the input pixels themselves (1x1 filter, unit strides, no padding).
 bool PatchesAreInput(const ConvolutionGeometry& g) {
   return g.FilterTaps() == 1 && g.UnitStridesAndDilations() && g.NoPadding() && g.groups == 1;
+}
+
+absl::Status CheckPatchSize(const ConvolutionGeometry& g) {
+  const Index patch = g.FilterTaps() * g.filter_in_depth;
+  if (patch > kMaxRowPatchElements || g.out_cols * patch > kMaxRowPatchElements) {
+    return absl::ResourceExhaustedError(
+        "convolution patches exceed the executor's scratch budget");
+  }
+  return absl::OkStatus();
 }
 
 // Calls visit(tap, input pixel) for each filter tap whose input position, for the output pixel
@@ -168,7 +180,7 @@ const CT* GroupColumns(const Eigen::ThreadPoolDevice& device, const ConvolutionG
 }  // namespace
 
 template <typename CT>
-void Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
                    const CT* input, const CT* filter, CT* output) {
   const ContractDims matmul{Eigen::IndexPair<Index>(1, 0)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
@@ -178,8 +190,9 @@ void Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeome
     Map2<CT>(output, pixels, g.out_depth).device(device) =
         ConstMap2<CT>(input, pixels, g.in_depth)
             .contract(ConstMap2<CT>(filter, g.in_depth, g.out_depth), matmul);
-    return;
+    return absl::OkStatus();
   }
+  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
   const Index total_rows = TotalRows(g);
   const Index rows_per_chunk = RowsPerChunk(g, patch);
   Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
@@ -197,10 +210,11 @@ void Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeome
       result.slice(offsets, extents).device(device) = patches.contract(weights, matmul);
     }
   }
+  return absl::OkStatus();
 }
 
 template <typename CT>
-void Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
                          const CT* filter, const CT* out_backprop, CT* in_backprop) {
   const ContractDims by_out_depth{Eigen::IndexPair<Index>(1, 1)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
@@ -210,8 +224,9 @@ void Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const Convolutio
     Map2<CT>(in_backprop, pixels, g.in_depth).device(device) =
         ConstMap2<CT>(out_backprop, pixels, g.out_depth)
             .contract(ConstMap2<CT>(filter, g.in_depth, g.out_depth), by_out_depth);
-    return;
+    return absl::OkStatus();
   }
+  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
   RowMajorMap<CT, 1> zeroed(in_backprop, g.InputElements());
   zeroed.device(device) = zeroed.constant(CT(0));
   const Index total_rows = TotalRows(g);
@@ -233,10 +248,11 @@ void Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const Convolutio
       AddPatches(device, g, columns.data(), group, first, rows, in_backprop);
     }
   }
+  return absl::OkStatus();
 }
 
 template <typename CT>
-void Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
                           const CT* input, const CT* out_backprop, CT* filter_backprop) {
   const ContractDims by_pixels{Eigen::IndexPair<Index>(0, 0)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
@@ -246,8 +262,9 @@ void Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const Convoluti
     Map2<CT>(filter_backprop, g.in_depth, g.out_depth).device(device) =
         ConstMap2<CT>(input, pixels, g.in_depth)
             .contract(ConstMap2<CT>(out_backprop, pixels, g.out_depth), by_pixels);
-    return;
+    return absl::OkStatus();
   }
+  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
   const Index total_rows = TotalRows(g);
   const Index rows_per_chunk = RowsPerChunk(g, patch);
   Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
@@ -279,17 +296,19 @@ void Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const Convoluti
       filter_matrix.slice(offsets, extents).device(device) = result;
     }
   }
+  return absl::OkStatus();
 }
 
-#define VGPU_INSTANTIATE_IM2COL(CT)                                                          \
-  template void Im2colForward<CT>(const Eigen::ThreadPoolDevice&, const ConvolutionGeometry&, \
-                                  const CT*, const CT*, CT*);                                \
-  template void Im2colBackwardInput<CT>(const Eigen::ThreadPoolDevice&,                      \
-                                        const ConvolutionGeometry&, const CT*, const CT*,   \
-                                        CT*);                                                \
-  template void Im2colBackwardFilter<CT>(const Eigen::ThreadPoolDevice&,                     \
-                                         const ConvolutionGeometry&, const CT*, const CT*,  \
-                                         CT*);
+#define VGPU_INSTANTIATE_IM2COL(CT)                                                       \
+  template absl::Status Im2colForward<CT>(const Eigen::ThreadPoolDevice&,                 \
+                                          const ConvolutionGeometry&, const CT*, const CT*, \
+                                          CT*);                                             \
+  template absl::Status Im2colBackwardInput<CT>(const Eigen::ThreadPoolDevice&,           \
+                                                const ConvolutionGeometry&, const CT*,      \
+                                                const CT*, CT*);                            \
+  template absl::Status Im2colBackwardFilter<CT>(const Eigen::ThreadPoolDevice&,          \
+                                                 const ConvolutionGeometry&, const CT*,     \
+                                                 const CT*, CT*);
 VGPU_INSTANTIATE_IM2COL(float)
 VGPU_INSTANTIATE_IM2COL(double)
 #undef VGPU_INSTANTIATE_IM2COL

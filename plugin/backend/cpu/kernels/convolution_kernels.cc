@@ -162,7 +162,8 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
     } else if (UsesEigenSpatialConvolution(g)) {
       ConvolveNhwc<CT>(device, g, input.data(), filter.data(), output.data());
     } else {
-      Im2colForward<CT>(device, g, input.data(), filter.data(), output.data());
+      VGPU_RETURN_IF_ERROR(
+          Im2colForward<CT>(device, g, input.data(), filter.data(), output.data()));
     }
   }
   if (epilogue != nullptr) {
@@ -197,7 +198,8 @@ absl::Status BackwardInputTyped(const KernelContext& context, const ConvolutionG
     ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
                                   in_backprop.data());
   } else {
-    Im2colBackwardInput<CT>(device, g, filter.data(), out_backprop.data(), in_backprop.data());
+    VGPU_RETURN_IF_ERROR(Im2colBackwardInput<CT>(device, g, filter.data(), out_backprop.data(),
+                                                 in_backprop.data()));
   }
   in_backprop.Finish(device);
   return absl::OkStatus();
@@ -224,8 +226,8 @@ absl::Status BackwardFilterTyped(const KernelContext& context, const Convolution
     DepthwiseBackwardFilterNhwc<CT>(device, g, input.data(), out_backprop.data(),
                                     filter_backprop.data());
   } else {
-    Im2colBackwardFilter<CT>(device, g, input.data(), out_backprop.data(),
-                             filter_backprop.data());
+    VGPU_RETURN_IF_ERROR(Im2colBackwardFilter<CT>(device, g, input.data(), out_backprop.data(),
+                                                  filter_backprop.data()));
   }
   filter_backprop.Finish(device);
   return absl::OkStatus();

@@ -245,15 +245,18 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
 // convolution the geometry describes but depthwise ones, 2-D or 3-D, grouped or not, all
 // strides, dilations and paddings; channels-last tensors in element type CT (float or double),
 // on the thread pool. The filter is [planes, rows, cols, filter_in_depth, out_depth].
+// ResourceExhausted when one output row's patches would exceed the scratch budget.
 template <typename CT>
-void Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                   const CT* input, const CT* filter, CT* output);
+absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                           const CT* input, const CT* filter, CT* output);
 template <typename CT>
-void Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                         const CT* filter, const CT* out_backprop, CT* in_backprop);
+absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, const CT* filter,
+                                 const CT* out_backprop, CT* in_backprop);
 template <typename CT>
-void Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                          const CT* input, const CT* out_backprop, CT* filter_backprop);
+absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                  const ConvolutionGeometry& g, const CT* input,
+                                  const CT* out_backprop, CT* filter_backprop);
 
 // Kernels of the matmul and bias families (matmul_kernels.cc, convolution_bias_kernels.cc).
 absl::Status Matmul(const KernelContext& context);
