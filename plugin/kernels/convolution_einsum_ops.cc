@@ -196,7 +196,12 @@ absl::StatusOr<EinsumPlan> PlanEinsum(const EinsumEquation& equation,
       const int label = axes[axis];
       if (label >= plan.num_named) {
         int64_t& size = broadcast_sizes[label - plan.num_named];
-        if (size == 1) size = dim;  // a mismatch is reported with the contraction's shapes
+        if (size != 1 && dim != 1 && size != dim) {
+          return absl::InvalidArgumentError(absl::StrCat("Invalid broadcasting dimensions: ",
+                                                         ShapeString(shapes[0]), " vs. ",
+                                                         ShapeString(shapes.back())));
+        }
+        if (size == 1) size = dim;
         continue;
       }
       if (plan.sizes[label] != -1 && plan.sizes[label] != dim) {
@@ -317,8 +322,15 @@ class EinsumOp {
     const std::vector<int64_t> output_shape = SizesOf(plan, plan.output_labels);
     for (const auto& shape : shapes) VGPU_RETURN_IF_ERROR(CheckRank(shape.size()));
     VGPU_RETURN_IF_ERROR(CheckRank(output_shape.size()));
+    int64_t output_elements = 1;
+    for (int64_t dim : output_shape) {
+      if (__builtin_mul_overflow(output_elements, dim, &output_elements)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Einsum output shape ", ShapeString(output_shape), " is too large"));
+      }
+    }
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_shape));
-    if (NumElements(output_shape) == 0) return absl::OkStatus();
+    if (output_elements == 0) return absl::OkStatus();
     if (num_inputs == 1) {
       return LaunchRearrange(
           context, dtype, BufferOf(inputs[0].get()), shapes[0], BufferOf(output.get()),
@@ -393,6 +405,12 @@ class EinsumOp {
                         const std::vector<TensorPtr>& inputs,
                         const std::vector<std::vector<int64_t>>& shapes, TF_Tensor* output,
                         const std::vector<int64_t>& output_shape) {
+    // The matrix product's tensors have the broadcast dimensions and three more.
+    if (plan.broadcast_rank + 3 > kMaxRank) {
+      return absl::UnimplementedError(absl::StrCat("Einsum on the virtual GPU supports up to ",
+                                                   kMaxRank - 3,
+                                                   " broadcast (ellipsis) dimensions"));
+    }
     // Batch labels in the output's order, contract labels in the first operand's.
     const std::vector<int> batch = LabelsOfType(plan, plan.output_labels, LabelType::kBatch);
     const std::vector<int> contract =
@@ -402,23 +420,9 @@ class EinsumOp {
       VGPU_ASSIGN_OR_RETURN(operands[i], PrepareOperand(context, plan, dtype, inputs[i].get(),
                                                         shapes[i], i, batch, contract));
     }
-    // The product's batch dimensions: the operands' broadcast, right-aligned.
-    std::vector<int64_t> product_dims(plan.broadcast_rank, 1);
-    for (const MatmulOperand& operand : operands) {
-      const size_t rank = operand.dims.size() - 3;
-      for (size_t j = 0; j < rank; ++j) {
-        int64_t& dim = product_dims[plan.broadcast_rank - rank + j];
-        const int64_t other = operand.dims[j];
-        if (dim != other && dim != 1 && other != 1) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "Invalid broadcasting dimensions: ", ShapeString(operands[0].dims), " vs. ",
-              ShapeString(operands[1].dims)));
-        }
-        if (dim == 1) dim = other;
-      }
-    }
-    // The product's labels, with the operands in either order; the output's order, if one
-    // gives it, lets the product be written straight into the output.
+    // The product's labels, with the operands in either order: when one order gives the
+    // output's, the product is written straight into the output. Its batch dimensions are the
+    // operands' broadcast (right-aligned), which the plan checked and sized.
     const std::vector<int> broadcast_labels =
         LabelsOfType(plan, plan.output_labels, LabelType::kBroadcast);
     int first = 0;
@@ -433,12 +437,7 @@ class EinsumOp {
     const MatmulOperand& a = operands[first];
     const MatmulOperand& b = operands[1 - first];
     const bool direct = product_labels == plan.output_labels;
-    // The operands have at most as many broadcast dimensions as the product.
-    if (product_dims.size() + 3 > static_cast<size_t>(kMaxRank)) {
-      return absl::UnimplementedError(absl::StrCat("Einsum on the virtual GPU supports up to ",
-                                                   kMaxRank - 3,
-                                                   " broadcast (ellipsis) dimensions"));
-    }
+    std::vector<int64_t> product_dims = SizesOf(plan, broadcast_labels);
     product_dims.insert(product_dims.end(), {a.dims[a.dims.size() - 3],
                                              Product(SizesOf(plan, a.free_labels)),
                                              Product(SizesOf(plan, b.free_labels))});

@@ -136,6 +136,7 @@ BAD_EINSUMS = {
     "no-output-ellipsis": ("...ij,jk->ik", [(5, 2, 3), (3, 4)], "no ellipsis"),
     "unknown-output-label": ("ij,jk->iz", [(2, 3), (3, 4)], "appears in no input"),
     "bad-ellipsis": ("..ij,jk->ik", [(2, 3), (3, 4)], "Invalid ellipsis"),
+    "output-too-large": ("i->iiiiiiii", [(300,)], "too large"),
 }
 
 
