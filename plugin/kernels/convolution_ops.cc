@@ -5,9 +5,9 @@
 // Written as TensorFlow's cuDNN kernels are: validate attributes and shapes with TensorFlow's
 // rules and messages, compute and allocate the output, then per call create and set tensor,
 // filter and convolution descriptors (SAME/VALID resolved to explicit paddings) and launch
-// (protocol/kernels/convolution.h). 3-D convolutions, MatMul, the bias ops and Einsum live in
-// convolution_3d_ops.cc, convolution_matmul_ops.cc, convolution_bias_ops.cc and
-// convolution_einsum_ops.cc.
+// (protocol/kernels/convolution.h). 3-D convolutions, the generic Conv op, MatMul, the bias ops
+// and Einsum live in convolution_3d_ops.cc, convolution_generic_ops.cc,
+// convolution_matmul_ops.cc, convolution_bias_ops.cc and convolution_einsum_ops.cc.
 #include "plugin/kernels/convolution_ops.h"
 
 #include <algorithm>
@@ -36,34 +36,6 @@ std::vector<int64_t> ShapeFromFormat(DataFormat format, int64_t batch,
   shape.insert(shape.end(), spatial.begin(), spatial.end());
   if (format == DataFormat::kNHWC) shape.push_back(channels);
   return shape;
-}
-
-// TensorFlow's CheckValidPadding for tensors of `rank`.
-absl::Status CheckValidPadding(const ConvAttributes& a, int rank) {
-  if (a.padding == Padding::kExplicit) {
-    if (a.explicit_paddings.size() != static_cast<size_t>(2 * rank)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "explicit_paddings attribute must contain ", 2 * rank, " values, but got: ",
-          a.explicit_paddings.size()));
-    }
-    for (int64_t value : a.explicit_paddings) {
-      if (value < 0) {
-        return absl::InvalidArgumentError(
-            "All elements of explicit_paddings must be nonnegative");
-      }
-      if (value > kInt32Max) return absl::InvalidArgumentError("explicit padding too large");
-    }
-    const int channel = ChannelDim(a.data_format, rank);
-    if (a.explicit_paddings[0] != 0 || a.explicit_paddings[1] != 0 ||
-        a.explicit_paddings[2 * channel] != 0 || a.explicit_paddings[2 * channel + 1] != 0) {
-      return absl::InvalidArgumentError(
-          "Nonzero explicit padding in the batch or depth dimensions is not supported");
-    }
-  } else if (!a.explicit_paddings.empty()) {
-    return absl::InvalidArgumentError(
-        "explicit_paddings attribute must be empty if the padding attribute is not EXPLICIT");
-  }
-  return absl::OkStatus();
 }
 
 // The messages and error classes one kind of op uses for its stride and dilation attributes.
@@ -124,6 +96,34 @@ int64_t NumElements(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
+}
+
+absl::Status CheckConvPadding(const ConvAttributes& a) {
+  const int rank = a.spatial_dims + 2;
+  if (a.padding == Padding::kExplicit) {
+    if (a.explicit_paddings.size() != static_cast<size_t>(2 * rank)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "explicit_paddings attribute must contain ", 2 * rank, " values, but got: ",
+          a.explicit_paddings.size()));
+    }
+    for (int64_t value : a.explicit_paddings) {
+      if (value < 0) {
+        return absl::InvalidArgumentError(
+            "All elements of explicit_paddings must be nonnegative");
+      }
+      if (value > kInt32Max) return absl::InvalidArgumentError("explicit padding too large");
+    }
+    const int channel = ChannelDim(a.data_format, rank);
+    if (a.explicit_paddings[0] != 0 || a.explicit_paddings[1] != 0 ||
+        a.explicit_paddings[2 * channel] != 0 || a.explicit_paddings[2 * channel + 1] != 0) {
+      return absl::InvalidArgumentError(
+          "Nonzero explicit padding in the batch or depth dimensions is not supported");
+    }
+  } else if (!a.explicit_paddings.empty()) {
+    return absl::InvalidArgumentError(
+        "explicit_paddings attribute must be empty if the padding attribute is not EXPLICIT");
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, ConvKind kind) {
@@ -213,7 +213,7 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
       return absl::InvalidArgumentError("strides and dilations must fit in 32 bits");
     }
   }
-  VGPU_RETURN_IF_ERROR(CheckValidPadding(a, rank));
+  VGPU_RETURN_IF_ERROR(CheckConvPadding(a));
   return a;
 }
 
@@ -835,6 +835,7 @@ void RegisterConvolutionOps(const char* device_type) {
   DocumentOp("_FusedConv2D", "NHWC, NCHW",
              "Grappler's Conv2D + BiasAdd (+ Relu/Relu6) fusion; HWIO filters only.");
   RegisterConvolution3DOps(device_type);
+  RegisterGenericConvolutionOps(device_type);
   RegisterMatmulOps(device_type);
   RegisterBiasOps(device_type);
   RegisterEinsumOps(device_type);

@@ -55,6 +55,10 @@ struct ConvAttributes {
 // does (same conditions, error classes and messages).
 absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, ConvKind kind);
 
+// TensorFlow's CheckValidPadding for `a`'s padding and explicit paddings (tensors of rank
+// a.spatial_dims + 2).
+absl::Status CheckConvPadding(const ConvAttributes& a);
+
 // Positions of the channel and of spatial dimension `spatial` in a tensor of `rank`.
 int ChannelDim(DataFormat format, int rank);
 int SpatialDim(DataFormat format, int spatial);
@@ -111,6 +115,7 @@ int64_t NumElements(absl::Span<const int64_t> dims);
 
 // The family's files (each registers its ops and documents them with DocumentOp).
 void RegisterConvolution3DOps(const char* device_type);  // convolution_3d_ops.cc
+void RegisterGenericConvolutionOps(const char* device_type);  // convolution_generic_ops.cc
 void RegisterMatmulOps(const char* device_type);         // convolution_matmul_ops.cc
 void RegisterBiasOps(const char* device_type);           // convolution_bias_ops.cc
 void RegisterEinsumOps(const char* device_type);         // convolution_einsum_ops.cc

@@ -1,5 +1,6 @@
 """Convolution-family ops on the virtual GPU against TensorFlow's CPU kernels: Conv2D (plain and
-grouped) and its two backprops with their V2 variants, the DepthwiseConv2dNative trio, MatMul,
+grouped) and its two backprops with their V2 variants, the generic Conv op, the
+DepthwiseConv2dNative trio, MatMul,
 BatchMatMulV2/V3, BiasAdd and BiasAddGrad. 3-D convolutions and Einsum have their own files.
 
 TensorFlow's CPU convolutions (oneDNN or Eigen) sum in a different order than the plugin's
@@ -502,6 +503,70 @@ def vjp(fn, upstream, *args):
             tape.watch(t)
         out = fn(*args)
     return (out,) + tuple(tape.gradient(out, args, output_gradients=upstream))
+
+
+def generic_conv(channels_first, strides, padding, dilations=None, batch_dims=1,
+                 explicit_paddings=()):
+    """TensorFlow's generic Conv op on channels-last tensors, computed channels first when
+    asked (TensorFlow's CPU kernel takes CHANNELS_LAST only)."""
+    def conv(x, w):
+        rank = len(x.shape)
+        first = list(range(batch_dims)) + [rank - 1] + list(range(batch_dims, rank - 1))
+        last = list(range(batch_dims)) + list(range(batch_dims + 1, rank)) + [batch_dims]
+        spatial = rank - 1 - batch_dims
+        full = lambda values: ([1, 1] + values) if channels_first else ([1] + values + [1])
+        y = tf.raw_ops.Conv(
+            input=tf.transpose(x, first) if channels_first else x, filter=w,
+            strides=full(strides), padding=padding,
+            explicit_paddings=list(explicit_paddings),
+            dilations=full(dilations or [1] * spatial),
+            data_format="CHANNELS_FIRST" if channels_first else "CHANNELS_LAST",
+            batch_dims=batch_dims)
+        return tf.transpose(y, last) if channels_first else y
+    return conv
+
+
+@pytest.mark.parametrize("channels_first", [False, True], ids=["last", "first"])
+@pytest.mark.parametrize("case", ["2d-same-strided", "2d-explicit", "2d-dilated-batch-dims",
+                                  "3d-valid"])
+def test_generic_conv_op_matches_cpu(channels_first, case):
+    if case == "2d-same-strided":
+        x_shape, w_shape, args = (2, 7, 8, 3), (3, 2, 3, 4), ([2, 1], "SAME")
+        kwargs = {}
+    elif case == "2d-explicit":
+        x_shape, w_shape, args = (2, 7, 8, 3), (3, 3, 3, 4), ([1, 1], "EXPLICIT")
+        kwargs = dict(explicit_paddings=[0, 0, 1, 2, 2, 0, 0, 0])
+    elif case == "2d-dilated-batch-dims":
+        x_shape, w_shape, args = (2, 3, 7, 8, 3), (3, 2, 3, 4), ([1, 1], "VALID")
+        kwargs = dict(dilations=[2, 1], batch_dims=2)
+    else:
+        x_shape, w_shape, args = (2, 4, 5, 6, 3), (2, 3, 2, 3, 4), ([1, 2, 1], "VALID")
+        kwargs = {}
+    if channels_first and "explicit_paddings" in kwargs:
+        p = kwargs["explicit_paddings"]
+        kwargs = dict(kwargs, explicit_paddings=p[0:2] + p[6:8] + p[2:6])
+    x = random_array(x_shape, np.float32, seed=64, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=65, low=-1, high=1)
+    cpu_kwargs = dict(kwargs, explicit_paddings=[0, 0, 1, 2, 2, 0, 0, 0]) if (
+        case == "2d-explicit") else kwargs
+    expected = on_device("/CPU:0", generic_conv(False, *args, **cpu_kwargs), x, w)
+    vgpu.reset_stats()
+    actual = on_device("/GPU:0", generic_conv(channels_first, *args, **kwargs), x, w)
+    assert vgpu.stats()["launches"] >= 1
+    assert_close(actual, expected, np.float32)
+
+
+def test_generic_conv_op_rejects_groups_and_other_spatial_ranks():
+    x, w = np.ones((1, 5, 5, 4), np.float32), np.ones((3, 3, 2, 2), np.float32)
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME", groups=2),
+                   x, w, error=tf.errors.UnimplementedError, match="Grouped")
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME", batch_dims=2),
+                   x, w, match="2 or 3 spatial dimensions")
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME"),
+                   x, w, match="equal to filter depth")
 
 
 MATMUL_DTYPES = [np.float32, np.float64, np.float16, BF16]
