@@ -37,11 +37,12 @@ inline constexpr KernelId kForward = KernelId{400};
 // buffers:  max mode [x, dy, dx];  average mode [dy, dx]; params: none.
 //   max:     each dy element is added to dx at the first element (in window order) holding the
 //            max of its window, recomputed from x; a window without a max (only skipped NaNs)
-//            routes nothing (cuDNN's CUDNN_NOT_PROPAGATE_NAN). Contributions to one dx element
-//            add up in row-major output order.
+//            routes nothing (cuDNN's CUDNN_NOT_PROPAGATE_NAN).
 //   average: dx[i] = sum over the windows containing i of dy * T(1 / number of input elements
-//            in that window), accumulated in the dtype in TensorFlow's CPU order: 2-D windows in
-//            row-major order, 3-D windows with the W index outermost, then H, then D.
+//            in that window).
+//   Contributions to one dx element add up in the dtype in the order of TensorFlow's own CPU
+//   kernels: 2-D windows in row-major order, 3-D windows with the W index outermost, then H,
+//   then D.
 // dx is fully written (zero where no window routes a gradient).
 inline constexpr KernelId kBackward = KernelId{401};
 

@@ -24,6 +24,10 @@
 #include "plugin/protocol/kernels/pooling.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
+// TensorFlow's CPU kernels round every product before adding it; so must these (no fused
+// multiply-add, which -march=native would otherwise allow the compiler to form).
+#pragma GCC optimize("fp-contract=off")
+
 namespace vgpu::cpu_kernels {
 namespace {
 
@@ -158,12 +162,24 @@ void AvgPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
   });
 }
 
+// The loop nest order over output positions, outermost first, in which TensorFlow's CPU kernels
+// accumulate gradients: row-major for 2-D pooling, W, H, D for 3-D pooling (dimension indices
+// into PoolGeometry's [D, H, W]).
+struct LoopOrder {
+  int dims[3];
+  int operator[](int i) const { return dims[i]; }
+};
+LoopOrder GradientOrder(const PoolGeometry& g) {
+  return g.spatial_dims == 3 ? LoopOrder{{2, 1, 0}} : LoopOrder{{0, 1, 2}};
+}
+
 // Max pooling gradient. Work units are (image, block of channels): every dx element receives
-// its contributions from outputs of its own image and channel, in row-major output order.
+// its contributions from outputs of its own image and channel, in GradientOrder.
 template <typename T, bool kSingleChannel, bool kPropagateNan>
 void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                      const T* dy, T* dx) {
   const int64_t channels = kSingleChannel ? 1 : g.channels;
+  const LoopOrder order = GradientOrder(g);
   constexpr int64_t kChannelBlock = 64;
   const int64_t blocks_per_image = (channels + kChannelBlock - 1) / kChannelBlock;
   const int64_t units = g.images * blocks_per_image;
@@ -182,9 +198,11 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
       for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
         std::fill(dx + p * channels + c0, dx + p * channels + c1, T(0));
       }
-      for (int64_t od = 0; od < g.out[0]; ++od) {
-        for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-          for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+      int64_t o[3];
+      for (o[order[0]] = 0; o[order[0]] < g.out[order[0]]; ++o[order[0]]) {
+        for (o[order[1]] = 0; o[order[1]] < g.out[order[1]]; ++o[order[1]]) {
+          for (o[order[2]] = 0; o[order[2]] < g.out[order[2]]; ++o[order[2]]) {
+            const int64_t od = o[0], oh = o[1], ow = o[2];
             std::fill(best_index, best_index + width, int64_t{-1});
             ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
               const int64_t offset = input_position * channels + c0;
@@ -209,8 +227,7 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
 }
 
 // Average pooling gradient, gathered per input row: dx sums dy * T(1 / window count) over the
-// windows covering each element, in TensorFlow's CPU order (row-major for 2-D windows; W, H, D
-// for 3-D windows).
+// windows covering each element, in GradientOrder.
 template <typename T, bool kSingleChannel>
 void AvgPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* dy,
                      T* dx) {
@@ -234,8 +251,7 @@ void AvgPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
     covering[dim].resize(g.in[dim]);
     for (int64_t i = 0; i < g.in[dim]; ++i) covering[dim][i] = OutputsCovering(g, dim, i);
   }
-  // Loop nest order over the covering windows, outermost first.
-  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
+  const LoopOrder order = GradientOrder(g);
   const int64_t rows = g.images * g.in[0] * g.in[1];
   const double reach = std::max(1.0, WindowSize(g));
   const double per_row = static_cast<double>(g.in[2] * channels) * reach;
