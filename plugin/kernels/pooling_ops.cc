@@ -519,8 +519,8 @@ void RegisterPoolingOps(const char* device_type) {
   DocumentOp("MaxPool", "NHWC, NCHW",
              absl::StrCat("VALID, SAME, EXPLICIT padding. ", nan_forward).c_str());
   DocumentOp("MaxPoolV2", "NHWC, NCHW",
-             absl::StrCat("ksize and strides as host int32 tensors (tf.nn.max_pool with a "
-                          "dynamic ksize). ",
+             absl::StrCat("ksize and strides as host int32 tensors (tf.raw_ops.MaxPoolV2; "
+                          "TensorFlow 2.21's tf.nn.max_pool emits MaxPool). ",
                           nan_forward)
                  .c_str());
   DocumentOp("MaxPoolGrad", "NHWC, NCHW",
