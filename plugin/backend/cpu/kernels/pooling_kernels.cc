@@ -73,12 +73,11 @@ inline bool RaisesMax(const T& best, const T& v) {
   return best < v || (kPropagateNan && IsNan(v));
 }
 
-// Whether `v` becomes the element holding a window's max, `have` saying whether one was found
-// before (protocol/kernels/pooling.h: NaNs skipped, or the first NaN wins with propagation).
-template <bool kPropagateNan, typename T>
-inline bool BecomesMaxElement(bool have, const T& best, const T& v) {
-  if (kPropagateNan) return !have || (!IsNan(best) && (IsNan(v) || best < v));
-  return !IsNan(v) && (!have || best < v);
+// With NaN propagation, whether `v` becomes the element holding a window's max, `have` saying
+// whether one was found before: the first element, then a larger one or the first NaN.
+template <typename T>
+inline bool BecomesMaxElementPropagatingNan(bool have, const T& best, const T& v) {
+  return !have || (!IsNan(best) && (IsNan(v) || best < v));
 }
 
 // Index of position (z, h, w) of image b in a channels-last tensor of `dims` positions.
@@ -95,6 +94,18 @@ inline void ForEachInWindow(const PoolGeometry& g, int64_t b, int64_t od, int64_
   for (int64_t z = zs.begin; z < zs.end; ++z) {
     for (int64_t h = hs.begin; h < hs.end; ++h) {
       for (int64_t w = ws.begin; w < ws.end; ++w) visit(PositionIndex(g.in, b, z, h, w));
+    }
+  }
+}
+
+// Like ForEachInWindow, in reverse window order.
+template <typename Visit>
+inline void ForEachInWindowReversed(const PoolGeometry& g, int64_t b, int64_t od, int64_t oh,
+                                    int64_t ow, Visit&& visit) {
+  const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+  for (int64_t z = zs.end - 1; z >= zs.begin; --z) {
+    for (int64_t h = hs.end - 1; h >= hs.begin; --h) {
+      for (int64_t w = ws.end - 1; w >= ws.begin; --w) visit(PositionIndex(g.in, b, z, h, w));
     }
   }
 }
@@ -134,8 +145,9 @@ void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
     std::fill(out, out + channels, Eigen::NumTraits<T>::lowest());
     ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
       const T* in = x + input_position * channels;
+      // An unconditional select (not a conditional store) vectorises.
       for (int64_t c = 0; c < channels; ++c) {
-        if (RaisesMax<kPropagateNan>(out[c], in[c])) out[c] = in[c];
+        out[c] = RaisesMax<kPropagateNan>(out[c], in[c]) ? in[c] : out[c];
       }
     });
   });
@@ -204,16 +216,36 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
           for (o[order[2]] = 0; o[order[2]] < g.out[order[2]]; ++o[order[2]]) {
             const int64_t od = o[0], oh = o[1], ow = o[2];
             std::fill(best_index, best_index + width, int64_t{-1});
-            ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
-              const int64_t offset = input_position * channels + c0;
-              const T* in = x + offset;
-              for (int64_t c = 0; c < width; ++c) {
-                if (BecomesMaxElement<kPropagateNan>(best_index[c] >= 0, best_value[c], in[c])) {
-                  best_value[c] = in[c];
-                  best_index[c] = offset + c;
+            if constexpr (kPropagateNan) {
+              ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+                const int64_t offset = input_position * channels + c0;
+                const T* in = x + offset;
+                for (int64_t c = 0; c < width; ++c) {
+                  if (BecomesMaxElementPropagatingNan(best_index[c] >= 0, best_value[c], in[c])) {
+                    best_value[c] = in[c];
+                    best_index[c] = offset + c;
+                  }
                 }
-              }
-            });
+              });
+            } else {
+              // The same element in two passes of unconditional selects (they vectorise): the
+              // maximum of the non-NaN elements, then the first element equal to it (found
+              // walking the window backwards and keeping the last match).
+              std::fill(best_value, best_value + width, -Eigen::NumTraits<T>::infinity());
+              ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+                const T* in = x + input_position * channels + c0;
+                for (int64_t c = 0; c < width; ++c) {
+                  best_value[c] = best_value[c] < in[c] ? in[c] : best_value[c];
+                }
+              });
+              ForEachInWindowReversed(g, b, od, oh, ow, [&](int64_t input_position) {
+                const int64_t offset = input_position * channels + c0;
+                const T* in = x + offset;
+                for (int64_t c = 0; c < width; ++c) {
+                  best_index[c] = in[c] == best_value[c] ? offset + c : best_index[c];
+                }
+              });
+            }
             const int64_t position = PositionIndex(g.out, b, od, oh, ow);
             const T* grad = dy + position * channels + c0;
             for (int64_t c = 0; c < width; ++c) {
