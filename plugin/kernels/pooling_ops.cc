@@ -7,8 +7,10 @@
 #include "plugin/kernels/pooling_ops.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -236,13 +238,13 @@ absl::StatusOr<PoolPlan> PlanPooling(const PoolWindow& window, PoolingMode mode,
     const int dim = window.SpatialDim(k);
     VGPU_ASSIGN_OR_RETURN(WindowedSize size, WindowedOutputSize(window, dim, input_dims[dim]));
     plan.output_dims[dim] = size.out;
-    for (auto [value, limit] : {std::pair<int64_t, const char*>{window.ksize[dim], "ksize"},
-                                {window.strides[dim], "stride"},
-                                {size.pad_before, "padding"},
-                                {size.pad_after, "padding"}}) {
+    for (auto [value, what] : {std::pair<int64_t, const char*>{window.ksize[dim], "ksize"},
+                               {window.strides[dim], "stride"},
+                               {size.pad_before, "padding"},
+                               {size.pad_after, "padding"}}) {
       if (value > INT32_MAX) {
         return absl::InvalidArgumentError(
-            absl::StrCat("pooling ", limit, " ", value, " exceeds the int32 range"));
+            absl::StrCat("pooling ", what, " ", value, " exceeds the int32 range"));
       }
     }
     s.window[k] = static_cast<int32_t>(window.ksize[dim]);
@@ -303,11 +305,13 @@ class PoolOp {
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    PoolWindow window = window_;
+    PoolWindow dynamic_window;
     if (dynamic_) {
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 1, 2, window));
-      VGPU_RETURN_IF_ERROR(CheckAttributes(window));
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 1, 2, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckAttributes(dynamic_window));
     }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
     if (x_dims.size() != 4) {
       return absl::InvalidArgumentError(
@@ -366,11 +370,13 @@ class MaxPoolGradOp {
     if (TF_NumDims(dy.get()) != 4) {
       return absl::InvalidArgumentError("out_backprop must be 4-dimensional");
     }
-    PoolWindow window = window_;
+    PoolWindow dynamic_window;
     if (dynamic_) {
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
     }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
     const TF_DataType dtype = TF_TensorType(x.get());
     // Never forwarded into x: the kernel reads x while it writes dx.
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
@@ -419,11 +425,13 @@ class MaxPoolGradGradOp {
     if (TF_NumDims(ddx.get()) != 4) {
       return absl::InvalidArgumentError("out_grad_backprop must be 4-dimensional");
     }
-    PoolWindow window = window_;
+    PoolWindow dynamic_window;
     if (dynamic_) {
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
     }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank4));
