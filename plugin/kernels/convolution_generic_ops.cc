@@ -13,7 +13,7 @@
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/protocol/kernels/convolution.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 namespace {
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
@@ -57,7 +57,7 @@ class GenericConvolutionOp {
       return absl::InvalidArgumentError(absl::StrCat(
           "The input must have 2 or 3 spatial dimensions but got ", spatial_dims));
     }
-    if (NumElements(filter_shape) == 0) {
+    if (DimsProduct(filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -111,7 +111,7 @@ class GenericConvolutionOp {
     expanded_output.insert(expanded_output.end(), output_shape.begin() + 1, output_shape.end());
     VGPU_ASSIGN_OR_RETURN(TensorPtr output,
                           context.AllocateOutput(0, p.dtype, expanded_output));
-    if (NumElements(output_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
     p.input_shape = std::move(input_shape);
     p.filter_shape = std::move(filter_shape);
@@ -179,4 +179,4 @@ void RegisterGenericConvolutionOps(const char* device_type) {
              "2-D or 3-D from the input's rank and batch_dims; groups = 1 (as TensorFlow).");
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::conv

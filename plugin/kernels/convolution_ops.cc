@@ -22,7 +22,7 @@
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 namespace {
 
 constexpr std::initializer_list<TF_DataType> kConvolutionTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
@@ -88,11 +88,11 @@ int SpatialDim(DataFormat format, int spatial) {
   return format == DataFormat::kNHWC ? spatial + 1 : spatial + 2;
 }
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
+std::string DimsString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-int64_t NumElements(absl::Span<const int64_t> dims) {
+int64_t DimsProduct(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
@@ -270,16 +270,16 @@ absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttri
   if (input_shape.size() != static_cast<size_t>(rank)) {
     if (three_d) return absl::InvalidArgumentError("input must be 5-dimensional");
     return absl::InvalidArgumentError(
-        depthwise ? absl::StrCat("input must be 4-dimensional", ShapeString(input_shape))
+        depthwise ? absl::StrCat("input must be 4-dimensional", DimsString(input_shape))
                   : absl::StrCat("convolution input must be 4-dimensional: ",
-                                 ShapeString(input_shape)));
+                                 DimsString(input_shape)));
   }
   if (filter_shape.size() != static_cast<size_t>(rank)) {
     if (three_d) return absl::InvalidArgumentError("filter must be 5-dimensional");
     return absl::InvalidArgumentError(absl::StrCat(
         depthwise ? "filter must be 4-dimensional: " : "convolution filter must be "
                                                        "4-dimensional: ",
-        ShapeString(filter_shape)));
+        DimsString(filter_shape)));
   }
   const int64_t in_depth = input_shape[ChannelDim(a.data_format, rank)];
   const int64_t filter_depth = filter_shape[rank - 2];
@@ -302,7 +302,7 @@ absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttri
           absl::StrCat("Input depth must be evenly divisible by filter depth: ", in_depth,
                        " vs ", filter_depth));
     }
-    if (NumElements(filter_shape) == 0) {
+    if (DimsProduct(filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -534,9 +534,9 @@ class ConvolutionOp {
                           ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
                                          ShapeOf(filter.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -597,7 +597,7 @@ class ConvolutionBackpropInputOp {
                                           std::move(out_backprop_shape)));
     VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
                           context.AllocateOutput(0, dtype, p.input_shape));
-    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.input_shape) == 0) return absl::OkStatus();
     // An empty out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
                              {BufferOf(filter.get()), BufferOf(out_backprop.get()),
@@ -665,7 +665,7 @@ class ConvolutionBackpropFilterOp {
                                           ShapeOf(out_backprop.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
                           context.AllocateOutput(0, dtype, p.filter_shape));
-    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.filter_shape) == 0) return absl::OkStatus();
     // An empty input or out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
                              {BufferOf(input.get()), BufferOf(out_backprop.get()),
@@ -709,11 +709,11 @@ class FusedConvolutionOp {
         TF_TensorType(bias.get()) != dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
-          ShapeString(bias_shape)));
+          DimsString(bias_shape)));
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -794,7 +794,7 @@ KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
   return launch;
 }
 
-void RegisterConvolutionOps(const char* device_type) {
+void RegisterConvolution2DOps(const char* device_type) {
   RegisterKernelForTypes<ConvolutionOp<ConvKind::kConv2D>>("Conv2D", device_type, "T",
                                                            kConvolutionTypes);
   DocumentOp("Conv2D", "NHWC, NCHW",
@@ -834,11 +834,19 @@ void RegisterConvolutionOps(const char* device_type) {
                                              {TF_FLOAT, TF_HALF, TF_DOUBLE});
   DocumentOp("_FusedConv2D", "NHWC, NCHW",
              "Grappler's Conv2D + BiasAdd (+ Relu/Relu6) fusion; HWIO filters only.");
-  RegisterConvolution3DOps(device_type);
-  RegisterGenericConvolutionOps(device_type);
-  RegisterMatmulOps(device_type);
-  RegisterBiasOps(device_type);
-  RegisterEinsumOps(device_type);
+}
+
+}  // namespace vgpu::conv
+
+namespace vgpu {
+
+void RegisterConvolutionOps(const char* device_type) {
+  conv::RegisterConvolution2DOps(device_type);
+  conv::RegisterConvolution3DOps(device_type);
+  conv::RegisterGenericConvolutionOps(device_type);
+  conv::RegisterMatmulOps(device_type);
+  conv::RegisterBiasOps(device_type);
+  conv::RegisterEinsumOps(device_type);
 }
 
 }  // namespace vgpu

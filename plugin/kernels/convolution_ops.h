@@ -1,7 +1,8 @@
-// The convolution family's shared pieces (kernels/convolution*_ops.cc): TensorFlow's convolution
-// attributes and shape rules for 2-D and 3-D convolutions, the problem a convolution launch
-// describes, the launch itself, and the registration entry points of the family's files, which
-// RegisterConvolutionOps (convolution_ops.cc) calls.
+// The convolution family's shared pieces (kernels/convolution*_ops.cc), in namespace vgpu::conv
+// so that they never meet another family's names: TensorFlow's convolution attributes and
+// shape rules for 2-D and 3-D convolutions, the problem a convolution launch describes, the
+// launch itself, and the registration entry points of the family's files, which
+// RegisterConvolutionOps (convolution_ops.cc, declared in op_registration.h) calls.
 #ifndef VGPU_KERNELS_CONVOLUTION_OPS_H_
 #define VGPU_KERNELS_CONVOLUTION_OPS_H_
 
@@ -14,7 +15,7 @@
 #include "absl/types/span.h"
 #include "plugin/kernels/op_kernel.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 
 // The epilogue of TensorFlow's _FusedConv2D / _FusedMatMul as the plugin supports it: a BiasAdd
 // (the op's single extra argument), then optionally an activation.
@@ -110,16 +111,19 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
                                const TF_Tensor* bias = nullptr,
                                const FusedBiasActivation* fused = nullptr);
 
-std::string ShapeString(absl::Span<const int64_t> dims);
-int64_t NumElements(absl::Span<const int64_t> dims);
+// "[d0,d1,...]", as TensorFlow prints shapes; the product of the dimensions.
+std::string DimsString(absl::Span<const int64_t> dims);
+int64_t DimsProduct(absl::Span<const int64_t> dims);
 
-// The family's files (each registers its ops and documents them with DocumentOp).
+// The family's files (each registers its ops and documents them with DocumentOp); the op
+// registration's RegisterConvolutionOps calls them all.
+void RegisterConvolution2DOps(const char* device_type);  // convolution_ops.cc
 void RegisterConvolution3DOps(const char* device_type);  // convolution_3d_ops.cc
 void RegisterGenericConvolutionOps(const char* device_type);  // convolution_generic_ops.cc
 void RegisterMatmulOps(const char* device_type);         // convolution_matmul_ops.cc
 void RegisterBiasOps(const char* device_type);           // convolution_bias_ops.cc
 void RegisterEinsumOps(const char* device_type);         // convolution_einsum_ops.cc
 
-}  // namespace vgpu
+}  // namespace vgpu::conv
 
 #endif  // VGPU_KERNELS_CONVOLUTION_OPS_H_
