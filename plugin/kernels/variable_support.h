@@ -1,11 +1,14 @@
-// Helpers for the kernels that update resource variables in place (AssignAdd/Sub, the
-// ResourceApply* optimizers). They use TensorFlow's exported C++ kernel API, because the 2.21
-// wheel does not export the C API for variables; only variable_ops.cc and training_ops.cc
-// include this header (TensorFlow's C++ headers are heavy to compile).
+// Helpers for the kernels that read or update resource variables on the device (AssignAdd/Sub,
+// the ResourceApply* / ResourceSparseApply* optimizers, the ResourceGather / ResourceScatter
+// families). They use TensorFlow's exported C++ kernel API, because the 2.21 wheel does not
+// export the C API for variables; only variable_ops.cc, training_ops.cc and
+// resource_sparse_ops.cc include this header (TensorFlow's C++ headers are heavy to compile).
 #ifndef VGPU_KERNELS_VARIABLE_SUPPORT_H_
 #define VGPU_KERNELS_VARIABLE_SUPPORT_H_
 
+#include <cstdint>
 #include <initializer_list>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -29,6 +32,26 @@ BufferArg BufferOf(const tf::Tensor& tensor);
 // copy. The caller holds the variable's lock.
 absl::Status PrepareToUpdate(tf::OpKernelContext* context, tf::Var* variable,
                              ClientStream& stream);
+
+// Prepares a variable for in-place sparse reads and updates, as TensorFlow's
+// EnsureSparseVariableAccess does: the variable enters copy-on-read mode (later reads copy its
+// buffer instead of sharing it), after moving to a private device copy if a read still shares
+// its buffer. The caller holds the variable's lock; the variable is initialised.
+absl::Status PrepareForSparseAccess(tf::OpKernelContext* context, tf::Var* variable,
+                                    ClientStream& stream);
+
+// The values of an int32 / int64 device tensor, read back to the host (a round trip: the stream
+// is synchronised). For the checks TensorFlow's GPU kernels make on the host too.
+absl::StatusOr<std::vector<int64_t>> ReadIntegersToHost(ClientStream& stream,
+                                                        const tf::Tensor& tensor);
+
+// Registers a kernel written against the C++ API for `op_name` on `device_type` (at
+// TF_InitKernel time: the device type is configurable, so TensorFlow's static registration
+// macros cannot be used) and records it in the op catalog. `create` must not capture.
+void RegisterVariableKernel(const char* op_name, const char* device_type,
+                            std::initializer_list<std::pair<const char*, tf::DataType>> constraints,
+                            std::initializer_list<const char*> host_memory,
+                            tf::OpKernel* (*create)(tf::OpKernelConstruction*));
 
 // The variables named by resource inputs `inputs`, looked up and locked for the lifetime of the
 // object (each mutex once, in address order, as TensorFlow does to avoid deadlocks).
