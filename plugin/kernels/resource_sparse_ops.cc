@@ -351,11 +351,6 @@ class ResourceScatterNdOp : public StatusOpKernel {
   }
 };
 
-template <typename K>
-tf::OpKernel* Create(tf::OpKernelConstruction* context) {
-  return new K(context);
-}
-
 // Registers `K` for `op_name` for every (value dtype, index dtype) pair.
 template <typename K>
 void RegisterIndexed(const char* op_name, const char* device_type, const char* value_attribute,
@@ -366,7 +361,10 @@ void RegisterIndexed(const char* op_name, const char* device_type, const char* v
     for (tf::DataType index : index_types) {
       variables::RegisterVariableKernel(op_name, device_type,
                                         {{value_attribute, dtype}, {"Tindices", index}},
-                                        {resource_argument}, &Create<K>);
+                                        {resource_argument},
+                                        [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+                                          return new K(context);
+                                        });
     }
   }
 }

@@ -89,10 +89,23 @@ absl::StatusOr<std::vector<int64_t>> ReadIntegersToHost(ClientStream& stream,
   return values;
 }
 
+namespace {
+
+// TensorFlow's kernel factory interface over a KernelFactory.
+class FunctionKernelFactory : public tf::kernel_factory::OpKernelFactory {
+ public:
+  explicit FunctionKernelFactory(KernelFactory create) : create_(std::move(create)) {}
+  tf::OpKernel* Create(tf::OpKernelConstruction* context) override { return create_(context); }
+
+ private:
+  KernelFactory create_;
+};
+
+}  // namespace
+
 void RegisterVariableKernel(const char* op_name, const char* device_type,
-                            std::initializer_list<std::pair<const char*, tf::DataType>> constraints,
-                            std::initializer_list<const char*> host_memory,
-                            tf::OpKernel* (*create)(tf::OpKernelConstruction*)) {
+                            absl::Span<const std::pair<const char*, tf::DataType>> constraints,
+                            absl::Span<const char* const> host_memory, KernelFactory create) {
   tf::KernelDefBuilder builder(op_name);
   builder.Device(device_type);
   std::vector<CatalogConstraint> catalog_constraints;
@@ -102,13 +115,14 @@ void RegisterVariableKernel(const char* op_name, const char* device_type,
   }
   for (const char* name : host_memory) builder.HostMemory(name);
   // The registrar lives for the process, like TensorFlow's static ones.
-  new tf::kernel_factory::OpKernelRegistrar(builder.Build(), absl::StrCat("Vgpu", op_name),
-                                            create);
-  CatalogKernel(op_name, catalog_constraints, std::vector<const char*>(host_memory));
+  new tf::kernel_factory::OpKernelRegistrar(
+      builder.Build(), absl::StrCat("Vgpu", op_name),
+      std::make_unique<FunctionKernelFactory>(std::move(create)));
+  CatalogKernel(op_name, catalog_constraints, host_memory);
 }
 
 absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariables::Acquire(
-    tf::OpKernelContext* context, std::initializer_list<int> inputs) {
+    tf::OpKernelContext* context, absl::Span<const int> inputs) {
   std::unique_ptr<LockedVariables> locked(new LockedVariables());
   for (int input : inputs) {
     tf::core::RefCountPtr<tf::Var> variable;

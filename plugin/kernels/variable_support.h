@@ -7,11 +7,13 @@
 #define VGPU_KERNELS_VARIABLE_SUPPORT_H_
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "plugin/client/device_client.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
@@ -45,20 +47,22 @@ absl::Status PrepareForSparseAccess(tf::OpKernelContext* context, tf::Var* varia
 absl::StatusOr<std::vector<int64_t>> ReadIntegersToHost(ClientStream& stream,
                                                         const tf::Tensor& tensor);
 
+// Creates a C++ API kernel for a node.
+using KernelFactory = std::function<tf::OpKernel*(tf::OpKernelConstruction*)>;
+
 // Registers a kernel written against the C++ API for `op_name` on `device_type` (at
 // TF_InitKernel time: the device type is configurable, so TensorFlow's static registration
-// macros cannot be used) and records it in the op catalog. `create` must not capture.
+// macros cannot be used) and records it in the op catalog. The factory lives for the process.
 void RegisterVariableKernel(const char* op_name, const char* device_type,
-                            std::initializer_list<std::pair<const char*, tf::DataType>> constraints,
-                            std::initializer_list<const char*> host_memory,
-                            tf::OpKernel* (*create)(tf::OpKernelConstruction*));
+                            absl::Span<const std::pair<const char*, tf::DataType>> constraints,
+                            absl::Span<const char* const> host_memory, KernelFactory create);
 
 // The variables named by resource inputs `inputs`, looked up and locked for the lifetime of the
 // object (each mutex once, in address order, as TensorFlow does to avoid deadlocks).
 class LockedVariables {
  public:
   static absl::StatusOr<std::unique_ptr<LockedVariables>> Acquire(
-      tf::OpKernelContext* context, std::initializer_list<int> inputs);
+      tf::OpKernelContext* context, absl::Span<const int> inputs);
   ~LockedVariables();
   // The variable of the i-th requested input; its tensor is initialised.
   tf::Var* get(size_t i) const { return variables_[i].get(); }
