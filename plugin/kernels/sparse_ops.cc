@@ -1,6 +1,7 @@
 // TensorFlow op kernels of the sparse family on the virtual GPU: gathers (GatherV2, Gather,
-// GatherNd), scatters into tensors (ScatterNd, TensorScatter{Update, Add, Sub, Min, Max}) and
-// segment reductions (UnsortedSegment{Sum, Prod, Max, Min}, SegmentSum, SegmentMean). The
+// GatherNd), scatters into tensors (ScatterNd, TensorScatter{Update, Add, Sub, Min, Max}),
+// segment reductions (UnsortedSegment{Sum, Prod, Max, Min}, SegmentSum, SegmentMean) and Where
+// (the coordinates of a tensor's non-zero elements, as IndexedSlices helpers use it). The
 // resource-variable gathers and scatters need TensorFlow's C++ API and live in
 // resource_sparse_ops.cc; RegisterSparseOps registers both.
 //
@@ -521,6 +522,50 @@ class SortedSegmentOp : public NoAttributes<SortedSegmentOp<kOp>> {
   }
 };
 
+// ---------------------------------------------------------------------------------------------
+// Where
+
+// Where(input): the coordinates of the true (non-zero) elements, [num_true, rank] int64. As
+// TensorFlow's GPU kernel, it counts on the device, reads the count back (a round trip) to
+// size the output, then writes the coordinates.
+class WhereOp : public NoAttributes<WhereOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
+    const Dims dims = ShapeOf(input.get());
+    if (dims.size() > static_cast<size_t>(kMaxRank)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WhereOp : Unhandled input dimensions: ", dims.size()));
+    }
+    sparse::WhereParams p;
+    VGPU_ASSIGN_OR_RETURN(p.dtype, DTypeOf(TF_TensorType(input.get())));
+    p.rank = static_cast<uint32_t>(dims.size());
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    if (NumElements(dims) == 0) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, TF_INT64, {0, rank}));
+      return absl::OkStatus();
+    }
+    VGPU_ASSIGN_OR_RETURN(TensorPtr count, context.AllocateTemp(TF_INT64, {}));
+    VGPU_RETURN_IF_ERROR(KernelLaunch(context)
+                             .Buffer(BufferOf(input.get()))
+                             .Buffer(BufferOf(count.get()))
+                             .Param(p)
+                             .ParamArray<int64_t>(dims)
+                             .Run(sparse::kCountTrue));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> num_true, ReadDeviceIntegers(context, count.get()));
+    p.num_true = num_true[0];
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.AllocateOutput(0, TF_INT64, {p.num_true, rank}));
+    if (p.num_true == 0 || rank == 0) return absl::OkStatus();
+    return KernelLaunch(context)
+        .Buffer(BufferOf(input.get()))
+        .Buffer(BufferOf(out.get()))
+        .Param(p)
+        .ParamArray<int64_t>(dims)
+        .Run(sparse::kWhere);
+  }
+};
+
 // Registers `K` for every (value dtype, index dtype) pair.
 template <typename K>
 void RegisterIndexed(const char* op_name, const char* device_type, const char* value_attribute,
@@ -544,7 +589,7 @@ void RegisterSparseOps(const char* device_type) {
   const std::initializer_list<TF_DataType> kGatherNdTypes = {
       TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64};
   const std::initializer_list<TF_DataType> kScatterTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
-                                                                TF_DOUBLE, TF_INT64};
+                                                            TF_DOUBLE, TF_INT64, TF_INT32};
   const std::initializer_list<TF_DataType> kSegmentTypes = {
       TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64};
 
@@ -552,11 +597,16 @@ void RegisterSparseOps(const char* device_type) {
                             {"axis"});
   RegisterIndexed<GatherOp>("Gather", device_type, "Tparams", kGatherTypes, "Tindices");
   RegisterIndexed<GatherNdOp>("GatherNd", device_type, "Tparams", kGatherNdTypes, "Tindices");
+  // bool ScatterNd (an or) and TensorScatterUpdate are what Keras' IndexedSlices helpers use;
+  // TensorFlow's GPU build leaves them (and int32, kept in host memory) to the CPU.
   RegisterIndexed<ScatterNdOp>("ScatterNd", device_type, "T", kScatterTypes, "Tindices",
                                {"shape"});
+  RegisterIndexed<ScatterNdOp>("ScatterNd", device_type, "T", {TF_BOOL}, "Tindices", {"shape"});
   using Op = sparse::ScatterOp;
   RegisterIndexed<TensorScatterOp<Op::kAssign>>("TensorScatterUpdate", device_type, "T",
                                                 kScatterTypes, "Tindices");
+  RegisterIndexed<TensorScatterOp<Op::kAssign>>("TensorScatterUpdate", device_type, "T",
+                                                {TF_BOOL}, "Tindices");
   RegisterIndexed<TensorScatterOp<Op::kAdd>>("TensorScatterAdd", device_type, "T",
                                              kScatterTypes, "Tindices");
   RegisterIndexed<TensorScatterOp<Op::kSub>>("TensorScatterSub", device_type, "T",
@@ -609,6 +659,13 @@ void RegisterSparseOps(const char* device_type) {
       "kernel); ids are not checked to be sorted, out-of-range ids are dropped.";
   DocumentOp("SegmentSum", "", kSortedNote);
   DocumentOp("SegmentMean", "", kSortedNote);
+  for (TF_DataType dtype : {TF_BOOL, TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32,
+                            TF_INT64, TF_UINT8}) {
+    RegisterKernel<WhereOp>("Where", device_type, {{"T", dtype}});
+  }
+  DocumentOp("Where", "",
+             "Counts the true elements on the device and reads the count back to size the "
+             "output (a round trip, as TensorFlow's GPU kernel); NaN counts as true.");
 
   RegisterResourceSparseOps(device_type);
 }

@@ -22,6 +22,8 @@ namespace vgpu::sparse {
 inline constexpr int kMaxIndexDepth = 7;
 
 // How a scatter combines an update u with the element p it lands on (values are wire format).
+// bool takes kAssign, kAdd and kMax (p or u) and kMin (p and u), as TensorFlow's bool
+// arithmetic does.
 enum class ScatterOp : uint32_t {
   kAssign = 0,  // p = u
   kAdd = 1,     // p = p + u
@@ -78,7 +80,7 @@ struct GatherNdParams {
 //   updates [num_indices, inner], or a single element when scalar_update is 1
 //   for i in order: params[indices[i], :] = op(params[indices[i], :], updates[i, :]);
 //   an index outside [0, rows) is skipped.
-// dtype: floating types, int32, int64 (bool for kAssign only).
+// dtype: floating types, int32, int64, bool.
 inline constexpr KernelId kScatter = KernelId{1102};
 
 struct ScatterParams {
@@ -101,7 +103,7 @@ struct ScatterParams {
 //   updates [num_updates, slice_size]
 //   for n in order: output[indices[n, :], :] = op(output[indices[n, :], :], updates[n, :]);
 //   a tuple with any coordinate outside its dimension is skipped.
-// index_depth is 1..kMaxIndexDepth. dtype: floating types, int32, int64 (bool: kAssign only).
+// index_depth is 1..kMaxIndexDepth. dtype: floating types, int32, int64, bool.
 inline constexpr KernelId kScatterNd = KernelId{1103};
 
 struct ScatterNdParams {
@@ -144,6 +146,25 @@ struct SegmentReduceParams {
   int64_t num_ids = 0;
   int64_t inner = 1;
   int64_t num_segments = 0;
+};
+
+// The number of true (non-zero) elements of a tensor, the first half of Where.
+// buffers: [input, count]; params: WhereParams (dims unused).
+//   count (one int64) = the number of elements of input that are not zero (NaN counts as true).
+inline constexpr KernelId kCountTrue = KernelId{1105};
+
+// The coordinates of the true elements of a tensor (Where with one argument).
+// buffers: [input, coordinates]; params: WhereParams, then array<int64> dims (rank entries).
+//   input       [dims...]          (dtype)
+//   coordinates [num_true, rank]   int64: the coordinates of the true elements in row-major
+//                                  order; num_true must be the count of kCountTrue (the kernel
+//                                  fails if the input holds another number of true elements).
+inline constexpr KernelId kWhere = KernelId{1106};
+
+struct WhereParams {
+  DType dtype = DType::kBool;
+  uint32_t rank = 0;  // at most 8 (kMaxRank)
+  int64_t num_true = 0;
 };
 
 }  // namespace vgpu::sparse

@@ -6,11 +6,12 @@
 // Work is split so that results do not depend on the thread count: gathers split over output
 // rows; scatters split over columns, each worker applying every update of its columns in index
 // order; segment reductions split over segments, each worker reducing the rows of its segments
-// in row order. Duplicate indices therefore combine in the same order as in TensorFlow's serial
+// in row order; Where counts in parallel and writes coordinates in one ordered pass. Duplicate indices therefore combine in the same order as in TensorFlow's serial
 // CPU kernels.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -205,11 +206,16 @@ absl::Status GatherNd(const KernelContext& context) {
 // Scatters
 
 // The element update of a scatter op. Min and max follow Eigen's cwiseMin/cwiseMax as
-// TensorFlow's CPU functors use them; an integer division by -1 wraps instead of trapping.
+// TensorFlow's CPU functors use them; an integer division by -1 wraps instead of trapping; bool
+// adds as TensorFlow's bool arithmetic does (or).
 template <typename T>
 T Combine(ScatterOp op, T p, T u) {
   if constexpr (std::is_same_v<T, bool>) {
-    return u;  // bool scatters only assign (checked before)
+    switch (op) {
+      case ScatterOp::kAssign: return u;
+      case ScatterOp::kMin: return p && u;
+      default: return p || u;  // kAdd, kMax (others refused before)
+    }
   } else {
     switch (op) {
       case ScatterOp::kAssign: return u;
@@ -233,8 +239,9 @@ absl::Status CheckScatterOp(ScatterOp op, DType dtype) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown scatter op ", static_cast<uint32_t>(op)));
   }
-  if (dtype == DType::kBool && op != ScatterOp::kAssign) {
-    return absl::InvalidArgumentError("bool scatters can only assign");
+  if (dtype == DType::kBool && op != ScatterOp::kAssign && op != ScatterOp::kAdd &&
+      op != ScatterOp::kMin && op != ScatterOp::kMax) {
+    return absl::InvalidArgumentError("bool scatters can only assign, add, min or max");
   }
   return absl::OkStatus();
 }
@@ -446,6 +453,90 @@ absl::Status SegmentReduce(const KernelContext& context) {
   });
 }
 
+// ---------------------------------------------------------------------------------------------
+// Where
+
+// Reads WhereParams and its dims array; returns the element count of the input.
+absl::StatusOr<int64_t> ReadWhere(const KernelContext& context, sparse::WhereParams* params,
+                                  std::vector<int64_t>* dims) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(*params, reader.Get<sparse::WhereParams>());
+  if (params->rank > static_cast<uint32_t>(kMaxRank)) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", params->rank, " exceeds ", kMaxRank));
+  }
+  VGPU_ASSIGN_OR_RETURN(*dims, reader.GetArray<int64_t>(kMaxRank));
+  if (dims->size() != params->rank) {
+    return absl::InvalidArgumentError("dims do not match the rank");
+  }
+  int64_t count = 1;
+  for (int64_t d : *dims) {
+    VGPU_ASSIGN_OR_RETURN(count, CheckedCount({count, d}, "input"));
+  }
+  return count;
+}
+
+template <typename T>
+bool IsTrue(T value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return value;
+  } else {
+    return !(value == T(0));  // NaN is true
+  }
+}
+
+// sparse::kCountTrue.
+absl::Status CountTrue(const KernelContext& context) {
+  sparse::WhereParams p;
+  std::vector<int64_t> dims;
+  VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
+  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
+    VGPU_ASSIGN_OR_RETURN(int64_t* count, context.Buffer<int64_t>(1, 1));
+    std::atomic<int64_t> found{0};
+    context.device->parallelFor(total, Eigen::TensorOpCost(sizeof(T), 0, 1),
+                                [&](Eigen::Index begin, Eigen::Index end) {
+      int64_t local = 0;
+      for (int64_t i = begin; i < end; ++i) local += IsTrue(input[i]) ? 1 : 0;
+      found.fetch_add(local, std::memory_order_relaxed);
+    });
+    *count = found.load();
+    return absl::OkStatus();
+  });
+}
+
+// sparse::kWhere.
+absl::Status Where(const KernelContext& context) {
+  sparse::WhereParams p;
+  std::vector<int64_t> dims;
+  VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
+  VGPU_ASSIGN_OR_RETURN(const int64_t coordinate_count,
+                        CheckedCount({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));
+  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
+    VGPU_ASSIGN_OR_RETURN(int64_t* out, context.Buffer<int64_t>(1, coordinate_count));
+    int64_t written = 0;
+    for (int64_t i = 0; i < total; ++i) {
+      if (!IsTrue(input[i])) continue;
+      if (written == p.num_true) {
+        return absl::InvalidArgumentError("the input holds more true elements than num_true");
+      }
+      int64_t rest = i;
+      for (int d = static_cast<int>(p.rank) - 1; d >= 0; --d) {
+        out[written * p.rank + d] = rest % dims[d];
+        rest /= dims[d];
+      }
+      ++written;
+    }
+    if (written != p.num_true) {
+      return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
+    }
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace
 }  // namespace vgpu::cpu_kernels
 
@@ -457,6 +548,8 @@ void AddSparseKernels(KernelTable& table) {
   table.Add(sparse::kScatter, "scatter", cpu_kernels::Scatter);
   table.Add(sparse::kScatterNd, "scatter_nd", cpu_kernels::ScatterNd);
   table.Add(sparse::kSegmentReduce, "segment_reduce", cpu_kernels::SegmentReduce);
+  table.Add(sparse::kCountTrue, "count_true", cpu_kernels::CountTrue);
+  table.Add(sparse::kWhere, "where", cpu_kernels::Where);
 }
 
 }  // namespace vgpu
