@@ -533,7 +533,7 @@ class WhereOp : public NoAttributes<WhereOp> {
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
     const Dims dims = ShapeOf(input.get());
-    if (dims.size() > static_cast<size_t>(kMaxRank)) {
+    if (dims.empty() || dims.size() > static_cast<size_t>(kMaxRank)) {
       return absl::InvalidArgumentError(
           absl::StrCat("WhereOp : Unhandled input dimensions: ", dims.size()));
     }
