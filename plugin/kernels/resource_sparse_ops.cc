@@ -1,9 +1,10 @@
 // The sparse family's resource-variable ops on the virtual GPU: ResourceGather,
 // ResourceGatherNd, ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max} (Keras applies
 // IndexedSlices gradients through these) and ResourceScatterNd{Update, Add, Sub, Min, Max}.
-// Variables are looked up and locked with TensorFlow's C++ kernel API (variable_support.h) and
-// prepared for sparse access as TensorFlow does (copy-on-read mode); the work runs on the
-// backing executor in place, in stream order (protocol/kernels/sparse.h).
+// Variables are looked up and locked with TensorFlow's C++ kernel API (variable_support.h);
+// scatters update them in place after making their buffer private (variables::PrepareToUpdate;
+// the plugin does not use TensorFlow's copy-on-read mode, see there), and the work runs on the
+// backing executor in stream order (protocol/kernels/sparse.h).
 //
 // Index semantics are TensorFlow's GPU kernels': a gather writes zeros for an index outside the
 // variable, a floating-point scatter ignores it. Integer scatters are different on TensorFlow's
@@ -64,19 +65,24 @@ class StatusOpKernel : public tf::OpKernel {
   virtual absl::Status ComputeWithStatus(tf::OpKernelContext* context) = 0;
 };
 
-// The variable of input 0, locked for the lifetime of the result, checked to hold `dtype`
-// (InvalidArgument `mismatch_message` otherwise) and prepared for sparse access.
-absl::StatusOr<std::unique_ptr<LockedVariables>> SparseVariable(tf::OpKernelContext* context,
+// The variable of input 0, locked for the lifetime of the result and checked to hold `dtype`
+// (InvalidArgument `mismatch_message` otherwise). For an update (`for_update`), its buffer is
+// made private first; a gather reads it as it is (the launch is stream-ordered before any later
+// in-place update).
+absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariable(tf::OpKernelContext* context,
                                                                 ClientStream& stream,
                                                                 tf::DataType dtype,
-                                                                const char* mismatch_message) {
+                                                                const char* mismatch_message,
+                                                                bool for_update) {
   VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
                         LockedVariables::Acquire(context, {0}));
   tf::Var* variable = locked->get(0);
   if (variable->tensor()->dtype() != dtype) {
     return absl::InvalidArgumentError(mismatch_message);
   }
-  VGPU_RETURN_IF_ERROR(variables::PrepareForSparseAccess(context, variable, stream));
+  if (for_update) {
+    VGPU_RETURN_IF_ERROR(variables::PrepareToUpdate(context, variable, stream));
+  }
   return locked;
 }
 
@@ -98,8 +104,9 @@ class ResourceGatherOp : public StatusOpKernel {
     VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
     VGPU_ASSIGN_OR_RETURN(
         std::unique_ptr<LockedVariables> locked,
-        SparseVariable(context, *stream, output_type(0),
-                       "Trying to gather from a variable of another dtype than the op's"));
+        LockedVariable(context, *stream, output_type(0),
+                       "Trying to gather from a variable of another dtype than the op's",
+                       /*for_update=*/false));
     const tf::Tensor& params = *locked->get(0)->tensor();
     const tf::Tensor& indices = context->input(1);
     const Dims params_dims = DimsOf(params.shape());
@@ -181,8 +188,9 @@ class ResourceGatherNdOp : public StatusOpKernel {
     VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
     VGPU_ASSIGN_OR_RETURN(
         std::unique_ptr<LockedVariables> locked,
-        SparseVariable(context, *stream, output_type(0),
-                       "Trying to gather from a variable of another dtype than the op's"));
+        LockedVariable(context, *stream, output_type(0),
+                       "Trying to gather from a variable of another dtype than the op's",
+                       /*for_update=*/false));
     const tf::Tensor& params = *locked->get(0)->tensor();
     const tf::Tensor& indices = context->input(1);
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
@@ -224,7 +232,8 @@ class ResourceScatterOp : public StatusOpKernel {
     const tf::Tensor& indices = context->input(1);
     const tf::Tensor& updates = context->input(2);
     VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
-                          SparseVariable(context, *stream, updates.dtype(), kDTypeMismatch));
+                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
+                                         /*for_update=*/true));
     const tf::Tensor& params = *locked->get(0)->tensor();
     const Dims params_dims = DimsOf(params.shape());
     const Dims indices_dims = DimsOf(indices.shape());
@@ -331,7 +340,8 @@ class ResourceScatterNdOp : public StatusOpKernel {
     const tf::Tensor& indices = context->input(1);
     const tf::Tensor& updates = context->input(2);
     VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
-                          SparseVariable(context, *stream, updates.dtype(), kDTypeMismatch));
+                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
+                                         /*for_update=*/true));
     const tf::Tensor& params = *locked->get(0)->tensor();
     VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
@@ -412,10 +422,10 @@ void RegisterResourceSparseOps(const char* device_type) {
 
   DocumentOp("ResourceGather", "",
              "An index outside the variable's gathered dimension gives a zero output row, no "
-             "error (TensorFlow's GPU kernel). Puts the variable in copy-on-read mode.");
+             "error (TensorFlow's GPU kernel).");
   DocumentOp("ResourceGatherNd", "",
              "An index tuple outside the variable gives zeros, no error (TensorFlow's GPU "
-             "kernel). Puts the variable in copy-on-read mode.");
+             "kernel).");
   constexpr const char* kScatterNote =
       "In place; duplicate indices combine in index order (deterministic). Floating point: an "
       "index outside the variable is ignored (TensorFlow's GPU kernel); int64: indices are read "

@@ -1,7 +1,9 @@
 // The optimizers' update ops on the virtual GPU: every ResourceApply* op TensorFlow's GPU build
-// registers (and ResourceApplyProximalGradientDescent, CPU-only there), and the
-// ResourceSparseApply* ops it registers for the GPU (Adagrad, AdagradV2, ProximalAdagrad, Ftrl,
-// FtrlV2, KerasMomentum). Variables are looked up and locked with TensorFlow's C++ kernel API
+// registers (and ResourceApplyProximalGradientDescent, CPU-only there), the ResourceSparseApply*
+// ops it registers for the GPU (Adagrad, AdagradV2, ProximalAdagrad, Ftrl, FtrlV2,
+// KerasMomentum), and the sparse updates it only has for the CPU (Momentum, Adadelta, RMSProp,
+// CenteredRMSProp, ProximalGradientDescent), with which the legacy optimizers cannot apply
+// IndexedSlices gradients to GPU variables in TensorFlow's own GPU build. Variables are looked up and locked with TensorFlow's C++ kernel API
 // (variable_support.h); the arithmetic runs on the backing executor in place, in stream order
 // (protocol/kernels/training.h).
 //
@@ -57,6 +59,7 @@ struct OptimizerSpec {
   std::vector<ArgSpec> args;  // the op's inputs, in order
   bool sparse = false;
   bool requires_inner = true;  // sparse: "Inner dimension should be greater than zero."
+  bool gpu_registered = true;  // false: TensorFlow has a CPU kernel only
 };
 
 std::vector<int> InputsOf(const OptimizerSpec& spec, Arg kind) {
@@ -210,7 +213,7 @@ class ApplyOptimizerOp : public tf::OpKernel {
       return absl::InvalidArgumentError("Inner dimension should be greater than zero.");
     }
     for (size_t v = 0; v < variable_inputs.size(); ++v) {
-      VGPU_RETURN_IF_ERROR(variables::PrepareForSparseAccess(context, locked.get(v), stream));
+      VGPU_RETURN_IF_ERROR(variables::PrepareToUpdate(context, locked.get(v), stream));
     }
     if (n == 0 || inner == 0) return absl::OkStatus();
     training::SparseUpdateParams params;
@@ -352,6 +355,29 @@ const std::vector<OptimizerSpec>& Optimizers() {
        {Variable("var"), Variable("accum"), Scalar("lr", kLrSpaced), Gradient(), Indices(),
         Scalar("momentum", kMomentum)},
        true, /*requires_inner=*/false},
+      // Sparse updates TensorFlow only has for the CPU (the legacy tf.compat.v1.train
+      // optimizers emit them for IndexedSlices gradients).
+      {"ResourceSparseApplyMomentum", training::kSparseApplyMomentum,
+       {Variable("var"), Variable("accum"), Scalar("lr", kLrSpaced), Gradient(), Indices(),
+        Scalar("momentum", kMomentum)},
+       true, /*requires_inner=*/false, /*gpu_registered=*/false},
+      {"ResourceSparseApplyAdadelta", training::kSparseApplyAdadelta,
+       {Variable("var"), Variable("accum_grad"), Variable("accum_update"), Scalar("lr", kLr),
+        Scalar("rho", kRho), Scalar("epsilon", kEpsilon), Gradient(), Indices()},
+       true, /*requires_inner=*/false, /*gpu_registered=*/false},
+      {"ResourceSparseApplyRMSProp", training::kSparseApplyRMSProp,
+       {Variable("var"), Variable("ms"), Variable("mom"), Scalar("lr", kLr), Scalar("rho", kRho),
+        Scalar("momentum", kMomentum), Scalar("epsilon", kEpsilon), Gradient(), Indices()},
+       true, /*requires_inner=*/false, /*gpu_registered=*/false},
+      {"ResourceSparseApplyCenteredRMSProp", training::kSparseApplyCenteredRMSProp,
+       {Variable("var"), Variable("mg"), Variable("ms"), Variable("mom"), Scalar("lr", kLr),
+        Scalar("rho", kRho), Scalar("momentum", kMomentum), Scalar("epsilon", kEpsilon),
+        Gradient(), Indices()},
+       true, /*requires_inner=*/false, /*gpu_registered=*/false},
+      {"ResourceSparseApplyProximalGradientDescent", training::kSparseApplyProximalGradientDescent,
+       {Variable("var"), Scalar("alpha", kLr), Scalar("l1", kL1), Scalar("l2", kL2), Gradient(),
+        Indices()},
+       true, /*requires_inner=*/true, /*gpu_registered=*/false},
   };
   return *optimizers;
 }
@@ -382,13 +408,17 @@ void RegisterTrainingOps(const char* device_type) {
                                           {{"T", dtype}, {"Tindices", index}}, {}, create);
       }
     }
-    DocumentOp(spec.op_name, "",
-               spec.sparse ? "In place; rows of duplicate indices are updated in index order "
-                             "(deterministic); an index outside the variable is skipped, no "
-                             "error (TensorFlow's GPU kernel). Hyper-parameters are not "
-                             "range-checked (they stay on the device)."
-                           : "In place, with TensorFlow's CPU arithmetic; hyper-parameters are "
-                             "not range-checked (they stay on the device).");
+    const char* note =
+        !spec.sparse ? "In place, with TensorFlow's CPU arithmetic; hyper-parameters are not "
+                       "range-checked (they stay on the device)."
+        : spec.gpu_registered
+            ? "In place; rows of duplicate indices are updated in index order "
+              "(deterministic); an index outside the variable is skipped, no error "
+              "(TensorFlow's GPU kernel). Hyper-parameters are not range-checked."
+            : "TensorFlow has a CPU kernel only. In place, with its arithmetic; rows of "
+              "duplicate indices are updated in index order; an index outside the variable is "
+              "skipped, no error (as the GPU kernels of the other sparse updates).";
+    DocumentOp(spec.op_name, "", note);
   }
 }
 

@@ -39,30 +39,6 @@ absl::Status PrepareToUpdate(tf::OpKernelContext* context, tf::Var* variable,
   return absl::OkStatus();
 }
 
-absl::Status PrepareForSparseAccess(tf::OpKernelContext* context, tf::Var* variable,
-                                    ClientStream& stream) {
-  if (variable->copy_on_read_mode.load()) return absl::OkStatus();
-  tf::Tensor* tensor = variable->tensor();
-  if (!tensor->RefCountIsOne()) {
-    // A read still shares the buffer: the variable moves to a private copy, as in
-    // PrepareToUpdate, before reads start copying.
-    tf::Tensor copy;
-    tf::AllocatorAttributes attributes;
-    attributes.set_gpu_compatible(true);
-    absl::Status allocated =
-        context->allocate_temp(tensor->dtype(), tensor->shape(), &copy, attributes);
-    if (!allocated.ok()) return allocated;
-    if (tensor->TotalBytes() > 0) {
-      absl::Status copied = stream.device().CopyDeviceToDevice(
-          stream, BufferOf(copy).address, BufferOf(*tensor).address, tensor->TotalBytes());
-      if (!copied.ok()) return copied;
-    }
-    *tensor = copy;
-  }
-  variable->copy_on_read_mode.store(true);
-  return absl::OkStatus();
-}
-
 absl::StatusOr<std::vector<int64_t>> ReadIntegersToHost(ClientStream& stream,
                                                         const tf::Tensor& tensor) {
   const int64_t count = tensor.NumElements();

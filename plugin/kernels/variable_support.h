@@ -29,18 +29,16 @@ absl::StatusOr<ClientStream*> StreamOf(tf::OpKernelContext* context);
 // The device range of a tensor's buffer.
 BufferArg BufferOf(const tf::Tensor& tensor);
 
-// Makes the variable's buffer private before an in-place update, as TensorFlow does: if a read
+// Makes the variable's buffer private before an in-place update, dense or sparse: if a read
 // still holds it (or the variable is in copy-on-read mode), the update goes to a fresh device
 // copy. The caller holds the variable's lock.
+//
+// Sparse ops use this too, unlike TensorFlow's, which put a variable in copy-on-read mode
+// (EnsureSparseVariableAccess) so that reads copy instead: a pluggable device runs TensorFlow's
+// DEFAULT AssignVariableOp kernel, which in that mode copies the new value with a host functor
+// and would dereference device memory. The plugin never enters copy-on-read mode.
 absl::Status PrepareToUpdate(tf::OpKernelContext* context, tf::Var* variable,
                              ClientStream& stream);
-
-// Prepares a variable for in-place sparse reads and updates, as TensorFlow's
-// EnsureSparseVariableAccess does: the variable enters copy-on-read mode (later reads copy its
-// buffer instead of sharing it), after moving to a private device copy if a read still shares
-// its buffer. The caller holds the variable's lock; the variable is initialised.
-absl::Status PrepareForSparseAccess(tf::OpKernelContext* context, tf::Var* variable,
-                                    ClientStream& stream);
 
 // The values of an int32 / int64 device tensor, read back to the host (a round trip: the stream
 // is synchronised). For the checks TensorFlow's GPU kernels make on the host too.

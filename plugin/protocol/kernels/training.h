@@ -149,6 +149,30 @@ inline constexpr KernelId kSparseApplyFtrlV2 = KernelId{954};
 // row r.
 inline constexpr KernelId kSparseApplyKerasMomentum = KernelId{955};
 
+// Sparse updates TensorFlow has as CPU kernels only (its GPU build cannot apply them to a GPU
+// variable); the formulas are those CPU kernels'.
+
+// buffers: [var, accum, lr, grad, indices, momentum] (kUseNesterov); accum[r] =
+// accum[r] * momentum + g; var[r] -= lr * accum[r] (Nesterov: var[r] -= lr * g +
+// lr * momentum * accum[r]).
+inline constexpr KernelId kSparseApplyMomentum = KernelId{956};
+
+// buffers: [var, accum, accum_update, lr, rho, epsilon, grad, indices]; kApplyAdadelta on row r.
+inline constexpr KernelId kSparseApplyAdadelta = KernelId{957};
+
+// buffers: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices];
+// ms[r] = ms[r] * rho + g^2 * (1 - rho); mom[r] = mom[r] * momentum +
+// rsqrt(ms[r] + epsilon) * lr * g; var[r] -= mom[r].
+inline constexpr KernelId kSparseApplyRMSProp = KernelId{958};
+
+// buffers: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices]; as
+// kSparseApplyRMSProp with mg[r] = mg[r] * rho + g * (1 - rho) and rsqrt(ms[r] + epsilon -
+// mg[r]^2) in place of rsqrt(ms[r] + epsilon).
+inline constexpr KernelId kSparseApplyCenteredRMSProp = KernelId{959};
+
+// buffers: [var, alpha, l1, l2, grad, indices]; kApplyProximalGradientDescent on row r.
+inline constexpr KernelId kSparseApplyProximalGradientDescent = KernelId{960};
+
 }  // namespace vgpu::training
 
 #endif  // VGPU_PROTOCOL_KERNELS_TRAINING_H_

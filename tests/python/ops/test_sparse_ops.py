@@ -491,6 +491,19 @@ def test_resource_scatter_keeps_earlier_reads_of_the_variable_intact():
     np.testing.assert_array_equal(var.numpy(), [[-1, -1], [1, 1], [0, 0]])
 
 
+def test_a_scattered_variable_can_still_be_assigned_and_read():
+    # Sparse updates must not leave the variable in a mode TensorFlow's own (host-side)
+    # AssignVariableOp kernel cannot handle on the device (TensorFlow's copy-on-read mode).
+    var = _variable_on("/GPU:0", np.zeros((3, 2), np.float32))
+    with tf.device("/GPU:0"):
+        raw.ResourceScatterAdd(resource=var.handle, indices=[1], updates=tf.ones((1, 2)))
+        raw.ResourceGather(resource=var.handle, indices=[1], dtype=tf.float32)
+        var.assign(var * 2.0)
+        raw.ResourceScatterNdAdd(ref=var.handle, indices=[[0, 0]], updates=[5.0])
+        var.assign_add(tf.ones((3, 2)))
+    np.testing.assert_array_equal(var.numpy(), [[6, 1], [3, 3], [1, 1]])
+
+
 def test_resource_scatter_with_bad_inputs_is_invalid_argument():
     var = _variable_on("/GPU:0", np.zeros((4, 3), np.float32))
     with tf.device("/GPU:0"):

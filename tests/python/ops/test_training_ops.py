@@ -116,6 +116,21 @@ SPARSE = {
     "keras_momentum_nesterov": ("ResourceSparseApplyKerasMomentum", ["accum"],
                                 [("lr", 0.05), ("momentum", 0.9)], {"use_nesterov": True},
                                 ALL_FLOATS),
+    # CPU-only in TensorFlow: the legacy optimizers' sparse updates.
+    "momentum": ("ResourceSparseApplyMomentum", ["accum"], [("lr", 0.05), ("momentum", 0.9)],
+                 {"use_nesterov": False}, ALL_FLOATS),
+    "momentum_nesterov": ("ResourceSparseApplyMomentum", ["accum"],
+                          [("lr", 0.05), ("momentum", 0.9)], {"use_nesterov": True}, ALL_FLOATS),
+    "adadelta": ("ResourceSparseApplyAdadelta", ["accum", "accum_update"],
+                 [("lr", 1.0), ("rho", 0.95), ("epsilon", 1e-3)], {}, ALL_FLOATS),
+    "rms_prop": ("ResourceSparseApplyRMSProp", ["ms", "mom"],
+                 [("lr", 0.01), ("rho", 0.9), ("momentum", 0.5), ("epsilon", 1e-3)], {},
+                 NO_BF16),
+    "centered_rms_prop": ("ResourceSparseApplyCenteredRMSProp", ["mg", "ms", "mom"],
+                          [("lr", 0.01), ("rho", 0.9), ("momentum", 0.5), ("epsilon", 1e-3)], {},
+                          NO_BF16),
+    "proximal_gradient_descent": ("ResourceSparseApplyProximalGradientDescent", [],
+                                  [("alpha", 0.1), ("l1", 0.05), ("l2", 0.02)], {}, F32_F64),
 }
 
 SHAPE = (7, 3)
@@ -324,6 +339,49 @@ def test_update_keeps_earlier_reads_of_the_variable_intact():
                                               grad=tf.ones((1, 3)), indices=[1])
     np.testing.assert_array_equal(before.numpy(), np.ones((2, 3)))
     assert not np.allclose(var.numpy(), 1.0)
+
+
+LEGACY_OPTIMIZERS = {
+    "gradient_descent": lambda: tf.compat.v1.train.GradientDescentOptimizer(0.1),
+    "momentum": lambda: tf.compat.v1.train.MomentumOptimizer(0.1, 0.9),
+    "nesterov": lambda: tf.compat.v1.train.MomentumOptimizer(0.1, 0.9, use_nesterov=True),
+    "adam": lambda: tf.compat.v1.train.AdamOptimizer(0.01),
+    "adagrad": lambda: tf.compat.v1.train.AdagradOptimizer(0.1),
+    "adadelta": lambda: tf.compat.v1.train.AdadeltaOptimizer(1.0),
+    "rmsprop": lambda: tf.compat.v1.train.RMSPropOptimizer(0.01, momentum=0.5),
+    "rmsprop_centered": lambda: tf.compat.v1.train.RMSPropOptimizer(0.01, momentum=0.5,
+                                                                    centered=True),
+    "ftrl": lambda: tf.compat.v1.train.FtrlOptimizer(
+        0.1, l1_regularization_strength=0.01, l2_shrinkage_regularization_strength=0.01),
+    "proximal_adagrad": lambda: tf.compat.v1.train.ProximalAdagradOptimizer(
+        0.1, l1_regularization_strength=0.01),
+    "proximal_gradient_descent": lambda: tf.compat.v1.train.ProximalGradientDescentOptimizer(
+        0.1, l1_regularization_strength=0.01),
+}
+
+
+def _legacy_steps(device, name, sparse, steps=3):
+    with tf.device(device):
+        table = tf.Variable(np.linspace(-1, 1, 30, dtype=np.float32).reshape(10, 3))
+        weights = tf.Variable(np.linspace(0.5, -0.5, 3, dtype=np.float32))
+        optimizer = LEGACY_OPTIMIZERS[name]()
+        for step in range(steps):
+            with tf.GradientTape() as tape:
+                rows = tf.gather(table, [1, 4, 1, 7]) if sparse else table * 1.0
+                loss = tf.reduce_sum(tf.tanh(rows * weights + 0.1 * step))
+            grads = tape.gradient(loss, [table, weights])
+            optimizer.apply_gradients(zip(grads, [table, weights]))
+        return [table.read_value(), weights.read_value()]
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "indexed_slices"])
+@pytest.mark.parametrize("name", sorted(LEGACY_OPTIMIZERS))
+def test_legacy_optimizer_steps_match_cpu(name, sparse):
+    # The tf.compat.v1.train optimizers emit ResourceApply* (and ResourceSparseApply* or
+    # ResourceScatter* for IndexedSlices gradients).
+    expected = _legacy_steps("/CPU:0", name, sparse)
+    actual = _legacy_steps("/GPU:0", name, sparse)
+    _assert_all_close(actual, expected, np.float32)
 
 
 def test_empty_updates_are_no_ops():

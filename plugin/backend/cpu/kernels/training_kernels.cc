@@ -606,6 +606,99 @@ absl::Status SparseApplyKerasMomentum(const KernelContext& context) {
   });
 }
 
+// kSparseApplyMomentum: [var, accum, lr, grad, indices, momentum].
+absl::Status SparseApplyMomentum(const KernelContext& context) {
+  return RunSparse(context, "vvsgis", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.GradRow(3, n, b, e);
+    const auto momentum = o.Scalar(5);
+    accum = accum * accum.constant(momentum) + grad;
+    if (o.Flag(training::kUseNesterov)) {
+      var -= grad.constant(lr) * grad +
+             accum.constant(lr) * accum.constant(momentum) * accum;
+    } else {
+      var -= accum.constant(lr) * accum;
+    }
+  });
+}
+
+// kSparseApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad, indices].
+absl::Status SparseApplyAdadelta(const KernelContext& context) {
+  return RunSparse(context, "vvvsssgi", 7,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    auto accum_update = o.Row(2, r, b, e);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), epsilon = o.Scalar(5);
+    const auto grad = o.GradRow(6, n, b, e);
+    accum = accum * accum.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    const auto update = (accum_update + accum_update.constant(epsilon)).sqrt() *
+                        (accum + accum.constant(epsilon)).rsqrt() * grad;
+    var -= update * update.constant(lr);
+    accum_update =
+        accum_update * accum_update.constant(rho) + update.square() * update.constant(T(1) - rho);
+  });
+}
+
+// kSparseApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices].
+absl::Status SparseApplyRMSProp(const KernelContext& context) {
+  return RunSparse(context, "vvvssssgi", 8,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto ms = o.Row(1, r, b, e);
+    auto mom = o.Row(2, r, b, e);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), momentum = o.Scalar(5), epsilon = o.Scalar(6);
+    const auto grad = o.GradRow(7, n, b, e);
+    ms = ms * ms.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    mom = mom * mom.constant(momentum) +
+          (ms + ms.constant(epsilon)).rsqrt() * ms.constant(lr) * grad;
+    var -= mom;
+  });
+}
+
+// kSparseApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices].
+absl::Status SparseApplyCenteredRMSProp(const KernelContext& context) {
+  return RunSparse(context, "vvvvssssgi", 9,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto mg = o.Row(1, r, b, e);
+    auto ms = o.Row(2, r, b, e);
+    auto mom = o.Row(3, r, b, e);
+    const T lr = o.Scalar(4), rho = o.Scalar(5), momentum = o.Scalar(6), epsilon = o.Scalar(7);
+    const auto grad = o.GradRow(8, n, b, e);
+    ms = ms * ms.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    mg = mg * mg.constant(rho) + grad * grad.constant(T(1) - rho);
+    const auto denom = ms + ms.constant(epsilon) - mg.square();
+    mom = mom * mom.constant(momentum) + denom.rsqrt() * ms.constant(lr) * grad;
+    var -= mom;
+  });
+}
+
+// kSparseApplyProximalGradientDescent: [var, alpha, l1, l2, grad, indices].
+absl::Status SparseApplyProximalGradientDescent(const KernelContext& context) {
+  return RunSparse(context, "vsssgi", 5,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    const T lr = o.Scalar(1), l1 = o.Scalar(2), l2 = o.Scalar(3);
+    const auto grad = o.GradRow(4, n, b, e);
+    const auto rate = var.constant(lr);
+    var -= grad * rate;
+    if (l1 > T(0)) {
+      var = var.sign() * (var.abs() - rate * var.constant(l1)).cwiseMax(T(0)) /
+            (var.constant(T(1)) + var.constant(l2) * rate);
+    } else {
+      var = var / (var.constant(T(1)) + var.constant(l2) * rate);
+    }
+  });
+}
+
 }  // namespace
 
 void AddTrainingKernels(KernelTable& table) {
@@ -635,6 +728,13 @@ void AddTrainingKernels(KernelTable& table) {
   table.Add(training::kSparseApplyFtrlV2, "sparse_apply_ftrl_v2", SparseApplyFtrlV2);
   table.Add(training::kSparseApplyKerasMomentum, "sparse_apply_keras_momentum",
             SparseApplyKerasMomentum);
+  table.Add(training::kSparseApplyMomentum, "sparse_apply_momentum", SparseApplyMomentum);
+  table.Add(training::kSparseApplyAdadelta, "sparse_apply_adadelta", SparseApplyAdadelta);
+  table.Add(training::kSparseApplyRMSProp, "sparse_apply_rms_prop", SparseApplyRMSProp);
+  table.Add(training::kSparseApplyCenteredRMSProp, "sparse_apply_centered_rms_prop",
+            SparseApplyCenteredRMSProp);
+  table.Add(training::kSparseApplyProximalGradientDescent,
+            "sparse_apply_proximal_gradient_descent", SparseApplyProximalGradientDescent);
 }
 
 }  // namespace vgpu
