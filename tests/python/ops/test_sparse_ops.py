@@ -234,7 +234,7 @@ def test_tensor_scatter_leaves_its_input_unchanged_and_ignores_out_of_range_tupl
         np.testing.assert_array_equal(tensor.numpy(), [[1, 2], [3, 4]])
 
 
-@pytest.mark.parametrize("name", ["update", "add", "sub"])
+@pytest.mark.parametrize("name", sorted(TENSOR_SCATTERS))
 def test_tensor_scatter_gradients_match_cpu(name):
     indices = np.array([[2], [0]], np.int32)
 
@@ -252,6 +252,18 @@ def test_tensor_scatter_gradients_match_cpu(name):
         return tape.gradient(out, [t, u], output_gradients=weights)
 
     assert_matches_cpu(gradients, tensor, updates, indices)
+
+
+def test_scatters_of_no_updates_match_cpu():
+    no_indices = np.zeros((0, 1), np.int32)
+    assert_matches_cpu(lambda i, u: tf.scatter_nd(i, u, [3, 2]), no_indices,
+                       np.zeros((0, 2), np.float32))
+    assert_matches_cpu(tf.tensor_scatter_nd_add, random_array((3, 2), np.float32), no_indices,
+                       np.zeros((0, 2), np.float32), expect_launch=False)
+    assert_matches_cpu(lambda i, u: tf.scatter_nd(i, u, [0, 2]), no_indices,
+                       np.zeros((0, 2), np.float32), expect_launch=False)
+    assert_matches_cpu(lambda p, i: tf.gather_nd(p, i), random_array((3, 2), np.float32),
+                       no_indices, expect_launch=False)
 
 
 def test_tensor_scatter_with_bad_shapes_is_invalid_argument():
@@ -315,6 +327,13 @@ def test_unsorted_segment_sum_gradient_matches_cpu(dtype):
                                        random_array((4, 3), dtype, seed=21), ids)
 
 
+@pytest.mark.parametrize("name", ["max", "min", "prod"])
+def test_unsorted_segment_reduction_gradients_match_cpu(name):
+    ids = np.array([2, 0, 2, 1, 0], np.int64)  # int64: see the sum gradient test
+    data = random_array((5, 3), np.float32, seed=32)
+    _assert_param_gradient_matches_cpu(lambda d, i: SEGMENT_OPS[name](d, i, 3), data, ids)
+
+
 def test_unsorted_segment_sum_with_bad_inputs_is_invalid_argument():
     with tf.device("/GPU:0"):
         with pytest.raises(tf.errors.InvalidArgumentError, match="does not start with"):
@@ -347,9 +366,9 @@ def test_where_matches_cpu(dtype, shape):
     assert_matches_cpu(tf.where, x)
 
 
-def test_where_of_float16_gives_the_coordinates_of_non_zero_elements():
-    # (TensorFlow's CPU kernel has no float16 Where.)
-    x = np.array([[0.0, 1.5], [-2.0, 0.0], [np.nan, 0.0]], np.float16)
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.uint8])
+def test_where_of_dtypes_the_cpu_lacks_gives_the_coordinates_of_non_zero_elements(dtype):
+    x = np.array([[0, 1], [2, 0], [3, 0]]).astype(dtype)
     out = _on_gpu(tf.where, x)
     np.testing.assert_array_equal(out.numpy(), [[0, 1], [1, 0], [2, 0]])
 
@@ -408,15 +427,16 @@ def test_resource_gather_gives_zero_rows_for_out_of_range_indices():
     np.testing.assert_array_equal(out.numpy(), [[1, 1], [0, 0], [0, 0]])
 
 
-def test_resource_gather_nd_matches_cpu():
-    value = random_array((4, 3, 2), np.float64, seed=26)
+@pytest.mark.parametrize("dtype", FLOATS + [np.int64])
+def test_resource_gather_nd_matches_cpu(dtype):
+    value = random_array((4, 3, 2), dtype, seed=26)
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
     results = []
     for device in ("/CPU:0", "/GPU:0"):
         var = _variable_on(device, value)
         with tf.device(device):
             results.append(raw.ResourceGatherNd(resource=var.handle, indices=indices,
-                                                dtype=tf.float64))
+                                                dtype=var.dtype))
     np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 
 
@@ -452,6 +472,13 @@ def test_resource_scatter_of_a_scalar_update_matches_cpu(name):
     expected = _scatter_on("/CPU:0", name, value, np.array([3, 3, 0]), np.float32(2.5))
     actual = _scatter_on("/GPU:0", name, value, np.array([3, 3, 0]), np.float32(2.5))
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+def test_resource_scatter_of_no_indices_leaves_the_variable_unchanged():
+    value = random_array((4, 2), np.float32, seed=33)
+    out = _scatter_on("/GPU:0", "Add", value, np.zeros((0,), np.int32),
+                      np.zeros((0, 2), np.float32))
+    np.testing.assert_array_equal(out.numpy(), value)
 
 
 def test_resource_scatter_update_of_bool_matches_cpu():
@@ -519,7 +546,7 @@ def test_resource_scatter_with_bad_inputs_is_invalid_argument():
 
 
 @pytest.mark.parametrize("name", ["Update", "Add", "Sub", "Min", "Max"])
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int64])
+@pytest.mark.parametrize("dtype", FLOATS + [np.int64])
 def test_resource_scatter_nd_matches_cpu(name, dtype):
     value = random_array((4, 3), dtype, seed=30)
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
