@@ -7,19 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/convolution_ops.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 namespace {
 
 constexpr std::initializer_list<TF_DataType> kBiasTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                            TF_DOUBLE};
-
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
 
 // Reads the optional data_format attribute (BiasAddV1 has none: NHWC).
 absl::StatusOr<DataFormat> ReadDataFormat(OpConstruction& construction) {
@@ -65,17 +62,17 @@ class BiasAddOp {
     const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
     if (value_shape.size() < 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(value_shape)));
+          absl::StrCat("Input tensor must be at least 2D: ", DimsString(value_shape)));
     }
     if (bias_shape.size() != 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Biases must be 1D: ", ShapeString(bias_shape)));
+          absl::StrCat("Biases must be 1D: ", DimsString(bias_shape)));
     }
     const int channel_dim = ChannelDim(format_, value_shape.size());
     if (bias_shape[0] != value_shape[channel_dim]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Must provide as many biases as the last dimension of the input tensor: ",
-          ShapeString(bias_shape), " vs. ", ShapeString(value_shape)));
+          DimsString(bias_shape), " vs. ", DimsString(value_shape)));
     }
     const TF_DataType dtype = TF_TensorType(value.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
@@ -105,7 +102,7 @@ class BiasAddGradOp {
     const std::vector<int64_t> shape = ShapeOf(gradient.get());
     if (shape.size() < 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(shape)));
+          absl::StrCat("Input tensor must be at least 2D: ", DimsString(shape)));
     }
     const int64_t channels = shape[ChannelDim(format_, shape.size())];
     const TF_DataType dtype = TF_TensorType(gradient.get());
@@ -129,8 +126,11 @@ class BiasAddGradOp {
 
 void RegisterBiasOps(const char* device_type) {
   RegisterKernelForTypes<BiasAddOp>("BiasAdd", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAdd", "NHWC, NCHW", "Any rank >= 2; NCHW means the channels are dimension 1.");
   RegisterKernelForTypes<BiasAddOp>("BiasAddV1", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAddV1", "NHWC", "");
   RegisterKernelForTypes<BiasAddGradOp>("BiasAddGrad", device_type, "T", kBiasTypes);
+  DocumentOp("BiasAddGrad", "NHWC, NCHW", "Sums in float for float16/bfloat16.");
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::conv

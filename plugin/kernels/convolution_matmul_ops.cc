@@ -1,6 +1,6 @@
-// TensorFlow's MatMul and BatchMatMulV2 on the virtual GPU, written as TensorFlow's cuBLAS
-// kernels are: validate as TensorFlow does, allocate the product, then per call create and set
-// a matmul descriptor and tensor descriptors for a, b and c and launch
+// TensorFlow's MatMul, BatchMatMulV2 and BatchMatMulV3 on the virtual GPU, written as
+// TensorFlow's cuBLAS kernels are: validate as TensorFlow does, allocate the product, then per
+// call create and set a matmul descriptor and tensor descriptors for a, b and c and launch
 // (protocol/kernels/convolution.h, kMatmul).
 #include <string>
 #include <vector>
@@ -8,24 +8,22 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/convolution_ops.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 namespace {
 
 constexpr std::initializer_list<TF_DataType> kMatmulTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                              TF_DOUBLE};
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2
-// (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which are plain
-// transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the third
-// input and optionally an activation; Grappler makes these on GPUs when TF_USE_CUBLASLT=1).
+// MatMul (kBatched = false: rank-2 operands, transpose_a/transpose_b), BatchMatMulV2 and
+// BatchMatMulV3 (kBatched = true: rank >= 2 with broadcast batch dimensions, adj_x/adj_y, which
+// are plain transposes for real types) and _FusedMatMul (kFused: MatMul, then BiasAdd with the
+// third input and optionally an activation; Grappler makes these on GPUs when
+// TF_USE_CUBLASLT=1).
 template <bool kBatched, bool kFused = false>
 class MatmulOp {
  public:
@@ -55,8 +53,8 @@ class MatmulOp {
     if (transpose_b_) std::swap(b_k, n);
     if (k != b_k) {
       return absl::InvalidArgumentError(absl::StrCat("Matrix size-incompatible: In[0]: ",
-                                                     ShapeString(a_shape),
-                                                     ", In[1]: ", ShapeString(b_shape)));
+                                                     DimsString(a_shape),
+                                                     ", In[1]: ", DimsString(b_shape)));
     }
     c_shape.push_back(m);
     c_shape.push_back(n);
@@ -68,7 +66,7 @@ class MatmulOp {
       if (bias_shape.size() != 1 || bias_shape[0] != n || TF_TensorType(bias.get()) != dtype) {
         return absl::InvalidArgumentError(absl::StrCat(
             "_FusedMatMul: the bias must be a vector of ", n, " elements, got ",
-            ShapeString(bias_shape)));
+            DimsString(bias_shape)));
       }
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr c, context.AllocateOutput(0, dtype, c_shape));
@@ -98,7 +96,7 @@ class MatmulOp {
     if (!kBatched) {
       if (a.size() != b.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "In[0] and In[1] has different ndims: ", ShapeString(a), " vs. ", ShapeString(b)));
+            "In[0] and In[1] has different ndims: ", DimsString(a), " vs. ", DimsString(b)));
       }
       if (a.size() != 2) {
         return absl::InvalidArgumentError(
@@ -132,7 +130,7 @@ class MatmulOp {
       if (a_dim != b_dim && a_dim != 1 && b_dim != 1) {
         return absl::InvalidArgumentError(
             absl::StrCat("In[0] and In[1] must have compatible batch dimensions: ",
-                         ShapeString(a), " vs. ", ShapeString(b)));
+                         DimsString(a), " vs. ", DimsString(b)));
       }
       batch[i] = a_dim == 1 ? b_dim : a_dim;
     }
@@ -148,9 +146,21 @@ class MatmulOp {
 
 void RegisterMatmulOps(const char* device_type) {
   RegisterKernelForTypes<MatmulOp<false>>("MatMul", device_type, "T", kMatmulTypes);
+  DocumentOp("MatMul", "", "transpose_a/transpose_b; sums in float for float16/bfloat16.");
   RegisterKernelForTypes<MatmulOp<true>>("BatchMatMulV2", device_type, "T", kMatmulTypes);
+  DocumentOp("BatchMatMulV2", "", "Broadcast batch dimensions; adj_x/adj_y; rank <= 8.");
+  // BatchMatMulV3 as TensorFlow's GPU build registers it: Ta = Tb = Tout.
+  for (TF_DataType dtype : kMatmulTypes) {
+    RegisterKernel<MatmulOp<true>>("BatchMatMulV3", device_type,
+                                   {{"Ta", dtype}, {"Tb", dtype}, {"Tout", dtype}});
+  }
+  DocumentOp("BatchMatMulV3", "",
+             "Ta = Tb = Tout (TensorFlow's GPU registrations); broadcast batch dimensions; "
+             "adj_x/adj_y; rank <= 8.");
   RegisterKernelForTypes<MatmulOp<false, /*kFused=*/true>>("_FusedMatMul", device_type, "T",
                                                           {TF_FLOAT, TF_HALF, TF_BFLOAT16});
+  DocumentOp("_FusedMatMul", "",
+             "Grappler's MatMul + BiasAdd (+ Relu/Relu6/Sigmoid/Tanh) fusion.");
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::conv

@@ -1,10 +1,13 @@
-// TensorFlow op kernels of the convolution family on the virtual GPU: Conv2D,
-// Conv2DBackpropInput, Conv2DBackpropFilter and DepthwiseConv2dNative with its two backprops.
+// TensorFlow op kernels of the convolution family on the virtual GPU: the shared convolution
+// machinery (attributes, shape rules, launch; convolution_ops.h) and the 2-D convolutions:
+// Conv2D (grouped when the input depth is a multiple of the filter depth), its two backprops
+// and their V2 variants, DepthwiseConv2dNative with its two backprops, and _FusedConv2D.
 // Written as TensorFlow's cuDNN kernels are: validate attributes and shapes with TensorFlow's
 // rules and messages, compute and allocate the output, then per call create and set tensor,
 // filter and convolution descriptors (SAME/VALID resolved to explicit paddings) and launch
-// (protocol/kernels/convolution.h). MatMul and the bias ops live in convolution_matmul_ops.cc
-// and convolution_bias_ops.cc.
+// (protocol/kernels/convolution.h). 3-D convolutions, the generic Conv op, MatMul, the bias ops
+// and Einsum live in convolution_3d_ops.cc, convolution_generic_ops.cc,
+// convolution_matmul_ops.cc, convolution_bias_ops.cc and convolution_einsum_ops.cc.
 #include "plugin/kernels/convolution_ops.h"
 
 #include <algorithm>
@@ -14,74 +17,105 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/convolution.h"
 
-namespace vgpu {
+namespace vgpu::conv {
 namespace {
 
 constexpr std::initializer_list<TF_DataType> kConvolutionTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                    TF_DOUBLE};
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
-enum class Padding { kValid, kSame, kExplicit };
+std::vector<int64_t> ShapeFromFormat(DataFormat format, int64_t batch,
+                                     absl::Span<const int64_t> spatial, int64_t channels) {
+  std::vector<int64_t> shape = {batch};
+  if (format == DataFormat::kNCHW) shape.push_back(channels);
+  shape.insert(shape.end(), spatial.begin(), spatial.end());
+  if (format == DataFormat::kNHWC) shape.push_back(channels);
+  return shape;
+}
 
-// Whose validation rules (and messages) an op follows.
-enum class ConvKind { kConv2D, kConv2DBackprop, kDepthwise };
-
-// Positions of the batch, height, width and channel dimensions of a 4-D tensor.
-struct DimIndex {
-  int n, h, w, c;
+// The messages and error classes one kind of op uses for its stride and dilation attributes.
+struct WindowRules {
+  const char* strides_count;        // a strides list of the wrong length
+  const char* dilations_count;      // a dilations list of the wrong length
+  const char* batch_depth_strides;  // a batch or depth stride other than 1
+  const char* batch_depth_dilations;
+  bool batch_depth_unimplemented;   // those are Unimplemented (else InvalidArgument)
+  const char* nonpositive_strides;
+  bool dilations_first;             // dilations are checked before strides
 };
 
-DimIndex IndexOf(DataFormat format) {
-  return format == DataFormat::kNHWC ? DimIndex{0, 1, 2, 3} : DimIndex{0, 2, 3, 1};
+WindowRules RulesOf(ConvKind kind) {
+  constexpr const char* kStrides2D = "Sliding window strides field must specify 4 dimensions";
+  constexpr const char* kDilations2D =
+      "Sliding window dilations field must specify 4 dimensions";
+  constexpr const char* kBatchStrides =
+      "Current implementation does not yet support strides in the batch and depth dimensions.";
+  constexpr const char* kBatchDilations2D =
+      "Current implementation does not yet support dilations in the batch and depth "
+      "dimensions.";
+  constexpr const char* kBatchDilations3D =
+      "Current implementation does not yet support dilation rates in the batch and depth "
+      "dimensions.";
+  constexpr const char* kRowCol = "Row and column strides should be larger than 0.";
+  switch (kind) {
+    case ConvKind::kConv2D:
+    case ConvKind::kConv2DBackprop:
+      return {kStrides2D, kDilations2D, kBatchStrides, kBatchDilations2D, true, kRowCol, false};
+    case ConvKind::kDepthwise:
+      return {kStrides2D, kDilations2D, kBatchStrides, kBatchDilations2D, false, kRowCol, false};
+    case ConvKind::kConv3D:
+    case ConvKind::kConv3DBackprop:
+      return {"Sliding window strides field must specify 5 dimensions",
+              "Dilation rates field must specify 5 dimensions", kBatchStrides,
+              kBatchDilations3D, false, "Spatial strides should be larger than 0.",
+              kind == ConvKind::kConv3DBackprop};
+  }
+  return {};
 }
 
-std::vector<int64_t> ShapeFromFormat(DataFormat format, int64_t n, int64_t h, int64_t w,
-                                     int64_t c) {
-  if (format == DataFormat::kNHWC) return {n, h, w, c};
-  return {n, c, h, w};
+}  // namespace
+
+int ChannelDim(DataFormat format, int rank) {
+  return format == DataFormat::kNHWC ? rank - 1 : 1;
 }
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
+int SpatialDim(DataFormat format, int spatial) {
+  return format == DataFormat::kNHWC ? spatial + 1 : spatial + 2;
+}
+
+std::string DimsString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-int64_t NumElements(absl::Span<const int64_t> dims) {
+int64_t DimsProduct(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;
   return n;
 }
 
-struct ConvAttributes {
-  DataFormat data_format = DataFormat::kNHWC;
-  Padding padding = Padding::kValid;
-  std::vector<int64_t> explicit_paddings;  // 8 values in data-format order when EXPLICIT
-  int64_t stride_rows = 1, stride_cols = 1;
-  int64_t dilation_rows = 1, dilation_cols = 1;
-};
-
-// TensorFlow's CheckValidPadding for 4-D tensors.
-absl::Status CheckValidPadding(const ConvAttributes& a) {
+absl::Status CheckConvPadding(const ConvAttributes& a) {
+  const int rank = a.spatial_dims + 2;
   if (a.padding == Padding::kExplicit) {
-    if (a.explicit_paddings.size() != 8) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("explicit_paddings attribute must contain 8 values, but got: ",
-                       a.explicit_paddings.size()));
+    if (a.explicit_paddings.size() != static_cast<size_t>(2 * rank)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "explicit_paddings attribute must contain ", 2 * rank, " values, but got: ",
+          a.explicit_paddings.size()));
     }
     for (int64_t value : a.explicit_paddings) {
       if (value < 0) {
         return absl::InvalidArgumentError(
             "All elements of explicit_paddings must be nonnegative");
       }
-      if (value > std::numeric_limits<int32_t>::max()) {
-        return absl::InvalidArgumentError("explicit padding too large");
-      }
+      if (value > kInt32Max) return absl::InvalidArgumentError("explicit padding too large");
     }
-    const DimIndex d = IndexOf(a.data_format);
-    if (a.explicit_paddings[2 * d.n] != 0 || a.explicit_paddings[2 * d.n + 1] != 0 ||
-        a.explicit_paddings[2 * d.c] != 0 || a.explicit_paddings[2 * d.c + 1] != 0) {
+    const int channel = ChannelDim(a.data_format, rank);
+    if (a.explicit_paddings[0] != 0 || a.explicit_paddings[1] != 0 ||
+        a.explicit_paddings[2 * channel] != 0 || a.explicit_paddings[2 * channel + 1] != 0) {
       return absl::InvalidArgumentError(
           "Nonzero explicit padding in the batch or depth dimensions is not supported");
     }
@@ -92,17 +126,20 @@ absl::Status CheckValidPadding(const ConvAttributes& a) {
   return absl::OkStatus();
 }
 
-// Reads and validates the attributes of a convolution op the way TensorFlow's kernel for
-// `kind` does (InitConv2DParameters, Conv2DBackprop*Op, DepthwiseConv2dNativeOp).
 absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, ConvKind kind) {
   ConvAttributes a;
-  VGPU_ASSIGN_OR_RETURN(std::string format, construction.String("data_format"));
-  if (format == "NHWC") {
-    a.data_format = DataFormat::kNHWC;
-  } else if (format == "NCHW") {
-    a.data_format = DataFormat::kNCHW;
-  } else {
-    return absl::InvalidArgumentError("Invalid data format");
+  const bool three_d = kind == ConvKind::kConv3D || kind == ConvKind::kConv3DBackprop;
+  a.spatial_dims = three_d ? 3 : 2;
+  const int rank = a.spatial_dims + 2;
+  if (construction.Has("data_format")) {  // the V1 Conv3DBackprop ops have none: NDHWC
+    VGPU_ASSIGN_OR_RETURN(std::string format, construction.String("data_format"));
+    if (format == (three_d ? "NDHWC" : "NHWC")) {
+      a.data_format = DataFormat::kNHWC;
+    } else if (format == (three_d ? "NCDHW" : "NCHW")) {
+      a.data_format = DataFormat::kNCHW;
+    } else {
+      return absl::InvalidArgumentError("Invalid data format");
+    }
   }
   VGPU_ASSIGN_OR_RETURN(std::string padding, construction.String("padding"));
   if (padding == "VALID") {
@@ -115,69 +152,80 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
     return absl::InvalidArgumentError(absl::StrCat("Unknown padding type: ", padding));
   }
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> strides, construction.IntList("strides"));
-  std::vector<int64_t> dilations(4, 1);
+  std::vector<int64_t> dilations(rank, 1);
   if (construction.Has("dilations")) {
     VGPU_ASSIGN_OR_RETURN(dilations, construction.IntList("dilations"));
   }
   if (construction.Has("explicit_paddings")) {
     VGPU_ASSIGN_OR_RETURN(a.explicit_paddings, construction.IntList("explicit_paddings"));
   }
-  // TensorFlow's backprop kernels report unsupported batch/depth strides as Unimplemented.
-  auto batch_or_depth_error = [kind](const char* what) {
-    std::string message = absl::StrCat("Current implementation does not yet support ", what,
-                                       " in the batch and depth dimensions.");
-    return kind == ConvKind::kConv2DBackprop ? absl::UnimplementedError(message)
-                                             : absl::InvalidArgumentError(message);
+
+  const WindowRules rules = RulesOf(kind);
+  const int channel = ChannelDim(a.data_format, rank);
+  auto batch_or_depth = [&](const char* message) {
+    return rules.batch_depth_unimplemented ? absl::UnimplementedError(message)
+                                           : absl::InvalidArgumentError(message);
   };
-  if (kind != ConvKind::kDepthwise && dilations.size() != 4) {
-    return absl::InvalidArgumentError(
-        "Sliding window dilations field must specify 4 dimensions");
+  auto check_strides = [&]() -> absl::Status {
+    if (strides.size() != static_cast<size_t>(rank)) {
+      return absl::InvalidArgumentError(rules.strides_count);
+    }
+    if (kind == ConvKind::kDepthwise &&
+        strides[SpatialDim(a.data_format, 0)] != strides[SpatialDim(a.data_format, 1)]) {
+      return absl::InvalidArgumentError(
+          "Current implementation only supports equal length strides in the row and column "
+          "dimensions.");
+    }
+    if (strides[0] != 1 || strides[channel] != 1) {
+      return batch_or_depth(rules.batch_depth_strides);
+    }
+    for (int i = 0; i < a.spatial_dims; ++i) {
+      if (strides[SpatialDim(a.data_format, i)] <= 0) {
+        return absl::InvalidArgumentError(rules.nonpositive_strides);
+      }
+    }
+    return absl::OkStatus();
+  };
+  auto check_dilations = [&]() -> absl::Status {
+    if (dilations.size() != static_cast<size_t>(rank)) {
+      return absl::InvalidArgumentError(rules.dilations_count);
+    }
+    if (dilations[0] != 1 || dilations[channel] != 1) {
+      return batch_or_depth(rules.batch_depth_dilations);
+    }
+    for (int i = 0; i < a.spatial_dims; ++i) {
+      if (dilations[SpatialDim(a.data_format, i)] <= 0) {
+        return absl::InvalidArgumentError("Dilated rates should be larger than 0.");
+      }
+    }
+    return absl::OkStatus();
+  };
+  if (kind == ConvKind::kConv2D && dilations.size() != static_cast<size_t>(rank)) {
+    return absl::InvalidArgumentError(rules.dilations_count);  // InitConv2DParameters' order
   }
-  if (strides.size() != 4) {
-    return absl::InvalidArgumentError("Sliding window strides field must specify 4 dimensions");
+  if (rules.dilations_first) VGPU_RETURN_IF_ERROR(check_dilations());
+  VGPU_RETURN_IF_ERROR(check_strides());
+  if (!rules.dilations_first) VGPU_RETURN_IF_ERROR(check_dilations());
+  for (int i = 0; i < a.spatial_dims; ++i) {
+    a.strides[i] = strides[SpatialDim(a.data_format, i)];
+    a.dilations[i] = dilations[SpatialDim(a.data_format, i)];
+    if (a.strides[i] > kInt32Max || a.dilations[i] > kInt32Max) {
+      return absl::InvalidArgumentError("strides and dilations must fit in 32 bits");
+    }
   }
-  const DimIndex d = IndexOf(a.data_format);
-  if (kind == ConvKind::kDepthwise && strides[d.h] != strides[d.w]) {
-    return absl::InvalidArgumentError(
-        "Current implementation only supports equal length strides in the row and column "
-        "dimensions.");
-  }
-  if (strides[d.n] != 1 || strides[d.c] != 1) return batch_or_depth_error("strides");
-  if (strides[d.h] <= 0 || strides[d.w] <= 0) {
-    return absl::InvalidArgumentError("Row and column strides should be larger than 0.");
-  }
-  if (dilations.size() != 4) {
-    return absl::InvalidArgumentError(
-        "Sliding window dilations field must specify 4 dimensions");
-  }
-  if (dilations[d.n] != 1 || dilations[d.c] != 1) return batch_or_depth_error("dilations");
-  if (dilations[d.h] <= 0 || dilations[d.w] <= 0) {
-    return absl::InvalidArgumentError("Dilated rates should be larger than 0.");
-  }
-  constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-  if (strides[d.h] > kInt32Max || strides[d.w] > kInt32Max || dilations[d.h] > kInt32Max ||
-      dilations[d.w] > kInt32Max) {
-    return absl::InvalidArgumentError("strides and dilations must fit in 32 bits");
-  }
-  a.stride_rows = strides[d.h];
-  a.stride_cols = strides[d.w];
-  a.dilation_rows = dilations[d.h];
-  a.dilation_cols = dilations[d.w];
-  VGPU_RETURN_IF_ERROR(CheckValidPadding(a));
+  VGPU_RETURN_IF_ERROR(CheckConvPadding(a));
   return a;
 }
 
-// Output size and paddings of one spatial dimension.
-struct SpatialWindow {
-  int64_t output = 0, pad_before = 0, pad_after = 0;
-};
-
-// TensorFlow's GetWindowedOutputSizeVerbose for dimension 'H' or 'W'.
-absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, char dim, int64_t input,
+absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, int spatial, int64_t input,
                                             int64_t filter) {
-  const bool rows = dim == 'H';
-  const int64_t stride = rows ? a.stride_rows : a.stride_cols;
-  const int64_t dilation = rows ? a.dilation_rows : a.dilation_cols;
+  const int64_t stride = a.strides[spatial];
+  const int64_t dilation = a.dilations[spatial];
+  // Bounds that keep the arithmetic below far from overflow.
+  if (filter > kInt32Max) return absl::InvalidArgumentError("filter too large");
+  if (input > std::numeric_limits<int64_t>::max() / 4) {
+    return absl::InvalidArgumentError("input too large");
+  }
   SpatialWindow window;
   const int64_t effective_filter = (filter - 1) * dilation + 1;
   switch (a.padding) {
@@ -185,8 +233,7 @@ absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, char dim, i
       window.output = (input - effective_filter + stride) / stride;
       break;
     case Padding::kExplicit: {
-      const DimIndex d = IndexOf(a.data_format);
-      const int index = rows ? d.h : d.w;
+      const int index = SpatialDim(a.data_format, spatial);
       window.pad_before = a.explicit_paddings[2 * index];
       window.pad_after = a.explicit_paddings[2 * index + 1];
       window.output =
@@ -207,179 +254,189 @@ absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, char dim, i
         "Computed output size would be negative: ", window.output, " [input_size: ", input,
         ", effective_filter_size: ", effective_filter, ", stride: ", stride, "]"));
   }
-  if (window.pad_before > std::numeric_limits<int32_t>::max() ||
-      window.pad_after > std::numeric_limits<int32_t>::max()) {
+  if (window.pad_before > kInt32Max || window.pad_after > kInt32Max) {
     return absl::InvalidArgumentError("padding too large");
   }
   return window;
 }
 
-// One convolution as the launch describes it: TensorFlow shapes of x, the filter and y, and
-// the resolved windows of the two spatial dimensions.
-struct ConvolutionProblem {
-  TF_DataType dtype = TF_FLOAT;
-  bool depthwise = false;
-  std::vector<int64_t> input_shape, filter_shape, output_shape;
-  SpatialWindow rows, cols;
-};
-
-// Creates and sets descriptors [x tensor, filter, convolution, y tensor] for `p` (followed by
-// the epilogue's bias and activation descriptors when `fused` is given), launches `kernel` with
-// `buffers`, and destroys the descriptors.
-absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAttributes& a,
-                               const ConvolutionProblem& p,
-                               std::initializer_list<BufferArg> buffers,
-                               const TF_Tensor* bias = nullptr,
-                               const FusedBiasActivation* fused = nullptr) {
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
-                        TensorSettings(p.dtype, p.input_shape));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
-                        TensorSettings(p.dtype, p.output_shape));
-  FilterDescriptorSettings filter_settings;
-  filter_settings.dtype = x_settings.dtype;
-  for (int i = 0; i < 4; ++i) filter_settings.dims[i] = p.filter_shape[i];
-  ConvolutionDescriptorSettings conv_settings;
-  conv_settings.data_format = a.data_format;
-  conv_settings.pad_top = static_cast<int32_t>(p.rows.pad_before);
-  conv_settings.pad_bottom = static_cast<int32_t>(p.rows.pad_after);
-  conv_settings.pad_left = static_cast<int32_t>(p.cols.pad_before);
-  conv_settings.pad_right = static_cast<int32_t>(p.cols.pad_after);
-  conv_settings.stride_h = static_cast<int32_t>(a.stride_rows);
-  conv_settings.stride_w = static_cast<int32_t>(a.stride_cols);
-  conv_settings.dilation_h = static_cast<int32_t>(a.dilation_rows);
-  conv_settings.dilation_w = static_cast<int32_t>(a.dilation_cols);
-  conv_settings.depthwise = p.depthwise ? 1 : 0;
-
-  KernelLaunch launch(context);
-  launch.Describe(x_settings).Describe(filter_settings).Describe(conv_settings).Describe(y_settings);
-  if (fused != nullptr) DescribeEpilogue(launch, bias, *fused);
-  return launch.Buffers(buffers).Run(kernel);
-}
-
-// The forward problem of Conv2D (depthwise = false) or DepthwiseConv2dNative, validated with
-// TensorFlow's rules.
-absl::StatusOr<ConvolutionProblem> ForwardProblem(const ConvAttributes& a, bool depthwise,
+absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttributes& a,
                                                   TF_DataType dtype,
                                                   std::vector<int64_t> input_shape,
                                                   std::vector<int64_t> filter_shape) {
-  if (input_shape.size() != 4) {
+  const int rank = a.spatial_dims + 2;
+  const bool depthwise = kind == ConvKind::kDepthwise;
+  const bool three_d = kind == ConvKind::kConv3D;
+  if (input_shape.size() != static_cast<size_t>(rank)) {
+    if (three_d) return absl::InvalidArgumentError("input must be 5-dimensional");
     return absl::InvalidArgumentError(
-        absl::StrCat("convolution input must be 4-dimensional: ", ShapeString(input_shape)));
+        depthwise ? absl::StrCat("input must be 4-dimensional", DimsString(input_shape))
+                  : absl::StrCat("convolution input must be 4-dimensional: ",
+                                 DimsString(input_shape)));
   }
-  if (filter_shape.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("filter must be 4-dimensional: ", ShapeString(filter_shape)));
+  if (filter_shape.size() != static_cast<size_t>(rank)) {
+    if (three_d) return absl::InvalidArgumentError("filter must be 5-dimensional");
+    return absl::InvalidArgumentError(absl::StrCat(
+        depthwise ? "filter must be 4-dimensional: " : "convolution filter must be "
+                                                       "4-dimensional: ",
+        DimsString(filter_shape)));
   }
-  const DimIndex d = IndexOf(a.data_format);
-  const int64_t in_depth = input_shape[d.c];
-  int64_t out_depth = filter_shape[3];
-  if (depthwise) {
-    if (in_depth != filter_shape[2]) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "input and filter must have the same depth: ", in_depth, " vs ", filter_shape[2]));
-    }
-    out_depth = in_depth * filter_shape[3];
-  } else {
-    const int64_t patch_depth = filter_shape[2];
-    if (patch_depth <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("filter depth must be stricly positive, got ", patch_depth));
-    }
-    if (in_depth % patch_depth != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input depth must be evenly divisible by filter depth: ", in_depth,
-                       " vs ", patch_depth));
-    }
-    if (in_depth != patch_depth) {
-      return absl::UnimplementedError(absl::StrCat(
-          "grouped convolutions (input depth ", in_depth, ", filter depth ", patch_depth,
-          ") are not supported on the virtual GPU"));
-    }
-  }
+  const int64_t in_depth = input_shape[ChannelDim(a.data_format, rank)];
+  const int64_t filter_depth = filter_shape[rank - 2];
+  int64_t out_depth = filter_shape[rank - 1];
   ConvolutionProblem p;
   p.dtype = dtype;
   p.depthwise = depthwise;
-  VGPU_ASSIGN_OR_RETURN(p.rows, ComputeWindow(a, 'H', input_shape[d.h], filter_shape[0]));
-  VGPU_ASSIGN_OR_RETURN(p.cols, ComputeWindow(a, 'W', input_shape[d.w], filter_shape[1]));
-  p.output_shape =
-      ShapeFromFormat(a.data_format, input_shape[d.n], p.rows.output, p.cols.output, out_depth);
+  if (depthwise) {
+    if (in_depth != filter_depth) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "input and filter must have the same depth: ", in_depth, " vs ", filter_depth));
+    }
+    if (__builtin_mul_overflow(in_depth, filter_shape[3], &out_depth)) {
+      return absl::InvalidArgumentError("Output depth too large");
+    }
+  } else if (three_d) {
+    if (filter_depth == 0) return absl::InvalidArgumentError("filter_depth must be non-zero");
+    if (in_depth % filter_depth != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Input depth must be evenly divisible by filter depth: ", in_depth,
+                       " vs ", filter_depth));
+    }
+    if (DimsProduct(filter_shape) == 0) {
+      return absl::InvalidArgumentError(
+          "filter must not have zero elements (i.e. all dimensions must be non-zero)");
+    }
+    p.groups = in_depth / filter_depth;
+  } else {
+    for (int i = 0; i < rank - 1; ++i) {
+      if (filter_shape[i] > kInt32Max) return absl::InvalidArgumentError("filter too large");
+    }
+    if (in_depth > kInt32Max) return absl::InvalidArgumentError("Input depth too large");
+    if (filter_depth > kInt32Max) return absl::InvalidArgumentError("Patch depth too large");
+    if (filter_depth <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("filter depth must be stricly positive, got ", filter_depth));
+    }
+    if (in_depth % filter_depth != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input depth must be evenly divisible by filter depth: ", in_depth,
+                       " vs ", filter_depth));
+    }
+    p.groups = in_depth / filter_depth;
+  }
+  if (!three_d) {
+    if (input_shape[SpatialDim(a.data_format, 0)] > kInt32Max) {
+      return absl::InvalidArgumentError("Input rows too large");
+    }
+    if (input_shape[SpatialDim(a.data_format, 1)] > kInt32Max) {
+      return absl::InvalidArgumentError("Input cols too large");
+    }
+    if (!depthwise && input_shape[0] > kInt32Max) {
+      return absl::InvalidArgumentError("batch is too large");
+    }
+  }
+  std::vector<int64_t> output_spatial(a.spatial_dims);
+  for (int i = 0; i < a.spatial_dims; ++i) {
+    VGPU_ASSIGN_OR_RETURN(
+        p.windows[i],
+        ComputeWindow(a, i, input_shape[SpatialDim(a.data_format, i)], filter_shape[i]));
+    output_spatial[i] = p.windows[i].output;
+  }
+  // TensorFlow's CPU kernel's rule (cuDNN rejects such a grouped convolution).
+  if (p.groups > 1 && out_depth % p.groups != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output depth must be evenly divisible by number of groups: ", out_depth,
+                     " vs ", p.groups));
+  }
+  p.output_shape = ShapeFromFormat(a.data_format, input_shape[0], output_spatial, out_depth);
   p.input_shape = std::move(input_shape);
   p.filter_shape = std::move(filter_shape);
   return p;
 }
 
-// The backward problem of Conv2DBackprop{Input,Filter} or DepthwiseConv2dNativeBackprop*,
-// validated with TensorFlow's rules (ConvBackpropComputeDimensionsV2, and the depthwise
-// kernels' EXTRACT_AND_VERIFY_DIMENSIONS).
 absl::StatusOr<ConvolutionProblem> BackpropProblem(const char* label, const ConvAttributes& a,
                                                    bool depthwise, TF_DataType dtype,
                                                    std::vector<int64_t> input_shape,
                                                    std::vector<int64_t> filter_shape,
                                                    std::vector<int64_t> out_backprop_shape) {
-  if (input_shape.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": input must be 4-dimensional"));
-  }
-  if (filter_shape.size() != 4) {
-    return absl::InvalidArgumentError(absl::StrCat(label, ": filter must be 4-dimensional"));
-  }
-  if (out_backprop_shape.size() != 4) {
+  const int rank = a.spatial_dims + 2;
+  const size_t expected_rank = rank;
+  if (input_shape.size() != expected_rank) {
     return absl::InvalidArgumentError(
-        absl::StrCat(label, ": out_backprop must be 4-dimensional"));
+        absl::StrCat(label, ": input must be ", rank, "-dimensional"));
   }
-  const DimIndex d = IndexOf(a.data_format);
-  if (input_shape[d.n] != out_backprop_shape[d.n]) {
+  if (filter_shape.size() != expected_rank) {
     return absl::InvalidArgumentError(
-        absl::StrCat(label, ": input and out_backprop must have the same batch size, input batch: ",
-                     input_shape[d.n], ", out_backprop batch: ", out_backprop_shape[d.n]));
+        absl::StrCat(label, ": filter must be ", rank, "-dimensional"));
   }
-  const int64_t in_depth = input_shape[d.c];
+  if (out_backprop_shape.size() != expected_rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(label, ": out_backprop must be ", rank, "-dimensional"));
+  }
+  if (input_shape[0] != out_backprop_shape[0]) {
+    if (depthwise) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": input and out_backprop must have the same batch size"));
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        label, ": input and out_backprop must have the same batch size. Input batch: ",
+        input_shape[0], ", outbackprop batch: ", out_backprop_shape[0], ", batch_dim: 0"));
+  }
+  const int channel = ChannelDim(a.data_format, rank);
+  const int64_t in_depth = input_shape[channel];
+  const int64_t out_depth = out_backprop_shape[channel];
+  ConvolutionProblem p;
+  p.dtype = dtype;
+  p.depthwise = depthwise;
   if (depthwise) {
     if (in_depth != filter_shape[2]) {
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": input and filter must have the same in_depth"));
     }
-    if (in_depth * filter_shape[3] != out_backprop_shape[d.c]) {
+    int64_t product = 0;
+    if (__builtin_mul_overflow(in_depth, filter_shape[3], &product) || product != out_depth) {
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": depth_multiplier * in_depth not equal to out_depth"));
     }
   } else {
-    if (filter_shape[2] <= 0 || in_depth % filter_shape[2] != 0) {
+    const int64_t filter_depth = filter_shape[rank - 2];
+    if (filter_depth <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": filter depth must be strictly greated than zero"));
+    }
+    if (in_depth % filter_depth != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": input depth must be evenly divisible by filter depth"));
     }
-    if (filter_shape[3] != out_backprop_shape[d.c]) {
+    if (filter_shape[rank - 1] != out_depth) {
       return absl::InvalidArgumentError(
           absl::StrCat(label, ": filter and out_backprop must have the same out_depth"));
     }
-    if (in_depth != filter_shape[2]) {
-      return absl::UnimplementedError(
-          absl::StrCat(label, ": grouped convolutions are not supported on the virtual GPU"));
+    p.groups = in_depth / filter_depth;
+    if (p.groups > 1 && out_depth % p.groups != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(label, ": output depth must be evenly divisible by number of groups: ",
+                       out_depth, " vs ", p.groups));
     }
   }
-  ConvolutionProblem p;
-  p.dtype = dtype;
-  p.depthwise = depthwise;
-  VGPU_ASSIGN_OR_RETURN(p.rows, ComputeWindow(a, 'H', input_shape[d.h], filter_shape[0]));
-  VGPU_ASSIGN_OR_RETURN(p.cols, ComputeWindow(a, 'W', input_shape[d.w], filter_shape[1]));
-  const int64_t actual_rows = out_backprop_shape[d.h];
-  const int64_t actual_cols = out_backprop_shape[d.w];
-  for (int spatial = 0; spatial < 2; ++spatial) {
-    const int64_t actual = spatial == 0 ? actual_rows : actual_cols;
-    const int64_t computed = spatial == 0 ? p.rows.output : p.cols.output;
+  for (int i = 0; i < a.spatial_dims; ++i) {
+    const int image_dim = SpatialDim(a.data_format, i);
+    VGPU_ASSIGN_OR_RETURN(p.windows[i],
+                          ComputeWindow(a, i, input_shape[image_dim], filter_shape[i]));
+    const int64_t actual = out_backprop_shape[image_dim];
+    const int64_t computed = p.windows[i].output;
     if (actual == computed) continue;
     if (depthwise) {
       return absl::InvalidArgumentError(absl::StrCat(
-          label, ": Number of ", spatial == 0 ? "rows" : "cols",
+          label, ": Number of ", i == 0 ? "rows" : "cols",
           " of out_backprop doesn't match computed: actual = ", actual, ", computed = ",
           computed));
     }
-    const int image_dim = spatial == 0 ? d.h : d.w;
     return absl::InvalidArgumentError(absl::StrCat(
         label, ": Size of out_backprop doesn't match computed: actual = ", actual,
         ", computed = ", computed, " spatial_dim: ", image_dim, " input: ",
-        input_shape[image_dim], " filter: ", filter_shape[spatial], " output: ", actual,
-        " stride: ", spatial == 0 ? a.stride_rows : a.stride_cols,
-        " dilation: ", spatial == 0 ? a.dilation_rows : a.dilation_cols));
+        input_shape[image_dim], " filter: ", filter_shape[i], " output: ", actual,
+        " stride: ", a.strides[i], " dilation: ", a.dilations[i]));
   }
   p.input_shape = std::move(input_shape);
   p.filter_shape = std::move(filter_shape);
@@ -387,8 +444,53 @@ absl::StatusOr<ConvolutionProblem> BackpropProblem(const char* label, const Conv
   return p;
 }
 
-// The values of a host-memory shape input (input_sizes, filter_sizes), which must be a vector
-// of non-negative sizes.
+absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAttributes& a,
+                               const ConvolutionProblem& p,
+                               std::initializer_list<BufferArg> buffers, const TF_Tensor* bias,
+                               const FusedBiasActivation* fused) {
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_settings,
+                        TensorSettings(p.dtype, p.input_shape));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_settings,
+                        TensorSettings(p.dtype, p.output_shape));
+  if (p.groups > kInt32Max) {
+    return absl::InvalidArgumentError(absl::StrCat("too many groups: ", p.groups));
+  }
+  FilterDescriptorSettings filter_settings;
+  filter_settings.dtype = x_settings.dtype;
+  filter_settings.rank = static_cast<int32_t>(p.filter_shape.size());
+  for (size_t i = 0; i < p.filter_shape.size(); ++i) filter_settings.dims[i] = p.filter_shape[i];
+  ConvolutionDescriptorSettings conv_settings;
+  conv_settings.data_format = a.data_format;
+  conv_settings.spatial_dims = a.spatial_dims;
+  conv_settings.depthwise = p.depthwise ? 1 : 0;
+  conv_settings.group_count = static_cast<int32_t>(p.groups);
+  // The windows in order (depth,) height, width: the last two are the rows and the columns.
+  const int rows = a.spatial_dims - 2, cols = a.spatial_dims - 1;
+  conv_settings.pad_top = static_cast<int32_t>(p.windows[rows].pad_before);
+  conv_settings.pad_bottom = static_cast<int32_t>(p.windows[rows].pad_after);
+  conv_settings.pad_left = static_cast<int32_t>(p.windows[cols].pad_before);
+  conv_settings.pad_right = static_cast<int32_t>(p.windows[cols].pad_after);
+  conv_settings.stride_h = static_cast<int32_t>(a.strides[rows]);
+  conv_settings.stride_w = static_cast<int32_t>(a.strides[cols]);
+  conv_settings.dilation_h = static_cast<int32_t>(a.dilations[rows]);
+  conv_settings.dilation_w = static_cast<int32_t>(a.dilations[cols]);
+  if (a.spatial_dims == 3) {
+    conv_settings.pad_front = static_cast<int32_t>(p.windows[0].pad_before);
+    conv_settings.pad_back = static_cast<int32_t>(p.windows[0].pad_after);
+    conv_settings.stride_d = static_cast<int32_t>(a.strides[0]);
+    conv_settings.dilation_d = static_cast<int32_t>(a.dilations[0]);
+  }
+
+  KernelLaunch launch(context);
+  launch.Describe(x_settings).Describe(filter_settings).Describe(conv_settings).Describe(y_settings);
+  if (fused != nullptr) DescribeEpilogue(launch, bias, *fused);
+  return launch.Buffers(buffers).Run(kernel);
+}
+
+namespace {
+
+// The values of a host-memory shape input of a 2-D op (input_sizes, filter_sizes), which must
+// be a vector of non-negative sizes.
 absl::StatusOr<std::vector<int64_t>> ShapeInput(OpContext& context, int index, const char* label,
                                                 const char* name) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr sizes, context.Input(index));
@@ -407,14 +509,18 @@ absl::StatusOr<std::vector<int64_t>> ShapeInput(OpContext& context, int index, c
   return values;
 }
 
-// Conv2D (kDepthwise = false) and DepthwiseConv2dNative: inputs (input, filter).
-template <bool kDepthwise>
+// The shape of tensor input `index` (the V2 backprops take a tensor instead of its sizes).
+absl::StatusOr<std::vector<int64_t>> TensorShapeInput(OpContext& context, int index) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
+  return ShapeOf(tensor.get());
+}
+
+// Conv2D (kKind kConv2D) and DepthwiseConv2dNative (kDepthwise): inputs (input, filter).
+template <ConvKind kKind>
 class ConvolutionOp {
  public:
   static absl::StatusOr<std::unique_ptr<ConvolutionOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(
-        ConvAttributes attributes,
-        ReadConvAttributes(construction, kDepthwise ? ConvKind::kDepthwise : ConvKind::kConv2D));
+    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, kKind));
     auto op = std::make_unique<ConvolutionOp>();
     op->attributes_ = std::move(attributes);
     return op;
@@ -425,12 +531,12 @@ class ConvolutionOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(attributes_, kDepthwise, dtype, ShapeOf(input.get()),
+                          ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
                                          ShapeOf(filter.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -443,41 +549,55 @@ class ConvolutionOp {
   ConvAttributes attributes_;
 };
 
-// Conv2DBackpropInput and DepthwiseConv2dNativeBackpropInput: inputs (input_sizes in host
-// memory, filter, out_backprop).
-template <bool kDepthwise>
+// What distinguishes the 2-D backprop ops sharing one kernel class.
+struct Conv2DBackprop {
+  static constexpr ConvKind kKind = ConvKind::kConv2DBackprop;
+  static constexpr bool kDepthwise = false;
+};
+struct DepthwiseBackprop {
+  static constexpr ConvKind kKind = ConvKind::kDepthwise;
+  static constexpr bool kDepthwise = true;
+};
+
+// Conv2DBackpropInput and DepthwiseConv2dNativeBackpropInput (inputs: input_sizes in host
+// memory, filter, out_backprop), and Conv2DBackpropInputV2 (kShapeFromTensor: inputs input,
+// filter, out_backprop; only the input's shape is used).
+template <typename Op, bool kShapeFromTensor = false>
 class ConvolutionBackpropInputOp {
  public:
   static constexpr const char* kLabel =
-      kDepthwise ? "DepthwiseConv2DBackpropInput" : "Conv2DBackpropInput";
+      Op::kDepthwise ? "DepthwiseConv2DBackpropInput"
+                     : (kShapeFromTensor ? "Conv2DBackpropInputV2" : "Conv2DBackpropInput");
 
   static absl::StatusOr<std::unique_ptr<ConvolutionBackpropInputOp>> Create(
       OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes,
-                          ReadConvAttributes(construction, kDepthwise ? ConvKind::kDepthwise
-                                                                      : ConvKind::kConv2DBackprop));
+    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, Op::kKind));
     auto op = std::make_unique<ConvolutionBackpropInputOp>();
     op->attributes_ = std::move(attributes);
     return op;
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
-                          ShapeInput(context, 0, "Conv2DBackpropInput", "input_sizes"));
+    std::vector<int64_t> input_shape;
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
     const TF_DataType dtype = TF_TensorType(out_backprop.get());
     std::vector<int64_t> filter_shape = ShapeOf(filter.get());
     std::vector<int64_t> out_backprop_shape = ShapeOf(out_backprop.get());
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> input_shape,
-                          InputShape(sizes, filter_shape, out_backprop_shape));
+    if constexpr (kShapeFromTensor) {
+      VGPU_ASSIGN_OR_RETURN(input_shape, TensorShapeInput(context, 0));
+    } else {
+      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
+                            ShapeInput(context, 0, "Conv2DBackpropInput", "input_sizes"));
+      VGPU_ASSIGN_OR_RETURN(input_shape, InputShape(sizes, filter_shape, out_backprop_shape));
+    }
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          BackpropProblem(kLabel, attributes_, kDepthwise, dtype,
+                          BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
                                           std::move(input_shape), std::move(filter_shape),
                                           std::move(out_backprop_shape)));
     VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
                           context.AllocateOutput(0, dtype, p.input_shape));
-    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.input_shape) == 0) return absl::OkStatus();
     // An empty out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
                              {BufferOf(filter.get()), BufferOf(out_backprop.get()),
@@ -490,15 +610,14 @@ class ConvolutionBackpropInputOp {
   absl::StatusOr<std::vector<int64_t>> InputShape(const std::vector<int64_t>& sizes,
                                                   const std::vector<int64_t>& filter_shape,
                                                   const std::vector<int64_t>& out_backprop_shape) {
-    if (sizes.size() == 4 || kDepthwise) return sizes;
+    if (sizes.size() == 4 || Op::kDepthwise) return sizes;
     if (sizes.size() == 2 && filter_shape.size() == 4 && out_backprop_shape.size() == 4) {
-      const DimIndex d = IndexOf(attributes_.data_format);
-      return ShapeFromFormat(attributes_.data_format, out_backprop_shape[d.n], sizes[0],
-                             sizes[1], filter_shape[2]);
+      return ShapeFromFormat(attributes_.data_format, out_backprop_shape[0], sizes,
+                             filter_shape[2]);
     }
     if (out_backprop_shape.size() != 4) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "out_backprop must be 4-dimensional, got: ", out_backprop_shape.size()));
+          "input_sizes must be 4-dimensional, got: ", out_backprop_shape.size()));
     }
     if (filter_shape.size() != 4) {
       return absl::InvalidArgumentError(absl::StrCat(kLabel, ": filter must be 4-dimensional"));
@@ -511,19 +630,19 @@ class ConvolutionBackpropInputOp {
   ConvAttributes attributes_;
 };
 
-// Conv2DBackpropFilter and DepthwiseConv2dNativeBackpropFilter: inputs (input, filter_sizes
-// in host memory, out_backprop).
-template <bool kDepthwise>
+// Conv2DBackpropFilter and DepthwiseConv2dNativeBackpropFilter (inputs: input, filter_sizes in
+// host memory, out_backprop), and Conv2DBackpropFilterV2 (kShapeFromTensor: inputs input,
+// filter, out_backprop; only the filter's shape is used).
+template <typename Op, bool kShapeFromTensor = false>
 class ConvolutionBackpropFilterOp {
  public:
   static constexpr const char* kLabel =
-      kDepthwise ? "DepthwiseConv2DBackpropFilter" : "Conv2DBackpropFilter";
+      Op::kDepthwise ? "DepthwiseConv2DBackpropFilter"
+                     : (kShapeFromTensor ? "Conv2DBackpropFilterV2" : "Conv2DBackpropFilter");
 
   static absl::StatusOr<std::unique_ptr<ConvolutionBackpropFilterOp>> Create(
       OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes,
-                          ReadConvAttributes(construction, kDepthwise ? ConvKind::kDepthwise
-                                                                      : ConvKind::kConv2DBackprop));
+    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, Op::kKind));
     auto op = std::make_unique<ConvolutionBackpropFilterOp>();
     op->attributes_ = std::move(attributes);
     return op;
@@ -531,17 +650,22 @@ class ConvolutionBackpropFilterOp {
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> filter_shape,
-                          ShapeInput(context, 1, "Conv2DBackpropFilter", "filter_sizes"));
+    std::vector<int64_t> filter_shape;
+    if constexpr (kShapeFromTensor) {
+      VGPU_ASSIGN_OR_RETURN(filter_shape, TensorShapeInput(context, 1));
+    } else {
+      VGPU_ASSIGN_OR_RETURN(filter_shape,
+                            ShapeInput(context, 1, "Conv2DBackpropFilter", "filter_sizes"));
+    }
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          BackpropProblem(kLabel, attributes_, kDepthwise, dtype,
+                          BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
                                           ShapeOf(input.get()), std::move(filter_shape),
                                           ShapeOf(out_backprop.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
                           context.AllocateOutput(0, dtype, p.filter_shape));
-    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.filter_shape) == 0) return absl::OkStatus();
     // An empty input or out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
                              {BufferOf(input.get()), BufferOf(out_backprop.get()),
@@ -577,7 +701,7 @@ class FusedConvolutionOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(2));
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(attributes_, /*depthwise=*/false, dtype,
+                          ForwardProblem(ConvKind::kConv2D, attributes_, dtype,
                                          ShapeOf(input.get()), ShapeOf(filter.get())));
     const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
     const int64_t out_depth = p.filter_shape[3];
@@ -585,11 +709,11 @@ class FusedConvolutionOp {
         TF_TensorType(bias.get()) != dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
-          ShapeString(bias_shape)));
+          DimsString(bias_shape)));
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
+    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -670,24 +794,59 @@ KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
   return launch;
 }
 
-void RegisterConvolutionOps(const char* device_type) {
-  RegisterKernelForTypes<ConvolutionOp<false>>("Conv2D", device_type, "T", kConvolutionTypes);
-  RegisterKernelForTypes<ConvolutionBackpropInputOp<false>>(
+void RegisterConvolution2DOps(const char* device_type) {
+  RegisterKernelForTypes<ConvolutionOp<ConvKind::kConv2D>>("Conv2D", device_type, "T",
+                                                           kConvolutionTypes);
+  DocumentOp("Conv2D", "NHWC, NCHW",
+             "VALID/SAME/EXPLICIT padding, strides, dilations; grouped when the input depth is "
+             "a multiple of the filter's in_channels (Keras Conv2D(groups=g)).");
+  RegisterKernelForTypes<ConvolutionBackpropInputOp<Conv2DBackprop>>(
       "Conv2DBackpropInput", device_type, "T", kConvolutionTypes, {"input_sizes"});
-  RegisterKernelForTypes<ConvolutionBackpropFilterOp<false>>(
+  DocumentOp("Conv2DBackpropInput", "NHWC, NCHW",
+             "input_sizes: 4 values, or 2 (height, width); grouped convolutions too.");
+  RegisterKernelForTypes<ConvolutionBackpropFilterOp<Conv2DBackprop>>(
       "Conv2DBackpropFilter", device_type, "T", kConvolutionTypes, {"filter_sizes"});
-  RegisterKernelForTypes<ConvolutionOp<true>>("DepthwiseConv2dNative", device_type, "T",
-                                              kConvolutionTypes);
-  RegisterKernelForTypes<ConvolutionBackpropInputOp<true>>(
+  DocumentOp("Conv2DBackpropFilter", "NHWC, NCHW", "Grouped convolutions too.");
+  RegisterKernelForTypes<ConvolutionBackpropInputOp<Conv2DBackprop, /*kShapeFromTensor=*/true>>(
+      "Conv2DBackpropInputV2", device_type, "T", kConvolutionTypes);
+  DocumentOp("Conv2DBackpropInputV2", "NHWC, NCHW",
+             "Takes the input tensor instead of its sizes (only its shape is read). TensorFlow "
+             "itself has no CPU or GPU kernel for it.");
+  RegisterKernelForTypes<ConvolutionBackpropFilterOp<Conv2DBackprop, /*kShapeFromTensor=*/true>>(
+      "Conv2DBackpropFilterV2", device_type, "T", kConvolutionTypes);
+  DocumentOp("Conv2DBackpropFilterV2", "NHWC, NCHW",
+             "Takes the filter tensor instead of its sizes (only its shape is read). TensorFlow "
+             "itself has no CPU or GPU kernel for it.");
+  RegisterKernelForTypes<ConvolutionOp<ConvKind::kDepthwise>>(
+      "DepthwiseConv2dNative", device_type, "T", kConvolutionTypes);
+  DocumentOp("DepthwiseConv2dNative", "NHWC, NCHW",
+             "Dilations are applied (TensorFlow's kernels ignore or reject them).");
+  RegisterKernelForTypes<ConvolutionBackpropInputOp<DepthwiseBackprop>>(
       "DepthwiseConv2dNativeBackpropInput", device_type, "T", kConvolutionTypes,
       {"input_sizes"});
-  RegisterKernelForTypes<ConvolutionBackpropFilterOp<true>>(
+  DocumentOp("DepthwiseConv2dNativeBackpropInput", "NHWC, NCHW", "");
+  RegisterKernelForTypes<ConvolutionBackpropFilterOp<DepthwiseBackprop>>(
       "DepthwiseConv2dNativeBackpropFilter", device_type, "T", kConvolutionTypes,
       {"filter_sizes"});
+  DocumentOp("DepthwiseConv2dNativeBackpropFilter", "NHWC, NCHW",
+             "Sums in float for float16/bfloat16.");
   RegisterKernelForTypes<FusedConvolutionOp>("_FusedConv2D", device_type, "T",
                                              {TF_FLOAT, TF_HALF, TF_DOUBLE});
-  RegisterMatmulOps(device_type);
-  RegisterBiasOps(device_type);
+  DocumentOp("_FusedConv2D", "NHWC, NCHW",
+             "Grappler's Conv2D + BiasAdd (+ Relu/Relu6) fusion; HWIO filters only.");
+}
+
+}  // namespace vgpu::conv
+
+namespace vgpu {
+
+void RegisterConvolutionOps(const char* device_type) {
+  conv::RegisterConvolution2DOps(device_type);
+  conv::RegisterConvolution3DOps(device_type);
+  conv::RegisterGenericConvolutionOps(device_type);
+  conv::RegisterMatmulOps(device_type);
+  conv::RegisterBiasOps(device_type);
+  conv::RegisterEinsumOps(device_type);
 }
 
 }  // namespace vgpu

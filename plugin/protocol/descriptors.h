@@ -38,20 +38,32 @@ struct TensorDescriptorSettings {
   int64_t dims[kMaxRank] = {};
 };
 
-// A convolution filter in TensorFlow's layout [height, width, in_channels, out_channels]
-// (for depthwise convolutions: [height, width, in_channels, channel_multiplier]).
+// A convolution filter in TensorFlow's layout: rank 4 [height, width, in_channels,
+// out_channels] for 2-D convolutions, rank 5 [depth, height, width, in_channels, out_channels]
+// for 3-D ones (depthwise: [height, width, in_channels, channel_multiplier]). For grouped
+// convolutions in_channels is the input depth of one group.
 struct FilterDescriptorSettings {
   DType dtype = DType::kFloat32;
-  int32_t reserved = 0;
-  int64_t dims[4] = {};
+  int32_t rank = 4;  // 4 or 5; dims beyond it are 0
+  int64_t dims[5] = {};
 };
 
+// cudnnConvolutionDescriptor_t: the window of a 2-D or 3-D convolution. data_format says where
+// the channels are: kNHWC is channels last (NHWC, NDHWC), kNCHW channels first (NCHW, NCDHW).
+// The depth (planes) fields apply to 3-D convolutions only and keep their defaults otherwise.
 struct ConvolutionDescriptorSettings {
   DataFormat data_format = DataFormat::kNHWC;
   int32_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
   int32_t stride_h = 1, stride_w = 1;
   int32_t dilation_h = 1, dilation_w = 1;
   int32_t depthwise = 0;  // 1: each input channel has its own filters (DepthwiseConv2dNative)
+  int32_t spatial_dims = 2;             // 2 or 3 (cudnnSetConvolutionNdDescriptor's arrayLength)
+  int32_t pad_front = 0, pad_back = 0;  // the depth dimension of a 3-D convolution
+  int32_t stride_d = 1, dilation_d = 1;
+  // cudnnSetConvolutionGroupCount: the input and output channels split into group_count
+  // groups, output group g seeing input group g only (input depth = filter in_channels *
+  // group_count).
+  int32_t group_count = 1;
 };
 
 enum class PoolingMode : int32_t { kMax = 0, kAverage = 1 };
@@ -138,6 +150,8 @@ VGPU_DESCRIPTOR_TRAITS(MatmulDescriptorSettings, DescriptorKind::kMatmul);
 
 // The largest settings struct: descriptor storage is sized for it.
 inline constexpr size_t kMaxDescriptorSettingsSize = sizeof(TensorDescriptorSettings);
+static_assert(sizeof(FilterDescriptorSettings) <= kMaxDescriptorSettingsSize);
+static_assert(sizeof(ConvolutionDescriptorSettings) <= kMaxDescriptorSettingsSize);
 static_assert(sizeof(PoolingDescriptorSettings) <= kMaxDescriptorSettingsSize);
 
 }  // namespace vgpu

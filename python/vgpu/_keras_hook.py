@@ -10,6 +10,11 @@ with "Could not find compiler for platform VGPU". This hook, installed at interp
 * turns an explicit ``jit_compile=True`` into a clear ``ValueError`` instead of a failure deep
   inside the first training step.
 
+It also waits for Keras' TensorFlow backend ops (``keras.src.backend.tensorflow.nn``): Keras
+compiles grouped convolutions and channels-first 3-D ones with XLA there (TensorFlow's CPU
+kernels lack them), which would fail the same way; the virtual GPU runs them natively, so
+while one is visible they run as plain ``tf.nn.convolution``.
+
 It never imports TensorFlow or Keras itself and does nothing until Keras is imported. Set
 ``VGPU_KERAS_HOOK=0`` to switch it off.
 """
@@ -67,9 +72,41 @@ def patch_trainer(trainer_module) -> None:
     trainer._vgpu_patched = True
 
 
+_BACKEND_NN_MODULE = "keras.src.backend.tensorflow.nn"
+
+
+def patch_backend_convolution(nn_module) -> None:
+    """Wraps the TensorFlow backend's conv so that the convolutions Keras would compile with
+    XLA (grouped, channels-first 3-D) run uncompiled while a virtual GPU is visible
+    (idempotent)."""
+    if getattr(nn_module, "_vgpu_patched", False):
+        return
+    original_conv = nn_module.conv
+
+    def conv(inputs, kernel, strides=1, padding="valid", data_format=None, dilation_rate=1):
+        data_format = nn_module.backend.standardize_data_format(data_format)
+        channels = inputs.shape[-1] if data_format == "channels_last" else inputs.shape[1]
+        needs_xla = (data_format == "channels_first" and len(inputs.shape) == 5) or (
+            channels != kernel.shape[-2])
+        if not needs_xla or not virtual_gpu_visible():
+            return original_conv(inputs, kernel, strides, padding, data_format, dilation_rate)
+        return nn_module.tf.nn.convolution(
+            inputs, kernel, strides, padding.upper(),
+            data_format=nn_module._convert_data_format(data_format, len(inputs.shape)),
+            dilations=dilation_rate)
+
+    nn_module.conv = conv
+    nn_module._vgpu_patched = True
+
+
+# The modules the hook adapts, and how.
+_PATCHES = {_TRAINER_MODULE: patch_trainer, _BACKEND_NN_MODULE: patch_backend_convolution}
+
+
 class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, wrapped):
+    def __init__(self, wrapped, patch):
         self._wrapped = wrapped
+        self._patch = patch
 
     def create_module(self, spec):
         return self._wrapped.create_module(spec)
@@ -77,7 +114,7 @@ class _PatchingLoader(importlib.abc.Loader):
     def exec_module(self, module):
         self._wrapped.exec_module(module)
         try:
-            patch_trainer(module)
+            self._patch(module)
         except Exception as error:  # noqa: BLE001 - never break Keras' import
             print(f"vgpu warning: could not adapt Keras for the virtual GPU: {error}",
                   file=sys.stderr)
@@ -85,12 +122,12 @@ class _PatchingLoader(importlib.abc.Loader):
 
 class _TrainerFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname != _TRAINER_MODULE:
+        if fullname not in _PATCHES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _PatchingLoader(spec.loader)
+        spec.loader = _PatchingLoader(spec.loader, _PATCHES[fullname])
         return spec
 
 
@@ -98,8 +135,10 @@ def install() -> None:
     """Installs the import hook (called from tensorflow_vgpu.pth at interpreter start)."""
     if os.environ.get("VGPU_KERAS_HOOK", "1") == "0":
         return
-    if _TRAINER_MODULE in sys.modules:
-        patch_trainer(sys.modules[_TRAINER_MODULE])
+    for name, patch in _PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    if all(name in sys.modules for name in _PATCHES):
         return
     if not any(isinstance(f, _TrainerFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _TrainerFinder())

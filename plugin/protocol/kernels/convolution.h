@@ -1,20 +1,27 @@
-// Kernel ids and launch layouts of the convolution family (ids 300-399): 2-D convolutions
-// (regular and depthwise) with their two backward passes, matrix multiplication (plain and
-// batched with broadcasting) and bias addition with its gradient.
+// Kernel ids and launch layouts of the convolution family (ids 300-399): 2-D and 3-D
+// convolutions (regular, grouped and depthwise) with their two backward passes, matrix
+// multiplication (plain and batched with broadcasting), bias addition with its gradient, and
+// the rearrangement Einsum needs around its matrix products.
 //
 // Convolution launches carry the descriptors cuDNN's convolution calls take, always in the
 // order [x tensor, filter, convolution, y tensor]:
-//   x tensor     the convolution's input, rank 4, in the convolution's data format
-//                (NHWC: [N, H, W, C]; NCHW: [N, C, H, W]);
-//   filter       [height, width, in_channels, out_channels] (depthwise: [height, width,
-//                in_channels, channel_multiplier]);
-//   convolution  data format, explicit paddings (SAME/VALID already resolved to explicit
-//                values by the caller), strides, dilations, depthwise flag;
-//   y tensor     the convolution's output, rank 4, in the same data format.
+//   x tensor     the convolution's input, rank 4 (2-D) or 5 (3-D), channels last or first as
+//                the convolution descriptor says (NHWC/NDHWC: [N, (D,) H, W, C];
+//                NCHW/NCDHW: [N, C, (D,) H, W]);
+//   filter       [(depth,) height, width, in_channels, out_channels], in_channels being the
+//                depth of one group (depthwise: [height, width, in_channels,
+//                channel_multiplier]);
+//   convolution  data format, spatial dimension count, explicit paddings (SAME/VALID already
+//                resolved to explicit values by the caller), strides, dilations, group count,
+//                depthwise flag;
+//   y tensor     the convolution's output, same rank and data format.
 // The element type is the x tensor's; the filter and y must have the same one. The backend
 // checks that the output size follows from the input size, the filter, the paddings, the
 // strides and the dilations: out = (in + pad_before + pad_after - effective_filter) / stride + 1.
-// Convolution parameter blocks are empty.
+// With group_count g, x has g * in_channels channels, y out_channels (a multiple of g), and
+// output channel group k (out_channels / g consecutive channels) sees input channel group k
+// only. Depthwise convolutions are 2-D with group count 1. Convolution parameter blocks are
+// empty.
 #ifndef VGPU_PROTOCOL_KERNELS_CONVOLUTION_H_
 #define VGPU_PROTOCOL_KERNELS_CONVOLUTION_H_
 
@@ -68,6 +75,28 @@ inline constexpr KernelId kBiasAdd = KernelId{320};
 // params: BiasParams. bias_gradient[c] = the sum of gradient over every dimension but the
 // channel dimension (accumulated in float for 16-bit types).
 inline constexpr KernelId kBiasAddGrad = KernelId{321};
+
+// Parameter block of kRearrange (kMaxRank from protocol/descriptors.h).
+struct RearrangeParams {
+  int32_t summed_rank = 0;             // s: the number of summed dimensions, 0..kMaxRank
+  int32_t ties[8] = {-1, -1, -1, -1, -1, -1, -1, -1};  // per y dimension, see kRearrange
+  int64_t x_strides[8] = {};           // per y dimension: its step in x, in elements
+  int64_t summed_sizes[8] = {};        // per summed dimension: its size
+  int64_t summed_strides[8] = {};      // per summed dimension: its step in x, in elements
+};
+
+// descriptors: [x tensor, y tensor]; buffers: [x, y]; params: RearrangeParams.
+// y = a rearrangement of x: what Einsum does besides matrix products (permuted dimensions,
+// generalized diagonals, dimensions summed out, and diagonals written into zeros). x and y are
+// dense row-major tensors of one floating-point dtype. For each index i of y:
+//   y[i] = 0                          if i[k] != i[ties[k]] for some k with ties[k] >= 0,
+//   y[i] = sum over j < summed_sizes  of x[sum_k i[k] * x_strides[k] +
+//                                          sum_m j[m] * summed_strides[m]]   otherwise
+// (one term when summed_rank is 0; 0 when a summed size is 0). ties[k] is -1 or an earlier y
+// dimension; the entries beyond y's rank and summed_rank must keep their defaults. Strides are
+// non-negative and every index reached lies inside x. Sums are accumulated in float for the
+// 16-bit types.
+inline constexpr KernelId kRearrange = KernelId{330};
 
 }  // namespace vgpu::convolution
 

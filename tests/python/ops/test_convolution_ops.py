@@ -1,5 +1,7 @@
-"""Convolution-family ops on the virtual GPU against TensorFlow's CPU kernels: Conv2D and its two
-backprops, the DepthwiseConv2dNative trio, MatMul, BatchMatMulV2, BiasAdd and BiasAddGrad.
+"""Convolution-family ops on the virtual GPU against TensorFlow's CPU kernels: Conv2D (plain and
+grouped) and its two backprops with their V2 variants, the generic Conv op, the
+DepthwiseConv2dNative trio, MatMul,
+BatchMatMulV2/V3, BiasAdd and BiasAddGrad. 3-D convolutions and Einsum have their own files.
 
 TensorFlow's CPU convolutions (oneDNN or Eigen) sum in a different order than the plugin's
 Eigen kernels, so float32 convolutions are compared with rtol/atol 1e-4; 16-bit types are
@@ -287,6 +289,48 @@ def test_depthwise_conv2d_gradients_match_cpu(dtype):
     assert_gradients_match_cpu(conv, x, w, **conv_tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float16, BF16], ids=["float16", "bfloat16"])
+@pytest.mark.parametrize("op", ["forward", "backprop_input", "backprop_filter"])
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
+def test_nchw_convolutions_in_16_bit_types_match_cpu(depthwise, op, dtype):
+    # NCHW tensors are staged to NHWC float on the executor. Eigen evaluates
+    # shuffle(...).cast<float>() blockwise by writing the shuffled 16-bit values straight into
+    # the float buffer, which gave garbage (e.g. DepthwiseConv2dNativeBackpropFilter off by
+    # hundreds in float16); the kernels now convert first and transpose after.
+    x_shape, w_shape = (2, 7, 8, 3), (3, 2, 3, 2)
+    x = random_array(x_shape, dtype, seed=48, low=-1, high=1)
+    w = random_array(w_shape, dtype, seed=49, low=-1, high=1)
+    attributes = lambda data_format: conv_attributes(data_format, 1, 1, "same")
+    if depthwise:
+        forward = lambda f: lambda a, b: tf.raw_ops.DepthwiseConv2dNative(
+            input=a, filter=b, **attributes(f))
+        backprop_input = lambda f: lambda b, g: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+            input_sizes=shape_in_format(x_shape, f), filter=b, out_backprop=g, **attributes(f))
+        backprop_filter = lambda f: lambda a, g: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+            input=a, filter_sizes=list(w_shape), out_backprop=g, **attributes(f))
+    else:
+        forward = lambda f: lambda a, b: tf.raw_ops.Conv2D(input=a, filter=b, **attributes(f))
+        backprop_input = lambda f: lambda b, g: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=shape_in_format(x_shape, f), filter=b, out_backprop=g, **attributes(f))
+        backprop_filter = lambda f: lambda a, g: tf.raw_ops.Conv2DBackpropFilter(
+            input=a, filter_sizes=list(w_shape), out_backprop=g, **attributes(f))
+    dy = random_array(on_device("/CPU:0", forward("NHWC"), x, w).shape, dtype, seed=50,
+                      low=-1, high=1)
+    if op == "forward":
+        expected = on_device("/CPU:0", forward("NHWC"), x, w)
+        actual = from_format(on_device("/GPU:0", forward("NCHW"), to_format(x, "NCHW"), w),
+                             "NCHW")
+    elif op == "backprop_input":
+        expected = on_device("/CPU:0", backprop_input("NHWC"), w, dy)
+        actual = from_format(on_device("/GPU:0", backprop_input("NCHW"), w,
+                                       to_format(dy, "NCHW")), "NCHW")
+    else:
+        expected = on_device("/CPU:0", backprop_filter("NHWC"), x, dy)
+        actual = on_device("/GPU:0", backprop_filter("NCHW"), to_format(x, "NCHW"),
+                           to_format(dy, "NCHW"))
+    assert_close(actual, expected, dtype)
+
+
 @pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
 def test_convolutions_of_an_empty_batch_have_the_right_shapes_and_zero_filter_gradients(
         depthwise):
@@ -308,6 +352,221 @@ def test_convolutions_of_an_empty_batch_have_the_right_shapes_and_zero_filter_gr
     assert y.shape == (0, 6, 5, 6 if depthwise else 2)
     assert dx.shape == x.shape
     assert dw.shape == w.shape and not np.any(dw)
+
+
+def grouped_reference(groups, conv):
+    """conv(x, w) of a grouped convolution computed group by group (TensorFlow's CPU kernels
+    have no grouped gradients): the input's channels and the filter's output channels are split
+    into `groups` parts, each convolved, and the results concatenated. NHWC."""
+
+    def grouped(x, w):
+        xs = tf.split(x, groups, axis=3)
+        ws = tf.split(w, groups, axis=3)
+        return tf.concat([conv(a, b) for a, b in zip(xs, ws)], axis=3)
+
+    return grouped
+
+
+def values_and_gradients(device, fn, *args):
+    """fn(*args) and d(sum(fn(*args) * u))/d(args) on `device`, u a fixed random upstream
+    gradient, as numpy arrays."""
+
+    def run(*tensors):
+        with tf.GradientTape() as tape:
+            for t in tensors:
+                tape.watch(t)
+            out = fn(*tensors)
+        upstream = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=98))
+        return (out,) + tuple(tape.gradient(out, tensors, output_gradients=upstream))
+
+    return on_device(device, run, *args)
+
+
+GROUPED_CASES = [
+    pytest.param(groups, padding, stride, dilation,
+                 id=f"groups{groups}-{padding}-stride{stride}-dilation{dilation}")
+    for groups, padding, stride, dilation in [
+        (2, "valid", 1, 1), (2, "same", 2, 1), (3, "explicit", 1, 2), (3, "same", 2, 2),
+        (6, "valid", 1, 1)]
+]
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("groups,padding,stride,dilation", GROUPED_CASES)
+def test_grouped_conv2d_and_gradients_match_per_group_convolutions_on_cpu(
+        data_format, groups, padding, stride, dilation):
+    # Input depth 6 = groups * filter in_channels; output depth 6 (a multiple of the groups).
+    x = random_array((2, 7, 8, 6), np.float32, seed=51, low=-1, high=1)
+    w = random_array((3, 2, 6 // groups, 6), np.float32, seed=52, low=-1, high=1)
+    gpu_conv = lambda a, b: from_format_tensor(tf.raw_ops.Conv2D(
+        input=to_format_tensor(a, data_format), filter=b,
+        **conv_attributes(data_format, stride, dilation, padding)), data_format)
+    # The CPU reference: dilated filters, since TensorFlow's CPU backprops reject dilations.
+    cpu_conv = lambda a, b: tf.raw_ops.Conv2D(
+        input=a, filter=b, **conv_attributes("NHWC", stride, 1, padding))
+    vgpu.reset_stats()
+    actual = values_and_gradients("/GPU:0", gpu_conv, x, w)
+    assert vgpu.stats()["launches"] >= 3
+    expected = values_and_gradients(
+        "/CPU:0", lambda a, b: grouped_reference(groups, cpu_conv)(a, dilated_tensor(b, dilation)),
+        x, w)
+    for a, e in zip(actual, expected):
+        assert_close(a, e, np.float32)
+
+
+def to_format_tensor(t, data_format):
+    return tf.transpose(t, (0, 3, 1, 2)) if data_format == "NCHW" else t
+
+
+def from_format_tensor(t, data_format):
+    return tf.transpose(t, (0, 2, 3, 1)) if data_format == "NCHW" else t
+
+
+def dilated_tensor(w, dilation):
+    """dilate_filter for tensors (differentiable)."""
+    if dilation == 1:
+        return w
+    kh, kw = w.shape[:2]
+    rows = []
+    for i in range(kh):
+        cols = []
+        for j in range(kw):
+            cols.append(w[i, j])
+            if j < kw - 1:
+                cols.extend([tf.zeros_like(w[i, j])] * (dilation - 1))
+        rows.append(tf.stack(cols))
+        if i < kh - 1:
+            rows.extend([tf.zeros_like(rows[-1])] * (dilation - 1))
+    return tf.stack(rows)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BF16, np.float64])
+def test_grouped_conv2d_and_gradients_match_cpu_in_other_dtypes(dtype):
+    x = random_array((2, 6, 5, 4), dtype, seed=53, low=-1, high=1)
+    w = random_array((3, 3, 2, 6), dtype, seed=54, low=-1, high=1)
+    conv = lambda a, b: tf.nn.conv2d(a, b, 1, "SAME")
+    actual = values_and_gradients("/GPU:0", conv, x, w)
+    expected = values_and_gradients("/CPU:0", grouped_reference(2, conv), x, w)
+    for a, e in zip(actual, expected):
+        assert_close(a, e, dtype)
+
+
+def test_grouped_conv2d_forward_matches_cpu_grouped_kernel():
+    # TensorFlow's CPU Conv2D computes grouped convolutions itself (not their gradients).
+    x = random_array((2, 9, 7, 8), np.float32, seed=55, low=-1, high=1)
+    w = random_array((3, 3, 2, 8), np.float32, seed=56, low=-1, high=1)
+    assert_matches_cpu(lambda a, b: tf.nn.conv2d(a, b, 2, "SAME"), x, w,
+                       **conv_tolerance(np.float32))
+
+
+def test_depthwise_as_grouped_conv2d_with_one_channel_per_group_matches_depthwise():
+    # groups == input depth: every output channel sees one input channel.
+    x = random_array((2, 6, 6, 3), np.float32, seed=57, low=-1, high=1)
+    w = random_array((3, 3, 3, 2), np.float32, seed=58, low=-1, high=1)
+    grouped_filter = np.reshape(w, (3, 3, 1, 6))
+    depthwise = on_device("/CPU:0", lambda a, b: tf.nn.depthwise_conv2d(a, b, [1] * 4, "SAME"),
+                          x, w)
+    grouped = on_device("/GPU:0", lambda a, b: tf.nn.conv2d(a, b, 1, "SAME"), x,
+                        grouped_filter)
+    assert_close(grouped, depthwise, np.float32)
+
+
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("padding,stride", [("valid", 1), ("same", 2), ("explicit", 1)])
+def test_conv2d_backprop_v2_ops_match_the_cpu_backprops(data_format, groups, padding, stride):
+    # The V2 ops take the input (filter) tensor instead of its sizes; TensorFlow has no kernel
+    # for them, so they are compared with the CPU's V1 results (per group for grouped ones).
+    x_shape, w_shape = (2, 7, 9, 4), (3, 2, 4 // groups, 4)
+    x = random_array(x_shape, np.float32, seed=59, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=60, low=-1, high=1)
+    dy = random_array(forward_shape(x_shape, (3, 2, 4, 4), stride, 1, padding), np.float32,
+                      seed=61, low=-1, high=1)
+    attributes = conv_attributes(data_format, stride, 1, padding)
+    dx = on_device("/GPU:0", lambda a, b, g: tf.raw_ops.Conv2DBackpropInputV2(
+        input=a, filter=b, out_backprop=g, **attributes), to_format(x, data_format), w,
+        to_format(dy, data_format))
+    dw = on_device("/GPU:0", lambda a, b, g: tf.raw_ops.Conv2DBackpropFilterV2(
+        input=a, filter=b, out_backprop=g, **attributes), to_format(x, data_format), w,
+        to_format(dy, data_format))
+    cpu_attributes = conv_attributes("NHWC", stride, 1, padding)
+    cpu_conv = lambda a, b: tf.raw_ops.Conv2D(input=a, filter=b, **cpu_attributes)
+    _, expected_dx, expected_dw = on_device("/CPU:0", lambda a, b, g: vjp(
+        grouped_reference(groups, cpu_conv), g, a, b), x, w, dy)
+    assert_close(from_format(dx, data_format), expected_dx, np.float32)
+    assert_close(dw, expected_dw, np.float32)
+
+
+def vjp(fn, upstream, *args):
+    with tf.GradientTape() as tape:
+        for t in args:
+            tape.watch(t)
+        out = fn(*args)
+    return (out,) + tuple(tape.gradient(out, args, output_gradients=upstream))
+
+
+def generic_conv(channels_first, strides, padding, dilations=None, batch_dims=1,
+                 explicit_paddings=()):
+    """TensorFlow's generic Conv op on channels-last tensors, computed channels first when
+    asked (TensorFlow's CPU kernel takes CHANNELS_LAST only)."""
+    def conv(x, w):
+        rank = len(x.shape)
+        first = list(range(batch_dims)) + [rank - 1] + list(range(batch_dims, rank - 1))
+        last = list(range(batch_dims)) + list(range(batch_dims + 1, rank)) + [batch_dims]
+        spatial = rank - 1 - batch_dims
+        full = lambda values: ([1, 1] + values) if channels_first else ([1] + values + [1])
+        y = tf.raw_ops.Conv(
+            input=tf.transpose(x, first) if channels_first else x, filter=w,
+            strides=full(strides), padding=padding,
+            explicit_paddings=list(explicit_paddings),
+            dilations=full(dilations or [1] * spatial),
+            data_format="CHANNELS_FIRST" if channels_first else "CHANNELS_LAST",
+            batch_dims=batch_dims)
+        return tf.transpose(y, last) if channels_first else y
+    return conv
+
+
+@pytest.mark.parametrize("channels_first", [False, True], ids=["last", "first"])
+@pytest.mark.parametrize("case", ["2d-same-strided", "2d-explicit", "2d-dilated-batch-dims",
+                                  "3d-valid"])
+def test_generic_conv_op_matches_cpu(channels_first, case):
+    if case == "2d-same-strided":
+        x_shape, w_shape, args = (2, 7, 8, 3), (3, 2, 3, 4), ([2, 1], "SAME")
+        kwargs = {}
+    elif case == "2d-explicit":
+        x_shape, w_shape, args = (2, 7, 8, 3), (3, 3, 3, 4), ([1, 1], "EXPLICIT")
+        kwargs = dict(explicit_paddings=[0, 0, 1, 2, 2, 0, 0, 0])
+    elif case == "2d-dilated-batch-dims":
+        x_shape, w_shape, args = (2, 3, 7, 8, 3), (3, 2, 3, 4), ([1, 1], "VALID")
+        kwargs = dict(dilations=[2, 1], batch_dims=2)
+    else:
+        x_shape, w_shape, args = (2, 4, 5, 6, 3), (2, 3, 2, 3, 4), ([1, 2, 1], "VALID")
+        kwargs = {}
+    if channels_first and "explicit_paddings" in kwargs:
+        p = kwargs["explicit_paddings"]
+        kwargs = dict(kwargs, explicit_paddings=p[0:2] + p[6:8] + p[2:6])
+    x = random_array(x_shape, np.float32, seed=64, low=-1, high=1)
+    w = random_array(w_shape, np.float32, seed=65, low=-1, high=1)
+    cpu_kwargs = dict(kwargs, explicit_paddings=[0, 0, 1, 2, 2, 0, 0, 0]) if (
+        case == "2d-explicit") else kwargs
+    expected = on_device("/CPU:0", generic_conv(False, *args, **cpu_kwargs), x, w)
+    vgpu.reset_stats()
+    actual = on_device("/GPU:0", generic_conv(channels_first, *args, **kwargs), x, w)
+    assert vgpu.stats()["launches"] >= 1
+    assert_close(actual, expected, np.float32)
+
+
+def test_generic_conv_op_rejects_groups_and_other_spatial_ranks():
+    x, w = np.ones((1, 5, 5, 4), np.float32), np.ones((3, 3, 2, 2), np.float32)
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME", groups=2),
+                   x, w, error=tf.errors.UnimplementedError, match="Grouped")
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME", batch_dims=2),
+                   x, w, match="2 or 3 spatial dimensions")
+    _raises_on_gpu(lambda a, b: tf.raw_ops.Conv(input=a, filter=b, strides=[1, 1, 1, 1],
+                                                padding="SAME"),
+                   x, w, match="equal to filter depth")
 
 
 MATMUL_DTYPES = [np.float32, np.float64, np.float16, BF16]
@@ -357,6 +616,32 @@ def test_batch_matmul_v2_matches_cpu(shapes, adj_x, adj_y):
     b = random_array(b_shape, np.float32, seed=28, low=-1, high=1)
     batch_matmul = lambda x, y: tf.raw_ops.BatchMatMulV2(x=x, y=y, adj_x=adj_x, adj_y=adj_y)
     assert_matches_cpu(batch_matmul, a, b, expect_launch=a.size > 0, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", MATMUL_DTYPES)
+@pytest.mark.parametrize("shapes", [((2, 1, 3, 4), (3, 4, 5)), ((4, 3, 4), (4, 5)),
+                                    ((0, 3, 4), (1, 4, 2))],
+                         ids=["broadcast", "shared-rhs", "empty-batch"])
+@pytest.mark.parametrize("adj_x,adj_y", [(False, False), (True, True)])
+def test_batch_matmul_v3_matches_cpu(dtype, shapes, adj_x, adj_y):
+    a_shape, b_shape = list(shapes[0]), list(shapes[1])
+    if adj_x:
+        a_shape[-2:] = a_shape[-1:-3:-1]
+    if adj_y:
+        b_shape[-2:] = b_shape[-1:-3:-1]
+    a = random_array(a_shape, dtype, seed=62, low=-1, high=1)
+    b = random_array(b_shape, dtype, seed=63, low=-1, high=1)
+    batch_matmul = lambda x, y: tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=x.dtype, adj_x=adj_x,
+                                                         adj_y=adj_y)
+    assert_matches_cpu(batch_matmul, a, b, expect_launch=a.size > 0, **conv_tolerance(dtype))
+    if a.size > 0:
+        assert_gradients_match_cpu(batch_matmul, a, b, **conv_tolerance(dtype))
+
+
+def test_batch_matmul_v3_with_mismatched_batches_is_an_invalid_argument():
+    _raises_on_gpu(lambda x, y: tf.raw_ops.BatchMatMulV3(x=x, y=y, Tout=tf.float32),
+                   np.ones((2, 3, 4), np.float32), np.ones((3, 4, 5), np.float32),
+                   match="compatible batch dimensions")
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16])
@@ -474,8 +759,20 @@ BAD_CONVOLUTIONS = {
     "depth-not-divisible": (lambda x, w: tf.raw_ops.Conv2D(
         input=x, filter=w[:, :, :3], strides=[1, 1, 1, 1], padding="SAME"),
         "evenly divisible"),
-    "batch-stride": (lambda x, w: tf.raw_ops.Conv2D(
-        input=x, filter=w, strides=[2, 1, 1, 1], padding="SAME"), "batch and depth"),
+    "depthwise-batch-stride": (lambda x, w: tf.raw_ops.DepthwiseConv2dNative(
+        input=x, filter=w, strides=[2, 1, 1, 2], padding="SAME"), "batch and depth"),
+    "grouped-output-depth": (lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=tf.ones([3, 3, 2, 3]), strides=[1, 1, 1, 1], padding="SAME"),
+        "divisible by number of groups"),
+    "backprop-filter-grouped-output-depth": (lambda x, w: tf.raw_ops.Conv2DBackpropFilter(
+        input=x, filter_sizes=[3, 3, 2, 3], out_backprop=tf.ones([1, 5, 5, 3]),
+        strides=[1, 1, 1, 1], padding="SAME"), "divisible by number of groups"),
+    "backprop-batch-mismatch": (lambda x, w: tf.raw_ops.Conv2DBackpropFilter(
+        input=x, filter_sizes=[3, 3, 4, 2], out_backprop=tf.ones([2, 5, 5, 2]),
+        strides=[1, 1, 1, 1], padding="SAME"), "same batch size"),
+    "backprop-input-v2-depth": (lambda x, w: tf.raw_ops.Conv2DBackpropInputV2(
+        input=x, filter=w[:, :, :3], out_backprop=tf.ones([1, 5, 5, 2]),
+        strides=[1, 1, 1, 1], padding="SAME"), "evenly divisible"),
     "zero-stride": (lambda x, w: tf.raw_ops.Conv2D(
         input=x, filter=w, strides=[1, 0, 1, 1], padding="SAME"), "larger than 0"),
     "zero-dilation": (lambda x, w: tf.raw_ops.Conv2D(
@@ -511,6 +808,28 @@ BAD_CONVOLUTIONS = {
 def test_invalid_arguments_are_invalid_argument_errors(case):
     fn, match = BAD_CONVOLUTIONS[case]
     _raises_on_gpu(fn, X, W, match=match)
+
+
+# TensorFlow's Conv2D and Conv2DBackprop* kernels report batch or depth strides and dilations
+# as Unimplemented (InitConv2DParameters, Conv2DBackprop*Op).
+UNIMPLEMENTED_CONVOLUTIONS = {
+    "conv2d-batch-stride": lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[2, 1, 1, 1], padding="SAME"),
+    "conv2d-depth-dilation": lambda x, w: tf.raw_ops.Conv2D(
+        input=x, filter=w, strides=[1, 1, 1, 1], dilations=[1, 1, 1, 2], padding="SAME"),
+    "backprop-input-batch-stride": lambda x, w: tf.raw_ops.Conv2DBackpropInput(
+        input_sizes=[1, 5, 5, 4], filter=w, out_backprop=tf.ones([1, 5, 5, 2]),
+        strides=[2, 1, 1, 1], padding="SAME"),
+    "backprop-filter-v2-batch-dilation": lambda x, w: tf.raw_ops.Conv2DBackpropFilterV2(
+        input=x, filter=w, out_backprop=tf.ones([1, 5, 5, 2]), strides=[1, 1, 1, 1],
+        dilations=[2, 1, 1, 1], padding="SAME"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNIMPLEMENTED_CONVOLUTIONS))
+def test_batch_and_depth_strides_and_dilations_are_unimplemented(case):
+    _raises_on_gpu(UNIMPLEMENTED_CONVOLUTIONS[case], X, W, error=tf.errors.UnimplementedError,
+                   match="batch and depth dimensions")
 
 
 def test_convolution_kernels_use_descriptors_created_and_destroyed_per_call():

@@ -1,8 +1,10 @@
-// CPU kernels of the convolution family (protocol/kernels/convolution.h): 2-D convolution and
-// its backward passes with Eigen's spatial convolutions on the executor's thread pool, the
-// same code TensorFlow's CPU kernels run. NCHW tensors and 16-bit types are staged to NHWC in
-// the computation's type (float for half/bfloat16); depthwise convolutions are dispatched to
-// convolution_depthwise.cc. Also registers the matmul and bias kernels of the family.
+// CPU kernels of the convolution family (protocol/kernels/convolution.h): 2-D and 3-D
+// convolutions and their backward passes on the executor's thread pool. Channels-first tensors
+// and 16-bit types are staged to channels-last in the computation's type (float for
+// half/bfloat16). Ungrouped 2-D convolutions and input gradients use Eigen's spatial
+// convolutions, the code TensorFlow's CPU kernels run; depthwise convolutions are dispatched to
+// convolution_depthwise.cc; 3-D and grouped convolutions and every filter gradient to the
+// im2col kernels of convolution_im2col.cc. Also registers the family's other kernels.
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 
 #include <algorithm>
@@ -26,9 +28,6 @@ using Map2 = RowMajorMap<T, 2>;
 template <typename T>
 using ConstMap2 = RowMajorMap<const T, 2>;
 
-// Scratch budget of the im2col buffer of the filter gradient, in elements.
-constexpr int64_t kColumnBufferElements = int64_t{8} << 20;
-
 // Output size of one spatial dimension, TensorFlow's rule with explicit paddings.
 int64_t WindowedOutputSize(int64_t input, int64_t filter, int64_t dilation, int64_t stride,
                            int64_t pad_before, int64_t pad_after) {
@@ -51,11 +50,16 @@ bool EigenInfersPadding(int64_t input, int64_t filter, int64_t dilation, int64_t
   return backward_pad_before >= 0 && backward_pad_after >= 0;
 }
 
-// y = conv(x, filter), NHWC, in the compute type. Uses the same shortcuts as TensorFlow's CPU
-// kernel: a plain matrix product for 1x1 filters and for filters covering the whole input.
+// y = conv(x, filter) of an ungrouped 2-D convolution, NHWC, in the compute type. Uses the same
+// shortcuts as TensorFlow's CPU kernel: a plain matrix product for 1x1 filters and for filters
+// covering the whole input.
 template <typename CT>
 void ConvolveNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                  ConstMap4<CT> input, ConstMap4<CT> filter, Map4<CT> output) {
+                  const CT* input_data, const CT* filter_data, CT* output_data) {
+  ConstMap4<CT> input(input_data, g.batch, g.in_rows, g.in_cols, g.in_depth);
+  ConstMap4<CT> filter(filter_data, g.filter_rows, g.filter_cols, g.filter_in_depth,
+                       g.filter_out);
+  Map4<CT> output(output_data, g.batch, g.out_rows, g.out_cols, g.out_depth);
   const ContractDims matmul{Eigen::IndexPair<Index>(1, 0)};
   if (g.filter_rows == 1 && g.filter_cols == 1 && g.UnitStridesAndDilations() && g.NoPadding()) {
     const Index pixels = g.batch * g.in_rows * g.in_cols;
@@ -77,11 +81,15 @@ void ConvolveNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeomet
   }
 }
 
-// dx from dy and the filter, NHWC, in the compute type.
+// dx from dy and the filter of an ungrouped 2-D convolution, NHWC, in the compute type.
 template <typename CT>
 void ConvolveBackwardInputNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                               ConstMap4<CT> filter, ConstMap4<CT> out_backprop,
-                               Map4<CT> in_backprop) {
+                               const CT* filter_data, const CT* out_backprop_data,
+                               CT* in_backprop_data) {
+  ConstMap4<CT> filter(filter_data, g.filter_rows, g.filter_cols, g.filter_in_depth,
+                       g.filter_out);
+  ConstMap4<CT> out_backprop(out_backprop_data, g.batch, g.out_rows, g.out_cols, g.out_depth);
+  Map4<CT> in_backprop(in_backprop_data, g.batch, g.in_rows, g.in_cols, g.in_depth);
   if (g.filter_rows == 1 && g.filter_cols == 1 && g.UnitStridesAndDilations() && g.NoPadding()) {
     const Index pixels = g.batch * g.in_rows * g.in_cols;
     const ContractDims by_out_depth{Eigen::IndexPair<Index>(1, 1)};
@@ -111,78 +119,6 @@ void ConvolveBackwardInputNhwc(const Eigen::ThreadPoolDevice& device, const Conv
           .slice(offsets, in_backprop.dimensions());
 }
 
-// Copies the image patches of output pixel rows [first_row, first_row + rows) (a row being one
-// output row of one image, batch-major) into `columns`, one row of [filter_rows, filter_cols,
-// in_depth] values per output pixel (im2col), with zeros where the window reaches into the
-// padding. Rows are spread over the thread pool.
-template <typename CT>
-void ExtractPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                    const CT* input, Index first_row, Index rows, CT* columns) {
-  const Index patch = g.filter_rows * g.filter_cols * g.in_depth;
-  const Index depth_bytes = g.in_depth * sizeof(CT);
-  const Eigen::TensorOpCost row_cost(g.out_cols * patch * sizeof(CT),
-                                     g.out_cols * patch * sizeof(CT), g.out_cols * patch);
-  device.parallelFor(rows, row_cost, [&](Index first, Index last) {
-    for (Index row = first; row < last; ++row) {
-      const Index n = (first_row + row) / g.out_rows;
-      const Index oh = (first_row + row) % g.out_rows;
-      for (Index ow = 0; ow < g.out_cols; ++ow) {
-        CT* out = columns + (row * g.out_cols + ow) * patch;
-        for (Index kh = 0; kh < g.filter_rows; ++kh) {
-          const Index ih = oh * g.stride_rows - g.pad_top + kh * g.dilation_rows;
-          for (Index kw = 0; kw < g.filter_cols; ++kw, out += g.in_depth) {
-            const Index iw = ow * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-            if (ih < 0 || ih >= g.in_rows || iw < 0 || iw >= g.in_cols) {
-              std::memset(out, 0, depth_bytes);
-            } else {
-              std::memcpy(out, input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
-                          depth_bytes);
-            }
-          }
-        }
-      }
-    }
-  });
-}
-
-// dfilter from x and dy, NHWC, in the compute type: the image patches of a group of output
-// pixel rows (im2col, about kColumnBufferElements at a time) contracted with dy over the
-// pixels, as TensorFlow's custom CPU filter gradient does. Covers every combination of
-// strides, dilations and paddings.
-template <typename CT>
-void ConvolveBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
-                                const ConvolutionGeometry& g, ConstMap4<CT> input,
-                                ConstMap4<CT> out_backprop, Map4<CT> filter_backprop) {
-  const ContractDims by_pixels{Eigen::IndexPair<Index>(0, 0)};
-  if (g.filter_rows == 1 && g.filter_cols == 1 && g.UnitStridesAndDilations() && g.NoPadding()) {
-    const Index pixels = g.batch * g.in_rows * g.in_cols;
-    Map2<CT>(filter_backprop.data(), g.in_depth, g.out_depth).device(device) =
-        ConstMap2<CT>(input.data(), pixels, g.in_depth)
-            .contract(ConstMap2<CT>(out_backprop.data(), pixels, g.out_depth), by_pixels);
-    return;
-  }
-  const Index patch = g.filter_rows * g.filter_cols * g.in_depth;
-  const Index total_rows = g.batch * g.out_rows;
-  const Index per_row = std::max<Index>(1, g.out_cols * patch);
-  const Index rows_per_chunk = std::clamp<Index>(kColumnBufferElements / per_row, 1, total_rows);
-  Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
-  Map2<CT> result(filter_backprop.data(), patch, g.out_depth);
-  for (Index first = 0; first < total_rows; first += rows_per_chunk) {
-    const Index rows = std::min(rows_per_chunk, total_rows - first);
-    const Index pixels = rows * g.out_cols;
-    ExtractPatches(device, g, input.data(), first, rows, columns.data());
-    ConstMap2<CT> patches(columns.data(), pixels, patch);
-    // dy's rows of output pixels are contiguous in NHWC, like the patches'.
-    ConstMap2<CT> gradients(out_backprop.data() + first * g.out_cols * g.out_depth, pixels,
-                            g.out_depth);
-    if (first == 0) {
-      result.device(device) = patches.contract(gradients, by_pixels);
-    } else {
-      result.device(device) += patches.contract(gradients, by_pixels);
-    }
-  }
-}
-
 template <typename T>
 void SetZero(const Eigen::ThreadPoolDevice& device, T* data, int64_t elements) {
   if (elements == 0) return;
@@ -197,6 +133,11 @@ struct Epilogue {
   std::optional<ActivationMode> activation;
 };
 
+// True when Eigen's 2-D spatial convolutions handle the launch (ungrouped, not depthwise).
+bool UsesEigenSpatialConvolution(const ConvolutionGeometry& g) {
+  return g.spatial_dims == 2 && g.groups == 1 && !g.depthwise;
+}
+
 // y = conv(x, filter), then activation(y + bias) when `epilogue` is given. Buffers: x and the
 // filter at 0 and 1, y at `output_buffer`.
 template <typename T>
@@ -208,22 +149,26 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(output_buffer, g.OutputElements()));
   const Eigen::ThreadPoolDevice& device = *context.device;
   if (g.OutputElements() == 0) return absl::OkStatus();
-  NhwcOutput<T, CT> output(y, g.data_format, g.batch, g.out_rows, g.out_cols, g.out_depth);
+  ChannelsLastOutput<T, CT> output(y, g.data_format, g.batch, g.OutputPixels(), g.out_depth);
   if (g.InputElements() == 0 || g.FilterElements() == 0) {  // only padding is convolved
     SetZero(device, output.data(), g.OutputElements());
   } else {
-    NhwcInput<T, CT> input(device, x, g.data_format, g.batch, g.in_rows, g.in_cols, g.in_depth);
-    NhwcInput<T, CT> filter(device, w, DataFormat::kNHWC, g.filter_rows, g.filter_cols,
-                            g.filter_in_depth, g.filter_out);
+    ChannelsLastInput<T, CT> input(device, x, g.data_format, g.batch, g.InputPixels(),
+                                   g.in_depth);
+    // The filter's layout does not depend on the data format: only its type may be staged.
+    ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.FilterElements());
     if (g.depthwise) {
       DepthwiseForwardNhwc<CT>(device, g, input.data(), filter.data(), output.data());
+    } else if (UsesEigenSpatialConvolution(g)) {
+      ConvolveNhwc<CT>(device, g, input.data(), filter.data(), output.data());
     } else {
-      ConvolveNhwc<CT>(device, g, input.tensor(), filter.tensor(), output.tensor());
+      VGPU_RETURN_IF_ERROR(
+          Im2colForward<CT>(device, g, input.data(), filter.data(), output.data()));
     }
   }
   if (epilogue != nullptr) {
-    AddBiasAndActivate<CT>(device, output.data(), g.batch * g.out_rows * g.out_cols, g.out_depth,
-                       epilogue->bias, epilogue->activation);
+    AddBiasAndActivate<CT>(device, output.data(), g.batch * g.OutputPixels(), g.out_depth,
+                           epilogue->bias, epilogue->activation);
   }
   output.Finish(device);
   return absl::OkStatus();
@@ -241,17 +186,20 @@ absl::Status BackwardInputTyped(const KernelContext& context, const ConvolutionG
     SetZero(device, dx, g.InputElements());
     return absl::OkStatus();
   }
-  NhwcInput<T, CT> filter(device, w, DataFormat::kNHWC, g.filter_rows, g.filter_cols,
-                          g.filter_in_depth, g.filter_out);
-  NhwcInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.out_rows, g.out_cols,
-                                g.out_depth);
-  NhwcOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.in_rows, g.in_cols, g.in_depth);
+  ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.FilterElements());
+  ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
+                                        g.out_depth);
+  ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
+                                        g.in_depth);
   if (g.depthwise) {
     DepthwiseBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
                                    in_backprop.data());
+  } else if (UsesEigenSpatialConvolution(g)) {
+    ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
+                                  in_backprop.data());
   } else {
-    ConvolveBackwardInputNhwc<CT>(device, g, filter.tensor(), out_backprop.tensor(),
-                                  in_backprop.tensor());
+    VGPU_RETURN_IF_ERROR(Im2colBackwardInput<CT>(device, g, filter.data(), out_backprop.data(),
+                                                 in_backprop.data()));
   }
   in_backprop.Finish(device);
   return absl::OkStatus();
@@ -269,18 +217,17 @@ absl::Status BackwardFilterTyped(const KernelContext& context, const Convolution
     SetZero(device, dw, g.FilterElements());
     return absl::OkStatus();
   }
-  NhwcInput<T, CT> input(device, x, g.data_format, g.batch, g.in_rows, g.in_cols, g.in_depth);
-  NhwcInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.out_rows, g.out_cols,
-                                g.out_depth);
-  // The filter is HWIO whatever the data format: only the element type may need staging.
-  NhwcOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, g.filter_rows, g.filter_cols,
-                                    g.filter_in_depth, g.filter_out);
+  ChannelsLastInput<T, CT> input(device, x, g.data_format, g.batch, g.InputPixels(),
+                                 g.in_depth);
+  ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
+                                        g.out_depth);
+  ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.FilterElements());
   if (g.depthwise) {
     DepthwiseBackwardFilterNhwc<CT>(device, g, input.data(), out_backprop.data(),
                                     filter_backprop.data());
   } else {
-    ConvolveBackwardFilterNhwc<CT>(device, g, input.tensor(), out_backprop.tensor(),
-                                   filter_backprop.tensor());
+    VGPU_RETURN_IF_ERROR(Im2colBackwardFilter<CT>(device, g, input.data(), out_backprop.data(),
+                                                  filter_backprop.data()));
   }
   filter_backprop.Finish(device);
   return absl::OkStatus();
@@ -377,9 +324,15 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext&
                         context.Descriptor<ConvolutionDescriptorSettings>(2));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y,
                         context.Descriptor<TensorDescriptorSettings>(3));
-  if (x.rank != 4 || y.rank != 4) {
+  if (conv.spatial_dims != 2 && conv.spatial_dims != 3) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "convolution tensors must have rank 4, got ", x.rank, " and ", y.rank));
+        "convolutions have 2 or 3 spatial dimensions, got ", conv.spatial_dims));
+  }
+  const int rank = conv.spatial_dims + 2;
+  if (x.rank != rank || y.rank != rank || filter.rank != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a convolution with ", conv.spatial_dims, " spatial dimensions needs rank ", rank,
+        " tensors and filter, got ", x.rank, ", ", y.rank, " and ", filter.rank));
   }
   if (filter.dtype != x.dtype || y.dtype != x.dtype) {
     return absl::InvalidArgumentError("convolution input, filter and output dtypes differ");
@@ -387,22 +340,38 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext&
   if (conv.data_format != DataFormat::kNHWC && conv.data_format != DataFormat::kNCHW) {
     return absl::InvalidArgumentError("unknown convolution data format");
   }
+  if (conv.depthwise != 0 && (conv.spatial_dims != 2 || conv.group_count != 1)) {
+    return absl::InvalidArgumentError(
+        "depthwise convolutions are 2-D and have a group count of 1");
+  }
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution input", x.dims, rank).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution output", y.dims, rank).status());
+  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution filter", filter.dims, rank).status());
+
   ConvolutionGeometry g;
   g.dtype = x.dtype;
   g.data_format = conv.data_format;
+  g.spatial_dims = conv.spatial_dims;
   g.depthwise = conv.depthwise != 0;
-  const bool nhwc = conv.data_format == DataFormat::kNHWC;
+  g.groups = conv.group_count;
+  // Spatial dimensions of x and y, in order (D,) H, W; for 2-D convolutions the plane
+  // dimension keeps its default of 1.
+  const bool channels_last = conv.data_format == DataFormat::kNHWC;
+  const int first_spatial = channels_last ? 1 : 2;
+  const int offset = 3 - conv.spatial_dims;  // index into {planes, rows, cols}
+  int64_t* in_sizes[3] = {&g.in_planes, &g.in_rows, &g.in_cols};
+  int64_t* out_sizes[3] = {&g.out_planes, &g.out_rows, &g.out_cols};
+  int64_t* filter_sizes[3] = {&g.filter_planes, &g.filter_rows, &g.filter_cols};
+  for (int i = 0; i < conv.spatial_dims; ++i) {
+    *in_sizes[offset + i] = x.dims[first_spatial + i];
+    *out_sizes[offset + i] = y.dims[first_spatial + i];
+    *filter_sizes[offset + i] = filter.dims[i];
+  }
   g.batch = x.dims[0];
-  g.in_rows = nhwc ? x.dims[1] : x.dims[2];
-  g.in_cols = nhwc ? x.dims[2] : x.dims[3];
-  g.in_depth = nhwc ? x.dims[3] : x.dims[1];
-  g.out_rows = nhwc ? y.dims[1] : y.dims[2];
-  g.out_cols = nhwc ? y.dims[2] : y.dims[3];
-  g.out_depth = nhwc ? y.dims[3] : y.dims[1];
-  g.filter_rows = filter.dims[0];
-  g.filter_cols = filter.dims[1];
-  g.filter_in_depth = filter.dims[2];
-  g.filter_out = filter.dims[3];
+  g.in_depth = channels_last ? x.dims[rank - 1] : x.dims[1];
+  g.out_depth = channels_last ? y.dims[rank - 1] : y.dims[1];
+  g.filter_in_depth = filter.dims[rank - 2];
+  g.filter_out = filter.dims[rank - 1];
   g.pad_top = conv.pad_top;
   g.pad_bottom = conv.pad_bottom;
   g.pad_left = conv.pad_left;
@@ -411,41 +380,67 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext&
   g.stride_cols = conv.stride_w;
   g.dilation_rows = conv.dilation_h;
   g.dilation_cols = conv.dilation_w;
+  if (conv.spatial_dims == 3) {
+    g.pad_front = conv.pad_front;
+    g.pad_back = conv.pad_back;
+    g.stride_planes = conv.stride_d;
+    g.dilation_planes = conv.dilation_d;
+  } else if (conv.pad_front != 0 || conv.pad_back != 0 || conv.stride_d != 1 ||
+             conv.dilation_d != 1) {
+    return absl::InvalidArgumentError("a 2-D convolution has no depth window");
+  }
 
-  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution input", x.dims, 4).status());
-  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution output", y.dims, 4).status());
-  VGPU_RETURN_IF_ERROR(CheckedElementCount("convolution filter", filter.dims, 4).status());
   constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
-  for (int64_t d : {g.in_rows, g.in_cols, g.out_rows, g.out_cols, g.filter_rows, g.filter_cols}) {
+  for (int64_t d : {g.in_planes, g.in_rows, g.in_cols, g.out_planes, g.out_rows, g.out_cols,
+                    g.filter_planes, g.filter_rows, g.filter_cols}) {
     if (d > kInt32Max) return absl::InvalidArgumentError("convolution spatial size too large");
   }
   if (y.dims[0] != g.batch) {
     return absl::InvalidArgumentError("convolution input and output batch sizes differ");
   }
-  if (g.stride_rows < 1 || g.stride_cols < 1 || g.dilation_rows < 1 || g.dilation_cols < 1) {
+  if (g.stride_planes < 1 || g.stride_rows < 1 || g.stride_cols < 1 ||
+      g.dilation_planes < 1 || g.dilation_rows < 1 || g.dilation_cols < 1) {
     return absl::InvalidArgumentError("convolution strides and dilations must be positive");
   }
-  if (g.pad_top < 0 || g.pad_bottom < 0 || g.pad_left < 0 || g.pad_right < 0) {
+  if (g.pad_front < 0 || g.pad_back < 0 || g.pad_top < 0 || g.pad_bottom < 0 ||
+      g.pad_left < 0 || g.pad_right < 0) {
     return absl::InvalidArgumentError("convolution paddings must not be negative");
   }
-  if (g.filter_in_depth != g.in_depth) {
-    return absl::InvalidArgumentError(absl::StrCat("convolution filter depth ", g.filter_in_depth,
-                                                   " differs from the input depth ", g.in_depth,
-                                                   " (grouped convolutions are not supported)"));
+  if (g.groups < 1 || g.groups > kInt32Max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("convolution group count must be positive, got ", g.groups));
   }
-  const int64_t expected_out_depth = g.depthwise ? g.in_depth * g.filter_out : g.filter_out;
+  int64_t grouped_depth = 0, depthwise_out_depth = 0;
+  if (__builtin_mul_overflow(g.filter_in_depth, g.groups, &grouped_depth) ||
+      __builtin_mul_overflow(g.in_depth, g.filter_out, &depthwise_out_depth)) {
+    return absl::InvalidArgumentError("convolution depths too large");
+  }
+  if (grouped_depth != g.in_depth) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "convolution filter depth ", g.filter_in_depth, " times the group count ", g.groups,
+        " differs from the input depth ", g.in_depth));
+  }
+  const int64_t expected_out_depth = g.depthwise ? depthwise_out_depth : g.filter_out;
   if (g.out_depth != expected_out_depth) {
     return absl::InvalidArgumentError(absl::StrCat("convolution output depth ", g.out_depth,
                                                    " should be ", expected_out_depth));
   }
+  if (g.out_depth % g.groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("convolution output depth ", g.out_depth,
+                                                   " is not divisible by the group count ",
+                                                   g.groups));
+  }
+  const int64_t expected_planes = WindowedOutputSize(
+      g.in_planes, g.filter_planes, g.dilation_planes, g.stride_planes, g.pad_front, g.pad_back);
   const int64_t expected_rows = WindowedOutputSize(g.in_rows, g.filter_rows, g.dilation_rows,
                                                    g.stride_rows, g.pad_top, g.pad_bottom);
   const int64_t expected_cols = WindowedOutputSize(g.in_cols, g.filter_cols, g.dilation_cols,
                                                    g.stride_cols, g.pad_left, g.pad_right);
-  if (g.out_rows != expected_rows || g.out_cols != expected_cols) {
+  if (g.out_planes != expected_planes || g.out_rows != expected_rows ||
+      g.out_cols != expected_cols) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "convolution output is ", g.out_rows, "x", g.out_cols, ", the window gives ",
-        expected_rows, "x", expected_cols));
+        "convolution output is ", g.out_planes, "x", g.out_rows, "x", g.out_cols,
+        ", the window gives ", expected_planes, "x", expected_rows, "x", expected_cols));
   }
   return g;
 }
@@ -467,6 +462,7 @@ void AddConvolutionKernels(KernelTable& table) {
             cpu_kernels::MatmulBiasActivation);
   table.Add(convolution::kBiasAdd, "bias_add", cpu_kernels::BiasAdd);
   table.Add(convolution::kBiasAddGrad, "bias_add_grad", cpu_kernels::BiasAddGrad);
+  table.Add(convolution::kRearrange, "rearrange", cpu_kernels::Rearrange);
 }
 
 }  // namespace vgpu

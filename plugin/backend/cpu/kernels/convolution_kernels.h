@@ -1,7 +1,8 @@
 // Shared pieces of the CPU convolution kernels (protocol/kernels/convolution.h): the geometry a
-// convolution launch describes, read and checked from its descriptors; NHWC staging of
-// tensors in the computation's element type; and the depthwise entry points
-// (convolution_depthwise.cc), which the kernels of convolution_kernels.cc dispatch to.
+// convolution launch describes (2-D or 3-D, grouped or depthwise), read and checked from its
+// descriptors; channels-last staging of tensors in the computation's element type; and the
+// entry points of the depthwise kernels (convolution_depthwise.cc) and of the im2col kernels
+// (convolution_im2col.cc), which the kernels of convolution_kernels.cc dispatch to.
 #ifndef VGPU_BACKEND_CPU_KERNELS_CONVOLUTION_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_CONVOLUTION_KERNELS_H_
 
@@ -43,27 +44,40 @@ using Map4 = RowMajorMap<T, 4>;
 template <typename T>
 using ConstMap4 = RowMajorMap<const T, 4>;
 
-// Everything a convolution launch describes, in TensorFlow's terms. Rows are the H dimension,
-// cols the W dimension; paddings are explicit (SAME/VALID are resolved by the caller).
+// Everything a convolution launch describes, in TensorFlow's terms. A 2-D convolution is a 3-D
+// one with a single plane: planes (the D dimension) are 1, their stride and dilation 1 and
+// their paddings 0. Rows are the H dimension, cols the W dimension; paddings are explicit
+// (SAME/VALID are resolved by the caller).
 struct ConvolutionGeometry {
   DType dtype = DType::kFloat32;
-  DataFormat data_format = DataFormat::kNHWC;
+  DataFormat data_format = DataFormat::kNHWC;  // channels last or first
+  int spatial_dims = 2;
   bool depthwise = false;
-  int64_t batch = 0, in_rows = 0, in_cols = 0, in_depth = 0;
-  int64_t filter_rows = 0, filter_cols = 0;
-  int64_t filter_in_depth = 0;  // filter dims[2]
-  int64_t filter_out = 0;       // filter dims[3]: out_depth, or the depthwise channel multiplier
-  int64_t out_rows = 0, out_cols = 0, out_depth = 0;
-  int64_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
-  int64_t stride_rows = 1, stride_cols = 1, dilation_rows = 1, dilation_cols = 1;
+  int64_t groups = 1;  // filter_in_depth * groups == in_depth
+  int64_t batch = 0, in_depth = 0, out_depth = 0;
+  int64_t in_planes = 1, in_rows = 0, in_cols = 0;
+  int64_t out_planes = 1, out_rows = 0, out_cols = 0;
+  int64_t filter_planes = 1, filter_rows = 0, filter_cols = 0;
+  int64_t filter_in_depth = 0;  // filter in_channels (of one group)
+  int64_t filter_out = 0;       // filter out_channels, or the depthwise channel multiplier
+  int64_t pad_front = 0, pad_back = 0, pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int64_t stride_planes = 1, stride_rows = 1, stride_cols = 1;
+  int64_t dilation_planes = 1, dilation_rows = 1, dilation_cols = 1;
 
-  int64_t InputElements() const { return batch * in_rows * in_cols * in_depth; }
-  int64_t OutputElements() const { return batch * out_rows * out_cols * out_depth; }
-  int64_t FilterElements() const { return filter_rows * filter_cols * filter_in_depth * filter_out; }
+  int64_t InputPixels() const { return in_planes * in_rows * in_cols; }
+  int64_t OutputPixels() const { return out_planes * out_rows * out_cols; }
+  int64_t FilterTaps() const { return filter_planes * filter_rows * filter_cols; }
+  int64_t InputElements() const { return batch * InputPixels() * in_depth; }
+  int64_t OutputElements() const { return batch * OutputPixels() * out_depth; }
+  int64_t FilterElements() const { return FilterTaps() * filter_in_depth * filter_out; }
   bool UnitStridesAndDilations() const {
-    return stride_rows == 1 && stride_cols == 1 && dilation_rows == 1 && dilation_cols == 1;
+    return stride_planes == 1 && stride_rows == 1 && stride_cols == 1 && dilation_planes == 1 &&
+           dilation_rows == 1 && dilation_cols == 1;
   }
-  bool NoPadding() const { return pad_top == 0 && pad_bottom == 0 && pad_left == 0 && pad_right == 0; }
+  bool NoPadding() const {
+    return pad_front == 0 && pad_back == 0 && pad_top == 0 && pad_bottom == 0 && pad_left == 0 &&
+           pad_right == 0;
+  }
 };
 
 // The number of elements of a tensor of `dims` named `what`, or InvalidArgument if a dimension
@@ -72,7 +86,8 @@ struct ConvolutionGeometry {
 absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims, int rank);
 
 // Reads descriptors [x tensor, filter, convolution, y tensor] and checks that they describe a
-// consistent convolution (ranks, dtypes, depths, output size from input size and window).
+// consistent convolution (ranks, dtypes, depths and groups, output size from input size and
+// window).
 absl::StatusOr<ConvolutionGeometry> ReadConvolutionGeometry(const KernelContext& context);
 
 // Scratch memory of the backing executor for one kernel call (uninitialised, aligned).
@@ -88,52 +103,55 @@ class Scratch {
   Eigen::Tensor<T, 1, Eigen::RowMajor, Eigen::DenseIndex> storage_;
 };
 
-// A read-only NHWC view, in element type CT, of a 4-D tensor of T stored in `format`. Copies
-// (transposing and/or converting on the thread pool) only when the stored tensor is not
-// already NHWC data of type CT.
+// A read-only channels-last view, in element type CT, of a tensor of T that holds `batch`
+// images of `pixels` pixels (the product of the spatial sizes) and `channels` channels, stored
+// channels last or first as `format` says. Copies (converting and/or transposing on the thread
+// pool) only when the stored tensor is not already channels-last data of type CT.
 template <typename T, typename CT>
-class NhwcInput {
+class ChannelsLastInput {
  public:
-  // dims are N, H, W, C whatever the stored layout.
-  NhwcInput(const Eigen::ThreadPoolDevice& device, const T* data, DataFormat format, int64_t n,
-            int64_t h, int64_t w, int64_t c)
-      : n_(n), h_(h), w_(w), c_(c) {
+  ChannelsLastInput(const Eigen::ThreadPoolDevice& device, const T* data, DataFormat format,
+                    int64_t batch, int64_t pixels, int64_t channels) {
     if constexpr (std::is_same_v<T, CT>) {
       if (format == DataFormat::kNHWC) {
         data_ = data;
         return;
       }
     }
-    scratch_.Resize(n * h * w * c);
-    Map4<CT> staged(scratch_.data(), n, h, w, c);
-    if (n * h * w * c > 0) {
-      if (format == DataFormat::kNHWC) {
-        staged.device(device) = ConstMap4<T>(data, n, h, w, c).template cast<CT>();
-      } else {
-        const Eigen::array<Eigen::DenseIndex, 4> to_nhwc{0, 2, 3, 1};
-        staged.device(device) =
-            ConstMap4<T>(data, n, c, h, w).shuffle(to_nhwc).template cast<CT>();
-      }
-    }
+    const int64_t elements = batch * pixels * channels;
+    scratch_.Resize(elements);
     data_ = scratch_.data();
+    if (elements == 0) return;
+    RowMajorMap<CT, 3> staged(scratch_.data(), batch, pixels, channels);
+    if (format == DataFormat::kNHWC) {
+      staged.device(device) = RowMajorMap<const T, 3>(data, batch, pixels, channels)
+                                  .template cast<CT>();
+    } else {
+      // Convert, then transpose: Eigen's block evaluation of shuffle(...).cast<>() writes the
+      // shuffled source type into the destination buffer (garbage for half and bfloat16).
+      const Eigen::array<Eigen::DenseIndex, 3> to_channels_last{0, 2, 1};
+      staged.device(device) = RowMajorMap<const T, 3>(data, batch, channels, pixels)
+                                  .template cast<CT>()
+                                  .shuffle(to_channels_last);
+    }
   }
-  ConstMap4<CT> tensor() const { return ConstMap4<CT>(data_, n_, h_, w_, c_); }
   const CT* data() const { return data_; }
 
  private:
-  int64_t n_, h_, w_, c_;
   const CT* data_ = nullptr;
   Scratch<CT> scratch_;
 };
 
-// A writable NHWC view, in element type CT, of a 4-D output tensor of T stored in `format`.
-// Writes go straight to the output when it is NHWC data of type CT; otherwise to scratch that
-// Finish() converts/transposes into the output.
+// A writable channels-last view, in element type CT, of an output tensor of T (`batch` images
+// of `pixels` pixels and `channels` channels, stored as `format` says). Writes go straight to
+// the output when it is channels-last data of type CT; otherwise to scratch that Finish()
+// converts/transposes into the output.
 template <typename T, typename CT>
-class NhwcOutput {
+class ChannelsLastOutput {
  public:
-  NhwcOutput(T* data, DataFormat format, int64_t n, int64_t h, int64_t w, int64_t c)
-      : output_(data), format_(format), n_(n), h_(h), w_(w), c_(c) {
+  ChannelsLastOutput(T* data, DataFormat format, int64_t batch, int64_t pixels,
+                     int64_t channels)
+      : output_(data), format_(format), batch_(batch), pixels_(pixels), channels_(channels) {
     if constexpr (std::is_same_v<T, CT>) {
       if (format == DataFormat::kNHWC) {
         data_ = data;
@@ -141,29 +159,30 @@ class NhwcOutput {
         return;
       }
     }
-    scratch_.Resize(n * h * w * c);
+    scratch_.Resize(batch * pixels * channels);
     data_ = scratch_.data();
   }
-  Map4<CT> tensor() { return Map4<CT>(data_, n_, h_, w_, c_); }
   CT* data() { return data_; }
 
   // Moves the result into the output tensor (no-op when written in place).
   void Finish(const Eigen::ThreadPoolDevice& device) {
-    if (direct_ || n_ * h_ * w_ * c_ == 0) return;
-    ConstMap4<CT> result(data_, n_, h_, w_, c_);
+    if (direct_ || batch_ * pixels_ * channels_ == 0) return;
+    RowMajorMap<const CT, 3> result(data_, batch_, pixels_, channels_);
     if (format_ == DataFormat::kNHWC) {
-      Map4<T>(output_, n_, h_, w_, c_).device(device) = result.template cast<T>();
+      RowMajorMap<T, 3>(output_, batch_, pixels_, channels_).device(device) =
+          result.template cast<T>();
     } else {
-      const Eigen::array<Eigen::DenseIndex, 4> to_nchw{0, 3, 1, 2};
-      Map4<T>(output_, n_, c_, h_, w_).device(device) =
-          result.shuffle(to_nchw).template cast<T>();
+      // Convert, then transpose (see ChannelsLastInput).
+      const Eigen::array<Eigen::DenseIndex, 3> to_channels_first{0, 2, 1};
+      RowMajorMap<T, 3>(output_, batch_, channels_, pixels_).device(device) =
+          result.template cast<T>().shuffle(to_channels_first);
     }
   }
 
  private:
   T* output_;
   DataFormat format_;
-  int64_t n_, h_, w_, c_;
+  int64_t batch_, pixels_, channels_;
   CT* data_ = nullptr;
   bool direct_ = false;
   Scratch<CT> scratch_;
@@ -222,11 +241,30 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
                                  const ConvolutionGeometry& g, const CT* input,
                                  const CT* out_backprop, CT* filter_backprop);
 
+// Convolutions as matrix products of image patches (im2col, convolution_im2col.cc): any
+// convolution the geometry describes but depthwise ones, 2-D or 3-D, grouped or not, all
+// strides, dilations and paddings; channels-last tensors in element type CT (float or double),
+// on the thread pool. The filter is [planes, rows, cols, filter_in_depth, out_depth].
+// ResourceExhausted when one output row's patches would exceed the scratch budget.
+template <typename CT>
+absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                           const CT* input, const CT* filter, CT* output);
+template <typename CT>
+absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, const CT* filter,
+                                 const CT* out_backprop, CT* in_backprop);
+template <typename CT>
+absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                  const ConvolutionGeometry& g, const CT* input,
+                                  const CT* out_backprop, CT* filter_backprop);
+
 // Kernels of the matmul and bias families (matmul_kernels.cc, convolution_bias_kernels.cc).
 absl::Status Matmul(const KernelContext& context);
 absl::Status MatmulBiasActivation(const KernelContext& context);
 absl::Status BiasAdd(const KernelContext& context);
 absl::Status BiasAddGrad(const KernelContext& context);
+// The rearrangement Einsum launches (convolution_rearrange.cc).
+absl::Status Rearrange(const KernelContext& context);
 
 }  // namespace vgpu::cpu_kernels
 
