@@ -928,7 +928,10 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 
 }  // namespace
 
+void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
+
 void RegisterDataMovementOps(const char* device_type) {
+  RegisterReverseOps(device_type);
   RegisterForTypes<TransposeOp>("Transpose", device_type, "Tperm", {"perm"});
   RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
   RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});
