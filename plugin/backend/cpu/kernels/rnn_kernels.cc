@@ -40,6 +40,11 @@ template <typename T, int kRank>
 using RowMajorMap =
     Eigen::TensorMap<Eigen::Tensor<T, kRank, Eigen::RowMajor, Index>, Eigen::Unaligned>;
 
+template <typename T>
+using Vector = RowMajorMap<T, 1>;
+template <typename T>
+using ConstVector = RowMajorMap<const T, 1>;
+
 // The input projection is computed for blocks of time steps of at most this many gate values
 // (a block always holds at least one step).
 constexpr Index kBlockElements = Index{1} << 22;
@@ -251,10 +256,6 @@ void AddColumnSums(const Device& device, const A* m, Index rows, Index n, A* out
   }
 }
 
-template <typename A>
-inline A Sigmoid(A x) {
-  return A(1) / (A(1) + std::exp(-x));
-}
 
 // Copies `steps` x `batch` rows of `width` elements from src to dst converting From to To;
 // with `transpose`, row (t, b) of dst (time-major) is row (b, t) of src (batch-major) or the
@@ -345,14 +346,15 @@ struct DirectionWeights {
   Index in = 0;
 };
 
-// Where a pseudo-layer's records live in the reserve space (null: not recorded).
-template <typename A>
+// Where a pseudo-layer's records live in the reserve space (null: not recorded). P is the
+// math type, const for the backward pass, which only reads them.
+template <typename P>
 struct DirectionRecord {
-  A* gates = nullptr;
-  A* states = nullptr;
-  A* cells = nullptr;
-  A* unprojected = nullptr;
-  A* recurrent_new = nullptr;
+  P* gates = nullptr;
+  P* states = nullptr;
+  P* cells = nullptr;
+  P* unprojected = nullptr;
+  P* recurrent_new = nullptr;
 };
 
 template <typename A>
@@ -368,10 +370,10 @@ DirectionWeights<A> WeightsOf(const rnn::Geometry& g, const A* params, Index pse
   return w;
 }
 
-template <typename A>
-DirectionRecord<A> RecordIn(const rnn::Geometry& g, A* data, Index pseudo_layer) {
+template <typename P>  // A or const A
+DirectionRecord<P> RecordIn(const rnn::Geometry& g, P* data, Index pseudo_layer) {
   const rnn::PseudoLayerRecord r = rnn::RecordOf(g, pseudo_layer);
-  DirectionRecord<A> record;
+  DirectionRecord<P> record;
   record.gates = data + r.gates;
   record.states = data + r.states;
   if (r.cells >= 0) record.cells = data + r.cells;
@@ -380,9 +382,43 @@ DirectionRecord<A> RecordIn(const rnn::Geometry& g, A* data, Index pseudo_layer)
   return record;
 }
 
+// Row b's bookkeeping after step t: the states record (h, and c for lstm) and the output (h
+// when the step is active, zeros otherwise).
+template <typename A>
+void FinishRow(const StepSizes& s, Index t, Index b, const A* h_row, const A* c_row,
+               const DirectionRecord<A>& record, A* y, Index y_width, Index y_column) {
+  const Index B = s.batch, Hp = s.proj, C = s.cell;
+  if (record.states) std::copy(h_row, h_row + Hp, record.states + (t * B + b) * Hp);
+  if (c_row && record.cells) std::copy(c_row, c_row + C, record.cells + (t * B + b) * C);
+  A* y_row = y + (t * B + b) * y_width + y_column;
+  if (s.active(t, b)) {
+    std::copy(h_row, h_row + Hp, y_row);
+  } else {
+    std::fill(y_row, y_row + Hp, A(0));
+  }
+}
+
+// The bias added to the input projection: bW + bR, except for the gru's candidate gate, whose
+// recurrent bias stays inside r * (Rh h + bRh).
+template <RnnMode kMode, typename A>
+std::vector<A> InputSideBias(const StepSizes& s, const DirectionWeights<A>& w) {
+  const Index GC = s.gate_width();
+  std::vector<A> bias(w.bw, w.bw + GC);
+  const Index folded = kMode == RnnMode::kGru ? 2 * s.cell : GC;
+  for (Index j = 0; j < folded; ++j) bias[j] += w.br[j];
+  return bias;
+}
+
+// Time steps per block of the input-side GEMMs: at least one, at most kBlockElements gate values.
+Index BlockSteps(const StepSizes& s) {
+  const Index per_step = std::max<Index>(1, s.batch * s.gate_width());
+  return std::max<Index>(1, std::min<Index>(s.steps, kBlockElements / per_step));
+}
+
 // Runs one direction over the whole sequence. xin: [T, B, in] time-major; y: [T, B, y_width],
 // this direction writes columns [y_column, y_column + Hp). h0/c0 initial states, h_out/c_out
-// final states (c only for lstm).
+// final states (c only for lstm). Per block of steps one GEMM projects the inputs; per step one
+// GEMM projects h and one parallel pass over the batch rows evaluates the cell.
 template <RnnMode kMode, typename A>
 void ForwardDirection(const Device& device, const StepSizes& s, const DirectionWeights<A>& w,
                       const A* xin, bool reverse, const A* h0, const A* c0, A* y, Index y_width,
@@ -399,102 +435,88 @@ void ForwardDirection(const Device& device, const StepSizes& s, const DirectionW
     unprojected.resize(B * C);
     projected.resize(B * Hp);
   }
-  const Index block_steps = std::max<Index>(1, std::min<Index>(T, kBlockElements / std::max<Index>(1, B * GC)));
-  std::vector<A> gx(std::min<Index>(block_steps, T) * B * GC);
-  const Eigen::TensorOpCost row_cost(3 * GC * sizeof(A), (GC + 2 * C) * sizeof(A), 40 * C);
+  const std::vector<A> input_bias = InputSideBias<kMode>(s, w);
+  const Index block_steps = BlockSteps(s);
+  std::vector<A> gx(std::min(block_steps, T) * B * GC);
+  std::vector<A> gate_scratch(record.gates ? 0 : B * GC);
+  const Eigen::TensorOpCost row_cost(3 * GC * sizeof(A), (GC + 3 * C) * sizeof(A), 20 * GC);
 
   for (Index s0 = 0; s0 < T; s0 += block_steps) {
     const Index n = std::min(block_steps, T - s0);
     const Index t0 = reverse ? T - s0 - n : s0;  // first time index of the block
     Gemm(device, n * B, GC, w.in, xin + t0 * B * w.in, false, w.w, true, gx.data(), false);
-    AddRowVector(device, gx.data(), n * B, GC, w.bw);
+    AddRowVector(device, gx.data(), n * B, GC, input_bias.data());
     for (Index k = 0; k < n; ++k) {
       const Index t = reverse ? T - 1 - (s0 + k) : s0 + k;
       const A* gxt = gx.data() + (t - t0) * B * GC;
       Gemm(device, B, GC, Hp, h.data(), false, w.r, true, gh.data(), false);
-      AddRowVector(device, gh.data(), B, GC, w.br);
-      A* rec_gates = record.gates ? record.gates + t * B * GC : nullptr;
+      // Activated gates go to the record (training) or to scratch (inference).
+      A* gates_t = record.gates ? record.gates + t * B * GC : gate_scratch.data();
       A* rec_new = record.recurrent_new ? record.recurrent_new + t * B * C : nullptr;
       device.parallelFor(B, row_cost, [&](Index begin, Index end) {
         for (Index b = begin; b < end; ++b) {
           const bool active = s.active(t, b);
-          A* gates = rec_gates ? rec_gates + b * GC : nullptr;
+          A* gates = gates_t + b * GC;
+          Vector<A> h_row(h.data() + b * Hp, Hp);
           if (!active) {
-            if (gates) std::fill(gates, gates + GC, A(0));
+            std::fill(gates, gates + GC, A(0));
             if (rec_new) std::fill(rec_new + b * C, rec_new + (b + 1) * C, A(0));
-            continue;
-          }
-          const A* x_pre = gxt + b * GC;
-          const A* h_pre = gh.data() + b * GC;
-          A* hb = h.data() + b * Hp;
-          if constexpr (kLstm) {
-            A* cb = c.data() + b * C;
-            A* mb = s.projects ? unprojected.data() + b * C : hb;
-            for (Index j = 0; j < C; ++j) {
-              const A i = Sigmoid(x_pre[j] + h_pre[j]);
-              const A f = Sigmoid(x_pre[C + j] + h_pre[C + j]);
-              const A g = std::tanh(x_pre[2 * C + j] + h_pre[2 * C + j]);
-              const A o = Sigmoid(x_pre[3 * C + j] + h_pre[3 * C + j]);
-              const A cell = f * cb[j] + i * g;
-              cb[j] = cell;
-              mb[j] = o * std::tanh(cell);
-              if (gates) {
-                gates[j] = i;
-                gates[C + j] = f;
-                gates[2 * C + j] = g;
-                gates[3 * C + j] = o;
-              }
-            }
-          } else if constexpr (kGru) {
-            for (Index j = 0; j < C; ++j) {
-              const A r = Sigmoid(x_pre[j] + h_pre[j]);
-              const A z = Sigmoid(x_pre[C + j] + h_pre[C + j]);
-              const A candidate = std::tanh(x_pre[2 * C + j] + r * h_pre[2 * C + j]);
-              if (gates) {
-                gates[j] = r;
-                gates[C + j] = z;
-                gates[2 * C + j] = candidate;
-              }
-              if (rec_new) rec_new[b * C + j] = h_pre[2 * C + j];
-              hb[j] = (A(1) - z) * candidate + z * hb[j];
-            }
           } else {
-            for (Index j = 0; j < C; ++j) {
-              const A pre = x_pre[j] + h_pre[j];
-              const A value = kMode == RnnMode::kRelu ? std::max(pre, A(0)) : std::tanh(pre);
-              hb[j] = value;
-              if (gates) gates[j] = value;
+            // Pre-activation of gate k: input projection (with its biases) plus h's.
+            const A* x_pre = gxt + b * GC;
+            const A* h_pre = gh.data() + b * GC;
+            auto pre = [&](Index k) {
+              return ConstVector<A>(x_pre + k * C, C) + ConstVector<A>(h_pre + k * C, C);
+            };
+            auto gate = [&](Index k) { return Vector<A>(gates + k * C, C); };
+            if constexpr (kLstm) {
+              gate(0) = pre(0).sigmoid();
+              gate(1) = pre(1).sigmoid();
+              gate(2) = pre(2).tanh();
+              gate(3) = pre(3).sigmoid();
+              Vector<A> cell(c.data() + b * C, C);
+              cell = gate(1) * cell + gate(0) * gate(2);
+              Vector<A>(s.projects ? unprojected.data() + b * C : h_row.data(), C) =
+                  gate(3) * cell.tanh();
+            } else if constexpr (kGru) {
+              gate(0) = pre(0).sigmoid();
+              gate(1) = pre(1).sigmoid();
+              Vector<A> recurrent_new(rec_new ? rec_new + b * C : gh.data() + b * GC + 2 * C, C);
+              recurrent_new = ConstVector<A>(h_pre + 2 * C, C) + ConstVector<A>(w.br + 2 * C, C);
+              gate(2) = (ConstVector<A>(x_pre + 2 * C, C) + gate(0) * recurrent_new).tanh();
+              h_row = (gate(1).constant(A(1)) - gate(1)) * gate(2) + gate(1) * h_row;
+            } else if constexpr (kMode == RnnMode::kRelu) {
+              h_row = pre(0).cwiseMax(A(0));
+              gate(0) = h_row;
+            } else {
+              h_row = pre(0).tanh();
+              gate(0) = h_row;
             }
           }
+          if (!s.projects) FinishRow(s, t, b, h_row.data(), kLstm ? c.data() + b * C : nullptr,
+                                     record, y, y_width, y_column);
         }
       });
       if (s.projects) {
         Gemm(device, B, Hp, C, unprojected.data(), false, w.p, true, projected.data(), false);
+        device.parallelFor(B, Eigen::TensorOpCost(3 * Hp * sizeof(A), 3 * Hp * sizeof(A), Hp),
+                           [&](Index begin, Index end) {
+          for (Index b = begin; b < end; ++b) {
+            const bool active = s.active(t, b);
+            A* h_row = h.data() + b * Hp;
+            if (active) std::copy(projected.data() + b * Hp, projected.data() + (b + 1) * Hp, h_row);
+            if (record.unprojected) {
+              A* rec = record.unprojected + (t * B + b) * C;
+              if (active) {
+                std::copy(unprojected.data() + b * C, unprojected.data() + (b + 1) * C, rec);
+              } else {
+                std::fill(rec, rec + C, A(0));
+              }
+            }
+            FinishRow(s, t, b, h_row, c.data() + b * C, record, y, y_width, y_column);
+          }
+        });
       }
-      // The step's states, records and output.
-      device.parallelFor(B, Eigen::TensorOpCost(2 * (Hp + C) * sizeof(A), 3 * (Hp + C) * sizeof(A), 1),
-                         [&](Index begin, Index end) {
-        for (Index b = begin; b < end; ++b) {
-          const bool active = s.active(t, b);
-          A* hb = h.data() + b * Hp;
-          if (s.projects) {
-            if (active) std::copy(projected.data() + b * Hp, projected.data() + (b + 1) * Hp, hb);
-            A* rec = record.unprojected ? record.unprojected + (t * B + b) * C : nullptr;
-            if (rec && active) std::copy(unprojected.data() + b * C, unprojected.data() + (b + 1) * C, rec);
-            if (rec && !active) std::fill(rec, rec + C, A(0));
-          }
-          if (record.states) std::copy(hb, hb + Hp, record.states + (t * B + b) * Hp);
-          if (kLstm && record.cells) {
-            std::copy(c.data() + b * C, c.data() + (b + 1) * C, record.cells + (t * B + b) * C);
-          }
-          A* yb = y + (t * B + b) * y_width + y_column;
-          if (active) {
-            std::copy(hb, hb + Hp, yb);
-          } else {
-            std::fill(yb, yb + Hp, A(0));
-          }
-        }
-      });
     }
   }
   std::copy(h.begin(), h.end(), h_out);
@@ -523,28 +545,35 @@ DirectionGrads<A> GradsOf(const rnn::Geometry& g, A* grads, Index pseudo_layer) 
   return d;
 }
 
-// The backward pass of ForwardDirection. dy: [T, B, dy_width], this direction reads columns
-// [dy_column, dy_column + Hp) (zero at inactive steps is not required: they are ignored).
-// Accumulates into dxin [T, B, in] and the gradients; writes dh0/dc0.
+// The backward pass of ForwardDirection, over the steps in reverse. dy: [T, B, dy_width], this
+// direction reads columns [dy_column, dy_column + Hp) at active steps. Accumulates into dxin
+// [T, B, in] and the gradients; writes dh0/dc0. Per step one parallel pass over the batch rows
+// computes the gates' pre-activation gradients and one GEMM carries the state gradient back;
+// per block of steps one GEMM each gives the recurrent weights', the input weights' and the
+// input gradients.
 template <RnnMode kMode, typename A>
 void BackwardDirection(const Device& device, const StepSizes& s, const DirectionWeights<A>& w,
                        const DirectionGrads<A>& grads, const A* xin, bool reverse, const A* h0,
                        const A* c0, const A* dy, Index dy_width, Index dy_column, const A* dhy,
-                       const A* dcy, const DirectionRecord<A>& record, A* dxin, A* dh0,
+                       const A* dcy, const DirectionRecord<const A>& record, A* dxin, A* dh0,
                        A* dc0) {
   constexpr bool kLstm = kMode == RnnMode::kLstm;
   constexpr bool kGru = kMode == RnnMode::kGru;
   const Index T = s.steps, B = s.batch, C = s.cell, Hp = s.proj, GC = s.gate_width();
-  std::vector<A> dh(dhy, dhy + B * Hp), dh_next(B * Hp), dh_total(B * Hp);
+  std::vector<A> dh(dhy, dhy + B * Hp), dh_next(B * Hp);
   std::vector<A> dc;
   if (kLstm) dc.assign(dcy, dcy + B * C);
-  std::vector<A> dm;
-  if (s.projects) dm.resize(B * C);
-  std::vector<A> dgh;
-  if (kGru) dgh.resize(B * GC);
-  const Index block_steps = std::max<Index>(1, std::min<Index>(T, kBlockElements / std::max<Index>(1, B * GC)));
-  std::vector<A> dgx(std::min<Index>(block_steps, T) * B * GC);
-  const Eigen::TensorOpCost row_cost(5 * GC * sizeof(A), (GC + 2 * C) * sizeof(A), 30 * C);
+  std::vector<A> dh_total, dm;  // projection only: the gradient reaching h, and o * tanh(c)
+  if (s.projects) {
+    dh_total.resize(B * Hp);
+    dm.resize(B * C);
+  }
+  const Index block_steps = BlockSteps(s);
+  const Index block_rows = std::min(block_steps, T) * B;
+  // Per block: the gates' pre-activation gradients on the input side and (gru: different) on
+  // the recurrent side, and the states the recurrent weights multiplied.
+  std::vector<A> dgx(block_rows * GC), dgh(kGru ? block_rows * GC : 0), h_prev_block(block_rows * Hp);
+  const Eigen::TensorOpCost row_cost(5 * GC * sizeof(A), (GC + 2 * C + Hp) * sizeof(A), 12 * GC);
 
   for (Index s_end = T; s_end > 0;) {
     const Index n = std::min(block_steps, s_end);
@@ -553,51 +582,55 @@ void BackwardDirection(const Device& device, const StepSizes& s, const Direction
     for (Index step = s_end - 1; step >= s0; --step) {
       const Index t = reverse ? T - 1 - step : step;
       const Index t_prev = reverse ? t + 1 : t - 1;
-      const bool first = step == 0;
-      const A* h_prev = first ? h0 : record.states + t_prev * B * Hp;
-      const A* c_prev = kLstm ? (first ? c0 : record.cells + t_prev * B * C) : nullptr;
+      const A* h_prev = step == 0 ? h0 : record.states + t_prev * B * Hp;
+      const A* c_prev = kLstm ? (step == 0 ? c0 : record.cells + t_prev * B * C) : nullptr;
       const A* gates_t = record.gates + t * B * GC;
-      A* dgxt = dgx.data() + (t - t0) * B * GC;
-      A* dght = kGru ? dgh.data() : dgxt;  // the recurrent pre-activation gradient
-      // The gradient reaching h_t: carried plus the output's (active rows only).
-      device.parallelFor(B, Eigen::TensorOpCost(2 * Hp * sizeof(A), Hp * sizeof(A), Hp),
-                         [&](Index begin, Index end) {
-        for (Index b = begin; b < end; ++b) {
-          A* total = dh_total.data() + b * Hp;
-          if (!s.active(t, b)) {
-            std::fill(total, total + Hp, A(0));
-            continue;
-          }
-          const A* carried = dh.data() + b * Hp;
-          const A* from_output = dy + (t * B + b) * dy_width + dy_column;
-          for (Index j = 0; j < Hp; ++j) total[j] = carried[j] + from_output[j];
+      const Index slot = (t - t0) * B;  // the step's first row in the block buffers
+      A* dgxt = dgx.data() + slot * GC;
+      A* dght = kGru ? dgh.data() + slot * GC : dgxt;
+      // The gradient reaching h_t of row b: carried plus the output's (zero when inactive).
+      auto total_of = [&](Index b, A* out) {
+        const A* carried = dh.data() + b * Hp;
+        const A* from_output = dy + (t * B + b) * dy_width + dy_column;
+        if (s.active(t, b)) {
+          for (Index j = 0; j < Hp; ++j) out[j] = carried[j] + from_output[j];
+        } else {
+          std::fill(out, out + Hp, A(0));
         }
-      });
-      if (s.projects) {
+      };
+      if (s.projects) {  // h = P m: the gradient of m = o * tanh(c), and P's
+        for (Index b = 0; b < B; ++b) total_of(b, dh_total.data() + b * Hp);
         Gemm(device, B, C, Hp, dh_total.data(), false, w.p, false, dm.data(), false);
         Gemm(device, Hp, C, B, dh_total.data(), true, record.unprojected + t * B * C, false,
              grads.p, true);
       }
       device.parallelFor(B, row_cost, [&](Index begin, Index end) {
+        std::vector<A> total_row(s.projects ? 0 : Hp), tanh_cell(kLstm ? C : 0);
         for (Index b = begin; b < end; ++b) {
           A* dx_pre = dgxt + b * GC;
           A* next = dh_next.data() + b * Hp;
-          if (!s.active(t, b)) {
+          std::copy(h_prev + b * Hp, h_prev + (b + 1) * Hp, h_prev_block.data() + (slot + b) * Hp);
+          if (!s.active(t, b)) {  // nothing happened at this step: gradients pass through
             std::fill(dx_pre, dx_pre + GC, A(0));
             if (kGru) std::fill(dght + b * GC, dght + (b + 1) * GC, A(0));
             std::copy(dh.data() + b * Hp, dh.data() + (b + 1) * Hp, next);
             continue;
           }
           const A* gb = gates_t + b * GC;
-          const A* total = dh_total.data() + b * Hp;
+          const A* total = nullptr;
+          if (!s.projects) {
+            total_of(b, total_row.data());
+            total = total_row.data();
+          }
           if constexpr (kLstm) {
             const A* dmb = s.projects ? dm.data() + b * C : total;
-            const A* cells = record.cells + (t * B + b) * C;
+            Vector<A>(tanh_cell.data(), C) =
+                ConstVector<A>(record.cells + (t * B + b) * C, C).tanh();
             A* dcb = dc.data() + b * C;
             const A* cpb = c_prev + b * C;
             for (Index j = 0; j < C; ++j) {
               const A i = gb[j], f = gb[C + j], g = gb[2 * C + j], o = gb[3 * C + j];
-              const A tanh_c = std::tanh(cells[j]);
+              const A tanh_c = tanh_cell[j];
               const A d_out = dmb[j] * tanh_c;
               const A d_cell = dcb[j] + dmb[j] * o * (A(1) - tanh_c * tanh_c);
               dx_pre[j] = d_cell * g * i * (A(1) - i);
@@ -638,12 +671,12 @@ void BackwardDirection(const Device& device, const StepSizes& s, const Direction
         }
       });
       Gemm(device, B, Hp, GC, dght, false, w.r, false, dh_next.data(), true);
-      Gemm(device, GC, Hp, B, dght, true, h_prev, false, grads.r, true);
-      AddColumnSums(device, dght, B, GC, grads.br);
       std::swap(dh, dh_next);
-      if (step == 0) break;  // Index is signed, but keep the loop bound obvious
     }
-    // The block's input-side gradients.
+    // The block's weight gradients and input gradient.
+    const A* dgh_block = kGru ? dgh.data() : dgx.data();
+    Gemm(device, GC, Hp, n * B, dgh_block, true, h_prev_block.data(), false, grads.r, true);
+    AddColumnSums(device, dgh_block, n * B, GC, grads.br);
     const A* x_block = xin + t0 * B * w.in;
     Gemm(device, GC, w.in, n * B, dgx.data(), true, x_block, false, grads.w, true);
     AddColumnSums(device, dgx.data(), n * B, GC, grads.bw);
@@ -848,8 +881,7 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
   VGPU_ASSIGN_OR_RETURN(T* dcx, context.Buffer<T>(10, lstm ? launch.c_elements : 0));
   VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(11, launch.params_elements));
   VGPU_RETURN_IF_ERROR(CheckHeader(launch, reserve));
-  // The backward pass only reads the records; they are addressed as writable for brevity.
-  A* records = const_cast<A*>(reinterpret_cast<const A*>(reserve + rnn::kReserveHeaderBytes));
+  const A* records = reinterpret_cast<const A*>(reserve + rnn::kReserveHeaderBytes);
   if (!lstm) std::fill(dcx, dcx + context.buffer_sizes[10] / sizeof(T), T(0));
 
   const Index T_ = g.max_seq_length, B = g.batch_size, Hp = g.proj_size, C = g.hidden_size;
@@ -883,7 +915,7 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
       const Index p = layer * g.directions + dir;
       const DirectionWeights<A> weights = WeightsOf(g, w.data(), p);
       const DirectionGrads<A> direction_grads = GradsOf(g, grads.data(), p);
-      const DirectionRecord<A> record = RecordIn(g, records, p);
+      const DirectionRecord<const A> record = RecordIn(g, records, p);
       DispatchMode(g.mode, [&](auto mode) {
         BackwardDirection<decltype(mode)::value, A>(
             device, sizes, weights, direction_grads, layer_input, dir == 1,
