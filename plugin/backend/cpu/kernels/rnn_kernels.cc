@@ -5,12 +5,12 @@
 //
 // Everything is computed time-major in the math type (float for the 16-bit types and float,
 // double for double). Per layer and direction, the input projection of a block of time steps
-// is one GEMM, each step one recurrent GEMM (Eigen contractions, on the executor's thread pool
-// when they are large enough), and the gates are evaluated row by row in parallel. The backward
-// pass walks the steps in reverse: one recurrent GEMM per step for the state gradient and one
-// for the recurrent weights' gradient, and per block of steps one GEMM each for the input
-// weights' gradient and the input gradient. Blocks bound the scratch memory: it stays a small
-// multiple of the launch's own buffers whatever T is.
+// is one GEMM, each step one recurrent GEMM (Eigen contractions on the executor's thread pool),
+// and the gates are evaluated row by row in parallel (Eigen's vectorized sigmoid and tanh). The
+// backward pass walks the steps in reverse: per step one pass over the rows for the gates'
+// gradients and one GEMM carrying the state gradient back; per block of steps one GEMM each
+// for the recurrent weights', the input weights' and the input gradients. Blocks bound the
+// scratch memory: it stays a small multiple of the launch's own buffers whatever T is.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -255,7 +255,6 @@ void AddColumnSums(const Device& device, const A* m, Index rows, Index n, A* out
     sums += matrix.sum(over_rows);
   }
 }
-
 
 // Copies `steps` x `batch` rows of `width` elements from src to dst converting From to To;
 // with `transpose`, row (t, b) of dst (time-major) is row (b, t) of src (batch-major) or the
@@ -852,10 +851,6 @@ absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch,
     }
   }
   UnstageSequence(device, outputs.data(), launch.batch_major, T_, B, out_width, y);
-  if (T_ == 0) {  // no step: the final states are the initial ones
-    h1 = h0;
-    c1 = c0;
-  }
   Convert(device, h1.data(), launch.h_elements, hy);
   if (lstm) Convert(device, c1.data(), launch.c_elements, cy);
   return absl::OkStatus();
@@ -938,10 +933,6 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
     }
   }
   UnstageSequence(device, d_inputs.data(), launch.batch_major, T_, B, g.input_size, dx);
-  if (T_ == 0) {  // no step: the state gradients pass straight through
-    dh0 = dh_final;
-    dc0 = dc_final;
-  }
   Convert(device, dh0.data(), launch.h_elements, dhx);
   if (lstm) Convert(device, dc0.data(), launch.c_elements, dcx);
   Convert(device, grads.data(), launch.params_elements, dw);
