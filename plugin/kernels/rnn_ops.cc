@@ -324,7 +324,7 @@ absl::StatusOr<RnnCall> PrepareCall(const OpContext& context, const RnnAttribute
   return call;
 }
 
-// The launch of `kernel` with the call's descriptors [rnn, dropout, x, y, h, c, w]. The state
+// Adds the call's descriptors [rnn, dropout, x, y, h, c, w] to `launch`. The state
 // descriptors are cuDNN's [layers * directions, batch, units], whatever the data layout.
 KernelLaunch& DescribeCall(KernelLaunch& launch, const RnnCall& call) {
   const rnn::Geometry& g = call.geometry;
