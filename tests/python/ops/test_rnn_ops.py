@@ -211,6 +211,7 @@ def compare(mode, layers, dirs, *, time_major=True, lengths=None, proj=0, dtype=
 MODES = ["lstm", "gru", "rnn_tanh", "rnn_relu"]
 LAYOUTS = [  # (time_major, lengths)
     (True, None),
+    (False, None),
     (False, [5, 2, 4]),
     (True, [3, 5, 1]),
 ]
