@@ -242,18 +242,27 @@ void AddRowVector(const Device& device, A* m, Index rows, Index n, const A* v) {
   });
 }
 
-// out[j] += sum over the rows of the [rows, n] matrix m.
+// out[j] += sum over the rows of the [rows, n] matrix m. Tasks own blocks of columns and walk
+// the rows in order, so every access is contiguous.
 template <typename A>
 void AddColumnSums(const Device& device, const A* m, Index rows, Index n, A* out) {
   if (rows == 0 || n == 0) return;
-  RowMajorMap<A, 1> sums(out, n);
-  RowMajorMap<const A, 2> matrix(m, rows, n);
-  const Eigen::array<Index, 1> over_rows{0};
-  if (static_cast<double>(rows) * n >= kParallelGemmWork) {
-    sums.device(device) += matrix.sum(over_rows);
-  } else {
-    sums += matrix.sum(over_rows);
-  }
+  constexpr Index kColumns = 64;
+  const Index blocks = (n + kColumns - 1) / kColumns;
+  device.parallelFor(blocks, Eigen::TensorOpCost(rows * kColumns * sizeof(A), kColumns * sizeof(A),
+                                                 rows * kColumns),
+                     [&](Index begin, Index end) {
+    A sums[kColumns];
+    for (Index block = begin; block < end; ++block) {
+      const Index first = block * kColumns, width = std::min(kColumns, n - first);
+      std::fill(sums, sums + width, A(0));
+      for (Index r = 0; r < rows; ++r) {
+        const A* row = m + r * n + first;
+        for (Index j = 0; j < width; ++j) sums[j] += row[j];
+      }
+      for (Index j = 0; j < width; ++j) out[first + j] += sums[j];
+    }
+  });
 }
 
 // Copies `steps` x `batch` rows of `width` elements from src to dst converting From to To;
