@@ -43,10 +43,7 @@ def _stacked_gru(cudnn):
 
 
 def _masked_bidirectional_lstm(cudnn):
-    # The embedding is frozen: its sparse update (ResourceScatterSub) belongs to the sparse op
-    # family; the mask it produces is what this model tests.
-    return [keras.Input((STEPS,), dtype="int32"),
-            L.Embedding(20, 6, mask_zero=True, trainable=False),
+    return [keras.Input((STEPS,), dtype="int32"), L.Embedding(20, 6, mask_zero=True),
             L.Bidirectional(L.LSTM(8, use_cudnn=cudnn))]
 
 
