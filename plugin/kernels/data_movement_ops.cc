@@ -929,7 +929,10 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 
 }  // namespace
 
+void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
+
 void RegisterDataMovementOps(const char* device_type) {
+  RegisterReverseOps(device_type);
   DocumentOp("Transpose", "", "perm in host memory; a permutation that keeps the element order "
              "forwards the input without a launch");
   DocumentOp("ConcatV2", "", "axis in host memory");

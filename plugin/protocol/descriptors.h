@@ -130,6 +130,38 @@ struct MatmulDescriptorSettings {
   int32_t reserved = 0;
 };
 
+// Recurrent layers (the kRnn descriptor). RnnMode takes cudnnRNNMode_t's values.
+enum class RnnMode : int32_t { kRelu = 0, kTanh = 1, kLstm = 2, kGru = 3 };
+enum class RnnInputMode : int32_t { kLinear = 0, kSkip = 1 };
+enum class RnnDirection : int32_t { kUnidirectional = 0, kBidirectional = 1 };
+// Layout of the sequence tensors (input and output): [time, batch, features] or
+// [batch, time, features]. State tensors are always [layers * directions, batch, features].
+enum class RnnDataLayout : int32_t { kTimeMajor = 0, kBatchMajor = 1 };
+
+// A stack of recurrent layers, as cudnnSetRNNDescriptor_v8 describes one. hidden_size is the
+// width of the cell (TensorFlow's num_units); proj_size the width of h and of the outputs:
+// hidden_size, or smaller for an LSTM with a recurrent projection (TensorFlow's num_proj).
+struct RnnDescriptorSettings {
+  RnnMode mode = RnnMode::kLstm;
+  RnnInputMode input_mode = RnnInputMode::kLinear;
+  RnnDirection direction = RnnDirection::kUnidirectional;
+  RnnDataLayout data_layout = RnnDataLayout::kTimeMajor;
+  DType dtype = DType::kFloat32;       // data, states and weights
+  DType math_dtype = DType::kFloat32;  // arithmetic: float32 for the 16-bit types
+  int32_t num_layers = 1;
+  int32_t reserved = 0;
+  int64_t input_size = 0;
+  int64_t hidden_size = 0;
+  int64_t proj_size = 0;
+};
+
+// Dropout applied between stacked recurrent layers while training (cudnnDropoutDescriptor_t).
+struct DropoutDescriptorSettings {
+  float dropout = 0.0f;  // probability of dropping an element, in [0, 1)
+  int32_t reserved = 0;
+  uint64_t seed = 0;     // TensorFlow's (seed << 32) | seed2
+};
+
 // Maps a settings struct to its kind (DescriptorTraits<S>::kKind).
 template <typename Settings>
 struct DescriptorTraits;
@@ -146,6 +178,8 @@ VGPU_DESCRIPTOR_TRAITS(ActivationDescriptorSettings, DescriptorKind::kActivation
 VGPU_DESCRIPTOR_TRAITS(OpTensorDescriptorSettings, DescriptorKind::kOpTensor);
 VGPU_DESCRIPTOR_TRAITS(ReduceDescriptorSettings, DescriptorKind::kReduce);
 VGPU_DESCRIPTOR_TRAITS(MatmulDescriptorSettings, DescriptorKind::kMatmul);
+VGPU_DESCRIPTOR_TRAITS(RnnDescriptorSettings, DescriptorKind::kRnn);
+VGPU_DESCRIPTOR_TRAITS(DropoutDescriptorSettings, DescriptorKind::kDropout);
 #undef VGPU_DESCRIPTOR_TRAITS
 
 // The largest settings struct: descriptor storage is sized for it.
@@ -153,6 +187,8 @@ inline constexpr size_t kMaxDescriptorSettingsSize = sizeof(TensorDescriptorSett
 static_assert(sizeof(FilterDescriptorSettings) <= kMaxDescriptorSettingsSize);
 static_assert(sizeof(ConvolutionDescriptorSettings) <= kMaxDescriptorSettingsSize);
 static_assert(sizeof(PoolingDescriptorSettings) <= kMaxDescriptorSettingsSize);
+static_assert(sizeof(RnnDescriptorSettings) <= kMaxDescriptorSettingsSize);
+static_assert(sizeof(DropoutDescriptorSettings) <= kMaxDescriptorSettingsSize);
 
 }  // namespace vgpu
 

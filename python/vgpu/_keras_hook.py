@@ -15,6 +15,13 @@ compiles grouped convolutions and channels-first 3-D ones with XLA there (Tensor
 kernels lack them), which would fail the same way; the virtual GPU runs them natively, so
 while one is visible they run as plain ``tf.nn.convolution``.
 
+When Keras' TensorFlow RNN backend loads, the hook also adapts its cuDNN GRU path: Keras only
+swaps its update/reset gate blocks ([z, r, h]) into cuDNN's order ([r, z, h]) on CUDA builds of
+TensorFlow, but the virtual GPU's CudnnRNN ops have cuDNN's semantics on tensorflow-cpu too. While
+a virtual GPU is visible (and TensorFlow is not a CUDA build), ``_cudnn_gru`` receives its kernel,
+recurrent kernel and bias with gate blocks 0 and 1 swapped, so Keras GRU layers compute on the
+virtual GPU what they compute on the CPU.
+
 It never imports TensorFlow or Keras itself and does nothing until Keras is imported. Set
 ``VGPU_KERAS_HOOK=0`` to switch it off.
 """
@@ -26,6 +33,8 @@ import os
 import sys
 
 _TRAINER_MODULE = "keras.src.trainers.trainer"
+_RNN_MODULE = "keras.src.backend.tensorflow.rnn"
+_BACKEND_NN_MODULE = "keras.src.backend.tensorflow.nn"
 
 JIT_ERROR = (
     "jit_compile=True cannot be used on the virtual GPU: XLA has no compiler for the VGPU "
@@ -72,9 +81,6 @@ def patch_trainer(trainer_module) -> None:
     trainer._vgpu_patched = True
 
 
-_BACKEND_NN_MODULE = "keras.src.backend.tensorflow.nn"
-
-
 def patch_backend_convolution(nn_module) -> None:
     """Wraps the TensorFlow backend's conv so that the convolutions Keras would compile with
     XLA (grouped, channels-first 3-D) run uncompiled while a virtual GPU is visible
@@ -99,8 +105,53 @@ def patch_backend_convolution(nn_module) -> None:
     nn_module._vgpu_patched = True
 
 
+def swap_gate_blocks(tensor):
+    """`tensor` with blocks 0 and 1 of its last axis (three equal gate blocks) swapped: Keras'
+    GRU order [z, r, h] becomes cuDNN's [r, z, h] (and back)."""
+    import tensorflow as tf  # noqa: PLC0415 - Keras is loaded, so TensorFlow is
+
+    first, second, third = tf.split(tensor, 3, axis=-1)
+    return tf.concat([second, first, third], axis=-1)
+
+
+_IS_CUDA_BUILD = None
+
+
+def _keras_orders_gru_gates_itself() -> bool:
+    """True when Keras already swaps the GRU gates for cuDNN (a CUDA build of TensorFlow)."""
+    global _IS_CUDA_BUILD
+    if _IS_CUDA_BUILD is None:
+        import tensorflow as tf  # noqa: PLC0415
+
+        _IS_CUDA_BUILD = bool(tf.sysconfig.get_build_info().get("is_cuda_build", False))
+    return _IS_CUDA_BUILD
+
+
+def patch_cudnn_gru(rnn_module) -> None:
+    """Wraps the module's `_cudnn_gru` so that its weights arrive in cuDNN's gate order while a
+    virtual GPU is visible (idempotent). Gradients flow back through the swap."""
+    original = rnn_module._cudnn_gru
+    if getattr(original, "_vgpu_patched", False):
+        return
+
+    def _cudnn_gru(inputs, initial_state, kernel, recurrent_kernel, bias, *args, **kwargs):
+        if virtual_gpu_visible() and not _keras_orders_gru_gates_itself():
+            kernel = swap_gate_blocks(kernel)
+            recurrent_kernel = swap_gate_blocks(recurrent_kernel)
+            bias = swap_gate_blocks(bias)
+        return original(inputs, initial_state, kernel, recurrent_kernel, bias, *args, **kwargs)
+
+    _cudnn_gru._vgpu_patched = True
+    _cudnn_gru.__wrapped__ = original
+    rnn_module._cudnn_gru = _cudnn_gru
+
+
 # The modules the hook adapts, and how.
-_PATCHES = {_TRAINER_MODULE: patch_trainer, _BACKEND_NN_MODULE: patch_backend_convolution}
+_PATCHES = {
+    _TRAINER_MODULE: patch_trainer,
+    _BACKEND_NN_MODULE: patch_backend_convolution,
+    _RNN_MODULE: patch_cudnn_gru,
+}
 
 
 class _PatchingLoader(importlib.abc.Loader):
@@ -120,14 +171,15 @@ class _PatchingLoader(importlib.abc.Loader):
                   file=sys.stderr)
 
 
-class _TrainerFinder(importlib.abc.MetaPathFinder):
+class _KerasFinder(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
-        if fullname not in _PATCHES:
+        patch = _PATCHES.get(fullname)
+        if patch is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _PatchingLoader(spec.loader, _PATCHES[fullname])
+        spec.loader = _PatchingLoader(spec.loader, patch)
         return spec
 
 
@@ -140,5 +192,5 @@ def install() -> None:
             patch(sys.modules[name])
     if all(name in sys.modules for name in _PATCHES):
         return
-    if not any(isinstance(f, _TrainerFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _TrainerFinder())
+    if not any(isinstance(f, _KerasFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _KerasFinder())

@@ -50,6 +50,19 @@ inline constexpr KernelId kConcat = KernelId{605};
 // (Unpack, Split, SplitV).
 inline constexpr KernelId kSplit = KernelId{606};
 
+// Reversals (ids 620-629; ReverseV2 and ReverseSequence).
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<uint8> reversed (one flag
+// per dimension, 0 or 1). y[i] = x[j] with j_d = reversed[d] ? x_dims[d] - 1 - i_d : i_d.
+inline constexpr KernelId kReverse = KernelId{620};
+
+// buffers: [x, seq_lengths, y]; params: element_size, uint32 length_size (4: int32 lengths,
+// 8: int64), array<int64> x_dims (rank 2 to 5), int32 batch_dim, int32 seq_dim (distinct, in
+// range). seq_lengths has x_dims[batch_dim] entries. With L the length of batch entry b clamped
+// to [0, x_dims[seq_dim]] (a negative length reverses nothing, as on TensorFlow's GPU; a longer
+// one the whole dimension), y at (b, s) = x at (b, L - 1 - s) for s < L, x at (b, s) otherwise.
+inline constexpr KernelId kReverseSequence = KernelId{621};
+
 }  // namespace vgpu::data_movement
 
 #endif  // VGPU_PROTOCOL_KERNELS_DATA_MOVEMENT_H_

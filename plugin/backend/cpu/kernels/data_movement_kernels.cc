@@ -313,7 +313,10 @@ absl::Status Split(const KernelContext& context) {
 
 namespace vgpu {
 
+void AddReverseKernels(KernelTable& table);  // reverse_kernels.cc
+
 void AddDataMovementKernels(KernelTable& table) {
+  AddReverseKernels(table);
   table.Add(data_movement::kTranspose, "transpose", cpu_kernels::Transpose);
   table.Add(data_movement::kStridedSlice, "strided_slice", cpu_kernels::StridedSlice);
   table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", cpu_kernels::StridedSliceGrad);

@@ -1,9 +1,985 @@
-// The recurrent family (protocol/kernels/rnn.h) on the CPU backing executor.
+// The recurrent family (protocol/kernels/rnn.h) on the CPU backing executor: forward and
+// backward passes of cuDNN-style stacks of relu/tanh RNN, LSTM (optionally with a recurrent
+// projection) and GRU layers, uni- or bidirectional, time- or batch-major, with variable
+// sequence lengths and dropout between layers.
+//
+// Everything is computed time-major in the math type (float for the 16-bit types and float,
+// double for double). Per layer and direction, the input projection of a block of time steps
+// is one GEMM, each step one recurrent GEMM (Eigen contractions on the executor's thread pool),
+// and the gates are evaluated row by row in parallel (Eigen's vectorized sigmoid and tanh). The
+// backward pass walks the steps in reverse: per step one pass over the rows for the gates'
+// gradients and one GEMM carrying the state gradient back; per block of steps one GEMM each
+// for the recurrent weights', the input weights' and the input gradients. Blocks bound the
+// scratch memory: it stays a small multiple of the launch's own buffers whatever T is.
+#define EIGEN_USE_THREADS
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/philox.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/rnn.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+
+namespace vgpu::cpu_kernels {
+namespace {
+
+using Index = Eigen::DenseIndex;
+using Device = Eigen::ThreadPoolDevice;
+
+template <typename T, int kRank>
+using RowMajorMap =
+    Eigen::TensorMap<Eigen::Tensor<T, kRank, Eigen::RowMajor, Index>, Eigen::Unaligned>;
+
+template <typename T>
+using Vector = RowMajorMap<T, 1>;
+template <typename T>
+using ConstVector = RowMajorMap<const T, 1>;
+
+// The input projection is computed for blocks of time steps of at most this many gate values
+// (a block always holds at least one step).
+constexpr Index kBlockElements = Index{1} << 22;
+// GEMMs with at least this many multiply-adds run on the thread pool; smaller ones inline.
+constexpr double kParallelGemmWork = 32.0 * 32.0 * 32.0;
+
+template <typename T>
+struct MathTypeOf {
+  using type = float;
+};
+template <>
+struct MathTypeOf<double> {
+  using type = double;
+};
+template <typename T>
+using MathType = typename MathTypeOf<T>::type;
+
+// ---------------------------------------------------------------------------------------------
+// The launch, read and checked.
+
+struct RnnLaunch {
+  RnnDescriptorSettings rnn;
+  rnn::Geometry g;
+  bool batch_major = false;
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  std::vector<int32_t> lengths;  // batch_size effective lengths, each in [0, T]
+  int64_t x_elements = 0, y_elements = 0, h_elements = 0, c_elements = 0, params_elements = 0;
+};
+
+bool IsFloatingDType(DType dtype) {
+  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
+         dtype == DType::kBFloat16;
+}
+
+absl::Status ExpectDims(const char* what, const TensorDescriptorSettings& t, DType dtype,
+                        std::initializer_list<int64_t> dims) {
+  bool same = t.dtype == dtype && t.rank == static_cast<int32_t>(dims.size());
+  int i = 0;
+  for (int64_t d : dims) {
+    if (!same) break;
+    same = t.dims[i++] == d;
+  }
+  if (same) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("rnn: the ", what, " tensor descriptor does not match the rnn descriptor"));
+}
+
+uint64_t LengthsHash(const std::vector<int32_t>& lengths) {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
+  for (int32_t length : lengths) {
+    uint8_t bytes[4];
+    std::memcpy(bytes, &length, sizeof(bytes));
+    for (uint8_t byte : bytes) hash = (hash ^ byte) * 0x100000001b3ull;
+  }
+  return hash;
+}
+
+// Reads the descriptors [rnn, dropout, x, y, h, c, w] and the sequence lengths (the next
+// parameter of `reader`), and checks them against each other.
+absl::StatusOr<RnnLaunch> ReadRnnLaunch(const KernelContext& context, ParamReader& reader,
+                                        bool training) {
+  RnnLaunch launch;
+  VGPU_ASSIGN_OR_RETURN(launch.rnn, context.Descriptor<RnnDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(DropoutDescriptorSettings dropout,
+                        context.Descriptor<DropoutDescriptorSettings>(1));
+  TensorDescriptorSettings t[5];
+  for (int i = 0; i < 5; ++i) {
+    VGPU_ASSIGN_OR_RETURN(t[i], context.Descriptor<TensorDescriptorSettings>(2 + i));
+  }
+  const RnnDescriptorSettings& r = launch.rnn;
+  if (!IsFloatingDType(r.dtype)) {
+    return absl::InvalidArgumentError("rnn: the data type must be a floating-point type");
+  }
+  const DType math = r.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
+  if (r.math_dtype != math) {
+    return absl::InvalidArgumentError(
+        "rnn: the math type must be float64 for float64 data and float32 otherwise");
+  }
+  if (r.input_mode == RnnInputMode::kSkip) {
+    return absl::UnimplementedError("rnn: input_mode skip_input is not supported");
+  }
+  if (r.input_mode != RnnInputMode::kLinear) {
+    return absl::InvalidArgumentError("rnn: unknown input mode");
+  }
+  if (r.direction != RnnDirection::kUnidirectional &&
+      r.direction != RnnDirection::kBidirectional) {
+    return absl::InvalidArgumentError("rnn: unknown direction mode");
+  }
+  if (r.data_layout != RnnDataLayout::kTimeMajor && r.data_layout != RnnDataLayout::kBatchMajor) {
+    return absl::InvalidArgumentError("rnn: unknown data layout");
+  }
+  launch.batch_major = r.data_layout == RnnDataLayout::kBatchMajor;
+  if (!(dropout.dropout >= 0.0f && dropout.dropout < 1.0f)) {
+    return absl::InvalidArgumentError("rnn: dropout must be in [0, 1)");
+  }
+  launch.dropout = dropout.dropout;
+  launch.seed = dropout.seed;
+  const TensorDescriptorSettings& x = t[0];
+  if (x.rank != 3) return absl::InvalidArgumentError("rnn: x must be 3-dimensional");
+  rnn::Geometry& g = launch.g;
+  g.mode = r.mode;
+  g.num_layers = r.num_layers;
+  g.directions = r.direction == RnnDirection::kBidirectional ? 2 : 1;
+  g.input_size = r.input_size;
+  g.hidden_size = r.hidden_size;
+  g.proj_size = r.proj_size;
+  g.max_seq_length = launch.batch_major ? x.dims[1] : x.dims[0];
+  g.batch_size = launch.batch_major ? x.dims[0] : x.dims[1];
+  g.dropout_masks = training && launch.dropout > 0.0f && g.num_layers > 1;
+  if (!rnn::GeometryIsValid(g)) {
+    return absl::InvalidArgumentError(
+        "rnn: invalid or too large sizes (mode, layers, input/hidden/projection sizes, "
+        "sequence length, batch)");
+  }
+  const int64_t T = g.max_seq_length, B = g.batch_size, P = g.pseudo_layers();
+  const int64_t out = g.directions * g.proj_size;
+  const int64_t c_width = g.mode == RnnMode::kLstm ? g.hidden_size : g.proj_size;
+  VGPU_RETURN_IF_ERROR(ExpectDims("x", x, r.dtype, {x.dims[0], x.dims[1], g.input_size}));
+  VGPU_RETURN_IF_ERROR(
+      ExpectDims("y", t[1], r.dtype, {x.dims[0], x.dims[1], out}));
+  VGPU_RETURN_IF_ERROR(ExpectDims("h", t[2], r.dtype, {P, B, g.proj_size}));
+  VGPU_RETURN_IF_ERROR(ExpectDims("c", t[3], r.dtype, {P, B, c_width}));
+  launch.params_elements = rnn::ParamsSize(g);
+  VGPU_RETURN_IF_ERROR(ExpectDims("w", t[4], r.dtype, {launch.params_elements}));
+  launch.x_elements = T * B * g.input_size;
+  launch.y_elements = T * B * out;
+  launch.h_elements = P * B * g.proj_size;
+  launch.c_elements = P * B * c_width;
+
+  VGPU_ASSIGN_OR_RETURN(std::vector<int32_t> lengths,
+                        reader.GetArray<int32_t>(static_cast<uint32_t>(rnn::kMaxDimension)));
+  if (lengths.empty()) {
+    launch.lengths.assign(B, static_cast<int32_t>(T));
+  } else {
+    if (static_cast<int64_t>(lengths.size()) != B) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rnn: ", lengths.size(), " sequence lengths for a batch of ", B));
+    }
+    for (int32_t length : lengths) {
+      if (length < 0 || length > T) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rnn: sequence length ", length, " is not in [0, ", T, "]"));
+      }
+    }
+    launch.lengths = std::move(lengths);
+  }
+  return launch;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dense building blocks in the math type A.
+
+// c[m, n] (+)= op(a) op(b); a is [m, k] ([k, m] when transpose_a), b is [k, n] ([n, k] when
+// transpose_b), all row-major.
+template <typename A>
+void Gemm(const Device& device, Index m, Index n, Index k, const A* a, bool transpose_a,
+          const A* b, bool transpose_b, A* c, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  RowMajorMap<A, 2> out(c, m, n);
+  if (k == 0) {
+    if (!accumulate) std::fill(c, c + m * n, A(0));
+    return;
+  }
+  RowMajorMap<const A, 2> lhs(a, transpose_a ? k : m, transpose_a ? m : k);
+  RowMajorMap<const A, 2> rhs(b, transpose_b ? n : k, transpose_b ? k : n);
+  const Eigen::array<Eigen::IndexPair<Index>, 1> pair{
+      Eigen::IndexPair<Index>(transpose_a ? 0 : 1, transpose_b ? 1 : 0)};
+  const bool parallel = static_cast<double>(m) * n * k >= kParallelGemmWork;
+  if (parallel) {
+    if (accumulate) {
+      out.device(device) += lhs.contract(rhs, pair);
+    } else {
+      out.device(device) = lhs.contract(rhs, pair);
+    }
+  } else {
+    if (accumulate) {
+      out += lhs.contract(rhs, pair);
+    } else {
+      out = lhs.contract(rhs, pair);
+    }
+  }
+}
+
+// m[r, :] += v for every row r of the [rows, n] matrix m.
+template <typename A>
+void AddRowVector(const Device& device, A* m, Index rows, Index n, const A* v) {
+  if (rows == 0 || n == 0) return;
+  device.parallelFor(rows, Eigen::TensorOpCost(n * sizeof(A), n * sizeof(A), n),
+                     [&](Index begin, Index end) {
+    for (Index r = begin; r < end; ++r) {
+      A* row = m + r * n;
+      for (Index j = 0; j < n; ++j) row[j] += v[j];
+    }
+  });
+}
+
+// out[j] += sum over the rows of the [rows, n] matrix m. Tasks own blocks of columns and walk
+// the rows in order, so every access is contiguous.
+template <typename A>
+void AddColumnSums(const Device& device, const A* m, Index rows, Index n, A* out) {
+  if (rows == 0 || n == 0) return;
+  constexpr Index kColumns = 64;
+  const Index blocks = (n + kColumns - 1) / kColumns;
+  device.parallelFor(blocks, Eigen::TensorOpCost(rows * kColumns * sizeof(A), kColumns * sizeof(A),
+                                                 rows * kColumns),
+                     [&](Index begin, Index end) {
+    A sums[kColumns];
+    for (Index block = begin; block < end; ++block) {
+      const Index first = block * kColumns, width = std::min(kColumns, n - first);
+      std::fill(sums, sums + width, A(0));
+      for (Index r = 0; r < rows; ++r) {
+        const A* row = m + r * n + first;
+        for (Index j = 0; j < width; ++j) sums[j] += row[j];
+      }
+      for (Index j = 0; j < width; ++j) out[first + j] += sums[j];
+    }
+  });
+}
+
+// Copies `steps` x `batch` rows of `width` elements from src to dst converting From to To;
+// with `transpose`, row (t, b) of dst (time-major) is row (b, t) of src (batch-major) or the
+// other way round (`to_batch_major`).
+template <typename From, typename To>
+void CopyRows(const Device& device, const From* src, Index steps, Index batch, Index width,
+              bool transpose, bool to_batch_major, To* dst) {
+  if (steps * batch * width == 0) return;
+  device.parallelFor(steps * batch, Eigen::TensorOpCost(width * sizeof(From),
+                                                        width * sizeof(To), width),
+                     [&](Index begin, Index end) {
+    for (Index row = begin; row < end; ++row) {
+      const Index t = row / batch, b = row % batch;  // row of the time-major side
+      const Index other = transpose ? b * steps + t : row;
+      const From* in = src + (to_batch_major ? row : other) * width;
+      To* out = dst + (to_batch_major ? other : row) * width;
+      for (Index j = 0; j < width; ++j) {
+        if constexpr (std::is_same_v<From, To>) {
+          out[j] = in[j];
+        } else {  // the 16-bit types convert through float
+          out[j] = static_cast<To>(static_cast<float>(in[j]));
+        }
+      }
+    }
+  });
+}
+
+// A sequence tensor (x, y, dx, dy) of element type T in its layout, as time-major values of A.
+template <typename T, typename A>
+void StageSequence(const Device& device, const T* src, bool batch_major, Index steps,
+                   Index batch, Index width, A* dst) {
+  CopyRows(device, src, steps, batch, width, batch_major, /*to_batch_major=*/false, dst);
+}
+
+// The inverse of StageSequence.
+template <typename T, typename A>
+void UnstageSequence(const Device& device, const A* src, bool batch_major, Index steps,
+                     Index batch, Index width, T* dst) {
+  CopyRows(device, src, steps, batch, width, batch_major, /*to_batch_major=*/true, dst);
+}
+
+template <typename From, typename To>
+void Convert(const Device& device, const From* src, Index count, To* dst) {
+  if (count == 0) return;
+  RowMajorMap<To, 1>(dst, count).device(device) =
+      RowMajorMap<const From, 1>(src, count).template cast<To>();
+}
+
+// Values of T as a buffer of A: the buffer itself when the types agree, else a converted copy.
+template <typename T, typename A>
+class MathView {
+ public:
+  MathView(const Device& device, const T* data, Index count) {
+    if constexpr (std::is_same_v<T, A>) {
+      data_ = data;
+    } else {
+      copy_.resize(count);
+      Convert(device, data, count, copy_.data());
+      data_ = copy_.data();
+    }
+  }
+  const A* data() const { return data_; }
+
+ private:
+  const A* data_ = nullptr;
+  std::vector<A> copy_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// One direction of one layer.
+
+// The sizes one direction works with.
+struct StepSizes {
+  Index steps = 0, batch = 0, gates = 1, cell = 0, proj = 0;  // T, B, G, C, Hp
+  bool projects = false;
+  const int32_t* lengths = nullptr;
+  Index gate_width() const { return gates * cell; }
+  bool active(Index t, Index b) const { return t < lengths[b]; }
+};
+
+template <typename A>
+struct DirectionWeights {
+  const A* w = nullptr;   // [G*C, in]
+  const A* r = nullptr;   // [G*C, Hp]
+  const A* p = nullptr;   // [Hp, C], projection only
+  const A* bw = nullptr;  // [G*C]
+  const A* br = nullptr;  // [G*C]
+  Index in = 0;
+};
+
+// Where a pseudo-layer's records live in the reserve space (null: not recorded). P is the
+// math type, const for the backward pass, which only reads them.
+template <typename P>
+struct DirectionRecord {
+  P* gates = nullptr;
+  P* states = nullptr;
+  P* cells = nullptr;
+  P* unprojected = nullptr;
+  P* recurrent_new = nullptr;
+};
+
+template <typename A>
+DirectionWeights<A> WeightsOf(const rnn::Geometry& g, const A* params, Index pseudo_layer) {
+  const rnn::PseudoLayerParams p = rnn::ParamsOf(g, pseudo_layer);
+  DirectionWeights<A> w;
+  w.w = params + p.input_weights;
+  w.r = params + p.recurrent_weights;
+  w.p = p.projection >= 0 ? params + p.projection : nullptr;
+  w.bw = params + p.input_bias;
+  w.br = params + p.recurrent_bias;
+  w.in = p.input_size;
+  return w;
+}
+
+template <typename P>  // A or const A
+DirectionRecord<P> RecordIn(const rnn::Geometry& g, P* data, Index pseudo_layer) {
+  const rnn::PseudoLayerRecord r = rnn::RecordOf(g, pseudo_layer);
+  DirectionRecord<P> record;
+  record.gates = data + r.gates;
+  record.states = data + r.states;
+  if (r.cells >= 0) record.cells = data + r.cells;
+  if (r.unprojected >= 0) record.unprojected = data + r.unprojected;
+  if (r.recurrent_new >= 0) record.recurrent_new = data + r.recurrent_new;
+  return record;
+}
+
+// Row b's bookkeeping after step t: the states record (h, and c for lstm) and the output (h
+// when the step is active, zeros otherwise).
+template <typename A>
+void FinishRow(const StepSizes& s, Index t, Index b, const A* h_row, const A* c_row,
+               const DirectionRecord<A>& record, A* y, Index y_width, Index y_column) {
+  const Index B = s.batch, Hp = s.proj, C = s.cell;
+  if (record.states) std::copy(h_row, h_row + Hp, record.states + (t * B + b) * Hp);
+  if (c_row && record.cells) std::copy(c_row, c_row + C, record.cells + (t * B + b) * C);
+  A* y_row = y + (t * B + b) * y_width + y_column;
+  if (s.active(t, b)) {
+    std::copy(h_row, h_row + Hp, y_row);
+  } else {
+    std::fill(y_row, y_row + Hp, A(0));
+  }
+}
+
+// The bias added to the input projection: bW + bR, except for the gru's candidate gate, whose
+// recurrent bias stays inside r * (Rh h + bRh).
+template <RnnMode kMode, typename A>
+std::vector<A> InputSideBias(const StepSizes& s, const DirectionWeights<A>& w) {
+  const Index GC = s.gate_width();
+  std::vector<A> bias(w.bw, w.bw + GC);
+  const Index folded = kMode == RnnMode::kGru ? 2 * s.cell : GC;
+  for (Index j = 0; j < folded; ++j) bias[j] += w.br[j];
+  return bias;
+}
+
+// Time steps per block of the input-side GEMMs: at least one, at most kBlockElements gate values.
+Index BlockSteps(const StepSizes& s) {
+  const Index per_step = std::max<Index>(1, s.batch * s.gate_width());
+  return std::max<Index>(1, std::min<Index>(s.steps, kBlockElements / per_step));
+}
+
+// Runs one direction over the whole sequence. xin: [T, B, in] time-major; y: [T, B, y_width],
+// this direction writes columns [y_column, y_column + Hp). h0/c0 initial states, h_out/c_out
+// final states (c only for lstm). Per block of steps one GEMM projects the inputs; per step one
+// GEMM projects h and one parallel pass over the batch rows evaluates the cell.
+template <RnnMode kMode, typename A>
+void ForwardDirection(const Device& device, const StepSizes& s, const DirectionWeights<A>& w,
+                      const A* xin, bool reverse, const A* h0, const A* c0, A* y, Index y_width,
+                      Index y_column, A* h_out, A* c_out, const DirectionRecord<A>& record) {
+  constexpr bool kLstm = kMode == RnnMode::kLstm;
+  constexpr bool kGru = kMode == RnnMode::kGru;
+  const Index T = s.steps, B = s.batch, C = s.cell, Hp = s.proj, GC = s.gate_width();
+  std::vector<A> h(h0, h0 + B * Hp);
+  std::vector<A> c;
+  if (kLstm) c.assign(c0, c0 + B * C);
+  std::vector<A> gh(B * GC);
+  std::vector<A> unprojected, projected;
+  if (s.projects) {
+    unprojected.resize(B * C);
+    projected.resize(B * Hp);
+  }
+  const std::vector<A> input_bias = InputSideBias<kMode>(s, w);
+  const Index block_steps = BlockSteps(s);
+  std::vector<A> gx(std::min(block_steps, T) * B * GC);
+  std::vector<A> gate_scratch(record.gates ? 0 : B * GC);
+  const Eigen::TensorOpCost row_cost(3 * GC * sizeof(A), (GC + 3 * C) * sizeof(A), 20 * GC);
+
+  for (Index s0 = 0; s0 < T; s0 += block_steps) {
+    const Index n = std::min(block_steps, T - s0);
+    const Index t0 = reverse ? T - s0 - n : s0;  // first time index of the block
+    Gemm(device, n * B, GC, w.in, xin + t0 * B * w.in, false, w.w, true, gx.data(), false);
+    AddRowVector(device, gx.data(), n * B, GC, input_bias.data());
+    for (Index k = 0; k < n; ++k) {
+      const Index t = reverse ? T - 1 - (s0 + k) : s0 + k;
+      const A* gxt = gx.data() + (t - t0) * B * GC;
+      Gemm(device, B, GC, Hp, h.data(), false, w.r, true, gh.data(), false);
+      // Activated gates go to the record (training) or to scratch (inference).
+      A* gates_t = record.gates ? record.gates + t * B * GC : gate_scratch.data();
+      A* rec_new = record.recurrent_new ? record.recurrent_new + t * B * C : nullptr;
+      device.parallelFor(B, row_cost, [&](Index begin, Index end) {
+        for (Index b = begin; b < end; ++b) {
+          const bool active = s.active(t, b);
+          A* gates = gates_t + b * GC;
+          Vector<A> h_row(h.data() + b * Hp, Hp);
+          if (!active) {
+            std::fill(gates, gates + GC, A(0));
+            if (rec_new) std::fill(rec_new + b * C, rec_new + (b + 1) * C, A(0));
+          } else {
+            // Pre-activation of gate k: input projection (with its biases) plus h's.
+            const A* x_pre = gxt + b * GC;
+            const A* h_pre = gh.data() + b * GC;
+            auto pre = [&](Index k) {
+              return ConstVector<A>(x_pre + k * C, C) + ConstVector<A>(h_pre + k * C, C);
+            };
+            auto gate = [&](Index k) { return Vector<A>(gates + k * C, C); };
+            if constexpr (kLstm) {
+              gate(0) = pre(0).sigmoid();
+              gate(1) = pre(1).sigmoid();
+              gate(2) = pre(2).tanh();
+              gate(3) = pre(3).sigmoid();
+              Vector<A> cell(c.data() + b * C, C);
+              cell = gate(1) * cell + gate(0) * gate(2);
+              Vector<A>(s.projects ? unprojected.data() + b * C : h_row.data(), C) =
+                  gate(3) * cell.tanh();
+            } else if constexpr (kGru) {
+              gate(0) = pre(0).sigmoid();
+              gate(1) = pre(1).sigmoid();
+              Vector<A> recurrent_new(rec_new ? rec_new + b * C : gh.data() + b * GC + 2 * C, C);
+              recurrent_new = ConstVector<A>(h_pre + 2 * C, C) + ConstVector<A>(w.br + 2 * C, C);
+              gate(2) = (ConstVector<A>(x_pre + 2 * C, C) + gate(0) * recurrent_new).tanh();
+              h_row = (gate(1).constant(A(1)) - gate(1)) * gate(2) + gate(1) * h_row;
+            } else if constexpr (kMode == RnnMode::kRelu) {
+              h_row = pre(0).cwiseMax(A(0));
+              gate(0) = h_row;
+            } else {
+              h_row = pre(0).tanh();
+              gate(0) = h_row;
+            }
+          }
+          if (!s.projects) FinishRow(s, t, b, h_row.data(), kLstm ? c.data() + b * C : nullptr,
+                                     record, y, y_width, y_column);
+        }
+      });
+      if (s.projects) {
+        Gemm(device, B, Hp, C, unprojected.data(), false, w.p, true, projected.data(), false);
+        device.parallelFor(B, Eigen::TensorOpCost(3 * Hp * sizeof(A), 3 * Hp * sizeof(A), Hp),
+                           [&](Index begin, Index end) {
+          for (Index b = begin; b < end; ++b) {
+            const bool active = s.active(t, b);
+            A* h_row = h.data() + b * Hp;
+            if (active) std::copy(projected.data() + b * Hp, projected.data() + (b + 1) * Hp, h_row);
+            if (record.unprojected) {
+              A* rec = record.unprojected + (t * B + b) * C;
+              if (active) {
+                std::copy(unprojected.data() + b * C, unprojected.data() + (b + 1) * C, rec);
+              } else {
+                std::fill(rec, rec + C, A(0));
+              }
+            }
+            FinishRow(s, t, b, h_row, c.data() + b * C, record, y, y_width, y_column);
+          }
+        });
+      }
+    }
+  }
+  std::copy(h.begin(), h.end(), h_out);
+  if (kLstm) std::copy(c.begin(), c.end(), c_out);
+}
+
+// Gradient accumulators of one pseudo-layer (inside the weight-space-shaped gradient).
+template <typename A>
+struct DirectionGrads {
+  A* w = nullptr;
+  A* r = nullptr;
+  A* p = nullptr;
+  A* bw = nullptr;
+  A* br = nullptr;
+};
+
+template <typename A>
+DirectionGrads<A> GradsOf(const rnn::Geometry& g, A* grads, Index pseudo_layer) {
+  const rnn::PseudoLayerParams p = rnn::ParamsOf(g, pseudo_layer);
+  DirectionGrads<A> d;
+  d.w = grads + p.input_weights;
+  d.r = grads + p.recurrent_weights;
+  d.p = p.projection >= 0 ? grads + p.projection : nullptr;
+  d.bw = grads + p.input_bias;
+  d.br = grads + p.recurrent_bias;
+  return d;
+}
+
+// The backward pass of ForwardDirection, over the steps in reverse. dy: [T, B, dy_width], this
+// direction reads columns [dy_column, dy_column + Hp) at active steps. Accumulates into dxin
+// [T, B, in] and the gradients; writes dh0/dc0. Per step one parallel pass over the batch rows
+// computes the gates' pre-activation gradients and one GEMM carries the state gradient back;
+// per block of steps one GEMM each gives the recurrent weights', the input weights' and the
+// input gradients.
+template <RnnMode kMode, typename A>
+void BackwardDirection(const Device& device, const StepSizes& s, const DirectionWeights<A>& w,
+                       const DirectionGrads<A>& grads, const A* xin, bool reverse, const A* h0,
+                       const A* c0, const A* dy, Index dy_width, Index dy_column, const A* dhy,
+                       const A* dcy, const DirectionRecord<const A>& record, A* dxin, A* dh0,
+                       A* dc0) {
+  constexpr bool kLstm = kMode == RnnMode::kLstm;
+  constexpr bool kGru = kMode == RnnMode::kGru;
+  const Index T = s.steps, B = s.batch, C = s.cell, Hp = s.proj, GC = s.gate_width();
+  std::vector<A> dh(dhy, dhy + B * Hp), dh_next(B * Hp);
+  std::vector<A> dc;
+  if (kLstm) dc.assign(dcy, dcy + B * C);
+  std::vector<A> dh_total, dm;  // projection only: the gradient reaching h, and o * tanh(c)
+  if (s.projects) {
+    dh_total.resize(B * Hp);
+    dm.resize(B * C);
+  }
+  const Index block_steps = BlockSteps(s);
+  const Index block_rows = std::min(block_steps, T) * B;
+  // Per block: the gates' pre-activation gradients on the input side and (gru: different) on
+  // the recurrent side, and the states the recurrent weights multiplied.
+  std::vector<A> dgx(block_rows * GC), dgh(kGru ? block_rows * GC : 0), h_prev_block(block_rows * Hp);
+  const Eigen::TensorOpCost row_cost(5 * GC * sizeof(A), (GC + 2 * C + Hp) * sizeof(A), 12 * GC);
+
+  for (Index s_end = T; s_end > 0;) {
+    const Index n = std::min(block_steps, s_end);
+    const Index s0 = s_end - n;
+    const Index t0 = reverse ? T - s0 - n : s0;
+    for (Index step = s_end - 1; step >= s0; --step) {
+      const Index t = reverse ? T - 1 - step : step;
+      const Index t_prev = reverse ? t + 1 : t - 1;
+      const A* h_prev = step == 0 ? h0 : record.states + t_prev * B * Hp;
+      const A* c_prev = kLstm ? (step == 0 ? c0 : record.cells + t_prev * B * C) : nullptr;
+      const A* gates_t = record.gates + t * B * GC;
+      const Index slot = (t - t0) * B;  // the step's first row in the block buffers
+      A* dgxt = dgx.data() + slot * GC;
+      A* dght = kGru ? dgh.data() + slot * GC : dgxt;
+      // The gradient reaching h_t of row b: carried plus the output's (zero when inactive).
+      auto total_of = [&](Index b, A* out) {
+        const A* carried = dh.data() + b * Hp;
+        const A* from_output = dy + (t * B + b) * dy_width + dy_column;
+        if (s.active(t, b)) {
+          for (Index j = 0; j < Hp; ++j) out[j] = carried[j] + from_output[j];
+        } else {
+          std::fill(out, out + Hp, A(0));
+        }
+      };
+      if (s.projects) {  // h = P m: the gradient of m = o * tanh(c), and P's
+        for (Index b = 0; b < B; ++b) total_of(b, dh_total.data() + b * Hp);
+        Gemm(device, B, C, Hp, dh_total.data(), false, w.p, false, dm.data(), false);
+        Gemm(device, Hp, C, B, dh_total.data(), true, record.unprojected + t * B * C, false,
+             grads.p, true);
+      }
+      device.parallelFor(B, row_cost, [&](Index begin, Index end) {
+        std::vector<A> total_row(s.projects ? 0 : Hp), tanh_cell(kLstm ? C : 0);
+        for (Index b = begin; b < end; ++b) {
+          A* dx_pre = dgxt + b * GC;
+          A* next = dh_next.data() + b * Hp;
+          std::copy(h_prev + b * Hp, h_prev + (b + 1) * Hp, h_prev_block.data() + (slot + b) * Hp);
+          if (!s.active(t, b)) {  // nothing happened at this step: gradients pass through
+            std::fill(dx_pre, dx_pre + GC, A(0));
+            if (kGru) std::fill(dght + b * GC, dght + (b + 1) * GC, A(0));
+            std::copy(dh.data() + b * Hp, dh.data() + (b + 1) * Hp, next);
+            continue;
+          }
+          const A* gb = gates_t + b * GC;
+          const A* total = nullptr;
+          if (!s.projects) {
+            total_of(b, total_row.data());
+            total = total_row.data();
+          }
+          if constexpr (kLstm) {
+            const A* dmb = s.projects ? dm.data() + b * C : total;
+            Vector<A>(tanh_cell.data(), C) =
+                ConstVector<A>(record.cells + (t * B + b) * C, C).tanh();
+            A* dcb = dc.data() + b * C;
+            const A* cpb = c_prev + b * C;
+            for (Index j = 0; j < C; ++j) {
+              const A i = gb[j], f = gb[C + j], g = gb[2 * C + j], o = gb[3 * C + j];
+              const A tanh_c = tanh_cell[j];
+              const A d_out = dmb[j] * tanh_c;
+              const A d_cell = dcb[j] + dmb[j] * o * (A(1) - tanh_c * tanh_c);
+              dx_pre[j] = d_cell * g * i * (A(1) - i);
+              dx_pre[C + j] = d_cell * cpb[j] * f * (A(1) - f);
+              dx_pre[2 * C + j] = d_cell * i * (A(1) - g * g);
+              dx_pre[3 * C + j] = d_out * o * (A(1) - o);
+              dcb[j] = d_cell * f;
+            }
+            std::fill(next, next + Hp, A(0));
+          } else if constexpr (kGru) {
+            const A* hpb = h_prev + b * Hp;
+            const A* rnew = record.recurrent_new + (t * B + b) * C;
+            A* dh_pre = dght + b * GC;
+            for (Index j = 0; j < C; ++j) {
+              const A r = gb[j], z = gb[C + j], candidate = gb[2 * C + j];
+              const A d_candidate = total[j] * (A(1) - z) * (A(1) - candidate * candidate);
+              const A d_r = d_candidate * rnew[j] * r * (A(1) - r);
+              const A d_z = total[j] * (hpb[j] - candidate) * z * (A(1) - z);
+              dx_pre[j] = d_r;
+              dx_pre[C + j] = d_z;
+              dx_pre[2 * C + j] = d_candidate;
+              dh_pre[j] = d_r;
+              dh_pre[C + j] = d_z;
+              dh_pre[2 * C + j] = d_candidate * r;
+              next[j] = total[j] * z;
+            }
+          } else {
+            const A* hb = record.states + (t * B + b) * Hp;
+            for (Index j = 0; j < C; ++j) {
+              if (kMode == RnnMode::kRelu) {
+                dx_pre[j] = hb[j] > A(0) ? total[j] : A(0);
+              } else {
+                dx_pre[j] = total[j] * (A(1) - hb[j] * hb[j]);
+              }
+            }
+            std::fill(next, next + Hp, A(0));
+          }
+        }
+      });
+      Gemm(device, B, Hp, GC, dght, false, w.r, false, dh_next.data(), true);
+      std::swap(dh, dh_next);
+    }
+    // The block's weight gradients and input gradient.
+    const A* dgh_block = kGru ? dgh.data() : dgx.data();
+    Gemm(device, GC, Hp, n * B, dgh_block, true, h_prev_block.data(), false, grads.r, true);
+    AddColumnSums(device, dgh_block, n * B, GC, grads.br);
+    const A* x_block = xin + t0 * B * w.in;
+    Gemm(device, GC, w.in, n * B, dgx.data(), true, x_block, false, grads.w, true);
+    AddColumnSums(device, dgx.data(), n * B, GC, grads.bw);
+    Gemm(device, n * B, w.in, GC, dgx.data(), false, w.w, false, dxin + t0 * B * w.in, true);
+    s_end = s0;
+  }
+  std::copy(dh.begin(), dh.end(), dh0);
+  if (kLstm) std::copy(dc.begin(), dc.end(), dc0);
+}
+
+template <typename Fn>
+void DispatchMode(RnnMode mode, Fn&& fn) {
+  switch (mode) {
+    case RnnMode::kRelu: fn(std::integral_constant<RnnMode, RnnMode::kRelu>{}); break;
+    case RnnMode::kTanh: fn(std::integral_constant<RnnMode, RnnMode::kTanh>{}); break;
+    case RnnMode::kLstm: fn(std::integral_constant<RnnMode, RnnMode::kLstm>{}); break;
+    case RnnMode::kGru: fn(std::integral_constant<RnnMode, RnnMode::kGru>{}); break;
+  }
+}
+
+StepSizes SizesOf(const RnnLaunch& launch) {
+  const rnn::Geometry& g = launch.g;
+  StepSizes s;
+  s.steps = g.max_seq_length;
+  s.batch = g.batch_size;
+  s.gates = g.gates();
+  s.cell = g.hidden_size;
+  s.proj = g.proj_size;
+  s.projects = g.projects();
+  s.lengths = launch.lengths.data();
+  return s;
+}
+
+// The dropout mask of layer `layer` (protocol/kernels/rnn.h): 0 or 1 / (1 - p) per element.
+template <typename A>
+void FillDropoutMask(const Device& device, const RnnLaunch& launch, uint64_t call, Index layer,
+                     A* mask, Index count) {
+  const A scale = A(1) / (A(1) - static_cast<A>(launch.dropout));
+  const float p = launch.dropout;
+  const uint64_t counter_high = (call << 16) | static_cast<uint64_t>(layer);
+  const Index blocks = (count + 3) / 4;
+  device.parallelFor(blocks, Eigen::TensorOpCost(0, 4 * sizeof(A), 60), [&](Index begin, Index end) {
+    for (Index q = begin; q < end; ++q) {
+      const uint64_t counter[2] = {static_cast<uint64_t>(q), counter_high};
+      Philox4x32 philox(launch.seed, counter);
+      const Philox4x32::Block bits = philox.Next();
+      for (Index lane = 0; lane < 4 && q * 4 + lane < count; ++lane) {
+        mask[q * 4 + lane] = UniformFloat(bits.word[lane]) >= p ? scale : A(0);
+      }
+    }
+  });
+}
+
+template <typename A>
+void WriteHeader(const RnnLaunch& launch, uint8_t* reserve) {
+  const rnn::Geometry& g = launch.g;
+  rnn::ReserveHeader header;
+  header.mode = static_cast<int32_t>(g.mode);
+  header.math_dtype = static_cast<int32_t>(launch.rnn.math_dtype);
+  header.num_layers = g.num_layers;
+  header.directions = g.directions;
+  header.input_size = g.input_size;
+  header.hidden_size = g.hidden_size;
+  header.proj_size = g.proj_size;
+  header.max_seq_length = g.max_seq_length;
+  header.batch_size = g.batch_size;
+  header.dropout_masks = g.dropout_masks ? 1 : 0;
+  header.seq_lengths_hash = LengthsHash(launch.lengths);
+  std::memset(reserve, 0, rnn::kReserveHeaderBytes);
+  std::memcpy(reserve, &header, sizeof(header));
+}
+
+absl::Status CheckHeader(const RnnLaunch& launch, const uint8_t* reserve) {
+  rnn::ReserveHeader header;
+  std::memcpy(&header, reserve, sizeof(header));
+  const rnn::Geometry& g = launch.g;
+  if (header.magic != rnn::kReserveMagic || header.version != rnn::kReserveVersion) {
+    return absl::InvalidArgumentError(
+        "rnn: reserve_space does not come from a training forward pass");
+  }
+  if (header.mode != static_cast<int32_t>(g.mode) ||
+      header.math_dtype != static_cast<int32_t>(launch.rnn.math_dtype) ||
+      header.num_layers != g.num_layers || header.directions != g.directions ||
+      header.input_size != g.input_size || header.hidden_size != g.hidden_size ||
+      header.proj_size != g.proj_size || header.max_seq_length != g.max_seq_length ||
+      header.batch_size != g.batch_size || header.dropout_masks != (g.dropout_masks ? 1u : 0u)) {
+    return absl::InvalidArgumentError(
+        "rnn: reserve_space comes from a forward pass of another configuration");
+  }
+  if (header.seq_lengths_hash != LengthsHash(launch.lengths)) {
+    return absl::InvalidArgumentError(
+        "rnn: reserve_space comes from a forward pass with other sequence lengths");
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernels.
+
+template <typename T>
+absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch, bool training,
+                          uint64_t dropout_call) {
+  using A = MathType<T>;
+  const Device& device = *context.device;
+  const rnn::Geometry& g = launch.g;
+  const bool lstm = g.mode == RnnMode::kLstm;
+  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
+  VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(4, launch.y_elements));
+  VGPU_ASSIGN_OR_RETURN(T* hy, context.Buffer<T>(5, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(T* cy, context.Buffer<T>(6, lstm ? launch.c_elements : 0));
+  A* reserve_data = nullptr;
+  if (training) {
+    const int64_t bytes = rnn::ReserveBytes(g, sizeof(A));
+    VGPU_ASSIGN_OR_RETURN(uint8_t* reserve, context.Buffer<uint8_t>(7, bytes));
+    WriteHeader<A>(launch, reserve);
+    reserve_data = reinterpret_cast<A*>(reserve + rnn::kReserveHeaderBytes);
+  }
+  if (!lstm) {  // the placeholder output_c
+    std::fill(cy, cy + context.buffer_sizes[6] / sizeof(T), T(0));
+  }
+
+  const Index T_ = g.max_seq_length, B = g.batch_size, Hp = g.proj_size, C = g.hidden_size;
+  const Index out_width = g.directions * Hp;
+  const StepSizes sizes = SizesOf(launch);
+  std::vector<A> x_staged(T_ * B * g.input_size);
+  StageSequence(device, x, launch.batch_major, T_, B, g.input_size, x_staged.data());
+  const MathView<T, A> w(device, params, launch.params_elements);
+  std::vector<A> h0(launch.h_elements), h1(launch.h_elements), c0, c1;
+  Convert(device, hx, launch.h_elements, h0.data());
+  if (lstm) {
+    c0.resize(launch.c_elements);
+    c1.resize(launch.c_elements);
+    Convert(device, cx, launch.c_elements, c0.data());
+  }
+  std::vector<A> outputs(T_ * B * out_width), inputs;
+  const A* layer_input = x_staged.data();
+  for (Index layer = 0; layer < g.num_layers; ++layer) {
+    if (layer > 0) {
+      // The previous layer's outputs, through the dropout mask while training.
+      const rnn::LayerRecord layer_record = rnn::LayerRecordOf(g, layer);
+      const Index count = T_ * B * out_width;
+      A* destination;
+      if (training) {
+        destination = reserve_data + layer_record.input;
+      } else {
+        inputs.resize(count);
+        destination = inputs.data();
+      }
+      if (training && g.dropout_masks) {
+        A* mask = reserve_data + layer_record.mask;
+        FillDropoutMask(device, launch, dropout_call, layer, mask, count);
+        RowMajorMap<A, 1>(destination, count).device(device) =
+            RowMajorMap<const A, 1>(outputs.data(), count) * RowMajorMap<const A, 1>(mask, count);
+      } else {
+        std::copy(outputs.begin(), outputs.begin() + count, destination);
+      }
+      layer_input = destination;
+    }
+    for (Index dir = 0; dir < g.directions; ++dir) {
+      const Index p = layer * g.directions + dir;
+      const DirectionWeights<A> weights = WeightsOf(g, w.data(), p);
+      const DirectionRecord<A> record =
+          training ? RecordIn(g, reserve_data, p) : DirectionRecord<A>{};
+      DispatchMode(g.mode, [&](auto mode) {
+        ForwardDirection<decltype(mode)::value, A>(
+            device, sizes, weights, layer_input, dir == 1, h0.data() + p * B * Hp,
+            lstm ? c0.data() + p * B * C : nullptr, outputs.data(), out_width, dir * Hp,
+            h1.data() + p * B * Hp, lstm ? c1.data() + p * B * C : nullptr, record);
+      });
+    }
+  }
+  UnstageSequence(device, outputs.data(), launch.batch_major, T_, B, out_width, y);
+  Convert(device, h1.data(), launch.h_elements, hy);
+  if (lstm) Convert(device, c1.data(), launch.c_elements, cy);
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch) {
+  using A = MathType<T>;
+  const Device& device = *context.device;
+  const rnn::Geometry& g = launch.g;
+  const bool lstm = g.mode == RnnMode::kLstm;
+  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(4, launch.y_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* dhy, context.Buffer<const T>(5, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* dcy, context.Buffer<const T>(6, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const uint8_t* reserve,
+                        context.Buffer<const uint8_t>(7, rnn::ReserveBytes(g, sizeof(A))));
+  VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(8, launch.x_elements));
+  VGPU_ASSIGN_OR_RETURN(T* dhx, context.Buffer<T>(9, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(T* dcx, context.Buffer<T>(10, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(11, launch.params_elements));
+  VGPU_RETURN_IF_ERROR(CheckHeader(launch, reserve));
+  const A* records = reinterpret_cast<const A*>(reserve + rnn::kReserveHeaderBytes);
+  if (!lstm) std::fill(dcx, dcx + context.buffer_sizes[10] / sizeof(T), T(0));
+
+  const Index T_ = g.max_seq_length, B = g.batch_size, Hp = g.proj_size, C = g.hidden_size;
+  const Index out_width = g.directions * Hp;
+  const StepSizes sizes = SizesOf(launch);
+  std::vector<A> x_staged(T_ * B * g.input_size);
+  StageSequence(device, x, launch.batch_major, T_, B, g.input_size, x_staged.data());
+  const MathView<T, A> w(device, params, launch.params_elements);
+  std::vector<A> h0(launch.h_elements), dh_final(launch.h_elements), dh0(launch.h_elements);
+  Convert(device, hx, launch.h_elements, h0.data());
+  Convert(device, dhy, launch.h_elements, dh_final.data());
+  std::vector<A> c0, dc_final, dc0;
+  if (lstm) {
+    c0.resize(launch.c_elements);
+    dc_final.resize(launch.c_elements);
+    dc0.resize(launch.c_elements);
+    Convert(device, cx, launch.c_elements, c0.data());
+    Convert(device, dcy, launch.c_elements, dc_final.data());
+  }
+  std::vector<A> grads(launch.params_elements, A(0));
+  // The gradient reaching the current layer's outputs, and the one it passes to its inputs.
+  std::vector<A> d_outputs(T_ * B * out_width);
+  StageSequence(device, dy, launch.batch_major, T_, B, out_width, d_outputs.data());
+  std::vector<A> d_inputs;
+  for (Index layer = g.num_layers - 1; layer >= 0; --layer) {
+    const Index in = g.layer_input_size(layer);
+    const rnn::LayerRecord layer_record = rnn::LayerRecordOf(g, layer);
+    const A* layer_input = layer == 0 ? x_staged.data() : records + layer_record.input;
+    d_inputs.assign(T_ * B * in, A(0));
+    for (Index dir = g.directions - 1; dir >= 0; --dir) {
+      const Index p = layer * g.directions + dir;
+      const DirectionWeights<A> weights = WeightsOf(g, w.data(), p);
+      const DirectionGrads<A> direction_grads = GradsOf(g, grads.data(), p);
+      const DirectionRecord<const A> record = RecordIn(g, records, p);
+      DispatchMode(g.mode, [&](auto mode) {
+        BackwardDirection<decltype(mode)::value, A>(
+            device, sizes, weights, direction_grads, layer_input, dir == 1,
+            h0.data() + p * B * Hp, lstm ? c0.data() + p * B * C : nullptr, d_outputs.data(),
+            out_width, dir * Hp, dh_final.data() + p * B * Hp,
+            lstm ? dc_final.data() + p * B * C : nullptr, record, d_inputs.data(),
+            dh0.data() + p * B * Hp, lstm ? dc0.data() + p * B * C : nullptr);
+      });
+    }
+    if (layer > 0) {
+      const Index count = T_ * B * out_width;
+      if (g.dropout_masks) {
+        const A* mask = records + layer_record.mask;
+        RowMajorMap<A, 1>(d_outputs.data(), count).device(device) =
+            RowMajorMap<const A, 1>(d_inputs.data(), count) *
+            RowMajorMap<const A, 1>(mask, count);
+      } else {
+        std::copy(d_inputs.begin(), d_inputs.end(), d_outputs.begin());
+      }
+    }
+  }
+  UnstageSequence(device, d_inputs.data(), launch.batch_major, T_, B, g.input_size, dx);
+  Convert(device, dh0.data(), launch.h_elements, dhx);
+  if (lstm) Convert(device, dc0.data(), launch.c_elements, dcx);
+  Convert(device, grads.data(), launch.params_elements, dw);
+  return absl::OkStatus();
+}
+
+// rnn::kForward (see protocol/kernels/rnn.h).
+absl::Status RnnForward(const KernelContext& context) {
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t flags, reader.Get<uint32_t>());
+  if (flags & ~1u) return absl::InvalidArgumentError("rnn: unknown forward flags");
+  const bool training = (flags & 1u) != 0;
+  VGPU_ASSIGN_OR_RETURN(uint64_t dropout_call, reader.Get<uint64_t>());
+  VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, training));
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(training ? 8 : 7));
+  return DispatchFloating(launch.rnn.dtype, [&](auto zero) {
+    return ForwardTyped<decltype(zero)>(context, launch, training, dropout_call);
+  });
+}
+
+// rnn::kBackward (see protocol/kernels/rnn.h).
+absl::Status RnnBackward(const KernelContext& context) {
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, /*training=*/true));
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(12));
+  return DispatchFloating(launch.rnn.dtype, [&](auto zero) {
+    return BackwardTyped<decltype(zero)>(context, launch);
+  });
+}
+
+}  // namespace
+}  // namespace vgpu::cpu_kernels
 
 namespace vgpu {
 
-void AddRnnKernels(KernelTable& table) {}
+void AddRnnKernels(KernelTable& table) {
+  table.Add(rnn::kForward, "rnn_forward", cpu_kernels::RnnForward);
+  table.Add(rnn::kBackward, "rnn_backward", cpu_kernels::RnnBackward);
+}
 
 }  // namespace vgpu
