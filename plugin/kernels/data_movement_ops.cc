@@ -928,6 +928,8 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 
 }  // namespace
 
+void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
+
 void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<TransposeOp>("Transpose", device_type, "Tperm", {"perm"});
   RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
@@ -946,6 +948,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<PadOp>("PadV2", device_type, "Tpaddings", {"paddings", "constant_values"});
   RegisterForTypes<TileOp>("Tile", device_type, "Tmultiples", {"multiples"});
   RegisterForTypes<BroadcastToOp>("BroadcastTo", device_type, "Tidx", {"shape"});
+  RegisterMirrorPadOps(device_type);
 }
 
 }  // namespace vgpu

@@ -313,6 +313,10 @@ absl::Status Split(const KernelContext& context) {
 
 namespace vgpu {
 
+namespace cpu_kernels {
+void AddMirrorPadKernels(KernelTable& table);  // mirror_pad_kernels.cc
+}  // namespace cpu_kernels
+
 void AddDataMovementKernels(KernelTable& table) {
   table.Add(data_movement::kTranspose, "transpose", cpu_kernels::Transpose);
   table.Add(data_movement::kStridedSlice, "strided_slice", cpu_kernels::StridedSlice);
@@ -321,6 +325,7 @@ void AddDataMovementKernels(KernelTable& table) {
   table.Add(data_movement::kTile, "tile", cpu_kernels::Tile);
   table.Add(data_movement::kConcat, "concat", cpu_kernels::Concat);
   table.Add(data_movement::kSplit, "split", cpu_kernels::Split);
+  cpu_kernels::AddMirrorPadKernels(table);
 }
 
 }  // namespace vgpu
