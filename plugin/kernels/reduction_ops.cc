@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/scan_topk_ops.h"
 #include "plugin/kernels/softmax_ops.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -226,6 +227,7 @@ void RegisterReductionOps(const char* device_type) {
   RegisterArgReduction<ArgReductionOp<ReduceOp::kMax>>("ArgMax", device_type);
   RegisterArgReduction<ArgReductionOp<ReduceOp::kMin>>("ArgMin", device_type);
   RegisterSoftmaxOps(device_type);
+  RegisterScanAndTopKOps(device_type);
 }
 
 }  // namespace vgpu
