@@ -1,15 +1,17 @@
 // TensorFlow op kernels of the element-wise family on the virtual GPU: binary arithmetic,
 // comparisons and logical ops with numpy-style broadcasting, the gradient helpers of unary ops,
-// unary math (erf, expm1, trigonometric, ...), the IsFinite/IsNan/IsInf predicates, SelectV2,
-// ClipByValue, Cast, AddN, Fill, Range, ZerosLike and OnesLike. Written as TensorFlow's cuDNN kernels are: per call, validate
-// the inputs as TensorFlow's own kernels do (same messages), allocate the output, create and
-// set an op-tensor descriptor and tensor descriptors for the operands (shapes merged by
-// broadcast.h), launch, destroy (RAII). The data is only ever touched by the backend kernel.
+// unary math (erf, expm1, trigonometric, ...), the IsFinite/IsNan/IsInf predicates, SelectV2 and
+// Select, ClipByValue, Cast, Bitcast, AddN, Fill, Range, ZerosLike and OnesLike. Written as
+// TensorFlow's cuDNN kernels are: per call, validate the inputs as TensorFlow's own kernels do
+// (same messages), allocate the output, create and set an op-tensor descriptor and tensor
+// descriptors for the operands (shapes merged by broadcast.h), launch, destroy (RAII). The data
+// is only ever touched by the backend kernel.
 //
 // int32: TensorFlow registers host-memory int32 kernels for most of these ops on every device
 // (DEVICE_DEFAULT); those keep working on the virtual GPU, so int32 is registered here only
 // where TensorFlow has no such kernel and its GPU build keeps int32 in device memory (SelectV2,
-// Cast).
+// Select, Cast, Bitcast).
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -48,6 +50,10 @@ constexpr std::initializer_list<TF_DataType> kSelectTypes = {
 constexpr std::initializer_list<TF_DataType> kCastTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_UINT8, TF_BOOL};
 
+// Bitcast reinterprets bytes without touching them: every numeric type its op allows.
+constexpr std::initializer_list<TF_DataType> kBitcastTypes = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT8,   TF_INT16,
+    TF_INT32, TF_INT64, TF_UINT8,   TF_UINT16, TF_UINT32, TF_UINT64};
 // Range's Tidx: the floating dtypes and int64 compute on the device (int32 has TensorFlow's
 // host-memory kernel).
 constexpr std::initializer_list<TF_DataType> kRangeTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
@@ -413,6 +419,55 @@ class CastOp {
   bool truncate_ = false;
 };
 
+// Bitcast(input) to `type`: the same bytes seen as another element type, as TensorFlow's kernel
+// does it (the output shares the input's buffer; a last dimension is added when the new type
+// is narrower, removed when it is wider). Nothing is launched.
+class BitcastOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<BitcastOp>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(TF_DataType input, construction.Type("T"));
+    VGPU_ASSIGN_OR_RETURN(TF_DataType output, construction.Type("type"));
+    const size_t in_size = TF_DataTypeSize(input), out_size = TF_DataTypeSize(output);
+    if (in_size == 0 || out_size == 0 ||
+        std::max(in_size, out_size) % std::min(in_size, out_size) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot convert between datatype ",
+                                                     static_cast<int>(input), " and ",
+                                                     static_cast<int>(output)));
+    }
+    return std::unique_ptr<BitcastOp>(new BitcastOp(input, output));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    Shape dims = ShapeOf(x.get());
+    const size_t in_size = TF_DataTypeSize(input_), out_size = TF_DataTypeSize(output_);
+    if (out_size > in_size) {
+      const int64_t ratio = static_cast<int64_t>(out_size / in_size);
+      if (dims.empty() || dims.back() != ratio) {
+        return absl::InvalidArgumentError(absl::StrCat("Cannot bitcast from ",
+                                                       static_cast<int>(input_), " to ",
+                                                       static_cast<int>(output_)));
+      }
+      dims.pop_back();
+    } else if (out_size < in_size) {
+      dims.push_back(static_cast<int64_t>(in_size / out_size));
+    }
+    const int64_t empty_dims[1] = {0};
+    TensorPtr output(TF_AllocateTensor(output_, empty_dims, 1, 0));
+    if (output == nullptr) return absl::InternalError("could not create the output tensor");
+    ScopedTfStatus status;
+    TF_TensorBitcastFrom(x.get(), output_, output.get(), dims.data(),
+                         static_cast<int>(dims.size()), status.get());
+    VGPU_RETURN_IF_ERROR(status.ToStatus());
+    return SetOutputTo(context, 0, output.get());
+  }
+
+ private:
+  BitcastOp(TF_DataType input, TF_DataType output) : input_(input), output_(output) {}
+  TF_DataType input_;
+  TF_DataType output_;
+};
+
 // AddN(inputs): the sum of any number of same-shape tensors.
 class AddNOp : public NoAttributes<AddNOp> {
  public:
@@ -699,6 +754,12 @@ void RegisterElementwiseOps(const char* device_type) {
     }
   }
   DocumentOp("Cast", "", "TensorFlow's CPU conversions, Truncate included.");
+  for (TF_DataType source : kBitcastTypes) {
+    for (TF_DataType destination : kBitcastTypes) {
+      RegisterKernel<BitcastOp>("Bitcast", device_type, {{"T", source}, {"type", destination}});
+    }
+  }
+  DocumentOp("Bitcast", "", "Shares the input's buffer; nothing is launched.");
   RegisterKernelForTypes<AddNOp>("AddN", device_type, "T", kFloatingAndInt64);
   DocumentOp("AddN", "", "Summed in TensorFlow's CPU order.");
   for (TF_DataType dtype : kFillTypes) {

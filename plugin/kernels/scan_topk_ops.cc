@@ -1,6 +1,6 @@
-// TensorFlow op kernels for Cumsum and Cumprod (axis in host memory; exclusive, reverse) and
-// TopKV2 (k in host memory; int32 or int64 indices) on the virtual GPU: the scans and the sort
-// behind Keras' sparsemax and tf.sort. Inputs are validated as TensorFlow's kernels do (same
+// TensorFlow op kernels for Cumsum and Cumprod (axis in host memory; exclusive, reverse), TopKV2
+// (k in host memory; int32 or int64 indices) and InTopKV2 on the virtual GPU: the scans and the
+// sort behind Keras' sparsemax and tf.sort, and Keras' top-k accuracy metrics. Inputs are validated as TensorFlow's kernels do (same
 // messages); each op is one launch of the reduction family (protocol/kernels/reduction.h).
 #include "plugin/kernels/scan_topk_ops.h"
 
@@ -134,9 +134,53 @@ class TopKOp {
   TF_DataType index_type_;
 };
 
+// InTopKV2(predictions, targets, k): whether each target is among its row's k largest
+// predictions. k in host memory; predictions and targets on the device.
+class InTopKOp : public NoAttributes<InTopKOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr predictions, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr targets, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr k_tensor, context.Input(2));
+    const Dims predictions_dims = ShapeOf(predictions.get());
+    const Dims targets_dims = ShapeOf(targets.get());
+    if (predictions_dims.size() != 2) {
+      return absl::InvalidArgumentError("predictions must be 2-dimensional");
+    }
+    if (targets_dims.size() != 1) {
+      return absl::InvalidArgumentError("targets must be 1-dimensional");
+    }
+    if (predictions_dims[0] != targets_dims[0]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "First dimension of predictions ", predictions_dims[0],
+          " must match length of targets ", targets_dims[0]));
+    }
+    if (TF_NumDims(k_tensor.get()) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("k must be 0-D, got shape ",
+                                                     ShapeString(ShapeOf(k_tensor.get()))));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> k_values, context.HostIntegers(2));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, TF_BOOL, targets_dims));
+    if (targets_dims[0] == 0) return absl::OkStatus();
+    return KernelLaunch(context)
+        .DescribeTensor(TF_FLOAT, predictions_dims)
+        .DescribeTensor(TF_TensorType(targets.get()), targets_dims)
+        .Buffer(predictions.get())
+        .Buffer(targets.get())
+        .Buffer(out.get())
+        .Param(k_values[0])
+        .Run(reduction::kInTopK);
+  }
+};
+
 }  // namespace
 
 void RegisterScanAndTopKOps(const char* device_type) {
+  for (TF_DataType target_type : {TF_INT32, TF_INT64}) {
+    RegisterKernel<InTopKOp>("InTopKV2", device_type, {{"T", target_type}}, {"k"});
+  }
+  DocumentOp("InTopKV2", "",
+             "False for targets out of range and for rows with a non-finite prediction.");
   for (TF_DataType dtype : kTypes) {
     for (TF_DataType index : {TF_INT32, TF_INT64}) {
       RegisterKernel<ScanOp<ReduceOp::kSum>>("Cumsum", device_type,

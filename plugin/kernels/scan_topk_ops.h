@@ -1,4 +1,4 @@
-// Cumsum, Cumprod and TopKV2 on the virtual GPU (scan_topk_ops.cc), registered with the
+// Cumsum, Cumprod, TopKV2 and InTopKV2 on the virtual GPU (scan_topk_ops.cc), registered with the
 // reduction family.
 #ifndef VGPU_KERNELS_SCAN_TOPK_OPS_H_
 #define VGPU_KERNELS_SCAN_TOPK_OPS_H_

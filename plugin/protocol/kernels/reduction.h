@@ -85,6 +85,13 @@ struct ScanParams {
 // order (the lower index first); NaN entries rank above every number. k <= cols.
 inline constexpr KernelId kTopK = KernelId{540};
 
+// Whether each row's target is among its k largest predictions (InTopKV2).
+// descriptors: [tensor predictions [batch, classes] (float32), tensor targets [batch] (int32 or
+// int64)]; buffers: [predictions, targets, out [batch] (bool)]; params: int64 k.
+// out[b] = fewer than k classes predict more than the target does; false when the target is
+// outside [0, classes) or any prediction of the row is not finite (TensorFlow's semantics).
+inline constexpr KernelId kInTopK = KernelId{541};
+
 }  // namespace vgpu::reduction
 
 #endif  // VGPU_PROTOCOL_KERNELS_REDUCTION_H_

@@ -637,3 +637,27 @@ def test_bad_v1_select_is_invalid_argument(condition_shape, shape, else_shape, m
         on_gpu(lambda c, a, b: tf.raw_ops.Select(condition=c, x=a, y=b),
                np.ones(condition_shape, np.bool_), np.ones(shape, np.float32),
                np.ones(else_shape, np.float32))
+
+
+@pytest.mark.parametrize("source,destination,shape", [
+    (tf.float32, tf.int32, (3, 4)), (tf.float32, tf.uint8, (5,)), (tf.float16, tf.bfloat16, (7,)),
+    (tf.uint8, tf.float32, (2, 4)), (tf.int64, tf.float64, ()), (tf.int16, tf.int64, (3, 4)),
+])
+def test_bitcast_shares_the_bytes_like_cpu(source, destination, shape):
+    x = random_array(shape, source.as_numpy_dtype, seed=1, low=0, high=100)
+    actual = assert_matches_cpu(lambda t: tf.bitcast(t, destination), x, expect_launch=False,
+                                equal_nan=True, rtol=0, atol=0)
+    assert actual.dtype == destination
+
+
+def test_bitcast_to_a_wider_type_needs_the_matching_last_dimension():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot bitcast from 4 to 1"):
+        on_gpu(lambda t: tf.bitcast(t, tf.float32), np.ones((3,), np.uint8))
+
+
+def test_keras_signbit_matches_cpu():
+    # Bitcast on the device, then TensorFlow's host int32 kernels: no launch at all.
+    import keras
+
+    x = np.array([-2.0, -0.0, 0.0, 3.0, -np.inf, np.nan], np.float32)
+    assert_matches_cpu(keras.ops.signbit, x, expect_launch=False)

@@ -403,3 +403,35 @@ def test_top_k_gradient_matches_cpu():
 def test_top_k_with_bad_arguments_is_invalid_argument(k, shape, match):
     with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
         tf.raw_ops.TopKV2(input=tf.ones(shape), k=k)
+
+
+@pytest.mark.parametrize("target_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("k", [0, 1, 2, 5])
+def test_in_top_k_matches_cpu(target_dtype, k):
+    predictions = random_array((40, 5), np.int64, seed=1, low=0, high=3).astype(np.float32)
+    predictions[3, 2] = np.nan
+    predictions[7, 0] = np.inf
+    targets = random_array((40,), target_dtype, seed=2, low=-1, high=5)  # -1 and 5: out of range
+    assert_matches_cpu(lambda p, t: tf.math.in_top_k(t, p, k), predictions, targets)
+
+
+def test_keras_top_k_accuracy_matches_cpu():
+    import keras
+
+    y_true = random_array((30,), np.int32, seed=3, low=0, high=6)
+    y_pred = random_array((30, 7), np.float32, seed=4)
+    assert_matches_cpu(lambda a, b: keras.metrics.sparse_top_k_categorical_accuracy(a, b, k=3),
+                       y_true, y_pred)
+
+
+@pytest.mark.parametrize("predictions_shape,targets_shape,k,match", [
+    ((3,), (3,), 1, "predictions must be 2-dimensional"),
+    ((3, 2), (3, 1), 1, "targets must be 1-dimensional"),
+    ((3, 2), (2,), 1, "First dimension of predictions 3 must match length of targets 2"),
+    ((3, 2), (3,), [1], r"k must be 0-D, got shape \[1\]"),
+])
+def test_in_top_k_with_bad_arguments_is_invalid_argument(predictions_shape, targets_shape, k,
+                                                         match):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.InTopKV2(predictions=tf.ones(predictions_shape),
+                            targets=tf.zeros(targets_shape, tf.int32), k=k)

@@ -1,11 +1,14 @@
-// Cumulative sums/products (reduction::kScan) and top-k selection (reduction::kTopK) on the CPU
-// backing executor. A scan runs each [outer, inner] line sequentially in the dtype, in
-// TensorFlow's order of operations (Eigen's scan), lines in parallel; top-k sorts the indices of
-// each row by (value descending, index ascending), partially when k is small, rows in parallel.
+// Cumulative sums/products (reduction::kScan) and top-k selection (reduction::kTopK,
+// reduction::kInTopK) on the CPU backing executor. A scan runs each [outer, inner] line
+// sequentially in the dtype, in TensorFlow's order of operations (Eigen's scan), lines in
+// parallel; top-k sorts the indices of each row by (value descending, index ascending; NaN
+// first), partially when k is small; in-top-k counts the classes predicted above the target.
+// Rows run in parallel on the thread pool.
 #define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <vector>
@@ -143,11 +146,67 @@ absl::Status TopK(const KernelContext& context) {
   });
 }
 
+template <typename Target>
+void InTopKRows(const Eigen::ThreadPoolDevice& device, const float* predictions,
+                const Target* targets, bool* out, int64_t batch, int64_t classes, int64_t k) {
+  device.parallelFor(batch, Eigen::TensorOpCost(classes * sizeof(float), 1, classes),
+                     [&](Eigen::Index first, Eigen::Index end) {
+    for (int64_t b = first; b < end; ++b) {
+      const float* row = predictions + b * classes;
+      const Target target = targets[b];
+      bool cannot_say = target < 0 || target >= classes || !std::isfinite(row[target]);
+      int64_t more_probable = 0;
+      if (!cannot_say) {
+        const float target_prediction = row[target];
+        for (int64_t i = 0; i < classes; ++i) {
+          if (!std::isfinite(row[i])) {
+            cannot_say = true;
+            break;
+          }
+          if (row[i] > target_prediction && ++more_probable > k) break;
+        }
+      }
+      out[b] = !cannot_say && more_probable < k;
+    }
+  });
+}
+
+// reduction::kInTopK.
+absl::Status InTopK(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings predictions_desc,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings targets_desc,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(const int64_t k, context.Params().Get<int64_t>());
+  if (predictions_desc.rank != 2 || predictions_desc.dtype != DType::kFloat32 ||
+      targets_desc.rank != 1 || targets_desc.dims[0] != predictions_desc.dims[0]) {
+    return absl::InvalidArgumentError(
+        "in-top-k takes float32 predictions [batch, classes] and targets [batch]");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(predictions_desc));
+  const int64_t batch = predictions_desc.dims[0], classes = predictions_desc.dims[1];
+  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, count));
+  VGPU_ASSIGN_OR_RETURN(bool* out, context.Buffer<bool>(2, batch));
+  auto run = [&](auto zero) -> absl::Status {
+    using Target = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const Target* targets, context.Buffer<const Target>(1, batch));
+    if (batch > 0) InTopKRows<Target>(*context.device, predictions, targets, out, batch, classes, k);
+    return absl::OkStatus();
+  };
+  switch (targets_desc.dtype) {
+    case DType::kInt32: return run(int32_t{});
+    case DType::kInt64: return run(int64_t{});
+    default: return absl::InvalidArgumentError("in-top-k targets must be int32 or int64");
+  }
+}
+
 }  // namespace
 
 void AddScanAndTopKKernels(KernelTable& table) {
   table.Add(reduction::kScan, "scan", Scan);
   table.Add(reduction::kTopK, "top_k", TopK);
+  table.Add(reduction::kInTopK, "in_top_k", InTopK);
 }
 
 }  // namespace vgpu::cpu_kernels
