@@ -651,6 +651,8 @@ void RegisterUnary(const char* op_name, const char* device_type,
 }
 
 constexpr char kBroadcasts[] = "Numpy-style broadcasting (rank <= 8 after merging dimensions).";
+// Unary math computed with the Eigen functor TensorFlow's CPU kernel uses.
+constexpr char kEigenFunctor[] = "Eigen's functor, as TensorFlow's CPU kernel.";
 
 }  // namespace
 
@@ -705,38 +707,38 @@ void RegisterElementwiseOps(const char* device_type) {
   RegisterKernel<UnaryElementwiseOp<Op::kLogicalNot>>("LogicalNot", device_type, {});
   DocumentOp("LogicalAnd", "", kBroadcasts);
   DocumentOp("LogicalOr", "", kBroadcasts);
-  DocumentOp("LogicalNot", "", "");
+  DocumentOp("LogicalNot", "", "bool.");
   // Unary math.
   RegisterUnary<Op::kNeg>("Neg", device_type, kFloatingAndInt64, "Integers wrap.");
   RegisterUnary<Op::kAbs>("Abs", device_type, kFloatingAndInt64, "Integers wrap.");
-  RegisterUnary<Op::kSquare>("Square", device_type, kFloatingAndInt64, "");
-  RegisterUnary<Op::kSign>("Sign", device_type, kFloatingAndInt64, "");
+  RegisterUnary<Op::kSquare>("Square", device_type, kFloatingAndInt64, "Integers wrap.");
+  RegisterUnary<Op::kSign>("Sign", device_type, kFloatingAndInt64, kEigenFunctor);
   // Not int64: TensorFlow's CPU kernel returns 0 for every integer there (its half-to-even
   // formula evaluated in integers); leaving it to the CPU keeps results identical.
   RegisterUnary<Op::kRound>("Round", device_type, kFloatingTypes, "Half to even.");
-  RegisterUnary<Op::kSqrt>("Sqrt", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kRsqrt>("Rsqrt", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kExp>("Exp", device_type, kFloatingTypes, "");
+  RegisterUnary<Op::kSqrt>("Sqrt", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kRsqrt>("Rsqrt", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kExp>("Exp", device_type, kFloatingTypes, kEigenFunctor);
   RegisterUnary<Op::kExpm1>("Expm1", device_type, kFloatingTypes, "exp(x) - 1.");
-  RegisterUnary<Op::kLog>("Log", device_type, kFloatingTypes, "");
+  RegisterUnary<Op::kLog>("Log", device_type, kFloatingTypes, kEigenFunctor);
   RegisterUnary<Op::kLog1p>("Log1p", device_type, kFloatingTypes, "log(1 + x).");
-  RegisterUnary<Op::kReciprocal>("Reciprocal", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kReciprocal>("Inv", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kFloor>("Floor", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kCeil>("Ceil", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kErf>("Erf", device_type, kFloatingTypes, "");
+  RegisterUnary<Op::kReciprocal>("Reciprocal", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kReciprocal>("Inv", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kFloor>("Floor", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCeil>("Ceil", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kErf>("Erf", device_type, kFloatingTypes, kEigenFunctor);
   RegisterUnary<Op::kErfc>("Erfc", device_type, kFloatingTypes, "1 - erf(x) (exact GELU).");
-  RegisterUnary<Op::kSin>("Sin", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kCos>("Cos", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kTan>("Tan", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAsin>("Asin", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAcos>("Acos", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAtan>("Atan", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kSinh>("Sinh", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kCosh>("Cosh", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAsinh>("Asinh", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAcosh>("Acosh", device_type, kFloatingTypes, "");
-  RegisterUnary<Op::kAtanh>("Atanh", device_type, kFloatingTypes, "");
+  RegisterUnary<Op::kSin>("Sin", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCos>("Cos", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kTan>("Tan", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAsin>("Asin", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAcos>("Acos", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAtan>("Atan", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kSinh>("Sinh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCosh>("Cosh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAsinh>("Asinh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAcosh>("Acosh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAtanh>("Atanh", device_type, kFloatingTypes, kEigenFunctor);
   RegisterUnary<Op::kIsFinite>("IsFinite", device_type, kFloatingTypes,
                                "bool output (mixed precision's loss scaling).");
   RegisterUnary<Op::kIsNan>("IsNan", device_type, kFloatingTypes, "bool output.");
@@ -768,7 +770,7 @@ void RegisterElementwiseOps(const char* device_type) {
                              {"dims"});
     }
   }
-  DocumentOp("Fill", "", "");
+  DocumentOp("Fill", "", "dims in host memory; the value stays in device memory.");
   RegisterKernel<RangeOp<float>>("Range", device_type, {{"Tidx", TF_FLOAT}},
                                  {"start", "limit", "delta"});
   RegisterKernel<RangeOp<double>>("Range", device_type, {{"Tidx", TF_DOUBLE}},
@@ -785,7 +787,7 @@ void RegisterElementwiseOps(const char* device_type) {
   RegisterVariantZerosLike(device_type);
   DocumentOp("ZerosLike", "", "Also DT_VARIANT TensorLists (while-loop gradients).");
   RegisterKernelForTypes<ConstantLikeOp<1>>("OnesLike", device_type, "T", kFillTypes);
-  DocumentOp("OnesLike", "", "");
+  DocumentOp("OnesLike", "", "int32 uses TensorFlow's host kernel.");
 }
 
 }  // namespace vgpu

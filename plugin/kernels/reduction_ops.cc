@@ -237,8 +237,8 @@ void RegisterReductionOps(const char* device_type) {
   DocumentOp("Prod", "", kInt32OnHost + 1);
   DocumentOp("Max", "", "NaN propagates; an empty reduction gives -inf or the lowest integer.");
   DocumentOp("Min", "", "NaN propagates; an empty reduction gives +inf or the highest integer.");
-  DocumentOp("All", "", "");
-  DocumentOp("Any", "", "");
+  DocumentOp("All", "", "bool; an empty reduction gives true.");
+  DocumentOp("Any", "", "bool; an empty reduction gives false.");
   DocumentOp("ArgMax", "", "The lowest index wins ties.");
   DocumentOp("ArgMin", "", "The lowest index wins ties.");
   RegisterSoftmaxOps(device_type);
