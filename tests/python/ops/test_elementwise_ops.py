@@ -359,6 +359,8 @@ DIFFERENTIABLE_BINARY = {
     "atan2": tf.math.atan2,
     "xlogy": tf.math.xlogy,
     "xdivy": tf.math.xdivy,
+    "xlog1py": tf.math.xlog1py,
+    "v1_where": lambda x, y: tf.compat.v1.where(x > 1.5, x * y, x - y),
     "clip": lambda x, y: tf.raw_ops.ClipByValue(t=x, clip_value_min=y - 1, clip_value_max=y),
 }
 DIFFERENTIABLE_UNARY = {
@@ -377,6 +379,14 @@ DIFFERENTIABLE_UNARY = {
     "cos": tf.math.cos,
     "atan": tf.math.atan,
     "reciprocal": tf.math.reciprocal,
+    "tan": tf.math.tan,
+    "asin": lambda x: tf.math.asin(x / 4),
+    "acos": lambda x: tf.math.acos(x / 4),
+    "sinh": tf.math.sinh,
+    "cosh": tf.math.cosh,
+    "asinh": tf.math.asinh,
+    "acosh": lambda x: tf.math.acosh(x + 1),
+    "atanh": lambda x: tf.math.atanh(x / 4),
     "gelu_exact": lambda x: tf.nn.gelu(x, approximate=False),
     "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
 }
@@ -616,7 +626,8 @@ def test_gradient_of_a_while_loop_with_tensor_lists_matches_cpu():
     assert_gradients_match_cpu(tf.function(loop), x, w)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32, np.int64, np.bool_])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16, np.int32, np.int64,
+                                   np.uint8, np.bool_])
 @pytest.mark.parametrize("condition_shape,shape", [((), (4, 5)), ((4,), (4, 5, 2)), ((3, 7), (3, 7)),
                                                     ((6,), (6,)), ((0,), (0, 3))])
 def test_v1_select_matches_cpu(dtype, condition_shape, shape):
