@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the C++ GoogleTest suites (ctest) and the Python suite (pytest) against the
-# installed package. Does all set-up itself (scripts/setup.sh). Extra arguments go to pytest.
+# installed package. Does all set-up itself (scripts/setup.sh). Extra arguments go to pytest;
+# --full also runs the slow cases CI skips (every zoo model with every optimizer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -931,6 +932,22 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
 
 void RegisterDataMovementOps(const char* device_type) {
+  DocumentOp("Transpose", "", "perm in host memory; a permutation that keeps the element order "
+             "forwards the input without a launch");
+  DocumentOp("ConcatV2", "", "axis in host memory");
+  DocumentOp("Pack", "", "");
+  DocumentOp("Unpack", "", "");
+  DocumentOp("Split", "", "split_dim in host memory");
+  DocumentOp("SplitV", "", "size_splits and split_dim in host memory (one -1 size inferred)");
+  DocumentOp("Slice", "", "begin and size in host memory; a whole-tensor slice forwards the "
+             "input");
+  DocumentOp("StridedSlice", "", "begin/end/strides in host memory; all masks, negative "
+             "strides");
+  DocumentOp("StridedSliceGrad", "", "shape/begin/end/strides in host memory");
+  DocumentOp("Pad", "", "paddings in host memory; zeros");
+  DocumentOp("PadV2", "", "paddings and constant_values in host memory");
+  DocumentOp("Tile", "", "multiples in host memory");
+  DocumentOp("BroadcastTo", "", "shape in host memory; numpy broadcasting");
   RegisterForTypes<TransposeOp>("Transpose", device_type, "Tperm", {"perm"});
   RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
   RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/normalization.h"
@@ -259,6 +260,19 @@ void RegisterBatchNorm(const char* op_name, const char* device_type, bool has_u)
 }  // namespace
 
 void RegisterNormalizationOps(const char* device_type) {
+  constexpr const char* kBatchNorm =
+      "x in float32/float16/bfloat16, scale/offset/mean/variance in float32; training "
+      "(batch statistics, Bessel-corrected running variance, exponential_avg_factor) and "
+      "inference";
+  constexpr const char* kBatchNormGrad =
+      "training and inference gradients; reserve_space_1/2 carry the batch mean and (biased) "
+      "variance, as TensorFlow's CPU kernel does";
+  for (const char* op : {"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"}) {
+    DocumentOp(op, "NHWC, NCHW", kBatchNorm);
+  }
+  for (const char* op : {"FusedBatchNormGrad", "FusedBatchNormGradV2", "FusedBatchNormGradV3"}) {
+    DocumentOp(op, "NHWC, NCHW", kBatchNormGrad);
+  }
   RegisterBatchNorm<FusedBatchNormOp<Version::kV1>>("FusedBatchNorm", device_type, false);
   RegisterBatchNorm<FusedBatchNormOp<Version::kV2>>("FusedBatchNormV2", device_type, true);
   RegisterBatchNorm<FusedBatchNormOp<Version::kV3>>("FusedBatchNormV3", device_type, true);

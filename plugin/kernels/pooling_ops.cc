@@ -1,144 +1,199 @@
-// TensorFlow op kernels of the pooling family on the virtual GPU: MaxPool, AvgPool and their
-// gradients (MaxPoolGrad, AvgPoolGrad), NHWC and NCHW, VALID / SAME (and EXPLICIT for the max
-// ops). Written as TensorFlow's cuDNN kernels are: validate the attributes and shapes as
-// TensorFlow does, then per call create and set a pooling descriptor and tensor descriptors,
-// launch, destroy (RAII).
+// TensorFlow op kernels of the 2-D pooling family on the virtual GPU: MaxPool / MaxPoolV2,
+// AvgPool and their gradients (MaxPoolGrad / MaxPoolGradV2, AvgPoolGrad, MaxPoolGradGrad /
+// MaxPoolGradGradV2), NHWC and NCHW, VALID / SAME (and EXPLICIT for MaxPool / MaxPoolGrad), plus
+// what the family's op kernels share (pooling_ops.h). Written as TensorFlow's cuDNN kernels are:
+// validate the attributes and shapes as TensorFlow's GPU kernels do, then per call create and
+// set a pooling descriptor and tensor descriptors, launch, destroy (RAII).
+#include "plugin/kernels/pooling_ops.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/pooling.h"
 
 namespace vgpu {
-namespace {
-
-constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
-                                                                TF_DOUBLE};
 
 std::string ShapeString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-enum class Padding { kValid, kSame, kExplicit };
+absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
+                         absl::Span<const int64_t> actual) {
+  if (std::equal(expected.begin(), expected.end(), actual.begin(), actual.end())) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat("Expected ", what, " shape to be ",
+                                                 ShapeString(expected), ", but got ",
+                                                 ShapeString(actual)));
+}
 
-// The window attributes every pooling op carries, validated as TensorFlow's kernels do.
-struct PoolAttributes {
-  DataFormat format = DataFormat::kNHWC;
-  std::vector<int64_t> ksize;    // 4 values in `format`'s order
-  std::vector<int64_t> strides;  // 4 values in `format`'s order
-  Padding padding = Padding::kValid;
-  std::vector<int64_t> explicit_paddings;  // 8 values (before, after per dimension) or empty
-
-  int h() const { return format == DataFormat::kNCHW ? 2 : 1; }
-  int w() const { return format == DataFormat::kNCHW ? 3 : 2; }
-  int c() const { return format == DataFormat::kNCHW ? 1 : 3; }
-};
-
-absl::StatusOr<PoolAttributes> ReadPoolAttributes(OpConstruction& construction) {
-  PoolAttributes attributes;
-  std::string format = "NHWC";
+absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spatial_dims) {
+  PoolWindow window;
+  window.spatial_dims = spatial_dims;
+  const bool three_d = spatial_dims == 3;
+  std::string format = three_d ? "NDHWC" : "NHWC";
   if (construction.Has("data_format")) {
     VGPU_ASSIGN_OR_RETURN(format, construction.String("data_format"));
   }
-  if (format == "NHWC") {
-    attributes.format = DataFormat::kNHWC;
-  } else if (format == "NCHW") {
-    attributes.format = DataFormat::kNCHW;
+  if (format == (three_d ? "NDHWC" : "NHWC")) {
+    window.format = DataFormat::kNHWC;
+  } else if (format == (three_d ? "NCDHW" : "NCHW")) {
+    window.format = DataFormat::kNCHW;
   } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Invalid data format: ", format, " (the virtual GPU pools ",
+        three_d ? "NDHWC and NCDHW" : "NHWC and NCHW", ")"));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::string padding, construction.String("padding"));
+  if (padding == "VALID") {
+    window.padding = Padding::kValid;
+  } else if (padding == "SAME") {
+    window.padding = Padding::kSame;
+  } else if (padding == "EXPLICIT") {
+    window.padding = Padding::kExplicit;
+    VGPU_ASSIGN_OR_RETURN(window.explicit_paddings, construction.IntList("explicit_paddings"));
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid padding: ", padding));
+  }
+  return window;
+}
+
+absl::Status ReadWindowAttributes(OpConstruction& construction, PoolWindow& window) {
+  VGPU_ASSIGN_OR_RETURN(window.ksize, construction.IntList("ksize"));
+  VGPU_ASSIGN_OR_RETURN(window.strides, construction.IntList("strides"));
+  return absl::OkStatus();
+}
+
+absl::Status ReadWindowInputs(const OpContext& context, int ksize_input, int strides_input,
+                              PoolWindow& window) {
+  VGPU_ASSIGN_OR_RETURN(window.ksize, context.HostIntegers(ksize_input));
+  VGPU_ASSIGN_OR_RETURN(window.strides, context.HostIntegers(strides_input));
+  return absl::OkStatus();
+}
+
+absl::Status CheckWindowFieldSizes(const PoolWindow& window, const char* stride_word) {
+  const size_t rank = static_cast<size_t>(window.rank());
+  if (window.ksize.size() != rank) {
     return absl::InvalidArgumentError(
-        absl::StrCat("Invalid data format: ", format, " (the virtual GPU pools NHWC and NCHW)"));
+        absl::StrCat("Sliding window ksize field must specify ", rank, " dimensions"));
   }
-  VGPU_ASSIGN_OR_RETURN(attributes.ksize, construction.IntList("ksize"));
-  if (attributes.ksize.size() != 4) {
-    return absl::InvalidArgumentError("Sliding window ksize field must specify 4 dimensions");
+  if (window.strides.size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat("Sliding window ", stride_word,
+                                                   " field must specify ", rank, " dimensions"));
   }
-  VGPU_ASSIGN_OR_RETURN(attributes.strides, construction.IntList("strides"));
-  if (attributes.strides.size() != 4) {
-    return absl::InvalidArgumentError("Sliding window stride field must specify 4 dimensions");
-  }
-  for (int64_t k : attributes.ksize) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckKsizePositive(const PoolWindow& window, const char* message,
+                                bool append_value) {
+  for (int64_t k : window.ksize) {
     if (k <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Sliding window ksize must be positive. The specified or inferred ksize is: ",
-          absl::StrJoin(attributes.ksize, ",")));
+      return absl::InvalidArgumentError(append_value ? absl::StrCat(message, k) : message);
     }
   }
-  for (int64_t s : attributes.strides) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckStridesPositive(const PoolWindow& window) {
+  for (int64_t s : window.strides) {
     if (s <= 0) return absl::InvalidArgumentError(absl::StrCat("Stride must be > 0, but got ", s));
   }
-  if (attributes.ksize[0] != 1 || attributes.strides[0] != 1) {
+  return absl::OkStatus();
+}
+
+absl::Status CheckNoBatchPooling(const PoolWindow& window) {
+  if (window.ksize[0] != 1 || window.strides[0] != 1) {
     return absl::UnimplementedError("Pooling is not yet supported on the batch dimension.");
   }
-  if (attributes.ksize[attributes.c()] != 1) {
-    if (attributes.ksize[attributes.h()] == 1 && attributes.ksize[attributes.w()] == 1) {
-      return absl::UnimplementedError(
-          "Depthwise max pooling is currently only implemented for CPU devices.");
-    }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNoDepthPooling2d(const PoolWindow& window) {
+  const int c = window.ChannelDim();
+  if (window.ksize[c] == 1 && window.strides[c] == 1) return absl::OkStatus();
+  if (window.ksize[c] != 1 &&
+      (window.ksize[window.SpatialDim(0)] != 1 || window.ksize[window.SpatialDim(1)] != 1)) {
     return absl::UnimplementedError(
         "MaxPooling supports exactly one of pooling across depth or pooling across "
         "width/height.");
   }
-  VGPU_ASSIGN_OR_RETURN(std::string padding, construction.String("padding"));
-  if (construction.Has("explicit_paddings")) {
-    VGPU_ASSIGN_OR_RETURN(attributes.explicit_paddings,
-                          construction.IntList("explicit_paddings"));
-  }
-  if (padding == "VALID") {
-    attributes.padding = Padding::kValid;
-  } else if (padding == "SAME") {
-    attributes.padding = Padding::kSame;
-  } else if (padding == "EXPLICIT") {
-    attributes.padding = Padding::kExplicit;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid padding: ", padding));
-  }
-  if (attributes.padding == Padding::kExplicit) {
-    const std::vector<int64_t>& p = attributes.explicit_paddings;
-    if (p.size() != 8) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "explicit_paddings attribute must contain 8 values, but got: ", p.size()));
-    }
-    for (int64_t v : p) {
-      if (v < 0) {
-        return absl::InvalidArgumentError("All elements of explicit_paddings must be nonnegative");
-      }
-    }
-    const int n = 0, c = attributes.c();
-    if (p[2 * n] != 0 || p[2 * n + 1] != 0 || p[2 * c] != 0 || p[2 * c + 1] != 0) {
-      return absl::InvalidArgumentError(
-          "Nonzero explicit padding in the batch or depth dimensions is not supported");
-    }
-    // TensorFlow's CheckPaddingSize: every padding smaller than the window.
-    const char* names[2][2] = {{"Top", "Bottom"}, {"Left", "Right"}};
-    for (int i = 0; i < 2; ++i) {
-      const int dim = i == 0 ? attributes.h() : attributes.w();
-      for (int side = 0; side < 2; ++side) {
-        if (p[2 * dim + side] >= attributes.ksize[dim]) {
-          return absl::InvalidArgumentError(
-              absl::StrCat(names[i][side], " padding ", p[2 * dim + side],
-                           " needs to be smaller than the window size ", attributes.ksize[dim]));
-        }
-      }
-    }
-  } else {
-    attributes.explicit_paddings.clear();  // ignored unless the padding is EXPLICIT, as on CPU
-  }
-  return attributes;
+  return absl::UnimplementedError(
+      "Depthwise max pooling is currently only implemented for CPU devices.");
 }
+
+absl::Status CheckNoDepthPooling3d(const PoolWindow& window, const char* message) {
+  const int c = window.ChannelDim();
+  if (window.ksize[c] != 1 || window.strides[c] != 1) return absl::UnimplementedError(message);
+  return absl::OkStatus();
+}
+
+absl::Status CheckExplicitPadding(const PoolWindow& window) {
+  if (window.padding != Padding::kExplicit) return absl::OkStatus();
+  const std::vector<int64_t>& p = window.explicit_paddings;
+  const int rank = window.rank();
+  if (p.size() != static_cast<size_t>(2 * rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "explicit_paddings attribute must contain ", 2 * rank, " values, but got: ", p.size()));
+  }
+  for (int64_t v : p) {
+    if (v < 0) {
+      return absl::InvalidArgumentError("All elements of explicit_paddings must be nonnegative");
+    }
+  }
+  const int c = window.ChannelDim();
+  if (p[0] != 0 || p[1] != 0 || p[2 * c] != 0 || p[2 * c + 1] != 0) {
+    return absl::InvalidArgumentError(
+        "Nonzero explicit padding in the batch or depth dimensions is not supported");
+  }
+  // TensorFlow's CheckPaddingSize: every padding smaller than the window.
+  const char* names[2][2] = {{"Top", "Bottom"}, {"Left", "Right"}};
+  for (int k = 0; k < window.spatial_dims && k < 2; ++k) {
+    const int dim = window.SpatialDim(k);
+    for (int side = 0; side < 2; ++side) {
+      if (p[2 * dim + side] >= window.ksize[dim]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(names[k][side], " padding ", p[2 * dim + side],
+                         " needs to be smaller than the window size ", window.ksize[dim]));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NanPropagation> MaxPoolNanPropagationFromEnvironment() {
+  constexpr char kName[] = "TF_ENABLE_MAXPOOL_NANPROP";
+  const char* raw = std::getenv(kName);
+  if (raw == nullptr) return NanPropagation::kNotPropagate;
+  const std::string value = absl::AsciiStrToLower(raw);
+  if (value == "1" || value == "true") return NanPropagation::kPropagate;
+  if (value == "0" || value == "false") return NanPropagation::kNotPropagate;
+  return absl::InvalidArgumentError(absl::StrCat("Failed to parse the env-var ${", kName,
+                                                 "} into bool: ", raw,
+                                                 ". Use the default value: false"));
+}
+
+namespace {
 
 // Output size and padding of one spatial dimension (TensorFlow's GetWindowedOutputSize).
 struct WindowedSize {
   int64_t out = 0, pad_before = 0, pad_after = 0;
 };
 
-absl::StatusOr<WindowedSize> WindowedOutputSize(const PoolAttributes& attributes, int dim,
-                                                int64_t in) {
-  const int64_t k = attributes.ksize[dim], s = attributes.strides[dim];
+absl::StatusOr<WindowedSize> WindowedOutputSize(const PoolWindow& window, int dim, int64_t in) {
+  const int64_t k = window.ksize[dim], s = window.strides[dim];
+  if (s <= 0) return absl::InvalidArgumentError(absl::StrCat("Stride must be > 0, but got ", s));
   WindowedSize size;
-  switch (attributes.padding) {
+  switch (window.padding) {
     case Padding::kValid:
       size.out = (in - k + s) / s;
       break;
@@ -150,8 +205,8 @@ absl::StatusOr<WindowedSize> WindowedOutputSize(const PoolAttributes& attributes
       break;
     }
     case Padding::kExplicit:
-      size.pad_before = attributes.explicit_paddings[2 * dim];
-      size.pad_after = attributes.explicit_paddings[2 * dim + 1];
+      size.pad_before = window.explicit_paddings[2 * dim];
+      size.pad_after = window.explicit_paddings[2 * dim + 1];
       size.out = (in + size.pad_before + size.pad_after - k + s) / s;
       break;
   }
@@ -163,41 +218,43 @@ absl::StatusOr<WindowedSize> WindowedOutputSize(const PoolAttributes& attributes
   return size;
 }
 
-// The pooling geometry of one call: the output shape and the descriptor settings.
-struct PoolPlan {
-  std::vector<int64_t> output_dims;
-  PoolingDescriptorSettings settings;
-};
+}  // namespace
 
-absl::StatusOr<PoolPlan> PlanPooling(const PoolAttributes& attributes, PoolingMode mode,
-                                     absl::Span<const int64_t> input_dims) {
-  if (input_dims.size() != 4) {
-    return absl::InvalidArgumentError("tensor_in must be 4-dimensional");
+absl::StatusOr<PoolPlan> PlanPooling(const PoolWindow& window, PoolingMode mode,
+                                     NanPropagation nan_propagation,
+                                     absl::Span<const int64_t> input_dims,
+                                     const char* rank_message) {
+  if (input_dims.size() != static_cast<size_t>(window.rank())) {
+    return absl::InvalidArgumentError(rank_message);
   }
-  VGPU_ASSIGN_OR_RETURN(WindowedSize rows,
-                        WindowedOutputSize(attributes, attributes.h(), input_dims[attributes.h()]));
-  VGPU_ASSIGN_OR_RETURN(WindowedSize cols,
-                        WindowedOutputSize(attributes, attributes.w(), input_dims[attributes.w()]));
   PoolPlan plan;
   plan.output_dims.assign(input_dims.begin(), input_dims.end());
-  plan.output_dims[attributes.h()] = rows.out;
-  plan.output_dims[attributes.w()] = cols.out;
   PoolingDescriptorSettings& s = plan.settings;
   s.mode = mode;
-  s.data_format = attributes.format;
-  s.window_h = static_cast<int32_t>(attributes.ksize[attributes.h()]);
-  s.window_w = static_cast<int32_t>(attributes.ksize[attributes.w()]);
-  s.stride_h = static_cast<int32_t>(attributes.strides[attributes.h()]);
-  s.stride_w = static_cast<int32_t>(attributes.strides[attributes.w()]);
-  s.pad_top = static_cast<int32_t>(rows.pad_before);
-  s.pad_bottom = static_cast<int32_t>(rows.pad_after);
-  s.pad_left = static_cast<int32_t>(cols.pad_before);
-  s.pad_right = static_cast<int32_t>(cols.pad_after);
+  s.data_format = window.format;
+  s.spatial_dims = window.spatial_dims;
+  s.nan_propagation = nan_propagation;
+  for (int k = 0; k < window.spatial_dims; ++k) {
+    const int dim = window.SpatialDim(k);
+    VGPU_ASSIGN_OR_RETURN(WindowedSize size, WindowedOutputSize(window, dim, input_dims[dim]));
+    plan.output_dims[dim] = size.out;
+    for (auto [value, what] : {std::pair<int64_t, const char*>{window.ksize[dim], "ksize"},
+                               {window.strides[dim], "stride"},
+                               {size.pad_before, "padding"},
+                               {size.pad_after, "padding"}}) {
+      if (value > INT32_MAX) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("pooling ", what, " ", value, " exceeds the int32 range"));
+      }
+    }
+    s.window[k] = static_cast<int32_t>(window.ksize[dim]);
+    s.stride[k] = static_cast<int32_t>(window.strides[dim]);
+    s.pad_before[k] = static_cast<int32_t>(size.pad_before);
+    s.pad_after[k] = static_cast<int32_t>(size.pad_after);
+  }
   return plan;
 }
 
-// Creates the pooling descriptor and the x / y tensor descriptors of `plan` and launches
-// `kernel` on `buffers` (the pooling family's layouts, protocol/kernels/pooling.h).
 absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& plan,
                            TF_DataType dtype, absl::Span<const int64_t> input_dims,
                            std::initializer_list<BufferArg> buffers) {
@@ -209,19 +266,59 @@ absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& 
       .Run(kernel);
 }
 
-// MaxPool / AvgPool.
+namespace {
+
+constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                                TF_DOUBLE};
+constexpr char kRank4[] = "tensor_in must be 4-dimensional";
+constexpr char kKsizePositive[] = "Sliding window ksize must be positive.";
+
+// The checks TensorFlow's 2-D max/avg pooling kernels make of ksize and strides (attributes or
+// V2 inputs), with their wording of the strides field and of a non-positive ksize.
+absl::Status CheckWindow2d(const PoolWindow& window, const char* stride_word,
+                           const char* ksize_message, bool append_ksize) {
+  VGPU_RETURN_IF_ERROR(CheckWindowFieldSizes(window, stride_word));
+  VGPU_RETURN_IF_ERROR(CheckKsizePositive(window, ksize_message, append_ksize));
+  VGPU_RETURN_IF_ERROR(CheckNoBatchPooling(window));
+  VGPU_RETURN_IF_ERROR(CheckStridesPositive(window));
+  return CheckNoDepthPooling2d(window);
+}
+
+// MaxPool / MaxPoolV2 / AvgPool. V2 takes ksize and strides as host-memory inputs 1 and 2.
 template <PoolingMode kMode>
 class PoolOp {
  public:
   static absl::StatusOr<std::unique_ptr<PoolOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolAttributes attributes, ReadPoolAttributes(construction));
-    return std::unique_ptr<PoolOp>(new PoolOp(std::move(attributes)));
+    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
+    const bool dynamic = !construction.Has("ksize");
+    if (!dynamic) {
+      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
+      VGPU_RETURN_IF_ERROR(CheckAttributes(window));
+      VGPU_RETURN_IF_ERROR(CheckExplicitPadding(window));
+    }
+    NanPropagation nan = NanPropagation::kNotPropagate;
+    if (kMode == PoolingMode::kMax) {
+      VGPU_ASSIGN_OR_RETURN(nan, MaxPoolNanPropagationFromEnvironment());
+    }
+    return std::unique_ptr<PoolOp>(new PoolOp(std::move(window), dynamic, nan));
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    PoolWindow dynamic_window;
+    if (dynamic_) {
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 1, 2, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckAttributes(dynamic_window));
+    }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, kMode, x_dims));
+    if (x_dims.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor_in_shape must have 2 spatial dimensions. ", x_dims.size(), " ",
+                       static_cast<int>(window.format)));
+    }
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, kMode, nan_, x_dims, kRank4));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
@@ -230,16 +327,35 @@ class PoolOp {
   }
 
  private:
-  explicit PoolOp(PoolAttributes attributes) : attributes_(std::move(attributes)) {}
-  PoolAttributes attributes_;
+  PoolOp(PoolWindow window, bool dynamic, NanPropagation nan)
+      : window_(std::move(window)), dynamic_(dynamic), nan_(nan) {}
+
+  static absl::Status CheckAttributes(const PoolWindow& window) {
+    if (kMode == PoolingMode::kMax) {
+      return CheckWindow2d(window, "stride", kKsizePositive, false);
+    }
+    return CheckWindow2d(window, "stride", "ksize must be a positive int32 value, got:", true);
+  }
+
+  PoolWindow window_;
+  bool dynamic_;
+  NanPropagation nan_;
 };
 
-// MaxPoolGrad(orig_input, orig_output, grad) -> gradient with respect to orig_input.
+// MaxPoolGrad / MaxPoolGradV2 (orig_input, orig_output, grad[, ksize, strides]) -> the gradient
+// with respect to orig_input. The maximum of each window is recomputed from orig_input.
 class MaxPoolGradOp {
  public:
   static absl::StatusOr<std::unique_ptr<MaxPoolGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolAttributes attributes, ReadPoolAttributes(construction));
-    return std::unique_ptr<MaxPoolGradOp>(new MaxPoolGradOp(std::move(attributes)));
+    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
+    const bool dynamic = !construction.Has("ksize");
+    if (!dynamic) {
+      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
+      VGPU_RETURN_IF_ERROR(CheckExplicitPadding(window));
+    }
+    VGPU_ASSIGN_OR_RETURN(NanPropagation nan, MaxPoolNanPropagationFromEnvironment());
+    return std::unique_ptr<MaxPoolGradOp>(new MaxPoolGradOp(std::move(window), dynamic, nan));
   }
 
   absl::Status Compute(OpContext& context) {
@@ -247,48 +363,106 @@ class MaxPoolGradOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    if (x_dims.size() != 4) {
-      return absl::InvalidArgumentError("tensor_in must be 4-dimensional");
-    }
+    if (x_dims.size() != 4) return absl::InvalidArgumentError(kRank4);
     if (TF_NumDims(y.get()) != 4) {
       return absl::InvalidArgumentError("tensor_out must be 4-dimensional");
     }
     if (TF_NumDims(dy.get()) != 4) {
       return absl::InvalidArgumentError("out_backprop must be 4-dimensional");
     }
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kMax, x_dims));
-    if (ShapeOf(y.get()) != plan.output_dims) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Expected orig_output shape to be ", ShapeString(plan.output_dims),
-                       ", but got ", ShapeString(ShapeOf(y.get()))));
+    PoolWindow dynamic_window;
+    if (dynamic_) {
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
     }
-    if (ShapeOf(dy.get()) != plan.output_dims) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Expected grad shape to be ", ShapeString(plan.output_dims), ", but got ",
-                       ShapeString(ShapeOf(dy.get()))));
-    }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
     const TF_DataType dtype = TF_TensorType(x.get());
     // Never forwarded into x: the kernel reads x while it writes dx.
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
+    // As TensorFlow's GPU kernel: an empty input needs (and checks) nothing more.
     if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanPooling(window, PoolingMode::kMax, nan_, x_dims, kRank4));
+    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
                          {BufferOf(x.get()), BufferOf(dy.get()), BufferOf(dx.get())});
   }
 
  private:
-  explicit MaxPoolGradOp(PoolAttributes attributes) : attributes_(std::move(attributes)) {}
-  PoolAttributes attributes_;
+  MaxPoolGradOp(PoolWindow window, bool dynamic, NanPropagation nan)
+      : window_(std::move(window)), dynamic_(dynamic), nan_(nan) {}
+  PoolWindow window_;
+  bool dynamic_;
+  NanPropagation nan_;
+};
+
+// MaxPoolGradGrad / MaxPoolGradGradV2 (orig_input, orig_output, grad[, ksize, strides]) -> the
+// gradient of MaxPoolGrad with respect to its grad input, shaped like orig_output.
+class MaxPoolGradGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<MaxPoolGradGradOp>> Create(
+      OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
+    const bool dynamic = !construction.Has("ksize");
+    if (!dynamic) {
+      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
+    }
+    return std::unique_ptr<MaxPoolGradGradOp>(new MaxPoolGradGradOp(std::move(window), dynamic));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
+    const std::vector<int64_t> x_dims = ShapeOf(x.get());
+    if (x_dims.size() != 4) return absl::InvalidArgumentError(kRank4);
+    if (TF_NumDims(y.get()) != 4) {
+      return absl::InvalidArgumentError("tensor_out must be 4-dimensional");
+    }
+    if (TF_NumDims(ddx.get()) != 4) {
+      return absl::InvalidArgumentError("out_grad_backprop must be 4-dimensional");
+    }
+    PoolWindow dynamic_window;
+    if (dynamic_) {
+      dynamic_window = window_;
+      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
+      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
+    }
+    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
+                                                     NanPropagation::kNotPropagate, x_dims,
+                                                     kRank4));
+    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_RETURN_IF_ERROR(ExpectShape("grad", x_dims, ShapeOf(ddx.get())));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr ddy, context.AllocateOutput(0, dtype, plan.output_dims));
+    if (TF_TensorElementCount(ddy.get()) == 0) return absl::OkStatus();
+    return LaunchPooling(context, pooling::kGradGrad, plan, dtype, x_dims,
+                         {BufferOf(x.get()), BufferOf(y.get()), BufferOf(ddx.get()),
+                          BufferOf(ddy.get())});
+  }
+
+ private:
+  MaxPoolGradGradOp(PoolWindow window, bool dynamic)
+      : window_(std::move(window)), dynamic_(dynamic) {}
+  PoolWindow window_;
+  bool dynamic_;
 };
 
 // AvgPoolGrad(orig_input_shape (host int32), grad) -> gradient with respect to the input.
 class AvgPoolGradOp {
  public:
   static absl::StatusOr<std::unique_ptr<AvgPoolGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolAttributes attributes, ReadPoolAttributes(construction));
-    if (attributes.padding == Padding::kExplicit) {
+    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
+    if (window.padding == Padding::kExplicit) {
       return absl::InvalidArgumentError("AvgPoolGrad does not support EXPLICIT padding");
     }
-    return std::unique_ptr<AvgPoolGradOp>(new AvgPoolGradOp(std::move(attributes)));
+    VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
+    VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
+    return std::unique_ptr<AvgPoolGradOp>(new AvgPoolGradOp(std::move(window)));
   }
 
   absl::Status Compute(OpContext& context) {
@@ -307,12 +481,10 @@ class AvgPoolGradOp {
             absl::StrCat("orig_input_shape has a negative dimension: ", ShapeString(x_dims)));
       }
     }
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kAverage, x_dims));
-    if (ShapeOf(dy.get()) != plan.output_dims) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Expected grad shape to be ", ShapeString(plan.output_dims), ", but got ",
-                       ShapeString(ShapeOf(dy.get()))));
-    }
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
+                                                     NanPropagation::kNotPropagate, x_dims,
+                                                     kRank4));
+    VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     const TF_DataType dtype = TF_TensorType(dy.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
     if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
@@ -321,19 +493,61 @@ class AvgPoolGradOp {
   }
 
  private:
-  explicit AvgPoolGradOp(PoolAttributes attributes) : attributes_(std::move(attributes)) {}
-  PoolAttributes attributes_;
+  explicit AvgPoolGradOp(PoolWindow window) : window_(std::move(window)) {}
+  PoolWindow window_;
 };
+
+constexpr char kNanNote[] =
+    " TF_ENABLE_MAXPOOL_NANPROP=1 (read when the kernel is built, as TensorFlow's GPU kernel "
+    "does): a NaN in a window is its maximum (cuDNN's NaN propagation).";
 
 }  // namespace
 
 void RegisterPoolingOps(const char* device_type) {
   RegisterKernelForTypes<PoolOp<PoolingMode::kMax>>("MaxPool", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<PoolOp<PoolingMode::kMax>>("MaxPoolV2", device_type, "T",
+                                                    kFloatingTypes, {"ksize", "strides"});
   RegisterKernelForTypes<PoolOp<PoolingMode::kAverage>>("AvgPool", device_type, "T",
                                                         kFloatingTypes);
   RegisterKernelForTypes<MaxPoolGradOp>("MaxPoolGrad", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<MaxPoolGradOp>("MaxPoolGradV2", device_type, "T", kFloatingTypes,
+                                        {"ksize", "strides"});
+  RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGrad", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGradV2", device_type, "T",
+                                            kFloatingTypes, {"ksize", "strides"});
   RegisterKernelForTypes<AvgPoolGradOp>("AvgPoolGrad", device_type, "T", kFloatingTypes,
                                         {"orig_input_shape"});
+
+  const std::string nan_forward =
+      absl::StrCat("Windows start from the dtype's lowest value; NaNs are skipped.", kNanNote);
+  const std::string nan_backward = absl::StrCat(
+      "Each window's gradient goes to its first maximum (row-major), recomputed from "
+      "orig_input; NaNs are skipped (a window of NaNs routes nothing).",
+      kNanNote);
+  DocumentOp("MaxPool", "NHWC, NCHW",
+             absl::StrCat("VALID, SAME, EXPLICIT padding. ", nan_forward).c_str());
+  DocumentOp("MaxPoolV2", "NHWC, NCHW",
+             absl::StrCat("ksize and strides as host int32 tensors (tf.raw_ops.MaxPoolV2; "
+                          "TensorFlow 2.21's tf.nn.max_pool emits MaxPool). ",
+                          nan_forward)
+                 .c_str());
+  DocumentOp("MaxPoolGrad", "NHWC, NCHW",
+             absl::StrCat("VALID, SAME, EXPLICIT padding. ", nan_backward).c_str());
+  DocumentOp("MaxPoolGradV2", "NHWC, NCHW",
+             absl::StrCat("ksize and strides as host int32 tensors. ", nan_backward).c_str());
+  const char* grad_grad =
+      "Gradient of MaxPoolGrad: the grad value at each window's first element equal to "
+      "orig_output (0 where none is, e.g. a NaN maximum).";
+  DocumentOp("MaxPoolGradGrad", "NHWC, NCHW", grad_grad);
+  DocumentOp("MaxPoolGradGradV2", "NHWC, NCHW",
+             absl::StrCat(grad_grad, " ksize and strides as host int32 tensors.").c_str());
+  DocumentOp("AvgPool", "NHWC, NCHW",
+             "VALID, SAME padding; padding is excluded from each window's count.");
+  DocumentOp("AvgPoolGrad", "NHWC, NCHW",
+             "orig_input_shape as a host int32 tensor; accumulates in TensorFlow's CPU order.");
+
+  RegisterPoolingArgmaxOps(device_type);
+  RegisterPooling3dOps(device_type);
 }
 
 }  // namespace vgpu

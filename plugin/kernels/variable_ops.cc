@@ -84,32 +84,21 @@ class AssignUpdateVariableOp : public tf::OpKernel {
   }
 };
 
-template <ElementwiseOp kOp>
-void RegisterUpdate(const char* op_name, const char* device_type, tf::DataType dtype) {
-  // Registered at TF_InitKernel time (the device type is configurable), hence by hand rather
-  // than with REGISTER_KERNEL_BUILDER's static registrars. Registrars live for the process.
-  new tf::kernel_factory::OpKernelRegistrar(
-      tf::KernelDefBuilder(op_name)
-          .Device(device_type)
-          .HostMemory("resource")
-          .TypeConstraint("dtype", dtype)
-          .Build(),
-      absl::StrCat("Vgpu", op_name),
-      [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
-        return new AssignUpdateVariableOp<kOp>(context);
-      });
-  const CatalogConstraint constraint{"dtype", static_cast<TF_DataType>(dtype)};
-  const char* host_memory[] = {"resource"};
-  CatalogKernel(op_name, {&constraint, 1}, host_memory);
-}
-
 }  // namespace
 
 void RegisterVariableOps(const char* device_type) {
   for (tf::DataType dtype : {tf::DT_FLOAT, tf::DT_DOUBLE, tf::DT_HALF, tf::DT_BFLOAT16,
                              tf::DT_INT32, tf::DT_INT64}) {
-    RegisterUpdate<ElementwiseOp::kAdd>("AssignAddVariableOp", device_type, dtype);
-    RegisterUpdate<ElementwiseOp::kSub>("AssignSubVariableOp", device_type, dtype);
+    variables::RegisterVariableKernel(
+        "AssignAddVariableOp", device_type, {{"dtype", dtype}}, {"resource"},
+        [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+          return new AssignUpdateVariableOp<ElementwiseOp::kAdd>(context);
+        });
+    variables::RegisterVariableKernel(
+        "AssignSubVariableOp", device_type, {{"dtype", dtype}}, {"resource"},
+        [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+          return new AssignUpdateVariableOp<ElementwiseOp::kSub>(context);
+        });
   }
 }
 

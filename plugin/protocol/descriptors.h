@@ -56,12 +56,24 @@ struct ConvolutionDescriptorSettings {
 
 enum class PoolingMode : int32_t { kMax = 0, kAverage = 1 };
 
+// Whether a NaN inside a max-pooling window is its maximum (cudnnNanPropagation_t).
+enum class NanPropagation : int32_t { kNotPropagate = 0, kPropagate = 1 };
+
+inline constexpr int kMaxPoolingSpatialDims = 3;
+
+// A pooling window over the 2 or 3 spatial dimensions of a rank spatial_dims + 2 tensor
+// (cudnnSetPoolingNdDescriptor). data_format kNHWC means channels last (NHWC, NDHWC), kNCHW
+// channels first (NCHW, NCDHW). The per-dimension arrays list the spatial dimensions outermost
+// first ([H, W] or [D, H, W]); entries past spatial_dims keep their defaults.
 struct PoolingDescriptorSettings {
   PoolingMode mode = PoolingMode::kMax;
   DataFormat data_format = DataFormat::kNHWC;
-  int32_t window_h = 1, window_w = 1;
-  int32_t stride_h = 1, stride_w = 1;
-  int32_t pad_top = 0, pad_bottom = 0, pad_left = 0, pad_right = 0;
+  int32_t spatial_dims = 2;
+  NanPropagation nan_propagation = NanPropagation::kNotPropagate;
+  int32_t window[kMaxPoolingSpatialDims] = {1, 1, 1};
+  int32_t stride[kMaxPoolingSpatialDims] = {1, 1, 1};
+  int32_t pad_before[kMaxPoolingSpatialDims] = {};
+  int32_t pad_after[kMaxPoolingSpatialDims] = {};
 };
 
 enum class ActivationMode : int32_t {
@@ -138,6 +150,7 @@ VGPU_DESCRIPTOR_TRAITS(MatmulDescriptorSettings, DescriptorKind::kMatmul);
 
 // The largest settings struct: descriptor storage is sized for it.
 inline constexpr size_t kMaxDescriptorSettingsSize = sizeof(TensorDescriptorSettings);
+static_assert(sizeof(PoolingDescriptorSettings) <= kMaxDescriptorSettingsSize);
 
 }  // namespace vgpu
 

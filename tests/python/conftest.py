@@ -36,3 +36,22 @@ def run_python():
         )
 
     return run
+
+
+def pytest_addoption(parser):
+    parser.addoption("--full", action="store_true", default=False,
+                     help="also run the slow cases marked `full` (./scripts/test.sh --full)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "full: a slow case that CI skips; ./scripts/test.sh --full runs it")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--full") or os.environ.get("VGPU_FULL_TESTS") == "1":
+        return
+    skip = pytest.mark.skip(reason="slow case: run with ./scripts/test.sh --full")
+    for item in items:
+        if "full" in item.keywords:
+            item.add_marker(skip)

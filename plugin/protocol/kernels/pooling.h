@@ -1,7 +1,23 @@
-// Kernel ids and launch layouts of the pooling family (ids 400-499): 2-D max and average pooling
-// over the H and W dimensions of rank-4 NHWC or NCHW tensors, as cudnnPoolingForward and
-// cudnnPoolingBackward do. Everything about the window (mode, layout, size, strides, padding)
-// comes from the pooling descriptor; the tensor descriptors give the shapes in that layout.
+// Kernel ids and launch layouts of the pooling family (ids 400-499): max and average pooling over
+// the 2 or 3 spatial dimensions of NHWC / NCHW / NDHWC / NCDHW tensors, as cudnnPoolingForward
+// and cudnnPoolingBackward do, and the argmax and second-order kernels of TensorFlow's max
+// pooling ops. Everything about the window (mode, layout, number of spatial dimensions, sizes,
+// strides, padding, NaN propagation) comes from the pooling descriptor; the tensor descriptors
+// give the shapes in that layout.
+//
+// Terms used below:
+//   x, y       the pooled input and output of the forward computation; the launch's tensor
+//              descriptors 1 and 2 give their shapes (rank spatial_dims + 2, one floating dtype,
+//              the same batch and channels). Per spatial dimension y's size must be
+//              (in + pad_before + pad_after - window) / stride + 1, and every padding must be
+//              smaller than the window (so that no window lies in the padding only).
+//   window     output position o covers the input positions [o * stride - pad_before,
+//              o * stride - pad_before + window) of each spatial dimension, clipped to the input;
+//              padding never takes part.
+//   window order  the window's input positions in row-major order (outermost dimension first).
+//   max of a window  the largest element, comparing with `<`; NaN elements are skipped unless
+//              the descriptor says kPropagate, in which case the first NaN of the window (in
+//              window order) is the maximum.
 #ifndef VGPU_PROTOCOL_KERNELS_POOLING_H_
 #define VGPU_PROTOCOL_KERNELS_POOLING_H_
 
@@ -10,21 +26,63 @@
 namespace vgpu::pooling {
 
 // descriptors: [pooling, x tensor, y tensor]; buffers: [x, y]; params: none.
-// y's spatial size must be (in + pad_before + pad_after - window) / stride + 1 per dimension.
-//   max:     y = the largest input element of the window (padding never takes part), starting
-//            from the dtype's lowest finite value, as TensorFlow's CPU kernel does (a window of
-//            -inf gives lowest(); NaN inputs never replace the running maximum).
-//   average: y = sum of the window's input elements / their number (padding excluded).
+//   max:     y = the max of the window, starting from the dtype's lowest finite value, as
+//            TensorFlow's kernels do (a window of -inf gives lowest(); a window of skipped NaNs
+//            gives lowest()). kPropagate: y is NaN where the window holds a NaN.
+//   average: y = sum of the window's input elements in window order (in the dtype) / their
+//            number.
 inline constexpr KernelId kForward = KernelId{400};
 
 // descriptors: [pooling, x tensor, y tensor] (y: the forward output's shape);
 // buffers:  max mode [x, dy, dx];  average mode [dy, dx]; params: none.
-//   max:     each dy element is added to dx at the window's maximum, recomputed from x: the
-//            first element in row-major window order wins ties (TensorFlow's CPU tie-breaking).
-//   average: dx[i] = sum over the windows containing i, in row-major window order, of
-//            dy * (1 / number of input elements in that window).
+//   max:     each dy element is added to dx at the first element (in window order) holding the
+//            max of its window, recomputed from x; a window without a max (only skipped NaNs)
+//            routes nothing (cuDNN's CUDNN_NOT_PROPAGATE_NAN).
+//   average: dx[i] = sum over the windows containing i of dy * T(1 / number of input elements
+//            in that window).
+//   Contributions to one dx element add up in the dtype in the order of TensorFlow's own CPU
+//   kernels: 2-D windows in row-major order, 3-D windows with the W index outermost, then H,
+//   then D.
 // dx is fully written (zero where no window routes a gradient).
 inline constexpr KernelId kBackward = KernelId{401};
+
+// MaxPoolWithArgmax: 2-D max pooling of an NHWC tensor that also returns, per output element,
+// the flattened index of the input element it took.
+// descriptors: [pooling (max, 2 spatial dims, NHWC), x tensor, y tensor,
+//               argmax tensor (int64 or int32, y's shape)];
+// buffers: [x, y, argmax]; params: int32 include_batch_in_index (0 or 1).
+//   Visiting its window in window order, an output takes the first element, then every element
+//   x with y < x (kPropagate: also a NaN x while y is not NaN) — TensorFlow's CPU rule, so the
+//   first maximum wins and a NaN in first position is kept. argmax is the flat index
+//   ((b * H + h) * W + w) * C + c of that element in x, or (h * W + w) * C + c when
+//   include_batch_in_index is 0, converted to the argmax dtype.
+inline constexpr KernelId kForwardWithArgmax = KernelId{402};
+
+// MaxPoolGradWithArgmax: routes each dy element to the input element its argmax names.
+// descriptors: [pooling (max, 2 spatial dims, NHWC), x tensor (dx's shape), y tensor (dy's
+//               shape), argmax tensor (int64, y's shape)];
+// buffers: [dy, argmax, dx]; params: int32 include_batch_in_index (0 or 1).
+//   dx = 0, then for every output element i in row-major order:
+//   dx[argmax[i] + (include_batch_in_index ? 0 : b(i) * H * W * C)] += dy[i]. A target outside
+//   dx fails the launch (InvalidArgument) before dx is written.
+inline constexpr KernelId kBackwardWithArgmax = KernelId{403};
+
+// MaxPoolGradGradWithArgmax: gathers the gradient of dx back to the pooled output.
+// descriptors: [pooling (max, 2 spatial dims, NHWC), x tensor, y tensor,
+//               argmax tensor (int64, y's shape)];
+// buffers: [ddx (x's shape), argmax, ddy (y's shape)]; params: int32 include_batch_in_index.
+//   ddy[i] = ddx[argmax[i] + (include_batch_in_index ? 0 : b(i) * H * W * C)], or 0 where that
+//   index lies outside ddx (TensorFlow's GPU kernel does the same bounds check).
+inline constexpr KernelId kGradGradWithArgmax = KernelId{404};
+
+// MaxPoolGradGrad / MaxPool3DGradGrad: the gradient of max pooling's gradient with respect to
+// dy, given the forward input and output.
+// descriptors: [pooling (max), x tensor, y tensor]; buffers: [x, y, ddx (x's shape),
+//               ddy (y's shape)]; params: none.
+//   ddy = ddx at the first element (in window order) of the window equal to y, or 0 where none
+//   is (a NaN y equals nothing), as TensorFlow's CPU and GPU kernels do. The descriptor's NaN
+//   propagation is not used.
+inline constexpr KernelId kGradGrad = KernelId{405};
 
 }  // namespace vgpu::pooling
 

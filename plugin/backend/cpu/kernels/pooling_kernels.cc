@@ -1,12 +1,16 @@
-// Max and average pooling (forward and backward) on the CPU backing executor, parallelised over
-// output rows / images with the executor's Eigen thread pool. The arithmetic follows
-// TensorFlow's CPU kernels element for element (same initial values, same accumulation order,
-// same tie-breaking), so results match them bit for bit where TensorFlow uses its Eigen kernels.
+// Max and average pooling (forward, backward, and max pooling's second-order gradient) over 2 or
+// 3 spatial dimensions on the CPU backing executor, parallelised with the executor's Eigen thread
+// pool. The arithmetic follows TensorFlow's kernels element for element (same initial values,
+// same accumulation order and dtype, same tie-breaking), so results match TensorFlow's CPU
+// kernels bit for bit where those use plain loops; NaN handling of max pooling follows the
+// descriptor's NaN propagation as cuDNN does (protocol/kernels/pooling.h).
 //
-// Both layouts share one implementation: an NCHW tensor pooled over H and W is an NHWC tensor of
-// N*C images with one channel each (compiled separately, kPlanes, so that the channel loops
-// vanish).
+// Every layout and dimensionality shares one implementation (pooling_kernels.h); kernels are
+// compiled separately for single-channel images (channels-first layouts) so that the channel
+// loops vanish there.
 #define EIGEN_USE_THREADS
+
+#include "plugin/backend/cpu/kernels/pooling_kernels.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -20,198 +24,233 @@
 #include "plugin/protocol/kernels/pooling.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
+// TensorFlow's CPU kernels round every product before adding it; so must these (no fused
+// multiply-add, which -march=native would otherwise allow the compiler to form).
+#pragma GCC optimize("fp-contract=off")
+
 namespace vgpu::cpu_kernels {
 namespace {
 
-// A pooling problem in the channels-last view: `images` images of in_h x in_w x depth.
-struct PoolGeometry {
-  int64_t images = 0, in_h = 0, in_w = 0, depth = 0;
-  int64_t out_h = 0, out_w = 0;
-  int64_t window_h = 1, window_w = 1, stride_h = 1, stride_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
+// No tensor of a pooling launch may hold more elements than this (keeps every index and byte
+// count of the kernels below far from int64 overflow).
+constexpr int64_t kMaxElements = int64_t{1} << 56;
 
-  int64_t InputElements() const { return images * in_h * in_w * depth; }
-  int64_t OutputElements() const { return images * out_h * out_w * depth; }
-};
-
-// The input rows [begin, end) covered by output row `out` of a window (clipped to the input).
-struct Span1D {
-  int64_t begin, end;
-};
-inline Span1D WindowSpan(int64_t out, int64_t stride, int64_t pad, int64_t window,
-                         int64_t in_size) {
-  const int64_t start = out * stride - pad;
-  return {std::max<int64_t>(start, 0), std::min<int64_t>(start + window, in_size)};
-}
-
-// Validates the descriptors of a pooling launch and derives the geometry. `x` is the pooled
-// input's descriptor, `y` the pooled output's.
-absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling,
-                                        const TensorDescriptorSettings& x,
-                                        const TensorDescriptorSettings& y) {
-  if (x.rank != 4 || y.rank != 4) {
-    return absl::InvalidArgumentError("pooling tensors must be 4-dimensional");
-  }
-  if (x.dtype != y.dtype) {
-    return absl::InvalidArgumentError("pooling input and output dtypes differ");
-  }
-  if (pooling.window_h <= 0 || pooling.window_w <= 0 || pooling.stride_h <= 0 ||
-      pooling.stride_w <= 0 || pooling.pad_top < 0 || pooling.pad_bottom < 0 ||
-      pooling.pad_left < 0 || pooling.pad_right < 0) {
-    return absl::InvalidArgumentError("pooling window, strides and padding must be positive");
-  }
-  for (int i = 0; i < 4; ++i) {
-    if (x.dims[i] < 0 || y.dims[i] < 0) {
-      return absl::InvalidArgumentError("negative pooling tensor dimension");
+// The product of `factors` (each >= 0), or an error when it exceeds kMaxElements.
+absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors) {
+  int64_t product = 1;
+  for (int64_t f : factors) {
+    if (f < 0 || (f != 0 && product > kMaxElements / f)) {
+      return absl::InvalidArgumentError("pooling tensor is too large");
     }
+    product *= f;
   }
-  const bool nchw = pooling.data_format == DataFormat::kNCHW;
-  if (!nchw && pooling.data_format != DataFormat::kNHWC) {
-    return absl::InvalidArgumentError("unknown pooling data format");
-  }
-  const int h = nchw ? 2 : 1, w = nchw ? 3 : 2, c = nchw ? 1 : 3;
-  PoolGeometry g;
-  g.in_h = x.dims[h];
-  g.in_w = x.dims[w];
-  g.out_h = y.dims[h];
-  g.out_w = y.dims[w];
-  g.window_h = pooling.window_h;
-  g.window_w = pooling.window_w;
-  g.stride_h = pooling.stride_h;
-  g.stride_w = pooling.stride_w;
-  g.pad_top = pooling.pad_top;
-  g.pad_left = pooling.pad_left;
-  if (y.dims[0] != x.dims[0] || y.dims[c] != x.dims[c]) {
-    return absl::InvalidArgumentError("pooling output batch/channels differ from the input's");
-  }
-  // TensorFlow's output size rule: (in + padding - window + stride) / stride, never negative.
-  const int64_t expect_h =
-      (g.in_h + pooling.pad_top + pooling.pad_bottom - g.window_h + g.stride_h) / g.stride_h;
-  const int64_t expect_w =
-      (g.in_w + pooling.pad_left + pooling.pad_right - g.window_w + g.stride_w) / g.stride_w;
-  if (g.out_h != expect_h || g.out_w != expect_w) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "pooling output is ", g.out_h, "x", g.out_w, ", the window geometry gives ", expect_h,
-        "x", expect_w));
-  }
-  if (nchw) {
-    g.images = x.dims[0] * x.dims[1];
-    g.depth = 1;
-  } else {
-    g.images = x.dims[0];
-    g.depth = x.dims[3];
-  }
-  return g;
+  return product;
 }
 
 Eigen::TensorOpCost Cost(double loaded, double stored, double compute) {
   return Eigen::TensorOpCost(loaded, stored, compute);
 }
 
-// Forward max pooling: out = max(lowest, window elements) with TensorFlow's update rule
-// `out < in ? in : out` applied in row-major window order.
-template <typename T, bool kPlanes>
-void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
-                    T* y) {
-  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
-  const int64_t rows = g.images * g.out_h;
-  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * depth);
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * depth * sizeof(T), per_row),
+// Calls fn(std::integral_constant<bool, b>) for a runtime `b`.
+template <typename Fn>
+void WithBool(bool b, Fn&& fn) {
+  if (b) {
+    fn(std::true_type{});
+  } else {
+    fn(std::false_type{});
+  }
+}
+
+template <typename T>
+bool IsNan(const T& v) {
+  return Eigen::numext::isnan(v);
+}
+
+// Whether `v` replaces the running maximum `best` of a max-pooling forward pass that started
+// from lowest(): `best < v`, and with NaN propagation also any NaN.
+template <bool kPropagateNan, typename T>
+inline bool RaisesMax(const T& best, const T& v) {
+  return best < v || (kPropagateNan && IsNan(v));
+}
+
+// With NaN propagation, whether `v` becomes the element holding a window's max, `have` saying
+// whether one was found before: the first element, then a larger one or the first NaN.
+template <typename T>
+inline bool BecomesMaxElementPropagatingNan(bool have, const T& best, const T& v) {
+  return !have || (!IsNan(best) && (IsNan(v) || best < v));
+}
+
+// Index of position (z, h, w) of image b in a channels-last tensor of `dims` positions.
+inline int64_t PositionIndex(const int64_t* dims, int64_t b, int64_t z, int64_t h, int64_t w) {
+  return ((b * dims[0] + z) * dims[1] + h) * dims[2] + w;
+}
+
+// Calls visit(input_position_index) for the input positions of output position
+// (b, od, oh, ow)'s window in window order.
+template <typename Visit>
+inline void ForEachInWindow(const PoolGeometry& g, int64_t b, int64_t od, int64_t oh, int64_t ow,
+                            Visit&& visit) {
+  const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+  for (int64_t z = zs.begin; z < zs.end; ++z) {
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      for (int64_t w = ws.begin; w < ws.end; ++w) visit(PositionIndex(g.in, b, z, h, w));
+    }
+  }
+}
+
+// Like ForEachInWindow, in reverse window order.
+template <typename Visit>
+inline void ForEachInWindowReversed(const PoolGeometry& g, int64_t b, int64_t od, int64_t oh,
+                                    int64_t ow, Visit&& visit) {
+  const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+  for (int64_t z = zs.end - 1; z >= zs.begin; --z) {
+    for (int64_t h = hs.end - 1; h >= hs.begin; --h) {
+      for (int64_t w = ws.end - 1; w >= ws.begin; --w) visit(PositionIndex(g.in, b, z, h, w));
+    }
+  }
+}
+
+// Runs fn(b, od, oh, ow, output_position_index) for every output position, in parallel over
+// output rows (b, od, oh); `per_position` estimates the work of one position.
+template <typename Fn>
+void ParallelOverOutputRows(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
+                            double per_position, double bytes_per_position, Fn&& fn) {
+  const int64_t rows = g.images * g.out[0] * g.out[1];
+  const double per_row = per_position * static_cast<double>(g.out[2]);
+  device.parallelFor(rows, Cost(bytes_per_position * g.out[2], bytes_per_position * g.out[2],
+                                per_row),
                      [&](Eigen::Index begin, Eigen::Index end) {
     for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / g.out_h, oh = row % g.out_h;
-      const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-        T* out = y + (row * g.out_w + ow) * depth;
-        std::fill(out, out + depth, Eigen::NumTraits<T>::lowest());
-        for (int64_t h = hs.begin; h < hs.end; ++h) {
-          for (int64_t w = ws.begin; w < ws.end; ++w) {
-            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * depth;
-            for (int64_t d = 0; d < depth; ++d) out[d] = out[d] < in[d] ? in[d] : out[d];
-          }
-        }
-      }
+      const int64_t oh = row % g.out[1];
+      const int64_t od = (row / g.out[1]) % g.out[0];
+      const int64_t b = row / (g.out[1] * g.out[0]);
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) fn(b, od, oh, ow, row * g.out[2] + ow);
     }
   });
 }
 
-// Forward average pooling: the window's elements summed in row-major order in T, then divided
-// by their count (TensorFlow's CPU kernel accumulates the same way).
-template <typename T, bool kPlanes>
+double WindowSize(const PoolGeometry& g) {
+  return static_cast<double>(g.window[0] * g.window[1] * g.window[2]);
+}
+
+// Forward max pooling: y = max(lowest, window elements) with TensorFlow's update rule
+// `y < x ? x : y` applied in window order (and NaN winning with propagation).
+template <typename T, bool kSingleChannel, bool kPropagateNan>
+void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
+                    T* y) {
+  const int64_t channels = kSingleChannel ? 1 : g.channels;
+  ParallelOverOutputRows(device, g, WindowSize(g) * channels, sizeof(T) * channels,
+                         [&](int64_t b, int64_t od, int64_t oh, int64_t ow, int64_t position) {
+    T* out = y + position * channels;
+    std::fill(out, out + channels, Eigen::NumTraits<T>::lowest());
+    ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+      const T* in = x + input_position * channels;
+      // An unconditional select (not a conditional store) vectorises.
+      for (int64_t c = 0; c < channels; ++c) {
+        out[c] = RaisesMax<kPropagateNan>(out[c], in[c]) ? in[c] : out[c];
+      }
+    });
+  });
+}
+
+// Forward average pooling: the window's elements summed in window order in T, then divided by
+// their count (TensorFlow's CPU kernel accumulates the same way).
+template <typename T, bool kSingleChannel>
 void AvgPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                     T* y) {
-  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
-  const int64_t rows = g.images * g.out_h;
-  const double per_row = static_cast<double>(g.out_w * g.window_h * g.window_w * depth);
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.out_w * depth * sizeof(T), per_row),
-                     [&](Eigen::Index begin, Eigen::Index end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / g.out_h, oh = row % g.out_h;
-      const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
-      for (int64_t ow = 0; ow < g.out_w; ++ow) {
-        const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-        T* out = y + (row * g.out_w + ow) * depth;
-        std::fill(out, out + depth, T(0));
-        for (int64_t h = hs.begin; h < hs.end; ++h) {
-          for (int64_t w = ws.begin; w < ws.end; ++w) {
-            const T* in = x + ((b * g.in_h + h) * g.in_w + w) * depth;
-            for (int64_t d = 0; d < depth; ++d) out[d] += in[d];
-          }
-        }
-        const T count(static_cast<float>((hs.end - hs.begin) * (ws.end - ws.begin)));
-        for (int64_t d = 0; d < depth; ++d) out[d] /= count;
-      }
-    }
+  const int64_t channels = kSingleChannel ? 1 : g.channels;
+  ParallelOverOutputRows(device, g, WindowSize(g) * channels, sizeof(T) * channels,
+                         [&](int64_t b, int64_t od, int64_t oh, int64_t ow, int64_t position) {
+    T* out = y + position * channels;
+    std::fill(out, out + channels, T(0));
+    int64_t count = 0;
+    ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+      const T* in = x + input_position * channels;
+      for (int64_t c = 0; c < channels; ++c) out[c] += in[c];
+      ++count;
+    });
+    const T divisor(static_cast<float>(count));
+    for (int64_t c = 0; c < channels; ++c) out[c] /= divisor;
   });
+}
+
+// The loop nest order over output positions, outermost first, in which TensorFlow's CPU kernels
+// accumulate gradients: row-major for 2-D pooling, W, H, D for 3-D pooling (dimension indices
+// into PoolGeometry's [D, H, W]).
+struct LoopOrder {
+  int dims[3];
+  int operator[](int i) const { return dims[i]; }
+};
+LoopOrder GradientOrder(const PoolGeometry& g) {
+  return g.spatial_dims == 3 ? LoopOrder{{2, 1, 0}} : LoopOrder{{0, 1, 2}};
 }
 
 // Max pooling gradient. Work units are (image, block of channels): every dx element receives
-// its contributions from outputs of its own image and channel, in output order, as in
-// TensorFlow's CPU kernel, so the sums are the same.
-template <typename T, bool kPlanes>
+// its contributions from outputs of its own image and channel, in GradientOrder.
+template <typename T, bool kSingleChannel, bool kPropagateNan>
 void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                      const T* dy, T* dx) {
-  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
+  const int64_t channels = kSingleChannel ? 1 : g.channels;
+  const LoopOrder order = GradientOrder(g);
   constexpr int64_t kChannelBlock = 64;
-  const int64_t blocks_per_image = (depth + kChannelBlock - 1) / kChannelBlock;
+  const int64_t blocks_per_image = (channels + kChannelBlock - 1) / kChannelBlock;
   const int64_t units = g.images * blocks_per_image;
-  const double per_unit = static_cast<double>(g.out_h * g.out_w * g.window_h * g.window_w *
-                                              std::min(depth, kChannelBlock));
+  const int64_t in_positions = g.InputPositions();
+  const double per_unit = static_cast<double>(g.OutputPositions()) * WindowSize(g) *
+                          static_cast<double>(std::min(channels, kChannelBlock));
   device.parallelFor(units, Cost(per_unit * sizeof(T), per_unit * sizeof(T), per_unit),
                      [&](Eigen::Index begin, Eigen::Index end) {
     T best_value[kChannelBlock];
-    int64_t best_offset[kChannelBlock];
+    int64_t best_index[kChannelBlock];
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t b = unit / blocks_per_image;
-      const int64_t d0 = (unit % blocks_per_image) * kChannelBlock;
-      const int64_t d1 = std::min(depth, d0 + kChannelBlock);
-      const int64_t width = d1 - d0;
-      const int64_t image_offset = b * g.in_h * g.in_w * depth;
-      for (int64_t p = 0; p < g.in_h * g.in_w; ++p) {
-        std::fill(dx + image_offset + p * depth + d0, dx + image_offset + p * depth + d1,
-                  T(0));
+      const int64_t c0 = (unit % blocks_per_image) * kChannelBlock;
+      const int64_t c1 = std::min(channels, c0 + kChannelBlock);
+      const int64_t width = c1 - c0;
+      for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
+        std::fill(dx + p * channels + c0, dx + p * channels + c1, T(0));
       }
-      for (int64_t oh = 0; oh < g.out_h; ++oh) {
-        const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
-        for (int64_t ow = 0; ow < g.out_w; ++ow) {
-          const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-          std::fill(best_offset, best_offset + width, int64_t{-1});
-          for (int64_t h = hs.begin; h < hs.end; ++h) {
-            for (int64_t w = ws.begin; w < ws.end; ++w) {
-              const int64_t offset = image_offset + (h * g.in_w + w) * depth + d0;
-              const T* in = x + offset;
-              for (int64_t d = 0; d < width; ++d) {
-                if (best_offset[d] < 0 || best_value[d] < in[d]) {
-                  best_value[d] = in[d];
-                  best_offset[d] = offset + d;
+      int64_t o[3];
+      for (o[order[0]] = 0; o[order[0]] < g.out[order[0]]; ++o[order[0]]) {
+        for (o[order[1]] = 0; o[order[1]] < g.out[order[1]]; ++o[order[1]]) {
+          for (o[order[2]] = 0; o[order[2]] < g.out[order[2]]; ++o[order[2]]) {
+            const int64_t od = o[0], oh = o[1], ow = o[2];
+            std::fill(best_index, best_index + width, int64_t{-1});
+            if constexpr (kPropagateNan) {
+              ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+                const int64_t offset = input_position * channels + c0;
+                const T* in = x + offset;
+                for (int64_t c = 0; c < width; ++c) {
+                  if (BecomesMaxElementPropagatingNan(best_index[c] >= 0, best_value[c], in[c])) {
+                    best_value[c] = in[c];
+                    best_index[c] = offset + c;
+                  }
                 }
-              }
+              });
+            } else {
+              // The same element in two passes of unconditional selects (they vectorise): the
+              // maximum of the non-NaN elements, then the first element equal to it (found
+              // walking the window backwards and keeping the last match).
+              std::fill(best_value, best_value + width, -Eigen::NumTraits<T>::infinity());
+              ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+                const T* in = x + input_position * channels + c0;
+                for (int64_t c = 0; c < width; ++c) {
+                  best_value[c] = best_value[c] < in[c] ? in[c] : best_value[c];
+                }
+              });
+              ForEachInWindowReversed(g, b, od, oh, ow, [&](int64_t input_position) {
+                const int64_t offset = input_position * channels + c0;
+                const T* in = x + offset;
+                for (int64_t c = 0; c < width; ++c) {
+                  best_index[c] = in[c] == best_value[c] ? offset + c : best_index[c];
+                }
+              });
             }
-          }
-          const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * depth + d0;
-          for (int64_t d = 0; d < width; ++d) {
-            if (best_offset[d] >= 0) dx[best_offset[d]] += grad[d];
+            const int64_t position = PositionIndex(g.out, b, od, oh, ow);
+            const T* grad = dy + position * channels + c0;
+            for (int64_t c = 0; c < width; ++c) {
+              if (best_index[c] >= 0) dx[best_index[c]] += grad[c];
+            }
           }
         }
       }
@@ -219,123 +258,271 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
   });
 }
 
-// Average pooling gradient, gathered per input row: dx[h, w] sums dy * (1 / window count) over
-// the windows containing (h, w) in row-major window order (the order of TensorFlow's scatter).
-template <typename T, bool kPlanes>
+// Average pooling gradient, gathered per input row: dx sums dy * T(1 / window count) over the
+// windows covering each element, in GradientOrder.
+template <typename T, bool kSingleChannel>
 void AvgPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* dy,
                      T* dx) {
-  const int64_t depth = kPlanes ? 1 : g.depth;  // kPlanes: one channel per image
-  const int64_t rows = g.images * g.in_h;
-  const int64_t reach_h = (g.window_h + g.stride_h - 1) / g.stride_h;
-  const int64_t reach_w = (g.window_w + g.stride_w - 1) / g.stride_w;
-  const double per_row = static_cast<double>(g.in_w * reach_h * reach_w * depth);
-  // 1 / (number of input elements) of every window: as TensorFlow, the reciprocal computed in
-  // double, then rounded to T.
-  std::vector<T> scales(g.out_h * g.out_w);
-  for (int64_t oh = 0; oh < g.out_h; ++oh) {
-    const Span1D hs = WindowSpan(oh, g.stride_h, g.pad_top, g.window_h, g.in_h);
-    for (int64_t ow = 0; ow < g.out_w; ++ow) {
-      const Span1D ws = WindowSpan(ow, g.stride_w, g.pad_left, g.window_w, g.in_w);
-      scales[oh * g.out_w + ow] =
-          T(1.0 / static_cast<double>((hs.end - hs.begin) * (ws.end - ws.begin)));
+  const int64_t channels = kSingleChannel ? 1 : g.channels;
+  // 1 / (number of input elements) of every window: the reciprocal computed in double, then
+  // rounded to T (TensorFlow: double for 2-D, float for 3-D; both round to the same T).
+  std::vector<T> scales(g.OutputPositions());
+  for (int64_t od = 0; od < g.out[0]; ++od) {
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+        const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh),
+                          ws = WindowOf(g, 2, ow);
+        const int64_t count =
+            (zs.end - zs.begin) * (hs.end - hs.begin) * (ws.end - ws.begin);
+        scales[(od * g.out[1] + oh) * g.out[2] + ow] = T(1.0 / static_cast<double>(count));
+      }
     }
   }
-  // The output columns [begin, end) whose windows cover input column w.
-  std::vector<Span1D> covering_columns(g.in_w);
-  for (int64_t w = 0; w < g.in_w; ++w) {
-    const int64_t wpad = w + g.pad_left;
-    covering_columns[w] = {wpad < g.window_w ? 0 : (wpad - g.window_w) / g.stride_w + 1,
-                           std::min(wpad / g.stride_w + 1, g.out_w)};
+  std::vector<WindowRange> covering[3];
+  for (int dim = 0; dim < 3; ++dim) {
+    covering[dim].resize(g.in[dim]);
+    for (int64_t i = 0; i < g.in[dim]; ++i) covering[dim][i] = OutputsCovering(g, dim, i);
   }
-  device.parallelFor(rows, Cost(per_row * sizeof(T), g.in_w * depth * sizeof(T), per_row),
+  const LoopOrder order = GradientOrder(g);
+  const int64_t rows = g.images * g.in[0] * g.in[1];
+  const double reach = std::max(1.0, WindowSize(g));
+  const double per_row = static_cast<double>(g.in[2] * channels) * reach;
+  device.parallelFor(rows, Cost(per_row * sizeof(T), g.in[2] * channels * sizeof(T), per_row),
                      [&](Eigen::Index begin, Eigen::Index end) {
+    int64_t o[3];
     for (int64_t row = begin; row < end; ++row) {
-      const int64_t b = row / g.in_h, h = row % g.in_h;
-      // Output rows whose window covers input row h.
-      const int64_t hpad = h + g.pad_top;
-      const int64_t oh_begin = hpad < g.window_h ? 0 : (hpad - g.window_h) / g.stride_h + 1;
-      const int64_t oh_end = std::min(hpad / g.stride_h + 1, g.out_h);
-      for (int64_t w = 0; w < g.in_w; ++w) {
-        const int64_t ow_begin = covering_columns[w].begin, ow_end = covering_columns[w].end;
-        T* out = dx + (row * g.in_w + w) * depth;
-        std::fill(out, out + depth, T(0));
-        for (int64_t oh = oh_begin; oh < oh_end; ++oh) {
-          for (int64_t ow = ow_begin; ow < ow_end; ++ow) {
-            const T scale = scales[oh * g.out_w + ow];
-            const T* grad = dy + ((b * g.out_h + oh) * g.out_w + ow) * depth;
-            for (int64_t d = 0; d < depth; ++d) out[d] += grad[d] * scale;
+      const int64_t h = row % g.in[1];
+      const int64_t z = (row / g.in[1]) % g.in[0];
+      const int64_t b = row / (g.in[1] * g.in[0]);
+      for (int64_t w = 0; w < g.in[2]; ++w) {
+        const WindowRange ranges[3] = {covering[0][z], covering[1][h], covering[2][w]};
+        T* out = dx + (row * g.in[2] + w) * channels;
+        std::fill(out, out + channels, T(0));
+        const WindowRange& r0 = ranges[order[0]];
+        const WindowRange& r1 = ranges[order[1]];
+        const WindowRange& r2 = ranges[order[2]];
+        for (o[order[0]] = r0.begin; o[order[0]] < r0.end; ++o[order[0]]) {
+          for (o[order[1]] = r1.begin; o[order[1]] < r1.end; ++o[order[1]]) {
+            for (o[order[2]] = r2.begin; o[order[2]] < r2.end; ++o[order[2]]) {
+              const int64_t window = (o[0] * g.out[1] + o[1]) * g.out[2] + o[2];
+              const T scale = scales[window];
+              const T* grad = dy + (b * g.OutputPositions() + window) * channels;
+              for (int64_t c = 0; c < channels; ++c) out[c] += grad[c] * scale;
+            }
           }
         }
       }
     }
   });
+}
+
+// Max pooling's second-order gradient: ddy = ddx at the first element of the window equal to y
+// (0 where none is), searched per channel as TensorFlow's kernels do.
+template <typename T, bool kSingleChannel>
+void MaxPoolGradGrad(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
+                     const T* y, const T* ddx, T* ddy) {
+  const int64_t channels = kSingleChannel ? 1 : g.channels;
+  ParallelOverOutputRows(device, g, WindowSize(g) * channels, 2 * sizeof(T) * channels,
+                         [&](int64_t b, int64_t od, int64_t oh, int64_t ow, int64_t position) {
+    const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+    for (int64_t c = 0; c < channels; ++c) {
+      const T max = y[position * channels + c];
+      T value(0);
+      bool found = false;
+      for (int64_t z = zs.begin; z < zs.end && !found; ++z) {
+        for (int64_t h = hs.begin; h < hs.end && !found; ++h) {
+          for (int64_t w = ws.begin; w < ws.end && !found; ++w) {
+            const int64_t index = PositionIndex(g.in, b, z, h, w) * channels + c;
+            if (x[index] == max) {
+              value = ddx[index];
+              found = true;
+            }
+          }
+        }
+      }
+      ddy[position * channels + c] = value;
+    }
+  });
+}
+
+struct PoolingLaunch {
+  PoolingDescriptorSettings pooling;
+  TensorDescriptorSettings x, y;
+  PoolGeometry geometry;
+};
+
+// The descriptors [pooling, x, y] of a launch and their geometry.
+absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const KernelContext& context) {
+  PoolingLaunch launch;
+  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_ASSIGN_OR_RETURN(launch.geometry, GeometryOf(launch.pooling, launch.x, launch.y));
+  return launch;
 }
 
 }  // namespace
 
+absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling,
+                                        const TensorDescriptorSettings& x,
+                                        const TensorDescriptorSettings& y) {
+  const int spatial = pooling.spatial_dims;
+  if (spatial != 2 && spatial != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pooling over ", spatial, " spatial dimensions is not supported"));
+  }
+  if (pooling.mode != PoolingMode::kMax && pooling.mode != PoolingMode::kAverage) {
+    return absl::InvalidArgumentError("unknown pooling mode");
+  }
+  if (pooling.nan_propagation != NanPropagation::kNotPropagate &&
+      pooling.nan_propagation != NanPropagation::kPropagate) {
+    return absl::InvalidArgumentError("unknown pooling NaN propagation");
+  }
+  const bool channels_first = pooling.data_format == DataFormat::kNCHW;
+  if (!channels_first && pooling.data_format != DataFormat::kNHWC) {
+    return absl::InvalidArgumentError("unknown pooling data format");
+  }
+  if (x.rank != spatial + 2 || y.rank != spatial + 2) {
+    return absl::InvalidArgumentError(absl::StrCat("pooling tensors must be ", spatial + 2,
+                                                   "-dimensional for ", spatial,
+                                                   " spatial dimensions"));
+  }
+  if (x.dtype != y.dtype) {
+    return absl::InvalidArgumentError("pooling input and output dtypes differ");
+  }
+  for (int i = 0; i < x.rank; ++i) {
+    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxElements || y.dims[i] > kMaxElements) {
+      return absl::InvalidArgumentError("pooling tensor dimension out of range");
+    }
+  }
+  for (int k = 0; k < kMaxPoolingSpatialDims; ++k) {
+    if (k >= spatial) {
+      if (pooling.window[k] != 1 || pooling.stride[k] != 1 || pooling.pad_before[k] != 0 ||
+          pooling.pad_after[k] != 0) {
+        return absl::InvalidArgumentError(
+            "pooling descriptor entries past its spatial dimensions must keep their defaults");
+      }
+      continue;
+    }
+    if (pooling.window[k] <= 0 || pooling.stride[k] <= 0 || pooling.pad_before[k] < 0 ||
+        pooling.pad_after[k] < 0) {
+      return absl::InvalidArgumentError(
+          "pooling windows and strides must be positive and paddings non-negative");
+    }
+    if (pooling.pad_before[k] >= pooling.window[k] || pooling.pad_after[k] >= pooling.window[k]) {
+      return absl::InvalidArgumentError("pooling paddings must be smaller than the window");
+    }
+  }
+  const int batch_dim = 0, channel_dim = channels_first ? 1 : spatial + 1;
+  const int first_spatial = channels_first ? 2 : 1;
+  if (y.dims[batch_dim] != x.dims[batch_dim] || y.dims[channel_dim] != x.dims[channel_dim]) {
+    return absl::InvalidArgumentError("pooling output batch/channels differ from the input's");
+  }
+  PoolGeometry g;
+  g.spatial_dims = spatial;
+  const int skipped = kMaxPoolingSpatialDims - spatial;  // leading size-1 dimensions
+  for (int k = 0; k < spatial; ++k) {
+    const int dim = skipped + k;
+    g.in[dim] = x.dims[first_spatial + k];
+    g.out[dim] = y.dims[first_spatial + k];
+    g.window[dim] = pooling.window[k];
+    g.stride[dim] = pooling.stride[k];
+    g.pad[dim] = pooling.pad_before[k];
+    // TensorFlow's output size rule: (in + padding - window + stride) / stride.
+    const int64_t expected = (g.in[dim] + pooling.pad_before[k] + pooling.pad_after[k] -
+                              g.window[dim] + g.stride[dim]) /
+                             g.stride[dim];
+    if (g.out[dim] != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pooling output size ", g.out[dim], " of spatial dimension ", k,
+          " differs from the window geometry's ", expected));
+    }
+  }
+  if (channels_first) {
+    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}));
+    g.channels = 1;
+  } else {
+    g.images = x.dims[0];
+    g.channels = x.dims[spatial + 1];
+  }
+  VGPU_ASSIGN_OR_RETURN(g.input_elements,
+                        CheckedProduct({g.images, g.in[0], g.in[1], g.in[2], g.channels}));
+  VGPU_ASSIGN_OR_RETURN(g.output_elements,
+                        CheckedProduct({g.images, g.out[0], g.out[1], g.out[2], g.channels}));
+  return g;
+}
+
 // pooling::kForward (see protocol/kernels/pooling.h).
 absl::Status PoolingForward(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(PoolingDescriptorSettings pooling,
-                        context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(PoolGeometry g, GeometryOf(pooling, x_desc, y_desc));
-  return DispatchFloating(x_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.InputElements()));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.OutputElements()));
-    if (g.OutputElements() == 0) return absl::OkStatus();
-    const bool planes = g.depth == 1;
-    switch (pooling.mode) {
-      case PoolingMode::kMax:
-        planes ? MaxPoolForward<T, true>(*context.device, g, x, y)
-               : MaxPoolForward<T, false>(*context.device, g, x, y);
-        break;
-      case PoolingMode::kAverage:
-        planes ? AvgPoolForward<T, true>(*context.device, g, x, y)
-               : AvgPoolForward<T, false>(*context.device, g, x, y);
-        break;
-      default: return absl::InvalidArgumentError("unknown pooling mode");
-    }
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
+    if (g.output_elements == 0) return absl::OkStatus();
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    WithBool(g.channels == 1, [&](auto single) {
+      if (launch.pooling.mode == PoolingMode::kAverage) {
+        AvgPoolForward<T, decltype(single)::value>(device, g, x, y);
+        return;
+      }
+      WithBool(propagate, [&](auto nan) { MaxPoolForward<T, decltype(single)::value, decltype(nan)::value>(device, g, x, y); });
+    });
     return absl::OkStatus();
   });
 }
 
 // pooling::kBackward (see protocol/kernels/pooling.h).
 absl::Status PoolingBackward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(PoolingDescriptorSettings pooling,
-                        context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(PoolGeometry g, GeometryOf(pooling, x_desc, y_desc));
-  const bool max_mode = pooling.mode == PoolingMode::kMax;
-  if (!max_mode && pooling.mode != PoolingMode::kAverage) {
-    return absl::InvalidArgumentError("unknown pooling mode");
-  }
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
+  const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
-  return DispatchFloating(x_desc.dtype, [&](auto zero) -> absl::Status {
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     size_t next = 0;
     const T* x = nullptr;
     if (max_mode) {
-      VGPU_ASSIGN_OR_RETURN(x, context.Buffer<const T>(next++, g.InputElements()));
+      VGPU_ASSIGN_OR_RETURN(x, context.Buffer<const T>(next++, g.input_elements));
     }
-    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.OutputElements()));
-    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.InputElements()));
-    if (g.InputElements() == 0) return absl::OkStatus();
-    const bool planes = g.depth == 1;
-    if (max_mode) {
-      planes ? MaxPoolBackward<T, true>(*context.device, g, x, dy, dx)
-             : MaxPoolBackward<T, false>(*context.device, g, x, dy, dx);
-    } else {
-      planes ? AvgPoolBackward<T, true>(*context.device, g, dy, dx)
-             : AvgPoolBackward<T, false>(*context.device, g, dy, dx);
-    }
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.input_elements));
+    if (g.input_elements == 0) return absl::OkStatus();
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    WithBool(g.channels == 1, [&](auto single) {
+      if (!max_mode) {
+        AvgPoolBackward<T, decltype(single)::value>(device, g, dy, dx);
+        return;
+      }
+      WithBool(propagate,
+               [&](auto nan) { MaxPoolBackward<T, decltype(single)::value, decltype(nan)::value>(device, g, x, dy, dx); });
+    });
+    return absl::OkStatus();
+  });
+}
+
+// pooling::kGradGrad (see protocol/kernels/pooling.h).
+absl::Status PoolingGradGrad(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  if (launch.pooling.mode != PoolingMode::kMax) {
+    return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
+  }
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(2, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(3, g.output_elements));
+    if (g.output_elements == 0) return absl::OkStatus();
+    WithBool(g.channels == 1, [&](auto single) {
+      MaxPoolGradGrad<T, decltype(single)::value>(*context.device, g, x, y, ddx, ddy);
+    });
     return absl::OkStatus();
   });
 }
@@ -347,6 +534,13 @@ namespace vgpu {
 void AddPoolingKernels(KernelTable& table) {
   table.Add(pooling::kForward, "pooling_forward", cpu_kernels::PoolingForward);
   table.Add(pooling::kBackward, "pooling_backward", cpu_kernels::PoolingBackward);
+  table.Add(pooling::kForwardWithArgmax, "pooling_forward_with_argmax",
+            cpu_kernels::PoolingForwardWithArgmax);
+  table.Add(pooling::kBackwardWithArgmax, "pooling_backward_with_argmax",
+            cpu_kernels::PoolingBackwardWithArgmax);
+  table.Add(pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax",
+            cpu_kernels::PoolingGradGradWithArgmax);
+  table.Add(pooling::kGradGrad, "pooling_grad_grad", cpu_kernels::PoolingGradGrad);
 }
 
 }  // namespace vgpu

@@ -1,8 +1,22 @@
-// CPU kernels of the training family: in-place optimizer updates (see
-// protocol/kernels/training.h), with the same arithmetic as TensorFlow's CPU functors.
-#include "plugin/backend/cpu/kernel_registry.h"
-
+// CPU kernels of the training family: in-place optimizer updates (protocol/kernels/training.h),
+// with the expressions of TensorFlow's CPU functors so that results match them.
+//
+// Every kernel first checks its launch against a layout string, one letter per buffer in the
+// op's input order ('v' a variable updated in place, 'g' the read-only gradient, 's' a scalar,
+// 'i' the indices of a sparse update), then works on typed views of the checked buffers. Dense
+// kernels are Eigen expressions on the executor's thread pool. Sparse kernels split the columns
+// of the variables over the pool and apply the indexed rows in index order within each worker,
+// so duplicate indices update a row in the same order as TensorFlow's serial CPU loop.
 #define EIGEN_USE_THREADS
+
+#include <algorithm>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/training.h"
@@ -11,88 +25,677 @@
 namespace vgpu {
 namespace {
 
+using cpu_kernels::ConstFlatMap;
+using cpu_kernels::FlatMap;
+using training::SparseUpdateParams;
 using training::UpdateParams;
 
-absl::StatusOr<UpdateParams> ReadParams(const KernelContext& context, size_t buffers) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(buffers));
-  ParamReader reader = context.Params();
-  return reader.Get<UpdateParams>();
-}
+// No variable has more elements than this (keeps byte counts far from overflowing).
+constexpr int64_t kMaxElements = int64_t{1} << 56;
 
+// The checked buffers of a dense launch, viewed as T.
 template <typename T>
-absl::StatusOr<T> Scalar(const KernelContext& context, size_t index) {
-  VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(index, 1));
-  return *value;
+class DenseOperands {
+ public:
+  DenseOperands(const KernelContext& context, int64_t count, uint32_t flags)
+      : context_(context), count_(count), flags_(flags) {}
+
+  FlatMap<T> Var(size_t i) const { return FlatMap<T>(Ptr(i), count_); }
+  ConstFlatMap<T> Grad(size_t i) const { return ConstFlatMap<T>(Ptr(i), count_); }
+  T Scalar(size_t i) const { return *Ptr(i); }
+  bool Flag(uint32_t bit) const { return (flags_ & bit) != 0; }
+  const Eigen::ThreadPoolDevice& device() const { return *context_.device; }
+
+ private:
+  T* Ptr(size_t i) const { return reinterpret_cast<T*>(context_.buffers[i]); }
+  const KernelContext& context_;
+  int64_t count_;
+  uint32_t flags_;
+};
+
+// Checks every buffer of the launch against `layout` for `count` elements of `element_size`.
+absl::Status CheckLayout(const KernelContext& context, std::string_view layout,
+                         uint64_t element_size, int64_t count, int64_t grad_count,
+                         int64_t index_count, uint64_t index_size) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(layout.size()));
+  for (size_t i = 0; i < layout.size(); ++i) {
+    uint64_t bytes = 0;
+    switch (layout[i]) {
+      case 'v': bytes = static_cast<uint64_t>(count) * element_size; break;
+      case 'g': bytes = static_cast<uint64_t>(grad_count) * element_size; break;
+      case 's': bytes = element_size; break;
+      case 'i': bytes = static_cast<uint64_t>(index_count) * index_size; break;
+      default: return absl::InternalError("bad operand layout");
+    }
+    VGPU_RETURN_IF_ERROR(context.Buffer<uint8_t>(i, bytes).status());
+  }
+  return absl::OkStatus();
 }
 
+// Runs a dense update: reads UpdateParams, checks the buffers against `layout` and calls
+// body(DenseOperands<T>) for the launch's floating-point dtype.
+template <typename Body>
+absl::Status RunDense(const KernelContext& context, std::string_view layout, Body&& body) {
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(UpdateParams params, reader.Get<UpdateParams>());
+  if (params.count > static_cast<uint64_t>(kMaxElements)) {
+    return absl::InvalidArgumentError("variable has too many elements");
+  }
+  const int64_t count = static_cast<int64_t>(params.count);
+  return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), count, count, 0, 0));
+    if (count == 0) return absl::OkStatus();
+    body(DenseOperands<T>(context, count, params.flags));
+    return absl::OkStatus();
+  });
+}
+
+// kApplyGradientDescent: [var, alpha, delta].
 absl::Status ApplyGradientDescent(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(UpdateParams params, ReadParams(context, 3));
-  const int64_t n = static_cast<int64_t>(params.count);
-  return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T* var_data, context.Buffer<T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(T alpha, Scalar<T>(context, 1));
-    VGPU_ASSIGN_OR_RETURN(const T* delta_data, context.Buffer<const T>(2, n));
-    cpu_kernels::FlatMap<T> var(var_data, n);
-    cpu_kernels::ConstFlatMap<T> delta(delta_data, n);
-    var.device(*context.device) -= delta * alpha;
-    return absl::OkStatus();
+  return RunDense(context, "vsg", [](const auto& o) {
+    auto var = o.Var(0);
+    var.device(o.device()) -= o.Grad(2) * o.Scalar(1);
   });
 }
 
+// kApplyMomentum: [var, accum, lr, grad, momentum].
 absl::Status ApplyMomentum(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(UpdateParams params, ReadParams(context, 5));
-  const int64_t n = static_cast<int64_t>(params.count);
+  return RunDense(context, "vvsgs", [](const auto& o) {
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.Grad(3);
+    const auto momentum = o.Scalar(4);
+    accum.device(o.device()) = accum * momentum + grad;
+    if (o.Flag(training::kUseNesterov)) {
+      var.device(o.device()) -= grad * lr + accum * momentum * lr;
+    } else {
+      var.device(o.device()) -= accum * lr;
+    }
+  });
+}
+
+// kApplyAdam: [var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad].
+absl::Status ApplyAdam(const KernelContext& context) {
+  return RunDense(context, "vvvssssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    auto v = o.Var(2);
+    const T beta1_power = o.Scalar(3), beta2_power = o.Scalar(4), lr = o.Scalar(5);
+    const T beta1 = o.Scalar(6), beta2 = o.Scalar(7), epsilon = o.Scalar(8);
+    const auto grad = o.Grad(9);
+    const T alpha = lr * Eigen::numext::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
+    m.device(o.device()) += (grad - m) * (T(1) - beta1);
+    v.device(o.device()) += (grad.square() - v) * (T(1) - beta2);
+    if (o.Flag(training::kUseNesterov)) {
+      var.device(o.device()) -=
+          ((grad * (T(1) - beta1) + m * beta1) * alpha) / (v.sqrt() + epsilon);
+    } else {
+      var.device(o.device()) -= (m * alpha) / (v.sqrt() + epsilon);
+    }
+  });
+}
+
+// kApplyAdagrad: [var, accum, lr, grad].
+absl::Status ApplyAdagrad(const KernelContext& context) {
+  return RunDense(context, "vvsg", [](const auto& o) {
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.Grad(3);
+    if (o.Flag(training::kUpdateSlots)) accum.device(o.device()) += grad.square();
+    var.device(o.device()) -= grad * lr * accum.rsqrt();
+  });
+}
+
+// kApplyAdagradV2: [var, accum, lr, epsilon, grad].
+absl::Status ApplyAdagradV2(const KernelContext& context) {
+  return RunDense(context, "vvssg", [](const auto& o) {
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    const auto lr = o.Scalar(2);
+    const auto epsilon = o.Scalar(3);
+    const auto grad = o.Grad(4);
+    if (o.Flag(training::kUpdateSlots)) accum.device(o.device()) += grad.square();
+    var.device(o.device()) -= grad * lr / (accum.sqrt() + epsilon);
+  });
+}
+
+// The proximal step of the Fobos update shared by ProximalAdagrad and ProximalGradientDescent:
+// var = sign(var) * max(|var| - rate * l1, 0) / (1 + l2 * rate) if l1 > 0, else
+// var / (1 + l2 * rate). `rate` is an expression (or a constant) of var's size.
+template <typename Var, typename Rate, typename T>
+void ProximalStep(const Eigen::ThreadPoolDevice& device, Var& var, const Rate& rate, T l1, T l2) {
+  if (l1 > T(0)) {
+    var.device(device) = var.sign() * (var.abs() - rate * var.constant(l1)).cwiseMax(T(0)) /
+                         (var.constant(T(1)) + var.constant(l2) * rate);
+  } else {
+    var.device(device) = var / (var.constant(T(1)) + var.constant(l2) * rate);
+  }
+}
+
+// kApplyProximalAdagrad: [var, accum, lr, l1, l2, grad].
+absl::Status ApplyProximalAdagrad(const KernelContext& context) {
+  return RunDense(context, "vvsssg", [](const auto& o) {
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    const auto lr = o.Scalar(2), l1 = o.Scalar(3), l2 = o.Scalar(4);
+    const auto grad = o.Grad(5);
+    accum.device(o.device()) += grad.square();
+    const auto rate = accum.constant(lr) * accum.rsqrt();
+    var.device(o.device()) -= grad * rate;
+    ProximalStep(o.device(), var, rate, l1, l2);
+  });
+}
+
+// kApplyProximalGradientDescent: [var, alpha, l1, l2, delta].
+absl::Status ApplyProximalGradientDescent(const KernelContext& context) {
+  return RunDense(context, "vsssg", [](const auto& o) {
+    auto var = o.Var(0);
+    const auto alpha = o.Scalar(1), l1 = o.Scalar(2), l2 = o.Scalar(3);
+    var.device(o.device()) -= o.Grad(4) * alpha;
+    ProximalStep(o.device(), var, var.constant(alpha), l1, l2);
+  });
+}
+
+// kApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad].
+absl::Status ApplyAdadelta(const KernelContext& context) {
+  return RunDense(context, "vvvsssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    auto accum_update = o.Var(2);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), epsilon = o.Scalar(5);
+    const auto grad = o.Grad(6);
+    accum.device(o.device()) = accum * rho + grad.square() * (T(1) - rho);
+    const auto update = (accum_update + epsilon).sqrt() * (accum + epsilon).rsqrt() * grad;
+    var.device(o.device()) -= update * lr;
+    accum_update.device(o.device()) = accum_update * rho + update.square() * (T(1) - rho);
+  });
+}
+
+// kApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad].
+absl::Status ApplyRMSProp(const KernelContext& context) {
+  return RunDense(context, "vvvssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto ms = o.Var(1);
+    auto mom = o.Var(2);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), momentum = o.Scalar(5), epsilon = o.Scalar(6);
+    const auto grad = o.Grad(7);
+    ms.device(o.device()) += (grad.square() - ms) * (T(1) - rho);
+    mom.device(o.device()) = mom * momentum + (grad * lr) / ((ms + epsilon).sqrt());
+    var.device(o.device()) -= mom;
+  });
+}
+
+// kApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad].
+absl::Status ApplyCenteredRMSProp(const KernelContext& context) {
+  return RunDense(context, "vvvvssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto mg = o.Var(1);
+    auto ms = o.Var(2);
+    auto mom = o.Var(3);
+    const T lr = o.Scalar(4), rho = o.Scalar(5), momentum = o.Scalar(6), epsilon = o.Scalar(7);
+    const auto grad = o.Grad(8);
+    ms.device(o.device()) += (grad.square() - ms) * (T(1) - rho);
+    mg.device(o.device()) += (grad - mg) * (T(1) - rho);
+    const auto denom = (ms - mg.square()) + epsilon;
+    mom.device(o.device()) = mom * momentum + (grad * lr) / denom.sqrt();
+    var.device(o.device()) -= mom;
+  });
+}
+
+// kApplyAdamWithAmsgrad: [var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
+// grad].
+absl::Status ApplyAdamWithAmsgrad(const KernelContext& context) {
+  return RunDense(context, "vvvvssssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    auto v = o.Var(2);
+    auto vhat = o.Var(3);
+    const T beta1_power = o.Scalar(4), beta2_power = o.Scalar(5), lr = o.Scalar(6);
+    const T beta1 = o.Scalar(7), beta2 = o.Scalar(8), epsilon = o.Scalar(9);
+    const auto grad = o.Grad(10);
+    const T alpha = lr * Eigen::numext::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
+    m.device(o.device()) += (grad - m) * (T(1) - beta1);
+    v.device(o.device()) += (grad.square() - v) * (T(1) - beta2);
+    vhat.device(o.device()) = vhat.cwiseMax(v);
+    var.device(o.device()) -= (m * alpha) / (vhat.sqrt() + epsilon);
+  });
+}
+
+// kApplyAdaMax: [var, m, v, beta1_power, lr, beta1, beta2, epsilon, grad].
+absl::Status ApplyAdaMax(const KernelContext& context) {
+  return RunDense(context, "vvvsssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    auto v = o.Var(2);
+    const T beta1_power = o.Scalar(3), lr = o.Scalar(4), beta1 = o.Scalar(5);
+    const T beta2 = o.Scalar(6), epsilon = o.Scalar(7);
+    const auto grad = o.Grad(8);
+    m.device(o.device()) += (grad - m) * (T(1) - beta1);
+    v.device(o.device()) = (v * beta2).cwiseMax(grad.abs());
+    var.device(o.device()) -= lr / (T(1) - beta1_power) * (m / (v + epsilon));
+  });
+}
+
+// The dense Ftrl update (kApplyFtrl, kApplyFtrlV2): `shrinkage` is the l2_shrinkage scalar's
+// buffer index, or 0 for none; lr is buffer 4, l1 5, l2 6 and lr_power the last one.
+template <typename T>
+void DenseFtrl(const DenseOperands<T>& o, size_t shrinkage, size_t lr_power_index) {
+  const auto& device = o.device();
+  auto var = o.Var(0);
+  auto accum = o.Var(1);
+  auto linear = o.Var(2);
+  const auto grad = o.Grad(3);
+  const T lr = o.Scalar(4), l1 = o.Scalar(5), l2 = o.Scalar(6);
+  const T lr_power = o.Scalar(lr_power_index);
+  const T l2_shrinkage = shrinkage != 0 ? o.Scalar(shrinkage) : T(0);
+  const bool multiply = o.Flag(training::kMultiplyLinearByLr);
+  const bool half_power = lr_power == T(-0.5);
+  const auto new_accum = accum + grad.square();
+  const auto shrunk_grad = grad + T(2) * l2_shrinkage * var;
+  // linear += g' - (p(new_accum) - p(accum)) / lr * var, or g' * lr - (...) * var.
+  auto update_linear = [&](const auto& g) {
+    if (half_power) {
+      if (multiply) {
+        linear.device(device) += g * lr - (new_accum.sqrt() - accum.sqrt()) * var;
+      } else {
+        linear.device(device) += g - (new_accum.sqrt() - accum.sqrt()) / lr * var;
+      }
+    } else {
+      const auto powered = new_accum.pow(-lr_power) - accum.pow(-lr_power);
+      if (multiply) {
+        linear.device(device) += g * lr - powered * var;
+      } else {
+        linear.device(device) += g - powered / lr * var;
+      }
+    }
+  };
+  if (shrinkage != 0) {
+    update_linear(shrunk_grad);
+  } else {
+    update_linear(grad);
+  }
+  const T l1_threshold = multiply ? l1 * lr : l1;
+  const auto x = linear.constant(l1_threshold) * linear.sign() - linear;
+  auto set_var = [&](const auto& y) {
+    var.device(device) = (linear.abs() > linear.constant(l1_threshold))
+                             .select(x / y, var.constant(T(0)));
+  };
+  if (half_power) {
+    if (multiply) {
+      set_var(new_accum.sqrt() + linear.constant(T(2) * l2 * lr));
+    } else {
+      set_var(new_accum.sqrt() / new_accum.constant(lr) + linear.constant(T(2) * l2));
+    }
+  } else if (multiply) {
+    set_var(new_accum.pow(-lr_power) + linear.constant(T(2) * l2 * lr));
+  } else {
+    set_var(new_accum.pow(-lr_power) / new_accum.constant(lr) + linear.constant(T(2) * l2));
+  }
+  accum.device(device) += grad.square();
+}
+
+// kApplyFtrl: [var, accum, linear, grad, lr, l1, l2, lr_power].
+absl::Status ApplyFtrl(const KernelContext& context) {
+  return RunDense(context, "vvvgssss", [](const auto& o) { DenseFtrl(o, 0, 7); });
+}
+
+// kApplyFtrlV2: [var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power].
+absl::Status ApplyFtrlV2(const KernelContext& context) {
+  return RunDense(context, "vvvgsssss", [](const auto& o) { DenseFtrl(o, 7, 8); });
+}
+
+// kApplyKerasMomentum: [var, accum, lr, grad, momentum].
+absl::Status ApplyKerasMomentum(const KernelContext& context) {
+  return RunDense(context, "vvsgs", [](const auto& o) {
+    auto var = o.Var(0);
+    auto accum = o.Var(1);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.Grad(3);
+    const auto momentum = o.Scalar(4);
+    accum.device(o.device()) = accum * momentum - grad * lr;
+    if (o.Flag(training::kUseNesterov)) {
+      var.device(o.device()) += (accum * momentum - grad * lr);
+    } else {
+      var.device(o.device()) += accum;
+    }
+  });
+}
+
+// kApplyAddSign: [var, m, lr, alpha, sign_decay, beta, grad].
+absl::Status ApplyAddSign(const KernelContext& context) {
+  return RunDense(context, "vvssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    const T lr = o.Scalar(2), alpha = o.Scalar(3), sign_decay = o.Scalar(4), beta = o.Scalar(5);
+    const auto grad = o.Grad(6);
+    m.device(o.device()) = m * beta + grad * (T(1) - beta);
+    const auto sign_gm = grad.sign() * m.sign();
+    var.device(o.device()) -= lr * (alpha + sign_decay * sign_gm) * grad;
+  });
+}
+
+// kApplyPowerSign: [var, m, lr, logbase, sign_decay, beta, grad].
+absl::Status ApplyPowerSign(const KernelContext& context) {
+  return RunDense(context, "vvssssg", [](const auto& o) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    const T lr = o.Scalar(2), logbase = o.Scalar(3), sign_decay = o.Scalar(4), beta = o.Scalar(5);
+    const auto grad = o.Grad(6);
+    m.device(o.device()) = m * beta + grad * (T(1) - beta);
+    const auto sign_gm = grad.sign() * m.sign();
+    const auto grad_scale = (logbase * sign_decay * sign_gm).exp();
+    var.device(o.device()) -= lr * grad_scale * grad;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sparse updates
+
+// The checked buffers of a sparse launch. Row views cover columns [begin, end) of one row.
+template <typename T>
+class SparseOperands {
+ public:
+  SparseOperands(const KernelContext& context, const SparseUpdateParams& params)
+      : context_(context), params_(params) {}
+
+  FlatMap<T> Row(size_t i, int64_t row, int64_t begin, int64_t end) const {
+    return FlatMap<T>(Ptr(i) + row * params_.inner + begin, end - begin);
+  }
+  ConstFlatMap<T> GradRow(size_t i, int64_t n, int64_t begin, int64_t end) const {
+    return ConstFlatMap<T>(Ptr(i) + n * params_.inner + begin, end - begin);
+  }
+  T Scalar(size_t i) const { return *Ptr(i); }
+  bool Flag(uint32_t bit) const { return (params_.flags & bit) != 0; }
+
+ private:
+  T* Ptr(size_t i) const { return reinterpret_cast<T*>(context_.buffers[i]); }
+  const KernelContext& context_;
+  const SparseUpdateParams& params_;
+};
+
+// Runs a sparse update: reads SparseUpdateParams, checks the buffers against `layout` (indices
+// at buffer `indices_index`) and calls row_update(operands, row, n, begin, end) for every index
+// n in range, in index order, on column ranges [begin, end) split over the pool.
+template <typename RowUpdate>
+absl::Status RunSparse(const KernelContext& context, std::string_view layout,
+                       size_t indices_index, RowUpdate&& row_update) {
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(SparseUpdateParams params, reader.Get<SparseUpdateParams>());
+  if (params.rows < 0 || params.inner < 0 || params.num_indices < 0) {
+    return absl::InvalidArgumentError("negative sparse update size");
+  }
+  const __int128 var_count = static_cast<__int128>(params.rows) * params.inner;
+  const __int128 grad_count = static_cast<__int128>(params.num_indices) * params.inner;
+  if (var_count > kMaxElements || grad_count > kMaxElements || params.num_indices > kMaxElements) {
+    return absl::InvalidArgumentError("sparse update has too many elements");
+  }
+  if (params.index_dtype != DType::kInt32 && params.index_dtype != DType::kInt64) {
+    return absl::InvalidArgumentError("indices must be int32 or int64");
+  }
+  const uint64_t index_size = DTypeSize(params.index_dtype);
   return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T* var_data, context.Buffer<T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(T* accum_data, context.Buffer<T>(1, n));
-    VGPU_ASSIGN_OR_RETURN(T lr, Scalar<T>(context, 2));
-    VGPU_ASSIGN_OR_RETURN(const T* grad_data, context.Buffer<const T>(3, n));
-    VGPU_ASSIGN_OR_RETURN(T momentum, Scalar<T>(context, 4));
-    cpu_kernels::FlatMap<T> var(var_data, n);
-    cpu_kernels::FlatMap<T> accum(accum_data, n);
-    cpu_kernels::ConstFlatMap<T> grad(grad_data, n);
-    const auto& device = *context.device;
-    accum.device(device) = accum * momentum + grad;
-    if (params.use_nesterov) {
-      var.device(device) -= grad * lr + accum * momentum * lr;
-    } else {
-      var.device(device) -= accum * lr;
+    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), static_cast<int64_t>(var_count),
+                                     static_cast<int64_t>(grad_count), params.num_indices,
+                                     index_size));
+    if (grad_count == 0) return absl::OkStatus();
+    // The row of every index (-1: out of range, skipped), read once.
+    std::vector<int64_t> rows(static_cast<size_t>(params.num_indices));
+    const uint8_t* indices = context.buffers[indices_index];
+    for (int64_t n = 0; n < params.num_indices; ++n) {
+      const int64_t row = params.index_dtype == DType::kInt32
+                              ? reinterpret_cast<const int32_t*>(indices)[n]
+                              : reinterpret_cast<const int64_t*>(indices)[n];
+      rows[n] = row < 0 || row >= params.rows ? -1 : row;
     }
+    const SparseOperands<T> operands(context, params);
+    const double per_column = 8.0 * static_cast<double>(params.num_indices);
+    context.device->parallelFor(params.inner,
+                                Eigen::TensorOpCost(per_column * sizeof(T), per_column, per_column),
+                                [&](Eigen::Index begin, Eigen::Index end) {
+      for (int64_t n = 0; n < params.num_indices; ++n) {
+        if (rows[n] >= 0) row_update(operands, rows[n], n, begin, end);
+      }
+    });
     return absl::OkStatus();
   });
 }
 
-absl::Status ApplyAdam(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(UpdateParams params, ReadParams(context, 10));
-  const int64_t n = static_cast<int64_t>(params.count);
-  return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T* var_data, context.Buffer<T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(T* m_data, context.Buffer<T>(1, n));
-    VGPU_ASSIGN_OR_RETURN(T* v_data, context.Buffer<T>(2, n));
-    VGPU_ASSIGN_OR_RETURN(T beta1_power, Scalar<T>(context, 3));
-    VGPU_ASSIGN_OR_RETURN(T beta2_power, Scalar<T>(context, 4));
-    VGPU_ASSIGN_OR_RETURN(T lr, Scalar<T>(context, 5));
-    VGPU_ASSIGN_OR_RETURN(T beta1, Scalar<T>(context, 6));
-    VGPU_ASSIGN_OR_RETURN(T beta2, Scalar<T>(context, 7));
-    VGPU_ASSIGN_OR_RETURN(T epsilon, Scalar<T>(context, 8));
-    VGPU_ASSIGN_OR_RETURN(const T* grad_data, context.Buffer<const T>(9, n));
-    cpu_kernels::FlatMap<T> var(var_data, n);
-    cpu_kernels::FlatMap<T> m(m_data, n);
-    cpu_kernels::FlatMap<T> v(v_data, n);
-    cpu_kernels::ConstFlatMap<T> grad(grad_data, n);
-    const auto& device = *context.device;
-    const T alpha = lr * Eigen::numext::sqrt(T(1) - beta2_power) / (T(1) - beta1_power);
-    m.device(device) += (grad - m) * (T(1) - beta1);
-    v.device(device) += (grad.square() - v) * (T(1) - beta2);
-    if (params.use_nesterov) {
-      var.device(device) -= ((grad * (T(1) - beta1) + m * beta1) * alpha) / (v.sqrt() + epsilon);
+// kSparseApplyAdagrad: [var, accum, lr, grad, indices].
+absl::Status SparseApplyAdagrad(const KernelContext& context) {
+  return RunSparse(context, "vvsgi", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.GradRow(3, n, b, e);
+    if (o.Flag(training::kUpdateSlots)) accum += grad.square();
+    var -= grad.constant(lr) * grad * accum.rsqrt();
+  });
+}
+
+// kSparseApplyAdagradV2: [var, accum, lr, epsilon, grad, indices].
+absl::Status SparseApplyAdagradV2(const KernelContext& context) {
+  return RunSparse(context, "vvssgi", 5,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const auto lr = o.Scalar(2), epsilon = o.Scalar(3);
+    const auto grad = o.GradRow(4, n, b, e);
+    if (o.Flag(training::kUpdateSlots)) accum += grad.square();
+    var -= grad.constant(lr) * grad / (accum.sqrt() + accum.constant(epsilon));
+  });
+}
+
+// kSparseApplyProximalAdagrad: [var, accum, lr, l1, l2, grad, indices].
+absl::Status SparseApplyProximalAdagrad(const KernelContext& context) {
+  return RunSparse(context, "vvsssgi", 6,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const T lr = o.Scalar(2), l1 = o.Scalar(3), l2 = o.Scalar(4);
+    const auto grad = o.GradRow(5, n, b, e);
+    accum += grad.square();
+    const auto rate = accum.constant(lr) * accum.rsqrt();
+    var -= grad * rate;
+    if (l1 > T(0)) {
+      var = var.sign() * (var.abs() - rate * var.constant(l1)).cwiseMax(T(0)) /
+            (var.constant(T(1)) + var.constant(l2) * rate);
     } else {
-      var.device(device) -= (m * alpha) / (v.sqrt() + epsilon);
+      var = var / (var.constant(T(1)) + var.constant(l2) * rate);
     }
-    return absl::OkStatus();
+  });
+}
+
+// The sparse Ftrl row update (TensorFlow's ComputeFtrl). `shrinkage` is the l2_shrinkage
+// scalar's buffer index, or 0 for none; lr is buffer 5, l1 6, l2 7.
+template <typename Operands>
+void SparseFtrlRow(const Operands& o, size_t shrinkage, size_t lr_power_index, int64_t r,
+                   int64_t n, int64_t b, int64_t e) {
+  using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+  auto var = o.Row(0, r, b, e);
+  auto accum = o.Row(1, r, b, e);
+  auto linear = o.Row(2, r, b, e);
+  const auto grad = o.GradRow(3, n, b, e);
+  const T lr = o.Scalar(5), l1 = o.Scalar(6), l2 = o.Scalar(7);
+  const T lr_power = o.Scalar(lr_power_index);
+  const T l2_shrinkage = shrinkage != 0 ? o.Scalar(shrinkage) : T(0);
+  const bool multiply = o.Flag(training::kMultiplyLinearByLr);
+  const bool half_power = lr_power == T(-0.5);
+  const auto new_accum = accum + grad.square();
+  auto update_linear = [&](const auto& g) {
+    if (half_power) {
+      if (multiply) {
+        linear += g * lr - (new_accum.sqrt() - accum.sqrt()) * var;
+      } else {
+        linear += g - (new_accum.sqrt() - accum.sqrt()) / lr * var;
+      }
+    } else {
+      const auto powered = new_accum.pow(-lr_power) - accum.pow(-lr_power);
+      if (multiply) {
+        linear += g * lr - powered * var;
+      } else {
+        linear += g - powered / lr * var;
+      }
+    }
+  };
+  if (shrinkage != 0) {
+    update_linear(grad + T(2) * l2_shrinkage * var);
+  } else {
+    update_linear(grad);
+  }
+  const T bound = multiply ? l1 * lr : l1;
+  const auto x = linear.cwiseMin(bound).cwiseMax(-bound) - linear;
+  if (half_power) {
+    if (multiply) {
+      var = x / (new_accum.sqrt() + linear.constant(T(2) * l2 * lr));
+    } else {
+      var = x / (new_accum.sqrt() / new_accum.constant(lr) + linear.constant(T(2) * l2));
+    }
+  } else if (multiply) {
+    var = x / (new_accum.pow(-lr_power) + linear.constant(T(2) * l2 * lr));
+  } else {
+    var = x / (new_accum.pow(-lr_power) / new_accum.constant(lr) + linear.constant(T(2) * l2));
+  }
+  accum += grad.square();
+}
+
+// kSparseApplyFtrl: [var, accum, linear, grad, indices, lr, l1, l2, lr_power].
+absl::Status SparseApplyFtrl(const KernelContext& context) {
+  return RunSparse(context, "vvvgissss", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    SparseFtrlRow(o, 0, 8, r, n, b, e);
+  });
+}
+
+// kSparseApplyFtrlV2: [var, accum, linear, grad, indices, lr, l1, l2, l2_shrinkage, lr_power].
+absl::Status SparseApplyFtrlV2(const KernelContext& context) {
+  return RunSparse(context, "vvvgisssss", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    SparseFtrlRow(o, 8, 9, r, n, b, e);
+  });
+}
+
+// kSparseApplyKerasMomentum: [var, accum, lr, grad, indices, momentum].
+absl::Status SparseApplyKerasMomentum(const KernelContext& context) {
+  return RunSparse(context, "vvsgis", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.GradRow(3, n, b, e);
+    const auto momentum = o.Scalar(5);
+    accum = accum * accum.constant(momentum) - grad * grad.constant(lr);
+    if (o.Flag(training::kUseNesterov)) {
+      var += accum * accum.constant(momentum) - grad * grad.constant(lr);
+    } else {
+      var += accum;
+    }
+  });
+}
+
+// kSparseApplyMomentum: [var, accum, lr, grad, indices, momentum].
+absl::Status SparseApplyMomentum(const KernelContext& context) {
+  return RunSparse(context, "vvsgis", 4,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    const auto lr = o.Scalar(2);
+    const auto grad = o.GradRow(3, n, b, e);
+    const auto momentum = o.Scalar(5);
+    accum = accum * accum.constant(momentum) + grad;
+    if (o.Flag(training::kUseNesterov)) {
+      var -= grad.constant(lr) * grad +
+             accum.constant(lr) * accum.constant(momentum) * accum;
+    } else {
+      var -= accum.constant(lr) * accum;
+    }
+  });
+}
+
+// kSparseApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad, indices].
+absl::Status SparseApplyAdadelta(const KernelContext& context) {
+  return RunSparse(context, "vvvsssgi", 7,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto accum = o.Row(1, r, b, e);
+    auto accum_update = o.Row(2, r, b, e);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), epsilon = o.Scalar(5);
+    const auto grad = o.GradRow(6, n, b, e);
+    accum = accum * accum.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    const auto update = (accum_update + accum_update.constant(epsilon)).sqrt() *
+                        (accum + accum.constant(epsilon)).rsqrt() * grad;
+    var -= update * update.constant(lr);
+    accum_update =
+        accum_update * accum_update.constant(rho) + update.square() * update.constant(T(1) - rho);
+  });
+}
+
+// kSparseApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices].
+absl::Status SparseApplyRMSProp(const KernelContext& context) {
+  return RunSparse(context, "vvvssssgi", 8,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto ms = o.Row(1, r, b, e);
+    auto mom = o.Row(2, r, b, e);
+    const T lr = o.Scalar(3), rho = o.Scalar(4), momentum = o.Scalar(5), epsilon = o.Scalar(6);
+    const auto grad = o.GradRow(7, n, b, e);
+    ms = ms * ms.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    mom = mom * mom.constant(momentum) +
+          (ms + ms.constant(epsilon)).rsqrt() * ms.constant(lr) * grad;
+    var -= mom;
+  });
+}
+
+// kSparseApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices].
+absl::Status SparseApplyCenteredRMSProp(const KernelContext& context) {
+  return RunSparse(context, "vvvvssssgi", 9,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    auto mg = o.Row(1, r, b, e);
+    auto ms = o.Row(2, r, b, e);
+    auto mom = o.Row(3, r, b, e);
+    const T lr = o.Scalar(4), rho = o.Scalar(5), momentum = o.Scalar(6), epsilon = o.Scalar(7);
+    const auto grad = o.GradRow(8, n, b, e);
+    ms = ms * ms.constant(rho) + grad.square() * grad.constant(T(1) - rho);
+    mg = mg * mg.constant(rho) + grad * grad.constant(T(1) - rho);
+    const auto denom = ms + ms.constant(epsilon) - mg.square();
+    mom = mom * mom.constant(momentum) + denom.rsqrt() * ms.constant(lr) * grad;
+    var -= mom;
+  });
+}
+
+// kSparseApplyProximalGradientDescent: [var, alpha, l1, l2, grad, indices].
+absl::Status SparseApplyProximalGradientDescent(const KernelContext& context) {
+  return RunSparse(context, "vsssgi", 5,
+                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+    using T = std::remove_reference_t<decltype(o.Scalar(0))>;
+    auto var = o.Row(0, r, b, e);
+    const T lr = o.Scalar(1), l1 = o.Scalar(2), l2 = o.Scalar(3);
+    const auto grad = o.GradRow(4, n, b, e);
+    const auto rate = var.constant(lr);
+    var -= grad * rate;
+    if (l1 > T(0)) {
+      var = var.sign() * (var.abs() - rate * var.constant(l1)).cwiseMax(T(0)) /
+            (var.constant(T(1)) + var.constant(l2) * rate);
+    } else {
+      var = var / (var.constant(T(1)) + var.constant(l2) * rate);
+    }
   });
 }
 
@@ -102,6 +705,36 @@ void AddTrainingKernels(KernelTable& table) {
   table.Add(training::kApplyGradientDescent, "apply_gradient_descent", ApplyGradientDescent);
   table.Add(training::kApplyMomentum, "apply_momentum", ApplyMomentum);
   table.Add(training::kApplyAdam, "apply_adam", ApplyAdam);
+  table.Add(training::kApplyAdagrad, "apply_adagrad", ApplyAdagrad);
+  table.Add(training::kApplyAdagradV2, "apply_adagrad_v2", ApplyAdagradV2);
+  table.Add(training::kApplyProximalAdagrad, "apply_proximal_adagrad", ApplyProximalAdagrad);
+  table.Add(training::kApplyProximalGradientDescent, "apply_proximal_gradient_descent",
+            ApplyProximalGradientDescent);
+  table.Add(training::kApplyAdadelta, "apply_adadelta", ApplyAdadelta);
+  table.Add(training::kApplyRMSProp, "apply_rms_prop", ApplyRMSProp);
+  table.Add(training::kApplyCenteredRMSProp, "apply_centered_rms_prop", ApplyCenteredRMSProp);
+  table.Add(training::kApplyAdamWithAmsgrad, "apply_adam_with_amsgrad", ApplyAdamWithAmsgrad);
+  table.Add(training::kApplyAdaMax, "apply_ada_max", ApplyAdaMax);
+  table.Add(training::kApplyFtrl, "apply_ftrl", ApplyFtrl);
+  table.Add(training::kApplyFtrlV2, "apply_ftrl_v2", ApplyFtrlV2);
+  table.Add(training::kApplyKerasMomentum, "apply_keras_momentum", ApplyKerasMomentum);
+  table.Add(training::kApplyAddSign, "apply_add_sign", ApplyAddSign);
+  table.Add(training::kApplyPowerSign, "apply_power_sign", ApplyPowerSign);
+  table.Add(training::kSparseApplyAdagrad, "sparse_apply_adagrad", SparseApplyAdagrad);
+  table.Add(training::kSparseApplyAdagradV2, "sparse_apply_adagrad_v2", SparseApplyAdagradV2);
+  table.Add(training::kSparseApplyProximalAdagrad, "sparse_apply_proximal_adagrad",
+            SparseApplyProximalAdagrad);
+  table.Add(training::kSparseApplyFtrl, "sparse_apply_ftrl", SparseApplyFtrl);
+  table.Add(training::kSparseApplyFtrlV2, "sparse_apply_ftrl_v2", SparseApplyFtrlV2);
+  table.Add(training::kSparseApplyKerasMomentum, "sparse_apply_keras_momentum",
+            SparseApplyKerasMomentum);
+  table.Add(training::kSparseApplyMomentum, "sparse_apply_momentum", SparseApplyMomentum);
+  table.Add(training::kSparseApplyAdadelta, "sparse_apply_adadelta", SparseApplyAdadelta);
+  table.Add(training::kSparseApplyRMSProp, "sparse_apply_rms_prop", SparseApplyRMSProp);
+  table.Add(training::kSparseApplyCenteredRMSProp, "sparse_apply_centered_rms_prop",
+            SparseApplyCenteredRMSProp);
+  table.Add(training::kSparseApplyProximalGradientDescent,
+            "sparse_apply_proximal_gradient_descent", SparseApplyProximalGradientDescent);
 }
 
 }  // namespace vgpu

@@ -1,0 +1,448 @@
+// The sparse family's resource-variable ops on the virtual GPU: ResourceGather,
+// ResourceGatherNd, ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max} (Keras applies
+// IndexedSlices gradients through these) and ResourceScatterNd{Update, Add, Sub, Min, Max}.
+// Variables are looked up and locked with TensorFlow's C++ kernel API (variable_support.h);
+// scatters update them in place after making their buffer private (variables::PrepareToUpdate;
+// the plugin does not use TensorFlow's copy-on-read mode, see there), and the work runs on the
+// backing executor in stream order (protocol/kernels/sparse.h).
+//
+// Index semantics are TensorFlow's GPU kernels': a gather writes zeros for an index outside the
+// variable, a floating-point scatter ignores it. Integer scatters are different on TensorFlow's
+// GPU build too: it runs them on the host, where a bad index is an InvalidArgument error; here
+// their indices are read back (a round trip) and checked the same way before the launch.
+#include "plugin/kernels/resource_sparse_ops.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/kernels/dtype_map.h"
+#include "plugin/kernels/kernel_launch.h"
+#include "plugin/kernels/op_catalog.h"
+#include "plugin/kernels/sparse_shapes.h"
+#include "plugin/kernels/variable_support.h"
+#include "plugin/protocol/kernels/sparse.h"
+#include "tensorflow/core/framework/types.h"
+
+namespace vgpu {
+namespace {
+
+namespace tf = ::tensorflow;
+using sparse_shapes::Dims;
+using sparse_shapes::ShapeString;
+using variables::BufferOf;
+using variables::LockedVariables;
+
+Dims DimsOf(const tf::TensorShape& shape) {
+  Dims dims;
+  for (int i = 0; i < shape.dims(); ++i) dims.push_back(shape.dim_size(i));
+  return dims;
+}
+
+absl::StatusOr<DType> DTypeOfTensor(const tf::Tensor& tensor) {
+  std::optional<DType> dtype = ToDType(static_cast<TF_DataType>(tensor.dtype()));
+  if (!dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype ", tf::DataTypeString(tensor.dtype()),
+                     " is not supported on the virtual GPU"));
+  }
+  return *dtype;
+}
+
+// A C++ API kernel whose body returns an absl::Status (the op's status).
+class StatusOpKernel : public tf::OpKernel {
+ public:
+  using tf::OpKernel::OpKernel;
+  void Compute(tf::OpKernelContext* context) final {
+    absl::Status status = ComputeWithStatus(context);
+    if (!status.ok()) context->SetStatus(status);
+  }
+
+ protected:
+  virtual absl::Status ComputeWithStatus(tf::OpKernelContext* context) = 0;
+};
+
+// The variable of input 0, locked for the lifetime of the result and checked to hold `dtype`
+// (InvalidArgument `mismatch_message` otherwise). For an update (`for_update`), its buffer is
+// made private first; a gather reads it as it is (the launch is stream-ordered before any later
+// in-place update).
+absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariable(tf::OpKernelContext* context,
+                                                                ClientStream& stream,
+                                                                tf::DataType dtype,
+                                                                const char* mismatch_message,
+                                                                bool for_update) {
+  VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
+                        LockedVariables::Acquire(context, {0}));
+  tf::Var* variable = locked->get(0);
+  if (variable->tensor()->dtype() != dtype) {
+    return absl::InvalidArgumentError(mismatch_message);
+  }
+  if (for_update) {
+    VGPU_RETURN_IF_ERROR(variables::PrepareToUpdate(context, variable, stream));
+  }
+  return locked;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gathers
+
+// ResourceGather(resource, indices) with batch_dims.
+class ResourceGatherOp : public StatusOpKernel {
+ public:
+  explicit ResourceGatherOp(tf::OpKernelConstruction* context) : StatusOpKernel(context) {
+    OP_REQUIRES_OK(context, context->GetAttr("batch_dims", &batch_dims_));
+    OP_REQUIRES(context, batch_dims_ >= 0,
+                absl::InvalidArgumentError(
+                    absl::StrCat("batch_dims is negative (", batch_dims_, ")")));
+  }
+
+ protected:
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
+    VGPU_ASSIGN_OR_RETURN(
+        std::unique_ptr<LockedVariables> locked,
+        LockedVariable(context, *stream, output_type(0),
+                       "Trying to gather from a variable of another dtype than the op's",
+                       /*for_update=*/false));
+    const tf::Tensor& params = *locked->get(0)->tensor();
+    const tf::Tensor& indices = context->input(1);
+    const Dims params_dims = DimsOf(params.shape());
+    const Dims indices_dims = DimsOf(indices.shape());
+    const int64_t batch_dims = batch_dims_;
+    if (params_dims.empty()) {
+      return absl::InvalidArgumentError("params must be at least 1 dimensional");
+    }
+    if (static_cast<int64_t>(params_dims.size()) < batch_dims) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "params must have at least ", batch_dims,
+          " (batch_dims) dimensions but it has shape ", ShapeString(params_dims)));
+    }
+    // TensorFlow's kernel reads past the shapes (and aborts) in these cases; GatherV2's checks.
+    if (batch_dims >= static_cast<int64_t>(params_dims.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("batch_dims (", batch_dims,
+                                                     ") must be less than rank(params) (",
+                                                     params_dims.size(), ")."));
+    }
+    if (batch_dims > static_cast<int64_t>(indices_dims.size())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Expected batch_dims in the range [", -static_cast<int64_t>(indices_dims.size()),
+                       ", ", indices_dims.size(), "], but got ", batch_dims));
+    }
+    for (int64_t i = 0; i < batch_dims; ++i) {
+      if (params_dims[i] != indices_dims[i]) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "params.shape[", i, "]: ", params_dims[i], " should be equal to indices.shape[", i,
+            "]: ", indices_dims[i]));
+      }
+    }
+    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+    if (params_dims[0] > sparse_shapes::IndexMax(index_dtype)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.shape[0] too large for ", sparse_shapes::IndexName(index_dtype),
+                       " indexing: ", params_dims[0], " > ",
+                       sparse_shapes::IndexMax(index_dtype)));
+    }
+    // Output: params.shape[:batch_dims] + indices.shape[batch_dims:] + params.shape[batch_dims+1:].
+    sparse::GatherParams p;
+    p.index_dtype = index_dtype;
+    p.element_size = static_cast<uint32_t>(tf::DataTypeSize(params.dtype()));
+    p.gather_size = params_dims[batch_dims];
+    tf::TensorShape output_shape;
+    for (int64_t i = 0; i < batch_dims; ++i) {
+      VGPU_RETURN_IF_ERROR(output_shape.AddDimWithStatus(params_dims[i]));
+      p.batch *= params_dims[i];
+    }
+    for (size_t i = batch_dims; i < indices_dims.size(); ++i) {
+      VGPU_RETURN_IF_ERROR(output_shape.AddDimWithStatus(indices_dims[i]));
+    }
+    for (size_t i = batch_dims + 1; i < params_dims.size(); ++i) {
+      VGPU_RETURN_IF_ERROR(output_shape.AddDimWithStatus(params_dims[i]));
+      p.inner *= params_dims[i];
+    }
+    tf::Tensor* out = nullptr;
+    VGPU_RETURN_IF_ERROR(context->allocate_output(0, output_shape, &out));
+    if (out->NumElements() == 0) return absl::OkStatus();
+    p.indices_per_batch = indices.NumElements() / p.batch;
+    return KernelLaunch(*stream)
+        .Buffer(BufferOf(params))
+        .Buffer(BufferOf(indices))
+        .Buffer(BufferOf(*out))
+        .Param(p)
+        .Run(sparse::kGather);
+  }
+
+ private:
+  int32_t batch_dims_ = 0;
+};
+
+// ResourceGatherNd(resource, indices).
+class ResourceGatherNdOp : public StatusOpKernel {
+ public:
+  using StatusOpKernel::StatusOpKernel;
+
+ protected:
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
+    VGPU_ASSIGN_OR_RETURN(
+        std::unique_ptr<LockedVariables> locked,
+        LockedVariable(context, *stream, output_type(0),
+                       "Trying to gather from a variable of another dtype than the op's",
+                       /*for_update=*/false));
+    const tf::Tensor& params = *locked->get(0)->tensor();
+    const tf::Tensor& indices = context->input(1);
+    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+    VGPU_ASSIGN_OR_RETURN(
+        sparse_shapes::GatherNdPlan plan,
+        sparse_shapes::PlanGatherNd(DimsOf(params.shape()), DimsOf(indices.shape()), index_dtype,
+                                    static_cast<uint32_t>(tf::DataTypeSize(params.dtype()))));
+    tf::TensorShape output_shape;
+    for (int64_t d : plan.output_dims) {
+      VGPU_RETURN_IF_ERROR(output_shape.AddDimWithStatus(d));
+    }
+    tf::Tensor* out = nullptr;
+    VGPU_RETURN_IF_ERROR(context->allocate_output(0, output_shape, &out));
+    if (!plan.launch) return absl::OkStatus();
+    return KernelLaunch(*stream)
+        .Buffer(BufferOf(params))
+        .Buffer(BufferOf(indices))
+        .Buffer(BufferOf(*out))
+        .Param(plan.params)
+        .ParamArray<int64_t>(plan.prefix_dims)
+        .Run(sparse::kGatherNd);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Scatters
+
+constexpr const char* kDTypeMismatch = "DType of scatter resource and updates does not match.";
+
+// ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates).
+template <sparse::ScatterOp kOp>
+class ResourceScatterOp : public StatusOpKernel {
+ public:
+  using StatusOpKernel::StatusOpKernel;
+
+ protected:
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
+    const tf::Tensor& indices = context->input(1);
+    const tf::Tensor& updates = context->input(2);
+    VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
+                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
+                                         /*for_update=*/true));
+    const tf::Tensor& params = *locked->get(0)->tensor();
+    const Dims params_dims = DimsOf(params.shape());
+    const Dims indices_dims = DimsOf(indices.shape());
+    const Dims updates_dims = DimsOf(updates.shape());
+    // (TensorFlow reads params.shape[0] without checking; a scalar variable is refused here.)
+    if (params_dims.empty()) {
+      return absl::InvalidArgumentError("params must be at least 1 dimensional");
+    }
+    const auto shape_error = [&]() {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], "
+          "got updates.shape ",
+          ShapeString(updates_dims), ", indices.shape ", ShapeString(indices_dims),
+          ", params.shape ", ShapeString(params_dims)));
+    };
+    const bool scalar = updates_dims.empty();
+    if (!scalar && updates_dims.size() != indices_dims.size() + params_dims.size() - 1) {
+      return shape_error();
+    }
+    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+    const int64_t index_max = sparse_shapes::IndexMax(index_dtype);
+    const int64_t n = indices.NumElements();
+    if (n > index_max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("indices has too many elements for ",
+                       sparse_shapes::IndexName(index_dtype), " indexing: ", n, " > ",
+                       index_max));
+    }
+    if (params_dims[0] > index_max) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("params.shape[0] too large for ", sparse_shapes::IndexName(index_dtype),
+                       " indexing: ", params_dims[0], " > ", index_max));
+    }
+    if (n == 0) return absl::OkStatus();
+    if (!scalar) {
+      if (!std::equal(indices_dims.begin(), indices_dims.end(), updates_dims.begin())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "The shape of indices (", ShapeString(indices_dims),
+            ") must be a prefix of the shape of updates (", ShapeString(updates_dims), ")"));
+      }
+      // TensorFlow only checks the rank here and then reads the rows with params' row size;
+      // rows of another size are refused.
+      if (!std::equal(params_dims.begin() + 1, params_dims.end(),
+                      updates_dims.begin() + indices_dims.size())) {
+        return shape_error();
+      }
+    }
+    VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
+    if (tf::DataTypeIsInteger(params.dtype())) {
+      VGPU_RETURN_IF_ERROR(CheckOnHost(*stream, indices, updates, params_dims[0]));
+    }
+    sparse::ScatterParams p;
+    p.dtype = dtype;
+    p.index_dtype = index_dtype;
+    p.op = kOp;
+    p.scalar_update = scalar ? 1 : 0;
+    p.rows = params_dims[0];
+    p.inner = params.NumElements() / std::max<int64_t>(p.rows, 1);
+    p.num_indices = n;
+    return KernelLaunch(*stream)
+        .Buffer(BufferOf(params))
+        .Buffer(BufferOf(indices))
+        .Buffer(BufferOf(updates))
+        .Param(p)
+        .Run(sparse::kScatter);
+  }
+
+ private:
+  // Integer scatters: TensorFlow's GPU build runs them on the host, where indices are checked;
+  // a division by zero is refused instead of trapping.
+  static absl::Status CheckOnHost(ClientStream& stream, const tf::Tensor& indices,
+                                  const tf::Tensor& updates, int64_t rows) {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                          variables::ReadIntegersToHost(stream, indices));
+    const Dims indices_dims = DimsOf(indices.shape());
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (values[i] < 0 || values[i] >= rows) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "indices", sparse_shapes::SliceDebugString(indices_dims, static_cast<int64_t>(i)),
+            " = ", values[i], " is not in [0, ", rows, ")"));
+      }
+    }
+    if (kOp == sparse::ScatterOp::kDiv &&
+        (updates.dtype() == tf::DT_INT32 || updates.dtype() == tf::DT_INT64)) {
+      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> divisors,
+                            variables::ReadIntegersToHost(stream, updates));
+      for (int64_t d : divisors) {
+        if (d == 0) return absl::InvalidArgumentError("updates must not contain 0");
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
+// ResourceScatterNd{Update, Add, Sub, Min, Max}(ref, indices, updates).
+template <sparse::ScatterOp kOp>
+class ResourceScatterNdOp : public StatusOpKernel {
+ public:
+  using StatusOpKernel::StatusOpKernel;
+
+ protected:
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
+    const tf::Tensor& indices = context->input(1);
+    const tf::Tensor& updates = context->input(2);
+    VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
+                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
+                                         /*for_update=*/true));
+    const tf::Tensor& params = *locked->get(0)->tensor();
+    VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
+    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+    VGPU_ASSIGN_OR_RETURN(
+        sparse_shapes::ScatterNdPlan plan,
+        sparse_shapes::PlanScatterNd(DimsOf(params.shape()), DimsOf(indices.shape()),
+                                     DimsOf(updates.shape()), dtype, index_dtype));
+    if (!plan.launch) return absl::OkStatus();
+    plan.params.op = kOp;
+    return KernelLaunch(*stream)
+        .Buffer(BufferOf(params))
+        .Buffer(BufferOf(indices))
+        .Buffer(BufferOf(updates))
+        .Param(plan.params)
+        .ParamArray<int64_t>(plan.prefix_dims)
+        .Run(sparse::kScatterNd);
+  }
+};
+
+// Registers `K` for `op_name` for every (value dtype, index dtype) pair.
+template <typename K>
+void RegisterIndexed(const char* op_name, const char* device_type, const char* value_attribute,
+                     std::initializer_list<tf::DataType> dtypes,
+                     std::initializer_list<tf::DataType> index_types,
+                     const char* resource_argument) {
+  for (tf::DataType dtype : dtypes) {
+    for (tf::DataType index : index_types) {
+      variables::RegisterVariableKernel(op_name, device_type,
+                                        {{value_attribute, dtype}, {"Tindices", index}},
+                                        {resource_argument},
+                                        [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+                                          return new K(context);
+                                        });
+    }
+  }
+}
+
+}  // namespace
+
+void RegisterResourceSparseOps(const char* device_type) {
+  // TensorFlow's GPU registrations, less the types the virtual GPU does not have.
+  const std::initializer_list<tf::DataType> kIndexTypes = {tf::DT_INT32, tf::DT_INT64};
+  const std::initializer_list<tf::DataType> kNumberTypes = {
+      tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE, tf::DT_INT64};
+  RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype",
+                                    {tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE,
+                                     tf::DT_INT64, tf::DT_BOOL},
+                                    kIndexTypes, "resource");
+  RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype", kNumberTypes,
+                                      kIndexTypes, "resource");
+  using Op = sparse::ScatterOp;
+  RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
+                                                  kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
+                                                  {tf::DT_BOOL}, {tf::DT_INT32}, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kAdd>>("ResourceScatterAdd", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kSub>>("ResourceScatterSub", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMul>>("ResourceScatterMul", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kDiv>>("ResourceScatterDiv", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMin>>("ResourceScatterMin", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMax>>("ResourceScatterMax", device_type, "dtype",
+                                               kNumberTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
+                                                    kNumberTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
+                                                 kNumberTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
+                                                 kNumberTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
+                                                 kNumberTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
+                                                 kNumberTypes, kIndexTypes, "ref");
+
+  DocumentOp("ResourceGather", "",
+             "An index outside the variable's gathered dimension gives a zero output row, no "
+             "error (TensorFlow's GPU kernel).");
+  DocumentOp("ResourceGatherNd", "",
+             "An index tuple outside the variable gives zeros, no error (TensorFlow's GPU "
+             "kernel).");
+  constexpr const char* kScatterNote =
+      "In place; duplicate indices combine in index order (deterministic). Floating point: an "
+      "index outside the variable is ignored (TensorFlow's GPU kernel); int64: indices are read "
+      "back and a bad one is InvalidArgument, as TensorFlow's GPU build runs integer scatters "
+      "on the host.";
+  for (const char* op : {"ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub",
+                         "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin",
+                         "ResourceScatterMax"}) {
+    DocumentOp(op, "", kScatterNote);
+  }
+  constexpr const char* kScatterNdNote =
+      "In place; duplicate indices combine in index order (deterministic); an index tuple "
+      "outside the variable is ignored, no error (TensorFlow's GPU kernel).";
+  for (const char* op : {"ResourceScatterNdUpdate", "ResourceScatterNdAdd",
+                         "ResourceScatterNdSub", "ResourceScatterNdMin", "ResourceScatterNdMax"}) {
+    DocumentOp(op, "", kScatterNdNote);
+  }
+}
+
+}  // namespace vgpu
