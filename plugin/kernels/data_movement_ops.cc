@@ -930,6 +930,7 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 }  // namespace
 
 void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
+void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
 
 void RegisterDataMovementOps(const char* device_type) {
   RegisterReverseOps(device_type);
@@ -966,6 +967,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<PadOp>("PadV2", device_type, "Tpaddings", {"paddings", "constant_values"});
   RegisterForTypes<TileOp>("Tile", device_type, "Tmultiples", {"multiples"});
   RegisterForTypes<BroadcastToOp>("BroadcastTo", device_type, "Tidx", {"shape"});
+  RegisterMirrorPadOps(device_type);
 }
 
 }  // namespace vgpu

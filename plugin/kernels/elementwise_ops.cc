@@ -1,24 +1,32 @@
 // TensorFlow op kernels of the element-wise family on the virtual GPU: binary arithmetic,
-// comparisons and logical ops with numpy-style broadcasting, unary math, SelectV2, Cast, AddN,
-// Fill, ZerosLike and OnesLike. Written as TensorFlow's cuDNN kernels are: per call, validate
-// the inputs as TensorFlow's own kernels do (same messages), allocate the output, create and
-// set an op-tensor descriptor and tensor descriptors for the operands (shapes merged by
-// broadcast.h), launch, destroy (RAII). The data is only ever touched by the backend kernel.
+// comparisons and logical ops with numpy-style broadcasting, the gradient helpers of unary ops,
+// unary math (erf, expm1, trigonometric, ...), the IsFinite/IsNan/IsInf predicates, SelectV2 and
+// Select, ClipByValue, Cast, Bitcast, AddN, Fill, Range, ZerosLike and OnesLike. Written as
+// TensorFlow's cuDNN kernels are: per call, validate the inputs as TensorFlow's own kernels do
+// (same messages), allocate the output, create and set an op-tensor descriptor and tensor
+// descriptors for the operands (shapes merged by broadcast.h), launch, destroy (RAII). The data
+// is only ever touched by the backend kernel.
 //
 // int32: TensorFlow registers host-memory int32 kernels for most of these ops on every device
 // (DEVICE_DEFAULT); those keep working on the virtual GPU, so int32 is registered here only
 // where TensorFlow has no such kernel and its GPU build keeps int32 in device memory (SelectV2,
-// Cast).
+// Select, Cast, Bitcast).
+#include <algorithm>
+#include <cstring>
 #include <initializer_list>
 #include <limits>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "plugin/kernels/broadcast.h"
+#include "plugin/kernels/elementwise_variant_ops.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/elementwise.h"
@@ -41,6 +49,20 @@ constexpr std::initializer_list<TF_DataType> kSelectTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_UINT8, TF_BOOL};
 constexpr std::initializer_list<TF_DataType> kCastTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_UINT8, TF_BOOL};
+
+// Bitcast reinterprets bytes without touching them: every numeric type its op allows.
+constexpr std::initializer_list<TF_DataType> kBitcastTypes = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT8,   TF_INT16,
+    TF_INT32, TF_INT64, TF_UINT8,   TF_UINT16, TF_UINT32, TF_UINT64};
+// Range's Tidx: the floating dtypes and int64 compute on the device (int32 has TensorFlow's
+// host-memory kernel).
+constexpr std::initializer_list<TF_DataType> kRangeTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                             TF_DOUBLE, TF_INT64};
+
+constexpr bool IsPredicate(ElementwiseOp op) {
+  return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
+         op == ElementwiseOp::kIsInf;
+}
 
 constexpr bool IsComparison(ElementwiseOp op) {
   return op == ElementwiseOp::kEqual || op == ElementwiseOp::kNotEqual ||
@@ -149,15 +171,16 @@ class BinaryElementwiseOp {
   bool incompatible_shape_error_ = true;
 };
 
-// Unary element-wise ops (Neg, Sqrt, Exp, LogicalNot, ...).
+// Unary element-wise ops (Neg, Sqrt, Exp, LogicalNot, IsFinite, ...).
 template <ElementwiseOp kOp>
 class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const TF_DataType dtype = TF_TensorType(x.get());
+    const TF_DataType out_dtype = IsPredicate(kOp) ? TF_BOOL : dtype;
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
-                          context.ForwardOrAllocateOutput({0}, 0, dtype, ShapeOf(x.get())));
+                          context.ForwardOrAllocateOutput({0}, 0, out_dtype, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
     OpTensorDescriptorSettings op_settings;
     op_settings.op = kOp;
@@ -168,6 +191,157 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
         .Buffer(x.get())
         .Buffer(y.get())
         .Run(elementwise::kUnary);
+  }
+};
+
+// Select(condition, t, e), TensorFlow's v1 select (tf.compat.v1.where, used by gradients such
+// as ClipByValue's): a scalar condition picks one whole input, a vector condition picks rows of
+// t and e (its length their first dimension), any other condition has their shape. Launched as
+// kSelect with the condition's shape aligned to the leading dimensions.
+class SelectOp : public NoAttributes<SelectOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr condition, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr then_tensor, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr else_tensor, context.Input(2));
+    const Shape condition_shape = ShapeOf(condition.get());
+    const Shape then_shape = ShapeOf(then_tensor.get());
+    const Shape else_shape = ShapeOf(else_tensor.get());
+    // The condition as the kernel sees it: aligned to the output's trailing dimensions.
+    Shape described_condition = condition_shape;
+    if (condition_shape.empty() || (condition_shape.size() == 1 && then_shape.size() != 1)) {
+      if (!condition_shape.empty()) {
+        if (then_shape.empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "'then' must be at least a vector, but saw shape: ", ShapeString(then_shape)));
+        }
+        if (then_shape[0] != condition_shape[0]) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Number of batches of 'then' must match size of 'cond', but saw: ", then_shape[0],
+              " vs. ", condition_shape[0]));
+        }
+        described_condition.resize(then_shape.size(), 1);  // [n, 1, ..., 1]
+      }
+      if (then_shape != else_shape) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'then' and 'else' must have the same size.  but received: ",
+            ShapeString(then_shape), " vs. ", ShapeString(else_shape)));
+      }
+    } else {
+      for (const auto& [index, shape] : {std::pair{1, &then_shape}, std::pair{2, &else_shape}}) {
+        if (*shape != condition_shape) {
+          const TF_StringView name = TF_GetOpKernelName(context.raw());
+          return absl::InvalidArgumentError(absl::StrCat(
+              "Inputs to operation ", absl::string_view(name.data, name.len),
+              " of type Select must have the same size and shape.  Input 0: ",
+              ShapeString(condition_shape), " != input ", index, ": ", ShapeString(*shape)));
+        }
+      }
+    }
+    const TF_DataType dtype = TF_TensorType(then_tensor.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.ForwardOrAllocateOutput({1, 2}, 0, dtype, then_shape));
+    if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
+    const std::optional<BroadcastShapes> shapes =
+        Broadcast({described_condition, then_shape, else_shape});
+    if (!shapes || shapes->merged_output.size() > static_cast<size_t>(kMaxRank)) {
+      return absl::UnimplementedError(absl::StrCat("Select of shape ", ShapeString(then_shape),
+                                                   " is not supported on the virtual GPU"));
+    }
+    return KernelLaunch(context)
+        .DescribeTensor(TF_BOOL, shapes->merged_operands[0])
+        .DescribeTensor(dtype, shapes->merged_operands[1])
+        .DescribeTensor(dtype, shapes->merged_operands[2])
+        .DescribeTensor(dtype, shapes->merged_output)
+        .Buffer(condition.get())
+        .Buffer(then_tensor.get())
+        .Buffer(else_tensor.get())
+        .Buffer(out.get())
+        .Run(elementwise::kSelect);
+  }
+};
+
+// The gradient helpers of unary ops (RsqrtGrad, SqrtGrad, ReciprocalGrad): TensorFlow's
+// SimpleBinaryOp, element by element without broadcasting; the inputs need equal element
+// counts and the output has input 0's shape.
+template <ElementwiseOp kOp>
+class SimpleBinaryOp : public NoAttributes<SimpleBinaryOp<kOp>> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr a, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr b, context.Input(1));
+    const int64_t count = TF_TensorElementCount(a.get());
+    if (TF_TensorElementCount(b.get()) != count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The two arguments to a cwise op must have same number of elements, got ", count,
+          " and ", TF_TensorElementCount(b.get())));
+    }
+    const TF_DataType dtype = TF_TensorType(a.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.ForwardOrAllocateOutput({0, 1}, 0, dtype, ShapeOf(a.get())));
+    if (count == 0) return absl::OkStatus();
+    OpTensorDescriptorSettings op_settings;
+    op_settings.op = kOp;
+    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+    const Shape flat = {count};
+    return KernelLaunch(context)
+        .Describe(op_settings)
+        .DescribeTensor(dtype, flat)
+        .DescribeTensor(dtype, flat)
+        .DescribeTensor(dtype, flat)
+        .Buffer(a.get())
+        .Buffer(b.get())
+        .Buffer(out.get())
+        .Run(elementwise::kBinary);
+  }
+};
+
+// ClipByValue(t, clip_value_min, clip_value_max): min(max(t, lo), hi) as TensorFlow computes it,
+// t.cwiseMin(hi).cwiseMax(lo); each bound is a scalar or has t's shape. Two op-tensor launches
+// (Minimum, then Maximum in place on the output).
+class ClipByValueOp : public NoAttributes<ClipByValueOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr t, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr lo, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr hi, context.Input(2));
+    const Shape t_shape = ShapeOf(t.get());
+    const Shape lo_shape = ShapeOf(lo.get());
+    const Shape hi_shape = ShapeOf(hi.get());
+    if (!((lo_shape == t_shape || lo_shape.empty()) && (hi_shape == t_shape || hi_shape.empty()))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "clip_value_min and clip_value_max must be either of the same shape as input, or a "
+          "scalar. input shape: ", ShapeString(t_shape), "clip_value_min shape: ",
+          ShapeString(lo_shape), "clip_value_max shape: ", ShapeString(hi_shape)));
+    }
+    const TF_DataType dtype = TF_TensorType(t.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, t_shape));
+    const int64_t count = TF_TensorElementCount(t.get());
+    if (count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(Launch(context, ElementwiseOp::kMinimum, dtype, count, t.get(), hi.get(),
+                                out.get()));
+    return Launch(context, ElementwiseOp::kMaximum, dtype, count, out.get(), lo.get(), out.get());
+  }
+
+ private:
+  // out = op(a, bound) over [count] elements; bound is a scalar or has count elements.
+  static absl::Status Launch(OpContext& context, ElementwiseOp op, TF_DataType dtype,
+                             int64_t count, const TF_Tensor* a, const TF_Tensor* bound,
+                             const TF_Tensor* out) {
+    OpTensorDescriptorSettings op_settings;
+    op_settings.op = op;
+    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+    const Shape flat = {count};
+    const Shape bound_shape = {TF_TensorElementCount(bound)};
+    return KernelLaunch(context)
+        .Describe(op_settings)
+        .DescribeTensor(dtype, flat)
+        .DescribeTensor(dtype, bound_shape)
+        .DescribeTensor(dtype, flat)
+        .Buffer(a)
+        .Buffer(bound)
+        .Buffer(out)
+        .Run(elementwise::kBinary);
   }
 };
 
@@ -245,6 +419,55 @@ class CastOp {
   bool truncate_ = false;
 };
 
+// Bitcast(input) to `type`: the same bytes seen as another element type, as TensorFlow's kernel
+// does it (the output shares the input's buffer; a last dimension is added when the new type
+// is narrower, removed when it is wider). Nothing is launched.
+class BitcastOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<BitcastOp>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(TF_DataType input, construction.Type("T"));
+    VGPU_ASSIGN_OR_RETURN(TF_DataType output, construction.Type("type"));
+    const size_t in_size = TF_DataTypeSize(input), out_size = TF_DataTypeSize(output);
+    if (in_size == 0 || out_size == 0 ||
+        std::max(in_size, out_size) % std::min(in_size, out_size) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("cannot convert between datatype ",
+                                                     static_cast<int>(input), " and ",
+                                                     static_cast<int>(output)));
+    }
+    return std::unique_ptr<BitcastOp>(new BitcastOp(input, output));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    Shape dims = ShapeOf(x.get());
+    const size_t in_size = TF_DataTypeSize(input_), out_size = TF_DataTypeSize(output_);
+    if (out_size > in_size) {
+      const int64_t ratio = static_cast<int64_t>(out_size / in_size);
+      if (dims.empty() || dims.back() != ratio) {
+        return absl::InvalidArgumentError(absl::StrCat("Cannot bitcast from ",
+                                                       static_cast<int>(input_), " to ",
+                                                       static_cast<int>(output_)));
+      }
+      dims.pop_back();
+    } else if (out_size < in_size) {
+      dims.push_back(static_cast<int64_t>(in_size / out_size));
+    }
+    const int64_t empty_dims[1] = {0};
+    TensorPtr output(TF_AllocateTensor(output_, empty_dims, 1, 0));
+    if (output == nullptr) return absl::InternalError("could not create the output tensor");
+    ScopedTfStatus status;
+    TF_TensorBitcastFrom(x.get(), output_, output.get(), dims.data(),
+                         static_cast<int>(dims.size()), status.get());
+    VGPU_RETURN_IF_ERROR(status.ToStatus());
+    return SetOutputTo(context, 0, output.get());
+  }
+
+ private:
+  BitcastOp(TF_DataType input, TF_DataType output) : input_(input), output_(output) {}
+  TF_DataType input_;
+  TF_DataType output_;
+};
+
 // AddN(inputs): the sum of any number of same-shape tensors.
 class AddNOp : public NoAttributes<AddNOp> {
  public:
@@ -316,6 +539,84 @@ class FillOp : public NoAttributes<FillOp> {
   }
 };
 
+// Range(start, limit, delta) of Tidx T: the scalars in host memory, validated and the length
+// computed as TensorFlow's kernel does (in T's arithmetic); the values are written on the
+// device by elementwise::kRange.
+template <typename T>
+class RangeOp : public NoAttributes<RangeOp<T>> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    T values[3];
+    static const char* const kNames[3] = {"start", "limit", "delta"};
+    for (int i = 0; i < 3; ++i) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(i));
+      const Shape shape = ShapeOf(input.get());
+      if (!(shape.empty() || (shape.size() == 1 && shape[0] == 1))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(kNames[i], " must be a scalar, not shape ", ShapeString(shape)));
+      }
+      std::memcpy(&values[i], TF_TensorData(input.get()), sizeof(T));
+    }
+    const T start = values[0], limit = values[1], delta = values[2];
+    if (delta == T(0)) {
+      return absl::InvalidArgumentError(absl::StrCat("Requires delta != 0: ", Print(delta)));
+    }
+    if (delta > T(0) && !(start <= limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Requires start <= limit when delta > 0: ", Print(start), "/", Print(limit)));
+    }
+    if (delta < T(0) && !(start >= limit)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Requires start >= limit when delta < 0: ", Print(start), "/", Print(limit)));
+    }
+    int64_t size = 0;
+    if constexpr (std::is_integral_v<T>) {
+      // |limit - start| and |delta| as unsigned values, which cannot overflow.
+      using U = std::make_unsigned_t<T>;
+      const U span = limit >= start ? U(U(limit) - U(start)) : U(U(start) - U(limit));
+      const U step = delta > 0 ? U(delta) : U(U(0) - U(delta));
+      size = static_cast<int64_t>(span / step + (span % step != 0 ? 1 : 0));
+    } else {
+      const double size_auto =
+          ToDouble(Eigen::numext::ceil(Eigen::numext::abs(T((limit - start) / delta))));
+      if (!(size_auto <= static_cast<double>(std::numeric_limits<int64_t>::max()))) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Requires ((limit - start) / delta) <= ", std::numeric_limits<int64_t>::max()));
+      }
+      size = static_cast<int64_t>(size_auto);
+    }
+    const TF_DataType dtype = TF_ExpectedOutputDataType(context.raw(), 0);
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, {size}));
+    if (size == 0) return absl::OkStatus();
+    uint64_t start_bits = 0, delta_bits = 0;
+    std::memcpy(&start_bits, &start, sizeof(T));
+    std::memcpy(&delta_bits, &delta, sizeof(T));
+    return KernelLaunch(context)
+        .DescribeTensor(dtype, {size})
+        .Buffer(out.get())
+        .Param(start_bits)
+        .Param(delta_bits)
+        .Run(elementwise::kRange);
+  }
+
+ private:
+  static double ToDouble(T value) {
+    if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
+      return static_cast<double>(static_cast<float>(value));
+    } else {
+      return static_cast<double>(value);
+    }
+  }
+
+  static std::string Print(T value) {
+    if constexpr (std::is_integral_v<T>) {
+      return absl::StrCat(value);
+    } else {
+      return absl::StrCat(ToDouble(value));
+    }
+  }
+};
+
 // ZerosLike(x) / OnesLike(x): a tensor of x's shape and dtype filled with kValue.
 template <int kValue>
 class ConstantLikeOp : public NoAttributes<ConstantLikeOp<kValue>> {
@@ -331,78 +632,162 @@ class ConstantLikeOp : public NoAttributes<ConstantLikeOp<kValue>> {
 
 template <ElementwiseOp kOp>
 void RegisterBinary(const char* op_name, const char* device_type,
-                    std::initializer_list<TF_DataType> dtypes) {
+                    std::initializer_list<TF_DataType> dtypes, const char* notes) {
   RegisterKernelForTypes<BinaryElementwiseOp<kOp>>(op_name, device_type, "T", dtypes);
+  DocumentOp(op_name, "", notes);
+}
+
+template <ElementwiseOp kOp>
+void RegisterSimpleBinary(const char* op_name, const char* device_type, const char* notes) {
+  RegisterKernelForTypes<SimpleBinaryOp<kOp>>(op_name, device_type, "T", kFloatingTypes);
+  DocumentOp(op_name, "", notes);
 }
 
 template <ElementwiseOp kOp>
 void RegisterUnary(const char* op_name, const char* device_type,
-                   std::initializer_list<TF_DataType> dtypes) {
+                   std::initializer_list<TF_DataType> dtypes, const char* notes) {
   RegisterKernelForTypes<UnaryElementwiseOp<kOp>>(op_name, device_type, "T", dtypes);
+  DocumentOp(op_name, "", notes);
 }
+
+constexpr char kBroadcasts[] = "Numpy-style broadcasting (rank <= 8 after merging dimensions).";
+// Unary math computed with the Eigen functor TensorFlow's CPU kernel uses.
+constexpr char kEigenFunctor[] = "Eigen's functor, as TensorFlow's CPU kernel.";
 
 }  // namespace
 
 void RegisterElementwiseOps(const char* device_type) {
   using Op = ElementwiseOp;
   // Arithmetic.
-  RegisterBinary<Op::kAdd>("AddV2", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kAdd>("Add", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kSub>("Sub", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kMul>("Mul", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kDiv>("RealDiv", device_type, kFloatingTypes);
-  RegisterBinary<Op::kDiv>("Div", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kDivNoNan>("DivNoNan", device_type, kFloatingTypes);
-  RegisterBinary<Op::kMaximum>("Maximum", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kMinimum>("Minimum", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kPow>("Pow", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kSquaredDifference>("SquaredDifference", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kFloorDiv>("FloorDiv", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kFloorMod>("FloorMod", device_type, kFloatingAndInt64);
-  RegisterBinary<Op::kRsqrtGrad>("RsqrtGrad", device_type, kFloatingTypes);
-  RegisterBinary<Op::kSqrtGrad>("SqrtGrad", device_type, kFloatingTypes);
+  RegisterBinary<Op::kAdd>("AddV2", device_type, kFloatingAndInt64, kBroadcasts);
+  RegisterBinary<Op::kAdd>("Add", device_type, kFloatingAndInt64, kBroadcasts);
+  RegisterBinary<Op::kSub>("Sub", device_type, kFloatingAndInt64, kBroadcasts);
+  RegisterBinary<Op::kMul>("Mul", device_type, kFloatingAndInt64, kBroadcasts);
+  RegisterBinary<Op::kDiv>("RealDiv", device_type, kFloatingTypes, kBroadcasts);
+  RegisterBinary<Op::kDiv>("Div", device_type, kFloatingAndInt64,
+                           "Broadcasts. Integer division by zero fails the stream "
+                           "(InvalidArgument at the next synchronisation).");
+  RegisterBinary<Op::kDivNoNan>("DivNoNan", device_type, kFloatingTypes,
+                                "0 wherever the divisor is 0. Broadcasts.");
+  RegisterBinary<Op::kMaximum>("Maximum", device_type, kFloatingAndInt64,
+                               "NaN propagates. Broadcasts.");
+  RegisterBinary<Op::kMinimum>("Minimum", device_type, kFloatingAndInt64,
+                               "NaN propagates. Broadcasts.");
+  RegisterBinary<Op::kPow>("Pow", device_type, kFloatingAndInt64,
+                           "Broadcasts. Integers to negative powers fail the stream.");
+  RegisterBinary<Op::kSquaredDifference>("SquaredDifference", device_type, kFloatingAndInt64,
+                                         kBroadcasts);
+  RegisterBinary<Op::kFloorDiv>("FloorDiv", device_type, kFloatingAndInt64,
+                                "Broadcasts. Integer division by zero fails the stream.");
+  RegisterBinary<Op::kFloorMod>("FloorMod", device_type, kFloatingAndInt64,
+                                "Broadcasts. Integer division by zero fails the stream.");
+  RegisterBinary<Op::kAtan2>("Atan2", device_type, kFloatingTypes, kBroadcasts);
+  RegisterBinary<Op::kXlogy>("Xlogy", device_type, kFloatingTypes,
+                             "x * log(y), 0 where x == 0. Broadcasts.");
+  RegisterBinary<Op::kXlog1py>("Xlog1py", device_type, kFloatingTypes,
+                               "x * log1p(y), 0 where x == 0. Broadcasts.");
+  RegisterBinary<Op::kXdivy>("Xdivy", device_type, kFloatingTypes,
+                             "x / y, 0 where x == 0. Broadcasts.");
+  // Gradients of unary ops: (y, dy), equal element counts, no broadcasting.
+  RegisterSimpleBinary<Op::kRsqrtGrad>("RsqrtGrad", device_type, "-0.5 * dy * y^3.");
+  RegisterSimpleBinary<Op::kSqrtGrad>("SqrtGrad", device_type, "0.5 * dy / y.");
+  RegisterSimpleBinary<Op::kReciprocalGrad>("ReciprocalGrad", device_type, "-dy * y^2.");
+  RegisterSimpleBinary<Op::kReciprocalGrad>("InvGrad", device_type, "-dy * y^2.");
   // Comparisons and logic.
-  RegisterBinary<Op::kEqual>("Equal", device_type, kEquatableTypes);
-  RegisterBinary<Op::kNotEqual>("NotEqual", device_type, kEquatableTypes);
-  RegisterBinary<Op::kGreater>("Greater", device_type, kOrderedTypes);
-  RegisterBinary<Op::kGreaterEqual>("GreaterEqual", device_type, kOrderedTypes);
-  RegisterBinary<Op::kLess>("Less", device_type, kOrderedTypes);
-  RegisterBinary<Op::kLessEqual>("LessEqual", device_type, kOrderedTypes);
+  RegisterBinary<Op::kEqual>("Equal", device_type, kEquatableTypes,
+                             "Broadcasts; incompatible_shape_error=False gives a scalar false.");
+  RegisterBinary<Op::kNotEqual>("NotEqual", device_type, kEquatableTypes,
+                                "Broadcasts; incompatible_shape_error=False gives a scalar true.");
+  RegisterBinary<Op::kGreater>("Greater", device_type, kOrderedTypes, kBroadcasts);
+  RegisterBinary<Op::kGreaterEqual>("GreaterEqual", device_type, kOrderedTypes, kBroadcasts);
+  RegisterBinary<Op::kLess>("Less", device_type, kOrderedTypes, kBroadcasts);
+  RegisterBinary<Op::kLessEqual>("LessEqual", device_type, kOrderedTypes, kBroadcasts);
   RegisterKernel<BinaryElementwiseOp<Op::kLogicalAnd>>("LogicalAnd", device_type, {});
   RegisterKernel<BinaryElementwiseOp<Op::kLogicalOr>>("LogicalOr", device_type, {});
   RegisterKernel<UnaryElementwiseOp<Op::kLogicalNot>>("LogicalNot", device_type, {});
+  DocumentOp("LogicalAnd", "", kBroadcasts);
+  DocumentOp("LogicalOr", "", kBroadcasts);
+  DocumentOp("LogicalNot", "", "bool.");
   // Unary math.
-  RegisterUnary<Op::kNeg>("Neg", device_type, kFloatingAndInt64);
-  RegisterUnary<Op::kAbs>("Abs", device_type, kFloatingAndInt64);
-  RegisterUnary<Op::kSquare>("Square", device_type, kFloatingAndInt64);
-  RegisterUnary<Op::kSign>("Sign", device_type, kFloatingAndInt64);
+  RegisterUnary<Op::kNeg>("Neg", device_type, kFloatingAndInt64, "Integers wrap.");
+  RegisterUnary<Op::kAbs>("Abs", device_type, kFloatingAndInt64, "Integers wrap.");
+  RegisterUnary<Op::kSquare>("Square", device_type, kFloatingAndInt64, "Integers wrap.");
+  RegisterUnary<Op::kSign>("Sign", device_type, kFloatingAndInt64, kEigenFunctor);
   // Not int64: TensorFlow's CPU kernel returns 0 for every integer there (its half-to-even
   // formula evaluated in integers); leaving it to the CPU keeps results identical.
-  RegisterUnary<Op::kRound>("Round", device_type, kFloatingTypes);
-  RegisterUnary<Op::kSqrt>("Sqrt", device_type, kFloatingTypes);
-  RegisterUnary<Op::kRsqrt>("Rsqrt", device_type, kFloatingTypes);
-  RegisterUnary<Op::kExp>("Exp", device_type, kFloatingTypes);
-  RegisterUnary<Op::kLog>("Log", device_type, kFloatingTypes);
-  RegisterUnary<Op::kReciprocal>("Reciprocal", device_type, kFloatingTypes);
-  RegisterUnary<Op::kReciprocal>("Inv", device_type, kFloatingTypes);
-  RegisterUnary<Op::kFloor>("Floor", device_type, kFloatingTypes);
-  RegisterUnary<Op::kCeil>("Ceil", device_type, kFloatingTypes);
-  // Selection, conversion, sums and constants.
+  RegisterUnary<Op::kRound>("Round", device_type, kFloatingTypes, "Half to even.");
+  RegisterUnary<Op::kSqrt>("Sqrt", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kRsqrt>("Rsqrt", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kExp>("Exp", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kExpm1>("Expm1", device_type, kFloatingTypes, "exp(x) - 1.");
+  RegisterUnary<Op::kLog>("Log", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kLog1p>("Log1p", device_type, kFloatingTypes, "log(1 + x).");
+  RegisterUnary<Op::kReciprocal>("Reciprocal", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kReciprocal>("Inv", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kFloor>("Floor", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCeil>("Ceil", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kErf>("Erf", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kErfc>("Erfc", device_type, kFloatingTypes, "1 - erf(x) (exact GELU).");
+  RegisterUnary<Op::kSin>("Sin", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCos>("Cos", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kTan>("Tan", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAsin>("Asin", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAcos>("Acos", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAtan>("Atan", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kSinh>("Sinh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kCosh>("Cosh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAsinh>("Asinh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAcosh>("Acosh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kAtanh>("Atanh", device_type, kFloatingTypes, kEigenFunctor);
+  RegisterUnary<Op::kIsFinite>("IsFinite", device_type, kFloatingTypes,
+                               "bool output (mixed precision's loss scaling).");
+  RegisterUnary<Op::kIsNan>("IsNan", device_type, kFloatingTypes, "bool output.");
+  RegisterUnary<Op::kIsInf>("IsInf", device_type, kFloatingTypes, "bool output.");
+  // Selection, clipping, conversion, sums, sequences and constants.
   RegisterKernelForTypes<SelectV2Op>("SelectV2", device_type, "T", kSelectTypes);
+  DocumentOp("SelectV2", "", "Broadcasts condition, then and else.");
+  RegisterKernelForTypes<SelectOp>("Select", device_type, "T", kSelectTypes);
+  DocumentOp("Select", "", "v1 select: scalar, row-vector or same-shape condition.");
+  RegisterKernelForTypes<ClipByValueOp>("ClipByValue", device_type, "T", kFloatingAndInt64);
+  DocumentOp("ClipByValue", "", "Bounds are scalars or have the input's shape.");
   for (TF_DataType source : kCastTypes) {
     for (TF_DataType destination : kCastTypes) {
       RegisterKernel<CastOp>("Cast", device_type, {{"SrcT", source}, {"DstT", destination}});
     }
   }
+  DocumentOp("Cast", "", "TensorFlow's CPU conversions, Truncate included.");
+  for (TF_DataType source : kBitcastTypes) {
+    for (TF_DataType destination : kBitcastTypes) {
+      RegisterKernel<BitcastOp>("Bitcast", device_type, {{"T", source}, {"type", destination}});
+    }
+  }
+  DocumentOp("Bitcast", "", "Shares the input's buffer; nothing is launched.");
   RegisterKernelForTypes<AddNOp>("AddN", device_type, "T", kFloatingAndInt64);
+  DocumentOp("AddN", "", "Summed in TensorFlow's CPU order.");
   for (TF_DataType dtype : kFillTypes) {
     for (TF_DataType index_type : {TF_INT32, TF_INT64}) {
       RegisterKernel<FillOp>("Fill", device_type, {{"T", dtype}, {"index_type", index_type}},
                              {"dims"});
     }
   }
+  DocumentOp("Fill", "", "dims in host memory; the value stays in device memory.");
+  RegisterKernel<RangeOp<float>>("Range", device_type, {{"Tidx", TF_FLOAT}},
+                                 {"start", "limit", "delta"});
+  RegisterKernel<RangeOp<double>>("Range", device_type, {{"Tidx", TF_DOUBLE}},
+                                  {"start", "limit", "delta"});
+  RegisterKernel<RangeOp<Eigen::half>>("Range", device_type, {{"Tidx", TF_HALF}},
+                                       {"start", "limit", "delta"});
+  RegisterKernel<RangeOp<Eigen::bfloat16>>("Range", device_type, {{"Tidx", TF_BFLOAT16}},
+                                           {"start", "limit", "delta"});
+  RegisterKernel<RangeOp<int64_t>>("Range", device_type, {{"Tidx", TF_INT64}},
+                                   {"start", "limit", "delta"});
+  DocumentOp("Range", "",
+             "start + i * delta in Tidx's arithmetic; int32 uses TensorFlow's host kernel.");
   RegisterKernelForTypes<ConstantLikeOp<0>>("ZerosLike", device_type, "T", kFillTypes);
+  RegisterVariantZerosLike(device_type);
+  DocumentOp("ZerosLike", "", "Also DT_VARIANT TensorLists (while-loop gradients).");
   RegisterKernelForTypes<ConstantLikeOp<1>>("OnesLike", device_type, "T", kFillTypes);
+  DocumentOp("OnesLike", "", "int32 uses TensorFlow's host kernel.");
 }
 
 }  // namespace vgpu

@@ -42,6 +42,9 @@ std::string TypeName(TF_DataType dtype) {
     case TF_INT8: return "int8";
     case TF_BOOL: return "bool";
     case TF_RESOURCE: return "resource";
+    case TF_VARIANT: return "variant";
+    case TF_UINT32: return "uint32";
+    case TF_UINT64: return "uint64";
     default: return absl::StrCat("dtype", static_cast<int>(dtype));
   }
 }

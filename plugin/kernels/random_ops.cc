@@ -1,10 +1,16 @@
-// TensorFlow op kernels of the random family on the virtual GPU: StatelessRandomUniformV2, the
-// op behind tf.random.stateless_uniform and Keras' dropout. Its shape, key, counter and alg
-// inputs are host memory (validated and read here, as TensorFlow's kernel does); the numbers
-// themselves are generated on the device by random::kUniform (Philox, TensorFlow's exact
-// bits). StatelessRandomGetKeyCounter, which derives key and counter from a seed, has no
-// virtual GPU kernel: TensorFlow places it on the CPU, whose host outputs feed this op's
+// TensorFlow op kernels of the random family on the virtual GPU: the stateless V2 random ops
+// (StatelessRandomUniformV2, StatelessRandomNormalV2, StatelessTruncatedNormalV2,
+// StatelessRandomUniformIntV2, StatelessRandomUniformFullIntV2), behind tf.random.stateless_*,
+// Keras' initializers (GlorotNormal, HeNormal, TruncatedNormal...), Dropout and GaussianNoise.
+// Their shape, key, counter and alg inputs are host memory (validated and read here, as
+// TensorFlow's kernels do); the numbers themselves are generated on the device (Philox, with
+// TensorFlow's exact bits, protocol/kernels/random.h).
+//
+// StatelessRandomGetKeyCounter derives key and counter from a seed; TensorFlow's GPU build
+// registers it with every argument in host memory, and so does this file: it computes on the
+// host (one Philox block), so the op counts as the device's and its outputs feed the random ops'
 // host-memory inputs without a copy.
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -12,12 +18,17 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/common/philox.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/random.h"
 
 namespace vgpu {
 namespace {
+
+constexpr std::initializer_list<TF_DataType> kFloating = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                          TF_DOUBLE};
 
 constexpr int kAlgPhilox = 1;      // TensorFlow's RNG_ALG_PHILOX
 constexpr int kAlgAutoSelect = 3;  // RNG_ALG_AUTO_SELECT: Philox on this device
@@ -26,10 +37,53 @@ std::string ShapeString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
-class StatelessRandomUniformV2Op : public NoAttributes<StatelessRandomUniformV2Op> {
+enum class Distribution { kUniform, kNormal, kTruncatedNormal, kUniformInt, kUniformFullInt };
+
+KernelId KernelOf(Distribution distribution) {
+  switch (distribution) {
+    case Distribution::kUniform: return random::kUniform;
+    case Distribution::kNormal: return random::kNormal;
+    case Distribution::kTruncatedNormal: return random::kTruncatedNormal;
+    case Distribution::kUniformInt: return random::kUniformInt;
+    case Distribution::kUniformFullInt: return random::kUniformFullInt;
+  }
+  return random::kUniform;
+}
+
+// The element type the device kernels compute: uint32/uint64 share int32/int64's bits.
+absl::StatusOr<DType> DeviceDTypeOf(TF_DataType dtype) {
+  if (dtype == TF_UINT32) return DType::kInt32;
+  if (dtype == TF_UINT64) return DType::kInt64;
+  return DTypeOf(dtype);
+}
+
+// A scalar integer of `dtype` (int32/int64/uint32/uint64) in host memory, as int64.
+int64_t HostScalar(const TF_Tensor* tensor) {
+  switch (TF_TensorType(tensor)) {
+    case TF_INT32: {
+      int32_t value;
+      std::memcpy(&value, TF_TensorData(tensor), sizeof(value));
+      return value;
+    }
+    case TF_UINT32: {
+      uint32_t value;
+      std::memcpy(&value, TF_TensorData(tensor), sizeof(value));
+      return value;
+    }
+    default: {
+      int64_t value;
+      std::memcpy(&value, TF_TensorData(tensor), sizeof(value));
+      return value;
+    }
+  }
+}
+
+// The stateless V2 random ops: inputs shape, key, counter, alg (all host memory), and for
+// UniformIntV2 minval, maxval (host memory too).
+template <Distribution kDistribution>
+class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> {
  public:
   absl::Status Compute(OpContext& context) {
-    // Inputs: shape, key, counter, alg (all host memory).
     VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr key, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr counter, context.Input(2));
@@ -68,6 +122,20 @@ class StatelessRandomUniformV2Op : public NoAttributes<StatelessRandomUniformV2O
     for (int64_t d : dims) {
       if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
     }
+    int64_t minval = 0, maxval = 0;
+    if constexpr (kDistribution == Distribution::kUniformInt) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr minval_tensor, context.Input(4));
+      VGPU_ASSIGN_OR_RETURN(TensorPtr maxval_tensor, context.Input(5));
+      for (const auto& [name, tensor] : {std::pair{"minval", minval_tensor.get()},
+                                         std::pair{"maxval", maxval_tensor.get()}}) {
+        if (TF_NumDims(tensor) != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(name, " must be 0-D, got shape ",
+                                                         ShapeString(ShapeOf(tensor))));
+        }
+      }
+      minval = HostScalar(minval_tensor.get());
+      maxval = HostScalar(maxval_tensor.get());
+    }
     const TF_DataType dtype = TF_ExpectedOutputDataType(context.raw(), 0);
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, dims));
     const int64_t count = TF_TensorElementCount(y.get());
@@ -77,24 +145,94 @@ class StatelessRandomUniformV2Op : public NoAttributes<StatelessRandomUniformV2O
     }
 
     random::PhiloxParams params;
-    VGPU_ASSIGN_OR_RETURN(params.dtype, DTypeOf(dtype));
+    VGPU_ASSIGN_OR_RETURN(params.dtype, DeviceDTypeOf(dtype));
     params.count = static_cast<uint64_t>(count);
     std::memcpy(&params.key, TF_TensorData(key.get()), sizeof(params.key));
     std::memcpy(params.counter, TF_TensorData(counter.get()), sizeof(params.counter));
-    return KernelLaunch(context).Buffer(y.get()).Param(params).Run(random::kUniform);
+    if constexpr (kDistribution == Distribution::kUniformInt) {
+      if (!(minval < maxval)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("Need minval < maxval, got ", minval, " >= ", maxval));
+      }
+      random::UniformIntParams int_params;
+      int_params.philox = params;
+      int_params.minval = minval;
+      int_params.maxval = maxval;
+      return KernelLaunch(context).Buffer(y.get()).Param(int_params).Run(random::kUniformInt);
+    } else {
+      return KernelLaunch(context).Buffer(y.get()).Param(params).Run(KernelOf(kDistribution));
+    }
   }
 };
+
+// StatelessRandomGetKeyCounter(seed) -> key [1], counter [2] (uint64), all in host memory.
+class StatelessRandomGetKeyCounterOp : public NoAttributes<StatelessRandomGetKeyCounterOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr seed, context.Input(0));
+    const std::vector<int64_t> seed_shape = ShapeOf(seed.get());
+    if (seed_shape != std::vector<int64_t>{2}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("seed must have shape [2], not ", ShapeString(seed_shape)));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> seeds, context.HostIntegers(0));
+    uint64_t key = 0;
+    uint64_t counter[2] = {0, 0};
+    KeyCounterFromSeed(static_cast<uint64_t>(seeds[0]), static_cast<uint64_t>(seeds[1]), &key,
+                       counter);
+    VGPU_ASSIGN_OR_RETURN(TensorPtr key_tensor, context.AllocateOutput(0, TF_UINT64, {1}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr counter_tensor, context.AllocateOutput(1, TF_UINT64, {2}));
+    std::memcpy(TF_TensorData(key_tensor.get()), &key, sizeof(key));
+    std::memcpy(TF_TensorData(counter_tensor.get()), counter, sizeof(counter));
+    return absl::OkStatus();
+  }
+};
+
+template <Distribution kDistribution>
+void RegisterStateless(const char* op_name, const char* device_type,
+                       std::initializer_list<TF_DataType> dtypes, const char* notes) {
+  for (TF_DataType dtype : dtypes) {
+    for (TF_DataType shape_type : {TF_INT32, TF_INT64}) {
+      if constexpr (kDistribution == Distribution::kUniformInt) {
+        RegisterKernel<StatelessRandomOp<kDistribution>>(
+            op_name, device_type, {{"dtype", dtype}, {"Tshape", shape_type}},
+            {"shape", "key", "counter", "alg", "minval", "maxval"});
+      } else {
+        RegisterKernel<StatelessRandomOp<kDistribution>>(
+            op_name, device_type, {{"dtype", dtype}, {"Tshape", shape_type}},
+            {"shape", "key", "counter", "alg"});
+      }
+    }
+  }
+  DocumentOp(op_name, "", notes);
+}
 
 }  // namespace
 
 void RegisterRandomOps(const char* device_type) {
-  for (TF_DataType dtype : {TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE}) {
-    for (TF_DataType shape_type : {TF_INT32, TF_INT64}) {
-      RegisterKernel<StatelessRandomUniformV2Op>(
-          "StatelessRandomUniformV2", device_type, {{"dtype", dtype}, {"Tshape", shape_type}},
-          {"shape", "key", "counter", "alg"});
-    }
+  RegisterStateless<Distribution::kUniform>(
+      "StatelessRandomUniformV2", device_type, kFloating,
+      "Philox (alg 1 or 3): TensorFlow's CPU numbers bit for bit.");
+  RegisterStateless<Distribution::kNormal>(
+      "StatelessRandomNormalV2", device_type, kFloating,
+      "Philox + Box-Muller: TensorFlow's CPU numbers bit for bit.");
+  RegisterStateless<Distribution::kTruncatedNormal>(
+      "StatelessTruncatedNormalV2", device_type, kFloating,
+      "Philox, rejection of |x| >= 2 with TensorFlow's per-group counter reservation: "
+      "TensorFlow's CPU numbers bit for bit.");
+  RegisterStateless<Distribution::kUniformInt>(
+      "StatelessRandomUniformIntV2", device_type, {TF_INT32, TF_INT64},
+      "minval + bits mod (maxval - minval), TensorFlow's CPU numbers bit for bit.");
+  RegisterStateless<Distribution::kUniformFullInt>(
+      "StatelessRandomUniformFullIntV2", device_type, {TF_INT32, TF_INT64, TF_UINT32, TF_UINT64},
+      "The raw Philox bits, TensorFlow's CPU numbers bit for bit.");
+  for (TF_DataType seed_type : {TF_INT32, TF_INT64}) {
+    RegisterKernel<StatelessRandomGetKeyCounterOp>("StatelessRandomGetKeyCounter", device_type,
+                                                   {{"Tseed", seed_type}},
+                                                   {"seed", "key", "counter"});
   }
+  DocumentOp("StatelessRandomGetKeyCounter", "",
+             "Computed on the host, every argument in host memory (as TensorFlow's GPU build).");
 }
 
 }  // namespace vgpu

@@ -12,8 +12,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/scan_topk_ops.h"
 #include "plugin/kernels/softmax_ops.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -225,7 +227,22 @@ void RegisterReductionOps(const char* device_type) {
   RegisterKernel<ReductionOp<ReduceOp::kAny>>("Any", device_type, {}, {"reduction_indices"});
   RegisterArgReduction<ArgReductionOp<ReduceOp::kMax>>("ArgMax", device_type);
   RegisterArgReduction<ArgReductionOp<ReduceOp::kMin>>("ArgMin", device_type);
+  constexpr char kInt32OnHost[] = " int32 uses TensorFlow's host kernels.";
+  DocumentOp("Sum", "",
+             absl::StrCat("float16/bfloat16 accumulate in float (as TensorFlow's GPU kernels).",
+                          kInt32OnHost).c_str());
+  DocumentOp("Mean", "",
+             absl::StrCat("float16/bfloat16 accumulate in float (as TensorFlow's GPU kernels).",
+                          kInt32OnHost).c_str());
+  DocumentOp("Prod", "", kInt32OnHost + 1);
+  DocumentOp("Max", "", "NaN propagates; an empty reduction gives -inf or the lowest integer.");
+  DocumentOp("Min", "", "NaN propagates; an empty reduction gives +inf or the highest integer.");
+  DocumentOp("All", "", "bool; an empty reduction gives true.");
+  DocumentOp("Any", "", "bool; an empty reduction gives false.");
+  DocumentOp("ArgMax", "", "The lowest index wins ties.");
+  DocumentOp("ArgMin", "", "The lowest index wins ties.");
   RegisterSoftmaxOps(device_type);
+  RegisterScanAndTopKOps(device_type);
 }
 
 }  // namespace vgpu

@@ -19,6 +19,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/protocol/kernels/reduction.h"
@@ -194,6 +195,13 @@ void RegisterSoftmaxOps(const char* device_type) {
                                                   {"labels"});
     }
   }
+  DocumentOp("Softmax", "", "Over the last dimension; 16-bit types computed in float.");
+  DocumentOp("LogSoftmax", "", "Over the last dimension; 16-bit types computed in float.");
+  DocumentOp("SoftmaxCrossEntropyWithLogits", "",
+             "Logits and labels broadcast to [batch, classes]; 16-bit types computed in float.");
+  DocumentOp("SparseSoftmaxCrossEntropyWithLogits", "",
+             "Labels in host memory, checked there as TensorFlow's CPU kernel does "
+             "(InvalidArgument for a label out of range).");
 }
 
 }  // namespace vgpu

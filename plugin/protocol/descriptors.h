@@ -93,11 +93,19 @@ enum class ActivationMode : int32_t {
   kRelu6 = 1,
   kSigmoid = 2,
   kTanh = 3,
+  kElu = 4,
+  kSelu = 5,
+  kSoftplus = 6,
+  kSoftsign = 7,
+  kLeakyRelu = 8,  // coef is the slope for negative inputs (alpha)
 };
 
+// cudnnSetActivationDescriptor's mode and coef: coef is the mode's parameter (the leaky relu's
+// alpha); modes without a parameter leave it 0.
 struct ActivationDescriptorSettings {
   ActivationMode mode = ActivationMode::kRelu;
   DType dtype = DType::kFloat32;
+  double coef = 0;
 };
 
 // Element-wise operations of the op-tensor descriptor (values are part of the wire format).
@@ -106,9 +114,13 @@ enum class ElementwiseOp : int32_t {
   kAdd = 1, kSub, kMul, kDiv, kDivNoNan, kMaximum, kMinimum, kPow, kSquaredDifference,
   kFloorDiv, kFloorMod, kEqual, kNotEqual, kGreater, kGreaterEqual, kLess, kLessEqual,
   kLogicalAnd, kLogicalOr, kRsqrtGrad, kSqrtGrad, kSigmoidGrad, kTanhGrad, kRelu6Grad,
+  kAtan2, kXlogy, kXdivy, kXlog1py, kReciprocalGrad,
   // unary
   kNeg = 100, kAbs, kSqrt, kRsqrt, kSquare, kExp, kLog, kSign, kReciprocal, kLogicalNot,
   kFloor, kCeil, kRound,
+  kErf, kErfc, kExpm1, kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh,
+  kAcosh, kAtanh,
+  kIsFinite, kIsNan, kIsInf,  // floating x, bool y
 };
 
 struct OpTensorDescriptorSettings {

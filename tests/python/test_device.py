@@ -97,7 +97,7 @@ def test_relu_gradient_matches_the_cpu():
 
 
 def test_relu_grad_with_mismatched_shapes_is_invalid_argument():
-    with pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="must have the same size and shape"):
         _on(
             "/GPU:0",
             lambda: tf.raw_ops.ReluGrad(gradients=tf.ones([3]), features=tf.ones([4])),

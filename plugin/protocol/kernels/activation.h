@@ -7,12 +7,25 @@
 namespace vgpu::activation {
 
 // descriptors: [activation, tensor (x and y share it)]; buffers: [x, y]; params: none.
-// y = f(x) for the activation's mode (relu, relu6, sigmoid, tanh), dtype from the tensor.
+// y = f(x) for the activation's mode, dtype from the tensor (float32, float64, float16,
+// bfloat16), with TensorFlow's CPU formulas:
+//   relu       max(x, 0)                       relu6     min(max(x, 0), 6)
+//   sigmoid    1 / (1 + exp(-x))               tanh      tanh(x)
+//   elu        x < 0 ? exp(x) - 1 : x          selu      x < 0 ? sa * (exp(x) - 1) : s * x
+//   softplus   x > -t ? x : (x < t ? exp(x) : log1p(exp(x))), t = log(epsilon) + 2
+//   softsign   x / (|x| + 1)                   leaky     x > 0 ? x : x * coef
+// (s = 1.0507009873554805, sa = 1.7580993408473769; constants and coef rounded to the dtype).
 inline constexpr KernelId kForward = KernelId{100};
 
-// descriptors: [activation, tensor]; buffers: [a, b, out]; params: none.
-//   relu, relu6:    a = gradients, b = features (TensorFlow's ReluGrad/Relu6Grad order)
-//   sigmoid, tanh:  a = y, b = dy                (TensorFlow's SigmoidGrad/TanhGrad order)
+// descriptors: [activation, tensor]; buffers: [a, b, out]; params: none. TensorFlow's gradient
+// ops, with their input order:
+//   relu, relu6, leaky: a = gradients, b = features   out = a where b is in the linear range
+//                                                      (leaky: a * coef elsewhere), else 0
+//   sigmoid, tanh:      a = y, b = dy                  out = dy * y * (1 - y) | dy * (1 - y^2)
+//   elu, selu:          a = gradients, b = outputs     out = b < 0 ? a * (b + 1) : a
+//                                                      (selu: a * (b + sa) : a * s)
+//   softplus:           a = gradients, b = features    out = a / (exp(-b) + 1)
+//   softsign:           a = gradients, b = features    out = a / (|b| + 1)^2
 inline constexpr KernelId kBackward = KernelId{101};
 
 }  // namespace vgpu::activation

@@ -63,6 +63,27 @@ inline constexpr KernelId kReverse = KernelId{620};
 // one the whole dimension), y at (b, s) = x at (b, L - 1 - s) for s < L, x at (b, s) otherwise.
 inline constexpr KernelId kReverseSequence = KernelId{621};
 
+// MirrorPad (ids 630-639; kernels in backend/cpu/kernels/mirror_pad_kernels.cc).
+// Along a dimension of size n padded by (before, after), output index p reads input index
+//   m(p) = before - 1 - p + offset      for p < before               (mirrored head)
+//        = p - before                   for before <= p < before + n
+//        = 2n - 1 - p + before - offset for p >= before + n          (mirrored tail)
+// with offset 1 for REFLECT (the edge is not repeated; pads < n) and 0 for SYMMETRIC (the edge
+// is repeated; pads <= n).
+enum class MirrorPadMode : uint32_t { kReflect = 0, kSymmetric = 1 };
+
+// buffers: [x, y]; params: element_size, array<int64> x_dims, array<int64> pad_before,
+// array<int64> pad_after, uint32 MirrorPadMode. y has dims pad_before + x_dims + pad_after and
+// y[p] = x[m(p)] dimension by dimension.
+inline constexpr KernelId kMirrorPad = KernelId{630};
+
+// buffers: [dy, dx]; params: uint32 DType (floating), array<int64> dx_dims, array<int64>
+// pad_before, array<int64> pad_after, uint32 MirrorPadMode. dy has dims pad_before + dx_dims +
+// pad_after; dx[j] = sum of dy[p] over every p with m(p) = j, folded one dimension at a time in
+// order 0, 1, ... (per element: the central value, plus the mirrored head, plus the mirrored
+// tail), as TensorFlow's CPU kernel adds them.
+inline constexpr KernelId kMirrorPadGrad = KernelId{631};
+
 }  // namespace vgpu::data_movement
 
 #endif  // VGPU_PROTOCOL_KERNELS_DATA_MOVEMENT_H_

@@ -21,14 +21,17 @@ namespace vgpu::elementwise {
 // out = a <op> b for a binary ElementwiseOp, with broadcasting. a and b have the op-tensor's
 // dtype; out has it too, except for comparisons (kEqual ... kLessEqual), whose out is bool.
 // The logical ops take and give bool. out may alias an input of the output's element count.
-// Gradient helpers take TensorFlow's order: kRsqrtGrad/kSqrtGrad: a = y, b = dy.
+// Gradient helpers take TensorFlow's order: kRsqrtGrad/kSqrtGrad/kReciprocalGrad: a = y, b = dy.
+// Floating-only ops: kAtan2 (a = y, b = x), kXlogy, kXdivy, kXlog1py (0 wherever a == 0).
 // Integer kDiv/kFloorDiv/kFloorMod fail with InvalidArgument "Integer division by zero" when
 // any divisor is 0, integer kPow with "Integers to negative integer powers are not allowed"
 // when any exponent is negative (the output is then unspecified, the process unharmed).
 inline constexpr KernelId kBinary = KernelId{200};
 
 // descriptors: [op-tensor, tensor (x and y share it)]; buffers: [x, y]; params: none.
-// y = <op>(x) for a unary ElementwiseOp (kNeg ... kRound); kLogicalNot takes and gives bool.
+// y = <op>(x) for a unary ElementwiseOp (kNeg ... kIsInf); kLogicalNot takes and gives bool;
+// kIsFinite, kIsNan and kIsInf take a floating x and give a bool y of x's element count. The
+// math functions from kErf on take floating dtypes only.
 inline constexpr KernelId kUnary = KernelId{201};
 
 // descriptors: [tensor condition (bool), tensor then, tensor else, tensor out];
@@ -57,6 +60,12 @@ inline constexpr KernelId kFill = KernelId{205};
 // descriptors: [tensor out]; buffers: [out]; params: float64 value.
 // Every element of out = value converted to out's dtype (cudnnSetTensor; ZerosLike/OnesLike).
 inline constexpr KernelId kSetTensor = KernelId{206};
+
+// descriptors: [tensor out (rank 1)]; buffers: [out]; params: uint64 start, uint64 delta (each
+// holds the value's bytes of out's dtype in its low DTypeSize bytes; floating dtypes, int32,
+// int64). out[i] = start + T(i) * delta, evaluated in out's dtype T as TensorFlow's CPU kernel
+// does (Range).
+inline constexpr KernelId kRange = KernelId{207};
 
 }  // namespace vgpu::elementwise
 

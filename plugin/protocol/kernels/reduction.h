@@ -20,8 +20,9 @@ namespace vgpu::reduction {
 // the reduction's identity: 0 (sum), NaN (floating mean), 0 (integer mean), 1 (prod), -inf or
 // the lowest integer (max), +inf or the highest integer (min), true (all), false (any).
 // dtype: the reduce descriptor's, equal to both tensors'; sum/mean/prod/max/min take numeric
-// dtypes, all/any take bool. Accumulation follows TensorFlow's CPU kernels: bfloat16 sum and
-// mean accumulate in float, integer mean sums in int64, the rest in the dtype itself.
+// dtypes, all/any take bool. float16 and bfloat16 sum and mean accumulate in float (as
+// TensorFlow's GPU kernels do; its CPU kernel accumulates float16 in float16), the rest in the
+// dtype itself.
 inline constexpr KernelId kReduce = KernelId{500};
 
 struct ReduceLayoutParams {
@@ -63,6 +64,33 @@ inline constexpr KernelId kSoftmaxCrossEntropy = KernelId{521};
 // them there as TensorFlow's CPU kernel does, and sends them along (no device copy). A label
 // outside [0, classes) fails the kernel with InvalidArgument.
 inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{522};
+
+// Cumulative sum or product along the middle dimension (Cumsum, Cumprod).
+// descriptors: [reduce (op kSum or kProd, the dtype), tensor [outer, n, inner] (x and y share
+// it)]; buffers: [x, y]; params: ScanParams. Sequential in the dtype along the scanned
+// dimension, as TensorFlow's CPU kernel (Eigen's scan):
+//   inclusive: y[j] = x[0] op ... op x[j];  exclusive: y[0] = identity, y[j] = y[j-1] op x[j-1]
+//   reverse: the same from the far end (y[n-1] first).
+// Numeric dtypes (floating, int32, int64).
+inline constexpr KernelId kScan = KernelId{530};
+
+struct ScanParams {
+  uint32_t exclusive = 0;
+  uint32_t reverse = 0;
+};
+
+// The k largest entries of each row, in descending order (TopKV2).
+// descriptors: [tensor x [rows, cols], tensor indices [rows, k] (int32 or int64)];
+// buffers: [x, values [rows, k] (x's dtype), indices]; params: none. Equal values keep their
+// order (the lower index first); NaN entries rank above every number. k <= cols.
+inline constexpr KernelId kTopK = KernelId{540};
+
+// Whether each row's target is among its k largest predictions (InTopKV2).
+// descriptors: [tensor predictions [batch, classes] (float32), tensor targets [batch] (int32 or
+// int64)]; buffers: [predictions, targets, out [batch] (bool)]; params: int64 k.
+// out[b] = fewer than k classes predict more than the target does; false when the target is
+// outside [0, classes) or any prediction of the row is not finite (TensorFlow's semantics).
+inline constexpr KernelId kInTopK = KernelId{541};
 
 }  // namespace vgpu::reduction
 

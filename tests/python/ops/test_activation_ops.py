@@ -1,10 +1,16 @@
-"""Activation ops (Relu, Relu6, Sigmoid, Tanh and their gradients) on the virtual GPU against
-TensorFlow's CPU kernels, in every floating dtype, with empty and odd shapes."""
+"""Activation ops (Relu, Relu6, Sigmoid, Tanh, Elu, Selu, Softplus, Softsign, LeakyRelu and their
+gradient ops) on the virtual GPU against TensorFlow's CPU kernels, in every floating dtype, with
+empty and odd shapes, NaN and extreme inputs, and TensorFlow's errors for mismatched gradient
+inputs."""
+import functools
+
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
+import vgpu
+from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array,
+                            run_on, tolerance)
 
 FLOATING = [np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype]
 SHAPES = [(0,), (1,), (7,), (3, 0, 2), (4, 33), (2, 3, 5, 7)]
@@ -13,7 +19,35 @@ ACTIVATIONS = {
     "relu6": tf.nn.relu6,
     "sigmoid": tf.math.sigmoid,
     "tanh": tf.math.tanh,
+    "elu": tf.nn.elu,
+    "selu": tf.nn.selu,
+    "softplus": tf.math.softplus,
+    "softsign": tf.nn.softsign,
+    "leaky_relu": tf.nn.leaky_relu,
+    "leaky_relu_0.01": functools.partial(tf.nn.leaky_relu, alpha=0.01),
+    "leaky_relu_1.7": functools.partial(tf.nn.leaky_relu, alpha=1.7),
+    "leaky_relu_-0.5": functools.partial(tf.nn.leaky_relu, alpha=-0.5),
 }
+
+# Gradient ops called directly: (op, first input name, second input name, second input from x).
+GRADIENT_OPS = {
+    "ReluGrad": (tf.raw_ops.ReluGrad, "gradients", "features", lambda x: x),
+    "Relu6Grad": (tf.raw_ops.Relu6Grad, "gradients", "features", lambda x: x),
+    "EluGrad": (tf.raw_ops.EluGrad, "gradients", "outputs", tf.nn.elu),
+    "SeluGrad": (tf.raw_ops.SeluGrad, "gradients", "outputs", tf.nn.selu),
+    "SoftplusGrad": (tf.raw_ops.SoftplusGrad, "gradients", "features", lambda x: x),
+    "SoftsignGrad": (tf.raw_ops.SoftsignGrad, "gradients", "features", lambda x: x),
+    "LeakyReluGrad": (functools.partial(tf.raw_ops.LeakyReluGrad, alpha=0.3), "gradients",
+                      "features", lambda x: x),
+}
+
+
+def activation_tolerance(name, dtype):
+    tol = tolerance(dtype)
+    if np.dtype(dtype).itemsize == 2 and name in ("elu", "selu", "softplus"):
+        # exp/log1p of 16-bit values: Eigen's vectorised and scalar paths may round apart.
+        return dict(rtol=2 * tol["rtol"], atol=2 * tol["atol"])
+    return tol
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
@@ -21,7 +55,8 @@ ACTIVATIONS = {
 @pytest.mark.parametrize("shape", SHAPES)
 def test_activation_matches_cpu(name, dtype, shape):
     x = random_array(shape, dtype, seed=len(shape), low=-8, high=8)
-    assert_matches_cpu(ACTIVATIONS[name], x, expect_launch=x.size > 0)
+    assert_matches_cpu(ACTIVATIONS[name], x, expect_launch=x.size > 0,
+                       **activation_tolerance(name, dtype))
 
 
 @pytest.mark.parametrize("name", sorted(ACTIVATIONS))
@@ -31,17 +66,55 @@ def test_activation_gradient_matches_cpu(name, dtype):
     assert_gradients_match_cpu(ACTIVATIONS[name], x)
 
 
-@pytest.mark.parametrize(
-    "op", [tf.raw_ops.ReluGrad, tf.raw_ops.Relu6Grad]
-)
-def test_activation_grad_with_mismatched_shapes_is_invalid_argument(op):
-    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match="same shape"):
-        op(gradients=tf.ones([3]), features=tf.ones([4]))
+@pytest.mark.parametrize("name", sorted(GRADIENT_OPS))
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_activation_gradient_op_matches_cpu(name, dtype):
+    op, first, second, make_second = GRADIENT_OPS[name]
+    x = random_array((6, 11), dtype, seed=5, low=-6, high=6)
+    dy = random_array((6, 11), dtype, seed=6, low=-2, high=2)
+
+    def gradient(dy, x):
+        return op(**{first: dy, second: make_second(x)})
+
+    assert_matches_cpu(gradient, dy, x)
+
+
+@pytest.mark.parametrize("name", ["relu", "relu6", "elu", "selu", "softplus", "softsign",
+                                  "leaky_relu", "sigmoid", "tanh"])
+def test_activation_of_nan_inf_and_extremes_matches_cpu(name):
+    x = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-30, -1e-30, 88.0, -88.0, 1e30, -1e30,
+                  20.0, -20.0, 15.9, -15.9], np.float32)
+    assert_matches_cpu(ACTIVATIONS[name], x)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_softplus_thresholds_match_cpu(dtype):
+    # Around log(epsilon) + 2 and its negative the kernel switches formula.
+    eps = np.finfo(dtype).eps
+    t = np.log(eps) + 2
+    x = np.array([t - 0.01, t, t + 0.01, -t - 0.01, -t, -t + 0.01], dtype)
+    assert_matches_cpu(tf.math.softplus, x)
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENT_OPS))
+def test_activation_grad_with_mismatched_shapes_is_invalid_argument(name):
+    op, first, second, _ = GRADIENT_OPS[name]
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match="must have the same size and shape"):
+        op(**{first: tf.ones([3]), second: tf.ones([4])})
+
+
+@pytest.mark.parametrize("op", [tf.raw_ops.SigmoidGrad, tf.raw_ops.TanhGrad])
+def test_sigmoid_and_tanh_grad_need_equal_element_counts_like_tensorflow(op):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match="same number of elements, got 3 and 4"):
+        op(y=tf.ones([3]), dy=tf.ones([4]))
+    # Same element count, different shapes: TensorFlow computes with y's shape.
+    assert_matches_cpu(lambda y, dy: op(y=y, dy=dy), random_array((2, 3), np.float32),
+                       random_array((6,), np.float32))
 
 
 def test_activation_kernels_use_descriptors_created_and_destroyed_per_call():
-    import vgpu
-
     x = random_array((10,), np.float32)
     vgpu.reset_stats()
     with tf.device("/GPU:0"):
@@ -49,3 +122,16 @@ def test_activation_kernels_use_descriptors_created_and_destroyed_per_call():
     calls = vgpu.stats()["descriptor_calls"]
     for kind in ("activation", "tensor"):
         assert calls[kind]["create"] == calls[kind]["destroy"] == calls[kind]["set"] >= 1
+
+
+def test_leaky_relu_alpha_reaches_the_device_per_node():
+    # Two nodes with different alphas in one function: each launch carries its own coefficient.
+    x = random_array((64,), np.float32, low=-4, high=4)
+
+    @tf.function
+    def both(t):
+        return tf.nn.leaky_relu(t, alpha=0.1) + tf.nn.leaky_relu(t, alpha=0.9)
+
+    expected = run_on("/CPU:0", both, x)
+    actual = run_on("/GPU:0", both, x)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)

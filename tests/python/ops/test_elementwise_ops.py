@@ -1,13 +1,16 @@
-"""Element-wise ops on the virtual GPU against TensorFlow's CPU kernels: binary arithmetic,
-comparisons and logical ops with numpy broadcasting, unary math, SelectV2, Cast, AddN, Fill,
-ZerosLike/OnesLike, in every registered dtype, with empty, scalar and odd shapes; gradients of
-the differentiable ops; TensorFlow's errors for bad input."""
+"""Element-wise ops on the virtual GPU against TensorFlow's CPU kernels: binary arithmetic
+(Atan2, Xlogy, Xdivy, Xlog1py included), comparisons and logical ops with numpy broadcasting,
+the gradient helpers of unary ops, unary math (erf, erfc, expm1, log1p, trigonometric and
+hyperbolic functions), IsFinite/IsNan/IsInf, SelectV2, ClipByValue, Cast, AddN, Fill, Range,
+ZerosLike (TensorLists too)/OnesLike, in every registered dtype, with empty, scalar and odd
+shapes; gradients of the differentiable ops; TensorFlow's errors for bad input."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
+from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array,
+                            run_on)
 
 BF16 = tf.bfloat16.as_numpy_dtype
 FLOATING = [np.float32, np.float64, np.float16, BF16]
@@ -42,6 +45,12 @@ BINARY = {
     "floor_mod": (tf.math.floormod, FLOATING_AND_INT64, "nonzero_divisor"),
     "rsqrt_grad": (lambda y, dy: tf.raw_ops.RsqrtGrad(y=y, dy=dy), FLOATING, "any"),
     "sqrt_grad": (lambda y, dy: tf.raw_ops.SqrtGrad(y=y, dy=dy), FLOATING, "positive_y"),
+    "reciprocal_grad": (lambda y, dy: tf.raw_ops.ReciprocalGrad(y=y, dy=dy), FLOATING, "any"),
+    "inv_grad": (lambda y, dy: tf.raw_ops.InvGrad(y=y, dy=dy), FLOATING, "any"),
+    "atan2": (tf.math.atan2, FLOATING, "any"),
+    "xlogy": (tf.math.xlogy, FLOATING, "zero_x_positive_y"),
+    "xdivy": (tf.math.xdivy, FLOATING, "zero_x_nonzero_y"),
+    "xlog1py": (tf.math.xlog1py, FLOATING, "zero_x_positive_y"),
     "equal": (tf.math.equal, FLOATING_AND_INT64 + [np.uint8, np.bool_], "coarse"),
     "not_equal": (tf.math.not_equal, FLOATING_AND_INT64 + [np.uint8, np.bool_], "coarse"),
     "greater": (tf.math.greater, FLOATING_AND_INT64 + [np.uint8], "coarse"),
@@ -51,7 +60,8 @@ BINARY = {
     "logical_and": (tf.math.logical_and, [np.bool_], "any"),
     "logical_or": (tf.math.logical_or, [np.bool_], "any"),
 }
-SAME_SHAPE_ONLY = {"rsqrt_grad", "sqrt_grad"}  # TensorFlow's kernels take equal shapes only
+# TensorFlow's kernels take equal element counts only (SimpleBinaryOp).
+SAME_SHAPE_ONLY = {"rsqrt_grad", "sqrt_grad", "reciprocal_grad", "inv_grad"}
 
 
 def operands(domain, x_shape, y_shape, dtype, seed):
@@ -78,6 +88,13 @@ def operands(domain, x_shape, y_shape, dtype, seed):
             y = random_array(y_shape, dtype, seed=seed + 1, low=-3, high=3)
     elif domain == "positive_y":
         x = random_array(x_shape, dtype, seed=seed, low=0.5, high=4)
+    elif domain in ("zero_x_positive_y", "zero_x_nonzero_y"):
+        # x == 0 must give 0 even where log(y) or 1 / y is not finite.
+        x = np.where(np.abs(x.astype(np.float64)) < 2, np.zeros_like(x), x)
+        if domain == "zero_x_positive_y":
+            y = random_array(y_shape, dtype, seed=seed + 1, low=0.1, high=5)
+        else:
+            y = np.where(np.abs(y.astype(np.float64)) < 0.25, np.full_like(y, 0.5), y)
     elif domain == "coarse" and dtype != np.bool_:
         x = random_array(x_shape, np.int64, seed=seed, low=0, high=3).astype(dtype)
         y = random_array(y_shape, np.int64, seed=seed + 1, low=0, high=3).astype(dtype)
@@ -124,6 +141,24 @@ UNARY = {
     "floor": (tf.math.floor, FLOATING, (-8, 8)),
     "ceil": (tf.math.ceil, FLOATING, (-8, 8)),
     "logical_not": (tf.math.logical_not, [np.bool_], (0, 1)),
+    "erf": (tf.math.erf, FLOATING, (-4, 4)),
+    "erfc": (tf.math.erfc, FLOATING, (-4, 4)),
+    "expm1": (tf.math.expm1, FLOATING, (-8, 8)),
+    "log1p": (tf.math.log1p, FLOATING, (-0.9, 9)),
+    "sin": (tf.math.sin, FLOATING, (-8, 8)),
+    "cos": (tf.math.cos, FLOATING, (-8, 8)),
+    "tan": (tf.math.tan, FLOATING, (-1.4, 1.4)),
+    "asin": (tf.math.asin, FLOATING, (-1, 1)),
+    "acos": (tf.math.acos, FLOATING, (-1, 1)),
+    "atan": (tf.math.atan, FLOATING, (-8, 8)),
+    "sinh": (tf.math.sinh, FLOATING, (-5, 5)),
+    "cosh": (tf.math.cosh, FLOATING, (-5, 5)),
+    "asinh": (tf.math.asinh, FLOATING, (-8, 8)),
+    "acosh": (tf.math.acosh, FLOATING, (1, 9)),
+    "atanh": (tf.math.atanh, FLOATING, (-0.95, 0.95)),
+    "is_finite": (tf.math.is_finite, FLOATING, (-8, 8)),
+    "is_nan": (tf.math.is_nan, FLOATING, (-8, 8)),
+    "is_inf": (tf.math.is_inf, FLOATING, (-8, 8)),
 }
 UNARY_SHAPES = [(0,), (1,), (7,), (3, 0, 2), (4, 33), (2, 3, 5, 7), ()]
 
@@ -321,6 +356,12 @@ DIFFERENTIABLE_BINARY = {
     "minimum": tf.math.minimum,
     "pow": tf.math.pow,
     "squared_difference": tf.math.squared_difference,
+    "atan2": tf.math.atan2,
+    "xlogy": tf.math.xlogy,
+    "xdivy": tf.math.xdivy,
+    "xlog1py": tf.math.xlog1py,
+    "v1_where": lambda x, y: tf.compat.v1.where(x > 1.5, x * y, x - y),
+    "clip": lambda x, y: tf.raw_ops.ClipByValue(t=x, clip_value_min=y - 1, clip_value_max=y),
 }
 DIFFERENTIABLE_UNARY = {
     "neg": tf.math.negative,
@@ -330,6 +371,24 @@ DIFFERENTIABLE_UNARY = {
     "square": tf.math.square,
     "exp": tf.math.exp,
     "log": tf.math.log,
+    "erf": tf.math.erf,
+    "erfc": tf.math.erfc,
+    "expm1": tf.math.expm1,
+    "log1p": tf.math.log1p,
+    "sin": tf.math.sin,
+    "cos": tf.math.cos,
+    "atan": tf.math.atan,
+    "reciprocal": tf.math.reciprocal,
+    "tan": tf.math.tan,
+    "asin": lambda x: tf.math.asin(x / 4),
+    "acos": lambda x: tf.math.acos(x / 4),
+    "sinh": tf.math.sinh,
+    "cosh": tf.math.cosh,
+    "asinh": tf.math.asinh,
+    "acosh": lambda x: tf.math.acosh(x + 1),
+    "atanh": lambda x: tf.math.atanh(x / 4),
+    "gelu_exact": lambda x: tf.nn.gelu(x, approximate=False),
+    "gelu_tanh": lambda x: tf.nn.gelu(x, approximate=True),
 }
 
 
@@ -426,3 +485,190 @@ def test_integer_division_by_zero_fails_the_op_without_crashing(run_python):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "ERROR" in result.stdout and "ALIVE" in result.stdout, result.stdout
     assert "Integer division by zero" in result.stderr
+
+
+SPECIALS = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-30, 3e38, -3e38],
+                    np.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_predicates_and_math_functions_keep_ieee_special_values_like_cpu(dtype):
+    with np.errstate(over="ignore"):
+        specials = SPECIALS.astype(dtype)
+    for fn in (tf.math.is_finite, tf.math.is_nan, tf.math.is_inf):
+        out = assert_matches_cpu(fn, specials)
+        assert out.dtype == tf.bool
+    for fn in (tf.math.erf, tf.math.erfc, tf.math.expm1, tf.math.log1p, tf.math.atan,
+               tf.math.sinh, tf.math.asinh):
+        assert_matches_cpu(fn, specials)
+    y = np.array([0.0, 1.0, -1.0, np.inf, np.nan, 0.0, 2.0, -0.0, np.nan, 5.0], dtype)
+    for fn in (tf.math.atan2, tf.math.xlogy, tf.math.xdivy):
+        assert_matches_cpu(fn, specials, y)
+
+
+@pytest.mark.parametrize("dtype", FLOATING_AND_INT64)
+@pytest.mark.parametrize("bounds", ["scalars", "tensors", "mixed"])
+def test_clip_by_value_matches_cpu(dtype, bounds):
+    t = random_array((5, 13), dtype, seed=1, low=-8, high=8)
+    lo = np.array(-2, dtype) if bounds != "tensors" else random_array((5, 13), dtype, 2, -4, -1)
+    hi = np.array(3, dtype) if bounds == "scalars" else random_array((5, 13), dtype, 3, 1, 4)
+    assert_matches_cpu(lambda a, b, c: tf.raw_ops.ClipByValue(t=a, clip_value_min=b,
+                                                              clip_value_max=c), t, lo, hi)
+
+
+def test_clip_by_value_of_an_empty_tensor_is_empty():
+    out = on_gpu(lambda a: tf.raw_ops.ClipByValue(t=a, clip_value_min=0.0, clip_value_max=1.0),
+                 np.zeros((0, 3), np.float32))
+    assert out.shape == (0, 3)
+
+
+def test_clip_by_value_with_bad_bounds_is_invalid_argument():
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="must be either of the same shape as input, or a scalar"):
+        on_gpu(lambda a, b: tf.raw_ops.ClipByValue(t=a, clip_value_min=b, clip_value_max=b),
+               np.ones((3,), np.float32), np.ones((1,), np.float32))
+
+
+@pytest.mark.parametrize("name", ["rsqrt_grad", "reciprocal_grad", "inv_grad", "sqrt_grad"])
+def test_unary_gradient_helpers_need_equal_element_counts_like_tensorflow(name):
+    fn = BINARY[name][0]
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match="same number of elements, got 3 and 1"):
+        on_gpu(fn, np.ones((3,), np.float32), np.ones((1,), np.float32))
+    # Equal counts in different shapes: the output takes the first input's shape.
+    out = assert_matches_cpu(fn, random_array((2, 3), np.float32, 1, 0.5, 2),
+                             random_array((6,), np.float32, 2))
+    assert out.shape == (2, 3)
+
+
+RANGE_CASES = [
+    (0, 10, 1), (0, 10, 3), (10, 0, -3), (0.1, 100.0, 0.1), (-1.5, 2.5, 0.25), (5, 5, 1),
+    (3.0, -2.0, -0.7), (0, 1, 0.3333),
+]
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float64, tf.float16, tf.bfloat16, tf.int64])
+@pytest.mark.parametrize("start,limit,delta", RANGE_CASES)
+def test_range_matches_cpu(dtype, start, limit, delta):
+    if dtype == tf.int64 and any(isinstance(v, float) for v in (start, limit, delta)):
+        pytest.skip("integer range of float bounds")
+    if dtype in (tf.float16, tf.bfloat16) and limit == 100.0:
+        limit = 30.0
+
+    def make():
+        return tf.raw_ops.Range(start=tf.constant(start, dtype), limit=tf.constant(limit, dtype),
+                                delta=tf.constant(delta, dtype))
+
+    expected = run_on("/CPU:0", make)
+    vgpu.reset_stats()
+    actual = run_on("/GPU:0", make)
+    assert actual.device.endswith("GPU:0") and actual.shape == expected.shape
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+    if expected.shape[0] > 0:
+        assert vgpu.stats()["launches"] >= 1
+
+
+@pytest.mark.parametrize("start,limit,delta,match", [
+    (0.0, 1.0, 0.0, "Requires delta != 0"),
+    (5.0, 1.0, 1.0, "Requires start <= limit when delta > 0"),
+    (1.0, 5.0, -1.0, "Requires start >= limit when delta < 0"),
+])
+def test_bad_range_is_invalid_argument(start, limit, delta, match):
+    f32 = lambda v: tf.constant(v, tf.float32)  # noqa: E731
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.Range(start=f32(start), limit=f32(limit), delta=f32(delta))
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match=r"start must be a scalar, not shape \[2\]"):
+        tf.raw_ops.Range(start=f32([0.0, 1.0]), limit=f32(limit), delta=f32(1.0))
+
+
+def test_int64_range_of_extreme_bounds_matches_cpu():
+    big = 2**62
+    for start, limit, delta in [(-big, big, big // 3), (big, -big, -(big // 5))]:
+        assert_matches_cpu(lambda: tf.raw_ops.Range(start=tf.constant(start, tf.int64),
+                                                    limit=tf.constant(limit, tf.int64),
+                                                    delta=tf.constant(delta, tf.int64)))
+
+
+def test_zeros_like_of_a_tensor_list_stays_on_the_device():
+    # TensorFlow differentiates a while loop through TensorLists and asks for zeros like them
+    # (DT_VARIANT); its GPU build has a kernel for that, and so does the virtual GPU.
+    x = random_array((5, 3), np.float32)
+
+    @tf.function
+    def zeros(values):
+        handle = tf.raw_ops.TensorListFromTensor(tensor=values, element_shape=[3])
+        handle = tf.raw_ops.TensorListSetItem(input_handle=handle, index=2,
+                                              item=values[0] * 2.0)
+        zero_list = tf.zeros_like(handle)
+        return tf.raw_ops.TensorListStack(input_handle=zero_list, element_dtype=tf.float32,
+                                          element_shape=[3])
+
+    expected = run_on("/CPU:0", zeros, x)
+    vgpu.reset_stats()
+    actual = run_on("/GPU:0", zeros, x)
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+    assert vgpu.stats()["launches"] >= 1
+
+
+def test_gradient_of_a_while_loop_with_tensor_lists_matches_cpu():
+    x = random_array((6, 4), np.float32, seed=3)
+    w = random_array((4, 4), np.float32, seed=4, low=-0.5, high=0.5)
+
+    def loop(inputs, weights):
+        ta = tf.TensorArray(tf.float32, size=6)
+        state = tf.zeros([4])
+        for i in tf.range(6):
+            state = tf.tanh(tf.linalg.matvec(weights, state) + inputs[i])
+            ta = ta.write(i, state)
+        return ta.stack()
+
+    assert_gradients_match_cpu(tf.function(loop), x, w)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16, np.int32, np.int64,
+                                   np.uint8, np.bool_])
+@pytest.mark.parametrize("condition_shape,shape", [((), (4, 5)), ((4,), (4, 5, 2)), ((3, 7), (3, 7)),
+                                                    ((6,), (6,)), ((0,), (0, 3))])
+def test_v1_select_matches_cpu(dtype, condition_shape, shape):
+    condition = random_array(condition_shape, np.bool_, seed=1)
+    t = random_array(shape, dtype, seed=2)
+    e = random_array(shape, dtype, seed=3)
+    assert_matches_cpu(lambda c, a, b: tf.raw_ops.Select(condition=c, x=a, y=b), condition, t, e,
+                       expect_launch=t.size > 0)
+
+
+@pytest.mark.parametrize("condition_shape,shape,else_shape,match", [
+    ((), (2, 3), (3,), r"'then' and 'else' must have the same size.  but received: \[2,3\] vs"),
+    ((3,), (4, 2), (4, 2), "Number of batches of 'then' must match size of 'cond', but saw: 4 vs. 3"),
+    ((2, 2), (2, 3), (2, 3), "must have the same size and shape"),
+])
+def test_bad_v1_select_is_invalid_argument(condition_shape, shape, else_shape, match):
+    with pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        on_gpu(lambda c, a, b: tf.raw_ops.Select(condition=c, x=a, y=b),
+               np.ones(condition_shape, np.bool_), np.ones(shape, np.float32),
+               np.ones(else_shape, np.float32))
+
+
+@pytest.mark.parametrize("source,destination,shape", [
+    (tf.float32, tf.int32, (3, 4)), (tf.float32, tf.uint8, (5,)), (tf.float16, tf.bfloat16, (7,)),
+    (tf.uint8, tf.float32, (2, 4)), (tf.int64, tf.float64, ()), (tf.int16, tf.int64, (3, 4)),
+])
+def test_bitcast_shares_the_bytes_like_cpu(source, destination, shape):
+    x = random_array(shape, source.as_numpy_dtype, seed=1, low=0, high=100)
+    actual = assert_matches_cpu(lambda t: tf.bitcast(t, destination), x, expect_launch=False,
+                                equal_nan=True, rtol=0, atol=0)
+    assert actual.dtype == destination
+
+
+def test_bitcast_to_a_wider_type_needs_the_matching_last_dimension():
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Cannot bitcast from 4 to 1"):
+        on_gpu(lambda t: tf.bitcast(t, tf.float32), np.ones((3,), np.uint8))
+
+
+def test_keras_signbit_matches_cpu():
+    # Bitcast on the device, then TensorFlow's host int32 kernels: no launch at all.
+    import keras
+
+    x = np.array([-2.0, -0.0, 0.0, 3.0, -np.inf, np.nan], np.float32)
+    assert_matches_cpu(keras.ops.signbit, x, expect_launch=False)

@@ -1,7 +1,9 @@
-"""StatelessRandomUniformV2 on the virtual GPU produces exactly TensorFlow's CPU numbers (Philox
-with TensorFlow's key/counter layout and uint -> float conversions) in every floating dtype, for
-odd sizes and counters that carry across words, through tf.random.stateless_uniform and Keras'
-Dropout; bad key/counter/alg/shape inputs are TensorFlow's InvalidArgumentError."""
+"""The stateless random ops (uniform, normal, truncated normal, uniform integers, full-range
+integers) and StatelessRandomGetKeyCounter on the virtual GPU produce exactly TensorFlow's CPU
+numbers (Philox with TensorFlow's key/counter layout, conversions and block assignment) in every
+dtype, for odd sizes and counters that carry across words, through tf.random.stateless_*,
+Keras' initializers, Dropout and GaussianNoise; bad inputs are TensorFlow's
+InvalidArgumentError."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -94,3 +96,166 @@ def test_stateless_uniform_bad_input_is_invalid_argument(kwargs, match):
     args.update(kwargs)
     with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
         tf.raw_ops.StatelessRandomUniformV2(dtype=tf.float32, **args)
+
+
+# --- Normal, truncated normal and integer distributions, and the key/counter derivation. ---
+
+def normal(shape, key, counter, dtype, alg=1):
+    return tf.raw_ops.StatelessRandomNormalV2(shape=shape, key=key, counter=counter, alg=alg,
+                                              dtype=dtype)
+
+
+def truncated_normal(shape, key, counter, dtype, alg=1):
+    return tf.raw_ops.StatelessTruncatedNormalV2(shape=shape, key=key, counter=counter, alg=alg,
+                                                 dtype=dtype)
+
+
+# Sizes around TensorFlow's groups (4 elements, 2 for float64), and large enough that the CPU
+# kernel shards the work over its threads.
+SIZES = [(0,), (1,), (3,), (5, 7), (1000, 37)]
+
+
+@pytest.mark.parametrize("dtype", FLOATING, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", SIZES)
+@pytest.mark.parametrize("op", [normal, truncated_normal], ids=["normal", "truncated"])
+def test_stateless_normals_are_bit_exact_with_cpu(op, dtype, shape):
+    key, counter = key_and_counter([17, 42])
+    out = assert_matches_cpu(lambda: op(shape, key, counter, dtype),
+                             expect_launch=0 not in shape, **EXACT)
+    if op is truncated_normal and out.shape.num_elements():
+        assert np.all(np.abs(out.numpy().astype(np.float64)) <= 2.0)
+
+
+@pytest.mark.parametrize("counter", [[2**64 - 3, 5], [2**64 - 1, 2**64 - 1], [2**32 - 2, 0]])
+@pytest.mark.parametrize("op", [normal, truncated_normal], ids=["normal", "truncated"])
+def test_stateless_normals_with_carrying_counters_match_cpu(op, counter):
+    key = tf.constant([0x0123456789ABCDEF], tf.uint64)
+    counter = tf.constant(counter, tf.uint64)
+    for dtype in (tf.float32, tf.float64):
+        assert_matches_cpu(lambda: op([257], key, counter, dtype), **EXACT)
+
+
+def test_stateless_normals_of_many_seeds_match_cpu():
+    # Many keys: Box-Muller's clamp of tiny uniforms and the truncation's rejections occur.
+    for seed in range(40):
+        key, counter = key_and_counter([seed, 1000 - seed])
+        for dtype in (tf.float32, tf.float64, tf.float16):
+            assert_matches_cpu(lambda: normal([61], key, counter, dtype), **EXACT)
+            assert_matches_cpu(lambda: truncated_normal([61], key, counter, dtype), **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64], ids=lambda d: d.name)
+@pytest.mark.parametrize("bounds", [(0, 10), (-5, 3), (-(2**31), 2**31 - 1), (7, 8)])
+def test_stateless_uniform_int_is_bit_exact_with_cpu(dtype, bounds):
+    if dtype == tf.int64:
+        bounds = (bounds[0] * 2**30, bounds[1] * 2**31 + 1) if abs(bounds[0]) > 100 else bounds
+    key, counter = key_and_counter([5, 6])
+    minval, maxval = (tf.constant(v, dtype) for v in bounds)
+    assert_matches_cpu(lambda: tf.raw_ops.StatelessRandomUniformIntV2(
+        shape=[333], key=key, counter=counter, alg=1, minval=minval, maxval=maxval), **EXACT)
+
+
+@pytest.mark.parametrize("dtype", [tf.int32, tf.int64, tf.uint32, tf.uint64],
+                         ids=lambda d: d.name)
+def test_stateless_uniform_full_int_is_bit_exact_with_cpu(dtype):
+    key, counter = key_and_counter([8, 9])
+    assert_matches_cpu(lambda: tf.raw_ops.StatelessRandomUniformFullIntV2(
+        shape=[3, 101], key=key, counter=counter, alg=1, dtype=dtype), **EXACT)
+
+
+def test_tf_random_stateless_normal_and_integers_match_cpu():
+    def draw():
+        return (tf.random.stateless_normal([40, 3], seed=[1, 2], mean=1.5, stddev=0.5),
+                tf.random.stateless_truncated_normal([40, 3], seed=[3, 4], stddev=2.0),
+                tf.random.stateless_uniform([40], seed=[5, 6], minval=-3, maxval=9,
+                                            dtype=tf.int32),
+                tf.random.stateless_uniform([40], seed=[5, 6], minval=None, maxval=None,
+                                            dtype=tf.int64))
+
+    assert_matches_cpu(draw, **EXACT)
+
+
+@pytest.mark.parametrize("initializer", ["glorot_normal", "he_normal", "lecun_normal",
+                                         "truncated_normal", "random_normal", "orthogonal"])
+def test_keras_initializers_give_the_cpu_weights(initializer):
+    import keras
+
+    def build(device):
+        with tf.device(device):
+            init = keras.initializers.get({"class_name": initializer,
+                                           "config": {"seed": 1234}})
+            return init((33, 17)).numpy()
+
+    expected = build("/CPU:0")
+    vgpu.reset_stats()
+    actual = build("/GPU:0")
+    np.testing.assert_array_equal(actual, expected)
+
+
+def test_keras_gaussian_noise_and_dropout_match_cpu():
+    import keras
+
+    x = np.ones((16, 64), np.float32)
+
+    def noisy(device):
+        with tf.device(device):
+            noise = keras.layers.GaussianNoise(0.3, seed=11)
+            dropout = keras.layers.GaussianDropout(0.2, seed=12)
+            t = tf.constant(x)
+            return noise(t, training=True).numpy(), dropout(t, training=True).numpy()
+
+    expected = noisy("/CPU:0")
+    vgpu.reset_stats()
+    actual = noisy("/GPU:0")
+    assert vgpu.stats()["launches"] >= 2
+    for a, e in zip(actual, expected):
+        np.testing.assert_array_equal(a, e)
+
+
+@pytest.mark.parametrize("seed_dtype", [tf.int32, tf.int64])
+def test_key_counter_from_a_seed_is_computed_on_the_device_like_cpu(seed_dtype):
+    seed = tf.constant([123456789, -987654321], seed_dtype)
+    with tf.device("/CPU:0"):
+        expected = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+    with tf.device("/GPU:0"):
+        actual = tf.raw_ops.StatelessRandomGetKeyCounter(seed=seed)
+    for a, e in zip(actual, expected):
+        assert a.device.endswith("GPU:0")
+        np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
+def test_key_counter_of_a_bad_seed_is_invalid_argument():
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match=r"seed must have shape \[2\], not \[3\]"):
+        tf.raw_ops.StatelessRandomGetKeyCounter(seed=tf.constant([1, 2, 3]))
+
+
+@pytest.mark.parametrize("minval,maxval,match", [
+    (5, 3, "Need minval < maxval, got 5 >= 3"),
+    (3, 3, "Need minval < maxval, got 3 >= 3"),
+    ([1], 3, r"minval must be 0-D, got shape \[1\]"),
+])
+def test_stateless_uniform_int_bad_bounds_are_invalid_argument(minval, maxval, match):
+    key, counter = key_and_counter([1, 1])
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.StatelessRandomUniformIntV2(shape=[4], key=key, counter=counter, alg=1,
+                                               minval=minval, maxval=maxval)
+
+
+def test_stateless_uniform_int_of_nothing_skips_the_bounds_check_like_cpu():
+    key, counter = key_and_counter([1, 1])
+    with tf.device("/GPU:0"):
+        out = tf.raw_ops.StatelessRandomUniformIntV2(shape=[0], key=key, counter=counter, alg=1,
+                                                     minval=5, maxval=3)
+    assert out.shape == (0,)
+
+
+@pytest.mark.parametrize("op", [normal, truncated_normal], ids=["normal", "truncated"])
+def test_stateless_normals_bad_input_is_invalid_argument(op):
+    key, counter = key_and_counter([3, 4])
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match="Unsupported algorithm id: 2"):
+        op([3], key, counter, tf.float32, alg=2)
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match="Dimension -1 must be >= 0"):
+        op([3, -1], key, counter, tf.float32)

@@ -1,14 +1,16 @@
 """Reduction-family ops on the virtual GPU against TensorFlow's CPU kernels: Sum, Mean, Prod,
 Max, Min, All, Any (negative, multiple and non-adjacent axes, keep_dims, empty reductions),
 ArgMax / ArgMin (ties, output types), Softmax / LogSoftmax and the softmax cross-entropy losses
-(broadcasting, int32/int64 labels, out-of-range labels), their gradients, int32 placement, and
-invalid arguments."""
+(broadcasting, int32/int64 labels, out-of-range labels), Cumsum / Cumprod, TopKV2 (ties, index
+types), their gradients, 16-bit sums accumulated in float, int32 placement, and invalid
+arguments."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_matches_cpu, random_array, run_on, tolerance
+from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on,
+                            tolerance)
 
 FLOATING = [np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype]
 REDUCIBLE = FLOATING + [np.int64]
@@ -297,3 +299,139 @@ def test_reduction_kernels_use_descriptors_created_and_destroyed_per_call():
     calls = vgpu.stats()["descriptor_calls"]
     assert calls["reduce"]["create"] == calls["reduce"]["destroy"] == 2
     assert calls["tensor"]["create"] == calls["tensor"]["destroy"] == 4
+
+
+# --- 16-bit sums accumulate in float (TensorFlow's GPU kernels), scans and top-k. ---
+
+@pytest.mark.parametrize("dtype", [tf.float16, tf.bfloat16], ids=lambda d: d.name)
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_16_bit_sums_accumulate_in_float_like_tensorflow_gpu(dtype, name):
+    # Each column: 250 times 60000, then 250 times -60000, plus noise. Partial sums overflow
+    # float16 (and swallow the noise in bfloat16) although every result fits: the float32 sum,
+    # rounded once, is what TensorFlow's GPU kernel returns.
+    rng = np.random.default_rng(0)
+    column = np.concatenate([np.full(250, 60000.0), np.full(250, -60000.0)])
+    x = (column[:, None] + rng.uniform(0, 4, (500, 6))).astype(np.float32)
+    fn = REDUCTIONS[name]
+    for data, axes in ((x, None), (x, [0]), (x.T.copy(), [1])):
+        rounded = tf.cast(tf.cast(tf.constant(data), dtype), tf.float32)
+        expected = tf.cast(fn(rounded, axis=axes), dtype).numpy()
+        actual = run_on("/GPU:0", lambda t: fn(tf.cast(t, dtype), axis=axes), data)
+        assert actual.dtype == dtype
+        values = np.asarray(actual.numpy(), np.float64)
+        assert np.all(np.isfinite(values))
+        np.testing.assert_allclose(values, np.asarray(expected, np.float64), rtol=1e-2, atol=1)
+
+
+def test_float16_mean_of_many_ones_is_one():
+    out = run_on("/GPU:0", lambda t: tf.reduce_mean(t), np.ones((100000,), np.float16))
+    assert float(out.numpy()) == 1.0
+
+
+SCANS = {"cumsum": tf.math.cumsum, "cumprod": tf.math.cumprod}
+
+
+@pytest.mark.parametrize("name", sorted(SCANS))
+@pytest.mark.parametrize("dtype", FLOATING + [np.int32, np.int64])
+@pytest.mark.parametrize("exclusive", [False, True])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_matches_cpu(name, dtype, exclusive, reverse):
+    for seed, (shape, axis) in enumerate([((17,), 0), ((4, 9), 1), ((4, 9), -2), ((3, 5, 6), 1),
+                                          ((2, 0, 3), 2), ((300, 40), 0)]):
+        x = random_array(shape, dtype, seed=seed, low=0.5 if name == "cumprod" else -3,
+                         high=1.5 if name == "cumprod" else 3)
+        if np.dtype(dtype).kind == "i":
+            x = random_array(shape, dtype, seed=seed, low=-2, high=2)
+        assert_matches_cpu(lambda t: SCANS[name](t, axis=axis, exclusive=exclusive,
+                                                 reverse=reverse), x,
+                           expect_launch=x.size > 0, **loose_tolerance(dtype))
+
+
+@pytest.mark.parametrize("name", sorted(SCANS))
+def test_scan_gradient_matches_cpu(name):
+    x = random_array((5, 8), np.float32, seed=2, low=0.5, high=1.5)
+    assert_gradients_match_cpu(lambda t: SCANS[name](t, axis=1), x)
+    assert_gradients_match_cpu(lambda t: SCANS[name](t, axis=0, exclusive=True, reverse=True), x)
+
+
+@pytest.mark.parametrize("axis,match", [
+    (2, r"ScanOp: Expected scan axis in the range \[-2, 2\), but got 2"),
+    (-3, r"ScanOp: Expected scan axis in the range \[-2, 2\), but got -1"),
+    ([0], r"ScanOp: axis must be a scalar, not \[1\]"),
+])
+def test_scan_with_a_bad_axis_is_invalid_argument(axis, match):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.Cumsum(x=tf.ones([2, 3]), axis=axis)
+
+
+@pytest.mark.parametrize("dtype", FLOATING + [np.int32, np.int64])
+@pytest.mark.parametrize("index_type", [tf.int32, tf.int64], ids=lambda d: d.name)
+def test_top_k_matches_cpu_with_ties(dtype, index_type):
+    for seed, (shape, k) in enumerate([((9,), 3), ((4, 12), 12), ((2, 3, 50), 5), ((6, 7), 0),
+                                       ((0, 5), 2), ((64, 1000), 10)]):
+        # Few distinct values: many ties, which keep the lower index first.
+        x = random_array(shape, np.int64, seed=seed, low=-4, high=4).astype(dtype)
+        assert_matches_cpu(lambda t: tf.raw_ops.TopKV2(input=t, k=k, index_type=index_type), x,
+                           expect_launch=x.size > 0 and k > 0, rtol=0, atol=0)
+
+
+def test_unsorted_top_k_finds_the_cpu_values():
+    x = random_array((8, 30), np.float32, seed=4)
+    expected = run_on("/CPU:0", lambda t: tf.math.top_k(t, 7, sorted=False), x)
+    actual = run_on("/GPU:0", lambda t: tf.math.top_k(t, 7, sorted=False), x)
+    np.testing.assert_array_equal(np.sort(actual.values.numpy(), axis=1),
+                                  np.sort(expected.values.numpy(), axis=1))
+
+
+def test_sort_and_argsort_match_cpu():
+    x = random_array((5, 40), np.float32, seed=5)
+    assert_matches_cpu(lambda t: tf.sort(t, direction="DESCENDING"), x)
+    assert_matches_cpu(lambda t: tf.argsort(t, direction="DESCENDING", stable=True), x)
+
+
+def test_top_k_gradient_matches_cpu():
+    x = random_array((4, 10), np.float32, seed=6)
+    assert_gradients_match_cpu(lambda t: tf.math.top_k(t, 4).values, x)
+
+
+@pytest.mark.parametrize("k,shape,match", [
+    ([1, 2], (3,), r"k must be scalar, got shape \[2\]"),
+    (-1, (3,), "Need k >= 0, got -1"),
+    (5, (2, 4), "input must have at least k columns. Had 4, needed 5"),
+    (1, (), r"input must be >= 1-D, got shape \[\]"),
+])
+def test_top_k_with_bad_arguments_is_invalid_argument(k, shape, match):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.TopKV2(input=tf.ones(shape), k=k)
+
+
+@pytest.mark.parametrize("target_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("k", [0, 1, 2, 5])
+def test_in_top_k_matches_cpu(target_dtype, k):
+    predictions = random_array((40, 5), np.int64, seed=1, low=0, high=3).astype(np.float32)
+    predictions[3, 2] = np.nan
+    predictions[7, 0] = np.inf
+    targets = random_array((40,), target_dtype, seed=2, low=-1, high=5)  # -1 and 5: out of range
+    assert_matches_cpu(lambda p, t: tf.math.in_top_k(t, p, k), predictions, targets)
+
+
+def test_keras_top_k_accuracy_matches_cpu():
+    import keras
+
+    y_true = random_array((30,), np.int32, seed=3, low=0, high=6)
+    y_pred = random_array((30, 7), np.float32, seed=4)
+    assert_matches_cpu(lambda a, b: keras.metrics.sparse_top_k_categorical_accuracy(a, b, k=3),
+                       y_true, y_pred)
+
+
+@pytest.mark.parametrize("predictions_shape,targets_shape,k,match", [
+    ((3,), (3,), 1, "predictions must be 2-dimensional"),
+    ((3, 2), (3, 1), 1, "targets must be 1-dimensional"),
+    ((3, 2), (2,), 1, "First dimension of predictions 3 must match length of targets 2"),
+    ((3, 2), (3,), [1], r"k must be 0-D, got shape \[1\]"),
+])
+def test_in_top_k_with_bad_arguments_is_invalid_argument(predictions_shape, targets_shape, k,
+                                                         match):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+        tf.raw_ops.InTopKV2(predictions=tf.ones(predictions_shape),
+                            targets=tf.zeros(targets_shape, tf.int32), k=k)

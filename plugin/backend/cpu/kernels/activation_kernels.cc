@@ -1,19 +1,123 @@
-// The activation family (protocol/kernels/activation.h) on the CPU backing executor,
-// vectorised and multi-threaded with Eigen's tensor module on the executor's thread pool.
+// The activation family (protocol/kernels/activation.h) on the CPU backing executor, vectorised
+// and multi-threaded with Eigen's tensor module on the executor's thread pool. Each mode is the
+// Eigen expression TensorFlow's CPU kernel evaluates (relu_op_functor.h, softplus_op.h,
+// softsign_op.h), so results round as TensorFlow's do.
 #include "plugin/backend/cpu/kernel_registry.h"
 
 #define EIGEN_USE_THREADS
 #include <cstring>
 
 #include "absl/status/statusor.h"
-#include "plugin/common/status_macros.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
+namespace {
+
+// SELU's constants (Klambauer et al.), as TensorFlow spells them.
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+
+// The leaky relu's alpha as TensorFlow's kernel holds it: the float attribute cast to T.
+template <typename T>
+T Coefficient(const ActivationDescriptorSettings& activation) {
+  return T(static_cast<float>(activation.coef));
+}
+
+// Below this x, softplus(x) == exp(x) within epsilon; above -threshold, softplus(x) == x.
+template <typename T>
+T SoftplusThreshold() {
+  return Eigen::numext::log(Eigen::NumTraits<T>::epsilon()) + T(2);
+}
+
+template <typename T>
+absl::Status Forward(const Eigen::ThreadPoolDevice& device,
+                     const ActivationDescriptorSettings& activation, ConstFlatMap<T> x,
+                     FlatMap<T> y) {
+  const T zero(0), one(1);
+  switch (activation.mode) {
+    case ActivationMode::kRelu:
+      y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero);
+      break;
+    case ActivationMode::kRelu6:
+      y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero)
+                             .template cwiseMin<Eigen::PropagateNaN>(T(6));
+      break;
+    case ActivationMode::kSigmoid: y.device(device) = x.sigmoid(); break;
+    case ActivationMode::kTanh: y.device(device) = x.tanh(); break;
+    case ActivationMode::kElu:
+      y.device(device) = (x < zero).select(x.exp() - x.constant(one), x);
+      break;
+    case ActivationMode::kSelu:
+      y.device(device) = (x < zero).select(
+          x.constant(T(kSeluScaleAlpha)) * (x.exp() - x.constant(one)),
+          x.constant(T(kSeluScale)) * x);
+      break;
+    case ActivationMode::kSoftplus: {
+      static const T threshold = SoftplusThreshold<T>();
+      const auto exp_x = x.exp();
+      y.device(device) = (x > x.constant(-threshold))
+                             .select(x, (x < x.constant(threshold)).select(exp_x, exp_x.log1p()));
+      break;
+    }
+    case ActivationMode::kSoftsign:
+      y.device(device) = x / (x.abs() + x.constant(one));
+      break;
+    case ActivationMode::kLeakyRelu:
+      y.device(device) = (x > zero).select(x, x * Coefficient<T>(activation));
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status Backward(const Eigen::ThreadPoolDevice& device,
+                      const ActivationDescriptorSettings& activation, ConstFlatMap<T> a,
+                      ConstFlatMap<T> b, FlatMap<T> out) {
+  const T zero(0), one(1);
+  switch (activation.mode) {
+    case ActivationMode::kRelu:  // a = gradients, b = features
+      out.device(device) = a * (b > zero).template cast<T>();
+      break;
+    case ActivationMode::kRelu6:
+      out.device(device) = a * ((b > zero) && (b < T(6))).template cast<T>();
+      break;
+    case ActivationMode::kLeakyRelu:
+      out.device(device) = (b > zero).select(a, a * Coefficient<T>(activation));
+      break;
+    case ActivationMode::kSigmoid:  // a = y, b = dy
+      out.device(device) = b * a * (one - a);
+      break;
+    case ActivationMode::kTanh:
+      out.device(device) = b * (one - a * a);
+      break;
+    case ActivationMode::kElu:  // a = gradients, b = outputs
+      out.device(device) = (b < zero).select((b + one) * a, a);
+      break;
+    case ActivationMode::kSelu:
+      out.device(device) = (b < zero).select(a * (b + b.constant(T(kSeluScaleAlpha))),
+                                             a * a.constant(T(kSeluScale)));
+      break;
+    case ActivationMode::kSoftplus:  // a = gradients, b = features
+      out.device(device) = a / ((-b).exp() + b.constant(one));
+      break;
+    case ActivationMode::kSoftsign:
+      out.device(device) = a / (b.abs() + b.constant(one)).square();
+      break;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
+  }
+  return absl::OkStatus();
+}
 
 // activation::kForward: y = f(x).
 absl::Status ActivationForward(const KernelContext& context) {
@@ -22,23 +126,16 @@ absl::Status ActivationForward(const KernelContext& context) {
                         context.Descriptor<ActivationDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(1));
-  const int64_t n = ElementCount(tensor);
+  if (activation.dtype != tensor.dtype) {
+    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
   return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(T* y_data, context.Buffer<T>(1, n));
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, n));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, n));
     if (n == 0) return absl::OkStatus();
-    ConstFlatMap<T> x(x_data, n);
-    FlatMap<T> y(y_data, n);
-    const auto& device = *context.device;
-    switch (activation.mode) {
-      case ActivationMode::kRelu: y.device(device) = x.cwiseMax(T(0)); break;
-      case ActivationMode::kRelu6: y.device(device) = x.cwiseMax(T(0)).cwiseMin(T(6)); break;
-      case ActivationMode::kSigmoid: y.device(device) = x.sigmoid(); break;
-      case ActivationMode::kTanh: y.device(device) = x.tanh(); break;
-      default: return absl::InvalidArgumentError("unknown activation mode");
-    }
-    return absl::OkStatus();
+    return Forward<T>(*context.device, activation, ConstFlatMap<T>(x, n), FlatMap<T>(y, n));
   });
 }
 
@@ -49,36 +146,22 @@ absl::Status ActivationBackward(const KernelContext& context) {
                         context.Descriptor<ActivationDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(1));
-  const int64_t n = ElementCount(tensor);
+  if (activation.dtype != tensor.dtype) {
+    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
   return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* a_data, context.Buffer<const T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(const T* b_data, context.Buffer<const T>(1, n));
-    VGPU_ASSIGN_OR_RETURN(T* out_data, context.Buffer<T>(2, n));
+    VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, n));
+    VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, n));
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(2, n));
     if (n == 0) return absl::OkStatus();
-    ConstFlatMap<T> a(a_data, n);
-    ConstFlatMap<T> b(b_data, n);
-    FlatMap<T> out(out_data, n);
-    const auto& device = *context.device;
-    switch (activation.mode) {
-      case ActivationMode::kRelu:  // a = gradients, b = features
-        out.device(device) = a * (b > T(0)).template cast<T>();
-        break;
-      case ActivationMode::kRelu6:
-        out.device(device) = a * ((b > T(0)) && (b < T(6))).template cast<T>();
-        break;
-      case ActivationMode::kSigmoid:  // a = y, b = dy
-        out.device(device) = b * a * (T(1) - a);
-        break;
-      case ActivationMode::kTanh:
-        out.device(device) = b * (T(1) - a * a);
-        break;
-      default: return absl::InvalidArgumentError("unknown activation mode");
-    }
-    return absl::OkStatus();
+    return Backward<T>(*context.device, activation, ConstFlatMap<T>(a, n), ConstFlatMap<T>(b, n),
+                       FlatMap<T>(out, n));
   });
 }
 
+}  // namespace
 }  // namespace vgpu::cpu_kernels
 
 namespace vgpu {

@@ -314,6 +314,9 @@ absl::Status Split(const KernelContext& context) {
 namespace vgpu {
 
 void AddReverseKernels(KernelTable& table);  // reverse_kernels.cc
+namespace cpu_kernels {
+void AddMirrorPadKernels(KernelTable& table);  // mirror_pad_kernels.cc
+}  // namespace cpu_kernels
 
 void AddDataMovementKernels(KernelTable& table) {
   AddReverseKernels(table);
@@ -324,6 +327,7 @@ void AddDataMovementKernels(KernelTable& table) {
   table.Add(data_movement::kTile, "tile", cpu_kernels::Tile);
   table.Add(data_movement::kConcat, "concat", cpu_kernels::Concat);
   table.Add(data_movement::kSplit, "split", cpu_kernels::Split);
+  cpu_kernels::AddMirrorPadKernels(table);
 }
 
 }  // namespace vgpu

@@ -1,7 +1,8 @@
 // Binary arithmetic of the op-tensor kernel (elementwise::kBinary) on the CPU backing executor,
 // with TensorFlow's CPU semantics: Eigen's own functors where TensorFlow uses them (so results
 // round identically), and functors written here for floor division/modulo, safe integer
-// division, integer powers, DivNoNan, SquaredDifference and the Rsqrt/Sqrt gradients.
+// division, integer powers, DivNoNan, SquaredDifference, Xlogy/Xdivy/Xlog1py and the
+// Rsqrt/Sqrt/Reciprocal gradients.
 #define EIGEN_USE_THREADS
 #include <cstdint>
 #include <type_traits>
@@ -188,10 +189,71 @@ struct SqrtGradient {
   }
 };
 
+// x * log(y), or 0 where x == 0 (Xlogy; Xlog1py with log1p).
+template <typename T, bool kLog1p>
+struct XLogY {
+  T operator()(const T& x, const T& y) const {
+    if (x == T(0)) return T(0);
+    return x * (kLog1p ? Eigen::numext::log1p(y) : Eigen::numext::log(y));
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& x, const Packet& y) const {
+    using namespace Eigen::internal;
+    const Packet log_y = kLog1p ? scalar_log1p_op<T>().packetOp(y) : scalar_log_op<T>().packetOp(y);
+    return pselect(pcmp_eq(x, pzero(x)), x, pmul(x, log_y));
+  }
+};
+
+// x / y, or 0 where x == 0 (Xdivy).
+template <typename T>
+struct XDivY {
+  T operator()(const T& x, const T& y) const { return x == T(0) ? T(0) : T(x / y); }
+  template <typename Packet>
+  Packet packetOp(const Packet& x, const Packet& y) const {
+    using namespace Eigen::internal;
+    return pselect(pcmp_eq(x, pzero(x)), x, pdiv(x, y));
+  }
+};
+
+// ReciprocalGrad(y, dy) = -dy * y^2, exactly 0 where dy is 0, associated as TensorFlow's
+// vectorised CPU kernel does.
+template <typename T>
+struct ReciprocalGradient {
+  T operator()(const T& y, const T& dy) const {
+    return dy == T(0) ? T(0) : T(T(-y * y) * dy);
+  }
+  template <typename Packet>
+  Packet packetOp(const Packet& y, const Packet& dy) const {
+    using namespace Eigen::internal;
+    return MultiplyNoNan(pnegate(pmul(y, y)), dy);
+  }
+};
+
 }  // namespace
 }  // namespace vgpu::cpu_kernels
 
 namespace Eigen::internal {
+
+template <typename T, bool kLog1p>
+struct functor_traits<vgpu::cpu_kernels::XLogY<T, kLog1p>> {
+  enum {
+    Cost = functor_traits<scalar_log_op<T>>::Cost + NumTraits<T>::MulCost,
+    PacketAccess = (kLog1p ? functor_traits<scalar_log1p_op<T>>::PacketAccess
+                           : functor_traits<scalar_log_op<T>>::PacketAccess) &&
+                   packet_traits<T>::HasCmp,
+  };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::XDivY<T>> {
+  enum {
+    Cost = NumTraits<T>::MulCost + NumTraits<T>::AddCost,
+    PacketAccess = packet_traits<T>::HasDiv && packet_traits<T>::HasCmp,
+  };
+};
+template <typename T>
+struct functor_traits<vgpu::cpu_kernels::ReciprocalGradient<T>> {
+  enum { Cost = 3 * NumTraits<T>::MulCost, PacketAccess = packet_traits<T>::HasCmp };
+};
 
 template <typename T>
 struct functor_traits<vgpu::cpu_kernels::FloatFloorDivide<T>> {
@@ -291,6 +353,23 @@ absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType
       break;
     case ElementwiseOp::kSqrtGrad:
       if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, SqrtGradient<T>());
+      break;
+    case ElementwiseOp::kReciprocalGrad:
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, ReciprocalGradient<T>());
+      }
+      break;
+    case ElementwiseOp::kAtan2:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, ei::scalar_atan2_op<T>());
+      break;
+    case ElementwiseOp::kXlogy:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, XLogY<T, false>());
+      break;
+    case ElementwiseOp::kXlog1py:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, XLogY<T, true>());
+      break;
+    case ElementwiseOp::kXdivy:
+      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, XDivY<T>());
       break;
     default: break;
   }

@@ -156,6 +156,27 @@ void FillWith(const KernelContext& context, T* out, int64_t count, T value) {
                  });
 }
 
+// out[i] = start + T(i) * delta (elementwise::kRange), the product rounded before the sum as
+// TensorFlow's CPU kernel (built without FMA) rounds it: no fused multiply-add here.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+template <typename T>
+absl::Status RunRange(const KernelContext& context, int64_t count, uint64_t start_bits,
+                      uint64_t delta_bits) {
+  T start, delta;
+  std::memcpy(&start, &start_bits, sizeof(T));
+  std::memcpy(&delta, &delta_bits, sizeof(T));
+  VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(0, count));
+  ParallelBlocks(*context.device, count, ElementCost(0, sizeof(T), 2),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t i = begin; i < end; ++i) {
+                     out[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+                   }
+                 });
+  return absl::OkStatus();
+}
+#pragma GCC pop_options
+
 }  // namespace
 
 // elementwise::kBinary (see protocol/kernels/elementwise.h).
@@ -249,6 +270,24 @@ absl::Status ElementwiseSetTensor(const KernelContext& context) {
   });
 }
 
+// elementwise::kRange.
+absl::Status ElementwiseRange(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  if (tensor.rank != 1) return absl::InvalidArgumentError("range takes a rank-1 output");
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  ParamReader params = context.Params();
+  VGPU_ASSIGN_OR_RETURN(const uint64_t start, params.Get<uint64_t>());
+  VGPU_ASSIGN_OR_RETURN(const uint64_t delta, params.Get<uint64_t>());
+  if (tensor.dtype == DType::kUInt8) {
+    return absl::InvalidArgumentError("range takes floating, int32 or int64 dtypes");
+  }
+  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+    return RunRange<decltype(zero)>(context, count, start, delta);
+  });
+}
+
 }  // namespace vgpu::cpu_kernels
 
 namespace vgpu {
@@ -261,6 +300,7 @@ void AddElementwiseKernels(KernelTable& table) {
   table.Add(elementwise::kAddN, "elementwise_add_n", cpu_kernels::ElementwiseAddN);
   table.Add(elementwise::kFill, "elementwise_fill", cpu_kernels::ElementwiseFill);
   table.Add(elementwise::kSetTensor, "elementwise_set_tensor", cpu_kernels::ElementwiseSetTensor);
+  table.Add(elementwise::kRange, "elementwise_range", cpu_kernels::ElementwiseRange);
 }
 
 }  // namespace vgpu

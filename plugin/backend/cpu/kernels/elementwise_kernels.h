@@ -1,6 +1,7 @@
 // CPU implementations of the element-wise kernels of protocol/kernels/elementwise.h (op-tensor
-// binary and unary ops with broadcasting, select, cast, add-n, fill, set-tensor). Every kernel validates its descriptors and buffer sizes and returns
-// InvalidArgument on a malformed launch; none keeps state between launches.
+// binary and unary ops with broadcasting, select, cast, add-n, fill, set-tensor, range). Every
+// kernel validates its descriptors and buffer sizes and returns InvalidArgument on a malformed
+// launch; none keeps state between launches.
 #ifndef VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 
@@ -22,6 +23,8 @@ absl::Status ElementwiseAddN(const KernelContext& context);
 absl::Status ElementwiseFill(const KernelContext& context);
 // elementwise::kSetTensor: out = the value of the parameter block.
 absl::Status ElementwiseSetTensor(const KernelContext& context);
+// elementwise::kRange: out[i] = start + i * delta.
+absl::Status ElementwiseRange(const KernelContext& context);
 
 }  // namespace vgpu::cpu_kernels
 

@@ -1,6 +1,8 @@
 // Unary ops of the op-tensor kernel (elementwise::kUnary) on the CPU backing executor, with
-// Eigen's own functors where TensorFlow's CPU kernels use them (so results round identically).
-// Round is half-to-even (rint); integer Neg/Abs wrap at the most negative value.
+// Eigen's own functors where TensorFlow's CPU kernels use them (so results round identically):
+// arithmetic, exponentials and logarithms, erf/erfc, trigonometric and hyperbolic functions, and
+// the IsFinite/IsNan/IsInf predicates (bool results). Round is half-to-even (rint); integer
+// Neg/Abs wrap at the most negative value.
 #define EIGEN_USE_THREADS
 #include <cstdint>
 #include <type_traits>
@@ -40,16 +42,29 @@ struct Identity {
 struct LogicalNot {
   bool operator()(bool a) const { return !a; }
 };
+template <typename T>
+struct IsFinite {
+  bool operator()(const T& a) const { return (Eigen::numext::isfinite)(a); }
+};
+template <typename T>
+struct IsNan {
+  bool operator()(const T& a) const { return (Eigen::numext::isnan)(a); }
+};
+template <typename T>
+struct IsInf {
+  bool operator()(const T& a) const { return (Eigen::numext::isinf)(a); }
+};
 
-// y = functor(x) over `count` elements, in parallel blocks of flat Eigen expressions.
-template <typename T, typename Functor>
+// y = functor(x) over `count` elements, in parallel blocks of flat Eigen expressions; x is of
+// type T, y of type Tout.
+template <typename T, typename Functor, typename Tout = T>
 absl::Status RunUnary(const KernelContext& context, int64_t count, const Functor& functor) {
   VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
-  VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
+  VGPU_ASSIGN_OR_RETURN(Tout* y, context.Buffer<Tout>(1, count));
   const Eigen::TensorOpCost cost =
-      ElementCost(sizeof(T), sizeof(T), Eigen::internal::functor_traits<Functor>::Cost);
+      ElementCost(sizeof(T), sizeof(Tout), Eigen::internal::functor_traits<Functor>::Cost);
   ParallelBlocks(*context.device, count, cost, [&](int64_t begin, int64_t end) {
-    FlatMap<T>(y + begin, end - begin) =
+    FlatMap<Tout>(y + begin, end - begin) =
         ConstFlatMap<T>(x + begin, end - begin).unaryExpr(functor);
   });
   return absl::OkStatus();
@@ -73,6 +88,21 @@ absl::Status RunUnaryOp(const KernelContext& context, ElementwiseOp op, int64_t 
       case ElementwiseOp::kFloor: return RunUnary<T>(context, count, ei::scalar_floor_op<T>());
       case ElementwiseOp::kCeil: return RunUnary<T>(context, count, ei::scalar_ceil_op<T>());
       case ElementwiseOp::kRound: return RunUnary<T>(context, count, ei::scalar_rint_op<T>());
+      case ElementwiseOp::kErf: return RunUnary<T>(context, count, ei::scalar_erf_op<T>());
+      case ElementwiseOp::kErfc: return RunUnary<T>(context, count, ei::scalar_erfc_op<T>());
+      case ElementwiseOp::kExpm1: return RunUnary<T>(context, count, ei::scalar_expm1_op<T>());
+      case ElementwiseOp::kLog1p: return RunUnary<T>(context, count, ei::scalar_log1p_op<T>());
+      case ElementwiseOp::kSin: return RunUnary<T>(context, count, ei::scalar_sin_op<T>());
+      case ElementwiseOp::kCos: return RunUnary<T>(context, count, ei::scalar_cos_op<T>());
+      case ElementwiseOp::kTan: return RunUnary<T>(context, count, ei::scalar_tan_op<T>());
+      case ElementwiseOp::kAsin: return RunUnary<T>(context, count, ei::scalar_asin_op<T>());
+      case ElementwiseOp::kAcos: return RunUnary<T>(context, count, ei::scalar_acos_op<T>());
+      case ElementwiseOp::kAtan: return RunUnary<T>(context, count, ei::scalar_atan_op<T>());
+      case ElementwiseOp::kSinh: return RunUnary<T>(context, count, ei::scalar_sinh_op<T>());
+      case ElementwiseOp::kCosh: return RunUnary<T>(context, count, ei::scalar_cosh_op<T>());
+      case ElementwiseOp::kAsinh: return RunUnary<T>(context, count, ei::scalar_asinh_op<T>());
+      case ElementwiseOp::kAcosh: return RunUnary<T>(context, count, ei::scalar_acosh_op<T>());
+      case ElementwiseOp::kAtanh: return RunUnary<T>(context, count, ei::scalar_atanh_op<T>());
       default: break;
     }
   } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
@@ -87,6 +117,26 @@ absl::Status RunUnaryOp(const KernelContext& context, ElementwiseOp op, int64_t 
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "element-wise op ", static_cast<int>(op), " is not a unary op for this dtype"));
+}
+
+// The predicates (bool y) of a floating x.
+template <typename T>
+absl::Status RunPredicate(const KernelContext& context, ElementwiseOp op, int64_t count) {
+  if constexpr (kIsFloating<T>) {
+    switch (op) {
+      case ElementwiseOp::kIsFinite: return RunUnary<T, IsFinite<T>, bool>(context, count, {});
+      case ElementwiseOp::kIsNan: return RunUnary<T, IsNan<T>, bool>(context, count, {});
+      case ElementwiseOp::kIsInf: return RunUnary<T, IsInf<T>, bool>(context, count, {});
+      default: break;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "element-wise op ", static_cast<int>(op), " is not a predicate for this dtype"));
+}
+
+bool IsPredicate(ElementwiseOp op) {
+  return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
+         op == ElementwiseOp::kIsInf;
 }
 
 }  // namespace
@@ -105,6 +155,11 @@ absl::Status ElementwiseUnary(const KernelContext& context) {
   if (op.op == ElementwiseOp::kLogicalNot) {
     if (op.dtype != DType::kBool) return absl::InvalidArgumentError("LogicalNot takes bool");
     return RunUnary<bool>(context, count, LogicalNot());
+  }
+  if (IsPredicate(op.op)) {
+    return DispatchFloating(op.dtype, [&](auto zero) -> absl::Status {
+      return RunPredicate<decltype(zero)>(context, op.op, count);
+    });
   }
   return DispatchNumeric(op.dtype, [&](auto zero) -> absl::Status {
     return RunUnaryOp<decltype(zero)>(context, op.op, count);

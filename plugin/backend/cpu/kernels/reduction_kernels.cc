@@ -18,6 +18,8 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
 #include "plugin/backend/cpu/kernels/softmax_kernels.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/reduction.h"
@@ -121,9 +123,12 @@ T IdentityOf(ReduceOp op) {
   }
 }
 
-// True when T accumulates in float for `op` (TensorFlow's bfloat16 sum and mean).
+// True when T's sums (sum and mean) accumulate in float: the 16-bit types, as TensorFlow's GPU
+// kernels do (its CPU kernel does so for bfloat16 only, and overflows to inf or NaN in float16
+// where the float sum is representable).
 template <typename T>
-constexpr bool kAccumulatesInFloat = std::is_same_v<T, Eigen::bfloat16>;
+constexpr bool kAccumulatesInFloat =
+    std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>;
 
 template <typename T>
 absl::Status ReduceNumeric(const Eigen::ThreadPoolDevice& device, ReduceOp op, const T* in,
@@ -217,18 +222,19 @@ absl::Status Reduce(const KernelContext& context) {
   if (x_desc.dtype != reduce.dtype || y_desc.dtype != reduce.dtype) {
     return absl::InvalidArgumentError("reduce descriptor and tensor dtypes differ");
   }
-  if (x_desc.rank < 0 || x_desc.rank > kMaxRank || y_desc.rank < 0 || y_desc.rank > kMaxRank) {
-    return absl::InvalidArgumentError("reduce tensor rank out of range");
-  }
   const bool reduce_first = params.reduce_first_axis != 0;
+  // Validates both ranks and bounds every product of dimensions.
+  VGPU_ASSIGN_OR_RETURN(const int64_t in_count, DenseElementCount(x_desc));
+  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(y_desc));
   std::vector<int64_t> runs(x_desc.dims, x_desc.dims + x_desc.rank);
-  int64_t in_count = 1, kept_count = 1;
+  int64_t kept_count = 1;
   for (int i = 0; i < x_desc.rank; ++i) {
-    if (runs[i] < 0) return absl::InvalidArgumentError("negative reduce dimension");
-    in_count *= runs[i];
-    if ((i % 2 == 0) != reduce_first) kept_count *= runs[i];
+    if ((i % 2 == 0) == reduce_first) continue;
+    if (runs[i] != 0 && kept_count > kMaxElements / runs[i]) {
+      return absl::InvalidArgumentError("reduce layout keeps too many elements");
+    }
+    kept_count *= runs[i];
   }
-  const int64_t out_count = ElementCount(y_desc);
   if (out_count != kept_count) {
     return absl::InvalidArgumentError(absl::StrCat("reduce output holds ", out_count,
                                                    " elements, the layout keeps ", kept_count));
@@ -291,15 +297,17 @@ absl::Status ArgReduce(const KernelContext& context) {
     return absl::InvalidArgumentError("reduce descriptor and input dtypes differ");
   }
   const int64_t outer = x_desc.dims[0], n = x_desc.dims[1], inner = x_desc.dims[2];
+  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
+  VGPU_ASSIGN_OR_RETURN(const int64_t y_count, DenseElementCount(y_desc));
   const auto& device = *context.device;
   return DispatchReducible(x_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, outer * n * inner));
+    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, x_count));
     Map<const T, 3> x(x_data, outer, n, inner);
     auto write = [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
-      VGPU_ASSIGN_OR_RETURN(Index * y_data, context.Buffer<Index>(1, outer * inner));
-      if (outer * inner == 0) return absl::OkStatus();
+      VGPU_ASSIGN_OR_RETURN(Index * y_data, context.Buffer<Index>(1, y_count));
+      if (y_count == 0) return absl::OkStatus();
       Map<Index, 2> y(y_data, outer, inner);
       if (reduce.op == ReduceOp::kMax) {
         y.device(device) = x.argmax(1).template cast<Index>();
@@ -324,6 +332,7 @@ void AddReductionKernels(KernelTable& table) {
   table.Add(reduction::kReduce, "reduce", cpu_kernels::Reduce);
   table.Add(reduction::kArgReduce, "arg_reduce", cpu_kernels::ArgReduce);
   cpu_kernels::AddSoftmaxKernels(table);
+  cpu_kernels::AddScanAndTopKKernels(table);
 }
 
 }  // namespace vgpu

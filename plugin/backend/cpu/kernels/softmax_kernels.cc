@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -145,11 +146,12 @@ absl::Status Softmax(const KernelContext& context) {
     return absl::InvalidArgumentError("softmax takes a [batch, classes] tensor");
   }
   const int64_t batch = tensor.dims[0], classes = tensor.dims[1];
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
   return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, batch * classes));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, batch * classes));
-    if (batch * classes == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
+    if (count == 0) return absl::OkStatus();
     SoftmaxRows<T>(*context.device, x, y, batch, classes, params.log != 0);
     return absl::OkStatus();
   });
@@ -171,14 +173,17 @@ absl::Status SoftmaxCrossEntropy(const KernelContext& context) {
     return absl::InvalidArgumentError("cross-entropy operand dtypes differ");
   }
   const int64_t batch = backprop_desc.dims[0], classes = backprop_desc.dims[1];
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(backprop_desc));
   VGPU_ASSIGN_OR_RETURN(Broadcast2D logits_layout, BroadcastOf(logits_desc, batch, classes));
   VGPU_ASSIGN_OR_RETURN(Broadcast2D labels_layout, BroadcastOf(labels_desc, batch, classes));
+  VGPU_ASSIGN_OR_RETURN(const int64_t logits_count, DenseElementCount(logits_desc));
+  VGPU_ASSIGN_OR_RETURN(const int64_t labels_count, DenseElementCount(labels_desc));
   return DispatchFloating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, ElementCount(logits_desc)));
-    VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, ElementCount(labels_desc)));
+    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, logits_count));
+    VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, labels_count));
     VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(2, batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(3, batch * classes));
+    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(3, count));
     if (batch == 0) return absl::OkStatus();
     if (classes == 0) {
       std::fill(loss, loss + batch, T(0));
@@ -200,6 +205,7 @@ absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
         "sparse cross-entropy takes logits [batch, classes > 0]");
   }
   const int64_t batch = logits_desc.dims[0], classes = logits_desc.dims[1];
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(logits_desc));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> labels,
                         reader.GetArray<int64_t>(static_cast<uint32_t>(batch)));
@@ -216,9 +222,9 @@ absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
   }
   return DispatchFloating(logits_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, batch * classes));
+    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, count));
     VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(1, batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(2, batch * classes));
+    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(2, count));
     if (batch == 0) return absl::OkStatus();
     SparseSoftmaxCrossEntropyRows<T>(*context.device, logits, labels.data(), loss, backprop,
                                      batch, classes);

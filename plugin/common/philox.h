@@ -1,24 +1,33 @@
 // The Philox4x32-10 counter-based generator (Salmon et al., "Parallel Random Numbers: As Easy
 // as 1, 2, 3", SC'11) with TensorFlow's conventions, and TensorFlow's conversions from random
-// bits to uniform [0, 1) floating-point numbers, so that the random kernels reproduce
-// TensorFlow's stateless random ops bit for bit:
+// bits to numbers (random_distributions.h), so that the random kernels reproduce TensorFlow's
+// stateless random ops bit for bit:
 //   - state: a 128-bit counter as four uint32 words (word 0 least significant) and a 64-bit key
 //     as two uint32 words; TensorFlow's uint64 key tensor holds key words (lo, hi), its uint64
 //     counter tensor [c0, c1] holds counter words (c0 lo, c0 hi, c1 lo, c1 hi);
 //   - each call of Next() yields four uint32 and then advances the counter by one.
-#ifndef VGPU_BACKEND_CPU_KERNELS_PHILOX_H_
-#define VGPU_BACKEND_CPU_KERNELS_PHILOX_H_
+// Pure arithmetic, header-only: the executor's random kernels use it, and so does the op kernel
+// that derives a key and counter from a seed on the host (StatelessRandomGetKeyCounter).
+#ifndef VGPU_COMMON_PHILOX_H_
+#define VGPU_COMMON_PHILOX_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
-namespace vgpu::cpu_kernels {
+namespace vgpu {
 
 class Philox4x32 {
  public:
   struct Block {
     uint32_t word[4];
   };
+
+  // The generator of raw counter and key words.
+  Philox4x32(const uint32_t counter[4], const uint32_t key[2]) {
+    std::memcpy(counter_, counter, sizeof(counter_));
+    std::memcpy(key_, key, sizeof(key_));
+  }
 
   // The generator TensorFlow builds from its key tensor and counter tensor (random_ops_util.h).
   Philox4x32(uint64_t key, const uint64_t counter[2]) {
@@ -74,6 +83,25 @@ class Philox4x32 {
   uint32_t key_[2];
 };
 
+// One 32-bit word at a time from a Philox4x32 (TensorFlow's SingleSampleAdapter): a block is
+// generated when the previous one is used up.
+class PhiloxWords {
+ public:
+  explicit PhiloxWords(Philox4x32* generator) : generator_(generator) {}
+  uint32_t Next() {
+    if (used_ == 4) {
+      block_ = generator_->Next();
+      used_ = 0;
+    }
+    return block_.word[used_++];
+  }
+
+ private:
+  Philox4x32* generator_;
+  Philox4x32::Block block_{};
+  int used_ = 4;
+};
+
 // Uniform [0, 1) float from 23 random mantissa bits: 1.m - 1.
 inline float UniformFloat(uint32_t bits) {
   const uint32_t one_point_m = (127u << 23) | (bits & 0x7fffffu);
@@ -101,6 +129,50 @@ inline float UniformBFloat16Value(uint32_t bits) {
   return static_cast<float>(bits & 0x7fu) * (1.0f / 128.0f);
 }
 
-}  // namespace vgpu::cpu_kernels
+// Two standard normal floats from two words (TensorFlow's BoxMullerFloat, operation for
+// operation: the angle is formed in double from M_PI and rounded to float; sincosf, logf and
+// sqrtf as TensorFlow's Linux build calls them).
+inline void BoxMullerFloat(uint32_t x0, uint32_t x1, float* f0, float* f1) {
+  constexpr double kPi = 3.14159265358979323846;  // M_PI
+  const float epsilon = 1.0e-7f;
+  float u1 = UniformFloat(x0);
+  if (u1 < epsilon) u1 = epsilon;
+  const float v1 = 2.0f * kPi * UniformFloat(x1);
+  const float u2 = std::sqrt(-2.0f * std::log(u1));
+  ::sincosf(v1, f0, f1);
+  *f0 *= u2;
+  *f1 *= u2;
+}
 
-#endif  // VGPU_BACKEND_CPU_KERNELS_PHILOX_H_
+// Two standard normal doubles from four words (TensorFlow's BoxMullerDouble).
+inline void BoxMullerDouble(uint32_t x0, uint32_t x1, uint32_t x2, uint32_t x3, double* d0,
+                            double* d1) {
+  constexpr double kPi = 3.14159265358979323846;  // M_PI
+  const double epsilon = 1.0e-7;
+  double u1 = UniformDouble(x0, x1);
+  if (u1 < epsilon) u1 = epsilon;
+  const double v1 = 2 * kPi * UniformDouble(x2, x3);
+  const double u2 = std::sqrt(-2.0 * std::log(u1));
+  ::sincos(v1, d0, d1);
+  *d0 *= u2;
+  *d1 *= u2;
+}
+
+// TensorFlow's StatelessRandomGetKeyCounter for Philox: the seed pair scrambled by one Philox
+// block under a fixed key into the key and counter tensors' values.
+inline void KeyCounterFromSeed(uint64_t seed0, uint64_t seed1, uint64_t* key,
+                               uint64_t counter[2]) {
+  const uint32_t seed_counter[4] = {static_cast<uint32_t>(seed0),
+                                    static_cast<uint32_t>(seed0 >> 32),
+                                    static_cast<uint32_t>(seed1),
+                                    static_cast<uint32_t>(seed1 >> 32)};
+  const uint32_t scramble_key[2] = {0x3ec8f720, 0x02461e29};
+  const Philox4x32::Block mix = Philox4x32(seed_counter, scramble_key).Next();
+  *key = mix.word[0] | (static_cast<uint64_t>(mix.word[1]) << 32);
+  counter[0] = 0;
+  counter[1] = mix.word[2] | (static_cast<uint64_t>(mix.word[3]) << 32);
+}
+
+}  // namespace vgpu
+
+#endif  // VGPU_COMMON_PHILOX_H_
