@@ -25,7 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
-#include "plugin/backend/cpu/kernels/philox.h"
+#include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/rnn.h"
 #include "unsupported/Eigen/CXX11/Tensor"
