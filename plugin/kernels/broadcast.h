@@ -32,17 +32,6 @@ struct BroadcastShapes {
   std::vector<Shape> merged_operands;
 };
 
-// Formats a shape as TensorFlow does in messages: "[2,3]", "[]" for a scalar.
-inline std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-// The number of elements of `dims` (1 for a scalar).
-inline int64_t ElementCountOf(absl::Span<const int64_t> dims) {
-  int64_t count = 1;
-  for (int64_t d : dims) count *= d;
-  return count;
-}
 
 // Broadcasts `operands` against each other: shapes are aligned at their last dimension and, per
 // dimension, every operand must have the same size or 1 (a missing leading dimension counts as

@@ -31,17 +31,6 @@ using Dims = std::vector<int64_t>;
 constexpr std::initializer_list<TF_DataType> kDataTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_UINT8};
 
-// TensorShape::DebugString's format: "[2,3]".
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-int64_t NumElements(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 absl::Status CheckRank(size_t rank) {
   if (rank > static_cast<size_t>(kMaxDataMovementRank)) {
     return absl::UnimplementedError(absl::StrCat("tensors of rank ", rank,

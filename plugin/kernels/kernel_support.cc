@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace vgpu {
 
 absl::Status ScopedTfStatus::ToStatus() const {
@@ -43,6 +46,16 @@ absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context) {
     return absl::InternalError("op has no virtual GPU stream");
   }
   return stream->stream.get();
+}
+
+std::string ShapeString(absl::Span<const int64_t> dims) {
+  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
+}
+
+int64_t NumElements(absl::Span<const int64_t> dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
 }
 
 BufferArg BufferOf(const TF_Tensor* tensor) {

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/device/se_handles.h"
 #include "plugin/protocol/command.h"
@@ -42,6 +44,13 @@ absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index);
 
 // The shape of `tensor` as a vector of dimensions.
 std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
+
+// A shape as TensorFlow writes it in messages (TensorShape::DebugString): "[2,3]", "[]".
+std::string ShapeString(absl::Span<const int64_t> dims);
+
+// The number of elements of `dims` (1 for a scalar). Dimensions are non-negative and their
+// product fits in int64, as in every shape TensorFlow hands a kernel.
+int64_t NumElements(absl::Span<const int64_t> dims);
 
 // The client stream this op runs on.
 absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context);

@@ -22,16 +22,6 @@ using Dims = std::vector<int64_t>;
 
 constexpr int kMaxMirrorPadRank = 5;  // TensorFlow's kernel stops at 5 dimensions
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-int64_t NumElements(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 absl::StatusOr<MirrorPadMode> ModeOf(OpConstruction& construction) {
   VGPU_ASSIGN_OR_RETURN(std::string mode, construction.String("mode"));
   if (mode == "REFLECT") return MirrorPadMode::kReflect;

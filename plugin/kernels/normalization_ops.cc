@@ -25,10 +25,6 @@ namespace {
 using normalization::BatchNormParams;
 using Dims = std::vector<int64_t>;
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 // Which FusedBatchNorm generation a kernel serves: V1 has no "U" attribute, V3 an extra
 // reserve space input (gradient) or output (forward).
 enum class Version { kV1, kV2, kV3 };

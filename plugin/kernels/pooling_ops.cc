@@ -23,10 +23,6 @@
 
 namespace vgpu {
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                          absl::Span<const int64_t> actual) {
   if (std::equal(expected.begin(), expected.end(), actual.begin(), actual.end())) {

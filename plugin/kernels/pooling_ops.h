@@ -92,9 +92,6 @@ absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& 
                            TF_DataType dtype, absl::Span<const int64_t> input_dims,
                            std::initializer_list<BufferArg> buffers);
 
-// TensorShape::DebugString of `dims`: "[2,3,4]".
-std::string ShapeString(absl::Span<const int64_t> dims);
-
 // InvalidArgument "Expected <what> shape to be <expected>, but got <actual>" unless equal.
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                          absl::Span<const int64_t> actual);

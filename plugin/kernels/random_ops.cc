@@ -33,10 +33,6 @@ constexpr std::initializer_list<TF_DataType> kFloating = {TF_FLOAT, TF_HALF, TF_
 constexpr int kAlgPhilox = 1;      // TensorFlow's RNG_ALG_PHILOX
 constexpr int kAlgAutoSelect = 3;  // RNG_ALG_AUTO_SELECT: Philox on this device
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 enum class Distribution { kUniform, kNormal, kTruncatedNormal, kUniformInt, kUniformFullInt };
 
 KernelId KernelOf(Distribution distribution) {

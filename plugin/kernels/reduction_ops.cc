@@ -26,10 +26,6 @@ namespace {
 constexpr std::initializer_list<TF_DataType> kReducibleTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                  TF_DOUBLE, TF_INT64};
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 // TensorFlow's ReductionHelper: the output shape, and the input viewed as alternating runs of
 // reduced and kept dimensions (size-1 dimensions join the run before them; leading 1s vanish).
 struct ReductionPlan {

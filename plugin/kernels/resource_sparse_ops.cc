@@ -32,7 +32,6 @@ namespace {
 
 namespace tf = ::tensorflow;
 using sparse_shapes::Dims;
-using sparse_shapes::ShapeString;
 using variables::BufferOf;
 using variables::LockedVariables;
 

@@ -37,17 +37,6 @@ using Dims = std::vector<int64_t>;
 constexpr std::initializer_list<TF_DataType> kRnnTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                           TF_DOUBLE};
 
-// TensorShape::DebugString's format: "[2,3]".
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-int64_t NumElements(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 enum class InputModeAttribute { kLinear, kSkip, kAutoSelect };
 
 // The attributes every CudnnRNN op carries (CudnnRNNKernelCommon).

@@ -22,10 +22,6 @@ using Dims = std::vector<int64_t>;
 constexpr std::initializer_list<TF_DataType> kTypes = {TF_FLOAT, TF_HALF,  TF_BFLOAT16,
                                                        TF_DOUBLE, TF_INT32, TF_INT64};
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 // Cumsum (kOp = kSum) and Cumprod (kProd).
 template <ReduceOp kOp>
 class ScanOp {

@@ -30,10 +30,6 @@ namespace {
 constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                 TF_DOUBLE};
 
-std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
 // Softmax (kLog = false) and LogSoftmax (kLog = true) over the last dimension.
 template <bool kLog>
 class SoftmaxOp : public NoAttributes<SoftmaxOp<kLog>> {

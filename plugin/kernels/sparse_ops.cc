@@ -30,8 +30,6 @@ namespace vgpu {
 namespace {
 
 using sparse_shapes::Dims;
-using sparse_shapes::NumElements;
-using sparse_shapes::ShapeString;
 
 constexpr std::initializer_list<TF_DataType> kIndexTypes = {TF_INT32, TF_INT64};
 

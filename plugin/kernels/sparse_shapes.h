@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/kernel_support.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/common/status_macros.h"
@@ -28,19 +29,6 @@
 namespace vgpu::sparse_shapes {
 
 using Dims = std::vector<int64_t>;
-
-// TensorShape::DebugString's format: "[2,3]".
-inline std::string ShapeString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-// The number of elements of `dims` (dims are non-negative and their product fits, as in every
-// tensor TensorFlow hands a kernel).
-inline int64_t NumElements(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // The protocol index dtype of int32 / int64 indices (a TF_DataType or tensorflow::DataType value:
 // they share their numbers).
