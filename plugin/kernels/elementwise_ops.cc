@@ -783,11 +783,16 @@ void RegisterElementwiseOps(const char* device_type) {
                                    {"start", "limit", "delta"});
   DocumentOp("Range", "",
              "start + i * delta in Tidx's arithmetic; int32 uses TensorFlow's host kernel.");
+  // int32 too: TensorFlow's DEVICE_DEFAULT int32 kernels keep only the output in host memory
+  // and would forward a device-memory input as that output, then write it on the host.
   RegisterKernelForTypes<ConstantLikeOp<0>>("ZerosLike", device_type, "T", kFillTypes);
+  RegisterKernel<ConstantLikeOp<0>>("ZerosLike", device_type, {{"T", TF_INT32}});
   RegisterVariantZerosLike(device_type);
-  DocumentOp("ZerosLike", "", "Also DT_VARIANT TensorLists (while-loop gradients).");
+  DocumentOp("ZerosLike", "", "Also int32 in device memory, and DT_VARIANT TensorLists "
+             "(while-loop gradients).");
   RegisterKernelForTypes<ConstantLikeOp<1>>("OnesLike", device_type, "T", kFillTypes);
-  DocumentOp("OnesLike", "", "int32 uses TensorFlow's host kernel.");
+  RegisterKernel<ConstantLikeOp<1>>("OnesLike", device_type, {{"T", TF_INT32}});
+  DocumentOp("OnesLike", "", "Also int32 in device memory.");
 }
 
 }  // namespace vgpu

@@ -307,13 +307,25 @@ def test_fill_matches_cpu(dtype, index_type):
                            expect_launch=int(np.prod(dims)) > 0)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64, np.int64,
-                                   np.uint8, np.bool_])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64, np.int32,
+                                   np.int64, np.uint8, np.bool_])
 def test_zeros_like_and_ones_like_match_cpu(dtype):
     for shape in [(0,), (), (3, 5)]:
         x = random_array(shape, dtype, seed=1)
         assert_matches_cpu(tf.zeros_like, x, expect_launch=x.size > 0)
         assert_matches_cpu(tf.ones_like, x, expect_launch=x.size > 0)
+
+
+def test_int32_zeros_like_of_device_memory_runs_on_the_device():
+    # TensorFlow's DEVICE_DEFAULT int32 ZerosLike keeps only its output in host memory and would
+    # forward the device-memory input as that output, then write it on the host (a crash).
+    with tf.device("/GPU:0"):
+        x = tf.constant([3, 4, 5], tf.int32) * 2
+        variable = tf.Variable([[1, 2], [3, 4]])
+        zeros, ones = tf.zeros_like(x), tf.ones_like(variable)
+    assert zeros.device.endswith("GPU:0") and ones.device.endswith("GPU:0")
+    np.testing.assert_array_equal(zeros.numpy(), [0, 0, 0])
+    np.testing.assert_array_equal(ones.numpy(), [[1, 1], [1, 1]])
 
 
 def test_int32_casts_and_selects_work_with_host_int32_ops_in_a_function():
