@@ -1,0 +1,136 @@
+"""Keras breadth: every model of the zoo (keras_zoo.py: LSTM, GRU, Bidirectional LSTM with
+masking, SimpleRNN, a Conv1D text classifier, a transformer block, Conv3D with 3-D pooling,
+grouped, separable/depthwise and transposed convolutions, every Keras activation, group
+normalization, and mixed float16 CNN/LSTM/transformer) trains on the virtual GPU to the CPU's
+losses and weights with every Keras optimizer, runs every op of its train step on the device,
+and, for the LSTM and the transformer, forwards no descriptor call after the warm-up step.
+
+CI runs each model with one optimizer (the optimizers rotate so that each is covered) and the
+placement check with Adam; `./scripts/test.sh --full` runs every model with every optimizer."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import keras_zoo
+from placement import cpu_placements, is_bookkeeping
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL_NAMES = list(keras_zoo.MODELS)
+
+# What may run on the CPU inside a train step (placement.is_bookkeeping): constants,
+# identities and ops on int32 only — shapes, sizes and indices, which TensorFlow keeps in host
+# memory on every device — and the derivation of a stateless random op's key and counter from
+# its seed, whose outputs are host-memory inputs of the random op (TensorFlow's GPU build
+# registers it with every argument in host memory).
+HOST_OPS = {"StatelessRandomGetKeyCounter"}
+
+
+def _cases():
+    cases = []
+    for index, name in enumerate(MODEL_NAMES):
+        ci_optimizer = keras_zoo.OPTIMIZERS[index % len(keras_zoo.OPTIMIZERS)]
+        for optimizer in keras_zoo.OPTIMIZERS:
+            marks = [] if optimizer == ci_optimizer else [pytest.mark.full]
+            cases.append(pytest.param(name, optimizer, marks=marks, id=f"{name}-{optimizer}"))
+    return cases
+
+
+def _assert_weights_close(model, actual, expected, message):
+    actual, expected = actual.astype(np.float64), expected.astype(np.float64)
+    if model.policy == "mixed_float16":
+        # Both devices compute in float16, and TensorFlow's CPU kernels accumulate long sums
+        # (a convolution's filter gradient) in float16 too: weights agree to float16 precision
+        # relative to the weight's scale, not element by element.
+        scale = max(np.abs(expected).max(), 1e-3)
+        np.testing.assert_allclose(actual, expected, rtol=2e-2, atol=3e-2 * scale,
+                                   err_msg=message)
+    else:
+        np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5, err_msg=message)
+
+
+def _loss_tolerance(model):
+    return dict(rtol=2e-3, atol=1e-4) if model.policy == "mixed_float16" else dict(rtol=1e-4,
+                                                                                   atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def weights():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = keras_zoo.initial_weights(keras_zoo.MODELS[name])
+        return cache[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name,optimizer", _cases())
+def test_model_trains_on_the_virtual_gpu_like_on_the_cpu(name, optimizer, weights):
+    model = keras_zoo.MODELS[name]
+    cpu_losses, cpu_weights = keras_zoo.train(model, optimizer, "/CPU:0", weights(name))
+    gpu_losses, gpu_weights = keras_zoo.train(model, optimizer, "/GPU:0", weights(name))
+    assert np.all(np.isfinite(gpu_losses)), gpu_losses
+    np.testing.assert_allclose(gpu_losses, cpu_losses, **_loss_tolerance(model))
+    for index, (g, c) in enumerate(zip(gpu_weights, cpu_weights)):
+        _assert_weights_close(model, g, c, f"weight {index} of {name}")
+
+
+def _run_child(args, env=None, timeout=900):
+    from conftest import _child_env  # noqa: PLC0415
+
+    return subprocess.run([sys.executable, os.path.join(HERE, "keras_zoo.py"), *args],
+                          env=_child_env(env), capture_output=True, text=True, timeout=timeout,
+                          check=False, cwd=HERE)
+
+
+def _off_device_by_model(stderr, trained):
+    """{model: [(op, dtypes)] of its train step placed on the CPU that are not bookkeeping}."""
+    logs = {}
+    current = None
+    for line in stderr.splitlines():
+        if line.startswith("@@zoo-model "):
+            current = line.split(" ", 1)[1].strip()
+            logs[current] = []
+        elif current is not None:
+            logs[current].append(line)
+    off = {}
+    for run in trained:
+        placed = cpu_placements("\n".join(logs.get(run["model"], [])), run["node_dtypes"])
+        bad = sorted({(op, ",".join(types or ["?"])) for _, op, types in placed
+                      if op not in HOST_OPS and not is_bookkeeping(op, types)})
+        if bad:
+            off[run["model"]] = bad
+    return off
+
+
+@pytest.mark.parametrize("optimizer", [
+    pytest.param(o, marks=[] if o == "adam" else [pytest.mark.full]) for o in keras_zoo.OPTIMIZERS])
+def test_no_op_of_a_train_step_runs_on_the_cpu(optimizer):
+    result = _run_child(["placement", optimizer, ",".join(MODEL_NAMES)],
+                        env={"TF_CPP_MIN_LOG_LEVEL": "0", "VGPU_MEMORY_LIMIT": "2GiB"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "@@zoo-end" in result.stderr
+    trained = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    assert [t["model"] for t in trained] == MODEL_NAMES
+    assert all(np.all(np.isfinite(t["losses"])) for t in trained)
+    assert all(t["node_dtypes"] for t in trained), "no traced function found"
+    off_device = _off_device_by_model(result.stderr, trained)
+    assert not off_device, f"ops of train steps placed on the CPU: {off_device}"
+
+
+@pytest.mark.parametrize("name", ["lstm", "transformer_block"])
+def test_descriptor_calls_are_answered_locally_after_the_warm_up_step(name):
+    result = _run_child(["descriptors", name])
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("ZOO "))
+    steps = json.loads(line.split(" ", 1)[1])["steps"]
+    assert len(steps) == 2 * keras_zoo.SAMPLES // keras_zoo.BATCH
+    assert steps[0]["descriptor_calls_forwarded"] > 0, steps  # warm-up: really created
+    for step in steps[1:]:
+        assert step["descriptor_calls_forwarded"] == 0, steps
+        assert step["descriptor_calls_local"] > 0, steps
