@@ -5,7 +5,7 @@
 // Frame (a 24-byte header, then `payload_length` payload bytes):
 //   offset  size  field
 //        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
-//        4     2  version         kWireVersion (1); a frame of another version is rejected
+//        4     2  version         kWireVersion (2); a frame of another version is rejected
 //        6     2  message type    MessageType below
 //        8     8  sequence        client-chosen for Command (unique per connection, > 0); a
 //                                 Reply/Data repeats the sequence of the command it answers;
@@ -61,7 +61,10 @@ namespace vgpu {
 namespace wire {
 
 inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
-inline constexpr uint16_t kWireVersion = 1;
+// Version history: 1 first release; 2 the descriptor settings of protocol/descriptors.h grew
+// (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
+// coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed.
+inline constexpr uint16_t kWireVersion = 2;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 inline constexpr size_t kCommandFixedBytes = 72;

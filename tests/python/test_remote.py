@@ -15,7 +15,7 @@ import pytest
 from vgpu import _core
 
 HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 1
+MAGIC, VERSION = 0x55504756, 2
 HELLO, WELCOME, REFUSED, COMMAND, REPLY = 1, 2, 3, 4, 5
 COMMAND_FIXED = struct.Struct("<HBBIQQQQQQIIII")  # wire_format.h, the 72-byte fixed part
 ALLOCATE, MEMCPY_NOW = 0, 8
