@@ -292,7 +292,11 @@ def _node_dtypes(seen_functions: set) -> dict:
         if function in seen_functions:
             continue
         seen_functions.add(function)
-        for node in ctx.get_function_def(function).node_def:
+        try:
+            definition = ctx.get_function_def(function)
+        except tf.errors.NotFoundError:  # released since it was listed
+            continue
+        for node in definition.node_def:
             types = set()
             for value in node.attr.values():
                 if value.HasField("type"):

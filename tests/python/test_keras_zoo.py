@@ -21,12 +21,11 @@ from placement import cpu_placements, is_bookkeeping
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_NAMES = list(keras_zoo.MODELS)
 
-# What may run on the CPU inside a train step (placement.is_bookkeeping): constants,
-# identities and ops on int32 only — shapes, sizes and indices, which TensorFlow keeps in host
-# memory on every device — and the derivation of a stateless random op's key and counter from
-# its seed, whose outputs are host-memory inputs of the random op (TensorFlow's GPU build
-# registers it with every argument in host memory).
-HOST_OPS = {"StatelessRandomGetKeyCounter"}
+# The allow-list: what may run on the CPU inside a train step is placement.is_bookkeeping —
+# Const, Identity, NoOp, and ops whose every type is int32 (shapes, sizes and indices, which
+# TensorFlow keeps in host memory on every device) — plus the op types named here (none: the
+# input pipeline runs outside the train step's function).
+HOST_OPS = set()
 
 
 def _cases():
