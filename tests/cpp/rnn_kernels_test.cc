@@ -61,6 +61,12 @@ struct LstmCase {
     launch.AddBuffer(Filled<float>(B * H));
     launch.AddBuffer(Filled<float>(reserve_floats()));
   }
+  // A training forward launch of all sequences at full length (descriptors, buffers, params).
+  void TrainingForward(ExecutorLaunch& launch, float c0) const {
+    Describe(launch);
+    ForwardBuffers(launch, c0);
+    launch.Param<uint32_t>(1).Param<uint64_t>(0).ParamArray<int32_t>({});
+  }
 };
 
 float ReadFloat(ExecutorLaunch& launch, size_t buffer, size_t index) {
@@ -70,9 +76,7 @@ float ReadFloat(ExecutorLaunch& launch, size_t buffer, size_t index) {
 TEST(RnnKernels, ForwardComputesCudnnLstm) {
   LstmCase lstm;
   ExecutorLaunch launch;
-  lstm.Describe(launch);
-  lstm.ForwardBuffers(launch, 0.8f);
-  launch.Param<uint32_t>(1).Param<uint64_t>(0).ParamArray<int32_t>({});
+  lstm.TrainingForward(launch, 0.8f);
   ASSERT_TRUE(launch.Run(rnn::kForward).ok());
   // Zero weights: i = f = o = 1/2, g = 0, so c_t = c_{t-1} / 2 and h_t = tanh(c_t) / 2.
   const float c3 = 0.8f / 8.0f;
@@ -84,9 +88,7 @@ TEST(RnnKernels, ForwardComputesCudnnLstm) {
 TEST(RnnKernels, BackwardRunsOnItsForwardsReserveAndRejectsAForeignOne) {
   LstmCase lstm;
   ExecutorLaunch forward;
-  lstm.Describe(forward);
-  lstm.ForwardBuffers(forward, 0.8f);
-  forward.Param<uint32_t>(1).Param<uint64_t>(0).ParamArray<int32_t>({});
+  lstm.TrainingForward(forward, 0.8f);
   ASSERT_TRUE(forward.Run(rnn::kForward).ok());
   auto backward = [&](std::vector<int32_t> lengths, bool tamper) {
     ExecutorLaunch launch;
