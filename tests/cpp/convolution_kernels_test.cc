@@ -3,76 +3,18 @@
 // what their launch layouts (protocol/kernels/convolution.h) say, and launches a hostile client
 // could send (inconsistent descriptors, reads beyond a buffer) are InvalidArgument, never a
 // crash or an out-of-bounds access.
-#define EIGEN_USE_THREADS
-#include <cstring>
 #include <vector>
 
+#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
-#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/convolution.h"
-#include "plugin/protocol/launch_params.h"
-#include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu {
 namespace {
 
-template <typename Settings>
-std::vector<uint8_t> Bytes(const Settings& settings) {
-  std::vector<uint8_t> bytes(sizeof(Settings));
-  std::memcpy(bytes.data(), &settings, sizeof(Settings));
-  return bytes;
-}
-
-TensorDescriptorSettings Tensor(std::vector<int64_t> dims) {
-  TensorDescriptorSettings settings;
-  settings.rank = static_cast<int32_t>(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) settings.dims[i] = dims[i];
-  return settings;
-}
-
-// One kernel call: descriptors, float buffers and a parameter block, run on a small pool.
-class Launch {
- public:
-  template <typename Settings>
-  Launch& Describe(const Settings& settings) {
-    kinds_.push_back(DescriptorTraits<Settings>::kKind);
-    settings_.push_back(Bytes(settings));
-    return *this;
-  }
-  Launch& Buffer(std::vector<float>* buffer) {
-    buffers_.push_back(buffer);
-    return *this;
-  }
-  template <typename T>
-  Launch& Param(const T& value) {
-    ParamWriter(&params_).Put(value);
-    return *this;
-  }
-
-  absl::Status Run(KernelId id) {
-    const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(id));
-    if (kernel == nullptr) return absl::NotFoundError("no such kernel");
-    std::vector<DescriptorView> views;
-    for (size_t i = 0; i < kinds_.size(); ++i) views.push_back({kinds_[i], settings_[i]});
-    std::vector<uint8_t*> pointers;
-    std::vector<uint64_t> sizes;
-    for (std::vector<float>* buffer : buffers_) {
-      pointers.push_back(reinterpret_cast<uint8_t*>(buffer->data()));
-      sizes.push_back(buffer->size() * sizeof(float));
-    }
-    Eigen::ThreadPool pool(2);
-    Eigen::ThreadPoolDevice device(&pool, 2);
-    KernelContext context{pointers, sizes, params_, &device, views};
-    return kernel->run(context);
-  }
-
- private:
-  std::vector<DescriptorKind> kinds_;
-  std::vector<std::vector<uint8_t>> settings_;
-  std::vector<std::vector<float>*> buffers_;
-  ParamBlock params_;
-};
+using executor_test::ExecutorLaunch;
+using executor_test::TensorSettings;
 
 std::vector<float> Iota(size_t n, float scale) {
   std::vector<float> values(n);
@@ -127,11 +69,11 @@ TEST(ConvolutionKernels, Grouped3DConvolutionMatchesADirectSum) {
   std::vector<float> x = Iota(2 * 3 * 4 * 5 * 4, 0.25f);
   std::vector<float> w = Iota(2 * 2 * 3 * 2 * 6, 0.125f);
   std::vector<float> y(2 * 2 * 3 * 3 * 6, 99.0f);
-  ASSERT_TRUE(Launch()
-                  .Describe(Tensor({2, 3, 4, 5, 4}))
+  ASSERT_TRUE(ExecutorLaunch()
+                  .Tensor({2, 3, 4, 5, 4})
                   .Describe(Filter({2, 2, 3, 2, 6}))
                   .Describe(Convolution3D(groups))
-                  .Describe(Tensor({2, 2, 3, 3, 6}))
+                  .Tensor({2, 2, 3, 3, 6})
                   .Buffer(&x)
                   .Buffer(&w)
                   .Buffer(&y)
@@ -146,7 +88,7 @@ TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
   std::vector<float> x(2 * 3 * 4 * 5 * 4), w(2 * 2 * 3 * 2 * 6), y(2 * 2 * 3 * 3 * 6);
   auto run = [&](TensorDescriptorSettings x_settings, FilterDescriptorSettings filter,
                  ConvolutionDescriptorSettings conv, TensorDescriptorSettings y_settings) {
-    return Launch()
+    return ExecutorLaunch()
         .Describe(x_settings)
         .Describe(filter)
         .Describe(conv)
@@ -156,13 +98,13 @@ TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
         .Buffer(&y)
         .Run(convolution::kForward);
   };
-  const auto x5 = Tensor({2, 3, 4, 5, 4});
-  const auto y5 = Tensor({2, 2, 3, 3, 6});
+  const auto x5 = TensorSettings({2, 3, 4, 5, 4});
+  const auto y5 = TensorSettings({2, 2, 3, 3, 6});
   const auto w5 = Filter({2, 2, 3, 2, 6});
   EXPECT_TRUE(run(x5, w5, Convolution3D(2), y5).ok());
   // Groups that do not make the input depth, or do not divide the output depth.
   EXPECT_EQ(run(x5, w5, Convolution3D(3), y5).code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(Tensor({2, 3, 4, 5, 6}), w5, Convolution3D(3), y5).code(),
+  EXPECT_EQ(run(TensorSettings({2, 3, 4, 5, 6}), w5, Convolution3D(3), y5).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(run(x5, w5, Convolution3D(0), y5).code(), absl::StatusCode::kInvalidArgument);
   // A rank-4 filter for a 3-D convolution, a 2-D convolution with a depth window.
@@ -170,28 +112,33 @@ TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
             absl::StatusCode::kInvalidArgument);
   ConvolutionDescriptorSettings two_d;
   two_d.stride_d = 2;
-  EXPECT_EQ(run(Tensor({2, 4, 5, 4}), Filter({2, 3, 4, 6}), two_d, Tensor({2, 3, 3, 6})).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      run(TensorSettings({2, 4, 5, 4}), Filter({2, 3, 4, 6}), two_d, TensorSettings({2, 3, 3, 6}))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   // An output size the window does not give; an input larger than its buffer.
-  EXPECT_EQ(run(x5, w5, Convolution3D(2), Tensor({2, 2, 3, 4, 6})).code(),
+  EXPECT_EQ(run(x5, w5, Convolution3D(2), TensorSettings({2, 2, 3, 4, 6})).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(run(Tensor({2, 3, 4, 9, 4}), w5, Convolution3D(2), Tensor({2, 2, 3, 7, 6})).code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      run(TensorSettings({2, 3, 4, 9, 4}), w5, Convolution3D(2), TensorSettings({2, 2, 3, 7, 6}))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
   // Depth counts whose products overflow.
-  EXPECT_EQ(run(Tensor({1, 1, 1, 1, int64_t{1} << 40}), Filter({1, 1, 1, int64_t{1} << 44, 0}),
-                Convolution3D(1 << 20), Tensor({1, 1, 1, 1, 0}))
-                .code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      run(TensorSettings({1, 1, 1, 1, int64_t{1} << 40}), Filter({1, 1, 1, int64_t{1} << 44, 0}),
+          Convolution3D(1 << 20), TensorSettings({1, 1, 1, 1, 0}))
+          .code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 TEST(ConvolutionKernels, PatchesBeyondTheScratchBudgetAreRefused) {
   // Small buffers whose convolution would need a 1 GiB im2col row: refused, not allocated.
   std::vector<float> x(40960), w(32768), y(8193);
-  EXPECT_EQ(Launch()
-                .Describe(Tensor({1, 1, 1, 40960, 1}))
+  EXPECT_EQ(ExecutorLaunch()
+                .Tensor({1, 1, 1, 40960, 1})
                 .Describe(Filter({1, 1, 32768, 1, 1}))
                 .Describe(Convolution3D(1))
-                .Describe(Tensor({1, 1, 1, 8193, 1}))
+                .Tensor({1, 1, 1, 8193, 1})
                 .Buffer(&x)
                 .Buffer(&w)
                 .Buffer(&y)
@@ -218,12 +165,7 @@ convolution::RearrangeParams Rearrangement(std::vector<int64_t> strides,
 absl::Status RunRearrange(std::vector<float>* x, std::vector<int64_t> x_dims,
                           std::vector<float>* y, std::vector<int64_t> y_dims,
                           const convolution::RearrangeParams& params) {
-  return Launch()
-      .Describe(Tensor(x_dims))
-      .Describe(Tensor(y_dims))
-      .Buffer(x)
-      .Buffer(y)
-      .Param(params)
+  return ExecutorLaunch().Tensor(x_dims).Tensor(y_dims).Buffer(x).Buffer(y).Param(params)
       .Run(convolution::kRearrange);
 }
 

@@ -3,22 +3,16 @@
 // propagation, argmax), and hostile launches (bad descriptor fields, sizes that overflow,
 // short buffers, argmax values outside the input) rejected with InvalidArgument, never a crash
 // or an out-of-bounds write.
-#define EIGEN_USE_THREADS
-
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
-#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/pooling.h"
-#include "plugin/protocol/launch_params.h"
-#include "unsupported/Eigen/CXX11/Tensor"
-#include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace vgpu {
 namespace {
@@ -26,55 +20,7 @@ namespace {
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kLowest = std::numeric_limits<float>::lowest();
 
-// One launch of a pooling kernel: descriptors, float / int64 buffers and a parameter block.
-class PoolingLaunch {
- public:
-  template <typename Settings>
-  PoolingLaunch& Describe(const Settings& settings) {
-    kinds_.push_back(DescriptorTraits<Settings>::kKind);
-    std::vector<uint8_t> bytes(sizeof(Settings));
-    std::memcpy(bytes.data(), &settings, sizeof(Settings));
-    settings_.push_back(std::move(bytes));
-    return *this;
-  }
-  PoolingLaunch& Tensor(std::vector<int64_t> dims, DType dtype = DType::kFloat32) {
-    TensorDescriptorSettings t;
-    t.dtype = dtype;
-    t.rank = static_cast<int32_t>(dims.size());
-    for (size_t i = 0; i < dims.size(); ++i) t.dims[i] = dims[i];
-    return Describe(t);
-  }
-  template <typename T>
-  PoolingLaunch& Buffer(std::vector<T>* values) {
-    pointers_.push_back(reinterpret_cast<uint8_t*>(values->data()));
-    sizes_.push_back(values->size() * sizeof(T));
-    return *this;
-  }
-  PoolingLaunch& Param(int32_t value) {
-    ParamWriter(&params_).Put(value);
-    return *this;
-  }
-
-  absl::Status Run(KernelId id) {
-    static Eigen::ThreadPool pool(2);
-    static Eigen::ThreadPoolDevice device(&pool, 2);
-    const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(id));
-    if (kernel == nullptr) return absl::NotFoundError("no such kernel");
-    std::vector<DescriptorView> views;
-    for (size_t i = 0; i < kinds_.size(); ++i) {
-      views.push_back(DescriptorView{kinds_[i], settings_[i]});
-    }
-    KernelContext context{pointers_, sizes_, params_, &device, views};
-    return kernel->run(context);
-  }
-
- private:
-  std::vector<DescriptorKind> kinds_;
-  std::vector<std::vector<uint8_t>> settings_;
-  std::vector<uint8_t*> pointers_;
-  std::vector<uint64_t> sizes_;
-  ParamBlock params_;
-};
+using executor_test::ExecutorLaunch;
 
 PoolingDescriptorSettings Window2d(PoolingMode mode, int32_t window, int32_t stride,
                                    DataFormat format = DataFormat::kNHWC) {
@@ -94,16 +40,16 @@ TEST(PoolingKernelsTest, PoolsTwoDimensionalWindowsAndRoutesGradientsToTheFirstM
                           0, 6, 6};
   std::vector<float> y(4), dy = {1, 2, 3, 4}, dx(9, -1);
   auto max = Window2d(PoolingMode::kMax, 2, 1);
-  ASSERT_TRUE(PoolingLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{5, 5, 6, 6}));
-  ASSERT_TRUE(PoolingLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&dy).Buffer(&dx).Run(pooling::kBackward).ok());
   // Ties go to the first maximum in row-major window order.
   EXPECT_EQ(dx, (std::vector<float>{0, 1 + 2, 0, 0, 0, 0, 0, 3 + 4, 0}));
 
   auto average = Window2d(PoolingMode::kAverage, 2, 1);
-  ASSERT_TRUE(PoolingLaunch().Describe(average).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(average).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{3.5f, 3.5f, 3.5f, 4.75f}));
 }
@@ -118,11 +64,11 @@ TEST(PoolingKernelsTest, PoolsThreeDimensionalChannelsFirstTensors) {
   p.window[0] = p.window[1] = p.window[2] = 2;
   p.stride[0] = p.stride[1] = p.stride[2] = 2;
   std::vector<float> y(2);
-  ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{14, 15}));
   p.mode = PoolingMode::kAverage;
-  ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{6.5f, 8.5f}));
 }
@@ -136,7 +82,7 @@ TEST(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
   for (NanPropagation nan : {NanPropagation::kNotPropagate, NanPropagation::kPropagate}) {
     p.nan_propagation = nan;
     const bool propagate = nan == NanPropagation::kPropagate;
-    ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
+    ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
                     .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
     if (propagate) {
       EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]) && std::isnan(y[2]));
@@ -144,7 +90,7 @@ TEST(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
       EXPECT_EQ(y, (std::vector<float>{1, 2, kLowest}));
     }
     std::vector<float> dx(6, -1);
-    ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
+    ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
                     .Buffer(&x).Buffer(&dy).Buffer(&dx).Run(pooling::kBackward).ok());
     EXPECT_EQ(dx, propagate ? (std::vector<float>{10, 0, 0, 20, 30, 0})
                             : (std::vector<float>{0, 10, 20, 0, 0, 0}));
@@ -157,14 +103,14 @@ TEST(PoolingKernelsTest, ArgmaxIndicesFollowTensorflowsCpuRule) {
   std::vector<int64_t> argmax(4);
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   p.window[1] = p.stride[1] = 2;
-  ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
                   .Tensor({2, 1, 2, 1}, DType::kInt64).Buffer(&x).Buffer(&y).Buffer(&argmax)
                   .Param(1).Run(pooling::kForwardWithArgmax).ok());
   EXPECT_EQ(argmax, (std::vector<int64_t>{0, 2, 5, 6}));  // the first of tied maxima wins
   EXPECT_EQ(y[0], 3);
   EXPECT_EQ(y[1], 1);  // a NaN after the first element is skipped
   std::vector<int32_t> argmax32(4);
-  ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
                   .Tensor({2, 1, 2, 1}, DType::kInt32).Buffer(&x).Buffer(&y).Buffer(&argmax32)
                   .Param(0).Run(pooling::kForwardWithArgmax).ok());
   EXPECT_EQ(argmax32, (std::vector<int32_t>{0, 2, 1, 2}));  // without the batch offset
@@ -174,7 +120,7 @@ TEST(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
   std::vector<float> x(16), y(4);
   auto run = [&](const PoolingDescriptorSettings& p, std::vector<int64_t> x_dims = {1, 4, 4, 1},
                  std::vector<int64_t> y_dims = {1, 2, 2, 1}) {
-    return PoolingLaunch().Describe(p).Tensor(x_dims).Tensor(y_dims).Buffer(&x).Buffer(&y)
+    return ExecutorLaunch().Describe(p).Tensor(x_dims).Tensor(y_dims).Buffer(&x).Buffer(&y)
         .Run(pooling::kForward);
   };
   const PoolingDescriptorSettings good = Window2d(PoolingMode::kMax, 2, 2);
@@ -215,13 +161,13 @@ TEST(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
   EXPECT_EQ(run(good, {1, kHuge, 4, 1}, {1, kHuge / 2, 2, 1}).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<float> short_x(15);
-  EXPECT_EQ(PoolingLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(ExecutorLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1})
                 .Buffer(&short_x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PoolingLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}, DType::kInt32)
+  EXPECT_EQ(ExecutorLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}, DType::kInt32)
                 .Buffer(&x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(PoolingLaunch().Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}).Tensor({1, 4, 4, 1})
+  EXPECT_EQ(ExecutorLaunch().Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}).Tensor({1, 4, 4, 1})
                 .Buffer(&x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);  // no pooling descriptor first
 }
@@ -230,7 +176,7 @@ TEST(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   std::vector<float> dy = {1, 2, 3, 4}, dx(4, -1);
   auto backward = [&](std::vector<int64_t> argmax, int32_t include_batch) {
-    return PoolingLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+    return ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
         .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&dy).Buffer(&argmax).Buffer(&dx)
         .Param(include_batch).Run(pooling::kBackwardWithArgmax);
   };
@@ -245,22 +191,22 @@ TEST(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
 
   std::vector<float> ddx = {5, 6, 7, 8}, ddy(4, -1);
   std::vector<int64_t> argmax = {3, -2, 4, INT64_MIN};
-  ASSERT_TRUE(PoolingLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                   .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&ddx).Buffer(&argmax)
                   .Buffer(&ddy).Param(0).Run(pooling::kGradGradWithArgmax).ok());
   EXPECT_EQ(ddy, (std::vector<float>{8, 0, 0, 0}));
   // A missing parameter block, an int32 argmax for a gradient, a channels-first layout.
-  EXPECT_EQ(PoolingLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                 .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&ddx).Buffer(&argmax).Buffer(&ddy)
                 .Run(pooling::kGradGradWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<int32_t> argmax32(4);
-  EXPECT_EQ(PoolingLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                 .Tensor({1, 2, 2, 1}, DType::kInt32).Buffer(&dy).Buffer(&argmax32).Buffer(&dx)
                 .Param(0).Run(pooling::kBackwardWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);
   auto nchw = Window2d(PoolingMode::kMax, 1, 1, DataFormat::kNCHW);
-  EXPECT_EQ(PoolingLaunch().Describe(nchw).Tensor({1, 1, 2, 2}).Tensor({1, 1, 2, 2})
+  EXPECT_EQ(ExecutorLaunch().Describe(nchw).Tensor({1, 1, 2, 2}).Tensor({1, 1, 2, 2})
                 .Tensor({1, 1, 2, 2}, DType::kInt64).Buffer(&ddx).Buffer(&argmax).Buffer(&ddy)
                 .Param(0).Run(pooling::kGradGradWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);

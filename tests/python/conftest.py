@@ -20,22 +20,23 @@ def _child_env(extra):
     return env
 
 
+def run_python_code(code, env=None, timeout=180):
+    """Runs Python code in a fresh interpreter with the given VGPU_* environment; returns the
+    CompletedProcess (stdout/stderr as text). Never hangs: `timeout` seconds at most."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=_child_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 @pytest.fixture
 def run_python():
-    """Runs Python code in a fresh interpreter with the given VGPU_* environment; returns the
-    CompletedProcess (stdout/stderr as text). Never hangs: 180 s limit."""
-
-    def run(code, env=None, timeout=180):
-        return subprocess.run(
-            [sys.executable, "-c", textwrap.dedent(code)],
-            env=_child_env(env),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    return run
+    """run_python_code as a fixture: run(code, env=None, timeout=180)."""
+    return run_python_code
 
 
 def pytest_addoption(parser):

@@ -1,12 +1,11 @@
 """A child-process probe for test_keras_conv_layers.py: trains one tiny Keras model per layer of
 the convolution family (Conv1D, grouped Conv2D, Conv3D, Conv2DTranspose, Conv3DTranspose,
 SeparableConv2D, DepthwiseConv2D, MultiHeadAttention) for two steps and saves the losses and
-weights to an .npz file. Run as
+weights to an .npz file: main("cpu" | "gpu", OUT.npz[, INITIAL.npz]), or run as
     python keras_layers_probe.py cpu|gpu OUT.npz [INITIAL.npz]
 "cpu" hides the virtual GPU (TensorFlow's CPU kernels, and XLA where Keras asks for it); "gpu"
-trains on GPU:0 and, when INITIAL.npz is given, starts from the weights saved there. With
-tf.debugging.set_log_device_placement on for "gpu", TensorFlow logs where each op of the train
-step was placed (stderr)."""
+trains on GPU:0 and, when INITIAL.npz is given, starts from the weights saved there (run under
+placement.run_child, TensorFlow logs where each op of the train step was placed)."""
 import sys
 
 import numpy as np
@@ -42,8 +41,6 @@ def main(device, out_path, initial_path=None):
 
     if device == "cpu":
         tf.config.set_visible_devices([], "GPU")
-    else:
-        tf.debugging.set_log_device_placement(True)
     import keras
 
     keras.utils.set_random_seed(3)
@@ -67,7 +64,6 @@ def main(device, out_path, initial_path=None):
         for i, w in enumerate(model.get_weights()):
             results[f"{name}/trained/{i}"] = w
     np.savez(out_path, **results)
-    print("PROBE DONE")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,12 @@
 """Keras 3 optimizers on text models with an Embedding (sparse IndexedSlices gradients) on the
 virtual GPU: after a few training steps the weights equal the CPU's, and no op of the compiled
 train step lands on the CPU except host bookkeeping (mixed precision included)."""
-import os
-import re
-
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import keras
+from placement import ops_on, run_child, unimplemented
 
 OPTIMIZERS = {
     "sgd": lambda: keras.optimizers.SGD(0.1),
@@ -77,17 +75,13 @@ def test_weights_after_a_few_steps_equal_the_cpu(optimizer):
     assert not np.allclose(gpu[0], weights[0]), "the embedding did not train"
 
 
-# Ops the train steps may leave on the CPU: host bookkeeping (constants, the function's
-# argument copies, int32 shape arithmetic), and ops other op families implement (the attention
-# layer's Einsum; the IsNan / IsFinite checks of Keras' IndexedSlices helpers and loss scaling).
-HOST_BOOKKEEPING = {"Const", "Identity", "Shape", "Prod"}
+# Ops of other op families that the train steps may leave on the CPU while the plugin has no
+# kernel for them at the node's dtype: the attention layer's Einsum, and the IsNan / IsFinite
+# checks of Keras' IndexedSlices helpers and loss scaling (with host bookkeeping, placement.py).
 OTHER_FAMILIES = {"Einsum", "Erfc", "IsNan", "IsFinite"}
 
 PLACEMENT_SCRIPT = """
-import sys
-import numpy as np, tensorflow as tf, keras
-tf.debugging.set_log_device_placement(True)
-sys.path.insert(0, {tests_dir!r})
+import keras
 from test_keras_optimizers import OPTIMIZERS, _attention_model, _conv_classifier, _data
 x, y = _data(samples=8)
 runs = [(build, name, "float32") for build in (_conv_classifier, _attention_model)
@@ -116,20 +110,11 @@ REPRESENTATIVE = ["adagrad", "adam", "sgd"]
     pytest.param(REPRESENTATIVE, id="representative"),
     pytest.param(sorted(OPTIMIZERS), id="every_optimizer", marks=pytest.mark.full),
 ])
-def test_no_op_of_a_text_model_train_step_runs_on_the_cpu(run_python, optimizers):
-    script = PLACEMENT_SCRIPT.format(tests_dir=os.path.dirname(__file__), optimizers=optimizers)
-    result = run_python(script, env={"TF_CPP_MIN_LOG_LEVEL": "0"}, timeout=900)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.count("TRAINED") == 2 * len(optimizers) + 2
-    log = result.stdout + result.stderr
-    # Graph placement lines: "<node>: (<OpType>): /job:localhost/replica:0/task:0/device:CPU:0".
-    placed = re.findall(
-        r"^(\S*StatefulPartitionedCall/\S*): \((\w+)\): /job:localhost/replica:0/task:0/"
-        r"device:(\w+):\d", log, flags=re.MULTILINE)
-    assert placed, "no placement log found"
-    on_cpu = sorted({(op, node) for node, op, device in placed
-                     if device == "CPU" and op not in HOST_BOOKKEEPING | OTHER_FAMILIES})
-    assert not on_cpu, f"ops of the train steps placed on the CPU: {on_cpu[:20]}"
-    on_gpu = {op for _, op, device in placed if device == "GPU"}
+def test_no_op_of_a_text_model_train_step_runs_on_the_cpu(optimizers):
+    run = run_child(PLACEMENT_SCRIPT.format(optimizers=optimizers), timeout=900)
+    assert run.stdout.count("TRAINED") == 2 * len(optimizers) + 2
+    on_cpu = run.off_device(unimplemented(OTHER_FAMILIES))
+    assert not on_cpu, "ops of the train steps placed on the CPU:\n" + "\n".join(on_cpu[:20])
+    on_gpu = ops_on(run.train_step(), "GPU")
     assert {"GatherV2", "UnsortedSegmentSum", "ResourceScatterAdd", "ResourceScatterSub",
             "AssignSubVariableOp", "ScatterNd", "Where", "TensorScatterUpdate"} <= on_gpu

@@ -1,17 +1,13 @@
 """Keras pooling layers (MaxPooling1D/2D/3D, AveragePooling1D/2D/3D, GlobalMax/GlobalAverage
 Pooling1D/2D/3D) train on the virtual GPU: model.fit gives the CPU's losses, and TensorFlow's
 placement log of the training step shows the pooling ops and their gradients on the GPU and
-nothing but constants, identities and int32 shape arithmetic on the CPU."""
-import os
-import re
-import subprocess
-import sys
-
+nothing but host bookkeeping (constants, identities, int32 shape arithmetic) on the CPU."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
 import keras
+from placement import ops_on, run_child
 
 SHAPES = {1: (10, 3), 2: (8, 9, 3), 3: (6, 7, 5, 2)}
 
@@ -67,11 +63,8 @@ def test_training_pooling_layers_on_the_virtual_gpu_matches_the_cpu(rank):
 
 
 PLACEMENT_SCRIPT = """
-import sys
-import numpy as np, tensorflow as tf, keras
-tf.debugging.set_log_device_placement(True)
-sys.path.insert(0, {tests_dir!r})
-from test_pooling_keras import pooling_model, data
+import keras
+from ops.test_pooling_keras import pooling_model, data
 for rank in (1, 2, 3):
     keras.utils.set_random_seed(rank)
     model = pooling_model(rank)
@@ -80,34 +73,15 @@ for rank in (1, 2, 3):
     x, y = data(rank)
     with tf.device("/GPU:0"):
         model.fit(x, y, epochs=1, batch_size=8, verbose=0)
-print("TRAINED")
 """
 
-# What a training step may leave on the CPU: constants, identities (function inputs) and int32
-# shape arithmetic (the loss' element count).
-ALLOWED_ON_CPU = {"Const", "Identity", "NoOp", "Shape", "ShapeN", "Size", "Prod", "Rank"}
 POOLING_OPS = {"MaxPool", "MaxPoolGrad", "AvgPool", "AvgPoolGrad", "MaxPool3D", "MaxPool3DGrad",
                "AvgPool3D", "AvgPool3DGrad", "Max", "Mean"}
 
 
 def test_training_steps_with_pooling_layers_run_on_the_virtual_gpu():
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("VGPU_") and k != "TF_PLUGGABLE_DEVICE_LIBRARY_PATH"}
-    env["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    script = PLACEMENT_SCRIPT.format(tests_dir=os.path.dirname(__file__))
-    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
-                            text=True, timeout=300, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "TRAINED" in result.stdout
-    log = result.stdout + result.stderr
-    # "<node>: (<OpType>): /job:localhost/replica:0/task:0/device:<DEVICE>:<n>"
-    placed = re.findall(r"(\S+): \((\w+)\): /job:localhost/replica:0/task:0/device:(\w+):\d",
-                        log)
-    in_step = [(node, op, device) for node, op, device in placed
-               if "StatefulPartitionedCall/" in node]
-    assert in_step, "no placement log of the training step found"
-    on_cpu = sorted({f"{op} ({node})" for node, op, device in in_step
-                     if device == "CPU" and op not in ALLOWED_ON_CPU})
-    assert not on_cpu, f"ops of the training step placed on the CPU: {on_cpu}"
-    on_gpu = {op for _, op, device in in_step if device == "GPU"}
+    run = run_child(PLACEMENT_SCRIPT, timeout=300)
+    on_cpu = run.off_device()
+    assert not on_cpu, "ops of the training step placed on the CPU:\n" + "\n".join(on_cpu)
+    on_gpu = ops_on(run.train_step(), "GPU")
     assert POOLING_OPS <= on_gpu, f"missing on the GPU: {sorted(POOLING_OPS - on_gpu)}"
