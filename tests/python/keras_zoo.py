@@ -280,37 +280,13 @@ def train(model: ZooModel, optimizer_name: str, device: str, weights, epochs: in
         return history.history["loss"], [np.asarray(w) for w in net.get_weights()]
 
 
-def _node_dtypes(seen_functions: set) -> dict:
-    """{node name: [dtype names of its type attributes]} of the functions TensorFlow traced
-    since the last call (names already in `seen_functions` are skipped, then added)."""
-    import tensorflow as tf
-    from tensorflow.python.eager import context
-
-    ctx = context.context()
-    found = {}
-    for function in ctx.list_function_names():
-        if function in seen_functions:
-            continue
-        seen_functions.add(function)
-        try:
-            definition = ctx.get_function_def(function)
-        except tf.errors.NotFoundError:  # released since it was listed
-            continue
-        for node in definition.node_def:
-            types = set()
-            for value in node.attr.values():
-                if value.HasField("type"):
-                    types.add(tf.dtypes.as_dtype(value.type).name)
-                types.update(tf.dtypes.as_dtype(t).name for t in value.list.type)
-            found.setdefault(node.name, set()).update(types)
-    return {name: sorted(types) for name, types in found.items()}
-
-
 def placement_main(names: list[str], optimizer_name: str) -> None:
     """Child-process entry: trains each model on GPU:0 with TensorFlow's placement log on,
     writing '@@zoo-model NAME' to stderr before each, and printing one JSON line after each
     (losses, and the dtypes of the nodes of the functions it traced)."""
     import tensorflow as tf
+
+    import placement
 
     tf.debugging.set_log_device_placement(True)
     seen_functions = set()
@@ -321,7 +297,8 @@ def placement_main(names: list[str], optimizer_name: str) -> None:
         losses, _ = train(model, optimizer_name, "/GPU:0", initial_weights(model))
         sys.stderr.flush()
         print(json.dumps({"model": name, "losses": losses,
-                          "node_dtypes": _node_dtypes(seen_functions)}), flush=True)
+                          "node_dtypes": placement.traced_node_dtypes(seen_functions)}),
+              flush=True)
     sys.stderr.write("@@zoo-end\n")
     sys.stderr.flush()
 

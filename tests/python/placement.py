@@ -16,11 +16,13 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 _DONE = "PLACEMENT CHILD DONE"
 _NODE_DTYPES = "NODE_DTYPES "
 
-# Graph placement lines as TensorFlow's placer prints them to stdout, one per node:
-# "<node>: (<OpType>): /job:localhost/replica:0/task:0/device:<TYPE>:<n>". (The copies in its
-# INFO log on stderr follow a log prefix and are not read.)
+# Graph placement lines, one per node: "<node>: (<OpType>): /job:localhost/replica:0/task:0/
+# device:<TYPE>:<n>", as TensorFlow's placer prints them to stdout and, after a log prefix
+# ("I0000 00:00:... placer.cc:162] "), to its INFO log on stderr. Both forms are read (a node
+# found twice counts once), so a test may read either stream.
 _PLACEMENT = re.compile(
-    r"^(\S+): \((\w+)\): /job:localhost/replica:0/task:0/device:(\w+):\d+\s*$", re.MULTILINE)
+    r"^(?:[IWEF]\d{4} [^\]\n]*\] )?(\S+): \((\w+)\): "
+    r"/job:localhost/replica:0/task:0/device:(\w+):\d+\s*$", re.MULTILINE)
 # The nodes of a train step: those of the function Keras' fit calls, inlined into the caller's
 # graph under its StatefulPartitionedCall (function inputs and outputs under Func/...).
 _TRAIN_STEP = "StatefulPartitionedCall/"
@@ -116,7 +118,11 @@ def traced_node_dtypes(seen_functions=None):
         if function in seen_functions:
             continue
         seen_functions.add(function)
-        for node in ctx.get_function_def(function).node_def:
+        try:
+            definition = ctx.get_function_def(function)
+        except tf.errors.NotFoundError:  # released since it was listed
+            continue
+        for node in definition.node_def:
             found = set()
             for value in node.attr.values():
                 if value.HasField("type"):

@@ -16,16 +16,22 @@ import numpy as np
 import pytest
 
 import keras_zoo
-from placement import cpu_placements, is_bookkeeping
+from placement import cpu_placements, is_bookkeeping, train_step_placements
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL_NAMES = list(keras_zoo.MODELS)
 
 # The allow-list: what may run on the CPU inside a train step is placement.is_bookkeeping —
 # Const, Identity, NoOp, and ops whose every type is int32 (shapes, sizes and indices, which
-# TensorFlow keeps in host memory on every device) — plus the op types named here (none: the
-# input pipeline runs outside the train step's function).
-HOST_OPS = set()
+# TensorFlow keeps in host memory on every device) — plus the (op, dtypes) named here: the
+# zeros-like gradient of CudnnRNNV2/V3's `host_reserved` output, an int8 tensor in host memory
+# (TensorFlow's GPU build registers no int8 ZerosLike either). The input pipeline runs outside
+# the train step's function.
+HOST_NODES = {("ZerosLike", ("int8",))}
+
+
+def _allowed_on_the_host(op, types):
+    return is_bookkeeping(op, types) or (op, tuple(types or ())) in HOST_NODES
 
 
 def _cases():
@@ -99,12 +105,30 @@ def _off_device_by_model(stderr, trained):
             logs[current].append(line)
     off = {}
     for run in trained:
-        placed = cpu_placements("\n".join(logs.get(run["model"], [])), run["node_dtypes"])
+        log = "\n".join(logs.get(run["model"], []))
+        step = train_step_placements(log)
+        assert any(p.device == "GPU" for p in step), f"no train step placed for {run['model']}"
+        placed = cpu_placements(log, run["node_dtypes"])
         bad = sorted({(op, ",".join(types or ["?"])) for _, op, types in placed
-                      if op not in HOST_OPS and not is_bookkeeping(op, types)})
+                      if not _allowed_on_the_host(op, types)})
         if bad:
             off[run["model"]] = bad
     return off
+
+
+def test_the_placement_check_flags_a_float_op_on_the_cpu_but_not_bookkeeping():
+    prefix = "I0000 00:00:1.0 1 placer.cc:162] "
+    device = "/job:localhost/replica:0/task:0/device:"
+    stderr = "\n".join([
+        "@@zoo-model m",
+        f"{prefix}StatefulPartitionedCall/dense/MatMul: (MatMul): {device}CPU:0",
+        f"StatefulPartitionedCall/loss/Prod: (Prod): {device}CPU:0",
+        f"{prefix}StatefulPartitionedCall/grad/zeros: (ZerosLike): {device}CPU:0",
+        f"{prefix}StatefulPartitionedCall/dense/BiasAdd: (BiasAdd): {device}GPU:0",
+        "@@zoo-end"])
+    trained = [{"model": "m", "node_dtypes": {
+        "dense/MatMul": ["float32"], "loss/Prod": ["int32"], "grad/zeros": ["int8"]}}]
+    assert _off_device_by_model(stderr, trained) == {"m": [("MatMul", "float32")]}
 
 
 @pytest.mark.parametrize("optimizer", [
