@@ -4,7 +4,6 @@ both give bit-identical losses, and with a final partial batch (another shape) t
 equal TensorFlow's CPU kernels. Each configuration runs in a child process."""
 import json
 import os
-import sys
 
 import numpy as np
 import pytest
@@ -14,12 +13,13 @@ STEPS_PER_EPOCH = 4  # 200 samples, batch 64: three full batches and one of 8
 EPOCHS = 3
 
 
-def _probe(run_python, device, mode):
-    result = run_python(
+def _probe(device, mode):
+    from conftest import run_python_code  # noqa: PLC0415
+
+    result = run_python_code(
         f"import runpy, sys; sys.argv = [{PROBE!r}, {device!r}]; "
         f"runpy.run_path({PROBE!r}, run_name='__main__')",
-        env={"VGPU_DESCRIPTOR_MODE": mode},
-    )
+        env={"VGPU_DESCRIPTOR_MODE": mode}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
     return json.loads(line.split(" ", 1)[1])
@@ -27,18 +27,10 @@ def _probe(run_python, device, mode):
 
 @pytest.fixture(scope="module")
 def runs():
-    from conftest import _child_env  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import textwrap  # noqa: PLC0415
-
-    def run_python(code, env=None):
-        return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=_child_env(env),
-                              capture_output=True, text=True, timeout=300, check=False)
-
     return {
-        "reuse": _probe(run_python, "gpu", "reuse"),
-        "forward": _probe(run_python, "gpu", "forward"),
-        "cpu": _probe(run_python, "cpu", "reuse"),
+        "reuse": _probe("gpu", "reuse"),
+        "forward": _probe("gpu", "forward"),
+        "cpu": _probe("cpu", "reuse"),
     }
 
 

@@ -53,9 +53,9 @@ def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
     return actual
 
 
-def assert_gradients_match_cpu(fn, *args, **tol):
-    """Compares d(sum(fn(*args) * w))/d(args) between CPU and GPU for floating inputs, with a
-    fixed random upstream gradient w."""
+def gradients_of(fn):
+    """A function of tensors that returns d(sum(fn(*tensors) * w))/d(tensors) for a fixed random
+    upstream gradient w."""
 
     def gradients(*tensors):
         with tf.GradientTape() as tape:
@@ -65,4 +65,10 @@ def assert_gradients_match_cpu(fn, *args, **tol):
         weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=99))
         return tape.gradient(out, tensors, output_gradients=weights)
 
-    return assert_matches_cpu(gradients, *args, **tol)
+    return gradients
+
+
+def assert_gradients_match_cpu(fn, *args, **tol):
+    """Compares d(sum(fn(*args) * w))/d(args) between CPU and GPU for floating inputs, with a
+    fixed random upstream gradient w."""
+    return assert_matches_cpu(gradients_of(fn), *args, **tol)

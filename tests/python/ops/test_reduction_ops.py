@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on,
-                            tolerance)
+from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, gradients_of,
+                            random_array, run_on, tolerance)
 
 FLOATING = [np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype]
 REDUCIBLE = FLOATING + [np.int64]
@@ -244,25 +244,11 @@ def test_sparse_softmax_cross_entropy_with_bad_shapes_is_invalid_argument(
         sparse_xent(tf.ones(logits_shape), tf.zeros(labels_shape, tf.int32))[0].numpy()
 
 
-def gradients_of(fn, *args):
-    """d(sum(fn(*args) * w))/d(args) for a fixed random upstream gradient w."""
-
-    def gradients(*tensors):
-        with tf.GradientTape() as tape:
-            for t in tensors:
-                tape.watch(t)
-            out = fn(*tensors)
-        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=99))
-        return tape.gradient(out, tensors, output_gradients=weights)
-
-    return gradients
-
-
 def assert_gradient_values_match_cpu(fn, *args, **tol):
     # Gradients of these ops are composites (Mul, Sub, Tile, ...) of which some may belong to
     # other op families; the values must match wherever they ran.
-    expected = run_on("/CPU:0", gradients_of(fn, *args), *args)
-    actual = run_on("/GPU:0", gradients_of(fn, *args), *args)
+    expected = run_on("/CPU:0", gradients_of(fn), *args)
+    actual = run_on("/GPU:0", gradients_of(fn), *args)
     for e, a in zip(tf.nest.flatten(expected), tf.nest.flatten(actual)):
         np.testing.assert_allclose(a.numpy(), e.numpy(), **(tol or dict(rtol=1e-5, atol=1e-6)))
 

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/datamove_strided_copy.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -313,13 +314,8 @@ absl::Status Split(const KernelContext& context) {
 
 namespace vgpu {
 
-void AddReverseKernels(KernelTable& table);  // reverse_kernels.cc
-namespace cpu_kernels {
-void AddMirrorPadKernels(KernelTable& table);  // mirror_pad_kernels.cc
-}  // namespace cpu_kernels
-
 void AddDataMovementKernels(KernelTable& table) {
-  AddReverseKernels(table);
+  cpu_kernels::AddReverseKernels(table);
   table.Add(data_movement::kTranspose, "transpose", cpu_kernels::Transpose);
   table.Add(data_movement::kStridedSlice, "strided_slice", cpu_kernels::StridedSlice);
   table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", cpu_kernels::StridedSliceGrad);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/data_movement.h"

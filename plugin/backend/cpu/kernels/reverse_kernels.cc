@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/datamove_strided_copy.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -154,14 +155,10 @@ absl::Status ReverseSequence(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
 
-namespace vgpu {
-
-// Registered by AddDataMovementKernels (the family's table).
 void AddReverseKernels(KernelTable& table) {
-  table.Add(data_movement::kReverse, "reverse", cpu_kernels::Reverse);
-  table.Add(data_movement::kReverseSequence, "reverse_sequence", cpu_kernels::ReverseSequence);
+  table.Add(data_movement::kReverse, "reverse", Reverse);
+  table.Add(data_movement::kReverseSequence, "reverse_sequence", ReverseSequence);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels
