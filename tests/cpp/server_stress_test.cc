@@ -942,7 +942,8 @@ class HostileTenant {
     Doing("ExtentPastAllocation");
     if (own_.empty()) return Legal();
     const Own& own = own_[rng_() % own_.size()];
-    uint64_t size = own.size + 1 + rng_() % (1 << 20);
+    // Past the end even of the arena's rounding of the allocation (256 bytes).
+    uint64_t size = own.size + 257 + rng_() % (1 << 20);
     if (rng_() % 3 == 0) size = ~0ull - rng_() % 16;  // wraps the address space
     std::vector<uint8_t> out(std::min<uint64_t>(size, 1 << 21), 0xEE);
     // A read whose extent overruns: the transport would split a huge one, so use the raw size
