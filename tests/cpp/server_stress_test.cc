@@ -1291,7 +1291,10 @@ class RawAttacker {
     absl::StatusOr<ScopedFd> fd = ConnectSocket(socket_address_, 5000);
     EXPECT_TRUE(fd.ok()) << "the server stopped accepting: " << fd.status();
     if (!fd.ok()) return ScopedFd();
-    timeval tv{5, 0};  // reads below never wait longer
+    // Reads below wait at most this long: the server closes a bad connection at once, but a
+    // frame it is still waiting the rest of (or a valid command) keeps it open, and then the
+    // attacker just leaves.
+    timeval tv{0, 300 * 1000};
     ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     return *std::move(fd);
   }
