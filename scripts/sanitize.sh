@@ -31,6 +31,9 @@
 #    Our own code uses std::mutex/std::thread/std::atomic (all seen by TSan). The suppressions in
 #    scripts/tsan.supp (each with its reason) cover what remains inside the library.
 # GoogleTest comes from Debian's libgtest-dev (uninstrumented; it only runs the tests).
+# Cost: each sanitizer build compiles every executor kernel (Eigen, instrumented) once, then
+# ccache keeps it; on a busy 2-core machine a single convolution file took over 15 minutes under
+# ASan, so give it VGPU_SANITIZE_JOBS on a machine that has the cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
