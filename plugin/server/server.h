@@ -33,6 +33,8 @@ class Server {
     uint64_t client_quota = 0;        // per client, 0: the device limit only
     std::string token;                // empty: no token required
     int compute_threads = 0;          // 0: one per core
+    // Streams one client may have at once (each is a worker thread on the server).
+    int max_streams_per_client = CpuSessionLimits::kDefaultMaxStreams;
   };
 
   // Creates the executor and binds the listening socket (so clients can connect as soon as this

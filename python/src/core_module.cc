@@ -111,7 +111,8 @@ py::object FindLoadedPlugin() {
 class PyServer {
  public:
   PyServer(const std::string& listen, uint64_t memory_limit, int device_count,
-           uint64_t client_quota, const std::string& token, int compute_threads) {
+           uint64_t client_quota, const std::string& token, int compute_threads,
+           int max_streams_per_client) {
     vgpu::Server::Options options;
     options.listen = listen;
     options.memory_limit = memory_limit;
@@ -119,6 +120,7 @@ class PyServer {
     options.client_quota = client_quota;
     options.token = token;
     options.compute_threads = compute_threads;
+    options.max_streams_per_client = max_streams_per_client;
     absl::StatusOr<std::unique_ptr<vgpu::Server>> server = vgpu::Server::Create(options);
     if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
     server_ = *std::move(server);
@@ -233,9 +235,11 @@ PYBIND11_MODULE(_core, m) {
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
   py::class_<PyServer>(m, "Server", "A `vgpu server` hosting the CPU backing executor.")
-      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int>(),
+      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int, int>(),
            py::arg("listen"), py::arg("memory_limit"), py::arg("device_count") = 1,
-           py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0)
+           py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0,
+           py::arg("max_streams_per_client") =
+               vgpu::CpuSessionLimits::kDefaultMaxStreams)
       .def_property_readonly("address", &PyServer::address)
       .def("serve", &PyServer::Serve, py::call_guard<py::gil_scoped_release>(),
            "Serves clients until stop(); blocks without the GIL.")

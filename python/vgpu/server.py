@@ -24,6 +24,9 @@ flags.DEFINE_string("token_file", None, "File holding the token clients must pre
 flags.DEFINE_integer("device_count", 1, "Number of devices the server offers.")
 flags.DEFINE_integer("compute_threads", 0, "Compute threads (0: one per core).")
 flags.DEFINE_string("ready_file", None, "Write the bound address to this file once listening.")
+flags.DEFINE_integer("max_streams_per_client", 256,
+                     "Streams one client may have at once (each is a server thread).",
+                     lower_bound=1)
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
           "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
@@ -53,12 +56,13 @@ def _read_token(path: str | None) -> str:
 
 
 def serve(listen: str, memory_limit: int, device_count: int = 1, client_quota: int = 0,
-          token: str = "", compute_threads: int = 0, ready_file: str | None = None) -> int:
+          token: str = "", compute_threads: int = 0, ready_file: str | None = None,
+          max_streams_per_client: int = 256) -> int:
     """Runs a server until SIGTERM/SIGINT. Returns the process exit code."""
     from vgpu import _core  # noqa: PLC0415
 
     server = _core.Server(listen, memory_limit, device_count, client_quota, token,
-                          compute_threads)
+                          compute_threads, max_streams_per_client=max_streams_per_client)
     print(f"vgpu server: listening on {server.address}", file=sys.stderr, flush=True)
     if ready_file:
         with open(ready_file + ".tmp", "w", encoding="utf-8") as f:
@@ -100,7 +104,8 @@ def main(argv: list[str]) -> int:
         quota = parse_byte_size(FLAGS.client_quota) if FLAGS.client_quota else 0
         token = _read_token(FLAGS.token_file)
         return serve(FLAGS.listen, memory_limit, FLAGS.device_count, quota, token,
-                     FLAGS.compute_threads, FLAGS.ready_file)
+                     FLAGS.compute_threads, FLAGS.ready_file,
+                     max_streams_per_client=FLAGS.max_streams_per_client)
     except (ValueError, OSError, RuntimeError) as error:
         print(f"vgpu server: {error}", file=sys.stderr)
         return 1

@@ -25,8 +25,8 @@ Command MakeCommand(CommandKind kind, uint64_t tag) {
 
 TEST(CpuStream, RunsCommandsInFifoOrder) {
   OrderLog log;
-  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
-    log.Append(static_cast<int64_t>(c.object));
+  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
   });
   constexpr int kCommands = 200;
@@ -39,8 +39,8 @@ TEST(CpuStream, RunsCommandsInFifoOrder) {
 
 TEST(CpuStream, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
   OrderLog log;
-  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
-    log.Append(static_cast<int64_t>(c.object));
+  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
   });
   constexpr int kThreads = 4;
@@ -68,8 +68,8 @@ TEST(CpuStream, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
 TEST(CpuStream, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
   Gate release;
   Gate first_running;
-  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
-    if (c.object == 0) {
+  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    if (w.command.object == 0) {
       first_running.Open();
       release.Wait();  // the worker is held inside the first command
     }
@@ -94,8 +94,8 @@ TEST(CpuStream, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
 
 TEST(CpuStream, WaitUntilCompletedWaitsOnlyForItsPosition) {
   Gate release;
-  CpuStream stream(7, 0, [&](Command& c, const absl::Status&) {
-    if (c.object == 2) release.Wait();
+  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    if (w.command.object == 2) release.Wait();
     return absl::OkStatus();
   });
   stream.Enqueue(MakeCommand(CommandKind::kLaunch, 1));
@@ -109,9 +109,9 @@ TEST(CpuStream, WaitUntilCompletedWaitsOnlyForItsPosition) {
 }
 
 TEST(CpuStream, RemembersTheFirstErrorAndNamesTheCommand) {
-  CpuStream stream(42, 0, [&](Command& c, const absl::Status&) {
-    if (c.object == 1) return absl::InvalidArgumentError("the first failure");
-    if (c.object == 2) return absl::InternalError("a later failure");
+  CpuStream stream(42, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    if (w.command.object == 1) return absl::InvalidArgumentError("the first failure");
+    if (w.command.object == 2) return absl::InternalError("a later failure");
     return absl::OkStatus();
   });
   stream.Enqueue(MakeCommand(CommandKind::kMemcpyHtoD, 0));
@@ -126,12 +126,12 @@ TEST(CpuStream, RemembersTheFirstErrorAndNamesTheCommand) {
 TEST(CpuStream, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
   OrderLog ran;
   std::vector<absl::Status> seen_by_markers;
-  CpuStream stream(7, 0, [&](Command& c, const absl::Status& stream_status) {
-    ran.Append(static_cast<int64_t>(c.kind));
-    if (c.kind == CommandKind::kNotify || c.kind == CommandKind::kRecordEvent) {
+  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status& stream_status) {
+    ran.Append(static_cast<int64_t>(w.command.kind));
+    if (w.command.kind == CommandKind::kNotify || w.command.kind == CommandKind::kRecordEvent) {
       seen_by_markers.push_back(stream_status);
     }
-    if (c.object == 1) return absl::OutOfRangeError("boom");
+    if (w.command.object == 1) return absl::OutOfRangeError("boom");
     return absl::OkStatus();
   });
   stream.Enqueue(MakeCommand(CommandKind::kNotify, 0));     // runs, stream healthy
@@ -159,7 +159,7 @@ TEST(CpuStream, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
 }
 
 TEST(CpuStream, StatusIsOkWhileNothingFailed) {
-  CpuStream stream(7, 3, [&](Command&, const absl::Status&) { return absl::OkStatus(); });
+  CpuStream stream(7, 3, [&](CpuStream::Work&, const absl::Status&) { return absl::OkStatus(); });
   EXPECT_TRUE(stream.status().ok());
   stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
   stream.WaitUntilCompleted(1);
@@ -171,9 +171,9 @@ TEST(CpuStream, StatusIsOkWhileNothingFailed) {
 TEST(CpuStream, DestructionDrainsQueuedCommands) {
   OrderLog log;
   Gate release;
-  auto stream = std::make_unique<CpuStream>(7, 0, [&](Command& c, const absl::Status&) {
-    if (c.object == 0) release.Wait();
-    log.Append(static_cast<int64_t>(c.object));
+  auto stream = std::make_unique<CpuStream>(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+    if (w.command.object == 0) release.Wait();
+    log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
   });
   for (int i = 0; i < 50; ++i) stream->Enqueue(MakeCommand(CommandKind::kLaunch, i));
@@ -184,7 +184,7 @@ TEST(CpuStream, DestructionDrainsQueuedCommands) {
 
 TEST(CpuStream, IdleStreamIsDestroyedPromptly) {
   auto stream = std::make_unique<CpuStream>(
-      7, 0, [](Command&, const absl::Status&) { return absl::OkStatus(); });
+      7, 0, [](CpuStream::Work&, const absl::Status&) { return absl::OkStatus(); });
   stream.reset();  // no work: the worker must notice the stop request and exit
   SUCCEED();
 }

@@ -323,6 +323,122 @@ TEST(DeviceArena, LargeFreedBlocksAreUsableAgain) {
   EXPECT_EQ(host_again[(8ull << 20) - 1], 2);
 }
 
+TEST(DeviceArena, ChargesWhatItTakesIncludingZeroByteAllocations) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  EXPECT_EQ(DeviceArena::ChargedSize(0), DeviceArena::kAlignment);
+  EXPECT_EQ(DeviceArena::ChargedSize(1), DeviceArena::kAlignment);
+  EXPECT_EQ(DeviceArena::ChargedSize(257), 2 * DeviceArena::kAlignment);
+  ASSERT_TRUE(arena->Allocate(0, kOwner).ok());
+  ASSERT_TRUE(arena->Allocate(1, kOwner).ok());
+  ASSERT_TRUE(arena->Allocate(257, kOwner).ok());
+  ASSERT_TRUE(arena->Allocate(100, kOtherOwner).ok());
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 4 * DeviceArena::kAlignment);
+  EXPECT_EQ(arena->UsageOf(kOtherOwner).charged, DeviceArena::kAlignment);
+  EXPECT_EQ(arena->Info().bytes_in_use, 5 * DeviceArena::kAlignment);
+}
+
+TEST(DeviceArena, AFreedBlockIsZeroedBeforeItIsReused) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  for (uint64_t size : {uint64_t{300}, uint64_t{64} << 10}) {
+    const uint64_t secret = *arena->Allocate(size, kOwner);
+    std::memset(*arena->Translate(secret, size, kOwner), 0xA5, size);
+    ASSERT_TRUE(arena->Free(secret, kOwner).ok());
+    const uint64_t reused = *arena->Allocate(size, kOtherOwner);
+    ASSERT_EQ(reused, secret) << "the test needs the same block";
+    const uint8_t* bytes = *arena->Translate(reused, size, kOtherOwner);
+    for (uint64_t i = 0; i < DeviceArena::ChargedSize(size); ++i) {
+      ASSERT_EQ(bytes[i], 0) << "stale byte " << i << " of a " << size << "-byte block";
+    }
+    ASSERT_TRUE(arena->Free(reused, kOtherOwner).ok());
+  }
+}
+
+TEST(DeviceArena, ALargeFreedBlockIsZeroedIncludingItsUnalignedEdges) {
+  auto arena = MakeArena(0, 16ull << 20);
+  ASSERT_NE(arena, nullptr);
+  const uint64_t pad = *arena->Allocate(768, kOwner);  // the big block starts mid-page
+  const uint64_t size = (4ull << 20) + 512;
+  const uint64_t secret = *arena->Allocate(size, kOwner);
+  ASSERT_NE(OffsetOf(secret) % 4096, 0u);
+  std::memset(*arena->Translate(secret, size, kOwner), 0x5A, size);
+  ASSERT_TRUE(arena->Free(secret, kOwner).ok());
+  const uint64_t reused = *arena->Allocate(size, kOtherOwner);
+  ASSERT_EQ(reused, secret);
+  const uint8_t* bytes = *arena->Translate(reused, size, kOtherOwner);
+  for (uint64_t i = 0; i < size; ++i) ASSERT_EQ(bytes[i], 0) << "stale byte " << i;
+  (void)pad;
+}
+
+TEST(DeviceArena, FreeWaitsForTheLastPinBeforeTheBlockIsReused) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t x = *arena->Allocate(4096, kOwner);
+  absl::StatusOr<DeviceArena::Pin> pin = arena->PinRange(x + 16, 64, kOwner);
+  ASSERT_TRUE(pin.ok()) << pin.status();
+  ASSERT_TRUE(arena->Free(x, kOwner).ok());
+  // Dead for new work at once...
+  EXPECT_EQ(arena->PinRange(x, 16, kOwner).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(arena->Translate(x, 16, kOwner).ok());
+  EXPECT_EQ(arena->Free(x, kOwner).code(), absl::StatusCode::kNotFound);  // no double free
+  // ...but still charged and not handed to anybody while pinned.
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 4096u);
+  EXPECT_EQ(arena->UsageOf(kOwner).pending_free, 4096u);
+  std::memset(pin->host(), 0x77, 64);  // the queued work still writes it
+  const uint64_t other = *arena->Allocate(4096, kOtherOwner);
+  EXPECT_NE(other, x);
+  pin->Reset();  // the work has run
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 0u);
+  EXPECT_EQ(arena->UsageOf(kOwner).pending_free, 0u);
+  const uint64_t again = *arena->Allocate(4096, kOtherOwner);
+  EXPECT_EQ(again, x);
+  const uint8_t* bytes = *arena->Translate(again, 4096, kOtherOwner);
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(bytes[i], 0) << i;
+}
+
+TEST(DeviceArena, PinRangesIsAllOrNothing) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t mine = *arena->Allocate(1024, kOwner);
+  const uint64_t theirs = *arena->Allocate(1024, kOtherOwner);
+  PinnedRanges pins;
+  const BufferArg ranges[] = {{mine, 1024}, {0, 0}, {theirs, 16}};
+  EXPECT_EQ(arena->PinRanges(ranges, kOwner, &pins).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_TRUE(pins.empty());
+  // No pin was left behind: freeing returns the block at once.
+  ASSERT_TRUE(arena->Free(mine, kOwner).ok());
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 0u);
+
+  const uint64_t a = *arena->Allocate(1024, kOwner);
+  const BufferArg good[] = {{a, 1024}, {0, 0}, {a + 512, 512}};
+  ASSERT_TRUE(arena->PinRanges(good, kOwner, &pins).ok());
+  ASSERT_EQ(pins.size(), 3u);
+  EXPECT_EQ(pins[1].host(), nullptr);
+  EXPECT_EQ(pins[2].host(), pins[0].host() + 512);
+  ASSERT_TRUE(arena->Free(a, kOwner).ok());
+  pins.erase(pins.begin());
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 1024u);  // one pin left
+  pins.clear();
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 0u);
+}
+
+TEST(DeviceArena, FreeAllOwnedByDefersPinnedBlocks) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t a = *arena->Allocate(1024, kOwner);
+  const uint64_t b = *arena->Allocate(1024, kOwner);
+  absl::StatusOr<DeviceArena::Pin> pin = arena->PinRange(b, 1024, kOwner);
+  ASSERT_TRUE(pin.ok());
+  EXPECT_EQ(arena->FreeAllOwnedBy(kOwner), 2u);
+  EXPECT_EQ(arena->UsageOf(kOwner).charged, 1024u);
+  EXPECT_EQ(arena->FreeAllOwnedBy(kOwner), 0u);  // already freed: not twice
+  pin->Reset();
+  EXPECT_EQ(arena->Info().bytes_in_use, 0u);
+  EXPECT_EQ(arena->Info().largest_free_block, kLimit);
+  (void)a;
+}
+
 // Reads one byte through `address` as if it were a host pointer.
 uint8_t ReadThrough(uint64_t address) {
   return *reinterpret_cast<volatile uint8_t*>(static_cast<uintptr_t>(address));

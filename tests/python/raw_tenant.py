@@ -357,3 +357,16 @@ def bystander_round_trip(address, count=1024, timeout=30.0):
         result = np.frombuffer(data, np.float32)
         np.testing.assert_array_equal(result, np.maximum(values, 0))
         return result
+
+
+def pipelined_calls(tenant, kind, fields_list, timeout=None):
+    """Sends one call of `kind` per dict in `fields_list` without waiting in between, then
+    collects their Replies in order (a flood at socket speed, not at round-trip speed)."""
+    sequences = [tenant.post(kind, **fields) for fields in fields_list]
+    replies = []
+    for sequence in sequences:
+        kind_, payload = tenant._wait(f"command {kind} #{sequence}",  # noqa: SLF001
+                                      lambda s=sequence: tenant._frames.pop(s, None), timeout)  # noqa: SLF001
+        assert kind_ == REPLY, kind_
+        replies.append(Reply(payload))
+    return replies

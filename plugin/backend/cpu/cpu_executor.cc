@@ -33,7 +33,14 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
   int threads = options.compute_threads;
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
-  return std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(arenas), threads));
+  const CpuSessionLimits& limits = options.session_limits;
+  if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
+      limits.pending_free_wait.count() < 0) {
+    return absl::InvalidArgumentError("session limits must be positive");
+  }
+  auto executor = std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(arenas), threads));
+  executor->session_limits_ = limits;
+  return executor;
 }
 
 CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads)
@@ -43,7 +50,8 @@ CpuExecutor::~CpuExecutor() = default;
 
 std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink,
                                                           uint64_t quota_bytes) {
-  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes);
+  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes,
+                                      session_limits_);
 }
 
 DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {

@@ -5,6 +5,7 @@
 #define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -19,12 +20,29 @@ struct ThreadPoolDevice;
 
 namespace vgpu {
 
+// What one session (client) may hold at once. Exceeding a limit is a ResourceExhausted error for
+// that client only.
+struct CpuSessionLimits {
+  static constexpr int kDefaultMaxStreams = 256;
+  static constexpr int kDefaultMaxEvents = 1 << 16;
+  static constexpr int kDefaultMaxDescriptors = 1 << 16;
+  static constexpr std::chrono::milliseconds kDefaultPendingFreeWait{10'000};
+
+  int max_streams = kDefaultMaxStreams;          // each is a worker thread
+  int max_events = kDefaultMaxEvents;            // recorded, not yet destroyed events
+  int max_descriptors = kDefaultMaxDescriptors;  // forward-mode descriptor objects
+  // An allocation that fails for lack of memory while the client has frees waiting for its own
+  // queued work waits at most this long for that work, then retries once.
+  std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;
+};
+
 class CpuExecutor {
  public:
   struct Options {
     int device_count = 1;
     uint64_t memory_limit_per_device = 1ull << 30;
     int compute_threads = 0;  // 0: one per host core
+    CpuSessionLimits session_limits;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const Options& options);
@@ -50,6 +68,7 @@ class CpuExecutor {
   CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads);
 
   std::vector<std::unique_ptr<DeviceArena>> arenas_;
+  CpuSessionLimits session_limits_;
   std::unique_ptr<ComputePool> pool_;
   std::atomic<uint64_t> next_session_id_{1};
 };

@@ -3,7 +3,9 @@
 
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -52,13 +54,24 @@ absl::Status ParseDescriptors(absl::Span<const uint8_t> bytes,
 }  // namespace
 
 CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-                       uint64_t quota_bytes)
-    : executor_(executor), session_id_(session_id), sink_(sink), quota_bytes_(quota_bytes) {}
+                       uint64_t quota_bytes, CpuSessionLimits limits)
+    : executor_(executor),
+      session_id_(session_id),
+      sink_(sink),
+      quota_bytes_(quota_bytes),
+      limits_(limits) {}
 
-uint64_t CpuSession::BytesInUse() const {
-  std::lock_guard<std::mutex> lock(memory_mu_);
-  return bytes_in_use_;
+DeviceArena::Usage CpuSession::TotalUsage() const {
+  DeviceArena::Usage total;
+  for (int d = 0; d < executor_->device_count(); ++d) {
+    DeviceArena::Usage usage = executor_->arena(static_cast<uint32_t>(d)).UsageOf(session_id_);
+    total.charged += usage.charged;
+    total.pending_free += usage.pending_free;
+  }
+  return total;
 }
+
+uint64_t CpuSession::BytesInUse() const { return TotalUsage().charged; }
 
 CpuSession::~CpuSession() {
   absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams;
@@ -87,61 +100,148 @@ std::shared_ptr<CpuStream> CpuSession::FindStream(uint64_t id) {
   return it == streams_.end() ? nullptr : it->second;
 }
 
-absl::StatusOr<uint8_t*> CpuSession::Translate(uint64_t address, uint64_t size) {
-  DeviceArena* arena = executor_->ArenaForAddress(address);
-  if (arena == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Hex(address), " is not a device address of this executor"));
+absl::Status CpuSession::PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins) {
+  // Usually every range lies on one device: pin them all under that arena's lock.
+  DeviceArena* arena = nullptr;
+  bool one_arena = true;
+  for (const BufferArg& range : ranges) {
+    if (range.size == 0) continue;
+    DeviceArena* range_arena = executor_->ArenaForAddress(range.address);
+    if (range_arena == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(Hex(range.address), " is not a device address of this executor"));
+    }
+    if (arena != nullptr && range_arena != arena) one_arena = false;
+    arena = range_arena;
   }
-  return arena->Translate(address, size, session_id_);
+  if (arena == nullptr) {  // nothing but empty ranges
+    pins->resize(pins->size() + ranges.size());
+    return absl::OkStatus();
+  }
+  if (one_arena) return arena->PinRanges(ranges, session_id_, pins);
+  const size_t first = pins->size();
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    DeviceArena* range_arena =
+        ranges[i].size == 0 ? arena : executor_->ArenaForAddress(ranges[i].address);
+    if (absl::Status s = range_arena->PinRanges(ranges.subspan(i, 1), session_id_, pins);
+        !s.ok()) {
+      pins->resize(first);
+      return s;
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuSession::PinCommandRanges(const Command& command, PinnedRanges* pins) {
+  switch (command.kind) {
+    case CommandKind::kMemcpyHtoD:
+    case CommandKind::kMemcpyDtoH:
+    case CommandKind::kMemcpyDtoD:
+    case CommandKind::kMemcpyNow:
+    case CommandKind::kMemset: {
+      if (command.size == 0) return absl::OkStatus();  // touches no memory
+      // Two slots, src then dst. A copy's zero address names host memory: its slot stays an
+      // empty range (an empty Pin). A memset always names device memory.
+      BufferArg ranges[2];
+      if (command.kind == CommandKind::kMemset) {
+        ranges[1] = {command.dst, command.size};
+      } else {
+        if (command.src != 0) ranges[0] = {command.src, command.size};
+        if (command.dst != 0) ranges[1] = {command.dst, command.size};
+      }
+      absl::Status status = PinRanges(ranges, pins);
+      if (status.ok() || command.kind == CommandKind::kMemcpyNow) return status;
+      return absl::Status(status.code(),
+                          absl::StrCat(CommandKindName(command.kind), ": ", status.message()));
+    }
+    case CommandKind::kLaunch: {
+      absl::Status status = PinRanges(command.buffers, pins);
+      if (status.ok()) return status;
+      const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
+      return absl::Status(
+          status.code(),
+          absl::StrCat(kernel != nullptr ? kernel->name : absl::StrCat("kernel ", command.object),
+                       ": ", status.message()));
+    }
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::StatusOr<uint64_t> CpuSession::TryAllocate(uint32_t device, uint64_t size) {
+  DeviceArena& arena = executor_->arena(device);
+  std::lock_guard<std::mutex> memory_lock(memory_mu_);
+  if (quota_bytes_ > 0) {
+    const DeviceArena::Usage usage = TotalUsage();
+    // Charge what the arena takes: its rounding, and a whole block for zero bytes.
+    const uint64_t charged = size > quota_bytes_ ? size : DeviceArena::ChargedSize(size);
+    if (charged > quota_bytes_ || usage.charged > quota_bytes_ - charged) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "allocation of ", size, " bytes (", charged, " charged) exceeds this client's quota of ",
+          quota_bytes_, " bytes (--client_quota): ", usage.charged, " bytes in use",
+          usage.pending_free > 0
+              ? absl::StrCat(", ", usage.pending_free, " of them freed but still used by queued work")
+              : ""));
+    }
+  }
+  return arena.Allocate(size, session_id_);
+}
+
+void CpuSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
+  std::vector<std::pair<std::shared_ptr<CpuStream>, uint64_t>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams.reserve(streams_.size());
+    for (auto& [id, stream] : streams_) streams.emplace_back(stream, stream->enqueued());
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (auto& [stream, position] : streams) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0 || !stream->WaitUntilCompletedFor(position, left)) return;
+  }
+}
+
+Reply CpuSession::Allocate(const Command& command) {
+  if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
+  absl::StatusOr<uint64_t> address = TryAllocate(command.device, command.size);
+  if (!address.ok() && absl::IsResourceExhausted(address.status()) &&
+      TotalUsage().pending_free > 0) {
+    // Memory this client freed is still used by its own queued work (stream-ordered free):
+    // let that work finish (bounded), then try once more.
+    WaitForQueuedWork(limits_.pending_free_wait);
+    address = TryAllocate(command.device, command.size);
+  }
+  if (!address.ok()) return ErrorReply(address.status());
+  Reply reply;
+  reply.value = *address;
+  return reply;
 }
 
 Reply CpuSession::Handle(Command command) {
   Reply reply;
   switch (command.kind) {
-    case CommandKind::kAllocate: {
-      if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
-      std::lock_guard<std::mutex> memory_lock(memory_mu_);
-      if (quota_bytes_ > 0 && (command.size > quota_bytes_ ||
-                               bytes_in_use_ > quota_bytes_ - command.size)) {
-        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
-            "allocation of ", command.size, " bytes exceeds this client's quota (",
-            bytes_in_use_, " of ", quota_bytes_, " bytes in use)")));
-      }
-      absl::StatusOr<uint64_t> address =
-          executor_->arena(command.device).Allocate(command.size, session_id_);
-      if (!address.ok()) return ErrorReply(address.status());
-      allocation_sizes_[*address] = command.size;
-      bytes_in_use_ += command.size;
-      reply.value = *address;
-      return reply;
-    }
+    case CommandKind::kAllocate:
+      return Allocate(command);
     case CommandKind::kFree: {
       DeviceArena* arena = executor_->ArenaForAddress(command.dst);
       if (arena == nullptr) {
         return ErrorReply(absl::InvalidArgumentError(
             absl::StrCat("free of ", Hex(command.dst), ", which is not a device address")));
       }
+      // Stream-ordered: queued work that uses the memory keeps it until it has run.
       reply.status = arena->Free(command.dst, session_id_);
-      if (reply.status.ok()) {
-        std::lock_guard<std::mutex> memory_lock(memory_mu_);
-        auto it = allocation_sizes_.find(command.dst);
-        if (it != allocation_sizes_.end()) {
-          bytes_in_use_ -= it->second;
-          allocation_sizes_.erase(it);
-        }
-      }
       return reply;
     }
     case CommandKind::kMemoryInfo: {
       if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
       reply.memory = executor_->arena(command.device).Info();
       if (quota_bytes_ > 0) {  // what this client may still use
-        std::lock_guard<std::mutex> memory_lock(memory_mu_);
+        const uint64_t in_use = std::min(TotalUsage().charged, quota_bytes_);
         reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, quota_bytes_);
-        reply.memory.bytes_in_use = bytes_in_use_;
+        reply.memory.bytes_in_use = in_use;
         reply.memory.largest_free_block =
-            std::min(reply.memory.largest_free_block, quota_bytes_ - bytes_in_use_);
+            std::min(reply.memory.largest_free_block, quota_bytes_ - in_use);
       }
       return reply;
     }
@@ -152,10 +252,22 @@ Reply CpuSession::Handle(Command command) {
         return ErrorReply(absl::AlreadyExistsError(
             absl::StrCat("stream id ", command.stream, " is zero or already in use")));
       }
-      streams_.emplace(command.stream,
-                       std::make_shared<CpuStream>(
-                           command.stream, command.device,
-                           [this](Command& c, const absl::Status& s) { return Execute(c, s); }));
+      if (streams_.size() >= static_cast<size_t>(limits_.max_streams)) {
+        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+            "this client already has ", streams_.size(), " streams, the most it may have "
+            "(--max_streams_per_client=", limits_.max_streams, ")")));
+      }
+      std::shared_ptr<CpuStream> stream;
+      try {  // each stream is a worker thread, which the system may refuse
+        stream = std::make_shared<CpuStream>(
+            command.stream, command.device,
+            [this](CpuStream::Work& work, const absl::Status& s) { return Execute(work, s); });
+      } catch (const std::system_error& error) {
+        return ErrorReply(absl::ResourceExhaustedError(
+            absl::StrCat("cannot start a worker thread for stream ", command.stream, ": ",
+                         error.what())));
+      }
+      streams_.emplace(command.stream, std::move(stream));
       return reply;
     }
     case CommandKind::kDestroyStream: {
@@ -202,9 +314,15 @@ Reply CpuSession::Handle(Command command) {
       }
       return reply;
     }
-    case CommandKind::kMemcpyNow:
-      reply.status = Copy(command);
+    case CommandKind::kMemcpyNow: {
+      PinnedRanges pins;  // held while copying: a concurrent Free waits for the copy
+      reply.status = PinCommandRanges(command, &pins);
+      if (reply.status.ok()) {
+        reply.status = Copy(command, pins.empty() ? nullptr : pins[0].host(),
+                            pins.empty() ? nullptr : pins[1].host());
+      }
       return reply;
+    }
     case CommandKind::kDestroyEvent: {
       std::lock_guard<std::mutex> lock(mu_);
       events_.erase(command.object);
@@ -216,6 +334,12 @@ Reply CpuSession::Handle(Command command) {
         return ErrorReply(absl::InvalidArgumentError("descriptor_create: bad descriptor kind"));
       }
       std::lock_guard<std::mutex> lock(mu_);
+      if (descriptors_.size() >= static_cast<size_t>(limits_.max_descriptors) &&
+          !descriptors_.contains(command.object)) {
+        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+            "this client already has ", descriptors_.size(),
+            " descriptors, the most it may have (max_descriptors)")));
+      }
       if (!descriptors_.try_emplace(command.object, StoredDescriptor{command.params[0], {}})
                .second) {
         return ErrorReply(absl::AlreadyExistsError(
@@ -250,6 +374,10 @@ Reply CpuSession::Handle(Command command) {
     case CommandKind::kMemset:
     case CommandKind::kLaunch:
     case CommandKind::kNotify: {
+      // Validate and pin the memory it names now, outside the session lock: a bad range fails
+      // the stream in its turn without touching memory, and a Free waits for this command.
+      CpuStream::Work work;
+      work.rejected = PinCommandRanges(command, &work.pins);
       std::lock_guard<std::mutex> lock(mu_);
       auto it = streams_.find(command.stream);
       if (it == streams_.end()) {
@@ -263,6 +391,13 @@ Reply CpuSession::Handle(Command command) {
           return ErrorReply(s);
         }
       }
+      if (command.kind == CommandKind::kRecordEvent &&
+          events_.size() >= static_cast<size_t>(limits_.max_events) &&
+          !events_.contains(command.object)) {
+        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+            "this client already has ", events_.size(),
+            " recorded events, the most it may have (max_events); destroy some")));
+      }
       if (command.kind == CommandKind::kWaitEvent) {
         auto event = events_.find(command.object);
         if (event == events_.end()) return reply;  // never recorded: nothing to wait for
@@ -272,7 +407,8 @@ Reply CpuSession::Handle(Command command) {
       }
       const uint64_t event_id = command.object;
       const bool is_record = command.kind == CommandKind::kRecordEvent;
-      const uint64_t position = stream.Enqueue(std::move(command));
+      work.command = std::move(command);
+      const uint64_t position = stream.Enqueue(std::move(work));
       if (is_record) events_[event_id] = EventMark{stream.id(), position};
       return reply;
     }
@@ -327,20 +463,27 @@ absl::Status CpuSession::ResolveDescriptorReferencesLocked(Command& command) {
   return absl::OkStatus();
 }
 
-absl::Status CpuSession::Execute(Command& command, const absl::Status& stream_status) {
+absl::Status CpuSession::Execute(CpuStream::Work& work, const absl::Status& stream_status) {
+  Command& command = work.command;
+  const PinnedRanges& pins = work.pins;
   switch (command.kind) {
     case CommandKind::kMemcpyHtoD:
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset: {
+      // Pins: none for an empty command, else src then dst.
+      uint8_t* device_src = pins.empty() ? nullptr : pins[0].host();
+      uint8_t* device_dst = pins.empty() ? nullptr : pins[1].host();
       // Name the failing command: its error surfaces later, at a synchronisation.
-      absl::Status status = command.kind == CommandKind::kMemset ? Memset(command) : Copy(command);
+      absl::Status status = command.kind == CommandKind::kMemset
+                                ? Memset(command, device_dst)
+                                : Copy(command, device_src, device_dst);
       if (status.ok()) return status;
       return absl::Status(status.code(),
                           absl::StrCat(CommandKindName(command.kind), ": ", status.message()));
     }
     case CommandKind::kLaunch:
-      return Launch(command);
+      return Launch(command, pins);
     case CommandKind::kRecordEvent:
     case CommandKind::kNotify:
       if (sink_ != nullptr) sink_->OnNotify(command.token, stream_status);
@@ -357,20 +500,12 @@ absl::Status CpuSession::Execute(Command& command, const absl::Status& stream_st
   }
 }
 
-absl::Status CpuSession::Copy(const Command& command) {
+absl::Status CpuSession::Copy(const Command& command, const uint8_t* device_src,
+                              uint8_t* device_dst) {
   if (command.size == 0) return absl::OkStatus();
-  const uint8_t* source = static_cast<const uint8_t*>(command.host_src);
-  uint8_t* destination = static_cast<uint8_t*>(command.host_dst);
-  if (command.src != 0) {
-    absl::StatusOr<uint8_t*> src = Translate(command.src, command.size);
-    if (!src.ok()) return src.status();
-    source = *src;
-  }
-  if (command.dst != 0) {
-    absl::StatusOr<uint8_t*> dst = Translate(command.dst, command.size);
-    if (!dst.ok()) return dst.status();
-    destination = *dst;
-  }
+  const uint8_t* source =
+      command.src != 0 ? device_src : static_cast<const uint8_t*>(command.host_src);
+  uint8_t* destination = command.dst != 0 ? device_dst : static_cast<uint8_t*>(command.host_dst);
   if (source == nullptr || destination == nullptr) {
     return absl::InvalidArgumentError("copy without a source or a destination");
   }
@@ -378,12 +513,12 @@ absl::Status CpuSession::Copy(const Command& command) {
   return absl::OkStatus();
 }
 
-absl::Status CpuSession::Memset(const Command& command) {
+absl::Status CpuSession::Memset(const Command& command, uint8_t* device_dst) {
   if (command.size == 0) return absl::OkStatus();  // empty tensors may have no memory at all
-  absl::StatusOr<uint8_t*> dst = Translate(command.dst, command.size);
-  if (!dst.ok()) return dst.status();
+  if (device_dst == nullptr) return absl::InternalError("memset without its pinned memory");
+  uint8_t* const dst = device_dst;  // validated and pinned when queued
   if (command.pattern_bytes == 1) {
-    std::memset(*dst, static_cast<int>(command.pattern & 0xFF), command.size);
+    std::memset(dst, static_cast<int>(command.pattern & 0xFF), command.size);
     return absl::OkStatus();
   }
   if (command.pattern_bytes == 4) {
@@ -391,7 +526,7 @@ absl::Status CpuSession::Memset(const Command& command) {
       return absl::InvalidArgumentError(
           absl::StrCat("memset32 of ", command.size, " bytes, not a multiple of 4"));
     }
-    uint32_t* words = reinterpret_cast<uint32_t*>(*dst);
+    uint32_t* words = reinterpret_cast<uint32_t*>(dst);
     for (uint64_t i = 0; i < command.size / 4; ++i) words[i] = command.pattern;
     return absl::OkStatus();
   }
@@ -399,7 +534,7 @@ absl::Status CpuSession::Memset(const Command& command) {
       absl::StrCat("memset pattern of ", static_cast<int>(command.pattern_bytes), " bytes"));
 }
 
-absl::Status CpuSession::Launch(const Command& command) {
+absl::Status CpuSession::Launch(const Command& command, const PinnedRanges& pins) {
   const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
@@ -408,21 +543,15 @@ absl::Status CpuSession::Launch(const Command& command) {
   if (absl::Status parsed = ParseDescriptors(command.descriptors, &descriptors); !parsed.ok()) {
     return absl::Status(parsed.code(), absl::StrCat(kernel->name, ": ", parsed.message()));
   }
+  if (pins.size() != command.buffers.size()) {
+    return absl::InternalError(absl::StrCat(kernel->name, ": buffers were not pinned"));
+  }
+  // Every buffer was validated and pinned when the launch was queued (empty ones: null).
   absl::InlinedVector<uint8_t*, 4> pointers;
   absl::InlinedVector<uint64_t, 4> sizes;
-  for (const BufferArg& buffer : command.buffers) {
-    if (buffer.size == 0) {  // empty tensors may have no memory at all
-      pointers.push_back(nullptr);
-      sizes.push_back(0);
-      continue;
-    }
-    absl::StatusOr<uint8_t*> pointer = Translate(buffer.address, buffer.size);
-    if (!pointer.ok()) {
-      return absl::Status(pointer.status().code(),
-                          absl::StrCat(kernel->name, ": ", pointer.status().message()));
-    }
-    pointers.push_back(*pointer);
-    sizes.push_back(buffer.size);
+  for (size_t i = 0; i < command.buffers.size(); ++i) {
+    pointers.push_back(pins[i].host());
+    sizes.push_back(command.buffers[i].size);
   }
   KernelContext context{pointers, sizes, command.params, &executor_->compute_device(),
                         descriptors};

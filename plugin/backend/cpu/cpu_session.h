@@ -1,5 +1,10 @@
 // One client's session on the CPU backing executor: its streams, events and the memory it owns.
 // Internal to the CPU backend; clients see only ExecutorSession.
+//
+// Isolation: every device range a stream command names is validated and pinned when the command
+// is queued (a bad address fails the stream in order, before anything runs); a Free is ordered
+// after the queued work that uses the memory (DeviceArena::Pin); memory is charged as the arena
+// takes it; streams, events and descriptors are capped per session (CpuSessionLimits).
 #ifndef VGPU_BACKEND_CPU_CPU_SESSION_H_
 #define VGPU_BACKEND_CPU_CPU_SESSION_H_
 
@@ -19,7 +24,7 @@ class CpuSession final : public ExecutorSession {
  public:
   // `quota_bytes` 0: no quota beyond the devices' limits.
   CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-             uint64_t quota_bytes = 0);
+             uint64_t quota_bytes = 0, CpuSessionLimits limits = {});
   ~CpuSession() override;
 
   Reply Handle(Command command) override;
@@ -31,12 +36,25 @@ class CpuSession final : public ExecutorSession {
     uint64_t position = 0;
   };
 
-  // Runs one stream-ordered command on a stream's worker thread.
-  absl::Status Execute(Command& command, const absl::Status& stream_status);
-  absl::Status Copy(const Command& command);
-  absl::Status Memset(const Command& command);
-  absl::Status Launch(const Command& command);
-  absl::StatusOr<uint8_t*> Translate(uint64_t address, uint64_t size);
+  // Runs one stream-ordered command on a stream's worker thread, on the memory pinned for it.
+  absl::Status Execute(CpuStream::Work& work, const absl::Status& stream_status);
+  // `device_src` / `device_dst`: the pinned host addresses of command.src / command.dst (null
+  // where the command names host memory instead).
+  absl::Status Copy(const Command& command, const uint8_t* device_src, uint8_t* device_dst);
+  absl::Status Memset(const Command& command, uint8_t* device_dst);
+  absl::Status Launch(const Command& command, const PinnedRanges& pins);
+  // Validates and pins every device range of a stream command (one Pin per range, in order:
+  // src then dst for copies, dst for a memset, the buffers for a launch). Blocking: only on the
+  // arena's lock.
+  absl::Status PinCommandRanges(const Command& command, PinnedRanges* pins);
+  absl::Status PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins);
+  Reply Allocate(const Command& command);
+  // Tries one allocation against the quota and the arena. Takes memory_mu_.
+  absl::StatusOr<uint64_t> TryAllocate(uint32_t device, uint64_t size);
+  // This session's memory summed over devices.
+  DeviceArena::Usage TotalUsage() const;
+  // Waits (at most `timeout`) until every stream has run what is queued on it now.
+  void WaitForQueuedWork(std::chrono::milliseconds timeout);
   absl::Status CheckDevice(uint32_t device) const;
   std::shared_ptr<CpuStream> FindStream(uint64_t id);
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
@@ -47,10 +65,11 @@ class CpuSession final : public ExecutorSession {
   const uint64_t session_id_;
   CompletionSink* const sink_;
   const uint64_t quota_bytes_;
+  const CpuSessionLimits limits_;
 
-  mutable std::mutex memory_mu_;  // guards allocation_sizes_ and bytes_in_use_
-  absl::flat_hash_map<uint64_t, uint64_t> allocation_sizes_;  // address -> bytes
-  uint64_t bytes_in_use_ = 0;
+  // Serialises allocations, so that the quota check and the allocation are one step (the
+  // arenas keep what each session is charged).
+  std::mutex memory_mu_;
 
   std::mutex mu_;  // guards streams_ and events_, and orders enqueues against event marks
   absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_;

@@ -32,10 +32,16 @@ CpuStream::~CpuStream() {
 }
 
 uint64_t CpuStream::Enqueue(Command command) {
+  Work work;
+  work.command = std::move(command);
+  return Enqueue(std::move(work));
+}
+
+uint64_t CpuStream::Enqueue(Work work) {
   uint64_t position;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(command));
+    queue_.push_back(std::move(work));
     position = ++enqueued_;
   }
   work_cv_.notify_one();
@@ -50,6 +56,13 @@ uint64_t CpuStream::enqueued() const {
 void CpuStream::WaitUntilCompleted(uint64_t position) const {
   std::unique_lock<std::mutex> lock(mu_);
   progress_cv_.wait(lock, [&] { return completed_ >= position; });
+}
+
+bool CpuStream::WaitUntilCompletedFor(uint64_t position,
+                                      std::chrono::milliseconds timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  return progress_cv_.wait_for(lock, timeout,
+                               [&] { return completed_ >= position; });
 }
 
 bool CpuStream::IsCompleted(uint64_t position) const {
@@ -74,20 +87,24 @@ void CpuStream::WorkerLoop() {
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and drained
-    Command command = std::move(queue_.front());
+    Work work = std::move(queue_.front());
     queue_.pop_front();
     absl::Status stream_status = status_;
     lock.unlock();
 
+    const CommandKind kind = work.command.kind;
     absl::Status result;
-    if (stream_status.ok() || RunsAfterError(command.kind)) {
-      result = executor_(command, stream_status);
+    if (!work.rejected.ok()) {
+      result = std::move(work.rejected);
+    } else if (stream_status.ok() || RunsAfterError(kind)) {
+      result = executor_(work, stream_status);
     }
+    work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
 
     lock.lock();
     if (!result.ok() && status_.ok()) {
       status_ = absl::Status(result.code(),
-                             absl::StrCat(CommandKindName(command.kind), " on stream ", id_,
+                             absl::StrCat(CommandKindName(kind), " on stream ", id_,
                                           " failed: ", result.message()));
     }
     ++completed_;

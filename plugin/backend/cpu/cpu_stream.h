@@ -2,10 +2,13 @@
 // asynchronously to whoever enqueues them. The stream remembers its first error until a
 // synchronisation reports it; meanwhile work that would touch memory (copies, memsets,
 // launches) is skipped, while notifications and event markers still run so that nobody waiting
-// on the stream hangs.
+// on the stream hangs. Each queued command carries the pins of the device memory it uses (taken
+// when it was queued, see DeviceArena::Pin); they are released as soon as it has run or been
+// skipped, before it counts as completed.
 #ifndef VGPU_BACKEND_CPU_CPU_STREAM_H_
 #define VGPU_BACKEND_CPU_CPU_STREAM_H_
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -14,14 +17,25 @@
 #include <thread>
 
 #include "absl/status/status.h"
+#include "plugin/backend/cpu/device_arena.h"
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
 
 class CpuStream {
  public:
+  // One queued command with what it needs to run: the pins of its device ranges (in the order
+  // the session's executor expects) and, if it was refused when queued, the reason.
+  struct Work {
+    Command command;
+    PinnedRanges pins;
+    // Not OK: the command is not run; it fails with this error in its turn (so the error
+    // surfaces at the stream's next synchronisation, in order, like an execution error).
+    absl::Status rejected;
+  };
+
   // Runs one command on the worker thread. `stream_status` is the stream's first error so far.
-  using Executor = std::function<absl::Status(Command& command, const absl::Status& stream_status)>;
+  using Executor = std::function<absl::Status(Work& work, const absl::Status& stream_status)>;
 
   CpuStream(uint64_t id, uint32_t device, Executor executor);
   // Drains every enqueued command, then stops the worker.
@@ -32,12 +46,15 @@ class CpuStream {
   // Queues `command`; returns its position (1 for the first command ever queued). Never blocks
   // on execution. Thread-safe; commands queued from one thread run in the order queued.
   uint64_t Enqueue(Command command);
+  uint64_t Enqueue(Work work);
 
   // Position of the last queued command (0 if none).
   uint64_t enqueued() const;
 
   // Blocks until every command up to `position` has run.
   void WaitUntilCompleted(uint64_t position) const;
+  // As WaitUntilCompleted, for at most `timeout`; returns whether `position` was reached.
+  bool WaitUntilCompletedFor(uint64_t position, std::chrono::milliseconds timeout) const;
 
   // True if every command up to `position` has run.
   bool IsCompleted(uint64_t position) const;
@@ -63,7 +80,7 @@ class CpuStream {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   mutable std::condition_variable progress_cv_;
-  std::deque<Command> queue_;
+  std::deque<Work> queue_;
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
   absl::Status status_;

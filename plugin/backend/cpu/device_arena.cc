@@ -1,4 +1,5 @@
-// Best-fit arena allocator over a reserved mapping (see device_arena.h).
+// Best-fit arena allocator over a reserved mapping, with pins, stream-ordered frees and
+// scrubbing (see device_arena.h).
 #include "plugin/backend/cpu/device_arena.h"
 
 #include <sys/mman.h>
@@ -6,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -13,8 +15,6 @@
 
 namespace vgpu {
 namespace {
-
-constexpr uint64_t kReturnToOsThreshold = 4ull << 20;
 
 uint64_t RoundUp(uint64_t value, uint64_t multiple) {
   return (value + multiple - 1) / multiple * multiple;
@@ -48,12 +48,34 @@ absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(uint32_t device
 }
 
 DeviceArena::DeviceArena(uint32_t device_index, uint8_t* base, uint64_t limit)
-    : device_index_(device_index), base_(base), limit_(limit) {
+    : device_index_(device_index),
+      base_(base),
+      limit_(limit),
+      page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {
   free_by_offset_.emplace(0, limit);
   free_by_size_.emplace(limit, 0);
 }
 
 DeviceArena::~DeviceArena() { ::munmap(base_, limit_); }
+
+DeviceArena::Pin& DeviceArena::Pin::operator=(Pin&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    arena_ = std::exchange(other.arena_, nullptr);
+    block_ = std::exchange(other.block_, nullptr);
+    host_ = std::exchange(other.host_, nullptr);
+  }
+  return *this;
+}
+
+void DeviceArena::Pin::Reset() {
+  if (block_ != nullptr && block_->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    arena_->Reclaim(block_);  // the allocation was freed and this was its last user
+  }
+  arena_ = nullptr;
+  block_ = nullptr;
+  host_ = nullptr;
+}
 
 absl::StatusOr<uint64_t> DeviceArena::Allocate(uint64_t size, uint64_t owner) {
   if (size > limit_) {  // also keeps the rounding below from wrapping around
@@ -61,7 +83,7 @@ absl::StatusOr<uint64_t> DeviceArena::Allocate(uint64_t size, uint64_t owner) {
         "out of device memory on device ", device_index_, ": requested ", size,
         " bytes, more than the device's ", limit_));
   }
-  uint64_t rounded = RoundUp(size == 0 ? 1 : size, kAlignment);
+  const uint64_t rounded = ChargedSize(size);
   std::lock_guard<std::mutex> lock(mu_);
   auto best = free_by_size_.lower_bound({rounded, 0});
   if (best == free_by_size_.end()) {
@@ -77,7 +99,9 @@ absl::StatusOr<uint64_t> DeviceArena::Allocate(uint64_t size, uint64_t owner) {
     free_by_offset_.emplace(offset + rounded, block_size - rounded);
     free_by_size_.emplace(block_size - rounded, offset + rounded);
   }
-  allocations_.emplace(offset, Allocation{rounded, owner});
+  allocations_.emplace(std::piecewise_construct, std::forward_as_tuple(offset),
+                       std::forward_as_tuple(offset, rounded, owner));
+  usage_by_owner_[owner].charged += rounded;
   bytes_in_use_ += rounded;
   if (bytes_in_use_ > peak_bytes_in_use_) peak_bytes_in_use_ = bytes_in_use_;
   ++num_allocs_;
@@ -104,13 +128,47 @@ void DeviceArena::ReleaseLocked(uint64_t offset, uint64_t size) {
   }
   free_by_offset_.emplace(start, end - start);
   free_by_size_.emplace(end - start, start);
+}
+
+void DeviceArena::Scrub(uint64_t offset, uint64_t size) {
+  uint8_t* const start = base_ + offset;
   if (size >= kReturnToOsThreshold) {
-    // Give the pages of the freed range back to the OS; the range stays reserved.
-    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
-    uint64_t first = RoundUp(offset, page);
-    uint64_t last = (offset + size) / page * page;
-    if (last > first) ::madvise(base_ + first, last - first, MADV_DONTNEED);
+    // Give the page-aligned interior back to the OS (it reads as zeros when touched again; the
+    // range stays reserved) and zero the partial pages at either end.
+    const uint64_t first = RoundUp(offset, page_size_);
+    const uint64_t last = (offset + size) / page_size_ * page_size_;
+    if (last > first && ::madvise(base_ + first, last - first, MADV_DONTNEED) == 0) {
+      std::memset(start, 0, first - offset);
+      std::memset(base_ + last, 0, offset + size - last);
+      return;
+    }
   }
+  std::memset(start, 0, size);
+}
+
+void DeviceArena::Reclaim(Block* block) {
+  // Nobody references the block any more and it is freed, so nobody can pin it again: scrub it
+  // outside the lock, then hand it to the free lists.
+  const uint64_t offset = block->offset;
+  const uint64_t size = block->size;
+  const uint64_t owner = block->owner;
+  Scrub(offset, size);
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_.erase(offset);
+  auto usage = usage_by_owner_.find(owner);
+  if (usage != usage_by_owner_.end()) {
+    usage->second.charged -= size;
+    usage->second.pending_free -= size;
+    if (usage->second.charged == 0) usage_by_owner_.erase(usage);
+  }
+  bytes_in_use_ -= size;
+  ReleaseLocked(offset, size);
+}
+
+bool DeviceArena::MarkFreedLocked(Block& block) {
+  block.freed = true;
+  usage_by_owner_[block.owner].pending_free += block.size;
+  return block.references.fetch_sub(1, std::memory_order_acq_rel) == 1;
 }
 
 absl::Status DeviceArena::Free(uint64_t address, uint64_t owner) {
@@ -120,40 +178,40 @@ absl::Status DeviceArena::Free(uint64_t address, uint64_t owner) {
     return absl::InvalidArgumentError(absl::StrCat(
         FormatAddress(address), " is not an address of device ", device_index_));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = allocations_.find(offset);
-  if (it == allocations_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("free of ", FormatAddress(address), ", which is not a live allocation"));
+  Block* reclaim = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = allocations_.find(offset);
+    if (it == allocations_.end() ||
+        (it->second.freed && it->second.owner == owner)) {
+      return absl::NotFoundError(
+          absl::StrCat("free of ", FormatAddress(address), ", which is not a live allocation"));
+    }
+    if (it->second.owner != owner) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "free of ", FormatAddress(address), ", which belongs to another client"));
+    }
+    if (MarkFreedLocked(it->second)) reclaim = &it->second;
   }
-  if (it->second.owner != owner) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "free of ", FormatAddress(address), ", which belongs to another client"));
-  }
-  const uint64_t size = it->second.size;
-  allocations_.erase(it);
-  bytes_in_use_ -= size;
-  ReleaseLocked(offset, size);
+  if (reclaim != nullptr) Reclaim(reclaim);
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint8_t*> DeviceArena::Translate(uint64_t address, uint64_t size,
-                                                uint64_t owner) const {
+absl::StatusOr<DeviceArena::Block*> DeviceArena::FindLiveLocked(uint64_t address, uint64_t size,
+                                                                uint64_t owner) const {
   uint32_t device;
   uint64_t offset;
   if (!DecodeDeviceAddress(address, &device, &offset) || device != device_index_) {
     return absl::InvalidArgumentError(absl::StrCat(
         FormatAddress(address), " is not an address of device ", device_index_));
   }
-  std::lock_guard<std::mutex> lock(mu_);
   auto it = allocations_.upper_bound(offset);
   if (it == allocations_.begin()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device range ", FormatAddress(address), " +", size, " is not inside any allocation"));
   }
   --it;
-  const uint64_t alloc_start = it->first;
-  const uint64_t alloc_end = alloc_start + it->second.size;
+  const uint64_t alloc_end = it->first + it->second.size;
   if (offset + size > alloc_end || offset + size < offset) {
     return absl::InvalidArgumentError(absl::StrCat(
         "device range ", FormatAddress(address), " +", size, " is not inside any allocation"));
@@ -162,25 +220,83 @@ absl::StatusOr<uint8_t*> DeviceArena::Translate(uint64_t address, uint64_t size,
     return absl::PermissionDeniedError(absl::StrCat(
         "device range ", FormatAddress(address), " belongs to another client"));
   }
-  return base_ + offset;
+  if (it->second.freed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device range ", FormatAddress(address), " +", size,
+        " lies in an allocation that was freed"));
+  }
+  return const_cast<Block*>(&it->second);
+}
+
+absl::StatusOr<uint8_t*> DeviceArena::Translate(uint64_t address, uint64_t size,
+                                                uint64_t owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Block*> block = FindLiveLocked(address, size, owner);
+  if (!block.ok()) return block.status();
+  return base_ + (address & kDeviceOffsetMask);
+}
+
+absl::StatusOr<DeviceArena::Pin> DeviceArena::PinRange(uint64_t address, uint64_t size,
+                                                       uint64_t owner) {
+  Pin pin;
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::StatusOr<Block*> block = FindLiveLocked(address, size, owner);
+  if (!block.ok()) return block.status();
+  (*block)->references.fetch_add(1, std::memory_order_relaxed);
+  pin.arena_ = this;
+  pin.block_ = *block;
+  pin.host_ = base_ + (address & kDeviceOffsetMask);
+  return pin;
+}
+
+absl::Status DeviceArena::PinRanges(absl::Span<const BufferArg> ranges, uint64_t owner,
+                                    absl::InlinedVector<Pin, 4>* pins) {
+  const size_t first = pins->size();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const BufferArg& range : ranges) {
+    Pin& pin = pins->emplace_back();
+    if (range.size == 0) continue;  // empty tensors may have no memory at all
+    absl::StatusOr<Block*> block = FindLiveLocked(range.address, range.size, owner);
+    if (!block.ok()) {
+      // All or nothing. No pin taken here can be the last reference (the blocks are live), so
+      // dropping them under the lock never reclaims.
+      for (size_t i = first; i < pins->size(); ++i) {
+        Pin& taken = (*pins)[i];
+        if (taken.block_ != nullptr) {
+          taken.block_->references.fetch_sub(1, std::memory_order_relaxed);
+          taken.block_ = nullptr;
+        }
+      }
+      pins->resize(first);
+      return block.status();
+    }
+    (*block)->references.fetch_add(1, std::memory_order_relaxed);
+    pin.arena_ = this;
+    pin.block_ = *block;
+    pin.host_ = base_ + (range.address & kDeviceOffsetMask);
+  }
+  return absl::OkStatus();
 }
 
 size_t DeviceArena::FreeAllOwnedBy(uint64_t owner) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Block*> reclaim;
   size_t count = 0;
-  for (auto it = allocations_.begin(); it != allocations_.end();) {
-    if (it->second.owner == owner) {
-      const uint64_t offset = it->first;
-      const uint64_t size = it->second.size;
-      it = allocations_.erase(it);
-      bytes_in_use_ -= size;
-      ReleaseLocked(offset, size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [offset, block] : allocations_) {
+      if (block.owner != owner || block.freed) continue;
       ++count;
-    } else {
-      ++it;
+      if (MarkFreedLocked(block)) reclaim.push_back(&block);
     }
   }
+  for (Block* block : reclaim) Reclaim(block);
   return count;
+}
+
+DeviceArena::Usage DeviceArena::UsageOf(uint64_t owner) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = usage_by_owner_.find(owner);
+  return it == usage_by_owner_.end() ? Usage{} : it->second;
 }
 
 MemoryInfo DeviceArena::Info() const {

@@ -1,0 +1,301 @@
+// Tests of one client's session on the CPU backing executor (backend/cpu/cpu_session.h) as a
+// hostile tenant drives it: a free is ordered after the queued work that uses the memory,
+// memory changes tenant only scrubbed, the quota charges what the arena takes, and streams,
+// events and descriptors are capped per session.
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "gtest/gtest.h"
+#include "plugin/backend/cpu/cpu_executor.h"
+#include "plugin/protocol/descriptors.h"
+#include "test_sync.h"
+
+namespace vgpu {
+namespace {
+
+using vgpu_test::Gate;
+
+// Notifications land here; a notification with token kBlockingToken holds its stream's worker
+// until `release` opens, which stalls that stream deterministically.
+class GatedSink : public CompletionSink {
+ public:
+  static constexpr uint64_t kBlockingToken = 999;
+  void OnNotify(uint64_t token, const absl::Status&) override {
+    if (token == kBlockingToken) {
+      reached.Open();
+      release.Wait();
+    }
+  }
+  Gate reached;
+  Gate release;
+};
+
+Command Make(CommandKind kind) {
+  Command command;
+  command.kind = kind;
+  return command;
+}
+
+class CpuSessionTest : public ::testing::Test {
+ protected:
+  void Open(CpuExecutor::Options options = {}, uint64_t quota = 0) {
+    options.memory_limit_per_device = 1ull << 20;
+    options.compute_threads = 1;
+    absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(options);
+    ASSERT_TRUE(executor.ok()) << executor.status();
+    executor_ = *std::move(executor);
+    attacker_ = executor_->OpenSession(&sink_, quota);
+    victim_ = executor_->OpenSession(nullptr, quota);
+  }
+  void TearDown() override {
+    sink_.release.Open();
+    attacker_.reset();
+    victim_.reset();
+    executor_.reset();
+  }
+
+  static uint64_t Allocate(ExecutorSession& session, uint64_t size) {
+    Command command = Make(CommandKind::kAllocate);
+    command.size = size;
+    Reply reply = session.Handle(std::move(command));
+    EXPECT_TRUE(reply.status.ok()) << reply.status;
+    return reply.value;
+  }
+  static absl::Status CreateStream(ExecutorSession& session, uint64_t id) {
+    Command command = Make(CommandKind::kCreateStream);
+    command.stream = id;
+    return session.Handle(std::move(command)).status;
+  }
+  static absl::Status Synchronize(ExecutorSession& session, uint64_t stream) {
+    Command command = Make(CommandKind::kSynchronizeStream);
+    command.stream = stream;
+    return session.Handle(std::move(command)).status;
+  }
+  static void Write(ExecutorSession& session, uint64_t stream, uint64_t address,
+                    const std::vector<uint8_t>& bytes) {
+    Command command = Make(CommandKind::kMemcpyHtoD);
+    command.stream = stream;
+    command.dst = address;
+    command.size = bytes.size();
+    command.host_src = bytes.data();
+    ASSERT_TRUE(session.Handle(std::move(command)).status.ok());
+  }
+  static std::vector<uint8_t> ReadNow(ExecutorSession& session, uint64_t address, uint64_t size) {
+    std::vector<uint8_t> bytes(size, 0xEE);
+    Command command = Make(CommandKind::kMemcpyNow);
+    command.src = address;
+    command.size = size;
+    command.host_dst = bytes.data();
+    Reply reply = session.Handle(std::move(command));
+    EXPECT_TRUE(reply.status.ok()) << reply.status;
+    return bytes;
+  }
+  static absl::Status Free(ExecutorSession& session, uint64_t address) {
+    Command command = Make(CommandKind::kFree);
+    command.dst = address;
+    return session.Handle(std::move(command)).status;
+  }
+  // Stalls `stream` of the attacker until sink_.release opens.
+  void Stall(uint64_t stream) {
+    Command notify = Make(CommandKind::kNotify);
+    notify.stream = stream;
+    notify.token = GatedSink::kBlockingToken;
+    ASSERT_TRUE(attacker_->Handle(std::move(notify)).status.ok());
+    sink_.reached.Wait();
+  }
+
+  GatedSink sink_;
+  std::unique_ptr<CpuExecutor> executor_;
+  std::unique_ptr<ExecutorSession> attacker_;
+  std::unique_ptr<ExecutorSession> victim_;
+};
+
+TEST_F(CpuSessionTest, AFreeIsOrderedAfterTheQueuedWorkThatUsesTheMemory) {
+  Open();
+  constexpr uint64_t kSize = 4096;
+  const uint64_t x = Allocate(*attacker_, kSize);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  Stall(1);
+  const std::vector<uint8_t> attack(kSize, 0xAA);
+  Write(*attacker_, 1, x, attack);  // queued behind the stall: still to write X
+  ASSERT_TRUE(Free(*attacker_, x).ok());
+  EXPECT_EQ(attacker_->BytesInUse(), kSize);  // charged until the write has run
+
+  // The victim allocates right after the free: it must not get X while the write is queued.
+  const uint64_t v = Allocate(*victim_, kSize);
+  EXPECT_NE(v, x);
+  ASSERT_TRUE(CreateStream(*victim_, 1).ok());
+  const std::vector<uint8_t> mine(kSize, 0x11);
+  Write(*victim_, 1, v, mine);
+  ASSERT_TRUE(Synchronize(*victim_, 1).ok());
+
+  sink_.release.Open();  // the attacker's write runs now
+  ASSERT_TRUE(Synchronize(*attacker_, 1).ok());
+  EXPECT_EQ(ReadNow(*victim_, v, kSize), mine);
+  EXPECT_EQ(attacker_->BytesInUse(), 0u);
+
+  // Reclaimed and scrubbed: the next allocation of that size gets X, all zeros.
+  const uint64_t again = Allocate(*victim_, kSize);
+  EXPECT_EQ(again, x);
+  EXPECT_EQ(ReadNow(*victim_, again, kSize), std::vector<uint8_t>(kSize, 0));
+}
+
+TEST_F(CpuSessionTest, WorkNamingFreedMemoryFailsTheStreamWithoutTouchingIt) {
+  Open();
+  const uint64_t x = Allocate(*attacker_, 4096);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(Free(*attacker_, x).ok());
+  const uint64_t v = Allocate(*victim_, 4096);
+  ASSERT_EQ(v, x) << "the test needs the victim to hold the freed block";
+  const std::vector<uint8_t> attack(4096, 0xAA);
+  Write(*attacker_, 1, x, attack);
+  absl::Status status = Synchronize(*attacker_, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+  EXPECT_EQ(ReadNow(*victim_, v, 4096), std::vector<uint8_t>(4096, 0));
+}
+
+TEST_F(CpuSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) {
+  Open();
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  Command launch = Make(CommandKind::kLaunch);
+  launch.stream = 1;
+  launch.object = 100;  // activation forward
+  launch.buffers.push_back({0x1234, 16});
+  ASSERT_TRUE(attacker_->Handle(std::move(launch)).status.ok());  // queued: fails in its turn
+  absl::Status status = Synchronize(*attacker_, 1);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("not a device address"), std::string::npos) << status;
+  EXPECT_TRUE(Synchronize(*attacker_, 1).ok());  // reported once
+}
+
+TEST_F(CpuSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
+  CpuExecutor::Options options;
+  options.session_limits.pending_free_wait = std::chrono::milliseconds(30'000);
+  Open(options, /*quota=*/8192);
+  const uint64_t x = Allocate(*attacker_, 8192);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(8192, 1));
+  ASSERT_TRUE(Free(*attacker_, x).ok());
+  Reply reply;
+  std::thread allocator([&] {
+    Command command = Make(CommandKind::kAllocate);
+    command.size = 8192;
+    reply = attacker_->Handle(std::move(command));
+  });
+  sink_.release.Open();
+  allocator.join();
+  EXPECT_TRUE(reply.status.ok()) << reply.status;
+}
+
+TEST_F(CpuSessionTest, WithoutWaitingAPendingFreeStaysChargedToTheQuota) {
+  CpuExecutor::Options options;
+  options.session_limits.pending_free_wait = std::chrono::milliseconds(0);
+  Open(options, /*quota=*/8192);
+  const uint64_t x = Allocate(*attacker_, 8192);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(8192, 1));
+  ASSERT_TRUE(Free(*attacker_, x).ok());
+  Command command = Make(CommandKind::kAllocate);
+  command.size = 8192;
+  Reply reply = attacker_->Handle(std::move(command));
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(reply.status.message().find("freed but still used by queued work"), std::string::npos)
+      << reply.status;
+}
+
+TEST_F(CpuSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
+  Open({}, /*quota=*/4096);
+  for (int i = 0; i < 16; ++i) Allocate(*attacker_, i % 2 == 0 ? 0 : 1);  // 16 x 256 bytes
+  EXPECT_EQ(attacker_->BytesInUse(), 4096u);
+  Command command = Make(CommandKind::kAllocate);
+  command.size = 0;
+  Reply reply = attacker_->Handle(std::move(command));
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(reply.status.message().find("--client_quota"), std::string::npos) << reply.status;
+  // Odd sizes: 4096 - 1 rounds to 4096, which a fresh quota of 4096 holds exactly once.
+  Allocate(*victim_, 4095);
+  Command odd = Make(CommandKind::kAllocate);
+  odd.size = 1;
+  EXPECT_EQ(victim_->Handle(std::move(odd)).status.code(), absl::StatusCode::kResourceExhausted);
+  Command info = Make(CommandKind::kMemoryInfo);
+  EXPECT_EQ(victim_->Handle(std::move(info)).memory.bytes_in_use, 4096u);
+}
+
+TEST_F(CpuSessionTest, StreamsPerSessionAreCapped) {
+  CpuExecutor::Options options;
+  options.session_limits.max_streams = 4;
+  Open(options);
+  for (uint64_t id = 1; id <= 4; ++id) ASSERT_TRUE(CreateStream(*attacker_, id).ok());
+  absl::Status refused = CreateStream(*attacker_, 5);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.message().find("--max_streams_per_client=4"), std::string::npos) << refused;
+  EXPECT_TRUE(CreateStream(*victim_, 1).ok());  // another session has its own budget
+  Command destroy = Make(CommandKind::kDestroyStream);
+  destroy.stream = 2;
+  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  EXPECT_TRUE(CreateStream(*attacker_, 5).ok());
+}
+
+TEST_F(CpuSessionTest, RecordedEventsPerSessionAreCapped) {
+  CpuExecutor::Options options;
+  options.session_limits.max_events = 3;
+  Open(options);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  auto record = [&](uint64_t event) {
+    Command command = Make(CommandKind::kRecordEvent);
+    command.stream = 1;
+    command.object = event;
+    command.token = event;
+    return attacker_->Handle(std::move(command)).status;
+  };
+  for (uint64_t event = 1; event <= 3; ++event) ASSERT_TRUE(record(event).ok());
+  EXPECT_TRUE(record(2).ok());  // re-recording an event takes no new entry
+  EXPECT_EQ(record(4).code(), absl::StatusCode::kResourceExhausted);
+  Command destroy = Make(CommandKind::kDestroyEvent);
+  destroy.object = 1;
+  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  EXPECT_TRUE(record(4).ok());
+}
+
+TEST_F(CpuSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
+  CpuExecutor::Options options;
+  options.session_limits.max_descriptors = 2;
+  Open(options);
+  auto create = [&](uint64_t id) {
+    Command command = Make(CommandKind::kDescriptorCreate);
+    command.object = id;
+    command.params.push_back(1);  // a tensor descriptor
+    return attacker_->Handle(std::move(command)).status;
+  };
+  ASSERT_TRUE(create(1).ok());
+  ASSERT_TRUE(create(2).ok());
+  EXPECT_EQ(create(3).code(), absl::StatusCode::kResourceExhausted);
+  Command destroy = Make(CommandKind::kDescriptorDestroy);
+  destroy.object = 1;
+  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  EXPECT_TRUE(create(3).ok());
+}
+
+TEST_F(CpuSessionTest, ASessionThatEndsWithPendingWorkReleasesEverything) {
+  Open();
+  const uint64_t x = Allocate(*attacker_, 65536);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(65536, 0xAB));
+  ASSERT_TRUE(Free(*attacker_, x).ok());
+  sink_.release.Open();
+  attacker_.reset();  // drains the stream, then frees what is left
+  EXPECT_EQ(executor_->arena(0).Info().bytes_in_use, 0u);
+  const uint64_t reused = Allocate(*victim_, 65536);
+  EXPECT_EQ(reused, x);
+  EXPECT_EQ(ReadNow(*victim_, reused, 65536), std::vector<uint8_t>(65536, 0));
+}
+
+}  // namespace
+}  // namespace vgpu
