@@ -392,7 +392,7 @@ class ServerConnection final : public CompletionSink {
                          ? allocated - FrameReader::kPayloadChunkBytes - charged
                          : 0;
       if (due == 0) return absl::OkStatus();
-      VGPU_RETURN_IF_ERROR(server_->ChargeReceiving(due, closing_));
+      VGPU_RETURN_IF_ERROR(server_->ChargeReceiving(due, charged, closing_));
       charged += due;
       return absl::OkStatus();
     });
@@ -705,11 +705,12 @@ void Server::EnforceDeadlines() {
   }
 }
 
-absl::Status Server::ChargeReceiving(uint64_t bytes, const std::atomic<bool>& abandon) {
+absl::Status Server::ChargeReceiving(uint64_t bytes, uint64_t charged_already,
+                                     const std::atomic<bool>& abandon) {
   const uint64_t limit = options_.max_receiving_bytes;
   std::unique_lock<std::mutex> lock(receiving_mu_);
   receiving_cv_.wait(lock, [&] {
-    return abandon.load() || receiving_bytes_ == 0 ||
+    return abandon.load() || receiving_bytes_ == charged_already ||
            bytes <= limit - std::min(limit, receiving_bytes_);
   });
   if (abandon.load()) {

@@ -101,8 +101,11 @@ class Server {
   // Closes connections past their handshake deadline or stalled in a frame (accept loop).
   void EnforceDeadlines();
   // The server-wide budget of partially received frame bytes (--max_receiving_bytes): Charge
-  // blocks (at most the frame timeout, or until `abandon` turns true) until `bytes` fit.
-  absl::Status ChargeReceiving(uint64_t bytes, const std::atomic<bool>& abandon);
+  // blocks until `bytes` more fit, or the caller's own `charged_already` bytes are all that is
+  // charged (one frame alone always proceeds); ResourceExhausted once `abandon` turns true (the
+  // connection closes, e.g. after waiting --frame_timeout).
+  absl::Status ChargeReceiving(uint64_t bytes, uint64_t charged_already,
+                               const std::atomic<bool>& abandon);
   void ReleaseReceiving(uint64_t bytes);
 
   const Options options_;
