@@ -1,19 +1,27 @@
 // The `vgpu server` accept loop and its connections (see server.h).
 #include "plugin/server/server.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/wire_format.h"
 
 namespace vgpu {
@@ -23,6 +31,21 @@ namespace {
 // stream reaches it). Client tokens with this bit are refused.
 constexpr uint64_t kInternalToken = 1ull << 63;
 constexpr uint32_t kMaxHelloBytes = 4096;
+// Read buffer of a connection during the handshake (enlarged for a tenant).
+constexpr size_t kHandshakeBufferBytes = 4096;
+// Command frames at least this large are charged to the tenant's staging budget until they have
+// executed (their host-to-device data waits on a stream); smaller ones are not, to keep the
+// one-frame-per-command path free of locks.
+constexpr uint64_t kChargedFrameBytes = 64 * 1024;
+// What one staged device-to-host read costs besides its data (bookkeeping), so that many tiny
+// reads are bounded too.
+constexpr uint64_t kStagingOverheadBytes = 128;
+// After accept fails for lack of file descriptors (or memory), the listener is left alone this
+// long, so the accept loop does not spin.
+constexpr int kAcceptBackoffMs = 100;
+// A refused connection stays open (write side shut) this long so its client can read why.
+constexpr int64_t kRefusalLingerNs = 500'000'000;
+constexpr size_t kMaxLingeringRefusals = 64;
 
 int64_t NowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -42,29 +65,237 @@ bool IsBlockingCall(CommandKind kind) {
          kind == CommandKind::kDestroyStream;
 }
 
+// Host bytes a tenant holds in flight (staged device-to-host data, large command frames not yet
+// executed), bounded by --max_staging_bytes with backpressure. Buffers it charges share it and
+// release their charge when their last owner drops them. Thread-safe.
+class HostBudget {
+ public:
+  explicit HostBudget(uint64_t limit) : limit_(limit) {}
+
+  // Blocks until `bytes` fit under the limit (or nothing is charged: one charge larger than the
+  // limit proceeds alone), then charges them. False, charging nothing, once Close() was called.
+  bool Acquire(uint64_t bytes) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] {
+      return closed_ || in_use_ == 0 || bytes <= limit_ - std::min(limit_, in_use_);
+    });
+    if (closed_) return false;
+    in_use_ += bytes;
+    return true;
+  }
+  void Release(uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_use_ -= bytes;
+    }
+    cv_.notify_all();
+  }
+  // Wakes every Acquire (they fail from now on).
+  void Close() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+  uint64_t in_use() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_use_;
+  }
+
+  // An empty buffer that carries a charge of `bytes` (already acquired) until it is destroyed.
+  static std::shared_ptr<std::vector<uint8_t>> ChargedBuffer(std::shared_ptr<HostBudget> budget,
+                                                             uint64_t bytes) {
+    return std::shared_ptr<std::vector<uint8_t>>(
+        new std::vector<uint8_t>(), [budget = std::move(budget), bytes](std::vector<uint8_t>* b) {
+          delete b;
+          budget->Release(bytes);
+        });
+  }
+
+ private:
+  const uint64_t limit_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t in_use_ = 0;
+  bool closed_ = false;
+};
+
+// Runs one connection's blocking calls on at most `max_threads` helper threads, created when
+// needed and reused. Run() blocks its caller while `max_threads` calls are in flight.
+class BlockingCallRunner {
+ public:
+  explicit BlockingCallRunner(int max_threads) : max_threads_(max_threads) {}
+  // Waits for the calls in flight, then joins the threads.
+  ~BlockingCallRunner() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    work_cv_.notify_all();
+    for (std::thread& thread : threads_) thread.join();
+  }
+
+  // Queues `call` for a helper thread. False (nothing queued) if no helper thread exists and
+  // none can be started.
+  bool Run(std::function<void()> call) {
+    std::unique_lock<std::mutex> lock(mu_);
+    slot_cv_.wait(lock, [&] { return in_flight_ < max_threads_; });
+    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
+      try {
+        threads_.emplace_back([this] { Loop(); });
+      } catch (const std::system_error&) {
+        if (threads_.empty()) return false;  // the queued call waits for the ones we have
+      }
+    }
+    ++in_flight_;
+    queue_.push_back(std::move(call));
+    lock.unlock();
+    work_cv_.notify_one();
+    return true;
+  }
+
+ private:
+  void Loop() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      ++idle_;
+      work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      --idle_;
+      if (queue_.empty()) return;  // stopping, nothing left
+      std::function<void()> call = std::move(queue_.front());
+      queue_.pop_front();
+      lock.unlock();
+      call();
+      call = nullptr;
+      lock.lock();
+      --in_flight_;
+      slot_cv_.notify_one();
+    }
+  }
+
+  const int max_threads_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, slot_cv_;
+  std::deque<std::function<void()>> queue_;
+  int in_flight_ = 0;  // queued or running
+  int idle_ = 0;       // threads waiting for work
+  bool stopping_ = false;
+  std::vector<std::thread> threads_;
+};
+
+// Writes Refused(reason) on a fresh connection without blocking (a tiny frame fits the socket
+// buffer) and shuts its write side: the client reads the reason, then end of stream.
+void SendRefusal(int fd, const std::string& reason) {
+  std::vector<uint8_t> payload;
+  wire::EncodeString(reason, &payload);
+  uint8_t header[wire::kHeaderBytes];
+  wire::EncodeHeader({wire::MessageType::kRefused, 0, static_cast<uint32_t>(payload.size())},
+                     header);
+  std::vector<uint8_t> frame(header, header + sizeof(header));
+  frame.insert(frame.end(), payload.begin(), payload.end());
+  (void)!::send(fd, frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  ::shutdown(fd, SHUT_WR);
+}
+
+// "uid N" for a Unix socket peer (SO_PEERCRED), the numeric IP address for TCP: the unit of
+// --max_connections_per_peer. `description` gets what the log shows.
+std::string PeerKey(int fd, const sockaddr_storage& peer, socklen_t length,
+                    std::string* description) {
+  if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) {
+    char host[NI_MAXHOST] = "?", service[NI_MAXSERV] = "?";
+    ::getnameinfo(reinterpret_cast<const sockaddr*>(&peer), length, host, sizeof(host), service,
+                  sizeof(service), NI_NUMERICHOST | NI_NUMERICSERV);
+    *description = absl::StrCat(host, ":", service);
+    return host;
+  }
+  ucred credentials{};
+  socklen_t size = sizeof(credentials);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &size) == 0) {
+    *description = absl::StrCat("unix socket, uid ", credentials.uid, ", pid ", credentials.pid);
+    return absl::StrCat("uid ", credentials.uid);
+  }
+  *description = "unix socket";
+  return "unix";
+}
+
 }  // namespace
 
 // One client connection: its session, reader thread and notification sink.
 class ServerConnection final : public CompletionSink {
  public:
-  ServerConnection(Server* server, uint64_t id, ScopedFd fd, std::string peer)
-      : server_(server), id_(id), fd_(std::move(fd)), peer_(std::move(peer)) {
-    thread_ = std::thread([this] { Run(); });
-  }
+  ServerConnection(Server* server, uint64_t id, ScopedFd fd, std::string peer,
+                   std::string peer_key)
+      : server_(server),
+        id_(id),
+        fd_(std::move(fd)),
+        peer_(std::move(peer)),
+        peer_key_(std::move(peer_key)),
+        handshake_deadline_ns_(NowNs() +
+                               int64_t{server->options_.handshake_timeout_ms} * 1'000'000),
+        budget_(std::make_shared<HostBudget>(server->options_.max_staging_bytes)),
+        helpers_(std::in_place, Server::kMaxBlockingCallsPerConnection) {}
   ~ServerConnection() override {
     Close();
-    thread_.join();
+    if (thread_.joinable()) thread_.join();
   }
 
-  void Close() { ::shutdown(fd_.get(), SHUT_RDWR); }
+  // Starts the reader thread. False (the connection is unused) if no thread can be started.
+  bool Start() {
+    try {
+      thread_ = std::thread([this] { Run(); });
+      return true;
+    } catch (const std::system_error&) {
+      return false;
+    }
+  }
+
+  // The socket of a connection that never started (Start() returned false).
+  ScopedFd TakeFd() { return std::move(fd_); }
+
+  // Ends the connection: the reader and any wait for budget wake up and the reader finishes.
+  // Thread-safe, idempotent.
+  void Close() {
+    if (closing_.exchange(true)) return;
+    ::shutdown(fd_.get(), SHUT_RDWR);
+    budget_->Close();
+    {
+      std::lock_guard<std::mutex> lock(server_->receiving_mu_);  // no missed wake-up
+    }
+    server_->receiving_cv_.notify_all();
+  }
   bool finished() const { return finished_.load(); }
   uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
+  const std::string& peer_key() const { return peer_key_; }
   bool is_tenant() const { return tenant_.load(); }
   uint64_t commands() const { return commands_.load(); }
+  uint64_t staging_bytes() { return budget_->in_use(); }
   uint64_t bytes_in_use() {
     std::lock_guard<std::mutex> lock(session_mu_);
     return session_ != nullptr ? session_->BytesInUse() : 0;
+  }
+
+  // Accept loop only: why this connection should be closed now ("" if it should not).
+  std::string Overdue(int64_t now_ns) {
+    if (closing_.load()) return "";
+    if (!handshaken_.load()) {
+      return now_ns > handshake_deadline_ns_ ? "no hello within --handshake_timeout" : "";
+    }
+    const int64_t frame_timeout_ns = int64_t{server_->options_.frame_timeout_ms} * 1'000'000;
+    const int64_t writing_since = write_started_ns_.load(std::memory_order_relaxed);
+    if (writing_since != 0 && now_ns - writing_since > frame_timeout_ns) {
+      return "the client does not take its data (--frame_timeout)";
+    }
+    const uint64_t received = received_.load(std::memory_order_relaxed);
+    if (!in_frame_.load(std::memory_order_relaxed) || received != watched_received_) {
+      watched_received_ = received;
+      watched_since_ns_ = now_ns;
+      return "";
+    }
+    return now_ns - watched_since_ns_ > frame_timeout_ns
+               ? "a frame stopped arriving (--frame_timeout)"
+               : "";
   }
 
   // Called on the session's stream workers.
@@ -82,7 +313,7 @@ class ServerConnection final : public CompletionSink {
       std::vector<iovec> parts{iovec{&ok, 1}};
       if (ok && copy.size > 0) parts.push_back(iovec{copy.buffer->data(), copy.size});
       Write(wire::MessageType::kData, copy.sequence, std::move(parts));
-      return;
+      return;  // `copy` goes: its staging charge is released once the command's is too
     }
     std::vector<uint8_t> payload;
     wire::EncodeNotify({token, stream_status}, &payload);
@@ -98,7 +329,9 @@ class ServerConnection final : public CompletionSink {
 
   void Write(wire::MessageType type, uint64_t sequence, std::vector<iovec> parts) {
     std::lock_guard<std::mutex> lock(write_mu_);
+    write_started_ns_.store(NowNs(), std::memory_order_relaxed);
     absl::Status s = WriteFrame(fd_.get(), type, sequence, std::move(parts));
+    write_started_ns_.store(0, std::memory_order_relaxed);
     if (!s.ok()) Close();  // the reader notices and ends the connection
   }
 
@@ -122,7 +355,7 @@ class ServerConnection final : public CompletionSink {
     absl::Status end = Serve();
     Close();  // the peer sees EOF now, not when the connection is reaped
     // Reclaim: wait for helper calls, then drain and destroy the session (frees its memory).
-    for (std::thread& helper : helpers_) helper.join();
+    helpers_.reset();
     uint64_t freed = 0;
     std::unique_ptr<ExecutorSession> session;
     {
@@ -139,8 +372,38 @@ class ServerConnection final : public CompletionSink {
     finished_.store(true);
   }
 
+  // Reads one command frame's payload into a growing buffer (never the declared size ahead of
+  // the bytes), charged to the tenant's budget (large frames, until executed) and, while it is
+  // incomplete, to the server's receive budget.
+  absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> ReadCommandFrame(FrameReader& reader,
+                                                                         uint32_t length) {
+    std::shared_ptr<std::vector<uint8_t>> frame;
+    if (length >= kChargedFrameBytes) {
+      if (!budget_->Acquire(length)) return absl::CancelledError("connection closing");
+      frame = HostBudget::ChargedBuffer(budget_, length);
+    } else {
+      frame = std::make_shared<std::vector<uint8_t>>();
+    }
+    uint64_t allocated = 0, charged = 0;
+    in_frame_.store(true, std::memory_order_relaxed);
+    absl::Status status = reader.ReadPayload(length, frame.get(), [&](size_t n) -> absl::Status {
+      allocated += n;  // the first chunk is the connection's own allowance
+      uint64_t due = allocated > FrameReader::kPayloadChunkBytes
+                         ? allocated - FrameReader::kPayloadChunkBytes - charged
+                         : 0;
+      if (due == 0) return absl::OkStatus();
+      VGPU_RETURN_IF_ERROR(server_->ChargeReceiving(due, charged, closing_));
+      charged += due;
+      return absl::OkStatus();
+    });
+    in_frame_.store(false, std::memory_order_relaxed);
+    if (charged > 0) server_->ReleaseReceiving(charged);
+    if (!status.ok()) return status;
+    return frame;
+  }
+
   absl::Status Serve() {
-    FrameReader reader(fd_.get());
+    FrameReader reader(fd_.get(), kHandshakeBufferBytes, &received_);
     absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
     if (!header.ok()) return header.status();
     if (header->type != wire::MessageType::kHello || header->payload_length > kMaxHelloBytes) {
@@ -164,6 +427,7 @@ class ServerConnection final : public CompletionSink {
       Refuse("a valid token is required");
       return absl::PermissionDeniedError("bad token");
     }
+    handshaken_.store(true);
     if (hello->role == wire::Role::kObserver) return ServeObserver(reader);
     {
       std::lock_guard<std::mutex> lock(session_mu_);
@@ -176,15 +440,17 @@ class ServerConnection final : public CompletionSink {
                          server_->options_.memory_limit, server_->options_.client_quota},
                         &welcome);
     Write(wire::MessageType::kWelcome, 0, {iovec{welcome.data(), welcome.size()}});
+    reader.EnsureBufferBytes(FrameReader::kDefaultBufferBytes);
     for (;;) {
       header = reader.ReadHeader();
       if (!header.ok()) return header.status();
       if (header->type != wire::MessageType::kCommand) {
         return absl::InvalidArgumentError("a tenant may only send commands");
       }
-      auto frame = std::make_shared<std::vector<uint8_t>>(header->payload_length);
-      if (absl::Status s = reader.ReadExact(frame->data(), frame->size()); !s.ok()) return s;
-      absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
+      absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
+          ReadCommandFrame(reader, header->payload_length);
+      if (!frame.ok()) return frame.status();
+      absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(*frame);
       if (!decoded.ok()) {
         Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_,
                                              " sent a malformed frame: ",
@@ -193,7 +459,10 @@ class ServerConnection final : public CompletionSink {
       }
       commands_.fetch_add(1, std::memory_order_relaxed);
       server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
-      Dispatch(std::move(decoded->command), decoded->wants_host_data, header->sequence, frame);
+      if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, header->sequence,
+                    *std::move(frame))) {
+        return absl::CancelledError("connection closing");
+      }
     }
   }
 
@@ -211,24 +480,29 @@ class ServerConnection final : public CompletionSink {
     }
   }
 
-  void Dispatch(Command command, bool wants_host_data, uint64_t sequence,
+  // Hands one command to the session. False when the connection is closing (stop reading).
+  bool Dispatch(Command command, bool wants_host_data, uint64_t sequence,
                 std::shared_ptr<std::vector<uint8_t>> frame) {
     ExecutorSession* session = session_.get();  // set before the loop, reset after it
     if (IsAsynchronous(command.kind)) {
       if ((command.kind == CommandKind::kNotify || command.kind == CommandKind::kRecordEvent) &&
           (command.token & kInternalToken)) {
         RecordAsyncError(absl::InvalidArgumentError("notification token out of range"));
-        return;
+        return true;
       }
       if (command.host_src != nullptr) command.host_storage = frame;  // alive until executed
       uint64_t copy_token = 0;
       if (wants_host_data) {  // kMemcpyDtoH: data goes back when the stream reaches it
-        auto buffer = std::make_shared<std::vector<uint8_t>>(command.size);
+        // Backpressure: wait until earlier reads have gone out (--max_staging_bytes).
+        const uint64_t charge = command.size + kStagingOverheadBytes;
+        if (!budget_->Acquire(charge)) return false;
+        std::shared_ptr<std::vector<uint8_t>> buffer = HostBudget::ChargedBuffer(budget_, charge);
+        buffer->resize(command.size);
         command.host_dst = buffer->data();
         command.host_storage = buffer;
         copy_token = kInternalToken | next_internal_token_++;
         std::lock_guard<std::mutex> lock(copies_mu_);
-        copies_[copy_token] = PendingCopy{sequence, buffer, command.size};
+        copies_[copy_token] = PendingCopy{sequence, std::move(buffer), command.size};
       }
       const uint64_t stream = command.stream;
       const uint32_t device = command.device;
@@ -254,10 +528,12 @@ class ServerConnection final : public CompletionSink {
           OnNotify(token, reply.status);
         }
       }
-      return;
+      return true;
     }
     if (IsBlockingCall(command.kind)) {
-      helpers_.emplace_back([this, session, sequence, command = std::move(command)]() mutable {
+      // At most kMaxBlockingCallsPerConnection at once: past that the reader waits for one.
+      const bool queued = helpers_->Run([this, session, sequence,
+                                         command = std::move(command)]() mutable {
         const CommandKind kind = command.kind;
         Reply reply = session->Handle(std::move(command));
         if (kind != CommandKind::kDestroyStream && reply.status.ok()) {
@@ -265,8 +541,13 @@ class ServerConnection final : public CompletionSink {
         }
         SendReply(sequence, reply, nullptr, 0);
       });
-      ReapHelpers();
-      return;
+      if (!queued) {
+        Reply reply;
+        reply.status = absl::ResourceExhaustedError(
+            "the server cannot start a thread for a blocking call; try again");
+        SendReply(sequence, reply, nullptr, 0);
+      }
+      return true;
     }
     std::shared_ptr<std::vector<uint8_t>> buffer;
     if (wants_host_data) {  // device-to-host kMemcpyNow: the data rides on the Reply
@@ -277,13 +558,7 @@ class ServerConnection final : public CompletionSink {
     Reply reply = session->Handle(std::move(command));
     SendReply(sequence, reply, reply.status.ok() && buffer ? buffer->data() : nullptr,
               buffer ? size : 0);
-  }
-
-  // Helpers that finished are joined now and then so that they do not accumulate.
-  void ReapHelpers() {
-    if (helpers_.size() < 64) return;
-    for (std::thread& helper : helpers_) helper.join();
-    helpers_.clear();
+    return true;
   }
 
   // An asynchronous command that could not even be queued (e.g. an unknown stream): reported
@@ -303,11 +578,22 @@ class ServerConnection final : public CompletionSink {
   const uint64_t id_;
   ScopedFd fd_;
   const std::string peer_;
+  const std::string peer_key_;
+  const int64_t handshake_deadline_ns_;
   std::thread thread_;
-  std::vector<std::thread> helpers_;  // reader thread only
+  std::atomic<bool> closing_{false};
   std::atomic<bool> finished_{false};
+  std::atomic<bool> handshaken_{false};
   std::atomic<bool> tenant_{false};
   std::atomic<uint64_t> commands_{0};
+  // Progress, watched by the accept loop (Overdue).
+  std::atomic<bool> in_frame_{false};        // the reader waits for a frame's payload
+  std::atomic<uint64_t> received_{0};        // bytes received (counted by the reader)
+  std::atomic<int64_t> write_started_ns_{0};  // 0: no write in progress
+  uint64_t watched_received_ = 0;            // accept loop only
+  int64_t watched_since_ns_ = 0;             // accept loop only
+  const std::shared_ptr<HostBudget> budget_;
+  std::optional<BlockingCallRunner> helpers_;  // reset (joined) when the reader ends
   std::mutex write_mu_;
   std::mutex session_mu_;
   std::unique_ptr<ExecutorSession> session_;
@@ -321,6 +607,12 @@ class ServerConnection final : public CompletionSink {
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(options.listen);
   if (!address.ok()) return address.status();
+  if (options.max_connections < 1 || options.max_connections_per_peer < 1 ||
+      options.handshake_timeout_ms < 1 || options.frame_timeout_ms < 1 ||
+      options.max_staging_bytes == 0 || options.max_receiving_bytes == 0) {
+    return absl::InvalidArgumentError(
+        "server limits (connections, timeouts, staging and receiving bytes) must be positive");
+  }
   CpuExecutor::Options executor_options;
   executor_options.device_count = options.device_count;
   executor_options.memory_limit_per_device = options.memory_limit;
@@ -344,6 +636,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
                                                    *std::move(listener), bound,
                                                    ScopedFd(pipe_fds[0]), ScopedFd(pipe_fds[1])));
   if (address->kind == SocketAddress::Kind::kUnix) server->unix_path_ = address->path;
+  // Non-blocking, so that a connection gone between poll and accept cannot block the loop.
+  ::fcntl(server->listener_.get(), F_SETFL,
+          ::fcntl(server->listener_.get(), F_GETFL, 0) | O_NONBLOCK);
+  server->reserve_fd_ = ScopedFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   return server;
 }
 
@@ -376,6 +672,10 @@ void Server::Reap(bool all) {
     for (auto it = connections_.begin(); it != connections_.end();) {
       if (all) (*it)->Close();
       if (all || (*it)->finished()) {
+        auto peer = connections_per_peer_.find((*it)->peer_key());
+        if (peer != connections_per_peer_.end() && --peer->second <= 0) {
+          connections_per_peer_.erase(peer);
+        }
         done.push_back(std::move(*it));
         it = connections_.erase(it);
       } else {
@@ -386,34 +686,156 @@ void Server::Reap(bool all) {
   done.clear();  // joins outside the lock (StatsJson may want it)
 }
 
+void Server::EnforceDeadlines() {
+  const int64_t now = NowNs();
+  int closed = 0;
+  std::string reason, example;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& connection : connections_) {
+    std::string why = connection->Overdue(now);
+    if (why.empty()) continue;
+    connection->Close();
+    if (closed++ == 0) {
+      reason = why;
+      example = absl::StrCat(connection->id(), " (", connection->peer(), ")");
+    }
+  }
+  if (closed > 0) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu server: closed ", closed, " connection(s): ",
+                                         reason, "; e.g. client ", example));
+  }
+}
+
+absl::Status Server::ChargeReceiving(uint64_t bytes, uint64_t charged_already,
+                                     const std::atomic<bool>& abandon) {
+  const uint64_t limit = options_.max_receiving_bytes;
+  std::unique_lock<std::mutex> lock(receiving_mu_);
+  receiving_cv_.wait(lock, [&] {
+    return abandon.load() || receiving_bytes_ == charged_already ||
+           bytes <= limit - std::min(limit, receiving_bytes_);
+  });
+  if (abandon.load()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "frame not received: the server's budget for partially received frames (",
+        limit, " bytes, --max_receiving_bytes) stayed full"));
+  }
+  receiving_bytes_ += bytes;
+  return absl::OkStatus();
+}
+
+void Server::ReleaseReceiving(uint64_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(receiving_mu_);
+    receiving_bytes_ -= bytes;
+  }
+  receiving_cv_.notify_all();
+}
+
+void Server::RefuseAndClose(ScopedFd fd, const std::string& reason) {
+  SendRefusal(fd.get(), reason);
+  const int64_t now = NowNs();
+  // Keep it open a moment so that its client reads the reason rather than a reset.
+  while (!lingering_.empty() &&
+         (lingering_.size() >= kMaxLingeringRefusals ||
+          now - lingering_.front().first > kRefusalLingerNs)) {
+    lingering_.pop_front();
+  }
+  lingering_.emplace_back(now, std::move(fd));
+  ++refusals_unlogged_;
+  if (now - last_refusal_log_ns_ >= 1'000'000'000) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu server: refused ", refusals_unlogged_,
+                                         " connection(s) since the last report: ", reason));
+    refusals_unlogged_ = 0;
+    last_refusal_log_ns_ = now;
+  }
+}
+
+bool Server::AcceptOne() {
+  sockaddr_storage peer{};
+  socklen_t length = sizeof(peer);
+  int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &length,
+                     SOCK_CLOEXEC);
+  if (fd < 0) {
+    const int error = errno;
+    if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) return true;
+    // Out of descriptors: free the reserve to accept the waiting client and tell it why, so the
+    // backlog does not keep the listener readable (and the loop spinning).
+    lingering_.clear();
+    reserve_fd_.Reset();
+    int spare = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (spare >= 0) {
+      ScopedFd refused(spare);
+      SendRefusal(refused.get(), "the server is out of file descriptors; try again later");
+    }
+    reserve_fd_ = ScopedFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    const int64_t now = NowNs();
+    if (now - last_refusal_log_ns_ >= 1'000'000'000) {
+      Log(LogLevel::kWarning, absl::StrCat("vgpu server: cannot accept connections: ",
+                                           std::strerror(error), "; backing off"));
+      last_refusal_log_ns_ = now;
+    }
+    return false;
+  }
+  ScopedFd connection_fd(fd);
+  std::string description;
+  const std::string key = PeerKey(fd, peer, length, &description);
+  if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) TuneSocket(fd);
+  std::string refusal;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    int& from_peer = connections_per_peer_[key];
+    if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+      refusal = absl::StrCat("the server has too many connections (", options_.max_connections,
+                             ", --max_connections); try again later");
+    } else if (from_peer >= options_.max_connections_per_peer) {
+      refusal = absl::StrCat("too many connections from ", key, " (",
+                             options_.max_connections_per_peer,
+                             ", --max_connections_per_peer)");
+    } else {
+      auto connection = std::make_unique<ServerConnection>(
+          this, next_client_id_.fetch_add(1), std::move(connection_fd), description, key);
+      if (connection->Start()) {
+        ++from_peer;
+        connections_.push_back(std::move(connection));
+        return true;
+      }
+      connection_fd = connection->TakeFd();  // to tell the client why
+      refusal = "the server cannot start a thread for the connection; try again later";
+    }
+    if (from_peer == 0) connections_per_peer_.erase(key);
+  }
+  if (connection_fd.valid()) RefuseAndClose(std::move(connection_fd), refusal);
+  return true;
+}
+
 absl::Status Server::Serve() {
   Log(LogLevel::kWarning, absl::StrCat("vgpu server: listening on ", address_, " (",
                                        options_.device_count, " device(s) of ",
                                        options_.memory_limit, " bytes)"));
+  int64_t listen_again_ns = 0;  // back-off after accept ran out of resources
   while (!stopping_.load()) {
-    pollfd fds[2] = {{listener_.get(), POLLIN, 0}, {wake_read_.get(), POLLIN, 0}};
-    int ready = ::poll(fds, 2, 1000);
+    const int64_t now = NowNs();
+    const bool backing_off = now < listen_again_ns;
+    pollfd fds[2] = {{wake_read_.get(), POLLIN, 0}, {listener_.get(), POLLIN, 0}};
+    const int timeout_ms = backing_off ? static_cast<int>((listen_again_ns - now) / 1'000'000) + 1
+                                       : (lingering_.empty() ? 1000 : 250);
+    int ready = ::poll(fds, backing_off ? 1 : 2, std::min(timeout_ms, 1000));
     Reap(/*all=*/false);
-    if (ready <= 0 || stopping_.load()) continue;
-    if (fds[0].revents & POLLIN) {
-      sockaddr_storage peer{};
-      socklen_t length = sizeof(peer);
-      int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &length,
-                         SOCK_CLOEXEC);
-      if (fd < 0) continue;
-      std::string description = "unix socket";
-      if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) {
-        TuneSocket(fd);
-        char host[NI_MAXHOST] = "?", service[NI_MAXSERV] = "?";
-        ::getnameinfo(reinterpret_cast<sockaddr*>(&peer), length, host, sizeof(host), service,
-                      sizeof(service), NI_NUMERICHOST | NI_NUMERICSERV);
-        description = absl::StrCat(host, ":", service);
+    EnforceDeadlines();
+    while (!lingering_.empty() && NowNs() - lingering_.front().first > kRefusalLingerNs) {
+      lingering_.pop_front();
+    }
+    if (ready <= 0 || stopping_.load() || backing_off) continue;
+    if (fds[1].revents & POLLIN) {
+      for (int i = 0; i < 16; ++i) {  // a few per wake-up; the listener is non-blocking
+        if (!AcceptOne()) {
+          listen_again_ns = NowNs() + int64_t{kAcceptBackoffMs} * 1'000'000;
+          break;
+        }
       }
-      std::lock_guard<std::mutex> lock(mu_);
-      connections_.push_back(std::make_unique<ServerConnection>(
-          this, next_client_id_.fetch_add(1), ScopedFd(fd), description));
     }
   }
+  lingering_.clear();
   Reap(/*all=*/true);
   Log(LogLevel::kWarning, "vgpu server: stopped");
   return absl::OkStatus();
@@ -421,13 +843,21 @@ absl::Status Server::Serve() {
 
 std::string Server::StatsJson() {
   std::string clients;
+  size_t connection_count = 0;
+  uint64_t receiving = 0;
+  {
+    std::lock_guard<std::mutex> lock(receiving_mu_);
+    receiving = receiving_bytes_;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
+    connection_count = connections_.size();
     for (auto& connection : connections_) {
       if (!connection->is_tenant() || connection->finished()) continue;
       absl::StrAppend(&clients, clients.empty() ? "" : ", ", "{\"id\": ", connection->id(),
                       ", \"peer\": \"", connection->peer(), "\", \"bytes_in_use\": ",
-                      connection->bytes_in_use(), ", \"commands\": ", connection->commands(),
+                      connection->bytes_in_use(), ", \"staging_bytes\": ",
+                      connection->staging_bytes(), ", \"commands\": ", connection->commands(),
                       "}");
     }
   }
@@ -440,6 +870,8 @@ std::string Server::StatsJson() {
   return absl::StrCat("{\"address\": \"", address_, "\", \"uptime_s\": ",
                       (NowNs() - started_ns_) / 1e9, ", \"commands_total\": ",
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,
+                      ", \"connections\": ", connection_count, ", \"receiving_bytes\": ",
+                      receiving, ", \"max_staging_bytes\": ", options_.max_staging_bytes,
                       ", \"clients\": [", clients, "], \"devices\": [", devices, "]}");
 }
 

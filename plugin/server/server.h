@@ -6,16 +6,24 @@
 // session; blocking calls (synchronisations, stream destruction) run on a helper thread so that
 // the reader keeps accepting the client's other streams' work. Streams of all clients run on
 // their own worker threads over one shared compute pool, so the OS interleaves them fairly.
+// Against hostile clients every per-connection resource is bounded (Options, the constants
+// below): connections in all and per peer, the handshake's time, host memory in flight per
+// tenant (backpressure: the reader stops reading that tenant), partially received frames (grown
+// as bytes arrive, a server-wide budget), stalled frames, and helper threads per connection.
 #ifndef VGPU_SERVER_SERVER_H_
 #define VGPU_SERVER_SERVER_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/transport/socket_util.h"
@@ -35,7 +43,36 @@ class Server {
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
     int max_streams_per_client = CpuSessionLimits::kDefaultMaxStreams;
+    // Limits against hostile or broken clients (docs/security.md). See the constants below.
+    uint64_t max_staging_bytes = kDefaultMaxStagingBytes;      // per tenant
+    uint64_t max_receiving_bytes = kDefaultMaxReceivingBytes;  // whole server
+    int handshake_timeout_ms = kDefaultHandshakeTimeoutMs;
+    int frame_timeout_ms = kDefaultFrameTimeoutMs;
+    int max_connections = kDefaultMaxConnections;
+    int max_connections_per_peer = kDefaultMaxConnectionsPerPeer;
   };
+
+  // Host memory one tenant may hold in flight: device-to-host data staged until the client
+  // takes it, plus large received command frames (host-to-device data) not yet executed. Past
+  // it the server stops reading that tenant's commands until earlier ones are done
+  // (backpressure); one frame alone may always proceed. --max_staging_bytes.
+  static constexpr uint64_t kDefaultMaxStagingBytes = 256ull << 20;
+  // Bytes of partially received frames over all connections; a connection that would pass it
+  // waits (at most the frame timeout) for others to finish. --max_receiving_bytes.
+  static constexpr uint64_t kDefaultMaxReceivingBytes = 512ull << 20;
+  // A connection that has not completed its Hello by then is closed. --handshake_timeout.
+  static constexpr int kDefaultHandshakeTimeoutMs = 10'000;
+  // A frame whose bytes stop arriving for this long (or that waits this long for receive
+  // budget) closes its connection. --frame_timeout.
+  static constexpr int kDefaultFrameTimeoutMs = 30'000;
+  // Open connections (tenants, observers and handshakes) in all. --max_connections.
+  static constexpr int kDefaultMaxConnections = 256;
+  // Open connections from one peer: one IP address over TCP, one uid (SO_PEERCRED) over a Unix
+  // socket. --max_connections_per_peer.
+  static constexpr int kDefaultMaxConnectionsPerPeer = 64;
+  // Blocking calls (synchronisations, stream destruction) one connection runs at once; its
+  // next one waits. Not a flag: a client uses a few streams per device.
+  static constexpr int kMaxBlockingCallsPerConnection = 32;
 
   // Creates the executor and binds the listening socket (so clients can connect as soon as this
   // returns; Serve accepts them).
@@ -58,6 +95,20 @@ class Server {
   Server(const Options& options, std::unique_ptr<CpuExecutor> executor, ScopedFd listener,
          std::string address, ScopedFd wake_read, ScopedFd wake_write);
   void Reap(bool all);
+  // Accepts one pending connection (or refuses it: caps, out of file descriptors). Returns
+  // false when the accept loop should back off from the listener for a while.
+  bool AcceptOne();
+  // Sends Refused(reason) on a fresh connection without blocking, then closes it.
+  void RefuseAndClose(ScopedFd fd, const std::string& reason);
+  // Closes connections past their handshake deadline or stalled in a frame (accept loop).
+  void EnforceDeadlines();
+  // The server-wide budget of partially received frame bytes (--max_receiving_bytes): Charge
+  // blocks until `bytes` more fit, or the caller's own `charged_already` bytes are all that is
+  // charged (one frame alone always proceeds); ResourceExhausted once `abandon` turns true (the
+  // connection closes, e.g. after waiting --frame_timeout).
+  absl::Status ChargeReceiving(uint64_t bytes, uint64_t charged_already,
+                               const std::atomic<bool>& abandon);
+  void ReleaseReceiving(uint64_t bytes);
 
   const Options options_;
   std::unique_ptr<CpuExecutor> executor_;
@@ -70,8 +121,18 @@ class Server {
   std::atomic<uint64_t> next_client_id_{1};
   const int64_t started_ns_;
 
-  std::mutex mu_;  // guards connections_
+  ScopedFd reserve_fd_;  // closed to accept-and-refuse when out of file descriptors
+  std::deque<std::pair<int64_t, ScopedFd>> lingering_;  // refused, closed soon; accept loop only
+  int64_t last_refusal_log_ns_ = 0;  // accept loop only
+  uint64_t refusals_unlogged_ = 0;   // accept loop only
+
+  std::mutex receiving_mu_;  // guards receiving_bytes_
+  std::condition_variable receiving_cv_;
+  uint64_t receiving_bytes_ = 0;
+
+  std::mutex mu_;  // guards connections_ and connections_per_peer_
   std::list<std::unique_ptr<ServerConnection>> connections_;
+  absl::flat_hash_map<std::string, int> connections_per_peer_;
 };
 
 }  // namespace vgpu

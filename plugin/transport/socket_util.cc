@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/common/status_macros.h"
 
 namespace vgpu {
 namespace {
@@ -189,6 +190,20 @@ absl::Status WriteFrame(int fd, wire::MessageType type, uint64_t sequence,
   return WriteAll(fd, std::move(payload_parts));
 }
 
+absl::Status FrameReader::Receive(void* dst, size_t capacity, size_t* received) {
+  for (;;) {
+    ssize_t n = ::recv(fd_, dst, capacity, 0);
+    if (n > 0) {
+      *received = static_cast<size_t>(n);
+      if (received_ != nullptr) received_->fetch_add(*received, std::memory_order_relaxed);
+      return absl::OkStatus();
+    }
+    if (n == 0) return absl::UnavailableError("connection closed by the peer");
+    if (errno == EINTR) continue;
+    return Errno("read");
+  }
+}
+
 absl::Status FrameReader::Fill() {
   if (begin_ == end_) begin_ = end_ = 0;
   if (end_ == buffer_.size()) {  // compact
@@ -196,16 +211,10 @@ absl::Status FrameReader::Fill() {
     end_ -= begin_;
     begin_ = 0;
   }
-  for (;;) {
-    ssize_t n = ::recv(fd_, buffer_.data() + end_, buffer_.size() - end_, 0);
-    if (n > 0) {
-      end_ += static_cast<size_t>(n);
-      return absl::OkStatus();
-    }
-    if (n == 0) return absl::UnavailableError("connection closed by the peer");
-    if (errno == EINTR) continue;
-    return Errno("read");
-  }
+  size_t n = 0;
+  VGPU_RETURN_IF_ERROR(Receive(buffer_.data() + end_, buffer_.size() - end_, &n));
+  end_ += n;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<wire::FrameHeader> FrameReader::ReadHeader() {
@@ -228,17 +237,43 @@ absl::Status FrameReader::ReadExact(void* dst, size_t size) {
       continue;
     }
     if (out != nullptr && size >= buffer_.size() / 2) {  // large: straight into the destination
-      ssize_t n = ::recv(fd_, out, size, 0);
-      if (n > 0) {
-        out += n;
-        size -= static_cast<size_t>(n);
-        continue;
-      }
-      if (n == 0) return absl::UnavailableError("connection closed by the peer");
-      if (errno == EINTR) continue;
-      return Errno("read");
+      size_t n = 0;
+      VGPU_RETURN_IF_ERROR(Receive(out, size, &n));
+      out += n;
+      size -= n;
+      continue;
     }
-    if (absl::Status s = Fill(); !s.ok()) return s;
+    VGPU_RETURN_IF_ERROR(Fill());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FrameReader::ReadPayload(size_t size, std::vector<uint8_t>* out,
+                                      absl::FunctionRef<absl::Status(size_t)> grow) {
+  out->clear();
+  if (size <= kPayloadChunkBytes || size <= end_ - begin_) {  // the common, small case
+    VGPU_RETURN_IF_ERROR(grow(size));
+    out->resize(size);
+    return ReadExact(out->data(), size);
+  }
+  size_t filled = 0;
+  while (filled < size) {
+    if (filled == out->size()) {  // full: grow by a chunk, or double, but never past `size`
+      size_t target = std::min(size, filled + std::max(kPayloadChunkBytes, filled));
+      VGPU_RETURN_IF_ERROR(grow(target - filled));
+      out->resize(target);
+    }
+    size_t want = out->size() - filled;
+    if (begin_ < end_) {
+      size_t n = std::min(want, end_ - begin_);
+      std::memcpy(out->data() + filled, buffer_.data() + begin_, n);
+      begin_ += n;
+      filled += n;
+      continue;
+    }
+    size_t n = 0;
+    VGPU_RETURN_IF_ERROR(Receive(out->data() + filled, want, &n));
+    filled += n;
   }
   return absl::OkStatus();
 }

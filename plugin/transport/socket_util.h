@@ -5,12 +5,14 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "plugin/common/backend_address.h"
@@ -69,19 +71,39 @@ absl::Status WriteFrame(int fd, wire::MessageType type, uint64_t sequence,
 // One reader per socket; not thread-safe.
 class FrameReader {
  public:
-  explicit FrameReader(int fd) : fd_(fd), buffer_(256 * 1024) {}
+  static constexpr size_t kDefaultBufferBytes = 256 * 1024;
+  // A payload larger than this (and not yet in the buffer) grows as its bytes arrive.
+  static constexpr size_t kPayloadChunkBytes = 1 << 20;
+
+  // `received`, if given, counts the bytes received (for another thread to watch progress).
+  explicit FrameReader(int fd, size_t buffer_bytes = kDefaultBufferBytes,
+                       std::atomic<uint64_t>* received = nullptr)
+      : fd_(fd), buffer_(buffer_bytes), received_(received) {}
   // Reads and validates the next header. Unavailable on EOF or a socket error.
   absl::StatusOr<wire::FrameHeader> ReadHeader();
   // Reads exactly `size` bytes into `dst` (large reads bypass the buffer). `dst` may be null
   // to discard.
   absl::Status ReadExact(void* dst, size_t size);
+  // Reads a payload of `size` bytes into `out` (resized to `size`) without allocating the
+  // declared size before the bytes arrive: `out` grows at most kPayloadChunkBytes (or its own
+  // size, doubling) ahead of the data received. `grow(n)` is called before each growth by n
+  // bytes; an error it returns ends the read and is returned. Small payloads and payloads
+  // already buffered are read at once (one grow call).
+  absl::Status ReadPayload(size_t size, std::vector<uint8_t>* out,
+                           absl::FunctionRef<absl::Status(size_t)> grow);
+  // Enlarges the read buffer (never shrinks it; buffered bytes are kept).
+  void EnsureBufferBytes(size_t bytes) {
+    if (bytes > buffer_.size()) buffer_.resize(bytes);
+  }
 
  private:
   absl::Status Fill();  // at least one more byte into the buffer
+  absl::Status Receive(void* dst, size_t capacity, size_t* received);  // one recv
   int fd_;
   std::vector<uint8_t> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;
+  std::atomic<uint64_t>* const received_;
 };
 
 }  // namespace vgpu

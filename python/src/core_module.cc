@@ -7,8 +7,11 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstring>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -110,9 +113,11 @@ py::object FindLoadedPlugin() {
 // A `vgpu server` owned by Python. serve() blocks (without the GIL) until stop().
 class PyServer {
  public:
+  // `limits`: Server::Options limits by name (e.g. {"max_connections": 64}); unknown names and
+  // negative values raise.
   PyServer(const std::string& listen, uint64_t memory_limit, int device_count,
            uint64_t client_quota, const std::string& token, int compute_threads,
-           int max_streams_per_client) {
+           const std::map<std::string, int64_t>& limits) {
     vgpu::Server::Options options;
     options.listen = listen;
     options.memory_limit = memory_limit;
@@ -120,7 +125,28 @@ class PyServer {
     options.client_quota = client_quota;
     options.token = token;
     options.compute_threads = compute_threads;
-    options.max_streams_per_client = max_streams_per_client;
+    for (const auto& [name, value] : limits) {
+      if (value < 0) {
+        throw std::invalid_argument("server limit " + name + " must not be negative");
+      }
+      if (name == "max_staging_bytes") {
+        options.max_staging_bytes = static_cast<uint64_t>(value);
+      } else if (name == "max_receiving_bytes") {
+        options.max_receiving_bytes = static_cast<uint64_t>(value);
+      } else if (name == "handshake_timeout_ms") {
+        options.handshake_timeout_ms = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else if (name == "frame_timeout_ms") {
+        options.frame_timeout_ms = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else if (name == "max_connections") {
+        options.max_connections = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else if (name == "max_connections_per_peer") {
+        options.max_connections_per_peer = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else if (name == "max_streams_per_client") {
+        options.max_streams_per_client = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else {
+        throw std::invalid_argument("unknown server limit " + name);
+      }
+    }
     absl::StatusOr<std::unique_ptr<vgpu::Server>> server = vgpu::Server::Create(options);
     if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
     server_ = *std::move(server);
@@ -235,11 +261,11 @@ PYBIND11_MODULE(_core, m) {
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
   py::class_<PyServer>(m, "Server", "A `vgpu server` hosting the CPU backing executor.")
-      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int, int>(),
+      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int,
+                    const std::map<std::string, int64_t>&>(),
            py::arg("listen"), py::arg("memory_limit"), py::arg("device_count") = 1,
            py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0,
-           py::arg("max_streams_per_client") =
-               vgpu::CpuSessionLimits::kDefaultMaxStreams)
+           py::arg("limits") = std::map<std::string, int64_t>())
       .def_property_readonly("address", &PyServer::address)
       .def("serve", &PyServer::Serve, py::call_guard<py::gil_scoped_release>(),
            "Serves clients until stop(); blocks without the GIL.")

@@ -27,6 +27,22 @@ flags.DEFINE_string("ready_file", None, "Write the bound address to this file on
 flags.DEFINE_integer("max_streams_per_client", 256,
                      "Streams one client may have at once (each is a server thread).",
                      lower_bound=1)
+# Limits against hostile or broken clients (docs/security.md; defaults in plugin/server/server.h).
+flags.DEFINE_string("max_staging_bytes", "256MiB",
+                    "Host memory one client may hold in flight (device-to-host data not yet "
+                    "taken, host-to-device data not yet executed); past it the server reads no "
+                    "more of its commands until earlier ones are done.")
+flags.DEFINE_string("max_receiving_bytes", "512MiB",
+                    "Bytes of partially received frames over all clients.")
+flags.DEFINE_float("handshake_timeout", 10.0,
+                   "Seconds a new connection has to complete its Hello before it is closed.")
+flags.DEFINE_float("frame_timeout", 30.0,
+                   "Seconds a frame may stall (bytes stop arriving, or the client stops taking "
+                   "its data) before the connection is closed.")
+flags.DEFINE_integer("max_connections", 256, "Open connections in all.")
+flags.DEFINE_integer("max_connections_per_peer", 64,
+                     "Open connections from one peer (IP address over TCP, uid over a Unix "
+                     "socket).")
 
 _UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
           "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
@@ -55,14 +71,36 @@ def _read_token(path: str | None) -> str:
         return f.read().strip()
 
 
+def _limits_from_flags() -> dict[str, int]:
+    """The server limits set by flags, by Server::Options name."""
+    def seconds(value: float, flag: str) -> int:
+        if not value > 0:
+            raise ValueError(f"--{flag} must be a positive number of seconds")
+        return max(1, int(value * 1000))
+
+    for flag in ("max_connections", "max_connections_per_peer"):
+        if FLAGS[flag].value < 1:
+            raise ValueError(f"--{flag} must be at least 1")
+    return {
+        "max_staging_bytes": parse_byte_size(FLAGS.max_staging_bytes),
+        "max_receiving_bytes": parse_byte_size(FLAGS.max_receiving_bytes),
+        "handshake_timeout_ms": seconds(FLAGS.handshake_timeout, "handshake_timeout"),
+        "frame_timeout_ms": seconds(FLAGS.frame_timeout, "frame_timeout"),
+        "max_connections": FLAGS.max_connections,
+        "max_connections_per_peer": FLAGS.max_connections_per_peer,
+        "max_streams_per_client": FLAGS.max_streams_per_client,
+    }
+
+
 def serve(listen: str, memory_limit: int, device_count: int = 1, client_quota: int = 0,
           token: str = "", compute_threads: int = 0, ready_file: str | None = None,
-          max_streams_per_client: int = 256) -> int:
-    """Runs a server until SIGTERM/SIGINT. Returns the process exit code."""
+          limits: dict[str, int] | None = None) -> int:
+    """Runs a server until SIGTERM/SIGINT. Returns the process exit code. `limits`: see
+    _limits_from_flags (unset ones keep the server's defaults)."""
     from vgpu import _core  # noqa: PLC0415
 
     server = _core.Server(listen, memory_limit, device_count, client_quota, token,
-                          compute_threads, max_streams_per_client=max_streams_per_client)
+                          compute_threads, limits or {})
     print(f"vgpu server: listening on {server.address}", file=sys.stderr, flush=True)
     if ready_file:
         with open(ready_file + ".tmp", "w", encoding="utf-8") as f:
@@ -104,8 +142,7 @@ def main(argv: list[str]) -> int:
         quota = parse_byte_size(FLAGS.client_quota) if FLAGS.client_quota else 0
         token = _read_token(FLAGS.token_file)
         return serve(FLAGS.listen, memory_limit, FLAGS.device_count, quota, token,
-                     FLAGS.compute_threads, FLAGS.ready_file,
-                     max_streams_per_client=FLAGS.max_streams_per_client)
+                     FLAGS.compute_threads, FLAGS.ready_file, _limits_from_flags())
     except (ValueError, OSError, RuntimeError) as error:
         print(f"vgpu server: {error}", file=sys.stderr)
         return 1

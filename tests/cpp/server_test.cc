@@ -293,5 +293,61 @@ TEST(Server, ADeadServerTurnsCallsIntoErrorsQuickly) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kUnavailable) << refused;
 }
 
+
+TEST(Server, AConnectionWithoutHelloIsClosedAtTheHandshakeDeadline) {
+  Server::Options options = SmallServer();
+  options.handshake_timeout_ms = 200;
+  RunningServer server(options);
+  auto address = ParseSocketAddress(server.address());
+  auto silent = ConnectSocket(*address);
+  ASSERT_TRUE(silent.ok());
+  timeval bound{30, 0};  // never hang the test: the deadline closes it long before
+  ::setsockopt(silent->get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  char byte;
+  EXPECT_EQ(::recv(silent->get(), &byte, 1, 0), 0);  // end of stream, not a timeout
+  Client late;  // a client that says Hello at once is served
+  ASSERT_TRUE(late.Connect(server.address()).ok());
+  EXPECT_NE(late.Allocate(4096), 0u);
+}
+
+TEST(Server, ConnectionsPastThePerPeerCapAreRefusedWithTheFlagNamed) {
+  Server::Options options = SmallServer();
+  options.max_connections_per_peer = 2;
+  RunningServer server(options);
+  Client first, second, third;
+  ASSERT_TRUE(first.Connect(server.address()).ok());
+  ASSERT_TRUE(second.Connect(server.address()).ok());
+  absl::Status refused = third.Connect(server.address());
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("--max_connections_per_peer"), std::string::npos) << refused;
+  EXPECT_NE(first.Allocate(4096), 0u);  // those connected are unaffected
+}
+
+TEST(Server, ManyReadsAndSynchronisationsPastTheBudgetsComplete) {
+  Server::Options options = SmallServer();
+  options.max_staging_bytes = 64 << 10;  // backpressure after a couple of reads
+  RunningServer server(options);
+  Client client;
+  ASSERT_TRUE(client.Connect(server.address()).ok());
+  uint64_t stream = client.CreateStream();
+  uint64_t address = client.Allocate(32 << 10);
+  std::vector<uint8_t> data(32 << 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 13);
+  ASSERT_TRUE(client.Write(stream, address, data).ok());
+  std::vector<std::vector<uint8_t>> reads(50, std::vector<uint8_t>(data.size()));
+  for (auto& read : reads) ASSERT_TRUE(client.Read(stream, address, &read).ok());
+  // More blocking calls than a connection runs at once, from several threads.
+  std::vector<std::thread> syncs;
+  for (int t = 0; t < 4; ++t) {
+    syncs.emplace_back([&] {
+      for (int i = 0; i < Server::kMaxBlockingCallsPerConnection; ++i) {
+        EXPECT_TRUE(client.Sync(stream).ok());
+      }
+    });
+  }
+  for (std::thread& t : syncs) t.join();
+  for (const auto& read : reads) EXPECT_EQ(read, data);
+}
+
 }  // namespace
 }  // namespace vgpu

@@ -2,71 +2,13 @@
 and on 127.0.0.1 TCP, with TensorFlow processes as clients. Every wait is bounded."""
 import json
 import os
-import signal
 import socket
-import struct
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
-
-from vgpu import _core
-
-HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 2
-HELLO, WELCOME, REFUSED, COMMAND, REPLY = 1, 2, 3, 4, 5
-COMMAND_FIXED = struct.Struct("<HBBIQQQQQQIIII")  # wire_format.h, the 72-byte fixed part
-ALLOCATE, MEMCPY_NOW = 0, 8
-
-
-def _wait_for(predicate, timeout, what):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)  # polling a condition with a deadline, not a synchronisation
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-
-
-class ServerProcess:
-    """`python -m vgpu.server` in a child process."""
-
-    def __init__(self, listen, tmp_path, token=None, quota=None):
-        ready = tmp_path / f"ready-{time.monotonic_ns()}"
-        command = [sys.executable, "-m", "vgpu.server", f"--listen={listen}",
-                   "--memory_limit=1GiB", f"--ready_file={ready}", "--compute_threads=2"]
-        if token:
-            token_file = tmp_path / "token"
-            token_file.write_text(token)
-            command.append(f"--token_file={token_file}")
-        if quota:
-            command.append(f"--client_quota={quota}")
-        self.log = open(tmp_path / f"server-{time.monotonic_ns()}.log", "w+")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-        _wait_for(lambda: ready.exists() or self.process.poll() is not None, 30, "the server")
-        assert self.process.poll() is None, self.output()
-        self.address = ready.read_text()
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
-
-    def stats(self, token=""):
-        return json.loads(_core.query_server_stats(self.address, token))
-
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.log.close()
+from raw_tenant import ALLOCATE, MEMCPY_NOW, RawTenant, ServerProcess, wait_for
 
 
 @pytest.fixture(params=["unix", "tcp"])
@@ -78,7 +20,7 @@ def server(request, tmp_path):
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         listen = f"tcp://127.0.0.1:{port}"
-    process = ServerProcess(listen, tmp_path)
+    process = ServerProcess(tmp_path, listen=listen, memory_limit="1GiB")
     yield process
     process.stop()
 
@@ -194,7 +136,7 @@ def test_killing_a_client_frees_its_memory_on_the_server(server):
     finally:
         child.kill()
         child.wait(10)
-    _wait_for(lambda: server.stats()["devices"][0]["bytes_in_use"] == 0, 5, "memory reclaimed")
+    wait_for(lambda: server.stats()["devices"][0]["bytes_in_use"] == 0, 5, "memory reclaimed")
     assert "disconnected" in server.output()
 
 
@@ -218,7 +160,8 @@ def test_a_wrong_token_is_refused(tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = ServerProcess(f"tcp://127.0.0.1:{port}", tmp_path, token="s3cret")
+    server = ServerProcess(tmp_path, listen=f"tcp://127.0.0.1:{port}", memory_limit="1GiB",
+                           token="s3cret")
     try:
         probe = "import vgpu, json; print('INFO ' + json.dumps(vgpu.info()))"
         wrong = _python(probe, _child_env(server.address, VGPU_TOKEN="guess"))
@@ -232,73 +175,29 @@ def test_a_wrong_token_is_refused(tmp_path):
         server.stop()
 
 
-class RawClient:
-    """A hand-written client speaking wire_format.h directly (as an attacker would)."""
-
-    def __init__(self, address):
-        path = address[len("unix://"):]
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(path)
-        self.sequence = 0
-        token = b""
-        self._send(HELLO, 0, struct.pack("<HBI", VERSION, 0, len(token)) + token)
-        kind, _, _ = self._receive()
-        assert kind == WELCOME
-
-    def _send(self, kind, sequence, payload):
-        self.sock.sendall(HEADER.pack(MAGIC, VERSION, kind, sequence, len(payload), 0) + payload)
-
-    def _exact(self, size):
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
-    def _receive(self):
-        _, _, kind, sequence, length, _ = HEADER.unpack(self._exact(HEADER.size))
-        return kind, sequence, self._exact(length)
-
-    def call(self, kind, size=0, src=0, dst=0, wants_host_data=False):
-        self.sequence += 1
-        flags = 2 if wants_host_data else 0
-        fixed = COMMAND_FIXED.pack(kind, 0, flags, 0, 0, 0, 0, dst, src, size, 0, 0, 0, 0)
-        self._send(COMMAND, self.sequence, fixed)
-        reply_kind, sequence, payload = self._receive()
-        assert reply_kind == REPLY and sequence == self.sequence
-        code, length = struct.unpack_from("<iI", payload)
-        message = payload[8:8 + length].decode()
-        value = struct.unpack_from("<Q", payload, 8 + length)[0]
-        data = payload[8 + length + 56:]
-        return code, message, value, data
-
-
 def test_a_forged_address_is_refused_and_leaks_nothing(tmp_path):
-    server = ServerProcess(f"unix://{tmp_path}/forge.sock", tmp_path)
+    server = ServerProcess(tmp_path, memory_limit="1GiB")
     try:
-        victim, attacker = RawClient(server.address), RawClient(server.address)
-        code, message, secret, _ = victim.call(ALLOCATE, size=4096)
-        assert code == 0, message
-        code, message, _, data = attacker.call(MEMCPY_NOW, size=4096, src=secret,
-                                               wants_host_data=True)
-        assert code != 0 and data == b""
-        assert "owned" in message or "not" in message, message
+        victim, attacker = RawTenant(server.address), RawTenant(server.address)
+        reply = victim.call(ALLOCATE, size=4096)
+        assert reply.ok, reply
+        secret = reply.value
+        reply = attacker.call(MEMCPY_NOW, size=4096, src=secret, wants_host_data=True)
+        assert not reply.ok and reply.data == b""
+        assert "owned" in reply.message or "not" in reply.message, reply.message
         # Its own allocation works.
-        code, _, own, _ = attacker.call(ALLOCATE, size=4096)
-        assert code == 0
-        code, _, _, data = attacker.call(MEMCPY_NOW, size=4096, src=own, wants_host_data=True)
-        assert code == 0 and len(data) == 4096
+        reply = attacker.call(ALLOCATE, size=4096)
+        assert reply.ok
+        reply = attacker.call(MEMCPY_NOW, size=4096, src=reply.value, wants_host_data=True)
+        assert reply.ok and len(reply.data) == 4096
     finally:
         server.stop()
 
 
 def test_vgpu_stats_shows_clients_and_memory(tmp_path):
-    server = ServerProcess(f"unix://{tmp_path}/stats.sock", tmp_path)
+    server = ServerProcess(tmp_path, memory_limit="1GiB")
     try:
-        client = RawClient(server.address)
+        client = RawTenant(server.address)
         client.call(ALLOCATE, size=1 << 20)
         done = subprocess.run([sys.executable, "-m", "vgpu", "stats", f"--server={server.address}",
                                "--interval=0.2", "--json"], capture_output=True, text=True,
@@ -307,6 +206,7 @@ def test_vgpu_stats_shows_clients_and_memory(tmp_path):
         stats = json.loads(done.stdout)
         assert len(stats["clients"]) == 1
         assert stats["clients"][0]["bytes_in_use"] >= 1 << 20
+        assert stats["clients"][0]["staging_bytes"] == 0
         assert "commands_per_s" in stats
     finally:
         server.stop()
