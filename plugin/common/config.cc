@@ -83,6 +83,18 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   return static_cast<uint64_t>(std::floor(value));
 }
 
+absl::StatusOr<double> ParseTimeoutSeconds(std::string_view text) {
+  std::string s(absl::StripAsciiWhitespace(text));
+  char* end = nullptr;
+  double value = s.empty() ? -1 : std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || !(value >= 0) || value > Config::kMaxTimeoutSeconds) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "VGPU_TIMEOUT='", text, "' must be a number of seconds from 0 (no deadline) to ",
+        Config::kMaxTimeoutSeconds));
+  }
+  return value;
+}
+
 uint64_t DefaultMemoryLimit(int device_count, uint64_t physical_bytes) {
   if (device_count < 1) device_count = 1;
   uint64_t share = physical_bytes / 2 / static_cast<uint64_t>(device_count);
@@ -163,6 +175,11 @@ absl::StatusOr<Config> LoadConfig(
     std::stringstream text;
     text << file.rdbuf();
     config.token = std::string(absl::StripAsciiWhitespace(text.str()));
+  }
+  if (auto timeout = getenv("VGPU_TIMEOUT")) {
+    absl::StatusOr<double> seconds = ParseTimeoutSeconds(*timeout);
+    if (!seconds.ok()) return seconds.status();
+    config.timeout_seconds = *seconds;
   }
   if (auto type = getenv("VGPU_DEVICE_TYPE")) {
     if (!IsValidTypeName(*type)) {

@@ -26,6 +26,12 @@ struct Config {
   std::string device_type = "GPU";
   // Shared secret presented to remote servers (VGPU_TOKEN, or the contents of VGPU_TOKEN_FILE).
   std::string token;
+  // VGPU_TIMEOUT: how long a client waits for a remote server that shows no sign of life before
+  // the waiting operation fails with DeadlineExceeded (0: wait forever). See
+  // transport/socket_transport.h for what counts as a sign of life.
+  double timeout_seconds = kDefaultTimeoutSeconds;
+  static constexpr double kDefaultTimeoutSeconds = 60;
+  static constexpr double kMaxTimeoutSeconds = 86400;
 };
 
 // Parses "512MiB", "4GiB", "1.5GB", "1000000" (bytes). Binary (KiB/MiB/GiB/TiB) and decimal
@@ -35,6 +41,10 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
 // The default device memory per virtual device: half the host's physical memory, shared by the
 // devices. `physical_bytes` is injectable for tests.
 uint64_t DefaultMemoryLimit(int device_count, uint64_t physical_bytes);
+
+// Parses VGPU_TIMEOUT: seconds (decimals allowed, e.g. "2.5"), 0 for no deadline, at most
+// Config::kMaxTimeoutSeconds. Errors name the variable.
+absl::StatusOr<double> ParseTimeoutSeconds(std::string_view text);
 
 // Reads the configuration from `getenv` (injectable for tests). Errors name the variable.
 absl::StatusOr<Config> LoadConfig(

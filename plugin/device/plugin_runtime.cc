@@ -1,6 +1,8 @@
 // Building the plugin's process-wide state (see plugin_runtime.h).
 #include "plugin/device/plugin_runtime.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/backend/cpu/cpu_executor.h"
@@ -9,10 +11,13 @@
 #include "absl/container/flat_hash_map.h"
 #include "plugin/common/backend_address.h"
 #include "plugin/transport/inproc_transport.h"
-#include "plugin/transport/socket_transport.h"
+#include "plugin/transport/reconnecting_transport.h"
 
 namespace vgpu {
 namespace {
+
+// The most a connection's handshake may take (at load, and when new work reconnects).
+constexpr int kHandshakeTimeoutMs = 5000;
 
 std::string JsonString(std::string_view text) {
   std::string out = "\"";
@@ -108,8 +113,17 @@ PluginRuntime::PluginRuntime() {
     auto it = remotes.find(address->endpoint);
     if (it == remotes.end()) {
       wire::Welcome welcome;
-      absl::StatusOr<std::unique_ptr<SocketTransport>> transport =
-          SocketTransport::Connect(address->endpoint, config_.token, hub_.get(), &welcome);
+      // VGPU_TIMEOUT bounds every wait for a silent server, and the handshake of a new session.
+      const int silence_timeout_ms =
+          config_.timeout_seconds > 0
+              ? std::max(1, static_cast<int>(config_.timeout_seconds * 1000))
+              : 0;
+      const int handshake_timeout_ms =
+          silence_timeout_ms > 0 ? std::min(kHandshakeTimeoutMs, silence_timeout_ms)
+                                 : kHandshakeTimeoutMs;
+      absl::StatusOr<std::unique_ptr<ReconnectingTransport>> transport =
+          ReconnectingTransport::Connect(address->endpoint, config_.token, hub_.get(), &welcome,
+                                         handshake_timeout_ms, silence_timeout_ms);
       if (!transport.ok()) {
         Decline(absl::StrCat("VGPU_BACKEND: ", transport.status().message()));
         return;
@@ -159,6 +173,7 @@ std::string PluginRuntime::InfoJson() const {
       ", \"backends\": [", absl::StrJoin(backends, ", "), "]",
       ", \"descriptor_mode\": ", JsonString(DescriptorModeName(config_.descriptor_mode)),
       ", \"memory_limit_bytes\": ", config_.memory_limit_bytes,
+      ", \"timeout_seconds\": ", config_.timeout_seconds,
       ", \"declined\": ", decline_reason_.empty() ? "null" : JsonString(decline_reason_), "}");
 }
 

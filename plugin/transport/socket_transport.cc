@@ -4,6 +4,8 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -14,11 +16,21 @@
 namespace vgpu {
 namespace {
 
-void SetReceiveTimeout(int fd, int timeout_ms) {
+void SetSocketTimeout(int fd, int option, int timeout_ms) {
   timeval tv{};
   tv.tv_sec = timeout_ms / 1000;
   tv.tv_usec = (timeout_ms % 1000) * 1000;
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, option, &tv, sizeof(tv));
+}
+
+void SetReceiveTimeout(int fd, int timeout_ms) { SetSocketTimeout(fd, SO_RCVTIMEO, timeout_ms); }
+
+// The watchdog looks at the connection this many times per deadline: the deadline fires after
+// between 1 and 1 + 2/kWatchdogTicksPerDeadline deadlines of silence.
+constexpr int kWatchdogTicksPerDeadline = 8;
+
+std::string Seconds(int milliseconds) {
+  return absl::StrCat(static_cast<double>(milliseconds) / 1000.0);
 }
 
 bool IsNotifying(CommandKind kind) {
@@ -29,7 +41,7 @@ bool IsNotifying(CommandKind kind) {
 
 absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
     const std::string& endpoint, const std::string& token, CompletionSink* sink,
-    wire::Welcome* welcome, int timeout_ms) {
+    wire::Welcome* welcome, int timeout_ms, int silence_timeout_ms) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(endpoint);
   if (!address.ok()) return address.status();
   auto unreachable = [&](const absl::Status& s) {
@@ -68,18 +80,96 @@ absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
   if (!decoded.ok()) return decoded.status();
   if (welcome != nullptr) *welcome = *decoded;
   SetReceiveTimeout(fd->get(), 0);  // from now on the reader blocks until data or EOF
+  // A write that makes no progress for the deadline fails (EAGAIN) instead of blocking forever.
+  if (silence_timeout_ms > 0) SetSocketTimeout(fd->get(), SO_SNDTIMEO, silence_timeout_ms);
   return std::unique_ptr<SocketTransport>(
-      new SocketTransport(endpoint, std::move(*fd), sink));
+      new SocketTransport(endpoint, std::move(*fd), sink, silence_timeout_ms));
 }
 
-SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink)
-    : endpoint_(std::move(endpoint)), fd_(std::move(fd)), sink_(sink) {
+SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
+                                 int silence_timeout_ms)
+    : endpoint_(std::move(endpoint)),
+      fd_(std::move(fd)),
+      sink_(sink),
+      silence_timeout_ms_(silence_timeout_ms > 0 ? silence_timeout_ms : 0) {
   reader_ = std::thread([this] { ReaderLoop(); });
+  if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
 SocketTransport::~SocketTransport() {
+  {
+    std::lock_guard<std::mutex> lock(watchdog_mu_);
+    watchdog_stopping_ = true;
+  }
+  watchdog_cv_.notify_all();
   ::shutdown(fd_.get(), SHUT_RDWR);  // the reader sees EOF and fails what is pending
   reader_.join();
+  if (watchdog_.joinable()) watchdog_.join();
+}
+
+absl::Status SocketTransport::DeadlineStatus(const std::string& what) const {
+  return absl::DeadlineExceededError(absl::StrCat(
+      "vgpu server ", endpoint_, " ", what, " for ", Seconds(silence_timeout_ms_),
+      " s (VGPU_TIMEOUT=", Seconds(silence_timeout_ms_),
+      "); the connection was closed: work and device memory of this session are lost, "
+      "new work reconnects"));
+}
+
+bool SocketTransport::AwaitingServer() {
+  std::lock_guard<std::mutex> lock(state_mu_);
+  return dead_.ok() &&
+         (!calls_pending_.empty() || !copies_pending_.empty() || !tokens_pending_.empty());
+}
+
+void SocketTransport::SendProbe() {
+  Command probe;
+  probe.kind = CommandKind::kMemoryInfo;
+  probe.device = 0;  // every server has a device 0
+  const uint64_t sequence = next_sequence_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (!dead_.ok()) return;
+    calls_pending_[sequence] = std::make_shared<PendingCall>();  // nobody waits on it
+  }
+  probes_.fetch_add(1, std::memory_order_relaxed);
+  (void)WriteCommand(probe, sequence);  // a failure fails the connection
+}
+
+void SocketTransport::WatchdogLoop() {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = std::chrono::milliseconds(silence_timeout_ms_);
+  const auto tick = std::max<Clock::duration>(std::chrono::milliseconds(5),
+                                              deadline / kWatchdogTicksPerDeadline);
+  uint64_t frames_seen = frames_received_.load(std::memory_order_relaxed);
+  bool waiting = false;        // the previous tick found the client waiting
+  bool probed = false;         // a probe went out during this silence
+  Clock::time_point silent_since;
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  for (;;) {
+    if (watchdog_cv_.wait_for(lock, tick, [&] { return watchdog_stopping_; })) return;
+    lock.unlock();
+    const uint64_t frames = frames_received_.load(std::memory_order_relaxed);
+    const bool awaiting = AwaitingServer();
+    const Clock::time_point now = Clock::now();
+    if (!awaiting || !waiting || frames != frames_seen) {
+      // Idle, just started waiting, or the server said something: the silence starts now.
+      silent_since = now;
+      probed = false;
+    } else if (now - silent_since >= deadline) {
+      Log(LogLevel::kError, absl::StrCat("vgpu server ", endpoint_, " did not answer for ",
+                                         Seconds(silence_timeout_ms_),
+                                         " s (VGPU_TIMEOUT); closing the connection"));
+      Fail(DeadlineStatus("did not answer"));
+      return;
+    } else if (!probed) {
+      probed = true;
+      SendProbe();  // a live server answers at once, even while a long kernel runs
+    }
+    frames_seen = frames;
+    waiting = awaiting;
+    if (!DeadStatus().ok()) return;
+    lock.lock();
+  }
 }
 
 absl::Status SocketTransport::DeadStatus() {
@@ -94,10 +184,13 @@ void SocketTransport::Fail(const absl::Status& cause) {
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     if (dead_.ok()) {
-      dead_ = absl::UnavailableError(
-          absl::StrCat("vgpu server ", endpoint_, " is unreachable: ", cause.message()));
+      dead_ = cause.code() == absl::StatusCode::kDeadlineExceeded
+                  ? cause
+                  : absl::UnavailableError(absl::StrCat("vgpu server ", endpoint_,
+                                                        " is unreachable: ", cause.message()));
     }
     error = dead_;
+    dead_flag_.store(true, std::memory_order_release);
     calls.swap(calls_pending_);
     tokens.swap(tokens_pending_);
     copies_pending_.clear();
@@ -125,12 +218,17 @@ absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequ
     parts.push_back(iovec{const_cast<void*>(command.host_src), command.size});
   }
   absl::Status status;
+  int write_errno = 0;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
     status = WriteFrame(fd_.get(), wire::MessageType::kCommand, sequence, std::move(parts));
+    write_errno = errno;
   }
   if (!status.ok()) {
-    Fail(status);
+    // SO_SNDTIMEO expired: the server took no byte for the whole deadline.
+    const bool timed_out = silence_timeout_ms_ > 0 &&
+                           (write_errno == EAGAIN || write_errno == EWOULDBLOCK);
+    Fail(timed_out ? DeadlineStatus("accepted no data") : status);
     return DeadStatus();
   }
   return absl::OkStatus();
@@ -290,6 +388,7 @@ void SocketTransport::ReaderLoop() {
       status = header.status();
       break;
     }
+    frames_received_.fetch_add(1, std::memory_order_relaxed);  // a sign of life (deadline)
     if (header->type == wire::MessageType::kReply) {
       status = ReadReply(reader, *header);
     } else if (header->type == wire::MessageType::kData) {

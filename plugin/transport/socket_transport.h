@@ -5,6 +5,17 @@
 // notifications (handed to the CompletionSink, normally the NotificationHub).
 // A dead connection fails every pending Call and notification with Unavailable("vgpu server
 // <address> is unreachable: ..."), and every later Post/Call at once.
+//
+// Deadline (VGPU_TIMEOUT): a wedged server (stopped, or behind a network that drops packets)
+// must not hang the client. While the client waits for something from the server (a Reply, a
+// notification, device-to-host data), a watchdog thread watches for signs of life: any frame
+// received. After a short silence it sends one keep-alive probe (a kMemoryInfo call, which the
+// server answers on its connection thread even while a long kernel runs), so a legitimately long
+// kernel never trips the deadline; a server that stays silent for the whole deadline gets the
+// connection failed with DeadlineExceeded("vgpu server <address> did not answer for N s
+// (VGPU_TIMEOUT=N) ..."), which every pending and later operation receives. Writes are bounded
+// the same way (SO_SNDTIMEO). The hot path pays nothing for this: one relaxed atomic increment
+// per frame received; the watchdog wakes every deadline/8 and only then reads the clock.
 #ifndef VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 #define VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 
@@ -31,12 +42,14 @@ class SocketTransport final : public Transport {
   // Connects to `endpoint` (unix:///path or tcp://host:port, without ?device) and completes the
   // handshake with `token` (may be empty); blocks at most ~`timeout_ms`. `sink` receives
   // notifications on the reader thread and must outlive the transport. `welcome` (may be null)
-  // receives the server's description.
+  // receives the server's description. `silence_timeout_ms` > 0 arms the deadline above (the
+  // value of VGPU_TIMEOUT, named in its error); 0 waits forever.
   static absl::StatusOr<std::unique_ptr<SocketTransport>> Connect(const std::string& endpoint,
                                                                   const std::string& token,
                                                                   CompletionSink* sink,
                                                                   wire::Welcome* welcome,
-                                                                  int timeout_ms = 5000);
+                                                                  int timeout_ms = 5000,
+                                                                  int silence_timeout_ms = 0);
   // Closes the connection (the server reclaims this client's memory) and joins the reader.
   ~SocketTransport() override;
 
@@ -47,6 +60,13 @@ class SocketTransport final : public Transport {
 
   // Round trips so far that waited for a Reply (for tests and benchmarks).
   uint64_t calls() const { return calls_.load(); }
+  // Keep-alive probes sent by the watchdog (for tests).
+  uint64_t probes() const { return probes_.load(); }
+
+  // OK while connected; otherwise the error every operation now gets. Thread-safe.
+  absl::Status DeadStatus();
+  // True once the connection failed (a lock-free DeadStatus().ok() == false). Thread-safe.
+  bool dead() const { return dead_flag_.load(std::memory_order_acquire); }
 
  private:
   struct PendingCall {
@@ -62,7 +82,8 @@ class SocketTransport final : public Transport {
     uint64_t size = 0;
   };
 
-  SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink);
+  SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
+                  int silence_timeout_ms);
   absl::Status PostOne(Command command);
   Reply CallOne(Command command);
   // Writes one command frame (header, encoded command, host data). Thread-safe.
@@ -70,25 +91,43 @@ class SocketTransport final : public Transport {
   void ReaderLoop();
   absl::Status ReadReply(FrameReader& reader, const wire::FrameHeader& header);
   absl::Status ReadData(FrameReader& reader, const wire::FrameHeader& header);
-  // Marks the connection dead; fails pending calls and notifications. Idempotent.
+  // Marks the connection dead; fails pending calls and notifications. Idempotent. A
+  // DeadlineExceeded cause is kept as it is (its message is complete); anything else becomes
+  // Unavailable("vgpu server <address> is unreachable: <cause>").
   void Fail(const absl::Status& cause);
-  absl::Status DeadStatus();
+  // The watchdog thread (only when silence_timeout_ms_ > 0); see the top of this file.
+  void WatchdogLoop();
+  // True while the client waits for something from the server.
+  bool AwaitingServer();
+  // Sends a kMemoryInfo call whose Reply nobody waits for; any frame counts as life.
+  void SendProbe();
+  absl::Status DeadlineStatus(const std::string& what) const;
 
   const std::string endpoint_;
   ScopedFd fd_;
   CompletionSink* const sink_;
   std::atomic<uint64_t> next_sequence_{1};
   std::atomic<uint64_t> calls_{0};
+  std::atomic<uint64_t> probes_{0};
+  const int silence_timeout_ms_;  // 0: no deadline
+  // Frames received so far (the reader's only extra work for the deadline).
+  std::atomic<uint64_t> frames_received_{0};
 
   std::mutex write_mu_;  // one frame at a time on the socket
 
   std::mutex state_mu_;  // guards everything below
   absl::Status dead_;    // OK while connected
+  std::atomic<bool> dead_flag_{false};  // !dead_.ok(), readable without the lock
   absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_pending_;
   absl::flat_hash_map<uint64_t, PendingCopy> copies_pending_;  // async DtoH by sequence
   absl::flat_hash_set<uint64_t> tokens_pending_;               // notifications expected
 
   std::thread reader_;
+
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stopping_ = false;  // guarded by watchdog_mu_
+  std::thread watchdog_;
 };
 
 }  // namespace vgpu

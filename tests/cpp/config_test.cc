@@ -222,5 +222,24 @@ TEST(RunningTensorFlowVersion, IsUnknownWithoutTensorFlowsCLibrary) {
   EXPECT_EQ(RunningTensorFlowVersion(), std::nullopt);
 }
 
+TEST(LoadConfig, TimeoutDefaultsToSixtySecondsAndAcceptsDecimalsAndZero) {
+  absl::StatusOr<Config> config = LoadFrom({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->timeout_seconds, 60);
+  config = LoadFrom({{"VGPU_TIMEOUT", "2.5"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->timeout_seconds, 2.5);
+  config = LoadFrom({{"VGPU_TIMEOUT", "0"}});  // no deadline
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->timeout_seconds, 0);
+}
+
+TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
+  for (const char* bad : {"", "soon", "-1", "10s", "nan", "inf", "1e9"}) {
+    ExpectError(LoadFrom({{"VGPU_TIMEOUT", bad}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_TIMEOUT");
+  }
+}
+
 }  // namespace
 }  // namespace vgpu

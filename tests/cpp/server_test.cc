@@ -9,10 +9,12 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "plugin/transport/reconnecting_transport.h"
 #include "plugin/transport/socket_transport.h"
 
 namespace vgpu {
@@ -347,6 +349,206 @@ TEST(Server, ManyReadsAndSynchronisationsPastTheBudgetsComplete) {
   }
   for (std::thread& t : syncs) t.join();
   for (const auto& read : reads) EXPECT_EQ(read, data);
+// ---- A wedged server and VGPU_TIMEOUT (issue 10, finding 10) ----
+
+// A server that completes the handshake and then answers only what `answer` accepts (the
+// others are read and ignored, as by a wedged server): a stand-in for a stopped process.
+class SilentServer {
+ public:
+  explicit SilentServer(std::function<bool(const Command&)> answer) : answer_(std::move(answer)) {
+    static std::atomic<int> counter{0};
+    address_ = absl::StrCat("unix:///tmp/vgpu-silent-", ::getpid(), "-", counter++, ".sock");
+    absl::StatusOr<SocketAddress> parsed = ParseSocketAddress(address_);
+    EXPECT_TRUE(parsed.ok());
+    uint16_t port = 0;
+    absl::StatusOr<ScopedFd> listener = ListenSocket(*parsed, &port);
+    EXPECT_TRUE(listener.ok()) << listener.status();
+    listener_ = *std::move(listener);
+    path_ = parsed->path;
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~SilentServer() {
+    ::shutdown(listener_.get(), SHUT_RDWR);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (client_ >= 0) ::shutdown(client_, SHUT_RDWR);
+    }
+    thread_.join();
+    ::unlink(path_.c_str());
+  }
+  const std::string& address() const { return address_; }
+  int answered() const { return answered_.load(); }
+  int ignored() const { return ignored_.load(); }
+
+ private:
+  void Serve() {
+    int fd = ::accept(listener_.get(), nullptr, nullptr);
+    if (fd < 0) return;
+    ScopedFd connection(fd);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      client_ = fd;
+    }
+    FrameReader reader(fd);
+    absl::StatusOr<wire::FrameHeader> hello = reader.ReadHeader();
+    if (!hello.ok() || !reader.ReadExact(nullptr, hello->payload_length).ok()) return;
+    std::vector<uint8_t> welcome;
+    wire::EncodeWelcome({1, 16 << 20, 0}, &welcome);
+    (void)WriteFrame(fd, wire::MessageType::kWelcome, 0, {iovec{welcome.data(), welcome.size()}});
+    for (;;) {
+      absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
+      if (!header.ok()) return;
+      auto frame = std::make_shared<std::vector<uint8_t>>(header->payload_length);
+      if (!reader.ReadExact(frame->data(), frame->size()).ok()) return;
+      absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
+      if (!decoded.ok()) return;
+      if (!answer_(decoded->command)) {
+        ++ignored_;
+        continue;
+      }
+      ++answered_;
+      Reply reply;
+      std::vector<uint8_t> payload;
+      wire::EncodeReply(reply, &payload);
+      (void)WriteFrame(fd, wire::MessageType::kReply, header->sequence,
+                       {iovec{payload.data(), payload.size()}});
+    }
+  }
+
+  std::function<bool(const Command&)> answer_;
+  std::string address_;
+  std::string path_;
+  ScopedFd listener_;
+  std::mutex mu_;
+  int client_ = -1;
+  std::atomic<int> answered_{0};
+  std::atomic<int> ignored_{0};
+  std::thread thread_;
+};
+
+TEST(ServerTimeout, ACallToASilentServerFailsWithDeadlineExceededNamingServerAndVariable) {
+  SilentServer server([](const Command&) { return false; });
+  RecordingSink sink;
+  auto transport = SocketTransport::Connect(server.address(), "", &sink, nullptr, 2000,
+                                            /*silence_timeout_ms=*/300);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  Command notify;
+  notify.kind = CommandKind::kNotify;
+  notify.stream = 1;
+  notify.token = 77;
+  ASSERT_TRUE((*transport)->Post(notify).ok());
+  const auto start = std::chrono::steady_clock::now();
+  Command sync;
+  sync.kind = CommandKind::kSynchronizeDevice;
+  Reply reply = (*transport)->Call(sync);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kDeadlineExceeded) << reply.status;
+  EXPECT_NE(reply.status.message().find(server.address()), std::string::npos) << reply.status;
+  EXPECT_NE(reply.status.message().find("VGPU_TIMEOUT"), std::string::npos) << reply.status;
+  EXPECT_GE(waited, std::chrono::milliseconds(300));  // never before the deadline
+  EXPECT_LT(waited, std::chrono::seconds(10));        // generous: the point is not hanging
+  EXPECT_GE((*transport)->probes(), 1u);               // it asked for a sign of life first
+  // The pending notification completes with the same error; later work fails at once.
+  EXPECT_EQ(sink.WaitFor(77).code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ((*transport)->Post(notify).code(), absl::StatusCode::kDeadlineExceeded);
+}
+
+TEST(ServerTimeout, AServerThatAnswersProbesIsNotTimedOutWhileAWaitLastsLonger) {
+  // The "long kernel": the synchronisation is never answered, but the server is alive (it
+  // answers the keep-alive probes), so the wait outlives several deadlines.
+  SilentServer server([](const Command& c) { return c.kind == CommandKind::kMemoryInfo; });
+  RecordingSink sink;
+  auto transport = SocketTransport::Connect(server.address(), "", &sink, nullptr, 2000,
+                                            /*silence_timeout_ms=*/200);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  std::atomic<bool> returned{false};
+  absl::Status status;
+  std::thread waiter([&] {
+    Command sync;
+    sync.kind = CommandKind::kSynchronizeDevice;
+    status = (*transport)->Call(sync).status;
+    returned = true;
+  });
+  // Wait until the server has answered probes over more than three deadlines.
+  for (int i = 0; i < 1000 && server.answered() < 16; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(server.answered(), 16);
+  EXPECT_FALSE(returned.load()) << status;
+  EXPECT_TRUE((*transport)->DeadStatus().ok());
+  transport->reset();  // closing fails the wait (Unavailable), which ends the thread
+  waiter.join();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+}
+
+TEST(ServerTimeout, NewWorkReconnectsAfterTheServerCameBackAndTheOldAddressesStillWork) {
+  Server::Options options = SmallServer();
+  static std::atomic<int> counter{0};
+  const std::string address =
+      absl::StrCat("unix:///tmp/vgpu-reconnect-", ::getpid(), "-", counter++, ".sock");
+  options.listen = address;
+  options.compute_threads = 2;
+  auto first = Server::Create(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  std::thread first_thread([&] { (void)(*first)->Serve(); });
+
+  RecordingSink sink;
+  auto transport = ReconnectingTransport::Connect(address, "", &sink, nullptr, 2000, 2000);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  ReconnectingTransport& client = **transport;
+  Command allocate;
+  allocate.kind = CommandKind::kAllocate;
+  allocate.size = 4096;
+  Reply allocated = client.Call(allocate);
+  ASSERT_TRUE(allocated.status.ok()) << allocated.status;
+  const uint64_t buffer = allocated.value;  // what TensorFlow would hold
+  Command create;
+  create.kind = CommandKind::kCreateStream;
+  create.stream = 500;
+  ASSERT_TRUE(client.Call(create).status.ok());
+
+  (*first)->Stop();  // the server goes away
+  first_thread.join();
+  first->reset();
+  Command sync;
+  sync.kind = CommandKind::kSynchronizeStream;
+  sync.stream = 500;
+  Reply lost = client.Call(sync);  // waits for work queued before: the loss is reported
+  EXPECT_FALSE(lost.status.ok());
+  EXPECT_NE(lost.status.message().find(address), std::string::npos) << lost.status;
+  EXPECT_EQ(client.sessions(), 1);
+
+  auto second = Server::Create(options);  // ... and comes back at the same address
+  ASSERT_TRUE(second.ok()) << second.status();
+  std::thread second_thread([&] { (void)(*second)->Serve(); });
+  std::vector<uint8_t> data(4096);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
+  Command write;  // new work on the old stream and the old address
+  write.kind = CommandKind::kMemcpyHtoD;
+  write.stream = 500;
+  write.dst = buffer + 0;
+  write.size = data.size();
+  write.host_src = data.data();
+  EXPECT_TRUE(client.Post(write).ok());
+  EXPECT_EQ(client.sessions(), 2);
+  EXPECT_TRUE(client.Call(sync).status.ok());
+  std::vector<uint8_t> back(4096, 0);
+  Command read;
+  read.kind = CommandKind::kMemcpyNow;
+  read.src = buffer + 16;
+  read.size = back.size() - 16;
+  read.host_dst = back.data();
+  Reply read_reply = client.Call(read);
+  EXPECT_TRUE(read_reply.status.ok()) << read_reply.status;
+  EXPECT_TRUE(std::equal(back.begin(), back.end() - 16, data.begin() + 16));
+  Command free_buffer;
+  free_buffer.kind = CommandKind::kFree;
+  free_buffer.dst = buffer;
+  EXPECT_TRUE(client.Call(free_buffer).status.ok());
+
+  transport->reset();
+  (*second)->Stop();
+  second_thread.join();
 }
 
 }  // namespace
