@@ -349,6 +349,8 @@ TEST(Server, ManyReadsAndSynchronisationsPastTheBudgetsComplete) {
   }
   for (std::thread& t : syncs) t.join();
   for (const auto& read : reads) EXPECT_EQ(read, data);
+}
+
 // ---- A wedged server and VGPU_TIMEOUT (issue 10, finding 10) ----
 
 // A server that completes the handshake and then answers only what `answer` accepts (the
