@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/fair_compute_pool.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
@@ -358,6 +359,7 @@ absl::Status CpuSession::Execute(Command& command, const absl::Status& stream_st
 }
 
 absl::Status CpuSession::Copy(const Command& command) {
+  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
   if (command.size == 0) return absl::OkStatus();
   const uint8_t* source = static_cast<const uint8_t*>(command.host_src);
   uint8_t* destination = static_cast<uint8_t*>(command.host_dst);
@@ -400,6 +402,7 @@ absl::Status CpuSession::Memset(const Command& command) {
 }
 
 absl::Status CpuSession::Launch(const Command& command) {
+  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
   const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
