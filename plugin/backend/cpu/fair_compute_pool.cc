@@ -16,6 +16,16 @@ thread_local int current_worker_index = -1;
 constexpr size_t kIdleTenantsKept = 64;
 // The monitor re-checks at least this often even without a notification.
 constexpr std::chrono::seconds kMonitorRecheck{1};
+// Polls of queued_ an idle worker makes before it sleeps (some tens of microseconds).
+constexpr int kIdleSpins = 2000;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
 
 }  // namespace
 
@@ -73,6 +83,7 @@ void FairComputePool::Schedule(std::function<void()> fn) {
     }
     TenantQueue& queue = *tenants_[tenant];  // the sweep may have rehashed the map
     queue.tasks.push_back(std::move(fn));
+    queued_.fetch_add(1, std::memory_order_relaxed);
     if (!queue.in_ring) {
       queue.in_ring = true;
       ready_.push_back(&queue);
@@ -81,7 +92,7 @@ void FairComputePool::Schedule(std::function<void()> fn) {
         wake_monitor = running_ >= open_slots_;  // every slot busy with others: it may starve
       }
     }
-    wake_worker = running_ < open_slots_;
+    wake_worker = sleeping_ > 0 && running_ < open_slots_;
   }
   if (wake_worker) work_cv_.notify_one();
   if (wake_monitor) monitor_cv_.notify_one();
@@ -124,14 +135,25 @@ void FairComputePool::WorkerLoop(int index) {
   current_worker_index = index;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] {
+    auto can_run = [&] {
       return (!ready_.empty() && running_ < open_slots_) || (stopping_ && ready_.empty());
-    });
+    };
+    if (!can_run()) {
+      lock.unlock();
+      for (int i = 0; i < kIdleSpins && queued_.load(std::memory_order_relaxed) == 0; ++i) {
+        CpuRelax();
+      }
+      lock.lock();
+      ++sleeping_;
+      work_cv_.wait(lock, can_run);
+      --sleeping_;
+    }
     if (ready_.empty()) return;  // stopping, and drained
 
     TenantQueue* queue = PickLocked();
     std::function<void()> task = std::move(queue->tasks.front());
     queue->tasks.pop_front();
+    queued_.fetch_sub(1, std::memory_order_relaxed);
     if (queue->tasks.empty()) {
       queue->in_ring = false;
     } else {

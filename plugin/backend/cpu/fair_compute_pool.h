@@ -16,6 +16,7 @@
 #ifndef VGPU_BACKEND_CPU_FAIR_COMPUTE_POOL_H_
 #define VGPU_BACKEND_CPU_FAIR_COMPUTE_POOL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -100,6 +101,10 @@ class FairComputePool final : public Eigen::ThreadPoolInterface {
   std::deque<TenantQueue*> ready_;  // tenants with queued tasks, in round-robin order
   int open_slots_;                  // workers allowed to run tasks at once
   int running_ = 0;                 // workers running a task
+  int sleeping_ = 0;                // workers blocked on work_cv_
+  // Tasks queued, readable without mu_: idle workers poll it briefly before they sleep, so that
+  // the next kernel's tasks start without a wake-up (as Eigen's own pool spins).
+  std::atomic<int> queued_{0};
   bool stopping_ = false;
   Stats stats_;
 
