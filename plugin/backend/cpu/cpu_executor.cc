@@ -7,14 +7,19 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/cpu_session.h"
 #include "plugin/backend/cpu/device_address.h"
+#include "plugin/backend/cpu/fair_compute_pool.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace vgpu {
 
+// Kernels split their work for `threads` cores (the device's numThreads()); the pool may run
+// a few more threads only while a tenant would otherwise starve (see fair_compute_pool.h).
 struct CpuExecutor::ComputePool {
-  explicit ComputePool(int threads) : pool(threads), device(&pool, threads) {}
-  Eigen::ThreadPool pool;
+  ComputePool(int threads, int extra_threads)
+      : pool(FairComputePool::Options{threads, extra_threads, kDefaultStarvationSlice}),
+        device(&pool, threads) {}
+  FairComputePool pool;
   Eigen::ThreadPoolDevice device;
 };
 
@@ -38,13 +43,16 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
       limits.pending_free_wait.count() < 0) {
     return absl::InvalidArgumentError("session limits must be positive");
   }
-  auto executor = std::unique_ptr<CpuExecutor>(new CpuExecutor(std::move(arenas), threads));
+  int extra_threads = options.extra_compute_threads < 0 ? threads : options.extra_compute_threads;
+  auto executor = std::unique_ptr<CpuExecutor>(
+      new CpuExecutor(std::move(arenas), threads, extra_threads));
   executor->session_limits_ = limits;
   return executor;
 }
 
-CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads)
-    : arenas_(std::move(arenas)), pool_(std::make_unique<ComputePool>(threads)) {}
+CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads,
+                         int extra_threads)
+    : arenas_(std::move(arenas)), pool_(std::make_unique<ComputePool>(threads, extra_threads)) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
@@ -64,5 +72,7 @@ DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {
 }
 
 const Eigen::ThreadPoolDevice& CpuExecutor::compute_device() const { return pool_->device; }
+
+FairComputePool& CpuExecutor::compute_pool() { return pool_->pool; }
 
 }  // namespace vgpu

@@ -1,6 +1,7 @@
 // The CPU backing executor: the "physical GPU" that runs in host memory on host cores. It owns
-// the devices' memory arenas and one Eigen thread pool shared by all kernels, and opens one
-// session per client (the in-process plugin, or each connection of a `vgpu server`).
+// the devices' memory arenas and one compute thread pool shared by all kernels — fair across
+// sessions (fair_compute_pool.h) — and opens one session per client (the in-process plugin, or
+// each connection of a `vgpu server`).
 #ifndef VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 #define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 
@@ -36,6 +37,8 @@ struct CpuSessionLimits {
   std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;
 };
 
+class FairComputePool;
+
 class CpuExecutor {
  public:
   struct Options {
@@ -43,6 +46,9 @@ class CpuExecutor {
     uint64_t memory_limit_per_device = 1ull << 30;
     int compute_threads = 0;  // 0: one per host core
     CpuSessionLimits session_limits;
+    // Threads the compute pool may add while a session's work starves behind another's long
+    // kernel tasks (FairComputePool::Options::max_extra_threads); -1: compute_threads.
+    int extra_compute_threads = -1;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const Options& options);
@@ -61,11 +67,15 @@ class CpuExecutor {
   DeviceArena& arena(uint32_t device) { return *arenas_[device]; }
   // The arena that `address` belongs to, or nullptr if it names no device of this executor.
   DeviceArena* ArenaForAddress(uint64_t address);
+  // The device every kernel runs on. Work it schedules is filed under the calling thread's
+  // ComputeTenantScope (sessions set it to their id around each launch and copy).
   const Eigen::ThreadPoolDevice& compute_device() const;
+  // The pool behind compute_device() (for its counters).
+  FairComputePool& compute_pool();
 
  private:
   struct ComputePool;
-  CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads);
+  CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads, int extra_threads);
 
   std::vector<std::unique_ptr<DeviceArena>> arenas_;
   CpuSessionLimits session_limits_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/fair_compute_pool.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
@@ -502,6 +503,7 @@ absl::Status CpuSession::Execute(CpuStream::Work& work, const absl::Status& stre
 
 absl::Status CpuSession::Copy(const Command& command, const uint8_t* device_src,
                               uint8_t* device_dst) {
+  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
   if (command.size == 0) return absl::OkStatus();
   const uint8_t* source =
       command.src != 0 ? device_src : static_cast<const uint8_t*>(command.host_src);
@@ -535,6 +537,7 @@ absl::Status CpuSession::Memset(const Command& command, uint8_t* device_dst) {
 }
 
 absl::Status CpuSession::Launch(const Command& command, const PinnedRanges& pins) {
+  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
   const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
