@@ -9,7 +9,7 @@
 # Usage: scripts/sanitize.sh [asan|tsan|all]   (default all). Exit status: non-zero if any
 # sanitizer report or test failure. Logs: build/sanitize-*/logs/.
 #
-# Environment: VGPU_STRESS_SECONDS (default 30), VGPU_STRESS_SEED, VGPU_STRESS_OPEN_FINDINGS=1
+# Environment: VGPU_STRESS_SECONDS (default 30), VGPU_STRESS_SEED
 # (also the attacks on issue 10's findings still open on main; see server_stress_test.cc),
 # VGPU_SANITIZE_JOBS (build jobs, default CMAKE_BUILD_PARALLEL_LEVEL or 1).
 #

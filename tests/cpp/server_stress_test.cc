@@ -17,10 +17,6 @@
 // threads is the OS's). Environment, for longer runs (scripts/sanitize.sh):
 //   VGPU_STRESS_SECONDS   how long the tenants run (default 3)
 //   VGPU_STRESS_SEED      the base seed (default 20250610)
-//   VGPU_STRESS_OPEN_FINDINGS  also run the checks and attacks of issue 10's findings that main
-//     does not survive yet: a comma-separated list of finding numbers, or "all":
-//       2  stale memory (an honest tenant checks a fresh allocation holds nobody else's values)
-//     Off by default until those fixes are merged; then they belong in the default set.
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -65,8 +61,6 @@ using Clock = std::chrono::steady_clock;
 struct StressConfig {
   double seconds = 3.0;
   uint64_t seed = 20250610;
-  bool open_findings[3] = {};  // [n]: the checks of finding n run
-  bool any_open_findings() const { return open_findings[2]; }
   int honest_tenants = 3;
   int hostile_tenants = 2;
   int raw_attackers = 1;
@@ -76,14 +70,6 @@ StressConfig ConfigFromEnvironment() {
   StressConfig config;
   if (const char* s = std::getenv("VGPU_STRESS_SECONDS")) config.seconds = std::atof(s);
   if (const char* s = std::getenv("VGPU_STRESS_SEED")) config.seed = std::strtoull(s, nullptr, 10);
-  if (const char* s = std::getenv("VGPU_STRESS_OPEN_FINDINGS")) {
-    const std::string list = s;
-    for (int finding = 2; finding <= 2; ++finding) {
-      config.open_findings[finding] =
-          list == "all" ||
-          absl::StrCat(",", list, ",").find(absl::StrCat(",", finding, ",")) != std::string::npos;
-    }
-  }
   if (config.seconds <= 0) config.seconds = 3.0;
   return config;
 }
@@ -485,7 +471,7 @@ class HonestTenant {
       return;
     }
     buffer.address = *address;
-    if (config_.open_findings[2]) {  // finding 2: a fresh allocation holds nobody else's bytes
+    {  // a fresh allocation holds nobody else's bytes (memory is scrubbed between tenants)
       std::vector<float> fresh(buffer.count);
       absl::Status status = client_.ReadNow(buffer.address, fresh.data(), fresh.size() * 4);
       EXPECT_TRUE(status.ok()) << status;
@@ -1582,10 +1568,9 @@ TEST(ServerStress, TenantsDoingRandomLegalAndIllegalWorkNeverHurtEachOtherOrTheS
   done_cv.notify_all();
   watchdog.join();
 
-  std::printf("server stress: %.1f s, seed %llu%s: %llu legal and %llu illegal commands "
+  std::printf("server stress: %.1f s, seed %llu: %llu legal and %llu illegal commands "
               "(%llu refused as they must be), %llu result checks, %llu raw connections\n",
               config.seconds, static_cast<unsigned long long>(config.seed),
-              config.any_open_findings() ? " (open-finding attacks on)" : "",
               static_cast<unsigned long long>(tally.legal.load()),
               static_cast<unsigned long long>(tally.illegal.load()),
               static_cast<unsigned long long>(tally.refused.load()),
