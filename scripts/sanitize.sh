@@ -10,7 +10,6 @@
 # sanitizer report or test failure. Logs: build/sanitize-*/logs/.
 #
 # Environment: VGPU_STRESS_SECONDS (default 30), VGPU_STRESS_SEED
-# (also the attacks on issue 10's findings still open on main; see server_stress_test.cc),
 # VGPU_SANITIZE_JOBS (build jobs, default CMAKE_BUILD_PARALLEL_LEVEL or 1).
 #
 # Abseil. The project's static libraries compile against the TensorFlow wheel's headers and
