@@ -13,13 +13,20 @@
 
 namespace vgpu {
 
-// Kernels split their work for `threads` cores (the device's numThreads()); the pool may run
-// a few more threads only while a tenant would otherwise starve (see fair_compute_pool.h).
+// Kernels split their work for `threads` cores (the device's numThreads()). With fair
+// scheduling (a shared server) the pool is a FairComputePool, which may run a few more threads
+// only while a tenant would otherwise starve (see fair_compute_pool.h); without it (one tenant,
+// in-process) Eigen's own pool.
 struct CpuExecutor::ComputePool {
-  ComputePool(int threads, int extra_threads)
-      : pool(FairComputePool::Options{threads, extra_threads, kDefaultStarvationSlice}),
-        device(&pool, threads) {}
-  FairComputePool pool;
+  ComputePool(int threads, int extra_threads, bool fair)
+      : pool(MakePool(threads, extra_threads, fair)), device(pool.get(), threads) {}
+  static std::unique_ptr<Eigen::ThreadPoolInterface> MakePool(int threads, int extra_threads,
+                                                              bool fair) {
+    if (!fair) return std::make_unique<Eigen::ThreadPool>(threads);
+    return std::make_unique<FairComputePool>(
+        FairComputePool::Options{threads, extra_threads, kDefaultStarvationSlice});
+  }
+  std::unique_ptr<Eigen::ThreadPoolInterface> pool;
   Eigen::ThreadPoolDevice device;
 };
 
@@ -45,14 +52,15 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
   }
   int extra_threads = options.extra_compute_threads < 0 ? threads : options.extra_compute_threads;
   auto executor = std::unique_ptr<CpuExecutor>(
-      new CpuExecutor(std::move(arenas), threads, extra_threads));
+      new CpuExecutor(std::move(arenas), threads, extra_threads, options.fair_scheduling));
   executor->session_limits_ = limits;
   return executor;
 }
 
 CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads,
-                         int extra_threads)
-    : arenas_(std::move(arenas)), pool_(std::make_unique<ComputePool>(threads, extra_threads)) {}
+                         int extra_threads, bool fair_scheduling)
+    : arenas_(std::move(arenas)),
+      pool_(std::make_unique<ComputePool>(threads, extra_threads, fair_scheduling)) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
@@ -72,7 +80,5 @@ DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {
 }
 
 const Eigen::ThreadPoolDevice& CpuExecutor::compute_device() const { return pool_->device; }
-
-FairComputePool& CpuExecutor::compute_pool() { return pool_->pool; }
 
 }  // namespace vgpu

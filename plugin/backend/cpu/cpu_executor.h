@@ -1,6 +1,6 @@
 // The CPU backing executor: the "physical GPU" that runs in host memory on host cores. It owns
 // the devices' memory arenas and one compute thread pool shared by all kernels — fair across
-// sessions (fair_compute_pool.h) — and opens one session per client (the in-process plugin, or
+// sessions (fair_compute_pool.h) when a server shares it — and opens one session per client (the in-process plugin, or
 // each connection of a `vgpu server`).
 #ifndef VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 #define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
@@ -37,8 +37,6 @@ struct CpuSessionLimits {
   std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;
 };
 
-class FairComputePool;
-
 class CpuExecutor {
  public:
   struct Options {
@@ -49,6 +47,9 @@ class CpuExecutor {
     // Threads the compute pool may add while a session's work starves behind another's long
     // kernel tasks (FairComputePool::Options::max_extra_threads); -1: compute_threads.
     int extra_compute_threads = -1;
+    // Share the compute pool fairly among sessions (FairComputePool): for a server shared by
+    // tenants. Off: Eigen's own pool (one tenant, in-process), which costs less per task.
+    bool fair_scheduling = false;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const Options& options);
@@ -70,12 +71,11 @@ class CpuExecutor {
   // The device every kernel runs on. Work it schedules is filed under the calling thread's
   // ComputeTenantScope (sessions set it to their id around each launch and copy).
   const Eigen::ThreadPoolDevice& compute_device() const;
-  // The pool behind compute_device() (for its counters).
-  FairComputePool& compute_pool();
 
  private:
   struct ComputePool;
-  CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads, int extra_threads);
+  CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads, int extra_threads,
+              bool fair_scheduling);
 
   std::vector<std::unique_ptr<DeviceArena>> arenas_;
   CpuSessionLimits session_limits_;
