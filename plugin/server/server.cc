@@ -618,7 +618,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   executor_options.memory_limit_per_device = options.memory_limit;
   executor_options.compute_threads = options.compute_threads;
   executor_options.session_limits.max_streams = options.max_streams_per_client;
-  executor_options.fair_scheduling = true;  // tenants share the compute pool
+  executor_options.fair_scheduling = options.fair_scheduling;
   absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(executor_options);
   if (!executor.ok()) return executor.status();
   uint16_t port = 0;

@@ -43,6 +43,9 @@ class Server {
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
     int max_streams_per_client = CpuSessionLimits::kDefaultMaxStreams;
+    // Share the compute pool fairly among tenants (FairComputePool); off: Eigen's pool, for a
+    // server with one trusted tenant. --[no]fair_scheduling.
+    bool fair_scheduling = true;
     // Limits against hostile or broken clients (docs/security.md). See the constants below.
     uint64_t max_staging_bytes = kDefaultMaxStagingBytes;      // per tenant
     uint64_t max_receiving_bytes = kDefaultMaxReceivingBytes;  // whole server

@@ -141,6 +141,8 @@ class PyServer {
         options.max_connections = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
       } else if (name == "max_connections_per_peer") {
         options.max_connections_per_peer = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
+      } else if (name == "fair_scheduling") {
+        options.fair_scheduling = value != 0;
       } else if (name == "max_streams_per_client") {
         options.max_streams_per_client = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
       } else {

@@ -39,6 +39,9 @@ flags.DEFINE_float("handshake_timeout", 10.0,
 flags.DEFINE_float("frame_timeout", 30.0,
                    "Seconds a frame may stall (bytes stop arriving, or the client stops taking "
                    "its data) before the connection is closed.")
+flags.DEFINE_bool("fair_scheduling", True,
+                  "Share the compute pool fairly among clients (off: Eigen's pool, for one "
+                  "trusted client).")
 flags.DEFINE_integer("max_connections", 256, "Open connections in all.")
 flags.DEFINE_integer("max_connections_per_peer", 64,
                      "Open connections from one peer (IP address over TCP, uid over a Unix "
@@ -89,6 +92,7 @@ def _limits_from_flags() -> dict[str, int]:
         "max_connections": FLAGS.max_connections,
         "max_connections_per_peer": FLAGS.max_connections_per_peer,
         "max_streams_per_client": FLAGS.max_streams_per_client,
+        "fair_scheduling": int(FLAGS.fair_scheduling),
     }
 
 
