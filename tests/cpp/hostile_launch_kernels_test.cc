@@ -195,7 +195,7 @@ TEST(HostileLaunchFuzz, EveryKernelHasASeedThatRunsCleanly) {
 }
 
 TEST(HostileLaunchFuzz, MutatedSeedsOfEveryKernelNeverCrashOrOverrun) {
-  constexpr int kMutationsPerSeed = 200;
+  constexpr int kMutationsPerSeed = 2000;
   std::mt19937_64 rng(20240610);
   for (const std::string& path : SeedFiles()) {
     const fuzz::FuzzedLaunch seed = fuzz::DecodeFuzzedLaunch(ReadFile(path));

@@ -31,7 +31,7 @@ struct ThreadPoolDevice;
 
 namespace vgpu::fuzz {
 
-inline constexpr size_t kMaxFuzzBuffers = 8;
+inline constexpr size_t kMaxFuzzBuffers = 16;
 inline constexpr uint32_t kMaxFuzzBufferBytes = 1u << 16;
 
 struct FuzzedLaunch {
