@@ -8,6 +8,9 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/cpu_executor.h"
@@ -44,6 +47,44 @@ class ByteCursor {
   absl::Span<const uint8_t> data_;
   size_t offset_ = 0;
 };
+
+// One buffer slot of a launch: a mapping of kMaxFuzzBufferBytes (and canary room) followed by an
+// inaccessible page. A buffer of `size` bytes is placed to end right before that page, so that a
+// kernel reading or writing even one byte past it faults (also without a sanitizer); the bytes
+// before it hold a canary, checked afterwards for writes before the buffer. The start is aligned
+// as the size allows (8 bytes for multiples of 8). Slots are mapped once and reused.
+class FencedSlot {
+ public:
+  FencedSlot() {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t pages = (kMaxFuzzBufferBytes + kCanaryBytes + page - 1) / page;
+    void* region = mmap(nullptr, (pages + 1) * page, PROT_READ | PROT_WRITE,
+                        MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (region == MAP_FAILED) std::abort();
+    fence_ = static_cast<uint8_t*>(region) + pages * page;
+    if (mprotect(fence_, page, PROT_NONE) != 0) std::abort();
+  }  // never unmapped: the slots live as long as the process
+
+  // The start of a fenced buffer of `size` (<= kMaxFuzzBufferBytes) bytes, canary in front.
+  uint8_t* Place(size_t size) {
+    data_ = fence_ - size;
+    std::memset(data_ - kCanaryBytes, kCanary, kCanaryBytes);
+    return data_;
+  }
+  bool CanaryIntact() const {
+    return std::all_of(data_ - kCanaryBytes, data_,
+                       [](uint8_t byte) { return byte == kCanary; });
+  }
+
+ private:
+  uint8_t* fence_ = nullptr;
+  uint8_t* data_ = nullptr;
+};
+
+FencedSlot& Slot(size_t index) {
+  static FencedSlot* const slots = new FencedSlot[kMaxFuzzBuffers];
+  return slots[index];
+}
 
 template <typename T>
 void Append(std::vector<uint8_t>* out, T value) {
@@ -96,29 +137,24 @@ FuzzOutcome RunFuzzedLaunch(const FuzzedLaunch& launch, const Eigen::ThreadPoolD
   outcome.status = ParseLaunchDescriptors(launch.descriptors, &views);
   if (!outcome.status.ok()) return outcome;
 
-  // Exact-size allocations (so ASan reports the first byte past one) with a canary after each;
-  // the contents cycle through the parameter bytes, so indices stored in buffers vary too.
-  std::vector<std::unique_ptr<uint8_t[]>> storage;
+  // Fenced buffers: a byte past one faults, a byte written before one breaks its canary. The
+  // contents cycle through the parameter bytes, so indices stored in buffers vary too.
   std::vector<uint8_t*> pointers;
   std::vector<uint64_t> sizes;
   for (size_t b = 0; b < launch.buffer_sizes.size(); ++b) {
-    const uint32_t size = launch.buffer_sizes[b];
-    storage.emplace_back(new uint8_t[size + kCanaryBytes]);
-    uint8_t* bytes = storage.back().get();
+    const uint32_t size = std::min(launch.buffer_sizes[b], kMaxFuzzBufferBytes);
+    uint8_t* bytes = Slot(b).Place(size);
     for (uint32_t i = 0; i < size; ++i) {
       bytes[i] = launch.params.empty() ? static_cast<uint8_t>(i + b)
                                        : launch.params[(i + b) % launch.params.size()];
     }
-    std::memset(bytes + size, kCanary, kCanaryBytes);
     pointers.push_back(size == 0 ? nullptr : bytes);  // as a session passes empty buffers
     sizes.push_back(size);
   }
   KernelContext context{pointers, sizes, launch.params, &device, views};
   outcome.status = RunKernel(*kernel, context);
-  for (size_t b = 0; b < storage.size(); ++b) {
-    const uint8_t* canary = storage[b].get() + launch.buffer_sizes[b];
-    outcome.canaries_intact &=
-        std::all_of(canary, canary + kCanaryBytes, [](uint8_t byte) { return byte == kCanary; });
+  for (size_t b = 0; b < launch.buffer_sizes.size(); ++b) {
+    outcome.canaries_intact &= Slot(b).CanaryIntact();
   }
   return outcome;
 }

@@ -1,9 +1,9 @@
 // The kernel-payload fuzz target shared by the libFuzzer binary (kernel_launch_fuzzer.cc,
 // scripts/fuzz.sh) and the bounded mutation test of vgpu_core_tests (hostile_launch_kernels_test.cc):
 // bytes -> one kernel launch (kernel id from the CPU executor's table, descriptor section,
-// parameter block, buffer sizes) run through the kernel dispatch against exact-size heap buffers,
-// each followed by canary bytes, so that an address sanitizer sees every byte past a buffer and a
-// plain build still catches a write past one.
+// parameter block, buffer sizes) run through the kernel dispatch against fenced buffers: each ends
+// right before an inaccessible page (a read or write past it faults, with or without a sanitizer)
+// and starts after canary bytes (a write before it is reported).
 //
 // Seeds: with VGPU_RECORD_FUZZ_CORPUS set, the kernel dispatch (RunKernel) writes every launch
 // it runs in this layout (scripts/fuzz.sh --seeds runs the kernel tests that way).
@@ -49,11 +49,12 @@ std::vector<uint8_t> EncodeFuzzedLaunch(const FuzzedLaunch& launch);
 struct FuzzOutcome {
   std::string kernel_name;
   absl::Status status;        // the launch's status (errors are expected for hostile input)
-  bool canaries_intact = true;  // false: the kernel wrote past a buffer (a bug)
+  bool canaries_intact = true;  // false: the kernel wrote before a buffer (a bug)
 };
 
-// Runs `launch` on `device` with fresh buffers (contents derived from the parameter block, so
-// runs are deterministic). Blocks until the kernel returns. Thread-compatible.
+// Runs `launch` on `device` with fenced buffers (contents derived from the parameter block, so
+// runs are deterministic). Blocks until the kernel returns. Not reentrant: one launch at a time
+// per process (the buffer slots are shared).
 FuzzOutcome RunFuzzedLaunch(const FuzzedLaunch& launch, const Eigen::ThreadPoolDevice& device);
 
 // A compute device for fuzzing: the thread pool of a two-thread CpuExecutor, built on first use.

@@ -11,7 +11,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const FuzzedLaunch launch = DecodeFuzzedLaunch(absl::MakeConstSpan(data, size));
   const FuzzOutcome outcome = RunFuzzedLaunch(launch, FuzzDevice());
   if (!outcome.canaries_intact) {
-    std::fprintf(stderr, "kernel %s wrote past a buffer\n", outcome.kernel_name.c_str());
+    std::fprintf(stderr, "kernel %s wrote outside a buffer\n", outcome.kernel_name.c_str());
     std::abort();
   }
   if (outcome.status.code() == absl::StatusCode::kInternal) {  // an exception escaped a kernel

@@ -19,7 +19,7 @@ from raw_tenant import (ACTIVATION_DESCRIPTOR, ACTIVATION_FORWARD, LAUNCH, TENSO
 INVALID_ARGUMENT, RESOURCE_EXHAUSTED = 3, 8
 OP_TENSOR_DESCRIPTOR, POOLING_DESCRIPTOR = 6, 4
 ELEMENTWISE_BINARY, POOLING_FORWARD, POOLING_BACKWARD = 200, 400, 401
-SOFTMAX, APPLY_GRADIENT_DESCENT = 520, 900
+SOFTMAX, APPLY_GRADIENT_DESCENT, REARRANGE = 520, 900, 330
 FLOAT32, ADD = 1, 1
 WRAPS = 1 << 32          # WRAPS * WRAPS == 2**64: wraps to 0 in 64 bits
 HUGE = (1 << 62) + 7
@@ -69,7 +69,17 @@ def _pooling(kernel, x, y, buffers):
                      (TENSOR_DESCRIPTOR, tensor_settings(y))], buffers, b"")
 
 
+def _rearrange_summing(terms):
+    """RearrangeParams: summed_rank, ties[8], x_strides[8], summed_sizes[8], summed_strides[8];
+    x [2], y [1], one summed dimension of `terms` terms with stride 0 (x[0] summed `terms` times:
+    before the fix a launch of 8 bytes held the compute pool for hours)."""
+    params = struct.pack("<i8i8q8q8q", 1, *([-1] * 8), *([0] * 8), terms, *([0] * 7), *([0] * 8))
+    return (REARRANGE, [(TENSOR_DESCRIPTOR, tensor_settings([2])),
+                        (TENSOR_DESCRIPTOR, tensor_settings([1]))], 2, params)
+
+
 HOSTILE_LAUNCHES = {
+    "rearrange_sums_more_terms_than_x_holds": _rearrange_summing(1 << 40),
     "relu_dims_wrap_64_bits": _relu([WRAPS, WRAPS]),
     "relu_bytes_wrap_64_bits": _relu([1 << 31, 1 << 31]),
     "relu_huge_count": _relu([HUGE]),
