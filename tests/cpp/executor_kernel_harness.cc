@@ -90,7 +90,7 @@ absl::Status ExecutorLaunch::Run(KernelId id) {
     sizes.push_back(buffer->size());
   }
   KernelContext context{pointers, sizes, params_, &TestDevice(), views};
-  absl::Status status = kernel->run(context);
+  absl::Status status = RunKernel(*kernel, context);  // the dispatch sessions use
   for (size_t i = 0; i < buffers_.size(); ++i) {
     EXPECT_TRUE(buffers_[i]->CanaryIntact())
         << kernel->name << " wrote past the end of buffer " << i;

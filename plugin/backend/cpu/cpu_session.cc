@@ -25,33 +25,6 @@ Reply ErrorReply(absl::Status status) {
 
 std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 
-// Splits a launch's descriptor section (see Command::descriptors) into views.
-absl::Status ParseDescriptors(absl::Span<const uint8_t> bytes,
-                              absl::InlinedVector<DescriptorView, 6>* out) {
-  if (bytes.empty()) return absl::OkStatus();
-  ParamReader reader(bytes);
-  absl::StatusOr<uint8_t> count = reader.Get<uint8_t>();
-  if (!count.ok()) return count.status();
-  for (int i = 0; i < *count; ++i) {
-    absl::StatusOr<uint8_t> kind = reader.Get<uint8_t>();
-    if (!kind.ok()) return kind.status();
-    absl::StatusOr<uint16_t> size = reader.Get<uint16_t>();
-    if (!size.ok()) return size.status();
-    if (*kind < 1 || *kind > kNumDescriptorKinds || *size > kMaxDescriptorSettingsSize) {
-      return absl::InvalidArgumentError(absl::StrCat("malformed descriptor ", i, " (kind ",
-                                                     static_cast<int>(*kind), ", ", *size,
-                                                     " bytes)"));
-    }
-    absl::StatusOr<absl::Span<const uint8_t>> settings = reader.GetBytes(*size);
-    if (!settings.ok()) return settings.status();
-    out->push_back(DescriptorView{static_cast<DescriptorKind>(*kind), *settings});
-  }
-  if (reader.remaining() != 0) {
-    return absl::InvalidArgumentError("trailing bytes after the descriptor section");
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
@@ -543,7 +516,7 @@ absl::Status CpuSession::Launch(const Command& command, const PinnedRanges& pins
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
   }
   absl::InlinedVector<DescriptorView, 6> descriptors;
-  if (absl::Status parsed = ParseDescriptors(command.descriptors, &descriptors); !parsed.ok()) {
+  if (absl::Status parsed = ParseLaunchDescriptors(command.descriptors, &descriptors); !parsed.ok()) {
     return absl::Status(parsed.code(), absl::StrCat(kernel->name, ": ", parsed.message()));
   }
   if (pins.size() != command.buffers.size()) {
@@ -558,7 +531,7 @@ absl::Status CpuSession::Launch(const Command& command, const PinnedRanges& pins
   }
   KernelContext context{pointers, sizes, command.params, &executor_->compute_device(),
                         descriptors};
-  absl::Status status = kernel->run(context);
+  absl::Status status = RunKernel(*kernel, context);
   if (!status.ok()) {
     return absl::Status(status.code(), absl::StrCat(kernel->name, ": ", status.message()));
   }

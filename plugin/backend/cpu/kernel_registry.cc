@@ -3,6 +3,13 @@
 #include "plugin/backend/cpu/kernel_registry.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <new>
+#include <string>
+
+#include "plugin/common/log.h"
 
 namespace vgpu {
 
@@ -18,6 +25,153 @@ const KernelInfo* KernelTable::Find(uint32_t kernel_id) const {
                              [](const auto& entry, uint32_t k) { return entry.first < k; });
   if (it == kernels_.end() || it->first != kernel_id) return nullptr;
   return &it->second;
+}
+
+std::vector<uint32_t> KernelTable::Ids() const {
+  std::vector<uint32_t> ids;
+  ids.reserve(kernels_.size());
+  for (const auto& entry : kernels_) ids.push_back(entry.first);
+  return ids;
+}
+
+absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, std::string_view what,
+                                       int64_t limit) {
+  int64_t product = 1;
+  for (int64_t factor : factors) {
+    if (factor < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " has a negative size (", factor, ")"));
+    }
+    if (factor > limit) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": size ", factor, " exceeds the limit of ", limit, " elements"));
+    }
+    if (factor != 0 && product > limit / factor) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " has more than the limit of ", limit, " elements"));
+    }
+    product *= factor;
+  }
+  return product;
+}
+
+absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
+                                       std::string_view what, int64_t limit) {
+  return CheckedProduct(absl::Span<const int64_t>(factors.begin(), factors.size()), what, limit);
+}
+
+absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t* dims, int rank,
+                                            int64_t limit) {
+  if (rank < 0 || rank > kMaxRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " has rank ", rank, ", outside [0, ", kMaxRank, "]"));
+  }
+  return CheckedProduct(absl::Span<const int64_t>(dims, static_cast<size_t>(rank)), what, limit);
+}
+
+absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, std::string_view what, int64_t limit) {
+  if (a < 0 || b < 0 || a > limit || b > limit - a) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", a, " + ", b, " is negative or exceeds ", limit));
+  }
+  return a + b;
+}
+
+namespace {
+
+// The folder VGPU_RECORD_FUZZ_CORPUS names, or null (read once). A development aid: with it set,
+// every launch small enough for the kernel-payload fuzzer is written there as a seed in the
+// fuzzer's input layout (tests/fuzz/kernel_launch_fuzz.h), so that running the C++ and Python
+// kernel tests yields valid launches of every kernel (scripts/fuzz.sh --seeds).
+const char* SeedFolder() {
+  static const char* const folder = [] {
+    const char* value = std::getenv("VGPU_RECORD_FUZZ_CORPUS");
+    return value != nullptr && *value != '\0' ? value : nullptr;
+  }();
+  return folder;
+}
+
+template <typename T>
+void AppendBytes(std::string* out, T value) {
+  out->append(reinterpret_cast<const char*>(&value), sizeof(T));
+}
+
+void RecordSeed(const KernelInfo& kernel, const KernelContext& context) {
+  constexpr size_t kMaxSeedBuffers = 16;             // the fuzzer's limits
+  constexpr uint64_t kMaxSeedBufferBytes = 1u << 16;
+  if (context.buffers.size() > kMaxSeedBuffers) return;
+  uint32_t kernel_id = 0;
+  for (uint32_t id : Kernels().Ids()) {
+    if (Kernels().Find(id)->run == kernel.run) kernel_id = id;
+  }
+  if (kernel_id == 0) return;  // not a kernel of the table (a test's stand-in)
+  std::string bytes;
+  AppendBytes<uint32_t>(&bytes, kernel_id);
+  AppendBytes<uint8_t>(&bytes, static_cast<uint8_t>(context.buffers.size()));
+  for (uint64_t size : context.buffer_sizes) {
+    if (size > kMaxSeedBufferBytes) return;
+    AppendBytes<uint32_t>(&bytes, static_cast<uint32_t>(size));
+  }
+  std::string descriptors;
+  if (!context.descriptors.empty()) {
+    AppendBytes<uint8_t>(&descriptors, static_cast<uint8_t>(context.descriptors.size()));
+    for (const DescriptorView& view : context.descriptors) {
+      AppendBytes<uint8_t>(&descriptors, static_cast<uint8_t>(view.kind));
+      AppendBytes<uint16_t>(&descriptors, static_cast<uint16_t>(view.settings.size()));
+      descriptors.append(reinterpret_cast<const char*>(view.settings.data()), view.settings.size());
+    }
+  }
+  AppendBytes<uint16_t>(&bytes, static_cast<uint16_t>(descriptors.size()));
+  bytes += descriptors;
+  bytes.append(reinterpret_cast<const char*>(context.params.data()), context.params.size());
+  const size_t hash = std::hash<std::string>()(bytes);
+  std::ofstream file(absl::StrCat(SeedFolder(), "/", kernel.name, "-", absl::Hex(hash)),
+                     std::ios::binary);
+  file.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context) {
+  if (SeedFolder() != nullptr) RecordSeed(kernel, context);
+  try {
+    return kernel.run(context);
+  } catch (const std::bad_alloc&) {
+    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " ran out of host memory"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat(kernel.name, ": the backing executor ran out of host memory"));
+  } catch (const std::exception& e) {
+    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " threw: ", e.what()));
+    return absl::InternalError(absl::StrCat(kernel.name, " failed: ", e.what()));
+  } catch (...) {
+    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " threw an unknown exception"));
+    return absl::InternalError(absl::StrCat(kernel.name, " failed with an unknown exception"));
+  }
+}
+
+absl::Status ParseLaunchDescriptors(absl::Span<const uint8_t> bytes,
+                                    absl::InlinedVector<DescriptorView, 6>* out) {
+  if (bytes.empty()) return absl::OkStatus();
+  ParamReader reader(bytes);
+  absl::StatusOr<uint8_t> count = reader.Get<uint8_t>();
+  if (!count.ok()) return count.status();
+  for (int i = 0; i < *count; ++i) {
+    absl::StatusOr<uint8_t> kind = reader.Get<uint8_t>();
+    if (!kind.ok()) return kind.status();
+    absl::StatusOr<uint16_t> size = reader.Get<uint16_t>();
+    if (!size.ok()) return size.status();
+    if (*kind < 1 || *kind > kNumDescriptorKinds || *size > kMaxDescriptorSettingsSize) {
+      return absl::InvalidArgumentError(absl::StrCat("malformed descriptor ", i, " (kind ",
+                                                     static_cast<int>(*kind), ", ", *size,
+                                                     " bytes)"));
+    }
+    absl::StatusOr<absl::Span<const uint8_t>> settings = reader.GetBytes(*size);
+    if (!settings.ok()) return settings.status();
+    out->push_back(DescriptorView{static_cast<DescriptorKind>(*kind), *settings});
+  }
+  if (reader.remaining() != 0) {
+    return absl::InvalidArgumentError("trailing bytes after the descriptor section");
+  }
+  return absl::OkStatus();
 }
 
 const KernelTable& Kernels() {

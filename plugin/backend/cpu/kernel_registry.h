@@ -8,10 +8,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "plugin/protocol/descriptors.h"
@@ -28,6 +31,33 @@ struct DescriptorView {
   DescriptorKind kind;
   absl::Span<const uint8_t> settings;
 };
+
+// --- Checked arithmetic for launch geometry -------------------------------------------------
+// A launch's extents, counts and ranks come from a tenant that may be hostile: every product a
+// kernel uses to size a loop or index memory goes through these helpers (overflow-checked,
+// negative factors rejected) before the kernel touches a buffer, and every count is then checked
+// against the buffer the kernel received (KernelContext::Buffer). Pure functions, thread-safe.
+
+// No tensor of a launch may hold more elements than this: byte counts of any dtype and the index
+// arithmetic of the kernels stay far from 64-bit overflow.
+inline constexpr int64_t kMaxLaunchElements = int64_t{1} << 56;
+
+// The product of `factors`, or InvalidArgument naming `what` when a factor is negative or the
+// product (or any factor) exceeds `limit`.
+absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
+                                       std::string_view what,
+                                       int64_t limit = kMaxLaunchElements);
+absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, std::string_view what,
+                                       int64_t limit = kMaxLaunchElements);
+
+// The element count of a tensor of dims[0..rank) named `what`: InvalidArgument when the rank is
+// outside [0, kMaxRank], or as CheckedProduct.
+absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t* dims, int rank,
+                                            int64_t limit = kMaxLaunchElements);
+
+// a + b for non-negative a, b, or InvalidArgument naming `what` when the sum exceeds `limit`.
+absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, std::string_view what,
+                                   int64_t limit = kMaxLaunchElements);
 
 struct KernelContext {
   absl::Span<uint8_t* const> buffers;     // host pointers, in the launch's buffer order
@@ -49,10 +79,12 @@ struct KernelContext {
     if (index >= buffers.size()) {
       return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
     }
-    if (buffer_sizes[index] < elements * sizeof(T)) {
+    // elements * sizeof(T) may overflow for a hostile count: compare by division.
+    if (elements > buffer_sizes[index] / sizeof(T)) {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",
                                                      buffer_sizes[index], " bytes, needs ",
-                                                     elements * sizeof(T)));
+                                                     elements, " elements of ", sizeof(T),
+                                                     " bytes"));
     }
     return reinterpret_cast<T*>(buffers[index]);
   }
@@ -92,6 +124,8 @@ class KernelTable {
   void Add(KernelId id, const char* name, KernelFn run);
   // The kernel registered for `kernel_id`, or nullptr.
   const KernelInfo* Find(uint32_t kernel_id) const;
+  // Every registered kernel id, ascending (for fuzzers and exhaustive tests).
+  std::vector<uint32_t> Ids() const;
 
  private:
   std::vector<std::pair<uint32_t, KernelInfo>> kernels_;  // sorted by id
@@ -99,6 +133,18 @@ class KernelTable {
 
 // The process-wide table, built on first use. Thread-safe.
 const KernelTable& Kernels();
+
+// Runs `kernel` on `context`: the kernel dispatch every caller (sessions, tests, fuzzers) uses.
+// A C++ exception escaping the kernel on the calling thread becomes this launch's error
+// (std::bad_alloc -> ResourceExhausted, anything else -> Internal) instead of terminating the
+// process; the error names the kernel. Thread-safe as the kernel is; blocks while it runs.
+absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context);
+
+// Splits a launch's descriptor section (uint8 count, then per descriptor uint8 kind, uint16
+// size, settings bytes; see Command::descriptors) into views of `bytes`, appended to *out.
+// InvalidArgument when it is malformed. The views borrow `bytes`.
+absl::Status ParseLaunchDescriptors(absl::Span<const uint8_t> bytes,
+                                    absl::InlinedVector<DescriptorView, 6>* out);
 
 // One function per kernel family.
 void AddActivationKernels(KernelTable& table);

@@ -279,27 +279,6 @@ absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims, int rank) {
-  constexpr int64_t kMaxElements = int64_t{1} << 48;
-  int64_t elements = 1;
-  for (int i = 0; i < rank; ++i) {
-    if (dims[i] < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has a negative dimension"));
-    }
-    if (dims[i] != 0 && elements > kMaxElements / dims[i]) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
-    }
-    elements *= dims[i];
-  }
-  // A zero dimension makes the count 0 whatever the others are; they must still be sane.
-  for (int i = 0; i < rank; ++i) {
-    if (dims[i] > kMaxElements) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " is too large"));
-    }
-  }
-  return elements;
-}
-
 absl::StatusOr<std::optional<ActivationMode>> ReadOptionalActivation(const KernelContext& context,
                                                                      size_t index) {
   if (context.descriptors.size() <= index) return std::optional<ActivationMode>();

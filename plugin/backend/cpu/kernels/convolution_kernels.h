@@ -80,10 +80,17 @@ struct ConvolutionGeometry {
   }
 };
 
-// The number of elements of a tensor of `dims` named `what`, or InvalidArgument if a dimension
-// is negative or the count exceeds 2^48 (beyond any device memory; byte counts and index
-// arithmetic stay far from overflow).
-absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims, int rank);
+// No tensor of a convolution-family launch holds more elements than this (beyond any device
+// memory; products of its extents in the index arithmetic stay far from overflow).
+inline constexpr int64_t kMaxConvolutionElements = int64_t{1} << 48;
+
+// The number of elements of a tensor of `dims` named `what`, or InvalidArgument if the rank is
+// out of range, a dimension is negative or the count exceeds kMaxConvolutionElements (the shared
+// checked arithmetic of kernel_registry.h with the family's limit).
+inline absl::StatusOr<int64_t> CheckedElementCount(const char* what, const int64_t* dims,
+                                                   int rank) {
+  return vgpu::CheckedElementCount(what, dims, rank, kMaxConvolutionElements);
+}
 
 // Reads descriptors [x tensor, filter, convolution, y tensor] and checks that they describe a
 // consistent convolution (ranks, dtypes, depths and groups, output size from input size and

@@ -84,6 +84,14 @@ absl::StatusOr<Rearrangement> ReadRearrangement(const TensorDescriptorSettings& 
       r.summed_strides[m] = params.summed_strides[m];
     }
   }
+  // The summed dimensions are dimensions of x: their index space cannot exceed x's elements.
+  // (Without this bound, zero strides would let a launch of a few bytes sum 2^48 terms per
+  // output element and hold the compute pool for hours.)
+  if (r.summed_count > std::max<Index>(r.x_elements, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("rearrange sums ", r.summed_count,
+                                                   " terms, more than x's ", r.x_elements,
+                                                   " elements"));
+  }
   // Every x index the launch reads must lie inside x.
   if (r.y_elements > 0 && r.summed_count > 0) {
     int64_t last = 0;

@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/descriptors.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
@@ -49,23 +50,12 @@ inline Eigen::TensorOpCost ElementCost(double bytes_in, double bytes_out, double
 }
 
 // The most elements a launch may describe (keeps byte counts of any dtype within 64 bits).
-inline constexpr int64_t kMaxElements = int64_t{1} << 56;
+inline constexpr int64_t kMaxElements = kMaxLaunchElements;
 
 // The element count of a dense tensor descriptor; InvalidArgument if its rank or a dimension
 // is out of range.
 inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings& tensor) {
-  if (tensor.rank < 0 || tensor.rank > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor rank ", tensor.rank, " out of range"));
-  }
-  int64_t count = 1;
-  for (int d = 0; d < tensor.rank; ++d) {
-    if (tensor.dims[d] < 0) return absl::InvalidArgumentError("negative tensor dimension");
-    if (tensor.dims[d] != 0 && count > kMaxElements / tensor.dims[d]) {
-      return absl::InvalidArgumentError("tensor has too many elements");
-    }
-    count *= tensor.dims[d];
-  }
-  return count;
+  return CheckedElementCount("tensor", tensor.dims, tensor.rank, kMaxElements);
 }
 
 template <int kInputs>

@@ -26,7 +26,7 @@ using data_movement::kMaxDataMovementRank;
 using data_movement::MirrorPadMode;
 
 // No tensor has more elements than this (it keeps every byte count far from overflowing).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
+constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
 
 // A validated mirror-pad layout: the unpadded dims, the pads and the padded dims.
 struct MirrorLayout {

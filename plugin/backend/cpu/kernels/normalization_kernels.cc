@@ -25,7 +25,7 @@ namespace {
 using normalization::BatchNormParams;
 
 // No tensor has more elements than this (it keeps every product far from overflowing).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
+constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
 
 // x viewed as [outer, channels, inner]: element (o, c, i) at (o * channels + c) * inner + i.
 // Channels last: outer = all other dimensions, inner = 1. Channels first: outer = batch,

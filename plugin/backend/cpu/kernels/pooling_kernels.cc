@@ -31,22 +31,6 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-// No tensor of a pooling launch may hold more elements than this (keeps every index and byte
-// count of the kernels below far from int64 overflow).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
-
-// The product of `factors` (each >= 0), or an error when it exceeds kMaxElements.
-absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors) {
-  int64_t product = 1;
-  for (int64_t f : factors) {
-    if (f < 0 || (f != 0 && product > kMaxElements / f)) {
-      return absl::InvalidArgumentError("pooling tensor is too large");
-    }
-    product *= f;
-  }
-  return product;
-}
-
 Eigen::TensorOpCost Cost(double loaded, double stored, double compute) {
   return Eigen::TensorOpCost(loaded, stored, compute);
 }
@@ -391,7 +375,7 @@ absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling
     return absl::InvalidArgumentError("pooling input and output dtypes differ");
   }
   for (int i = 0; i < x.rank; ++i) {
-    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxElements || y.dims[i] > kMaxElements) {
+    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxLaunchElements || y.dims[i] > kMaxLaunchElements) {
       return absl::InvalidArgumentError("pooling tensor dimension out of range");
     }
   }
@@ -439,16 +423,16 @@ absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling
     }
   }
   if (channels_first) {
-    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}));
+    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}, "pooling tensor"));
     g.channels = 1;
   } else {
     g.images = x.dims[0];
     g.channels = x.dims[spatial + 1];
   }
   VGPU_ASSIGN_OR_RETURN(g.input_elements,
-                        CheckedProduct({g.images, g.in[0], g.in[1], g.in[2], g.channels}));
+                        CheckedProduct({g.images, g.in[0], g.in[1], g.in[2], g.channels}, "pooling tensor"));
   VGPU_ASSIGN_OR_RETURN(g.output_elements,
-                        CheckedProduct({g.images, g.out[0], g.out[1], g.out[2], g.channels}));
+                        CheckedProduct({g.images, g.out[0], g.out[1], g.out[2], g.channels}, "pooling tensor"));
   return g;
 }
 

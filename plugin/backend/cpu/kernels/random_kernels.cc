@@ -242,7 +242,7 @@ void FillTruncatedNormal(const Eigen::ThreadPoolDevice& device,
 
 absl::StatusOr<random::PhiloxParams> ReadPhiloxParams(ParamReader& reader) {
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, reader.Get<random::PhiloxParams>());
-  if (params.count > (uint64_t{1} << 56)) {
+  if (params.count > static_cast<uint64_t>(kMaxLaunchElements)) {
     return absl::InvalidArgumentError(absl::StrCat("too many random numbers: ", params.count));
   }
   return params;
@@ -284,7 +284,7 @@ absl::Status UniformInt(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   VGPU_ASSIGN_OR_RETURN(random::UniformIntParams params,
                         context.Params().Get<random::UniformIntParams>());
-  if (params.philox.count > (uint64_t{1} << 56)) {
+  if (params.philox.count > static_cast<uint64_t>(kMaxLaunchElements)) {
     return absl::InvalidArgumentError(
         absl::StrCat("too many random numbers: ", params.philox.count));
   }

@@ -23,7 +23,7 @@ namespace {
 using data_movement::kMaxDataMovementRank;
 
 // No tensor has more elements than this (it keeps every byte count far from overflowing).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
+constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
 
 absl::StatusOr<size_t> ReadElementSize(ParamReader& reader) {
   VGPU_ASSIGN_OR_RETURN(uint32_t size, reader.Get<uint32_t>());

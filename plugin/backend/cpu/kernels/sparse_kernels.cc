@@ -32,23 +32,6 @@ namespace {
 using sparse::ScatterOp;
 using sparse::SegmentOp;
 
-// No tensor has more elements than this (it keeps every byte count far from overflowing).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
-
-// The product of non-negative counts, or InvalidArgument if a factor is negative or the product
-// exceeds kMaxElements.
-absl::StatusOr<int64_t> CheckedCount(std::initializer_list<int64_t> factors, const char* what) {
-  __int128 product = 1;
-  for (int64_t f : factors) {
-    if (f < 0) return absl::InvalidArgumentError(absl::StrCat(what, " has a negative size"));
-    product *= f;
-    if (product > kMaxElements || f > kMaxElements) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has too many elements"));
-    }
-  }
-  return static_cast<int64_t>(product);
-}
-
 absl::Status CheckElementSize(uint32_t size) {
   if (size == 1 || size == 2 || size == 4 || size == 8) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("element size ", size, " is not 1, 2, 4 or 8"));
@@ -91,9 +74,9 @@ struct PrefixLayout {
 absl::StatusOr<PrefixLayout> LayoutOf(std::vector<int64_t> dims) {
   PrefixLayout layout;
   layout.strides.assign(dims.size(), 1);
-  VGPU_ASSIGN_OR_RETURN(layout.count, CheckedCount({}, "prefix"));
+  layout.count = 1;
   for (int64_t d : dims) {
-    VGPU_ASSIGN_OR_RETURN(layout.count, CheckedCount({layout.count, d}, "prefix"));
+    VGPU_ASSIGN_OR_RETURN(layout.count, CheckedProduct({layout.count, d}, "prefix"));
   }
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) {
     layout.strides[i] = layout.strides[i + 1] * dims[i + 1];
@@ -127,12 +110,12 @@ absl::Status Gather(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(sparse::GatherParams p, reader.Get<sparse::GatherParams>());
   VGPU_RETURN_IF_ERROR(CheckElementSize(p.element_size));
   VGPU_ASSIGN_OR_RETURN(const int64_t params_count,
-                        CheckedCount({p.batch, p.outer, p.gather_size, p.inner}, "params"));
+                        CheckedProduct({p.batch, p.outer, p.gather_size, p.inner}, "params"));
   VGPU_ASSIGN_OR_RETURN(const int64_t indices_count,
-                        CheckedCount({p.batch, p.indices_per_batch}, "indices"));
+                        CheckedProduct({p.batch, p.indices_per_batch}, "indices"));
   VGPU_ASSIGN_OR_RETURN(const int64_t rows,
-                        CheckedCount({p.batch, p.outer, p.indices_per_batch}, "output"));
-  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, CheckedCount({rows, p.inner}, "output"));
+                        CheckedProduct({p.batch, p.outer, p.indices_per_batch}, "output"));
+  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, CheckedProduct({rows, p.inner}, "output"));
   const size_t esize = p.element_size;
   return DispatchIndex(p.index_dtype, [&](auto zero) -> absl::Status {
     using Index = decltype(zero);
@@ -172,11 +155,11 @@ absl::Status GatherNd(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> prefix, ReadPrefixDims(reader, p.index_depth));
   VGPU_ASSIGN_OR_RETURN(PrefixLayout layout, LayoutOf(std::move(prefix)));
   VGPU_ASSIGN_OR_RETURN(const int64_t params_count,
-                        CheckedCount({layout.count, p.slice_size}, "params"));
+                        CheckedProduct({layout.count, p.slice_size}, "params"));
   VGPU_ASSIGN_OR_RETURN(const int64_t indices_count,
-                        CheckedCount({p.num_slices, p.index_depth}, "indices"));
+                        CheckedProduct({p.num_slices, p.index_depth}, "indices"));
   VGPU_ASSIGN_OR_RETURN(const int64_t out_count,
-                        CheckedCount({p.num_slices, p.slice_size}, "output"));
+                        CheckedProduct({p.num_slices, p.slice_size}, "output"));
   const size_t esize = p.element_size;
   return DispatchIndex(p.index_dtype, [&](auto zero) -> absl::Status {
     using Index = decltype(zero);
@@ -306,12 +289,12 @@ absl::Status Scatter(const KernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(sparse::ScatterParams p, reader.Get<sparse::ScatterParams>());
   VGPU_RETURN_IF_ERROR(CheckScatterOp(p.op, p.dtype));
-  VGPU_ASSIGN_OR_RETURN(const int64_t params_count, CheckedCount({p.rows, p.inner}, "params"));
-  VGPU_ASSIGN_OR_RETURN(const int64_t indices_count, CheckedCount({p.num_indices}, "indices"));
+  VGPU_ASSIGN_OR_RETURN(const int64_t params_count, CheckedProduct({p.rows, p.inner}, "params"));
+  VGPU_ASSIGN_OR_RETURN(const int64_t indices_count, CheckedProduct({p.num_indices}, "indices"));
   const bool scalar = p.scalar_update != 0;
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
-                        scalar ? CheckedCount({1}, "updates")
-                               : CheckedCount({p.num_indices, p.inner}, "updates"));
+                        scalar ? CheckedProduct({1}, "updates")
+                               : CheckedProduct({p.num_indices, p.inner}, "updates"));
   return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
@@ -342,11 +325,11 @@ absl::Status ScatterNd(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> prefix, ReadPrefixDims(reader, p.index_depth));
   VGPU_ASSIGN_OR_RETURN(PrefixLayout layout, LayoutOf(std::move(prefix)));
   VGPU_ASSIGN_OR_RETURN(const int64_t output_count,
-                        CheckedCount({layout.count, p.slice_size}, "output"));
+                        CheckedProduct({layout.count, p.slice_size}, "output"));
   VGPU_ASSIGN_OR_RETURN(const int64_t indices_count,
-                        CheckedCount({p.num_updates, p.index_depth}, "indices"));
+                        CheckedProduct({p.num_updates, p.index_depth}, "indices"));
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
-                        CheckedCount({p.num_updates, p.slice_size}, "updates"));
+                        CheckedProduct({p.num_updates, p.slice_size}, "updates"));
   return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
@@ -404,9 +387,9 @@ absl::Status SegmentReduce(const KernelContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown segment op ", static_cast<uint32_t>(p.op)));
   }
-  VGPU_ASSIGN_OR_RETURN(const int64_t data_count, CheckedCount({p.num_ids, p.inner}, "data"));
+  VGPU_ASSIGN_OR_RETURN(const int64_t data_count, CheckedProduct({p.num_ids, p.inner}, "data"));
   VGPU_ASSIGN_OR_RETURN(const int64_t output_count,
-                        CheckedCount({p.num_segments, p.inner}, "output"));
+                        CheckedProduct({p.num_segments, p.inner}, "output"));
   return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* ids, context.Buffer<const Index>(1, p.num_ids));
@@ -471,7 +454,7 @@ absl::StatusOr<int64_t> ReadWhere(const KernelContext& context, sparse::WherePar
   }
   int64_t count = 1;
   for (int64_t d : *dims) {
-    VGPU_ASSIGN_OR_RETURN(count, CheckedCount({count, d}, "input"));
+    VGPU_ASSIGN_OR_RETURN(count, CheckedProduct({count, d}, "input"));
   }
   return count;
 }
@@ -512,7 +495,7 @@ absl::Status Where(const KernelContext& context) {
   std::vector<int64_t> dims;
   VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
   VGPU_ASSIGN_OR_RETURN(const int64_t coordinate_count,
-                        CheckedCount({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));
+                        CheckedProduct({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));
   return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));

@@ -31,7 +31,7 @@ using training::SparseUpdateParams;
 using training::UpdateParams;
 
 // No variable has more elements than this (keeps byte counts far from overflowing).
-constexpr int64_t kMaxElements = int64_t{1} << 56;
+constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
 
 // The checked buffers of a dense launch, viewed as T.
 template <typename T>

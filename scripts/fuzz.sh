@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The long kernel-payload fuzzer (tests/fuzz/kernel_launch_fuzz.h): libFuzzer, coverage-guided,
+# built with clang and -fsanitize=fuzzer,address,undefined in build/fuzz, seeded with one valid
+# launch per kernel (tests/fuzz/corpus). Findings (crashes, overruns, escaping exceptions) land in
+# build/fuzz/findings; the mutated corpus grows in build/fuzz/corpus.
+#
+#   scripts/fuzz.sh [runs]    run the fuzzer for `runs` executions (default 1000000)
+#   scripts/fuzz.sh --seeds   regenerate tests/fuzz/corpus from the launches the C++ kernel
+#                             tests and the Python op tests run (VGPU_RECORD_FUZZ_CORPUS)
+# Installs clang through apt (sudo when not root) when it is missing; needs scripts/setup.sh's
+# .venv (TensorFlow's headers and libtensorflow_framework.so.2).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-1}
+VENV=${VGPU_VENV:-.venv}
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if [ "${1:-}" = "--seeds" ]; then
+  # The kernel dispatch writes every launch it runs to VGPU_RECORD_FUZZ_CORPUS: run the C++
+  # kernel tests and the Python op tests (in-process backend) that way, then keep the two
+  # smallest distinct launches of every kernel.
+  raw=$(mktemp -d)
+  tests=$(ls build/*/tests/cpp/vgpu_core_tests | head -n 1)
+  VGPU_RECORD_FUZZ_CORPUS=$raw "$tests" --gtest_filter='-HostileLaunch*:Server*' >/dev/null || true
+  VGPU_RECORD_FUZZ_CORPUS=$raw "$VENV/bin/python" -m pytest -q -x tests/python/ops >/dev/null || true
+  rm -rf tests/fuzz/corpus && mkdir -p tests/fuzz/corpus
+  for kernel in $(ls "$raw" | sed 's/-[0-9a-f]*$//' | sort -u); do
+    ls -S -r "$raw/$kernel"-* | head -n 2 | xargs -I{} cp {} tests/fuzz/corpus/
+  done
+  rm -rf "$raw"
+  echo "fuzz: $(ls tests/fuzz/corpus | wc -l) seeds for $(ls tests/fuzz/corpus | sed 's/-[0-9a-f]*$//' | sort -u | wc -l) kernels in tests/fuzz/corpus"
+  exit 0
+fi
+runs=${1:-1000000}
+
+if ! command -v clang++ >/dev/null; then
+  echo "fuzz: installing clang"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq clang >/dev/null
+fi
+[ -x "$VENV/bin/python" ] || ./scripts/setup.sh
+
+sanitizers="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
+# vptr checks need RTTI of TensorFlow's types, which the wheel does not export.
+sanitizers="$sanitizers -fno-sanitize=vptr"
+cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=None \
+  -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$sanitizers -fno-omit-frame-pointer -O1 -gline-tables-only" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+  -DPython_EXECUTABLE="$PWD/$VENV/bin/python" -Dpybind11_DIR="$("$VENV/bin/python" -m pybind11 --cmakedir)" -DVGPU_BUILD_FUZZERS=ON -DVGPU_PORTABLE=ON >/dev/null
+cmake --build build/fuzz --target vgpu_kernel_launch_fuzzer
+
+mkdir -p build/fuzz/corpus build/fuzz/findings
+cd build/fuzz
+ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1} \
+UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+  ./tests/fuzz/vgpu_kernel_launch_fuzzer -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+  -artifact_prefix=findings/ -print_final_stats=1 corpus ../../tests/fuzz/corpus
