@@ -156,6 +156,23 @@ def command_payload(kind, *, device=0, stream=0, obj=0, token=0, dst=0, src=0, s
     return out
 
 
+def read_exact(sock, size):
+    """Exactly `size` bytes from `sock` (ConnectionError if it closes first)."""
+    data = bytearray()
+    while len(data) < size:
+        chunk = sock.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        data += chunk
+    return bytes(data)
+
+
+def receive_frame(sock):
+    """The next frame on `sock`: (message type, sequence, payload)."""
+    _, _, kind, sequence, length, _ = HEADER.unpack(read_exact(sock, HEADER.size))
+    return kind, sequence, read_exact(sock, length)
+
+
 class Reply:
     def __init__(self, payload):
         self.code, length = struct.unpack_from("<iI", payload)
@@ -198,18 +215,8 @@ class RawTenant:
         self._reader.start()
 
     # -- framing --------------------------------------------------------------------------
-    def _exact(self, size):
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(min(size - len(data), 1 << 20))
-            if not chunk:
-                raise ConnectionError("the server closed the connection")
-            data += chunk
-        return bytes(data)
-
     def _receive(self):
-        _, _, kind, sequence, length, _ = HEADER.unpack(self._exact(HEADER.size))
-        return kind, sequence, self._exact(length)
+        return receive_frame(self.sock)
 
     def _read_loop(self):
         try:

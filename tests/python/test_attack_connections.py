@@ -17,7 +17,7 @@ import pytest
 from raw_tenant import (
     ALLOCATE, COMMAND, CREATE_STREAM, HEADER, HELLO, MAGIC, MEMCPY_DTOH, MEMCPY_HTOD, REFUSED,
     REPLY, VERSION, WELCOME, RawTenant, Reply, ServerProcess, bystander_round_trip,
-    command_payload, connect_socket, frame, wait_for,
+    command_payload, connect_socket, frame, receive_frame, wait_for,
 )
 
 MIB = 1 << 20
@@ -34,18 +34,8 @@ class SilentTenant:
         kind, _, _ = self._receive()
         assert kind == WELCOME, kind
 
-    def _exact(self, size):
-        data = bytearray()
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return bytes(data)
-
     def _receive(self):
-        _, _, kind, sequence, length, _ = HEADER.unpack(self._exact(HEADER.size))
-        return kind, sequence, self._exact(length)
+        return receive_frame(self.sock)
 
     def post(self, kind, **fields):
         self.sequence += 1
