@@ -1,10 +1,12 @@
 // Tests of the tenant-fair compute pool (backend/cpu/fair_compute_pool.h): round-robin across
 // tenants, tenants inherited by nested tasks, an extra worker slot for a tenant starving behind
-// another's long task (and none for a tenant alone), thread ids, draining, and Eigen on top.
+// another's long task (and none for a tenant alone, nor any task on an extra worker), nested
+// tasks waited for by their parent, thread ids, draining, and Eigen on top.
 #define EIGEN_USE_THREADS
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -102,6 +104,43 @@ TEST(FairComputePool, ATenantAloneNeverGetsExtraWorkers) {
   EXPECT_EQ(pool.stats().extra_slots_opened, 0u);
   release_long.Open();
   EXPECT_TRUE(second_ran.WaitFor(kMustHappen));
+}
+
+TEST(FairComputePool, ExtraWorkersTakeNoTasksWhileNobodyStarves) {
+  // Two base slots and two extra workers: with one tenant, every task runs on a base worker
+  // (ids 0 and 1); the extra threads wait for a slot of their own and never compete.
+  FairComputePool pool(FairComputePool::Options{2, 2, std::chrono::milliseconds(1)});
+  constexpr int kTasks = 2000;
+  std::atomic<int> ran{0}, on_extra_worker{0};
+  Gate done;
+  for (int i = 0; i < kTasks; ++i) {
+    ScheduleAs(pool, kTenantA, [&] {
+      if (pool.CurrentThreadId() >= 2) ++on_extra_worker;
+      if (++ran == kTasks) done.Open();
+    });
+  }
+  ASSERT_TRUE(done.WaitFor(kMustHappen));
+  EXPECT_EQ(on_extra_worker.load(), 0);
+  EXPECT_EQ(pool.stats().extra_slots_opened, 0u);
+}
+
+TEST(FairComputePool, ATaskWaitingForItsOwnNestedTaskAlwaysCompletes) {
+  // A task schedules one more and blocks until it ran (as Eigen's nested parallel regions do).
+  // An idle worker polling the queue takes such a lone task without a wake-up; the blocked
+  // worker must never be the only one left to run it. Repeated so that the nested task lands
+  // both while a worker polls and while every idle worker sleeps.
+  FairComputePool pool(FairComputePool::Options{2, 0, kDefaultStarvationSlice});
+  for (int round = 0; round < 500; ++round) {
+    Gate outer_done;
+    ScheduleAs(pool, kTenantA, [&] {
+      Gate inner_ran;
+      pool.Schedule([&] { inner_ran.Open(); });
+      inner_ran.Wait();
+      outer_done.Open();
+    });
+    ASSERT_TRUE(outer_done.WaitFor(kMustHappen)) << "round " << round;
+    if (round % 2 == 1) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
 }
 
 TEST(FairComputePool, ExtraSlotsAreCapped) {

@@ -54,6 +54,7 @@ FairComputePool::~FairComputePool() {
     open_slots_ = max_slots_;  // drain what is queued with every thread
   }
   work_cv_.notify_all();
+  extra_cv_.notify_all();
   monitor_cv_.notify_all();
   for (std::thread& worker : workers_) worker.join();
   monitor_.join();
@@ -92,7 +93,11 @@ void FairComputePool::Schedule(std::function<void()> fn) {
         wake_monitor = running_ >= open_slots_;  // every slot busy with others: it may starve
       }
     }
-    wake_worker = sleeping_ > 0 && running_ < open_slots_;
+    // A spinning worker takes the first queued task itself (it re-checks under mu_ when it
+    // stops polling); waking a sleeper for it as well would only cost a context switch.
+    const bool spinner_takes_it =
+        spinning_.load(std::memory_order_relaxed) && queued_.load(std::memory_order_relaxed) == 1;
+    wake_worker = sleeping_ > 0 && running_ < open_slots_ && !spinner_takes_it;
   }
   if (wake_worker) work_cv_.notify_one();
   if (wake_monitor) monitor_cv_.notify_one();
@@ -135,18 +140,32 @@ void FairComputePool::WorkerLoop(int index) {
   current_worker_index = index;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    // Worker `index` takes tasks while its slot is open: the base workers always, an extra one
+    // only while the monitor keeps that many slots open for a starving tenant.
+    const bool extra = index >= base_slots_;
     auto can_run = [&] {
-      return (!ready_.empty() && running_ < open_slots_) || (stopping_ && ready_.empty());
+      return (!ready_.empty() && running_ < open_slots_ && index < open_slots_) ||
+             (stopping_ && ready_.empty());
     };
     if (!can_run()) {
-      lock.unlock();
-      for (int i = 0; i < kIdleSpins && queued_.load(std::memory_order_relaxed) == 0; ++i) {
-        CpuRelax();
+      // One idle worker at a time polls briefly before it sleeps (as Eigen's pool leaves one
+      // thread spinning): the next kernel's first task starts without a wake-up, and the other
+      // idle workers leave the cores to the threads that launch that kernel.
+      if (!extra && !spinning_.exchange(true, std::memory_order_acquire)) {
+        lock.unlock();
+        for (int i = 0; i < kIdleSpins && queued_.load(std::memory_order_relaxed) == 0; ++i) {
+          CpuRelax();
+        }
+        spinning_.store(false, std::memory_order_release);
+        lock.lock();
       }
-      lock.lock();
-      ++sleeping_;
-      work_cv_.wait(lock, can_run);
-      --sleeping_;
+      if (extra) {
+        extra_cv_.wait(lock, can_run);
+      } else {
+        ++sleeping_;
+        work_cv_.wait(lock, can_run);
+        --sleeping_;
+      }
     }
     if (ready_.empty()) return;  // stopping, and drained
 
@@ -200,7 +219,7 @@ void FairComputePool::MonitorLoop() {
     ++open_slots_;
     ++stats_.extra_slots_opened;
     starving->starving_since = std::chrono::steady_clock::now();
-    work_cv_.notify_one();
+    extra_cv_.notify_all();  // the extra worker whose slot just opened
   }
 }
 

@@ -95,16 +95,18 @@ class FairComputePool final : public Eigen::ThreadPoolInterface {
   const std::chrono::milliseconds starvation_slice_;
 
   mutable std::mutex mu_;
-  std::condition_variable work_cv_;
+  std::condition_variable work_cv_;   // base workers wait here
+  std::condition_variable extra_cv_;  // extra workers wait here until their slot opens
   std::condition_variable monitor_cv_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<TenantQueue>> tenants_;
   std::deque<TenantQueue*> ready_;  // tenants with queued tasks, in round-robin order
   int open_slots_;                  // workers allowed to run tasks at once
   int running_ = 0;                 // workers running a task
-  int sleeping_ = 0;                // workers blocked on work_cv_
-  // Tasks queued, readable without mu_: idle workers poll it briefly before they sleep, so that
-  // the next kernel's tasks start without a wake-up (as Eigen's own pool spins).
+  int sleeping_ = 0;                // base workers blocked on work_cv_
+  // Tasks queued, readable without mu_: one idle worker polls it briefly before it sleeps, so
+  // that the next kernel's tasks start without a wake-up (as Eigen's own pool spins).
   std::atomic<int> queued_{0};
+  std::atomic<bool> spinning_{false};  // an idle worker is polling queued_
   bool stopping_ = false;
   Stats stats_;
 
