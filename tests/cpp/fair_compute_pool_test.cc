@@ -1,7 +1,8 @@
 // Tests of the tenant-fair compute pool (backend/cpu/fair_compute_pool.h): round-robin across
 // tenants, tenants inherited by nested tasks, an extra worker slot for a tenant starving behind
 // another's long task (and none for a tenant alone, nor any task on an extra worker), nested
-// tasks waited for by their parent, thread ids, draining, and Eigen on top.
+// tasks waited for by their parent, idle tenants forgotten, thread ids, draining, and Eigen on
+// top.
 #define EIGEN_USE_THREADS
 #include <atomic>
 #include <chrono>
@@ -160,6 +161,18 @@ TEST(FairComputePool, ExtraSlotsAreCapped) {
   EXPECT_FALSE(c_ran.WaitFor(std::chrono::milliseconds(50)));  // no third thread
   release.Open();
   EXPECT_TRUE(c_ran.WaitFor(kMustHappen));
+}
+
+TEST(FairComputePool, ManyShortLivedTenantsAreForgottenWithoutLosingTheNewOne) {
+  // Past 64 known tenants the idle ones are forgotten; the tenant being added is idle too until
+  // its task is queued, and must survive that sweep (it once did not: a null queue).
+  FairComputePool pool(FairComputePool::Options{2, 0, kDefaultStarvationSlice});
+  for (uint64_t tenant = 1; tenant <= 300; ++tenant) {
+    Gate ran;
+    ScheduleAs(pool, tenant, [&] { ran.Open(); });
+    ASSERT_TRUE(ran.WaitFor(kMustHappen)) << "tenant " << tenant;
+  }
+  EXPECT_EQ(pool.stats().tasks_run, 300u);
 }
 
 TEST(FairComputePool, ThreadIdsAreInRangeOnWorkersOnly) {

@@ -76,13 +76,15 @@ void FairComputePool::Schedule(std::function<void()> fn) {
   bool wake_worker, wake_monitor = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    std::unique_ptr<TenantQueue>& slot = tenants_[tenant];
-    if (slot == nullptr) {
-      slot = std::make_unique<TenantQueue>();
-      slot->tenant = tenant;
-      if (tenants_.size() > kIdleTenantsKept) SweepIdleTenantsLocked();
+    auto found = tenants_.find(tenant);
+    if (found == tenants_.end()) {
+      // Forget idle tenants before adding this one: a new queue has no work yet, so a sweep
+      // after the insertion would drop it again.
+      if (tenants_.size() >= kIdleTenantsKept) SweepIdleTenantsLocked();
+      found = tenants_.emplace(tenant, std::make_unique<TenantQueue>()).first;
+      found->second->tenant = tenant;
     }
-    TenantQueue& queue = *tenants_[tenant];  // the sweep may have rehashed the map
+    TenantQueue& queue = *found->second;
     queue.tasks.push_back(std::move(fn));
     queued_.fetch_add(1, std::memory_order_relaxed);
     if (!queue.in_ring) {
