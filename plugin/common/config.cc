@@ -137,6 +137,10 @@ absl::StatusOr<Config> LoadConfig(
     }
     config.device_count = static_cast<int>(config.backends.size());
   }
+  if (auto executor = getenv("VGPU_EXECUTOR")) {
+    config.executor = absl::AsciiStrToLower(absl::StripAsciiWhitespace(*executor));
+    if (config.executor.empty()) config.executor = "cpu";
+  }
   if (auto mode = getenv("VGPU_DESCRIPTOR_MODE")) {
     std::string m = absl::AsciiStrToLower(*mode);
     if (m == "reuse") config.descriptor_mode = DescriptorMode::kReuse;

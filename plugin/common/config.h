@@ -21,6 +21,9 @@ struct Config {
   // One backend address per virtual device ("inproc", "unix:///path", "tcp://host:port").
   std::vector<std::string> backends;
   DescriptorMode descriptor_mode = DescriptorMode::kReuse;
+  // VGPU_EXECUTOR: the backing executor of in-process devices, by registered name (lower-cased;
+  // the registry, backend/executor_registry.h, judges whether it exists).
+  std::string executor = "cpu";
   int device_count = 1;
   uint64_t memory_limit_bytes = 0;  // per virtual device
   std::string device_type = "GPU";

@@ -3,15 +3,14 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "plugin/backend/cpu/cpu_executor.h"
+#include "plugin/backend/executor_registry.h"
+#include "plugin/common/backend_address.h"
 #include "plugin/common/log.h"
 #include "plugin/device/tf_version.h"
-#include "absl/container/flat_hash_map.h"
-#include "plugin/common/backend_address.h"
-#include "plugin/transport/inproc_transport.h"
-#include "plugin/transport/reconnecting_transport.h"
+#include "plugin/transport/transport_factory.h"
 
 namespace vgpu {
 namespace {
@@ -53,7 +52,7 @@ void PluginRuntime::Decline(std::string reason) {
   decline_reason_ = std::move(reason);
   devices_.clear();
   transports_.clear();
-  cpu_executor_.reset();
+  inproc_executor_.reset();
   Log(LogLevel::kError, absl::StrCat("no virtual GPU is offered: ", decline_reason_));
 }
 
@@ -75,73 +74,94 @@ PluginRuntime::PluginRuntime() {
     Log(LogLevel::kInfo, "could not determine the running TensorFlow version");
   }
 
+  // An executor name this build does not offer is refused even when every device is remote:
+  // the user asked for something that does not exist.
+  bool executor_known = false;
+  for (const ExecutorRegistration& r : RegisteredExecutors()) {
+    executor_known |= r.name == config_.executor;
+  }
+  if (!executor_known) {
+    Decline(absl::StrCat("VGPU_EXECUTOR='", config_.executor,
+                         "' is not an executor of this build; it offers: ",
+                         RegisteredExecutorNames()));
+    return;
+  }
+
   hub_ = std::make_unique<NotificationHub>();
-  // In-process devices share one CPU executor (device-to-device copies stay inside it); remote
-  // devices share one connection per server (address without ?device).
+  // In-process devices share one executor (device-to-device copies stay inside it); remote
+  // devices share one connection per server (address without ?device). Each distinct endpoint
+  // is opened once, by the transport of its scheme (transport/transport_factory.h).
   int inproc_devices = 0;
   for (const std::string& backend : config_.backends) inproc_devices += backend == "inproc";
-  Transport* inproc = nullptr;
+  TransportContext context;
+  context.sink = hub_.get();
+  context.token = config_.token;
+  // VGPU_TIMEOUT bounds every wait for a silent server, and the handshake of a new session.
+  context.silence_timeout_ms =
+      config_.timeout_seconds > 0 ? std::max(1, static_cast<int>(config_.timeout_seconds * 1000))
+                                  : 0;
+  context.handshake_timeout_ms = context.silence_timeout_ms > 0
+                                     ? std::min(kHandshakeTimeoutMs, context.silence_timeout_ms)
+                                     : kHandshakeTimeoutMs;
   if (inproc_devices > 0) {
-    CpuExecutor::Options options;
+    ExecutorOptions options;
     options.device_count = inproc_devices;
     options.memory_limit_per_device = config_.memory_limit_bytes;
-    absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(options);
+    absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
+        CreateExecutor(config_.executor, options);
     if (!executor.ok()) {
-      Decline(absl::StrCat("the in-process backing executor could not start: ",
+      Decline(absl::StrCat("VGPU_EXECUTOR: the in-process backing executor could not start: ",
                            executor.status().message()));
       return;
     }
-    cpu_executor_ = *std::move(executor);
-    transports_.push_back(
-        std::make_unique<InprocTransport>(cpu_executor_->OpenSession(hub_.get())));
-    inproc = transports_.back().get();
+    inproc_executor_ = *std::move(executor);
+    context.open_inproc_session = [this](CompletionSink* sink)
+        -> absl::StatusOr<std::unique_ptr<ExecutorSession>> {
+      return inproc_executor_->OpenSession(sink);
+    };
+    context.inproc_device_count = inproc_devices;
+    context.inproc_memory_limit = config_.memory_limit_bytes;
   }
-  absl::flat_hash_map<std::string, std::pair<Transport*, wire::Welcome>> remotes;
+  struct Endpoint {
+    Transport* transport;
+    uint32_t device_count;
+  };
+  absl::flat_hash_map<std::string, Endpoint> endpoints;
   uint32_t next_inproc = 0;
   for (int i = 0; i < config_.device_count; ++i) {
     const std::string& backend = config_.backends[i];
+    std::string endpoint = backend;
+    uint32_t device = 0;
     if (backend == "inproc") {
-      devices_.push_back(std::make_unique<DeviceClient>(i, next_inproc++, inproc, hub_.get(),
-                                                        config_.descriptor_mode));
-      continue;
-    }
-    absl::StatusOr<SocketAddress> address = ParseSocketAddress(backend);
-    if (!address.ok()) {  // config.cc validated it already
-      Decline(std::string(address.status().message()));
-      return;
-    }
-    auto it = remotes.find(address->endpoint);
-    if (it == remotes.end()) {
-      wire::Welcome welcome;
-      // VGPU_TIMEOUT bounds every wait for a silent server, and the handshake of a new session.
-      const int silence_timeout_ms =
-          config_.timeout_seconds > 0
-              ? std::max(1, static_cast<int>(config_.timeout_seconds * 1000))
-              : 0;
-      const int handshake_timeout_ms =
-          silence_timeout_ms > 0 ? std::min(kHandshakeTimeoutMs, silence_timeout_ms)
-                                 : kHandshakeTimeoutMs;
-      absl::StatusOr<std::unique_ptr<ReconnectingTransport>> transport =
-          ReconnectingTransport::Connect(address->endpoint, config_.token, hub_.get(), &welcome,
-                                         handshake_timeout_ms, silence_timeout_ms);
-      if (!transport.ok()) {
-        Decline(absl::StrCat("VGPU_BACKEND: ", transport.status().message()));
+      device = next_inproc++;
+    } else {
+      absl::StatusOr<SocketAddress> address = ParseSocketAddress(backend);
+      if (!address.ok()) {  // config.cc validated it already
+        Decline(std::string(address.status().message()));
         return;
       }
-      transports_.push_back(*std::move(transport));
-      it = remotes.emplace(address->endpoint, std::make_pair(transports_.back().get(), welcome))
-               .first;
-      // What the server grants this client is the device memory TensorFlow sees.
-      uint64_t limit = welcome.memory_limit;
-      if (welcome.client_quota > 0 && welcome.client_quota < limit) limit = welcome.client_quota;
-      config_.memory_limit_bytes = limit;
+      endpoint = address->endpoint;
+      device = address->device;
     }
-    if (address->device >= it->second.second.device_count) {
-      Decline(absl::StrCat("VGPU_BACKEND='", backend, "' names device ", address->device,
-                           ", but the server has ", it->second.second.device_count));
+    auto it = endpoints.find(endpoint);
+    if (it == endpoints.end()) {
+      absl::StatusOr<OpenedTransport> opened = OpenTransport(endpoint, context);
+      if (!opened.ok()) {
+        Decline(absl::StrCat("VGPU_BACKEND: ", opened.status().message()));
+        return;
+      }
+      transports_.push_back(std::move(opened->transport));
+      it = endpoints.emplace(endpoint, Endpoint{transports_.back().get(), opened->device_count})
+               .first;
+      // Remote: what the server grants this client is the device memory TensorFlow sees.
+      if (backend != "inproc") config_.memory_limit_bytes = opened->memory_limit;
+    }
+    if (device >= it->second.device_count) {
+      Decline(absl::StrCat("VGPU_BACKEND='", backend, "' names device ", device,
+                           ", but the server has ", it->second.device_count));
       return;
     }
-    devices_.push_back(std::make_unique<DeviceClient>(i, address->device, it->second.first,
+    devices_.push_back(std::make_unique<DeviceClient>(i, device, it->second.transport,
                                                       hub_.get(), config_.descriptor_mode));
   }
   Log(LogLevel::kInfo, absl::StrCat(config_.device_count, " virtual ", config_.device_type,
@@ -171,6 +191,8 @@ std::string PluginRuntime::InfoJson() const {
       ", \"platform\": \"VGPU\", \"device_type\": ", JsonString(config_.device_type),
       ", \"device_count\": ", device_count(),
       ", \"backends\": [", absl::StrJoin(backends, ", "), "]",
+      ", \"executor\": ", JsonString(config_.executor),
+      ", \"executors_available\": ", JsonString(RegisteredExecutorNames()),
       ", \"descriptor_mode\": ", JsonString(DescriptorModeName(config_.descriptor_mode)),
       ", \"memory_limit_bytes\": ", config_.memory_limit_bytes,
       ", \"timeout_seconds\": ", config_.timeout_seconds,

@@ -14,7 +14,7 @@
 
 namespace vgpu {
 
-class CpuExecutor;
+class BackingExecutor;
 
 class PluginRuntime {
  public:
@@ -44,7 +44,7 @@ class PluginRuntime {
   Config config_;
   std::string decline_reason_;
   std::unique_ptr<NotificationHub> hub_;
-  std::unique_ptr<CpuExecutor> cpu_executor_;
+  std::unique_ptr<BackingExecutor> inproc_executor_;  // of the in-process devices, if any
   std::vector<std::unique_ptr<Transport>> transports_;
   std::vector<std::unique_ptr<DeviceClient>> devices_;
 };

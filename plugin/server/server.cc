@@ -613,13 +613,14 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
     return absl::InvalidArgumentError(
         "server limits (connections, timeouts, staging and receiving bytes) must be positive");
   }
-  CpuExecutor::Options executor_options;
+  ExecutorOptions executor_options;
   executor_options.device_count = options.device_count;
   executor_options.memory_limit_per_device = options.memory_limit;
   executor_options.compute_threads = options.compute_threads;
   executor_options.session_limits.max_streams = options.max_streams_per_client;
-  executor_options.fair_scheduling = options.fair_scheduling;
-  absl::StatusOr<std::unique_ptr<CpuExecutor>> executor = CpuExecutor::Create(executor_options);
+  executor_options.shared_by_tenants = options.fair_scheduling;
+  absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
+      CreateExecutor(options.executor, executor_options);
   if (!executor.ok()) return executor.status();
   uint16_t port = 0;
   absl::StatusOr<ScopedFd> listener = ListenSocket(*address, &port);
@@ -644,7 +645,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   return server;
 }
 
-Server::Server(const Options& options, std::unique_ptr<CpuExecutor> executor, ScopedFd listener,
+Server::Server(const Options& options, std::unique_ptr<BackingExecutor> executor, ScopedFd listener,
                std::string address, ScopedFd wake_read, ScopedFd wake_write)
     : options_(options),
       executor_(std::move(executor)),
@@ -864,11 +865,12 @@ std::string Server::StatsJson() {
   }
   std::string devices;
   for (int d = 0; d < executor_->device_count(); ++d) {
-    MemoryInfo info = executor_->arena(static_cast<uint32_t>(d)).Info();
+    MemoryInfo info = executor_->DeviceMemoryInfo(static_cast<uint32_t>(d));
     absl::StrAppend(&devices, d == 0 ? "" : ", ", "{\"device\": ", d, ", \"limit_bytes\": ",
                     info.limit_bytes, ", \"bytes_in_use\": ", info.bytes_in_use, "}");
   }
-  return absl::StrCat("{\"address\": \"", address_, "\", \"uptime_s\": ",
+  return absl::StrCat("{\"address\": \"", address_, "\", \"executor\": \"",
+                      executor_->name(), "\", \"uptime_s\": ",
                       (NowNs() - started_ns_) / 1e9, ", \"commands_total\": ",
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,
                       ", \"connections\": ", connection_count, ", \"receiving_bytes\": ",

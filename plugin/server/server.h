@@ -1,15 +1,15 @@
-// `vgpu server`: hosts a CPU backing executor and serves many clients (TensorFlow processes)
-// over a Unix or TCP socket, speaking protocol/wire_format.h. Each connection is one tenant: one
-// ExecutorSession, so a client can only touch memory it allocated (every address is validated
-// against the session's ownership) and everything it held is reclaimed when it disconnects or
-// dies. Each connection has one reader thread that decodes frames and hands the commands to the
-// session; blocking calls (synchronisations, stream destruction) run on a helper thread so that
-// the reader keeps accepting the client's other streams' work. Streams of all clients run on
-// their own worker threads over one shared compute pool, so the OS interleaves them fairly.
-// Against hostile clients every per-connection resource is bounded (Options, the constants
-// below): connections in all and per peer, the handshake's time, host memory in flight per
-// tenant (backpressure: the reader stops reading that tenant), partially received frames (grown
-// as bytes arrive, a server-wide budget), stalled frames, and helper threads per connection.
+// `vgpu server`: hosts a backing executor (any registered one, the CPU executor by default) and
+// serves many clients (TensorFlow processes) over a Unix or TCP socket, speaking
+// protocol/wire_format.h. Each connection is one tenant: one ExecutorSession, so a client can
+// only touch memory it allocated (every address is validated against the session's ownership)
+// and everything it held is reclaimed when it disconnects or dies. Each connection has one
+// reader thread that decodes frames and hands the commands to the session; blocking calls
+// (synchronisations, stream destruction) run on a helper thread so that the reader keeps
+// accepting the client's other streams' work. Against hostile clients every per-connection
+// resource is bounded (Options, the constants below): connections in all and per peer, the
+// handshake's time, host memory in flight per tenant (backpressure: the reader stops reading
+// that tenant), partially received frames (grown as bytes arrive, a server-wide budget),
+// stalled frames, and helper threads per connection.
 #ifndef VGPU_SERVER_SERVER_H_
 #define VGPU_SERVER_SERVER_H_
 
@@ -25,7 +25,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "plugin/backend/cpu/cpu_executor.h"
+#include "plugin/backend/executor_registry.h"
 #include "plugin/transport/socket_util.h"
 
 namespace vgpu {
@@ -36,15 +36,17 @@ class Server {
  public:
   struct Options {
     std::string listen;               // unix:///path or tcp://host:port (port 0: any)
+    std::string executor{kDefaultExecutorName};  // a registered executor (executor_registry.h)
     int device_count = 1;
     uint64_t memory_limit = 1ull << 30;  // per device
     uint64_t client_quota = 0;        // per client, 0: the device limit only
     std::string token;                // empty: no token required
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
-    int max_streams_per_client = CpuSessionLimits::kDefaultMaxStreams;
-    // Share the compute pool fairly among tenants (FairComputePool); off: Eigen's pool, for a
-    // server with one trusted tenant. --[no]fair_scheduling.
+    int max_streams_per_client = SessionLimits::kDefaultMaxStreams;
+    // Share compute fairly among tenants (ExecutorOptions::shared_by_tenants; on the CPU
+    // executor the FairComputePool); off: for a server with one trusted tenant.
+    // --[no]fair_scheduling.
     bool fair_scheduling = true;
     // Limits against hostile or broken clients (docs/security.md). See the constants below.
     uint64_t max_staging_bytes = kDefaultMaxStagingBytes;      // per tenant
@@ -95,7 +97,7 @@ class Server {
 
  private:
   friend class ServerConnection;
-  Server(const Options& options, std::unique_ptr<CpuExecutor> executor, ScopedFd listener,
+  Server(const Options& options, std::unique_ptr<BackingExecutor> executor, ScopedFd listener,
          std::string address, ScopedFd wake_read, ScopedFd wake_write);
   void Reap(bool all);
   // Accepts one pending connection (or refuses it: caps, out of file descriptors). Returns
@@ -114,7 +116,7 @@ class Server {
   void ReleaseReceiving(uint64_t bytes);
 
   const Options options_;
-  std::unique_ptr<CpuExecutor> executor_;
+  std::unique_ptr<BackingExecutor> executor_;
   ScopedFd listener_;
   std::string address_;
   std::string unix_path_;  // removed at shutdown

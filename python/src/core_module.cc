@@ -19,6 +19,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "plugin/backend/executor_registry.h"
 #include "plugin/c_api/vgpu_c_api.h"
 #include "plugin/common/backend_address.h"
 #include "plugin/protocol/wire_format.h"
@@ -117,9 +118,10 @@ class PyServer {
   // negative values raise.
   PyServer(const std::string& listen, uint64_t memory_limit, int device_count,
            uint64_t client_quota, const std::string& token, int compute_threads,
-           const std::map<std::string, int64_t>& limits) {
+           const std::map<std::string, int64_t>& limits, const std::string& executor) {
     vgpu::Server::Options options;
     options.listen = listen;
+    options.executor = executor;
     options.memory_limit = memory_limit;
     options.device_count = device_count;
     options.client_quota = client_quota;
@@ -262,17 +264,28 @@ PYBIND11_MODULE(_core, m) {
       .def("op_catalog_json", &Plugin::OpCatalogJson, py::call_guard<py::gil_scoped_release>())
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
-  py::class_<PyServer>(m, "Server", "A `vgpu server` hosting the CPU backing executor.")
+  py::class_<PyServer>(m, "Server", "A `vgpu server` hosting a backing executor.")
       .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int,
-                    const std::map<std::string, int64_t>&>(),
+                    const std::map<std::string, int64_t>&, const std::string&>(),
            py::arg("listen"), py::arg("memory_limit"), py::arg("device_count") = 1,
            py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0,
-           py::arg("limits") = std::map<std::string, int64_t>())
+           py::arg("limits") = std::map<std::string, int64_t>(),
+           py::arg("executor") = std::string(vgpu::kDefaultExecutorName))
       .def_property_readonly("address", &PyServer::address)
       .def("serve", &PyServer::Serve, py::call_guard<py::gil_scoped_release>(),
            "Serves clients until stop(); blocks without the GIL.")
       .def("stop", &PyServer::Stop, py::call_guard<py::gil_scoped_release>())
       .def("stats_json", &PyServer::StatsJson, py::call_guard<py::gil_scoped_release>());
+  m.def(
+      "executors",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const vgpu::ExecutorRegistration& r : vgpu::RegisteredExecutors()) {
+          out.emplace_back(r.name, r.description);
+        }
+        return out;
+      },
+      "The backing executors this build offers: [(name, description)], the default first.");
   m.def("ping_pong", &PingPong, py::arg("address"), py::arg("iterations") = 10000,
         py::arg("token") = "", py::call_guard<py::gil_scoped_release>(),
         "Seconds per round trip of `iterations` calls to a vgpu server (the transport latency).");

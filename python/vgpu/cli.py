@@ -61,6 +61,8 @@ def _info() -> int:
     print(f"platform / type:   {details['platform']} / {details['device_type']}")
     print(f"devices:           {', '.join(details['devices']) or 'none'}")
     print(f"backends:          {', '.join(details['backends'])}")
+    print(f"executor:          {details['executor']} (in-process devices; this build offers: "
+          f"{details['executors_available']})")
     print(f"descriptor mode:   {details['descriptor_mode']}")
     print(f"memory per device: {_format_bytes(details['memory_limit_bytes'])}")
     if details["declined"]:

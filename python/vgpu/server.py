@@ -1,7 +1,7 @@
-"""``vgpu server``: hosts the CPU backing executor for many TensorFlow processes.
+"""``vgpu server``: hosts a backing executor (the CPU one by default) for many TensorFlow processes.
 
-    vgpu server --listen unix:///tmp/vgpu.sock [--memory_limit 4GiB] [--client_quota 1GiB]
-                [--token_file PATH] [--device_count 1]
+    vgpu server --listen unix:///tmp/vgpu.sock [--executor cpu] [--memory_limit 4GiB]
+                [--client_quota 1GiB] [--token_file PATH] [--device_count 1]
     python -m vgpu.server --listen tcp://127.0.0.1:7000
 
 Clients set ``VGPU_BACKEND`` to the same address (and ``VGPU_TOKEN_FILE`` when a token is
@@ -18,6 +18,8 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("listen", None, "unix:///path/to.sock or tcp://host:port (port 0: any).")
+flags.DEFINE_string("executor", "cpu", "The backing executor to host (`vgpu info` lists those "
+                    "this build offers).")
 flags.DEFINE_string("memory_limit", "1GiB", "Device memory per device, e.g. 4GiB.")
 flags.DEFINE_string("client_quota", None, "Device memory one client may hold (default: no quota).")
 flags.DEFINE_string("token_file", None, "File holding the token clients must present.")
@@ -98,13 +100,14 @@ def _limits_from_flags() -> dict[str, int]:
 
 def serve(listen: str, memory_limit: int, device_count: int = 1, client_quota: int = 0,
           token: str = "", compute_threads: int = 0, ready_file: str | None = None,
-          limits: dict[str, int] | None = None) -> int:
+          limits: dict[str, int] | None = None, executor: str = "cpu") -> int:
     """Runs a server until SIGTERM/SIGINT. Returns the process exit code. `limits`: see
-    _limits_from_flags (unset ones keep the server's defaults)."""
+    _limits_from_flags (unset ones keep the server's defaults); `executor`: a registered
+    backing executor's name."""
     from vgpu import _core  # noqa: PLC0415
 
     server = _core.Server(listen, memory_limit, device_count, client_quota, token,
-                          compute_threads, limits or {})
+                          compute_threads, limits or {}, executor)
     print(f"vgpu server: listening on {server.address}", file=sys.stderr, flush=True)
     if ready_file:
         with open(ready_file + ".tmp", "w", encoding="utf-8") as f:
@@ -146,7 +149,8 @@ def main(argv: list[str]) -> int:
         quota = parse_byte_size(FLAGS.client_quota) if FLAGS.client_quota else 0
         token = _read_token(FLAGS.token_file)
         return serve(FLAGS.listen, memory_limit, FLAGS.device_count, quota, token,
-                     FLAGS.compute_threads, FLAGS.ready_file, _limits_from_flags())
+                     FLAGS.compute_threads, FLAGS.ready_file, _limits_from_flags(),
+                     FLAGS.executor.strip().lower())
     except (ValueError, OSError, RuntimeError) as error:
         print(f"vgpu server: {error}", file=sys.stderr)
         return 1

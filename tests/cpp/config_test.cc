@@ -92,7 +92,17 @@ TEST(LoadConfig, EmptyEnvironmentGivesTheDefaults) {
   EXPECT_EQ(config->backends, std::vector<std::string>{"inproc"});
   EXPECT_EQ(config->descriptor_mode, DescriptorMode::kReuse);
   EXPECT_EQ(config->device_type, "GPU");
+  EXPECT_EQ(config->executor, "cpu");
   EXPECT_GE(config->memory_limit_bytes, 256 * kMiB);
+}
+
+TEST(LoadConfig, ExecutorNameIsLowerCasedAndTrimmedAndEmptyMeansCpu) {
+  absl::StatusOr<Config> config = LoadFrom({{"VGPU_EXECUTOR", " CUDA "}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->executor, "cuda");  // whether it exists is the registry's judgement
+  config = LoadFrom({{"VGPU_EXECUTOR", ""}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->executor, "cpu");
 }
 
 TEST(LoadConfig, EmptyBackendMeansInproc) {

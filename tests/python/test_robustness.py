@@ -4,6 +4,7 @@ because the plugin reads its configuration once, when TensorFlow loads it."""
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import pytest
@@ -49,6 +50,7 @@ def test_device_oom_raises_resource_exhausted_and_the_process_stays_usable(run_p
         ("VGPU_BACKEND", "carrier-pigeon://gpu"),
         ("VGPU_DESCRIPTOR_MODE", "sometimes"),
         ("VGPU_DEVICE_TYPE", "gpu9"),
+        ("VGPU_EXECUTOR", "quantum"),
     ],
 )
 def test_bad_configuration_gives_zero_devices_and_names_the_variable(run_python, variable, value):
@@ -102,7 +104,47 @@ def test_vgpu_info_command_describes_the_setup(run_python):
     assert details["devices"] == [f"/physical_device:GPU:{i}" for i in range(3)]
     assert details["memory_limit_bytes"] == 512 << 20
     assert details["backends"] == ["inproc"] * 3
+    assert details["executor"] == "cpu"
+    assert "cpu" in details["executors_available"].split(", ")
     assert details["plugin_path"].endswith("tensorflow-plugins/libvgpu_plugin.so")
+
+
+def test_vgpu_executor_names_the_in_process_executor_case_insensitively(run_python):
+    result = run_python(
+        PRINT_GPUS
+        + "with tf.device('/GPU:0'): y = tf.nn.relu(tf.constant([-1.0, 2.0]))\n"
+        + "print('RELU', y.numpy().tolist())\n"
+        + "import sys; from vgpu.cli import run; sys.argv = ['vgpu', 'info']; run()\n",
+        env={"VGPU_EXECUTOR": " CPU "},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "GPUS 1" in result.stdout
+    assert "RELU [0.0, 2.0]" in result.stdout
+    assert "executor:          cpu" in result.stdout
+
+
+def test_unknown_vgpu_executor_lists_the_known_ones(run_python):
+    result = run_python(PRINT_GPUS + "import vgpu\nprint('DECLINED', vgpu.info()['declined'])\n",
+                        env={"VGPU_EXECUTOR": "quantum"})
+    assert "GPUS 0" in result.stdout
+    assert "VGPU_EXECUTOR='quantum' is not an executor of this build; it offers: cpu" in result.stdout
+
+
+def test_vgpu_server_refuses_an_unknown_executor_and_lists_the_known_ones(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "vgpu.server",
+                           f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=quantum"],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "unknown executor 'quantum'; this build offers: cpu" in done.stderr
+    assert not os.path.exists(tmp_path / "vgpu.sock")
+
+
+def test_the_build_lists_its_executors_with_the_default_first():
+    from vgpu import _core
+
+    executors = _core.executors()
+    assert executors[0][0] == "cpu"
+    assert all(name and description for name, description in executors)
 
 
 def test_vgpu_info_command_exits_nonzero_when_no_device_is_offered(run_python):

@@ -45,16 +45,23 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
   int threads = options.compute_threads;
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   if (threads <= 0) threads = 1;
-  const CpuSessionLimits& limits = options.session_limits;
+  const SessionLimits& limits = options.session_limits;
   if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
       limits.pending_free_wait.count() < 0) {
     return absl::InvalidArgumentError("session limits must be positive");
   }
   int extra_threads = options.extra_compute_threads < 0 ? threads : options.extra_compute_threads;
   auto executor = std::unique_ptr<CpuExecutor>(
-      new CpuExecutor(std::move(arenas), threads, extra_threads, options.fair_scheduling));
+      new CpuExecutor(std::move(arenas), threads, extra_threads, options.shared_by_tenants));
   executor->session_limits_ = limits;
   return executor;
+}
+
+absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
+    const ExecutorOptions& options) {
+  Options cpu_options;
+  static_cast<ExecutorOptions&>(cpu_options) = options;
+  return Create(cpu_options);
 }
 
 CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads,
@@ -68,6 +75,11 @@ std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink,
                                                           uint64_t quota_bytes) {
   return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes,
                                       session_limits_);
+}
+
+MemoryInfo CpuExecutor::DeviceMemoryInfo(uint32_t device) const {
+  if (device >= arenas_.size()) return MemoryInfo{};
+  return arenas_[device]->Info();
 }
 
 DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {

@@ -1,7 +1,8 @@
-// The CPU backing executor: the "physical GPU" that runs in host memory on host cores. It owns
-// the devices' memory arenas and one compute thread pool shared by all kernels — fair across
-// sessions (fair_compute_pool.h) when a server shares it — and opens one session per client (the in-process plugin, or
-// each connection of a `vgpu server`).
+// The CPU backing executor ("cpu" in the executor registry): the "physical GPU" that runs in
+// host memory on host cores. It owns the devices' memory arenas and one compute thread pool
+// shared by all kernels — fair across sessions (fair_compute_pool.h) when a server shares it —
+// and opens one CpuSession per client (the in-process plugin, or each connection of a `vgpu
+// server`).
 #ifndef VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 #define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 
@@ -13,7 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "plugin/backend/cpu/device_arena.h"
-#include "plugin/backend/executor_session.h"
+#include "plugin/backend/backing_executor.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -21,49 +22,28 @@ struct ThreadPoolDevice;
 
 namespace vgpu {
 
-// What one session (client) may hold at once. Exceeding a limit is a ResourceExhausted error for
-// that client only.
-struct CpuSessionLimits {
-  static constexpr int kDefaultMaxStreams = 256;
-  static constexpr int kDefaultMaxEvents = 1 << 16;
-  static constexpr int kDefaultMaxDescriptors = 1 << 16;
-  static constexpr std::chrono::milliseconds kDefaultPendingFreeWait{10'000};
-
-  int max_streams = kDefaultMaxStreams;          // each is a worker thread
-  int max_events = kDefaultMaxEvents;            // recorded, not yet destroyed events
-  int max_descriptors = kDefaultMaxDescriptors;  // forward-mode descriptor objects
-  // An allocation that fails for lack of memory while the client has frees waiting for its own
-  // queued work waits at most this long for that work, then retries once.
-  std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;
-};
-
-class CpuExecutor {
+class CpuExecutor final : public BackingExecutor {
  public:
-  struct Options {
-    int device_count = 1;
-    uint64_t memory_limit_per_device = 1ull << 30;
-    int compute_threads = 0;  // 0: one per host core
-    CpuSessionLimits session_limits;
+  struct Options : ExecutorOptions {
     // Threads the compute pool may add while a session's work starves behind another's long
-    // kernel tasks (FairComputePool::Options::max_extra_threads); -1: compute_threads.
+    // kernel tasks (FairComputePool::Options::max_extra_threads); -1: compute_threads. Only
+    // with shared_by_tenants, which selects the fair pool (FairComputePool); without it Eigen's
+    // own pool (one tenant, in-process), which costs less per task.
     int extra_compute_threads = -1;
-    // Share the compute pool fairly among sessions (FairComputePool): for a server shared by
-    // tenants. Off: Eigen's own pool (one tenant, in-process), which costs less per task.
-    bool fair_scheduling = false;
   };
 
   static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const Options& options);
-  ~CpuExecutor();
+  static absl::StatusOr<std::unique_ptr<CpuExecutor>> Create(const ExecutorOptions& options);
+  ~CpuExecutor() override;
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
-  // Opens a session for one client; `sink` (may be null) receives its notifications and must
-  // outlive the session. `quota_bytes` > 0 caps the device memory the session may hold at once
-  // (summed over devices); allocations beyond it fail with ResourceExhausted. Every session must
-  // be destroyed before the executor. Thread-safe.
-  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0);
+  std::string_view name() const override { return "cpu"; }
+  int device_count() const override { return static_cast<int>(arenas_.size()); }
+  MemoryInfo DeviceMemoryInfo(uint32_t device) const override;
+  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink,
+                                               uint64_t quota_bytes = 0) override;
 
-  int device_count() const { return static_cast<int>(arenas_.size()); }
   // The arena of `device` (< device_count()).
   DeviceArena& arena(uint32_t device) { return *arenas_[device]; }
   // The arena that `address` belongs to, or nullptr if it names no device of this executor.
@@ -78,7 +58,7 @@ class CpuExecutor {
               bool fair_scheduling);
 
   std::vector<std::unique_ptr<DeviceArena>> arenas_;
-  CpuSessionLimits session_limits_;
+  SessionLimits session_limits_;
   std::unique_ptr<ComputePool> pool_;
   std::atomic<uint64_t> next_session_id_{1};
 };

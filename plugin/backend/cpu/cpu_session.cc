@@ -28,7 +28,7 @@ std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 }  // namespace
 
 CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-                       uint64_t quota_bytes, CpuSessionLimits limits)
+                       uint64_t quota_bytes, SessionLimits limits)
     : executor_(executor),
       session_id_(session_id),
       sink_(sink),

@@ -4,7 +4,7 @@
 // Isolation: every device range a stream command names is validated and pinned when the command
 // is queued (a bad address fails the stream in order, before anything runs); a Free is ordered
 // after the queued work that uses the memory (DeviceArena::Pin); memory is charged as the arena
-// takes it; streams, events and descriptors are capped per session (CpuSessionLimits).
+// takes it; streams, events and descriptors are capped per session (SessionLimits).
 #ifndef VGPU_BACKEND_CPU_CPU_SESSION_H_
 #define VGPU_BACKEND_CPU_CPU_SESSION_H_
 
@@ -24,7 +24,7 @@ class CpuSession final : public ExecutorSession {
  public:
   // `quota_bytes` 0: no quota beyond the devices' limits.
   CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-             uint64_t quota_bytes = 0, CpuSessionLimits limits = {});
+             uint64_t quota_bytes = 0, SessionLimits limits = {});
   ~CpuSession() override;
 
   Reply Handle(Command command) override;
@@ -65,7 +65,7 @@ class CpuSession final : public ExecutorSession {
   const uint64_t session_id_;
   CompletionSink* const sink_;
   const uint64_t quota_bytes_;
-  const CpuSessionLimits limits_;
+  const SessionLimits limits_;
 
   // Serialises allocations, so that the quota check and the allocation are one step (the
   // arenas keep what each session is charged).
