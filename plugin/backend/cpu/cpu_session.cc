@@ -3,6 +3,7 @@
 
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
 #include <system_error>
@@ -176,7 +177,7 @@ void CpuSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
   }
 }
 
-Reply CpuSession::Allocate(const Command& command) {
+Reply CpuSession::HandleAllocate(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   absl::StatusOr<uint64_t> address = TryAllocate(command.device, command.size);
   if (!address.ok() && absl::IsResourceExhausted(address.status()) &&
@@ -192,205 +193,242 @@ Reply CpuSession::Allocate(const Command& command) {
   return reply;
 }
 
+// One handler per command kind; the stream-ordered commands share EnqueueOnStream.
+const CpuSession::Handler* CpuSession::HandlerTable() {
+  static const auto* table = [] {
+    auto* t = new std::array<Handler, static_cast<size_t>(CommandKind::kNumKinds)>();
+    auto set = [t](CommandKind kind, Handler handler) {
+      (*t)[static_cast<size_t>(kind)] = handler;
+    };
+    set(CommandKind::kAllocate, &CpuSession::HandleAllocate);
+    set(CommandKind::kFree, &CpuSession::HandleFree);
+    set(CommandKind::kMemoryInfo, &CpuSession::HandleMemoryInfo);
+    set(CommandKind::kCreateStream, &CpuSession::HandleCreateStream);
+    set(CommandKind::kDestroyStream, &CpuSession::HandleDestroyStream);
+    set(CommandKind::kSynchronizeStream, &CpuSession::HandleStreamStatus);
+    set(CommandKind::kStreamStatus, &CpuSession::HandleStreamStatus);
+    set(CommandKind::kSynchronizeDevice, &CpuSession::HandleSynchronizeDevice);
+    set(CommandKind::kMemcpyNow, &CpuSession::HandleMemcpyNow);
+    set(CommandKind::kDestroyEvent, &CpuSession::HandleDestroyEvent);
+    set(CommandKind::kDescriptorCreate, &CpuSession::HandleDescriptorCreate);
+    set(CommandKind::kDescriptorSet, &CpuSession::HandleDescriptorSet);
+    set(CommandKind::kDescriptorDestroy, &CpuSession::HandleDescriptorDestroy);
+    for (CommandKind kind : {CommandKind::kRecordEvent, CommandKind::kWaitEvent,
+                             CommandKind::kMemcpyHtoD, CommandKind::kMemcpyDtoH,
+                             CommandKind::kMemcpyDtoD, CommandKind::kMemset, CommandKind::kLaunch,
+                             CommandKind::kNotify}) {
+      set(kind, &CpuSession::EnqueueOnStream);
+    }
+    return t;
+  }();
+  return table->data();
+}
+
 Reply CpuSession::Handle(Command command) {
-  Reply reply;
-  switch (command.kind) {
-    case CommandKind::kAllocate:
-      return Allocate(command);
-    case CommandKind::kFree: {
-      DeviceArena* arena = executor_->ArenaForAddress(command.dst);
-      if (arena == nullptr) {
-        return ErrorReply(absl::InvalidArgumentError(
-            absl::StrCat("free of ", Hex(command.dst), ", which is not a device address")));
-      }
-      // Stream-ordered: queued work that uses the memory keeps it until it has run.
-      reply.status = arena->Free(command.dst, session_id_);
-      return reply;
-    }
-    case CommandKind::kMemoryInfo: {
-      if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
-      reply.memory = executor_->arena(command.device).Info();
-      if (quota_bytes_ > 0) {  // what this client may still use
-        const uint64_t in_use = std::min(TotalUsage().charged, quota_bytes_);
-        reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, quota_bytes_);
-        reply.memory.bytes_in_use = in_use;
-        reply.memory.largest_free_block =
-            std::min(reply.memory.largest_free_block, quota_bytes_ - in_use);
-      }
-      return reply;
-    }
-    case CommandKind::kCreateStream: {
-      if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (command.stream == 0 || streams_.contains(command.stream)) {
-        return ErrorReply(absl::AlreadyExistsError(
-            absl::StrCat("stream id ", command.stream, " is zero or already in use")));
-      }
-      if (streams_.size() >= static_cast<size_t>(limits_.max_streams)) {
-        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
-            "this client already has ", streams_.size(), " streams, the most it may have "
-            "(--max_streams_per_client=", limits_.max_streams, ")")));
-      }
-      std::shared_ptr<CpuStream> stream;
-      try {  // each stream is a worker thread, which the system may refuse
-        stream = std::make_shared<CpuStream>(
-            command.stream, command.device,
-            [this](CpuStream::Work& work, const absl::Status& s) { return Execute(work, s); });
-      } catch (const std::system_error& error) {
-        return ErrorReply(absl::ResourceExhaustedError(
-            absl::StrCat("cannot start a worker thread for stream ", command.stream, ": ",
-                         error.what())));
-      }
-      streams_.emplace(command.stream, std::move(stream));
-      return reply;
-    }
-    case CommandKind::kDestroyStream: {
-      std::shared_ptr<CpuStream> stream;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        auto it = streams_.find(command.stream);
-        if (it == streams_.end()) {
-          return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
-        }
-        stream = std::move(it->second);
-        streams_.erase(it);
-      }
-      stream->WaitUntilCompleted(stream->enqueued());
-      return reply;
-    }
-    case CommandKind::kSynchronizeStream:
-    case CommandKind::kStreamStatus: {
-      std::shared_ptr<CpuStream> stream = FindStream(command.stream);
-      if (stream == nullptr) {
-        return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
-      }
-      if (command.kind == CommandKind::kSynchronizeStream) {
-        stream->WaitUntilCompleted(stream->enqueued());
-        reply.status = stream->TakeStatus();  // reported once
-      } else {
-        reply.status = stream->status();
-      }
-      return reply;
-    }
-    case CommandKind::kSynchronizeDevice: {
-      if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
-      std::vector<std::shared_ptr<CpuStream>> streams;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        for (auto& [id, stream] : streams_) {
-          if (stream->device() == command.device) streams.push_back(stream);
-        }
-      }
-      for (auto& stream : streams) {
-        stream->WaitUntilCompleted(stream->enqueued());
-        absl::Status status = stream->TakeStatus();  // reported once
-        if (reply.status.ok()) reply.status = status;
-      }
-      return reply;
-    }
-    case CommandKind::kMemcpyNow: {
-      PinnedRanges pins;  // held while copying: a concurrent Free waits for the copy
-      reply.status = PinCommandRanges(command, &pins);
-      if (reply.status.ok()) {
-        reply.status = Copy(command, pins.empty() ? nullptr : pins[0].host(),
-                            pins.empty() ? nullptr : pins[1].host());
-      }
-      return reply;
-    }
-    case CommandKind::kDestroyEvent: {
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.erase(command.object);
-      return reply;
-    }
-    case CommandKind::kDescriptorCreate: {
-      if (command.params.size() != 1 || command.params[0] < 1 ||
-          command.params[0] > kNumDescriptorKinds) {
-        return ErrorReply(absl::InvalidArgumentError("descriptor_create: bad descriptor kind"));
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      if (descriptors_.size() >= static_cast<size_t>(limits_.max_descriptors) &&
-          !descriptors_.contains(command.object)) {
-        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
-            "this client already has ", descriptors_.size(),
-            " descriptors, the most it may have (max_descriptors)")));
-      }
-      if (!descriptors_.try_emplace(command.object, StoredDescriptor{command.params[0], {}})
-               .second) {
-        return ErrorReply(absl::AlreadyExistsError(
-            absl::StrCat("descriptor id ", command.object, " already exists")));
-      }
-      return reply;
-    }
-    case CommandKind::kDescriptorSet: {
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = descriptors_.find(command.object);
-      if (it == descriptors_.end()) {
-        return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
-      }
-      if (command.params.empty() || command.params.size() > kMaxDescriptorSettingsSize) {
-        return ErrorReply(absl::InvalidArgumentError("descriptor_set: bad settings size"));
-      }
-      it->second.settings.assign(command.params.begin(), command.params.end());
-      return reply;
-    }
-    case CommandKind::kDescriptorDestroy: {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (descriptors_.erase(command.object) == 0) {
-        return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
-      }
-      return reply;
-    }
-    case CommandKind::kRecordEvent:
-    case CommandKind::kWaitEvent:
-    case CommandKind::kMemcpyHtoD:
-    case CommandKind::kMemcpyDtoH:
-    case CommandKind::kMemcpyDtoD:
-    case CommandKind::kMemset:
-    case CommandKind::kLaunch:
-    case CommandKind::kNotify: {
-      // Validate and pin the memory it names now, outside the session lock: a bad range fails
-      // the stream in its turn without touching memory, and a Free waits for this command.
-      CpuStream::Work work;
-      work.rejected = PinCommandRanges(command, &work.pins);
-      std::lock_guard<std::mutex> lock(mu_);
-      auto it = streams_.find(command.stream);
-      if (it == streams_.end()) {
-        return ErrorReply(absl::NotFoundError(absl::StrCat(
-            CommandKindName(command.kind), " names stream ", command.stream,
-            ", which does not exist")));
-      }
-      CpuStream& stream = *it->second;
-      if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
-        if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
-          return ErrorReply(s);
-        }
-      }
-      if (command.kind == CommandKind::kRecordEvent &&
-          events_.size() >= static_cast<size_t>(limits_.max_events) &&
-          !events_.contains(command.object)) {
-        return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
-            "this client already has ", events_.size(),
-            " recorded events, the most it may have (max_events); destroy some")));
-      }
-      if (command.kind == CommandKind::kWaitEvent) {
-        auto event = events_.find(command.object);
-        if (event == events_.end()) return reply;  // never recorded: nothing to wait for
-        if (event->second.stream_id == command.stream) return reply;  // FIFO already orders it
-        command.dst = event->second.stream_id;
-        command.src = event->second.position;
-      }
-      const uint64_t event_id = command.object;
-      const bool is_record = command.kind == CommandKind::kRecordEvent;
-      work.command = std::move(command);
-      const uint64_t position = stream.Enqueue(std::move(work));
-      if (is_record) events_[event_id] = EventMark{stream.id(), position};
-      return reply;
-    }
-    case CommandKind::kNumKinds:
-      break;
+  const auto index = static_cast<size_t>(command.kind);
+  if (index >= static_cast<size_t>(CommandKind::kNumKinds) || HandlerTable()[index] == nullptr) {
+    return ErrorReply(absl::InvalidArgumentError(
+        absl::StrCat("unknown command kind ", static_cast<int>(command.kind))));
   }
-  return ErrorReply(absl::InvalidArgumentError(
-      absl::StrCat("unknown command kind ", static_cast<int>(command.kind))));
+  return (this->*HandlerTable()[index])(command);
+}
+
+Reply CpuSession::HandleFree(Command& command) {
+  DeviceArena* arena = executor_->ArenaForAddress(command.dst);
+  if (arena == nullptr) {
+    return ErrorReply(absl::InvalidArgumentError(
+        absl::StrCat("free of ", Hex(command.dst), ", which is not a device address")));
+  }
+  // Stream-ordered: queued work that uses the memory keeps it until it has run.
+  Reply reply;
+  reply.status = arena->Free(command.dst, session_id_);
+  return reply;
+}
+
+Reply CpuSession::HandleMemoryInfo(Command& command) {
+  if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
+  Reply reply;
+  reply.memory = executor_->arena(command.device).Info();
+  if (quota_bytes_ > 0) {  // what this client may still use
+    const uint64_t in_use = std::min(TotalUsage().charged, quota_bytes_);
+    reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, quota_bytes_);
+    reply.memory.bytes_in_use = in_use;
+    reply.memory.largest_free_block =
+        std::min(reply.memory.largest_free_block, quota_bytes_ - in_use);
+  }
+  return reply;
+}
+
+Reply CpuSession::HandleCreateStream(Command& command) {
+  if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (command.stream == 0 || streams_.contains(command.stream)) {
+    return ErrorReply(absl::AlreadyExistsError(
+        absl::StrCat("stream id ", command.stream, " is zero or already in use")));
+  }
+  if (streams_.size() >= static_cast<size_t>(limits_.max_streams)) {
+    return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+        "this client already has ", streams_.size(), " streams, the most it may have "
+        "(--max_streams_per_client=", limits_.max_streams, ")")));
+  }
+  std::shared_ptr<CpuStream> stream;
+  try {  // each stream is a worker thread, which the system may refuse
+    stream = std::make_shared<CpuStream>(
+        command.stream, command.device,
+        [this](CpuStream::Work& work, const absl::Status& s) { return Execute(work, s); });
+  } catch (const std::system_error& error) {
+    return ErrorReply(absl::ResourceExhaustedError(
+        absl::StrCat("cannot start a worker thread for stream ", command.stream, ": ",
+                     error.what())));
+  }
+  streams_.emplace(command.stream, std::move(stream));
+  return Reply{};
+}
+
+Reply CpuSession::HandleDestroyStream(Command& command) {
+  std::shared_ptr<CpuStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = streams_.find(command.stream);
+    if (it == streams_.end()) {
+      return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
+    }
+    stream = std::move(it->second);
+    streams_.erase(it);
+  }
+  stream->WaitUntilCompleted(stream->enqueued());
+  return Reply{};
+}
+
+// kSynchronizeStream waits and reports the first error once; kStreamStatus only looks.
+Reply CpuSession::HandleStreamStatus(Command& command) {
+  std::shared_ptr<CpuStream> stream = FindStream(command.stream);
+  if (stream == nullptr) {
+    return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
+  }
+  Reply reply;
+  if (command.kind == CommandKind::kSynchronizeStream) {
+    stream->WaitUntilCompleted(stream->enqueued());
+    reply.status = stream->TakeStatus();  // reported once
+  } else {
+    reply.status = stream->status();
+  }
+  return reply;
+}
+
+Reply CpuSession::HandleSynchronizeDevice(Command& command) {
+  if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
+  std::vector<std::shared_ptr<CpuStream>> streams;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, stream] : streams_) {
+      if (stream->device() == command.device) streams.push_back(stream);
+    }
+  }
+  Reply reply;
+  for (auto& stream : streams) {
+    stream->WaitUntilCompleted(stream->enqueued());
+    absl::Status status = stream->TakeStatus();  // reported once
+    if (reply.status.ok()) reply.status = status;
+  }
+  return reply;
+}
+
+Reply CpuSession::HandleMemcpyNow(Command& command) {
+  PinnedRanges pins;  // held while copying: a concurrent Free waits for the copy
+  Reply reply;
+  reply.status = PinCommandRanges(command, &pins);
+  if (reply.status.ok()) {
+    reply.status = Copy(command, pins.empty() ? nullptr : pins[0].host(),
+                        pins.empty() ? nullptr : pins[1].host());
+  }
+  return reply;
+}
+
+Reply CpuSession::HandleDestroyEvent(Command& command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.erase(command.object);
+  return Reply{};
+}
+
+Reply CpuSession::HandleDescriptorCreate(Command& command) {
+  if (command.params.size() != 1 || command.params[0] < 1 ||
+      command.params[0] > kNumDescriptorKinds) {
+    return ErrorReply(absl::InvalidArgumentError("descriptor_create: bad descriptor kind"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (descriptors_.size() >= static_cast<size_t>(limits_.max_descriptors) &&
+      !descriptors_.contains(command.object)) {
+    return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+        "this client already has ", descriptors_.size(),
+        " descriptors, the most it may have (max_descriptors)")));
+  }
+  if (!descriptors_.try_emplace(command.object, StoredDescriptor{command.params[0], {}}).second) {
+    return ErrorReply(absl::AlreadyExistsError(
+        absl::StrCat("descriptor id ", command.object, " already exists")));
+  }
+  return Reply{};
+}
+
+Reply CpuSession::HandleDescriptorSet(Command& command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = descriptors_.find(command.object);
+  if (it == descriptors_.end()) {
+    return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
+  }
+  if (command.params.empty() || command.params.size() > kMaxDescriptorSettingsSize) {
+    return ErrorReply(absl::InvalidArgumentError("descriptor_set: bad settings size"));
+  }
+  it->second.settings.assign(command.params.begin(), command.params.end());
+  return Reply{};
+}
+
+Reply CpuSession::HandleDescriptorDestroy(Command& command) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (descriptors_.erase(command.object) == 0) {
+    return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
+  }
+  return Reply{};
+}
+
+Reply CpuSession::EnqueueOnStream(Command& command) {
+  // Validate and pin the memory it names now, outside the session lock: a bad range fails
+  // the stream in its turn without touching memory, and a Free waits for this command.
+  CpuStream::Work work;
+  work.rejected = PinCommandRanges(command, &work.pins);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(command.stream);
+  if (it == streams_.end()) {
+    return ErrorReply(absl::NotFoundError(absl::StrCat(
+        CommandKindName(command.kind), " names stream ", command.stream,
+        ", which does not exist")));
+  }
+  CpuStream& stream = *it->second;
+  if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
+    if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
+      return ErrorReply(s);
+    }
+  }
+  if (command.kind == CommandKind::kRecordEvent &&
+      events_.size() >= static_cast<size_t>(limits_.max_events) &&
+      !events_.contains(command.object)) {
+    return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+        "this client already has ", events_.size(),
+        " recorded events, the most it may have (max_events); destroy some")));
+  }
+  if (command.kind == CommandKind::kWaitEvent) {
+    auto event = events_.find(command.object);
+    if (event == events_.end()) return Reply{};  // never recorded: nothing to wait for
+    if (event->second.stream_id == command.stream) return Reply{};  // FIFO already orders it
+    command.dst = event->second.stream_id;
+    command.src = event->second.position;
+  }
+  const uint64_t event_id = command.object;
+  const bool is_record = command.kind == CommandKind::kRecordEvent;
+  work.command = std::move(command);
+  const uint64_t position = stream.Enqueue(std::move(work));
+  if (is_record) events_[event_id] = EventMark{stream.id(), position};
+  return Reply{};
 }
 
 absl::Status CpuSession::ResolveDescriptorReferencesLocked(Command& command) {

@@ -8,6 +8,7 @@
 #ifndef VGPU_BACKEND_CPU_CPU_SESSION_H_
 #define VGPU_BACKEND_CPU_CPU_SESSION_H_
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -48,7 +49,23 @@ class CpuSession final : public ExecutorSession {
   // arena's lock.
   absl::Status PinCommandRanges(const Command& command, PinnedRanges* pins);
   absl::Status PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins);
-  Reply Allocate(const Command& command);
+  // One handler per command kind (HandlerTable); each validates its own fields. The
+  // stream-ordered kinds share EnqueueOnStream, which validates and pins what they name.
+  using Handler = Reply (CpuSession::*)(Command& command);
+  static const Handler* HandlerTable();
+  Reply HandleAllocate(Command& command);
+  Reply HandleFree(Command& command);
+  Reply HandleMemoryInfo(Command& command);
+  Reply HandleCreateStream(Command& command);
+  Reply HandleDestroyStream(Command& command);
+  Reply HandleStreamStatus(Command& command);  // kSynchronizeStream and kStreamStatus
+  Reply HandleSynchronizeDevice(Command& command);
+  Reply HandleMemcpyNow(Command& command);
+  Reply HandleDestroyEvent(Command& command);
+  Reply HandleDescriptorCreate(Command& command);
+  Reply HandleDescriptorSet(Command& command);
+  Reply HandleDescriptorDestroy(Command& command);
+  Reply EnqueueOnStream(Command& command);
   // Tries one allocation against the quota and the arena. Takes memory_mu_.
   absl::StatusOr<uint64_t> TryAllocate(uint32_t device, uint64_t size);
   // This session's memory summed over devices.
