@@ -27,7 +27,7 @@ absl::StatusOr<std::vector<int64_t>> ShapeFromSizes(OpContext& context, int inde
   VGPU_ASSIGN_OR_RETURN(TensorPtr sizes, context.Input(index));
   if (TF_NumDims(sizes.get()) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shape must be a vector of {int32,int64}, got shape ", DimsString(ShapeOf(sizes.get()))));
+        "shape must be a vector of {int32,int64}, got shape ", ShapeString(ShapeOf(sizes.get()))));
   }
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values, context.HostIntegers(index));
   for (int64_t value : values) {
@@ -63,7 +63,7 @@ class Convolution3DOp {
                           ForwardProblem(ConvKind::kConv3D, attributes_, dtype,
                                          ShapeOf(input.get()), ShapeOf(filter.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
     return LaunchConvolution(context, convolution::kForward, attributes_, p,
                              {BufferOf(input.get()), BufferOf(filter.get()),
@@ -99,7 +99,7 @@ class Convolution3DBackpropInputOp {
                         ShapeOf(out_backprop.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
                           context.AllocateOutput(0, dtype, p.input_shape));
-    if (DimsProduct(p.input_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
     // An empty out_backprop or filter gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
                              {BufferOf(filter.get()), BufferOf(out_backprop.get()),
@@ -135,7 +135,7 @@ class Convolution3DBackpropFilterOp {
                         ShapeOf(out_backprop.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
                           context.AllocateOutput(0, dtype, p.filter_shape));
-    if (DimsProduct(p.filter_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
     // An empty input or out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
                              {BufferOf(input.get()), BufferOf(out_backprop.get()),

@@ -62,17 +62,17 @@ class BiasAddOp {
     const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
     if (value_shape.size() < 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Input tensor must be at least 2D: ", DimsString(value_shape)));
+          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(value_shape)));
     }
     if (bias_shape.size() != 1) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Biases must be 1D: ", DimsString(bias_shape)));
+          absl::StrCat("Biases must be 1D: ", ShapeString(bias_shape)));
     }
     const int channel_dim = ChannelDim(format_, value_shape.size());
     if (bias_shape[0] != value_shape[channel_dim]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Must provide as many biases as the last dimension of the input tensor: ",
-          DimsString(bias_shape), " vs. ", DimsString(value_shape)));
+          ShapeString(bias_shape), " vs. ", ShapeString(value_shape)));
     }
     const TF_DataType dtype = TF_TensorType(value.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
@@ -102,7 +102,7 @@ class BiasAddGradOp {
     const std::vector<int64_t> shape = ShapeOf(gradient.get());
     if (shape.size() < 2) {
       return absl::InvalidArgumentError(
-          absl::StrCat("Input tensor must be at least 2D: ", DimsString(shape)));
+          absl::StrCat("Input tensor must be at least 2D: ", ShapeString(shape)));
     }
     const int64_t channels = shape[ChannelDim(format_, shape.size())];
     const TF_DataType dtype = TF_TensorType(gradient.get());

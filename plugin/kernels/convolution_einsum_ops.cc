@@ -198,8 +198,8 @@ absl::StatusOr<EinsumPlan> PlanEinsum(const EinsumEquation& equation,
         int64_t& size = broadcast_sizes[label - plan.num_named];
         if (size != 1 && dim != 1 && size != dim) {
           return absl::InvalidArgumentError(absl::StrCat("Invalid broadcasting dimensions: ",
-                                                         DimsString(shapes[0]), " vs. ",
-                                                         DimsString(shapes.back())));
+                                                         ShapeString(shapes[0]), " vs. ",
+                                                         ShapeString(shapes.back())));
         }
         if (size == 1) size = dim;
         continue;
@@ -207,7 +207,7 @@ absl::StatusOr<EinsumPlan> PlanEinsum(const EinsumEquation& equation,
       if (plan.sizes[label] != -1 && plan.sizes[label] != dim) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Expected dimension ", plan.sizes[label], " at axis ", axis,
-            " of the input shaped ", DimsString(shapes[i]), " but got dimension ", dim));
+            " of the input shaped ", ShapeString(shapes[i]), " but got dimension ", dim));
       }
       plan.sizes[label] = dim;
     }
@@ -326,7 +326,7 @@ class EinsumOp {
     for (int64_t dim : output_shape) {
       if (__builtin_mul_overflow(output_elements, dim, &output_elements)) {
         return absl::InvalidArgumentError(
-            absl::StrCat("Einsum output shape ", DimsString(output_shape), " is too large"));
+            absl::StrCat("Einsum output shape ", ShapeString(output_shape), " is too large"));
       }
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_shape));
@@ -393,7 +393,7 @@ class EinsumOp {
     VGPU_ASSIGN_OR_RETURN(operand.temporary, context.AllocateTemp(dtype, rearranged_shape));
     operand.buffer = BufferOf(operand.temporary.get());
     operand.dims.insert(operand.dims.end(), {b, f, c});
-    if (DimsProduct(rearranged_shape) > 0) {
+    if (NumElements(rearranged_shape) > 0) {
       VGPU_RETURN_IF_ERROR(LaunchRearrange(context, dtype, BufferOf(tensor), shape,
                                            operand.buffer, rearranged_shape,
                                            RearrangeFor(labels, shape, plain, plan)));

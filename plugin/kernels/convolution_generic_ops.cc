@@ -57,7 +57,7 @@ class GenericConvolutionOp {
       return absl::InvalidArgumentError(absl::StrCat(
           "The input must have 2 or 3 spatial dimensions but got ", spatial_dims));
     }
-    if (DimsProduct(filter_shape) == 0) {
+    if (NumElements(filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -111,7 +111,7 @@ class GenericConvolutionOp {
     expanded_output.insert(expanded_output.end(), output_shape.begin() + 1, output_shape.end());
     VGPU_ASSIGN_OR_RETURN(TensorPtr output,
                           context.AllocateOutput(0, p.dtype, expanded_output));
-    if (DimsProduct(output_shape) == 0) return absl::OkStatus();
+    if (NumElements(output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
     p.input_shape = std::move(input_shape);
     p.filter_shape = std::move(filter_shape);

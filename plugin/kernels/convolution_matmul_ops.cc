@@ -53,8 +53,8 @@ class MatmulOp {
     if (transpose_b_) std::swap(b_k, n);
     if (k != b_k) {
       return absl::InvalidArgumentError(absl::StrCat("Matrix size-incompatible: In[0]: ",
-                                                     DimsString(a_shape),
-                                                     ", In[1]: ", DimsString(b_shape)));
+                                                     ShapeString(a_shape),
+                                                     ", In[1]: ", ShapeString(b_shape)));
     }
     c_shape.push_back(m);
     c_shape.push_back(n);
@@ -66,7 +66,7 @@ class MatmulOp {
       if (bias_shape.size() != 1 || bias_shape[0] != n || TF_TensorType(bias.get()) != dtype) {
         return absl::InvalidArgumentError(absl::StrCat(
             "_FusedMatMul: the bias must be a vector of ", n, " elements, got ",
-            DimsString(bias_shape)));
+            ShapeString(bias_shape)));
       }
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr c, context.AllocateOutput(0, dtype, c_shape));
@@ -96,7 +96,7 @@ class MatmulOp {
     if (!kBatched) {
       if (a.size() != b.size()) {
         return absl::InvalidArgumentError(absl::StrCat(
-            "In[0] and In[1] has different ndims: ", DimsString(a), " vs. ", DimsString(b)));
+            "In[0] and In[1] has different ndims: ", ShapeString(a), " vs. ", ShapeString(b)));
       }
       if (a.size() != 2) {
         return absl::InvalidArgumentError(
@@ -130,7 +130,7 @@ class MatmulOp {
       if (a_dim != b_dim && a_dim != 1 && b_dim != 1) {
         return absl::InvalidArgumentError(
             absl::StrCat("In[0] and In[1] must have compatible batch dimensions: ",
-                         DimsString(a), " vs. ", DimsString(b)));
+                         ShapeString(a), " vs. ", ShapeString(b)));
       }
       batch[i] = a_dim == 1 ? b_dim : a_dim;
     }

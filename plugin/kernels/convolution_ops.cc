@@ -88,16 +88,6 @@ int SpatialDim(DataFormat format, int spatial) {
   return format == DataFormat::kNHWC ? spatial + 1 : spatial + 2;
 }
 
-std::string DimsString(absl::Span<const int64_t> dims) {
-  return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
-}
-
-int64_t DimsProduct(absl::Span<const int64_t> dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 absl::Status CheckConvPadding(const ConvAttributes& a) {
   const int rank = a.spatial_dims + 2;
   if (a.padding == Padding::kExplicit) {
@@ -270,16 +260,16 @@ absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttri
   if (input_shape.size() != static_cast<size_t>(rank)) {
     if (three_d) return absl::InvalidArgumentError("input must be 5-dimensional");
     return absl::InvalidArgumentError(
-        depthwise ? absl::StrCat("input must be 4-dimensional", DimsString(input_shape))
+        depthwise ? absl::StrCat("input must be 4-dimensional", ShapeString(input_shape))
                   : absl::StrCat("convolution input must be 4-dimensional: ",
-                                 DimsString(input_shape)));
+                                 ShapeString(input_shape)));
   }
   if (filter_shape.size() != static_cast<size_t>(rank)) {
     if (three_d) return absl::InvalidArgumentError("filter must be 5-dimensional");
     return absl::InvalidArgumentError(absl::StrCat(
         depthwise ? "filter must be 4-dimensional: " : "convolution filter must be "
                                                        "4-dimensional: ",
-        DimsString(filter_shape)));
+        ShapeString(filter_shape)));
   }
   const int64_t in_depth = input_shape[ChannelDim(a.data_format, rank)];
   const int64_t filter_depth = filter_shape[rank - 2];
@@ -302,7 +292,7 @@ absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttri
           absl::StrCat("Input depth must be evenly divisible by filter depth: ", in_depth,
                        " vs ", filter_depth));
     }
-    if (DimsProduct(filter_shape) == 0) {
+    if (NumElements(filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -534,9 +524,9 @@ class ConvolutionOp {
                           ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
                                          ShapeOf(filter.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
     // An empty input gives zeros (only padding is convolved); the kernel writes them.
-    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
+    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }
@@ -597,7 +587,7 @@ class ConvolutionBackpropInputOp {
                                           std::move(out_backprop_shape)));
     VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
                           context.AllocateOutput(0, dtype, p.input_shape));
-    if (DimsProduct(p.input_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
     // An empty out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
                              {BufferOf(filter.get()), BufferOf(out_backprop.get()),
@@ -665,7 +655,7 @@ class ConvolutionBackpropFilterOp {
                                           ShapeOf(out_backprop.get())));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
                           context.AllocateOutput(0, dtype, p.filter_shape));
-    if (DimsProduct(p.filter_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
     // An empty input or out_backprop gives zeros; the kernel writes them.
     return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
                              {BufferOf(input.get()), BufferOf(out_backprop.get()),
@@ -709,11 +699,11 @@ class FusedConvolutionOp {
         TF_TensorType(bias.get()) != dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
-          DimsString(bias_shape)));
+          ShapeString(bias_shape)));
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (DimsProduct(p.output_shape) == 0) return absl::OkStatus();
-    if (DimsProduct(p.input_shape) != 0 && DimsProduct(p.filter_shape) == 0) {
+    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
+    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
       return absl::InvalidArgumentError(
           "filter must not have zero elements (i.e. all dimensions must be non-zero)");
     }

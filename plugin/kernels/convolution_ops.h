@@ -111,10 +111,6 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
                                const TF_Tensor* bias = nullptr,
                                const FusedBiasActivation* fused = nullptr);
 
-// "[d0,d1,...]", as TensorFlow prints shapes; the product of the dimensions.
-std::string DimsString(absl::Span<const int64_t> dims);
-int64_t DimsProduct(absl::Span<const int64_t> dims);
-
 // The family's files (each registers its ops and documents them with DocumentOp); the op
 // registration's RegisterConvolutionOps calls them all.
 void RegisterConvolution2DOps(const char* device_type);  // convolution_ops.cc

@@ -8,19 +8,11 @@
 
 namespace vgpu {
 
-absl::Status ScopedTfStatus::ToStatus() const {
-  TF_Code code = TF_GetCode(status_);
-  if (code == TF_OK) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(code), TF_Message(status_));
-}
-
 void FailOp(TF_OpKernelContext* context, const absl::Status& status) {
   if (status.ok()) return;
-  TF_Status* tf_status = TF_NewStatus();
-  std::string message(status.message());
-  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), message.c_str());
-  TF_OpKernelContext_Failure(context, tf_status);
-  TF_DeleteStatus(tf_status);
+  ScopedTfStatus tf_status;
+  ToTfStatus(status, tf_status.get());
+  TF_OpKernelContext_Failure(context, tf_status.get());
 }
 
 absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index) {

@@ -12,6 +12,7 @@
 #include "absl/types/span.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/device/se_handles.h"
+#include "plugin/device/tf_status_bridge.h"
 #include "plugin/protocol/command.h"
 #include "tensorflow/c/kernels.h"
 #include "tensorflow/c/tf_tensor.h"
@@ -22,20 +23,6 @@ struct TensorDeleter {
   void operator()(TF_Tensor* tensor) const { TF_DeleteTensor(tensor); }
 };
 using TensorPtr = std::unique_ptr<TF_Tensor, TensorDeleter>;
-
-// Owns a TF_Status for the duration of a call into TensorFlow's C API.
-class ScopedTfStatus {
- public:
-  ScopedTfStatus() : status_(TF_NewStatus()) {}
-  ~ScopedTfStatus() { TF_DeleteStatus(status_); }
-  ScopedTfStatus(const ScopedTfStatus&) = delete;
-  ScopedTfStatus& operator=(const ScopedTfStatus&) = delete;
-  TF_Status* get() { return status_; }
-  absl::Status ToStatus() const;
-
- private:
-  TF_Status* status_;
-};
 
 // Marks the op failed with `status` (no-op for OK).
 void FailOp(TF_OpKernelContext* context, const absl::Status& status);

@@ -172,11 +172,9 @@ LaunchRole RoleOfNode(TF_OpKernelContext* context) {
 }
 
 void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status) {
-  TF_Status* tf_status = TF_NewStatus();
-  std::string message(status.message());
-  TF_SetStatus(tf_status, static_cast<TF_Code>(status.code()), message.c_str());
-  TF_OpKernelConstruction_Failure(construction, tf_status);
-  TF_DeleteStatus(tf_status);
+  ScopedTfStatus tf_status;
+  ToTfStatus(status, tf_status.get());
+  TF_OpKernelConstruction_Failure(construction, tf_status.get());
 }
 
 void RecordRegistration(const char* op_name,
