@@ -75,13 +75,18 @@ class CpuSessionTest : public ::testing::Test {
     command.stream = stream;
     return session.Handle(std::move(command)).status;
   }
+  // Queues a host-to-device copy of a copy of `bytes`, which the command keeps alive until the
+  // stream has run it (as a decoded remote command keeps its frame): callers may pass
+  // temporaries although the stream is stalled.
   static void Write(ExecutorSession& session, uint64_t stream, uint64_t address,
                     const std::vector<uint8_t>& bytes) {
+    auto kept = std::make_shared<const std::vector<uint8_t>>(bytes);
     Command command = Make(CommandKind::kMemcpyHtoD);
     command.stream = stream;
     command.dst = address;
-    command.size = bytes.size();
-    command.host_src = bytes.data();
+    command.size = kept->size();
+    command.host_src = kept->data();
+    command.host_storage = kept;
     ASSERT_TRUE(session.Handle(std::move(command)).status.ok());
   }
   static std::vector<uint8_t> ReadNow(ExecutorSession& session, uint64_t address, uint64_t size) {
