@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "plugin/client/counters.h"
@@ -42,8 +43,8 @@ class ClientStream {
   // Host callbacks posted on this stream and those that have finished running.
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t callbacks_posted_ = 0;
-  uint64_t callbacks_done_ = 0;
+  uint64_t callbacks_posted_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t callbacks_done_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 // An event: recorded on a stream, completes when the stream reaches the recording.
@@ -63,9 +64,9 @@ class ClientEvent {
   const uint64_t id_;
   std::mutex mu_;
   std::condition_variable cv_;
-  uint64_t recorded_ = 0;  // recordings posted
-  uint64_t reached_ = 0;   // recordings the stream has reached
-  absl::Status error_;
+  uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;  // recordings posted
+  uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;   // recordings the stream has reached
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
 };
 
 // An interval timer measured in stream order on the host clock.

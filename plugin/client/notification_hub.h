@@ -16,6 +16,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "plugin/backend/executor_session.h"
 
@@ -50,13 +51,13 @@ class NotificationHub final : public CompletionSink {
   void CallbackLoop();
 
   std::mutex mu_;
-  absl::flat_hash_map<uint64_t, Entry> pending_;
-  uint64_t next_token_ = 1;
+  absl::flat_hash_map<uint64_t, Entry> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
-  std::deque<std::pair<Handler, absl::Status>> queue_;
-  bool stopping_ = false;
+  std::deque<std::pair<Handler, absl::Status>> queue_ ABSL_GUARDED_BY(queue_mu_);
+  bool stopping_ ABSL_GUARDED_BY(queue_mu_) = false;
   std::thread thread_;
 };
 

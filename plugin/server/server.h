@@ -23,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_registry.h"
@@ -131,13 +132,13 @@ class Server {
   int64_t last_refusal_log_ns_ = 0;  // accept loop only
   uint64_t refusals_unlogged_ = 0;   // accept loop only
 
-  std::mutex receiving_mu_;  // guards receiving_bytes_
+  std::mutex receiving_mu_;
   std::condition_variable receiving_cv_;
-  uint64_t receiving_bytes_ = 0;
+  uint64_t receiving_bytes_ ABSL_GUARDED_BY(receiving_mu_) = 0;
 
-  std::mutex mu_;  // guards connections_ and connections_per_peer_
-  std::list<std::unique_ptr<ServerConnection>> connections_;
-  absl::flat_hash_map<std::string, int> connections_per_peer_;
+  std::mutex mu_;
+  std::list<std::unique_ptr<ServerConnection>> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace vgpu

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "plugin/transport/socket_transport.h"
@@ -82,14 +83,16 @@ class ReconnectingTransport final : public Transport {
   std::atomic<bool> remapped_{false};
   std::atomic<int> sessions_{1};
 
-  std::mutex reconnect_mu_;  // one reconnection at a time; guards connections_
+  std::mutex reconnect_mu_;  // one reconnection at a time
   // Every connection ever made; dead ones stay (closed, their reader ended) so that a thread
   // still inside one of them never touches freed memory.
-  std::vector<std::unique_ptr<SocketTransport>> connections_;
+  std::vector<std::unique_ptr<SocketTransport>> connections_ ABSL_GUARDED_BY(reconnect_mu_);
 
-  std::mutex state_mu_;  // guards the two maps
-  absl::flat_hash_map<uint64_t, uint32_t> streams_;  // stream id -> device
-  std::map<uint64_t, Allocation> allocations_;       // by the address TensorFlow holds
+  std::mutex state_mu_;
+  // Stream id -> device.
+  absl::flat_hash_map<uint64_t, uint32_t> streams_ ABSL_GUARDED_BY(state_mu_);
+  // By the address TensorFlow holds.
+  std::map<uint64_t, Allocation> allocations_ ABSL_GUARDED_BY(state_mu_);
   uint64_t next_minted_address_;
 };
 

@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
@@ -115,18 +116,21 @@ class SocketTransport final : public Transport {
 
   std::mutex write_mu_;  // one frame at a time on the socket
 
-  std::mutex state_mu_;  // guards everything below
-  absl::Status dead_;    // OK while connected
+  std::mutex state_mu_;
+  absl::Status dead_ ABSL_GUARDED_BY(state_mu_);  // OK while connected
   std::atomic<bool> dead_flag_{false};  // !dead_.ok(), readable without the lock
-  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_pending_;
-  absl::flat_hash_map<uint64_t, PendingCopy> copies_pending_;  // async DtoH by sequence
-  absl::flat_hash_set<uint64_t> tokens_pending_;               // notifications expected
+  absl::flat_hash_map<uint64_t, std::shared_ptr<PendingCall>> calls_pending_
+      ABSL_GUARDED_BY(state_mu_);
+  // Async device-to-host copies by sequence.
+  absl::flat_hash_map<uint64_t, PendingCopy> copies_pending_ ABSL_GUARDED_BY(state_mu_);
+  // Notifications expected.
+  absl::flat_hash_set<uint64_t> tokens_pending_ ABSL_GUARDED_BY(state_mu_);
 
   std::thread reader_;
 
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;
-  bool watchdog_stopping_ = false;  // guarded by watchdog_mu_
+  bool watchdog_stopping_ ABSL_GUARDED_BY(watchdog_mu_) = false;
   std::thread watchdog_;
 };
 

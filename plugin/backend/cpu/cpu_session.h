@@ -14,6 +14,7 @@
 #include <mutex>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/cpu/cpu_stream.h"
@@ -76,7 +77,8 @@ class CpuSession final : public ExecutorSession {
   std::shared_ptr<CpuStream> FindStream(uint64_t id);
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
   // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.
-  absl::Status ResolveDescriptorReferencesLocked(Command& command);
+  absl::Status ResolveDescriptorReferencesLocked(Command& command)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CpuExecutor* const executor_;
   const uint64_t session_id_;
@@ -88,15 +90,15 @@ class CpuSession final : public ExecutorSession {
   // arenas keep what each session is charged).
   std::mutex memory_mu_;
 
-  std::mutex mu_;  // guards streams_ and events_, and orders enqueues against event marks
-  absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_;
-  absl::flat_hash_map<uint64_t, EventMark> events_;
+  std::mutex mu_;  // also orders enqueues against event marks
+  absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, EventMark> events_ ABSL_GUARDED_BY(mu_);
   struct StoredDescriptor {
     uint8_t kind = 0;
     std::vector<uint8_t> settings;
   };
   // Forward mode: the executor's own descriptor objects, by client-chosen id.
-  absl::flat_hash_map<uint64_t, StoredDescriptor> descriptors_;
+  absl::flat_hash_map<uint64_t, StoredDescriptor> descriptors_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace vgpu
