@@ -57,8 +57,9 @@ CMAKE=cmake
 # only supplies Abseil). vgpu_stream_executor_tests drives the StreamExecutor C API and is left
 # to the normal build.
 TARGETS=(vgpu_core_tests vgpu_server_stress_tests)
-# TSan: the tests of the threaded parts (server, streams, sessions, hub, client runtime).
-TSAN_FILTER='Server*:CpuStream*:CpuExecutor*:NotificationHub*:DeviceClient*:DeviceArena*:WireFormat*-*DeathTest*'
+# TSan: the tests of the threaded parts (server, streams, sessions, the fair compute pool, hub,
+# client runtime, executor registry and transport factory).
+TSAN_FILTER='Server*:CpuStream*:CpuSession*:CpuExecutor*:FairComputePool*:ExecutorRegistry*:TransportFactory*:NotificationHub*:DeviceClient*:DeviceArena*:WireFormat*-*DeathTest*'
 
 failures=0
 
