@@ -88,6 +88,26 @@ TEST(ElemKernelsTest, PredicatesWriteBoolsOfTheInputCount) {
             kInvalid);
 }
 
+TEST(ElemKernelsTest, BoolBytesOtherThanZeroAndOneReadAsTrue) {
+  // A tenant may write any byte into a bool tensor; kernels read nonzero as true (the bytes are
+  // made canonical first), never as an out-of-range C++ bool.
+  GuardedBuffer x = GuardedBuffer::Of<uint8_t>({0, 1, 2, 255});
+  GuardedBuffer y(4);
+  OpTensorDescriptorSettings logical_not;
+  logical_not.op = ElementwiseOp::kLogicalNot;
+  logical_not.dtype = DType::kBool;
+  ASSERT_TRUE(ExecutorLaunch().Describe(logical_not).Tensor({4}, DType::kBool).Buffers({&x, &y})
+                  .Run(elementwise::kUnary).ok());
+  EXPECT_EQ(y.As<uint8_t>(), (std::vector<uint8_t>{1, 0, 0, 0}));
+
+  GuardedBuffer garbage = GuardedBuffer::Of<uint8_t>({0, 7, 128, 1});
+  GuardedBuffer as_float(4 * sizeof(float));
+  ASSERT_TRUE(ExecutorLaunch().Tensor({4}, DType::kBool).Tensor({4}, DType::kFloat32)
+                  .Param<uint8_t>(0).Buffers({&garbage, &as_float})
+                  .Run(elementwise::kCast).ok());
+  EXPECT_EQ(as_float.As<float>(), (std::vector<float>{0, 1, 1, 1}));
+}
+
 TEST(ElemKernelsTest, RangeRefusesBadShapesAndSmallBuffers) {
   GuardedBuffer out(5 * sizeof(int64_t));
   ASSERT_TRUE(ExecutorLaunch().Tensor({5}, DType::kInt64).Buffers({&out}).Param(uint64_t{3})

@@ -13,6 +13,12 @@
 
 namespace vgpu {
 
+void CanonicalizeBools(uint8_t* bytes, uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) {
+    if (bytes[i] > 1) bytes[i] = 1;
+  }
+}
+
 void KernelTable::Add(KernelId id, const char* name, KernelFn run) {
   const uint32_t key = static_cast<uint32_t>(id);
   auto it = std::lower_bound(kernels_.begin(), kernels_.end(), key,

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -59,6 +60,13 @@ absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t
 absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, std::string_view what,
                                    int64_t limit = kMaxLaunchElements);
 
+// A tenant can write any byte into a bool tensor, and reading a byte other than 0 or 1 as a C++
+// bool is undefined behaviour (a compiler may use the value as an index). So before a kernel
+// sees a bool buffer, every nonzero byte of its first `count` bytes that is not 1 becomes 1, in
+// place: a tensor of well-formed bools is only read, never written. Not thread-safe against a
+// concurrent writer of the same bytes (only a tenant writing garbage races with itself).
+void CanonicalizeBools(uint8_t* bytes, uint64_t count);
+
 struct KernelContext {
   absl::Span<uint8_t* const> buffers;     // host pointers, in the launch's buffer order
   absl::Span<const uint64_t> buffer_sizes;
@@ -73,7 +81,8 @@ struct KernelContext {
         absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
   }
 
-  // Buffer `index` as an array of at least `elements` values of T.
+  // Buffer `index` as an array of at least `elements` values of T. For T = bool the first
+  // `elements` bytes are made canonical first (CanonicalizeBools).
   template <typename T>
   absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
     if (index >= buffers.size()) {
@@ -85,6 +94,9 @@ struct KernelContext {
                                                      buffer_sizes[index], " bytes, needs ",
                                                      elements, " elements of ", sizeof(T),
                                                      " bytes"));
+    }
+    if constexpr (std::is_same_v<std::remove_const_t<T>, bool>) {
+      CanonicalizeBools(buffers[index], elements);
     }
     return reinterpret_cast<T*>(buffers[index]);
   }
