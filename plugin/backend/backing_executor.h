@@ -2,8 +2,8 @@
 // them understand. An executor owns the devices' memory and compute resources and opens one
 // ExecutorSession per client (the in-process plugin, or each connection of a `vgpu server`);
 // everything a client does goes through its session (backend/executor_session.h). Executors are
-// created by name through the registry (backend/executor_registry.h); docs/architecture.md says
-// how to add one.
+// created by name through the registry (backend/executor_registry.h); docs/architecture.md,
+// "Adding an executor", says how to add one.
 #ifndef VGPU_BACKEND_BACKING_EXECUTOR_H_
 #define VGPU_BACKEND_BACKING_EXECUTOR_H_
 

@@ -1,4 +1,4 @@
-// The per-stream descriptor queues of the reuse method (METHOD.md, claims 4-6): one FIFO of
+// The per-stream descriptor queues of the reuse method (docs/method.md, claims 4-6): one FIFO of
 // descriptor pointers per (stream, descriptor kind). During warm-up a destroyed descriptor is
 // retained and its pointer appended to the queue of the stream it was created on; in steady
 // state a create takes the pointer at the head and moves it to the tail, so every iteration

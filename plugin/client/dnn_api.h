@@ -3,7 +3,7 @@
 // kernels obtain descriptors; kernels create, set and destroy descriptors around every launch,
 // as TensorFlow's cuDNN kernels do. What crosses to the backing executor is decided here:
 //
-//  reuse mode (the method of METHOD.md, the default):
+//  reuse mode (the method of docs/method.md, the default):
 //    warm-up (until the first iteration completes): create really creates the descriptor (on
 //    the executor too), set writes its settings, destroy retains it (locally) and appends it to
 //    the queue of (creating stream, kind);

@@ -1,4 +1,4 @@
-// Detects the end of a training iteration from the addresses kernels use (METHOD.md, claim 8):
+// Detects the end of a training iteration from the addresses kernels use (docs/method.md, claim 8):
 // the outputs of the forward computations of a step, the first layer's first among them, are
 // recorded, and during backward propagation each computation's input addresses are compared with
 // them; a backward computation reading a recorded output means the step's iteration is

@@ -10,7 +10,8 @@
 //
 // Each Describe creates and sets a descriptor through the device's virtual DNN API and destroys
 // it when the launch object goes out of scope, exactly as TensorFlow's cuDNN kernels do around
-// every call; the client runtime decides whether those calls cross to the executor (METHOD.md).
+// every call; the client runtime decides whether those calls cross to the executor
+// (docs/method.md).
 // Descriptor settings are encoded into the launch in one place (DnnApi::Launch) and parsed in one
 // place on the executor (KernelContext::Descriptor).
 //

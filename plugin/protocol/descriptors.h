@@ -1,7 +1,8 @@
 // The descriptor kinds of the virtual DNN/BLAS API and the settings each one carries, as they
-// travel inside a launch (see launch_params.h). Settings are fixed-size plain structs, always
-// value-initialised so that two settings compare equal byte for byte exactly when they are the
-// same. Shapes are dense row-major; layouts are TensorFlow's (NHWC/NCHW, HWIO filters).
+// travel inside a launch (Command::descriptors in command.h). Settings are fixed-size plain
+// structs, always value-initialised so that two settings compare equal byte for byte exactly
+// when they are the same. Shapes are dense row-major; layouts are TensorFlow's (NHWC/NCHW, HWIO
+// filters).
 #ifndef VGPU_PROTOCOL_DESCRIPTORS_H_
 #define VGPU_PROTOCOL_DESCRIPTORS_H_
 

@@ -8,8 +8,9 @@
 //   scalar      : sizeof(T) bytes, T trivially copyable (integers, floats, enums, POD structs)
 //   array<T>    : uint32 count, then count * sizeof(T) bytes
 //
-// Descriptor settings (protocol/descriptors.h) travel at the front of the block, written by
-// the client runtime's DnnApi: uint8 count, then per descriptor uint8 kind, uint16 size, bytes.
+// Descriptor settings (protocol/descriptors.h) do not travel in the block but beside it, in
+// Command::descriptors, written by the client runtime's DnnApi with this writer: uint8 count,
+// then per descriptor uint8 kind, uint16 size, bytes.
 #ifndef VGPU_PROTOCOL_LAUNCH_PARAMS_H_
 #define VGPU_PROTOCOL_LAUNCH_PARAMS_H_
 

@@ -137,7 +137,7 @@ def stats() -> dict[str, Any]:
 
 def mark_step() -> None:
     """Marks the end of a training step on every virtual GPU. Descriptor reuse starts after the
-    first completed step; the plugin also detects steps by itself (METHOD.md, claim 8), so this
+    first completed step; the plugin also detects steps by itself (docs/method.md, claim 8), so this
     is a fallback for unusual models. Correctness never depends on it."""
     _plugin().mark_step()
 

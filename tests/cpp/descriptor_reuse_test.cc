@@ -1,4 +1,4 @@
-// Tests of the descriptor-reuse method (METHOD.md): the per-stream descriptor queues, the
+// Tests of the descriptor-reuse method (docs/method.md): the per-stream descriptor queues, the
 // iteration-boundary detector on synthetic address sequences, and the virtual DNN API in reuse
 // and forward mode over an in-process CPU backing executor.
 #include <atomic>

@@ -1,7 +1,7 @@
-"""The descriptor-reuse method end to end (METHOD.md): Keras CNN training in reuse mode forwards
-descriptor calls only during the warm-up step, forward mode forwards every descriptor call,
-both give bit-identical losses, and with a final partial batch (another shape) the results still
-equal TensorFlow's CPU kernels. Each configuration runs in a child process."""
+"""The descriptor-reuse method end to end (docs/method.md): Keras CNN training in reuse mode
+forwards descriptor calls only during the warm-up step, forward mode forwards every descriptor
+call, both give bit-identical losses, and with a final partial batch (another shape) the results
+still equal TensorFlow's CPU kernels. Each configuration runs in a child process."""
 import json
 import os
 
