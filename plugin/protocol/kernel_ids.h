@@ -1,5 +1,7 @@
-// The kernels a kLaunch command can name, and the layout of each one's parameter block. Both
-// sides of the boundary agree on these numbers; a remote backend rejects ids it does not know.
+// The type of the kernel ids a kLaunch command names, and the element types kernels take. The
+// ids themselves and each kernel's launch layout are in the families' headers
+// (protocol/kernels/<family>.h). Both sides of the boundary agree on these numbers; a remote
+// backend rejects ids it does not know.
 #ifndef VGPU_PROTOCOL_KERNEL_IDS_H_
 #define VGPU_PROTOCOL_KERNEL_IDS_H_
 

@@ -1,7 +1,7 @@
-// The CPU backing executor's kernel table: what each kernel id of protocol/kernel_ids.h and
-// protocol/kernels/*.h runs. A kernel receives host pointers the session has already validated
-// and translated, the settings of the descriptors the launch carried, its parameter block, and
-// the executor's Eigen thread pool for intra-op parallelism.
+// The CPU backing executor's kernel table: what each kernel id of protocol/kernels/*.h runs. A
+// kernel receives host pointers the session has already validated and translated, the settings
+// of the descriptors the launch carried, its parameter block, and the executor's Eigen thread
+// pool for intra-op parallelism.
 #ifndef VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 #define VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 
