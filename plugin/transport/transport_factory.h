@@ -1,7 +1,8 @@
 // Opens the transport an address names, chosen by the address's scheme: "inproc" (a session on
 // an executor in this process), "unix://" and "tcp://" (a `vgpu server`). A new transport is one
 // opener registered under its scheme (RegisterTransportScheme); the client runtime only calls
-// OpenTransport. See docs/architecture.md, "Adding a transport".
+// OpenTransport. (VGPU_BACKEND accepts only the built-in schemes today: config.cc and
+// plugin_runtime.cc parse it.) See docs/architecture.md, "Adding a transport".
 #ifndef VGPU_TRANSPORT_TRANSPORT_FACTORY_H_
 #define VGPU_TRANSPORT_TRANSPORT_FACTORY_H_
 
