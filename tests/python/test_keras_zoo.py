@@ -58,8 +58,13 @@ def _assert_weights_close(model, actual, expected, message):
 
 
 def _loss_tolerance(model):
-    return dict(rtol=2e-3, atol=1e-4) if model.policy == "mixed_float16" else dict(rtol=1e-4,
-                                                                                   atol=1e-5)
+    if model.policy == "mixed_float16":
+        # TensorFlow's own CPU result is not one number under mixed_float16: its oneDNN float16
+        # kernels are chosen by the CPU's instruction set, and the same CNN with Adagrad gave
+        # 1.73323 on one x86-64 machine and 1.72899 on another (0.25%), while the virtual GPU
+        # gave 1.73284 on both. 5e-3 is about five float16 ulps (2^-10 each) of a loss.
+        return dict(rtol=5e-3, atol=1e-4)
+    return dict(rtol=1e-4, atol=1e-5)
 
 
 @pytest.fixture(scope="module")
