@@ -405,7 +405,15 @@ class ServerConnection final : public CompletionSink {
   absl::Status Serve() {
     FrameReader reader(fd_.get(), kHandshakeBufferBytes, &received_);
     absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
-    if (!header.ok()) return header.status();
+    if (!header.ok()) {
+      // A header that arrived but does not decode (another wire version, not a vgpu peer) is
+      // answered with the reason, so that an old client says why instead of "connection closed".
+      if (absl::IsInvalidArgument(header.status()) ||
+          absl::IsFailedPrecondition(header.status())) {
+        Refuse(std::string(header.status().message()));
+      }
+      return header.status();
+    }
     if (header->type != wire::MessageType::kHello || header->payload_length > kMaxHelloBytes) {
       Refuse("the first frame must be a Hello");
       return absl::InvalidArgumentError("no hello");

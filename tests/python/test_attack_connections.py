@@ -162,6 +162,20 @@ def test_connections_from_one_peer_are_capped_with_a_clear_refusal(tmp_path):
         assert server.alive()
 
 
+def test_a_peer_of_another_wire_version_is_refused_with_both_versions_named(tmp_path):
+    with ServerProcess(tmp_path) as server:
+        sock = connect_socket(server.address)
+        hello = struct.pack("<HBI", 1, 0, 0)
+        sock.sendall(HEADER.pack(MAGIC, 1, HELLO, 0, len(hello), 0) + hello)
+        kind, _, payload = receive_frame(sock)
+        sock.close()
+        assert kind == REFUSED, kind
+        reason = payload[4:].decode()
+        assert f"version 1, this side version {VERSION}" in reason, reason
+        assert bystander_round_trip(server.address) is not None
+        assert server.alive()
+
+
 def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat", encoding="ascii") as f:
         fields = f.read().rsplit(")", 1)[1].split()
