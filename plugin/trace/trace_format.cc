@@ -131,6 +131,7 @@ const char* RecordTypeName(RecordType type) {
     case RecordType::kCall: return "call";
     case RecordType::kResult: return "result";
     case RecordType::kStep: return "step";
+    case RecordType::kNotified: return "notified";
   }
   return "unknown";
 }
@@ -347,7 +348,7 @@ absl::StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   std::memcpy(&record->time_ns, header + 8, 8);
   std::memcpy(&checksum, header + 16, 4);
   if (type < static_cast<uint8_t>(RecordType::kPost) ||
-      type > static_cast<uint8_t>(RecordType::kStep)) {
+      type > static_cast<uint8_t>(RecordType::kNotified)) {
     return Malformed(at, absl::StrCat("record ", index, ": unknown record type ", type));
   }
   if (ordinal >= header_.device_count) {
@@ -429,6 +430,11 @@ absl::Status DecodeRecordBody(absl::Span<const uint8_t> body, TraceRecord* recor
     case RecordType::kStep:
       if (!cursor.Get(&record->iterations)) {
         return absl::InvalidArgumentError("step cut short");
+      }
+      break;
+    case RecordType::kNotified:
+      if (!cursor.Get(&record->token)) {
+        return absl::InvalidArgumentError("notified token cut short");
       }
       break;
   }

@@ -43,6 +43,10 @@
 //     that returned): uint64 record index of the kMemcpyDtoH's kPost record, then a Result.
 //   kStep (4): a training-step boundary of this device (detected by the client runtime's
 //     iteration detector, or marked with vgpu.mark_step()): uint64 iterations counted so far.
+//   kNotified (5): the notification of a kNotify / kRecordEvent token reached the client (the
+//     stream got there): uint64 token. Work the client posted after it may depend on it through
+//     the host (TensorFlow waits for an event, then launches on another stream), so a replay
+//     waits for the same notification before it goes on.
 //
 // Result:
 //        0     1  form             ResultForm: 0 bytes (`size` bytes follow), 1 checksum only
@@ -82,7 +86,7 @@ inline constexpr uint32_t kMaxTraceStringBytes = 1u << 16;
 // Device-to-host results up to this size keep their bytes; larger ones a checksum.
 inline constexpr uint64_t kMaxInlineResultBytes = 1ull << 20;
 
-enum class RecordType : uint8_t { kPost = 1, kCall = 2, kResult = 3, kStep = 4 };
+enum class RecordType : uint8_t { kPost = 1, kCall = 2, kResult = 3, kStep = 4, kNotified = 5 };
 enum class HostSide : uint8_t { kNone = 0, kSource = 1, kDestination = 2 };
 enum class ResultForm : uint8_t { kBytes = 0, kChecksum = 1, kNotCaptured = 2 };
 
@@ -119,6 +123,7 @@ struct TraceRecord {
   TraceResult result;   // kCall of a device-to-host kMemcpyNow, kResult
   uint64_t target_record = 0;  // kResult: index of the kMemcpyDtoH's kPost record
   uint64_t iterations = 0;     // kStep
+  uint64_t token = 0;          // kNotified
 };
 
 // CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of `bytes`, continuing from `crc` (0 to start).

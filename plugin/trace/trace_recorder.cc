@@ -88,7 +88,7 @@ void TraceRecorder::RecordPost(uint16_t ordinal, const Command& command) {
         PendingCopy{index, ordinal, sequence, command.host_dst, command.size});
     stream_ordinal_[command.stream] = ordinal;
   } else if (command.kind == CommandKind::kNotify || command.kind == CommandKind::kRecordEvent) {
-    tokens_[command.token] = PendingToken{command.stream, sequence};
+    tokens_[command.token] = PendingToken{command.stream, sequence, ordinal};
   }
 }
 
@@ -166,6 +166,9 @@ void TraceRecorder::OnNotify(uint64_t token, const absl::Status& stream_status) 
   const PendingToken pending = it->second;
   tokens_.erase(it);
   CaptureLocked(pending.stream, pending.sequence, !stream_status.ok());
+  std::vector<uint8_t> body;
+  PutU64(&body, token);
+  AppendLocked(RecordType::kNotified, pending.ordinal, body);
 }
 
 void TraceRecorder::RecordStep(uint16_t ordinal, uint64_t iterations) {

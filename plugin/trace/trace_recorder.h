@@ -46,7 +46,8 @@ class TraceRecorder {
   // (SynchronizeStream, DestroyStream: that stream; SynchronizeDevice: every stream of the
   // device) captures the copies queued before it.
   void RecordCall(uint16_t ordinal, const Command& command, const Reply& reply, uint64_t begin);
-  // A notification arrived (before it is handed on): captures the copies its stream reached.
+  // A notification arrived (before it is handed on): captures the copies its stream reached
+  // and records the arrival (kNotified).
   void OnNotify(uint64_t token, const absl::Status& stream_status);
   // A training-step boundary of device `ordinal`; `iterations` counted so far.
   void RecordStep(uint16_t ordinal, uint64_t iterations);
@@ -70,6 +71,7 @@ class TraceRecorder {
   struct PendingToken {
     uint64_t stream;
     uint64_t sequence;
+    uint16_t ordinal;
   };
   explicit TraceRecorder(std::unique_ptr<TraceWriter> writer);
   uint64_t NowNs() const;

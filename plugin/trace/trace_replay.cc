@@ -25,8 +25,8 @@ namespace trace {
 namespace {
 
 // Tokens of the replay's own notifications (recorded tokens come from the client's hub, which
-// counts up from 1 and never reaches this bit).
-constexpr uint64_t kReplayTokenBit = 1ull << 63;
+// counts up from 1 and never reaches this bit; a `vgpu server` keeps bit 63 for itself).
+constexpr uint64_t kReplayTokenBit = 1ull << 62;
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -39,11 +39,11 @@ std::string KernelName(uint32_t id) {
   return info != nullptr ? info->name : "";
 }
 
-// Receives the replay session's notifications; the replay waits for its own tokens.
+// Receives the replay session's notifications: the replay waits for its own tokens (copies) and
+// for the recorded ones whose arrival the trace recorded.
 class ReplaySink final : public CompletionSink {
  public:
   void OnNotify(uint64_t token, const absl::Status& stream_status) override {
-    if ((token & kReplayTokenBit) == 0) return;  // a recorded event or callback: nobody waits
     std::lock_guard<std::mutex> lock(mu_);
     reached_[token] = stream_status;
     cv_.notify_all();
@@ -54,7 +54,7 @@ class ReplaySink final : public CompletionSink {
     if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                       [&] { return reached_.contains(token); })) {
       return absl::DeadlineExceededError(
-          absl::StrCat("the stream did not reach the copy within ", timeout_ms, " ms"));
+          absl::StrCat("the stream did not get there within ", timeout_ms, " ms"));
     }
     absl::Status status = reached_[token];
     reached_.erase(token);
@@ -120,6 +120,7 @@ class Replayer {
       case RecordType::kCall: return HandleCall(record);
       case RecordType::kResult: return HandleResult(record);
       case RecordType::kStep: HandleStep(record); return absl::OkStatus();
+      case RecordType::kNotified: return HandleNotified(record);
     }
     return absl::OkStatus();
   }
@@ -359,6 +360,18 @@ class Replayer {
       report_.first_mismatch = mismatch;
     }
     if (options_.stop_at_mismatch) stopped_ = true;
+  }
+
+  // The recorded run saw this notification before what follows: so must the replay. (The
+  // stream's status is not checked here: a failed stream is reported at the next
+  // synchronisation, as when recorded.)
+  absl::Status HandleNotified(const TraceRecord& record) {
+    absl::Status reached = sink_.Wait(record.token, options_.result_timeout_ms);
+    if (absl::IsDeadlineExceeded(reached)) {
+      return absl::Status(reached.code(), absl::StrCat("record ", record.index, " (notified, token ",
+                                                       record.token, "): ", reached.message()));
+    }
+    return absl::OkStatus();
   }
 
   void HandleStep(const TraceRecord& record) {

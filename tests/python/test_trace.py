@@ -102,7 +102,7 @@ def test_fit_trace_is_small_and_holds_posts_calls_results_and_steps(fit_trace):
     device_count, records = _records(fit_trace)
     assert device_count == 1
     kinds = {kind for kind, _, _ in records}
-    assert kinds == {1, 2, 3, 4}  # post, call, result, step
+    assert kinds == {1, 2, 3, 4, 5}  # post, call, result, step, notified
     assert sum(1 for kind, _, _ in records if kind == 4) >= 3  # three batches, each marked
 
 
