@@ -1,12 +1,14 @@
 """Command traces (docs/traces.md): a small Keras fit recorded with VGPU_TRACE in a child process
 replays on the in-process cpu executor and through a `vgpu server` with equal results; a
 corrupted or truncated trace is refused with the offset named and a non-zero exit; `vgpu trace
-stats` lists every recorded kernel with its launch count and every recorded step; an unknown
-executor is refused listing the known ones; two devices record into one file with their
-ordinals."""
+stats` lists every recorded kernel with its launch count and every recorded step; a result
+that differs is reported as the first mismatch; a run recorded through a server replays
+in-process; an unknown executor is refused listing the known ones; two devices record into one
+file with their ordinals."""
 import struct
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -53,9 +55,10 @@ def _vgpu(*args, timeout=300):
                           timeout=timeout, check=False)
 
 
-def _records(path):
-    """The trace's records as (type, ordinal, body), parsed from the format of
-    plugin/trace/trace_format.h independently of the C++ reader."""
+def _records(path, with_offsets=False):
+    """The trace's records as (type, ordinal, body) (with_offsets: (type, ordinal, body,
+    offset)), parsed from the format of plugin/trace/trace_format.h independently of the C++
+    reader."""
     data = path.read_bytes()
     assert data[:8] == b"VGPUTRAC"
     version, wire_version, device_count = struct.unpack_from("<HHI", data, 8)
@@ -68,7 +71,8 @@ def _records(path):
     while offset < len(data):
         kind, _, ordinal, length = struct.unpack_from("<BBHI", data, offset)
         body = data[offset + 24:offset + 24 + length]
-        records.append((kind, ordinal, body))
+        assert struct.unpack_from("<I", data, offset + 16)[0] == zlib.crc32(body)
+        records.append((kind, ordinal, body, offset) if with_offsets else (kind, ordinal, body))
         offset += 24 + length
     assert offset == len(data)
     return device_count, records
@@ -166,6 +170,44 @@ def test_stats_lists_every_kernel_with_its_launch_count_and_every_step(fit_trace
     assert len(step_rows) >= 3
     assert "launch" in text.split("kernels:")[0]  # commands by kind
     assert "bytes host->device" in text
+
+
+def test_a_result_that_differs_is_reported_as_the_first_mismatch(fit_trace, tmp_path):
+    _, records = _records(fit_trace, with_offsets=True)
+    data = bytearray(fit_trace.read_bytes())
+    for kind, _, body, offset in records:
+        if kind != 3:  # result
+            continue
+        target, form, size = struct.unpack_from("<QBQ", body, 0)
+        if form != 0 or size < 4:
+            continue
+        value = struct.unpack_from("<f", body, 17)[0]
+        changed = bytearray(body)
+        struct.pack_into("<f", changed, 17, value + 1000.0)
+        data[offset + 24:offset + 24 + len(body)] = changed
+        struct.pack_into("<I", data, offset + 16, zlib.crc32(bytes(changed)))
+        break
+    else:
+        pytest.fail("no device-to-host result in the trace")
+    tampered = tmp_path / "tampered.vgtrace"
+    tampered.write_bytes(bytes(data))
+    result = _vgpu("trace", "replay", str(tampered))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"MISMATCH at record {target} (memcpy_dtoh" in result.stdout, result.stdout
+    assert "element 0" in result.stdout and "stream " in result.stdout, result.stdout
+
+
+def test_a_run_recorded_through_a_server_replays_in_process(tmp_path):
+    from conftest import run_python_code  # noqa: PLC0415
+
+    path = tmp_path / "remote.vgtrace"
+    with ServerProcess(tmp_path, memory_limit="512MiB") as server:
+        recorded = run_python_code(_FIT, env={"VGPU_TRACE": str(path),
+                                              "VGPU_BACKEND": server.address})
+    assert recorded.returncode == 0, recorded.stdout + recorded.stderr
+    result = _vgpu("trace", "replay", str(path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("OK: replayed "), result.stdout
 
 
 def test_unknown_executor_is_refused_listing_the_known_ones(fit_trace):
