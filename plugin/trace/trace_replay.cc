@@ -34,6 +34,16 @@ uint64_t NowNs() {
                                    .count());
 }
 
+// A command of the replay's own (a synchronisation, a notification).
+Command ReplayCommand(CommandKind kind, uint32_t device, uint64_t stream, uint64_t token = 0) {
+  Command command;
+  command.kind = kind;
+  command.device = device;
+  command.stream = stream;
+  command.token = token;
+  return command;
+}
+
 std::string KernelName(uint32_t id) {
   const KernelInfo* info = Kernels().Find(id);
   return info != nullptr ? info->name : "";
@@ -128,10 +138,7 @@ class Replayer {
   // After the last record: waits for the streams (their errors are the replay's errors).
   absl::Status Finish() {
     for (uint32_t device = 0; device < report_.header.device_count; ++device) {
-      Command sync;
-      sync.kind = CommandKind::kSynchronizeDevice;
-      sync.device = device;
-      Reply reply = transport_->Call(std::move(sync));
+      Reply reply = transport_->Call(ReplayCommand(CommandKind::kSynchronizeDevice, device, 0));
       if (!reply.status.ok()) {
         return absl::Status(reply.status.code(),
                             absl::StrCat("device ", device, " failed during the replay: ",
@@ -236,22 +243,15 @@ class Replayer {
     if (!posted.ok()) return Context(record, posted);
     if (destination != nullptr) {
       // The replay's own notification tells when the copy's bytes are there.
-      Command notify;
-      notify.kind = CommandKind::kNotify;
-      notify.device = record.ordinal;
-      notify.stream = stream;
-      notify.token = kReplayTokenBit | record.index;
-      posted = transport_->Post(std::move(notify));
+      posted = transport_->Post(ReplayCommand(CommandKind::kNotify, record.ordinal, stream,
+                                              kReplayTokenBit | record.index));
       if (!posted.ok()) return Context(record, posted);
       pending_[record.index] = PendingResult{destination, kReplayTokenBit | record.index,
                                              record.command.kind, record.ordinal, stream};
     }
     if (options_.time_launches && stream != 0) {
-      Command sync;
-      sync.kind = CommandKind::kSynchronizeStream;
-      sync.device = record.ordinal;
-      sync.stream = stream;
-      Reply reply = transport_->Call(std::move(sync));
+      Reply reply =
+          transport_->Call(ReplayCommand(CommandKind::kSynchronizeStream, record.ordinal, stream));
       if (!reply.status.ok()) return Context(record, reply.status);
     }
     if (launch) {
