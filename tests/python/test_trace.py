@@ -243,3 +243,13 @@ def test_info_shows_the_trace_file(run_python, tmp_path):
     assert f"trace={path}" in result.stdout
     unset = run_python("import vgpu, tensorflow as tf; print('trace=' + str(vgpu.info()['trace']))")
     assert "trace=None" in unset.stdout, unset.stdout + unset.stderr
+
+
+def test_a_trace_file_that_cannot_be_created_offers_no_device_and_says_why(run_python, tmp_path):
+    path = tmp_path / "missing-folder" / "x.vgtrace"
+    result = run_python("import vgpu, tensorflow as tf; print(vgpu.devices()); "
+                        "print('declined=' + str(vgpu.info()['declined']))",
+                        env={"VGPU_TRACE": str(path)})
+    assert result.returncode == 0, result.stderr
+    assert "[]" in result.stdout, result.stdout
+    assert "declined=VGPU_TRACE: cannot create the trace file" in result.stdout, result.stdout
