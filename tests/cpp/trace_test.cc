@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -430,6 +432,100 @@ TEST(TraceTool, ReportsSuccessStatsAndBadUsage) {
   EXPECT_EQ(RunTraceTool({"replay"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"bogus"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"replay", path, "--rtol", "x"}, bad_out, bad_err), 2);
+}
+
+// Counts notifications, as the client's hub would receive them.
+class CountingSink final : public CompletionSink {
+ public:
+  void OnNotify(uint64_t, const absl::Status&) override { notified_.fetch_add(1); }
+  int notified() const { return notified_.load(); }
+
+ private:
+  std::atomic<int> notified_{0};
+};
+
+TEST(TraceRecorderThreads, ManyThreadsRecordAReadableTraceThatReplaysEqual) {
+  const std::string path = TempPath("threads");
+  TraceHeader header;
+  header.device_count = 2;
+  header.memory_limit = 16ull << 20;
+  auto recorder = TraceRecorder::Create(path, header);
+  ASSERT_TRUE(recorder.ok());
+  CountingSink hub;
+  TracingSink sink(recorder->get(), &hub);
+  ExecutorOptions options;
+  options.device_count = 2;
+  options.memory_limit_per_device = 16ull << 20;
+  auto executor = CreateExecutor("cpu", options);
+  ASSERT_TRUE(executor.ok());
+  constexpr int kThreads = 4, kRounds = 20;
+  {
+    InprocTransport inner((*executor)->OpenSession(&sink));
+    TracingTransport device0(&inner, recorder->get(), 0), device1(&inner, recorder->get(), 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        TracingTransport& transport = t % 2 == 0 ? device0 : device1;
+        const uint32_t device = t % 2;
+        const uint64_t stream = 1000 + t;
+        Command command;
+        command.kind = CommandKind::kCreateStream;
+        command.device = device;
+        command.stream = stream;
+        ASSERT_TRUE(transport.Call(command).status.ok());
+        for (int round = 0; round < kRounds; ++round) {
+          command = Command();
+          command.kind = CommandKind::kAllocate;
+          command.device = device;
+          command.size = 256;
+          Reply allocated = transport.Call(command);
+          ASSERT_TRUE(allocated.status.ok());
+          std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
+          std::vector<uint8_t> out(256, 0);
+          command = Command();
+          command.kind = CommandKind::kMemcpyHtoD;
+          command.device = device;
+          command.stream = stream;
+          command.dst = allocated.value;
+          command.size = 256;
+          command.host_src = in.data();
+          ASSERT_TRUE(transport.Post(command).ok());
+          command = Command();
+          command.kind = CommandKind::kMemcpyDtoH;
+          command.device = device;
+          command.stream = stream;
+          command.src = allocated.value;
+          command.size = 256;
+          command.host_dst = out.data();
+          ASSERT_TRUE(transport.Post(command).ok());
+          command = Command();
+          command.kind = CommandKind::kSynchronizeStream;
+          command.device = device;
+          command.stream = stream;
+          ASSERT_TRUE(transport.Call(command).status.ok());
+          EXPECT_EQ(out, in);
+          command = Command();
+          command.kind = CommandKind::kFree;
+          command.device = device;
+          command.dst = allocated.value;
+          ASSERT_TRUE(transport.Call(command).status.ok());
+        }
+        recorder->get()->RecordStep(static_cast<uint16_t>(device), t);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  recorder->reset();
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok()) << ReadAll(path);
+  int results = 0;
+  for (const TraceRecord& r : records) results += r.type == RecordType::kResult;
+  EXPECT_EQ(results, kThreads * kRounds);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->first_mismatch.has_value());
+  EXPECT_EQ(report->results_compared, static_cast<uint64_t>(kThreads * kRounds));
+  EXPECT_EQ(report->results_exact, report->results_compared);
 }
 
 }  // namespace
