@@ -204,6 +204,7 @@ PluginRuntime::PluginRuntime() {
     }
   }
   if (trace_recorder_ != nullptr) {
+    trace_recorder_->SetMemoryLimit(config_.memory_limit_bytes);  // a server's grant, if remote
     Log(LogLevel::kInfo, absl::StrCat("recording a command trace into ", config_.trace_path));
   }
   Log(LogLevel::kInfo, absl::StrCat(config_.device_count, " virtual ", config_.device_type,

@@ -250,6 +250,17 @@ absl::Status TraceWriter::Flush() {
   return absl::OkStatus();
 }
 
+absl::Status TraceWriter::RewriteMemoryLimit(uint64_t memory_limit) {
+  constexpr long kMemoryLimitOffset = 16;
+  if (std::fflush(file_) != 0 || std::fseek(file_, kMemoryLimitOffset, SEEK_SET) != 0 ||
+      std::fwrite(&memory_limit, sizeof(memory_limit), 1, file_) != 1 ||
+      std::fseek(file_, 0, SEEK_END) != 0) {
+    return absl::DataLossError(absl::StrCat("rewriting the header of the trace file '", path_,
+                                            "' failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
   std::ifstream file(path, std::ios::binary | std::ios::ate);
   if (!file) {

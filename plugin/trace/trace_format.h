@@ -158,6 +158,9 @@ class TraceWriter {
   // Writes one encoded record (EncodeRecord). Error if the write failed.
   absl::Status Append(absl::Span<const uint8_t> record);
   absl::Status Flush();
+  // Rewrites the header's memory limit (known only once the transports are open: a server
+  // grants its own). Later records still append at the end.
+  absl::Status RewriteMemoryLimit(uint64_t memory_limit);
   const std::string& path() const { return path_; }
 
  private:

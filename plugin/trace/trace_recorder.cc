@@ -1,6 +1,7 @@
 // TraceRecorder, TracingTransport (see trace_recorder.h).
 #include "plugin/trace/trace_recorder.h"
 
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -17,8 +18,9 @@ absl::Span<const uint8_t> HostBytes(const void* data, uint64_t size) {
 }
 
 void PutU64(std::vector<uint8_t>* out, uint64_t value) {
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
-  out->insert(out->end(), bytes, bytes + sizeof(value));
+  const size_t at = out->size();
+  out->resize(at + sizeof(value));
+  std::memcpy(out->data() + at, &value, sizeof(value));  // the host is little-endian
 }
 
 HostSide HostSideOf(const Command& command) {
@@ -177,6 +179,16 @@ void TraceRecorder::RecordStep(uint16_t ordinal, uint64_t iterations) {
   std::lock_guard<std::mutex> lock(mu_);
   AppendLocked(RecordType::kStep, ordinal, body);
   if (!failed_) (void)writer_->Flush();
+}
+
+void TraceRecorder::SetMemoryLimit(uint64_t memory_limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return;
+  absl::Status rewritten = writer_->RewriteMemoryLimit(memory_limit);
+  if (!rewritten.ok()) {
+    failed_ = true;
+    Log(LogLevel::kError, absl::StrCat("VGPU_TRACE: ", rewritten.message(), "; recording stops"));
+  }
 }
 
 void TraceRecorder::Flush() {

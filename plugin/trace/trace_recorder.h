@@ -53,6 +53,8 @@ class TraceRecorder {
   void RecordStep(uint16_t ordinal, uint64_t iterations);
   // Writes buffered records to the file.
   void Flush();
+  // The memory limit per device the run got (a server's grant), into the header.
+  void SetMemoryLimit(uint64_t memory_limit);
   // Held across an Allocate or Free call and its recording, on every device: the trace then
   // has allocations and frees in the order the executor answered them (an address freed by one
   // thread and handed out again to another is never recorded in the wrong order).

@@ -151,6 +151,23 @@ TEST(TraceFormat, RoundTripsHeaderAndEveryRecordType) {
   EXPECT_EQ(records[4].index, 4u);
 }
 
+TEST(TraceFormat, HeaderMemoryLimitCanBeRewrittenWhileRecording) {
+  const std::string path = TempPath("memory_limit");
+  TraceHeader header;
+  header.memory_limit = 1;
+  auto recorder = TraceRecorder::Create(path, header);
+  ASSERT_TRUE(recorder.ok());
+  (*recorder)->RecordStep(0, 1);
+  (*recorder)->SetMemoryLimit(5ull << 30);
+  (*recorder)->RecordStep(0, 2);
+  recorder->reset();
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok()) << ReadAll(path);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1].iterations, 2u);
+  EXPECT_EQ((*TraceReader::Open(path))->header().memory_limit, 5ull << 30);
+}
+
 TEST(TraceFormat, KeepsLargeResultsAsChecksumAndSize) {
   std::vector<uint8_t> big(kMaxInlineResultBytes + 1, 7);
   TraceResult result = MakeResult(big);
