@@ -152,9 +152,17 @@ absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
   // Claim 8: the first computation's output, and backward computations' inputs.
   absl::InlinedVector<uint64_t, 6> inputs;
   for (size_t i = 0; i + 1 < buffers.size(); ++i) inputs.push_back(buffers[i].address);
-  detector_.Observe(ScopedLaunchRole::Current(), inputs,
-                    buffers.empty() ? 0 : buffers.back().address);
+  const bool completed = detector_.Observe(ScopedLaunchRole::Current(), inputs,
+                                           buffers.empty() ? 0 : buffers.back().address);
+  if (completed && iteration_observer_) iteration_observer_(detector_.iterations());
   return device_->PostLaunch(stream, kernel, section, buffers, params);
+}
+
+void DnnApi::MarkStep() {
+  const uint64_t before = detector_.iterations();
+  detector_.MarkStep();
+  const uint64_t after = detector_.iterations();
+  if (after != before && iteration_observer_) iteration_observer_(after);
 }
 
 void DnnApi::ReleaseStream(uint64_t stream_id) {

@@ -20,6 +20,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -96,7 +97,15 @@ class DnnApi {
                       absl::Span<const BufferArg> buffers, absl::Span<const uint8_t> params);
 
   // An explicit iteration boundary (vgpu.mark_step()).
-  void MarkStep() { detector_.MarkStep(); }
+  void MarkStep();
+
+  // `observer` is called with the iteration count each time an iteration completes (detected
+  // by a launch, or marked): the hook of VGPU_TRACE's step records. Set it before the device is
+  // used (it is not synchronised with launches). It runs on the launching or marking thread and
+  // must not call back into this DnnApi.
+  void SetIterationObserver(std::function<void(uint64_t iterations)> observer) {
+    iteration_observer_ = std::move(observer);
+  }
 
   // Frees the descriptors retained for a stream that is being destroyed.
   void ReleaseStream(uint64_t stream_id);
@@ -121,6 +130,7 @@ class DnnApi {
   const DescriptorMode mode_;
   DescriptorQueues queues_;
   IterationDetector detector_;
+  std::function<void(uint64_t)> iteration_observer_;
 };
 
 // RAII ownership of one descriptor for the duration of a kernel invocation: created and set on

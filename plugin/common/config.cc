@@ -185,6 +185,9 @@ absl::StatusOr<Config> LoadConfig(
     if (!seconds.ok()) return seconds.status();
     config.timeout_seconds = *seconds;
   }
+  if (auto trace = getenv("VGPU_TRACE")) {
+    config.trace_path = std::string(absl::StripAsciiWhitespace(*trace));
+  }
   if (auto type = getenv("VGPU_DEVICE_TYPE")) {
     if (!IsValidTypeName(*type)) {
       return absl::InvalidArgumentError(absl::StrCat(

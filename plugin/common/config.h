@@ -33,6 +33,9 @@ struct Config {
   // the waiting operation fails with DeadlineExceeded (0: wait forever). See
   // transport/socket_transport.h for what counts as a sign of life.
   double timeout_seconds = kDefaultTimeoutSeconds;
+  // VGPU_TRACE: record every command of every device into this file (trace/trace_format.h);
+  // empty: no recording (and no cost).
+  std::string trace_path;
   static constexpr double kDefaultTimeoutSeconds = 60;
   static constexpr double kMaxTimeoutSeconds = 86400;
 };

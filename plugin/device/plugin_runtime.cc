@@ -2,6 +2,7 @@
 #include "plugin/device/plugin_runtime.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -51,6 +52,7 @@ DeviceClient* PluginRuntime::device(int ordinal) const {
 void PluginRuntime::Decline(std::string reason) {
   decline_reason_ = std::move(reason);
   devices_.clear();
+  tracing_transports_.clear();
   transports_.clear();
   inproc_executor_.reset();
   Log(LogLevel::kError, absl::StrCat("no virtual GPU is offered: ", decline_reason_));
@@ -95,6 +97,31 @@ PluginRuntime::PluginRuntime() {
   for (const std::string& backend : config_.backends) inproc_devices += backend == "inproc";
   TransportContext context;
   context.sink = hub_.get();
+  if (!config_.trace_path.empty()) {
+    trace::TraceHeader header;
+    header.device_count = static_cast<uint32_t>(config_.device_count);
+    header.memory_limit = config_.memory_limit_bytes;
+    header.created_unix_ns = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::system_clock::now().time_since_epoch())
+            .count());
+    header.producer = absl::StrCat("tensorflow-vgpu ", VGPU_VERSION);
+    std::vector<std::string> backends;
+    for (const std::string& backend : config_.backends) {
+      backends.push_back(backend == "inproc" ? absl::StrCat("inproc (", config_.executor, ")")
+                                             : backend);
+    }
+    header.backends = absl::StrJoin(backends, ", ");
+    absl::StatusOr<std::unique_ptr<trace::TraceRecorder>> recorder =
+        trace::TraceRecorder::Create(config_.trace_path, header);
+    if (!recorder.ok()) {
+      Decline(absl::StrCat("VGPU_TRACE: ", recorder.status().message()));
+      return;
+    }
+    trace_recorder_ = *std::move(recorder);
+    trace_sink_ = std::make_unique<trace::TracingSink>(trace_recorder_.get(), hub_.get());
+    context.sink = trace_sink_.get();
+  }
   context.token = config_.token;
   // VGPU_TIMEOUT bounds every wait for a silent server, and the handshake of a new session.
   context.silence_timeout_ms =
@@ -161,8 +188,24 @@ PluginRuntime::PluginRuntime() {
                            ", but the server has ", it->second.device_count));
       return;
     }
-    devices_.push_back(std::make_unique<DeviceClient>(i, device, it->second.transport,
-                                                      hub_.get(), config_.descriptor_mode));
+    Transport* transport = it->second.transport;
+    if (trace_recorder_ != nullptr) {
+      tracing_transports_.push_back(std::make_unique<trace::TracingTransport>(
+          transport, trace_recorder_.get(), static_cast<uint16_t>(i)));
+      transport = tracing_transports_.back().get();
+    }
+    devices_.push_back(std::make_unique<DeviceClient>(i, device, transport, hub_.get(),
+                                                      config_.descriptor_mode));
+    if (trace_recorder_ != nullptr) {
+      trace::TraceRecorder* recorder = trace_recorder_.get();
+      devices_.back()->dnn().SetIterationObserver([recorder, i](uint64_t iterations) {
+        recorder->RecordStep(static_cast<uint16_t>(i), iterations);
+      });
+    }
+  }
+  if (trace_recorder_ != nullptr) {
+    trace_recorder_->SetMemoryLimit(config_.memory_limit_bytes);  // a server's grant, if remote
+    Log(LogLevel::kInfo, absl::StrCat("recording a command trace into ", config_.trace_path));
   }
   Log(LogLevel::kInfo, absl::StrCat(config_.device_count, " virtual ", config_.device_type,
                                     "(s) on ", absl::StrJoin(config_.backends, ", ")));
@@ -196,6 +239,7 @@ std::string PluginRuntime::InfoJson() const {
       ", \"descriptor_mode\": ", JsonString(DescriptorModeName(config_.descriptor_mode)),
       ", \"memory_limit_bytes\": ", config_.memory_limit_bytes,
       ", \"timeout_seconds\": ", config_.timeout_seconds,
+      ", \"trace\": ", config_.trace_path.empty() ? "null" : JsonString(config_.trace_path),
       ", \"declined\": ", decline_reason_.empty() ? "null" : JsonString(decline_reason_), "}");
 }
 

@@ -11,6 +11,7 @@
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/common/config.h"
+#include "plugin/trace/trace_recorder.h"
 
 namespace vgpu {
 
@@ -46,6 +47,11 @@ class PluginRuntime {
   std::unique_ptr<NotificationHub> hub_;
   std::unique_ptr<BackingExecutor> inproc_executor_;  // of the in-process devices, if any
   std::vector<std::unique_ptr<Transport>> transports_;
+  // VGPU_TRACE only: the recording, the sink in front of hub_ and one tracing transport per
+  // device (in front of its shared transport). Absent otherwise: tracing off costs nothing.
+  std::unique_ptr<trace::TraceRecorder> trace_recorder_;
+  std::unique_ptr<trace::TracingSink> trace_sink_;
+  std::vector<std::unique_ptr<trace::TracingTransport>> tracing_transports_;
   std::vector<std::unique_ptr<DeviceClient>> devices_;
 };
 

@@ -1,7 +1,8 @@
 // vgpu._core: connects the Python package to the plugin instance TensorFlow loaded. It finds the
 // plugin among the process's loaded libraries (it never loads a second copy) and calls the
 // plugin's exported C API (plugin/c_api/vgpu_c_api.h). It also hosts `vgpu server`
-// (plugin/server) and a stats client for it, which need no TensorFlow runtime.
+// (plugin/server), a stats client for it and `vgpu trace` (plugin/trace), which need no
+// TensorFlow runtime.
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/socket.h>
@@ -12,8 +13,10 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <pybind11/pybind11.h>
@@ -24,6 +27,7 @@
 #include "plugin/common/backend_address.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/server/server.h"
+#include "plugin/trace/trace_replay.h"
 #include "plugin/transport/socket_transport.h"
 #include "plugin/transport/socket_util.h"
 
@@ -248,6 +252,13 @@ std::vector<double> PingPong(const std::string& address, int iterations,
   return seconds;
 }
 
+// `vgpu trace replay|stats ...` (trace/trace_replay.h): (exit code, stdout text, stderr text).
+std::tuple<int, std::string, std::string> RunTraceTool(const std::vector<std::string>& args) {
+  std::ostringstream out, err;
+  int code = vgpu::trace::RunTraceTool(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -291,6 +302,10 @@ PYBIND11_MODULE(_core, m) {
         "Seconds per round trip of `iterations` calls to a vgpu server (the transport latency).");
   m.def("decode_frame", &DecodeFrame, py::arg("frame"),
         "Decodes one wire frame as the server would (for fuzzing); ValueError if malformed.");
+  m.def("run_trace_tool", &RunTraceTool, py::arg("args"),
+        py::call_guard<py::gil_scoped_release>(),
+        "`vgpu trace` with its arguments ([\"replay\"|\"stats\", FILE, flags...]): "
+        "(exit code, output, errors).");
   m.def("query_server_stats", &QueryServerStats, py::arg("address"), py::arg("token") = "",
         py::arg("timeout_ms") = 5000, py::call_guard<py::gil_scoped_release>(),
         "The JSON statistics of a running vgpu server.");

@@ -1,8 +1,9 @@
 """The ``vgpu`` command line: ``vgpu info`` (what TensorFlow sees and how the plugin is set up),
 ``vgpu server`` (a remote backing executor, see vgpu/server.py), ``vgpu stats --server
 ADDRESS`` (clients, memory per client and commands per second of a running server), ``vgpu
-ops`` (the ops the virtual GPU runs; ``--markdown`` prints docs/ops.md) and ``vgpu bench`` (the
-benchmark suite, see vgpu/bench/runner.py)."""
+ops`` (the ops the virtual GPU runs; ``--markdown`` prints docs/ops.md), ``vgpu bench`` (the
+benchmark suite, see vgpu/bench/runner.py) and ``vgpu trace replay|stats FILE`` (command traces
+recorded with VGPU_TRACE, see docs/traces.md)."""
 from __future__ import annotations
 
 import json
@@ -19,6 +20,8 @@ flags.DEFINE_bool("json", False, "Print machine-readable JSON instead of text.")
 flags.DEFINE_string("server", None, "vgpu stats: address of a running vgpu server.")
 flags.DEFINE_float("interval", 1.0, "vgpu stats: seconds between the two samples of a rate.")
 flags.DEFINE_bool("markdown", False, "vgpu ops: print the Markdown of docs/ops.md.")
+flags.DEFINE_float("rtol", 1e-5, "vgpu trace replay: relative tolerance of float32 results.")
+flags.DEFINE_float("atol", 1e-6, "vgpu trace replay: absolute tolerance of float32 results.")
 
 _USAGE = """usage: vgpu <command> [flags]
 
@@ -31,6 +34,11 @@ commands:
   bench    the benchmark suite: [--quick] [--out DIR] [--models cnn,mlp,resnet] [--steps N]
            [--warmup N] [--repeats N] [--remote|--noremote]; writes results.json, table.md
            and PNG plots into DIR (default ./bench-out)
+  trace    command traces recorded with VGPU_TRACE=FILE (docs/traces.md):
+           trace replay FILE [--executor NAME | --server ADDRESS] [--rtol X] [--atol Y]
+             runs the trace again and compares every device-to-host result
+           trace stats FILE [--executor NAME | --server ADDRESS]
+             time per kernel and per step, commands by kind, bytes moved
 """
 
 
@@ -65,6 +73,7 @@ def _info() -> int:
           f"{details['executors_available']})")
     print(f"descriptor mode:   {details['descriptor_mode']}")
     print(f"memory per device: {_format_bytes(details['memory_limit_bytes'])}")
+    print(f"command trace:     {details.get('trace') or 'off (VGPU_TRACE unset)'}")
     if details["declined"]:
         print(f"NO DEVICE OFFERED: {details['declined']}")
         return 1
@@ -117,6 +126,27 @@ def _ops() -> int:
     return 0
 
 
+def _trace(argv: list[str]) -> int:
+    from vgpu import _core  # noqa: PLC0415 - no TensorFlow needed
+
+    if len(argv) != 2 or argv[0] not in ("replay", "stats"):
+        print("usage: vgpu trace replay|stats FILE [--executor NAME | --server ADDRESS] "
+              "[--rtol X] [--atol Y]", file=sys.stderr)
+        return 2
+    args = [argv[0], argv[1], f"--executor={FLAGS.executor}"]
+    if FLAGS.server:
+        args.append(f"--server={FLAGS.server}")
+        token = _server._read_token(FLAGS.token_file)  # noqa: SLF001
+        if token:
+            args.append(f"--token={token}")
+    if argv[0] == "replay":
+        args += [f"--rtol={FLAGS.rtol!r}", f"--atol={FLAGS.atol!r}"]
+    code, out, err = _core.run_trace_tool(args)
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return code
+
+
 def _serve() -> int:
     return _server.main([])
 
@@ -130,6 +160,8 @@ _COMMANDS = {"info": _info, "server": _serve, "stats": _stats, "ops": _ops,
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[1] == "trace":
+        return _trace(argv[2:])
     if len(argv) < 2 or argv[1] not in _COMMANDS:
         print(_USAGE, file=sys.stderr)
         return 2

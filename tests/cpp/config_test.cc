@@ -244,6 +244,15 @@ TEST(LoadConfig, TimeoutDefaultsToSixtySecondsAndAcceptsDecimalsAndZero) {
   EXPECT_EQ(config->timeout_seconds, 0);
 }
 
+TEST(LoadConfig, TraceIsOffByDefaultAndReadsThePath) {
+  absl::StatusOr<Config> config = LoadFrom({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->trace_path, "");
+  config = LoadFrom({{"VGPU_TRACE", " /tmp/run.vgtrace "}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->trace_path, "/tmp/run.vgtrace");
+}
+
 TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
   for (const char* bad : {"", "soon", "-1", "10s", "nan", "inf", "1e9"}) {
     ExpectError(LoadFrom({{"VGPU_TIMEOUT", bad}}), absl::StatusCode::kInvalidArgument,

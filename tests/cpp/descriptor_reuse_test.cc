@@ -326,6 +326,21 @@ TEST_P(DnnApiTest, DetectorSeesIterationsThroughLaunches) {
   EXPECT_TRUE(client_->dnn().detector().warmup_complete());
 }
 
+TEST_P(DnnApiTest, IterationObserverHearsEveryDetectedAndMarkedIterationOnce) {
+  std::vector<uint64_t> heard;
+  client_->dnn().SetIterationObserver([&](uint64_t iterations) { heard.push_back(iterations); });
+  uint64_t x = Upload({1, 2, 3, 4});
+  uint64_t h = *client_->Allocate(16);
+  uint64_t g = *client_->Allocate(16);
+  for (int step = 0; step < 2; ++step) {
+    RunSigmoid(x, h, 4, LaunchRole::kForward);
+    RunSigmoid(h, g, 4, LaunchRole::kBackward);  // detected
+    client_->dnn().MarkStep();                   // the same step: not counted again
+  }
+  client_->dnn().MarkStep();  // a step with no launch: counted by the mark
+  EXPECT_EQ(heard, (std::vector<uint64_t>{1, 2, 3}));
+}
+
 TEST_P(DnnApiTest, StreamsHaveTheirOwnQueuesAndDestroyingOneFreesItsDescriptors) {
   if (GetParam() != DescriptorMode::kReuse) GTEST_SKIP() << "reuse mode only";
   auto other = *client_->CreateStream();

@@ -1,0 +1,575 @@
+// Tests of command traces (trace/): the file format round trip, address translation, corrupted
+// and truncated files refused with the offset and record named, result comparison within a
+// tolerance, and a run recorded through TracingTransport on the CPU executor replayed (equal
+// results pass, a tampered result is reported as the first mismatch).
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "plugin/backend/executor_registry.h"
+#include "plugin/protocol/wire_format.h"
+#include "plugin/trace/trace_format.h"
+#include "plugin/trace/trace_recorder.h"
+#include "plugin/trace/trace_replay.h"
+#include "plugin/transport/inproc_transport.h"
+
+namespace vgpu {
+namespace trace {
+namespace {
+
+std::string TempPath(const std::string& name) {
+  return absl::StrCat(testing::TempDir(), "/trace_test_", ::getpid(), "_", name);
+}
+
+std::vector<uint8_t> ReadFile(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(file), {});
+}
+
+void WriteFile(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream file(path, std::ios::binary | std::ios::trunc);
+  file.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Reads every record; the first error, or OK.
+absl::Status ReadAll(const std::string& path, std::vector<TraceRecord>* records = nullptr) {
+  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
+  if (!reader.ok()) return reader.status();
+  TraceRecord record;
+  for (;;) {
+    absl::StatusOr<bool> next = (*reader)->Next(&record);
+    if (!next.ok()) return next.status();
+    if (!*next) return absl::OkStatus();
+    if (records != nullptr) records->push_back(record);
+  }
+}
+
+// A small trace written record by record: header, allocate call, host-to-device post, a
+// device-to-host post and its result, a step.
+std::string WriteSampleTrace(const std::string& name) {
+  const std::string path = TempPath(name);
+  TraceHeader header;
+  header.device_count = 2;
+  header.memory_limit = 64ull << 20;
+  header.created_unix_ns = 123456789;
+  header.producer = "tensorflow-vgpu test";
+  header.backends = "inproc (cpu), inproc (cpu)";
+  absl::StatusOr<std::unique_ptr<TraceWriter>> writer = TraceWriter::Create(path, header);
+  EXPECT_TRUE(writer.ok()) << writer.status();
+
+  std::vector<uint8_t> body, record;
+  Command allocate;
+  allocate.kind = CommandKind::kAllocate;
+  allocate.device = 1;
+  allocate.size = 4096;
+  Reply reply;
+  reply.value = 0x10000;
+  EncodeCommandBody(allocate, HostSide::kNone, {}, &body);
+  wire::EncodeReply(reply, &body);
+  EncodeRecord(RecordType::kCall, 1, 10, body, &record);
+
+  const std::vector<uint8_t> data = {1, 2, 3, 4, 5, 6, 7, 8};
+  Command copy;
+  copy.kind = CommandKind::kMemcpyHtoD;
+  copy.device = 1;
+  copy.stream = 7;
+  copy.dst = 0x10010;
+  copy.size = data.size();
+  copy.host_src = data.data();
+  body.clear();
+  EncodeCommandBody(copy, HostSide::kSource, data, &body);
+  EncodeRecord(RecordType::kPost, 1, 20, body, &record);
+
+  Command back;
+  back.kind = CommandKind::kMemcpyDtoH;
+  back.device = 1;
+  back.stream = 7;
+  back.src = 0x10010;
+  back.size = data.size();
+  body.clear();
+  EncodeCommandBody(back, HostSide::kDestination, {}, &body);
+  EncodeRecord(RecordType::kPost, 1, 30, body, &record);
+
+  body.assign(8, 0);
+  body[0] = 2;  // the result of record 2
+  EncodeResult(MakeResult(data), &body);
+  EncodeRecord(RecordType::kResult, 1, 40, body, &record);
+
+  body.assign(8, 0);
+  body[0] = 3;
+  EncodeRecord(RecordType::kStep, 0, 50, body, &record);
+  EXPECT_TRUE((*writer)->Append(record).ok());
+  writer->reset();
+  return path;
+}
+
+TEST(TraceFormat, RoundTripsHeaderAndEveryRecordType) {
+  const std::string path = WriteSampleTrace("roundtrip");
+  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const TraceHeader& header = (*reader)->header();
+  EXPECT_EQ(header.device_count, 2u);
+  EXPECT_EQ(header.memory_limit, 64ull << 20);
+  EXPECT_EQ(header.created_unix_ns, 123456789u);
+  EXPECT_EQ(header.producer, "tensorflow-vgpu test");
+  EXPECT_EQ(header.backends, "inproc (cpu), inproc (cpu)");
+
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok());
+  ASSERT_EQ(records.size(), 5u);
+  EXPECT_EQ(records[0].type, RecordType::kCall);
+  EXPECT_EQ(records[0].ordinal, 1);
+  EXPECT_EQ(records[0].time_ns, 10u);
+  EXPECT_EQ(records[0].command.kind, CommandKind::kAllocate);
+  EXPECT_EQ(records[0].command.size, 4096u);
+  EXPECT_EQ(records[0].reply.value, 0x10000u);
+  EXPECT_EQ(records[1].type, RecordType::kPost);
+  EXPECT_EQ(records[1].command.kind, CommandKind::kMemcpyHtoD);
+  EXPECT_EQ(records[1].command.dst, 0x10010u);
+  EXPECT_EQ(records[1].host_side, HostSide::kSource);
+  ASSERT_NE(records[1].host_data, nullptr);
+  EXPECT_EQ(*records[1].host_data, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(records[2].host_side, HostSide::kDestination);
+  EXPECT_EQ(records[3].type, RecordType::kResult);
+  EXPECT_EQ(records[3].target_record, 2u);
+  EXPECT_EQ(records[3].result.form, ResultForm::kBytes);
+  EXPECT_EQ(records[3].result.bytes, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(records[4].type, RecordType::kStep);
+  EXPECT_EQ(records[4].iterations, 3u);
+  EXPECT_EQ(records[4].index, 4u);
+}
+
+TEST(TraceFormat, HeaderMemoryLimitCanBeRewrittenWhileRecording) {
+  const std::string path = TempPath("memory_limit");
+  TraceHeader header;
+  header.memory_limit = 1;
+  auto recorder = TraceRecorder::Create(path, header);
+  ASSERT_TRUE(recorder.ok());
+  (*recorder)->RecordStep(0, 1);
+  (*recorder)->SetMemoryLimit(5ull << 30);
+  (*recorder)->RecordStep(0, 2);
+  recorder->reset();
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok()) << ReadAll(path);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[1].iterations, 2u);
+  EXPECT_EQ((*TraceReader::Open(path))->header().memory_limit, 5ull << 30);
+}
+
+TEST(TraceFormat, KeepsLargeResultsAsChecksumAndSize) {
+  std::vector<uint8_t> big(kMaxInlineResultBytes + 1, 7);
+  TraceResult result = MakeResult(big);
+  EXPECT_EQ(result.form, ResultForm::kChecksum);
+  EXPECT_EQ(result.size, big.size());
+  EXPECT_TRUE(result.bytes.empty());
+  EXPECT_TRUE(CompareResult(result, big, 0, 0).equal);
+  big[5] = 8;
+  EXPECT_FALSE(CompareResult(result, big, 1, 1).equal);
+}
+
+TEST(TraceFormat, Crc32MatchesTheStandardCheckValue) {
+  const std::string text = "123456789";
+  EXPECT_EQ(Crc32({reinterpret_cast<const uint8_t*>(text.data()), text.size()}), 0xCBF43926u);
+}
+
+TEST(TraceReader, RefusesAFlippedBodyByteNamingTheRecordAndOffset) {
+  const std::string path = WriteSampleTrace("flipped");
+  std::vector<uint8_t> bytes = ReadFile(path);
+  bytes[bytes.size() - 1] ^= 0x40;  // inside the body of the last record (the step)
+  WriteFile(path, bytes);
+  absl::Status status = ReadAll(path);
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("record 4"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("checksum"), std::string::npos) << status;
+  const size_t step_offset = bytes.size() - 8 - kRecordHeaderBytes;
+  EXPECT_NE(status.message().find(absl::StrCat("offset ", step_offset)), std::string::npos)
+      << status;
+}
+
+TEST(TraceReader, RefusesEveryTruncationWithAClearError) {
+  const std::string path = WriteSampleTrace("truncated");
+  const std::vector<uint8_t> bytes = ReadFile(path);
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok());
+  std::vector<uint64_t> boundaries;
+  for (const TraceRecord& r : records) boundaries.push_back(r.offset);
+  for (size_t cut = 0; cut < bytes.size(); ++cut) {
+    if (std::find(boundaries.begin(), boundaries.end(), cut) != boundaries.end()) continue;
+    WriteFile(path, std::vector<uint8_t>(bytes.begin(), bytes.begin() + cut));
+    absl::Status status = ReadAll(path);
+    ASSERT_FALSE(status.ok()) << "cut at " << cut;
+    EXPECT_NE(status.message().find("offset"), std::string::npos) << status;
+    if (cut >= boundaries.front()) {
+      EXPECT_NE(status.message().find("truncated"), std::string::npos) << status;
+      EXPECT_NE(status.message().find("record "), std::string::npos) << status;
+    }
+  }
+}
+
+TEST(TraceReader, RefusesABadMagicVersionAndOrdinal) {
+  const std::string path = WriteSampleTrace("header");
+  std::vector<uint8_t> bytes = ReadFile(path);
+  std::vector<uint8_t> bad = bytes;
+  bad[0] = 'X';
+  WriteFile(path, bad);
+  EXPECT_NE(ReadAll(path).message().find("bad magic"), std::string::npos);
+  bad = bytes;
+  bad[8] = 9;  // version
+  WriteFile(path, bad);
+  EXPECT_NE(ReadAll(path).message().find("version 9"), std::string::npos);
+
+  std::vector<TraceRecord> records;
+  WriteFile(path, bytes);
+  ASSERT_TRUE(ReadAll(path, &records).ok());
+  bad = bytes;
+  bad[records[4].offset + 2] = 5;  // ordinal 5 of 2 devices (the header is not checksummed)
+  WriteFile(path, bad);
+  absl::Status status = ReadAll(path);
+  EXPECT_NE(status.message().find("device ordinal 5"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("record 4"), std::string::npos) << status;
+  bad = bytes;
+  bad[records[4].offset] = 77;  // record type
+  WriteFile(path, bad);
+  EXPECT_NE(ReadAll(path).message().find("unknown record type 77"), std::string::npos);
+  EXPECT_FALSE(TraceReader::Open(TempPath("does-not-exist")).ok());
+}
+
+TEST(TraceReader, SurvivesEveryByteMutatedEvenBehindAValidChecksum) {
+  const std::string path = WriteSampleTrace("mutated");
+  const std::vector<uint8_t> bytes = ReadFile(path);
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok());
+  for (size_t at = 0; at < bytes.size(); ++at) {
+    for (uint8_t value : {uint8_t{0xFF}, static_cast<uint8_t>(bytes[at] ^ 1)}) {
+      std::vector<uint8_t> mutated = bytes;
+      mutated[at] = value;
+      // Re-seal the record the byte belongs to, so the decoders behind the checksum see it.
+      for (const TraceRecord& r : records) {
+        uint32_t length = 0;
+        std::memcpy(&length, mutated.data() + r.offset + 4, 4);
+        const size_t body = r.offset + kRecordHeaderBytes;
+        if (at >= body && length <= mutated.size() - body && at < body + length) {
+          const uint32_t crc = Crc32({mutated.data() + body, length});
+          std::memcpy(mutated.data() + r.offset + 16, &crc, 4);
+        }
+      }
+      WriteFile(path, mutated);
+      (void)ReadAll(path);  // an error or success; never a crash or a huge allocation
+    }
+  }
+}
+
+TEST(TraceAddressTranslator, TranslatesAddressesInsideAnAllocationByTheirOffset) {
+  AddressTranslator translator;
+  translator.Map(0x1000, 0x100, 0x9000);
+  translator.Map(0x2000, 0x10, 0x5000);
+  EXPECT_EQ(translator.Translate(0x1000), 0x9000u);
+  EXPECT_EQ(translator.Translate(0x1080), 0x9080u);
+  EXPECT_EQ(translator.Translate(0x1100), 0x9100u);  // one past the end
+  EXPECT_EQ(translator.Translate(0x2008), 0x5008u);
+  EXPECT_FALSE(translator.Translate(0x0fff).has_value());
+  EXPECT_FALSE(translator.Translate(0x1200).has_value());
+  translator.Unmap(0x1000);
+  EXPECT_FALSE(translator.Translate(0x1080).has_value());
+  EXPECT_EQ(translator.Translate(0x2000), 0x5000u);
+  translator.Map(0x1000, 0x40, 0x7000);  // a recorded address reused after its free
+  EXPECT_EQ(translator.Translate(0x1010), 0x7010u);
+}
+
+std::vector<uint8_t> FloatBytes(const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return bytes;
+}
+
+TEST(TraceCompare, AcceptsExactAndWithinToleranceRefusesBeyond) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  TraceResult recorded = MakeResult(FloatBytes({1.0f, 100.0f, nan, -2.0f}));
+  ComparisonResult exact = CompareResult(recorded, FloatBytes({1.0f, 100.0f, nan, -2.0f}),
+                                         1e-5, 1e-6);
+  EXPECT_TRUE(exact.equal);
+  EXPECT_TRUE(exact.exact);
+
+  ComparisonResult close = CompareResult(recorded, FloatBytes({1.0f, 100.0005f, nan, -2.0f}),
+                                         1e-5, 1e-6);
+  EXPECT_TRUE(close.equal);
+  EXPECT_FALSE(close.exact);
+  EXPECT_GT(close.max_abs_error, 0);
+  EXPECT_LT(close.max_rel_error, 1e-5);
+
+  ComparisonResult far = CompareResult(recorded, FloatBytes({1.0f, 100.1f, nan, -2.0f}),
+                                       1e-5, 1e-6);
+  EXPECT_FALSE(far.equal);
+  EXPECT_NE(far.detail.find("element 1"), std::string::npos) << far.detail;
+
+  EXPECT_FALSE(CompareResult(recorded, FloatBytes({1.0f, 100.0f, 0.0f, -2.0f}), 1, 1).equal);
+  EXPECT_FALSE(CompareResult(recorded, FloatBytes({1.0f, 100.0f, nan}), 1, 1).equal);
+  TraceResult odd = MakeResult(std::vector<uint8_t>{1, 2, 3});
+  EXPECT_FALSE(CompareResult(odd, std::vector<uint8_t>{1, 2, 4}, 1, 1).equal);
+  TraceResult skipped;
+  skipped.form = ResultForm::kNotCaptured;
+  EXPECT_TRUE(CompareResult(skipped, std::vector<uint8_t>{9}, 0, 0).equal);
+}
+
+class NullSink final : public CompletionSink {
+ public:
+  void OnNotify(uint64_t, const absl::Status&) override {}
+};
+
+// Records a run on the CPU executor: allocate, copy in, memset part, copy out (captured by the
+// stream's next notification), synchronise, copy out synchronously, free.
+std::string RecordCpuRun(const std::string& name) {
+  const std::string path = TempPath(name);
+  TraceHeader header;
+  header.device_count = 1;
+  header.memory_limit = 16ull << 20;
+  absl::StatusOr<std::unique_ptr<TraceRecorder>> recorder = TraceRecorder::Create(path, header);
+  EXPECT_TRUE(recorder.ok()) << recorder.status();
+  NullSink hub;
+  TracingSink sink(recorder->get(), &hub);
+  ExecutorOptions options;
+  options.memory_limit_per_device = 16ull << 20;
+  auto executor = CreateExecutor("cpu", options);
+  EXPECT_TRUE(executor.ok());
+  {
+    InprocTransport inner((*executor)->OpenSession(&sink));
+    TracingTransport transport(&inner, recorder->get(), 0);
+    Command command;
+    command.kind = CommandKind::kCreateStream;
+    command.stream = 41;
+    EXPECT_TRUE(transport.Call(command).status.ok());
+    command = Command();
+    command.kind = CommandKind::kAllocate;
+    command.size = 64;
+    Reply allocated = transport.Call(command);
+    EXPECT_TRUE(allocated.status.ok());
+    std::vector<float> in = {1, 2, 3, 4, 5, 6, 7, 8};
+    command = Command();
+    command.kind = CommandKind::kMemcpyHtoD;
+    command.stream = 41;
+    command.dst = allocated.value;
+    command.size = 32;
+    command.host_src = in.data();
+    EXPECT_TRUE(transport.Post(command).ok());
+    command = Command();
+    command.kind = CommandKind::kMemset;
+    command.stream = 41;
+    command.dst = allocated.value + 8;  // inside the allocation: translated by its offset
+    command.size = 8;
+    command.pattern_bytes = 1;
+    EXPECT_TRUE(transport.Post(command).ok());
+    std::vector<float> out(8, -1);
+    command = Command();
+    command.kind = CommandKind::kMemcpyDtoH;
+    command.stream = 41;
+    command.src = allocated.value;
+    command.size = 32;
+    command.host_dst = out.data();
+    EXPECT_TRUE(transport.Post(command).ok());
+    command = Command();
+    command.kind = CommandKind::kNotify;
+    command.stream = 41;
+    command.token = 5;
+    EXPECT_TRUE(transport.Post(command).ok());
+    command = Command();
+    command.kind = CommandKind::kSynchronizeStream;
+    command.stream = 41;
+    EXPECT_TRUE(transport.Call(command).status.ok());
+    std::vector<float> now(2, -1);
+    command = Command();
+    command.kind = CommandKind::kMemcpyNow;
+    command.src = allocated.value + 24;
+    command.size = 8;
+    command.host_dst = now.data();
+    EXPECT_TRUE(transport.Call(command).status.ok());
+    EXPECT_EQ(now[0], 7);
+    recorder->get()->RecordStep(0, 1);
+    command = Command();
+    command.kind = CommandKind::kFree;
+    command.dst = allocated.value;
+    EXPECT_TRUE(transport.Call(command).status.ok());
+  }
+  recorder->reset();
+  return path;
+}
+
+TEST(TraceReplay, ReplaysARecordedCpuRunWithEqualResults) {
+  const std::string path = RecordCpuRun("cpu_run");
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok()) << ReadAll(path);
+  int results = 0, steps = 0;
+  for (const TraceRecord& r : records) {
+    results += r.type == RecordType::kResult;
+    steps += r.type == RecordType::kStep;
+  }
+  EXPECT_EQ(results, 1);
+  EXPECT_EQ(steps, 1);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->first_mismatch.has_value());
+  EXPECT_EQ(report->results_compared, 2u);  // the async and the synchronous copy
+  EXPECT_EQ(report->results_exact, 2u);
+  EXPECT_EQ(report->commands_replayed, 9u);
+  EXPECT_EQ(report->bytes_to_device, 32u);
+  EXPECT_EQ(report->bytes_from_device, 40u);
+  ASSERT_EQ(report->steps.size(), 2u);  // the marked step and the commands after it
+  EXPECT_TRUE(report->steps[0].complete);
+  EXPECT_EQ(report->steps[0].commands, 8u);
+  EXPECT_FALSE(report->steps[1].complete);
+}
+
+TEST(TraceReplay, ReportsATamperedResultAsTheFirstMismatch) {
+  const std::string path = RecordCpuRun("cpu_tampered");
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok());
+  // Rewrite the async result with a different value (and a valid checksum).
+  std::vector<uint8_t> bytes = ReadFile(path);
+  for (const TraceRecord& r : records) {
+    if (r.type != RecordType::kResult) continue;
+    std::vector<uint8_t> body;
+    for (int i = 0; i < 8; ++i) body.push_back(static_cast<uint8_t>(r.target_record >> (8 * i)));
+    TraceResult result = r.result;
+    float value = 1.5f;
+    std::memcpy(result.bytes.data(), &value, sizeof(value));
+    EncodeResult(result, &body);
+    std::vector<uint8_t> record;
+    EncodeRecord(RecordType::kResult, r.ordinal, r.time_ns, body, &record);
+    std::copy(record.begin(), record.end(), bytes.begin() + r.offset);
+  }
+  WriteFile(path, bytes);
+  std::ostringstream out, err;
+  EXPECT_EQ(RunTraceTool({"replay", path}, out, err), 1);
+  EXPECT_NE(out.str().find("MISMATCH at record"), std::string::npos) << out.str() << err.str();
+  EXPECT_NE(out.str().find("memcpy_dtoh"), std::string::npos) << out.str();
+  EXPECT_NE(out.str().find("stream 41"), std::string::npos) << out.str();
+}
+
+TEST(TraceTool, ReportsSuccessStatsAndBadUsage) {
+  const std::string path = RecordCpuRun("cpu_tool");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--executor", "cpu", "--rtol=1e-4"}, out, err), 0)
+      << err.str();
+  EXPECT_EQ(out.str().rfind("OK: replayed 9 commands", 0), 0u) << out.str();
+  std::ostringstream stats_out, stats_err;
+  EXPECT_EQ(RunTraceTool({"stats", path}, stats_out, stats_err), 0) << stats_err.str();
+  EXPECT_NE(stats_out.str().find("memcpy_htod"), std::string::npos) << stats_out.str();
+  EXPECT_NE(stats_out.str().find("steps:"), std::string::npos) << stats_out.str();
+  std::ostringstream bad_out, bad_err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--executor", "tpu"}, bad_out, bad_err), 1);
+  EXPECT_NE(bad_err.str().find("unknown executor 'tpu'"), std::string::npos) << bad_err.str();
+  EXPECT_NE(bad_err.str().find("cpu"), std::string::npos) << bad_err.str();
+  EXPECT_EQ(RunTraceTool({"replay"}, bad_out, bad_err), 2);
+  EXPECT_EQ(RunTraceTool({"bogus"}, bad_out, bad_err), 2);
+  EXPECT_EQ(RunTraceTool({"replay", path, "--rtol", "x"}, bad_out, bad_err), 2);
+}
+
+// Counts notifications, as the client's hub would receive them.
+class CountingSink final : public CompletionSink {
+ public:
+  void OnNotify(uint64_t, const absl::Status&) override { notified_.fetch_add(1); }
+  int notified() const { return notified_.load(); }
+
+ private:
+  std::atomic<int> notified_{0};
+};
+
+TEST(TraceRecorderThreads, ManyThreadsRecordAReadableTraceThatReplaysEqual) {
+  const std::string path = TempPath("threads");
+  TraceHeader header;
+  header.device_count = 2;
+  header.memory_limit = 16ull << 20;
+  auto recorder = TraceRecorder::Create(path, header);
+  ASSERT_TRUE(recorder.ok());
+  CountingSink hub;
+  TracingSink sink(recorder->get(), &hub);
+  ExecutorOptions options;
+  options.device_count = 2;
+  options.memory_limit_per_device = 16ull << 20;
+  auto executor = CreateExecutor("cpu", options);
+  ASSERT_TRUE(executor.ok());
+  constexpr int kThreads = 4, kRounds = 20;
+  {
+    InprocTransport inner((*executor)->OpenSession(&sink));
+    TracingTransport device0(&inner, recorder->get(), 0), device1(&inner, recorder->get(), 1);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        TracingTransport& transport = t % 2 == 0 ? device0 : device1;
+        const uint32_t device = t % 2;
+        const uint64_t stream = 1000 + t;
+        Command command;
+        command.kind = CommandKind::kCreateStream;
+        command.device = device;
+        command.stream = stream;
+        ASSERT_TRUE(transport.Call(command).status.ok());
+        for (int round = 0; round < kRounds; ++round) {
+          command = Command();
+          command.kind = CommandKind::kAllocate;
+          command.device = device;
+          command.size = 256;
+          Reply allocated = transport.Call(command);
+          ASSERT_TRUE(allocated.status.ok());
+          std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
+          std::vector<uint8_t> out(256, 0);
+          command = Command();
+          command.kind = CommandKind::kMemcpyHtoD;
+          command.device = device;
+          command.stream = stream;
+          command.dst = allocated.value;
+          command.size = 256;
+          command.host_src = in.data();
+          ASSERT_TRUE(transport.Post(command).ok());
+          command = Command();
+          command.kind = CommandKind::kMemcpyDtoH;
+          command.device = device;
+          command.stream = stream;
+          command.src = allocated.value;
+          command.size = 256;
+          command.host_dst = out.data();
+          ASSERT_TRUE(transport.Post(command).ok());
+          command = Command();
+          command.kind = CommandKind::kSynchronizeStream;
+          command.device = device;
+          command.stream = stream;
+          ASSERT_TRUE(transport.Call(command).status.ok());
+          EXPECT_EQ(out, in);
+          command = Command();
+          command.kind = CommandKind::kFree;
+          command.device = device;
+          command.dst = allocated.value;
+          ASSERT_TRUE(transport.Call(command).status.ok());
+        }
+        recorder->get()->RecordStep(static_cast<uint16_t>(device), t);
+      });
+    }
+    for (std::thread& thread : threads) thread.join();
+  }
+  recorder->reset();
+  std::vector<TraceRecord> records;
+  ASSERT_TRUE(ReadAll(path, &records).ok()) << ReadAll(path);
+  int results = 0;
+  for (const TraceRecord& r : records) results += r.type == RecordType::kResult;
+  EXPECT_EQ(results, kThreads * kRounds);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->first_mismatch.has_value());
+  EXPECT_EQ(report->results_compared, static_cast<uint64_t>(kThreads * kRounds));
+  EXPECT_EQ(report->results_exact, report->results_compared);
+}
+
+}  // namespace
+}  // namespace trace
+}  // namespace vgpu
