@@ -72,6 +72,7 @@ def executors() -> list[tuple[str, str]]:
 
 
 def _read_token(path: str | None) -> str:
+    """The token in `path` without surrounding whitespace, "" for no path (`vgpu stats`)."""
     if not path:
         return ""
     with open(path, encoding="utf-8") as f:
@@ -79,7 +80,8 @@ def _read_token(path: str | None) -> str:
 
 
 def server_arguments() -> list[str]:
-    """The server flags set on this process's command line, as vgpu-server's arguments."""
+    """The server flags set on this process's command line, as vgpu-server's arguments. Only
+    the flags given are passed on: the executable's defaults (the same as above) do the rest."""
     return [FLAGS[name].serialize() for name in SERVER_FLAGS if FLAGS[name].present]
 
 
