@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares a development environment from scratch, idempotently: system packages for the C++
-# tests (GoogleTest, ccache), a virtual environment in .venv with TensorFlow and the build tools,
-# and tensorflow-vgpu built and installed into it (C++ tests built in the same build folder).
+# tests and the standalone server (GoogleTest, Abseil's static libraries, ccache), a virtual
+# environment in .venv with TensorFlow and the build tools, and tensorflow-vgpu built and
+# installed into it (C++ tests built in the same build folder).
 # Used by scripts/test.sh and scripts/run_example.sh; safe to run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_apt=()
 [ -f /usr/include/gtest/gtest.h ] || need_apt+=(libgtest-dev)
+# vgpu-server links the system's Abseil statically instead of TensorFlow's (CMakeLists.txt).
+[ -f /usr/include/absl/base/config.h ] || need_apt+=(libabsl-dev)
 command -v ccache >/dev/null || need_apt+=(ccache)
 command -v ninja >/dev/null || need_apt+=(ninja-build)
 if [ ${#need_apt[@]} -gt 0 ]; then

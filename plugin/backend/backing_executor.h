@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <string_view>
 
+#include "absl/strings/string_view.h"
 #include "plugin/backend/executor_session.h"
 #include "plugin/protocol/command.h"
 
@@ -49,7 +49,7 @@ class BackingExecutor {
   virtual ~BackingExecutor() = default;
 
   // The name it is registered under ("cpu").
-  virtual std::string_view name() const = 0;
+  virtual absl::string_view name() const = 0;
   virtual int device_count() const = 0;
   // Device memory accounting of `device` (< device_count()), over all sessions. Thread-safe.
   virtual MemoryInfo DeviceMemoryInfo(uint32_t device) const = 0;

@@ -46,7 +46,7 @@ std::string RegisteredExecutorNames() {
   return absl::StrJoin(names, ", ");
 }
 
-absl::StatusOr<std::unique_ptr<BackingExecutor>> CreateExecutor(std::string_view name,
+absl::StatusOr<std::unique_ptr<BackingExecutor>> CreateExecutor(absl::string_view name,
                                                                 const ExecutorOptions& options) {
   for (const ExecutorRegistration& r : RegisteredExecutors()) {
     if (r.name == name) return r.create(options);

@@ -7,16 +7,16 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "plugin/backend/backing_executor.h"
 
 namespace vgpu {
 
 // The executor used when none is named.
-inline constexpr std::string_view kDefaultExecutorName = "cpu";
+inline constexpr absl::string_view kDefaultExecutorName = "cpu";
 
 using ExecutorFactory =
     std::function<absl::StatusOr<std::unique_ptr<BackingExecutor>>(const ExecutorOptions&)>;
@@ -35,7 +35,7 @@ std::string RegisteredExecutorNames();
 
 // Creates the executor registered as `name`. NotFound naming the known executors when there is
 // none; the factory's own error (e.g. no device) otherwise. Thread-safe.
-absl::StatusOr<std::unique_ptr<BackingExecutor>> CreateExecutor(std::string_view name,
+absl::StatusOr<std::unique_ptr<BackingExecutor>> CreateExecutor(absl::string_view name,
                                                                 const ExecutorOptions& options);
 
 // Adds an executor (tests, or an executor built outside this library). AlreadyExists if the

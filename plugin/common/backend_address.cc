@@ -10,12 +10,12 @@
 
 namespace vgpu {
 
-absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
+absl::StatusOr<SocketAddress> ParseSocketAddress(absl::string_view text) {
   SocketAddress address;
-  std::string_view rest = text;
+  absl::string_view rest = text;
   size_t query = rest.find('?');
-  if (query != std::string_view::npos) {
-    std::string_view option = rest.substr(query + 1);
+  if (query != absl::string_view::npos) {
+    absl::string_view option = rest.substr(query + 1);
     rest = rest.substr(0, query);
     uint32_t device = 0;
     if (!absl::StartsWith(option, "device=") ||
@@ -40,13 +40,13 @@ absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text) {
   }
   if (absl::StartsWith(rest, "tcp://")) {
     address.kind = SocketAddress::Kind::kTcp;
-    std::string_view hostport = rest.substr(6);
+    absl::string_view hostport = rest.substr(6);
     size_t colon = hostport.rfind(':');
-    if (colon == std::string_view::npos || colon == 0) {
+    if (colon == absl::string_view::npos || colon == 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("'", text, "': a TCP address is tcp://host:port"));
     }
-    std::string_view host = hostport.substr(0, colon);
+    absl::string_view host = hostport.substr(0, colon);
     if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
       host = host.substr(1, host.size() - 2);
     }

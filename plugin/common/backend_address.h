@@ -5,9 +5,9 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace vgpu {
 
@@ -23,7 +23,7 @@ struct SocketAddress {
 
 // Parses "unix:///abs/path" or "tcp://host:port" (host: name, IPv4, or [IPv6]), each with an
 // optional "?device=N". InvalidArgument with a message saying what is wrong.
-absl::StatusOr<SocketAddress> ParseSocketAddress(std::string_view text);
+absl::StatusOr<SocketAddress> ParseSocketAddress(absl::string_view text);
 
 }  // namespace vgpu
 

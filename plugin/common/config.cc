@@ -21,7 +21,7 @@ namespace {
 
 constexpr int kMaxDevices = 16;
 
-bool IsValidTypeName(std::string_view name) {
+bool IsValidTypeName(absl::string_view name) {
   if (name.empty() || !(name[0] >= 'A' && name[0] <= 'Z')) return false;
   for (char c : name) {
     if (!((c >= 'A' && c <= 'Z') || c == '_')) return false;
@@ -29,7 +29,7 @@ bool IsValidTypeName(std::string_view name) {
   return true;
 }
 
-absl::Status ValidateBackend(std::string_view backend) {
+absl::Status ValidateBackend(absl::string_view backend) {
   if (backend == "inproc") return absl::OkStatus();
   if (absl::StartsWith(backend, "unix://") || absl::StartsWith(backend, "tcp://")) {
     absl::StatusOr<SocketAddress> address = ParseSocketAddress(backend);
@@ -50,7 +50,7 @@ absl::Status ValidateBackend(std::string_view backend) {
 
 }  // namespace
 
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text) {
   std::string s = absl::AsciiStrToLower(absl::StripAsciiWhitespace(text));
   size_t unit_start = 0;
   while (unit_start < s.size() && (std::isdigit(static_cast<unsigned char>(s[unit_start])) ||
@@ -83,7 +83,7 @@ absl::StatusOr<uint64_t> ParseByteSize(std::string_view text) {
   return static_cast<uint64_t>(std::floor(value));
 }
 
-absl::StatusOr<double> ParseTimeoutSeconds(std::string_view text) {
+absl::StatusOr<double> ParseTimeoutSeconds(absl::string_view text) {
   std::string s(absl::StripAsciiWhitespace(text));
   char* end = nullptr;
   double value = s.empty() ? -1 : std::strtod(s.c_str(), &end);
@@ -116,7 +116,7 @@ absl::StatusOr<Config> LoadConfig(
   }
   std::string backend_text = getenv("VGPU_BACKEND").value_or("inproc");
   if (backend_text.empty()) backend_text = "inproc";
-  for (std::string_view part : absl::StrSplit(backend_text, ',')) {
+  for (absl::string_view part : absl::StrSplit(backend_text, ',')) {
     std::string backend(absl::StripAsciiWhitespace(part));
     absl::Status valid = ValidateBackend(backend);
     if (!valid.ok()) return valid;

@@ -8,10 +8,10 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace vgpu {
 
@@ -42,7 +42,7 @@ struct Config {
 
 // Parses "512MiB", "4GiB", "1.5GB", "1000000" (bytes). Binary (KiB/MiB/GiB/TiB) and decimal
 // (KB/MB/GB/TB) units; case-insensitive; must be > 0.
-absl::StatusOr<uint64_t> ParseByteSize(std::string_view text);
+absl::StatusOr<uint64_t> ParseByteSize(absl::string_view text);
 
 // The default device memory per virtual device: half the host's physical memory, shared by the
 // devices. `physical_bytes` is injectable for tests.
@@ -50,7 +50,7 @@ uint64_t DefaultMemoryLimit(int device_count, uint64_t physical_bytes);
 
 // Parses VGPU_TIMEOUT: seconds (decimals allowed, e.g. "2.5"), 0 for no deadline, at most
 // Config::kMaxTimeoutSeconds. Errors name the variable.
-absl::StatusOr<double> ParseTimeoutSeconds(std::string_view text);
+absl::StatusOr<double> ParseTimeoutSeconds(absl::string_view text);
 
 // Reads the configuration from `getenv` (injectable for tests). Errors name the variable.
 absl::StatusOr<Config> LoadConfig(

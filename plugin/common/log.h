@@ -3,7 +3,7 @@
 #ifndef VGPU_COMMON_LOG_H_
 #define VGPU_COMMON_LOG_H_
 
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 namespace vgpu {
 
@@ -11,7 +11,7 @@ enum class LogLevel { kInfo, kWarning, kError };
 
 // Writes one line to stderr. Thread-safe (a single write per message). Info messages are
 // shown only when VGPU_VERBOSE is set to a non-empty value other than "0".
-void Log(LogLevel level, std::string_view message);
+void Log(LogLevel level, absl::string_view message);
 
 }  // namespace vgpu
 

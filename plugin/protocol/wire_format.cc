@@ -48,7 +48,7 @@ class Reader {
   size_t offset_ = 0;
 };
 
-absl::Status Malformed(std::string_view what) {
+absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " frame"));
 }
 
@@ -100,7 +100,7 @@ absl::StatusOr<FrameHeader> DecodeHeader(absl::Span<const uint8_t> bytes) {
   return header;
 }
 
-void EncodeString(std::string_view text, std::vector<uint8_t>* out) {
+void EncodeString(absl::string_view text, std::vector<uint8_t>* out) {
   if (text.size() > kMaxStringBytes) text = text.substr(0, kMaxStringBytes);
   Put(out, static_cast<uint32_t>(text.size()));
   out->insert(out->end(), text.begin(), text.end());

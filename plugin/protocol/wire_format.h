@@ -54,6 +54,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/protocol/command.h"
 
@@ -124,7 +125,7 @@ void EncodeHello(const Hello& hello, std::vector<uint8_t>* out);
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload);
 void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out);
 absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload);
-void EncodeString(std::string_view text, std::vector<uint8_t>* out);
+void EncodeString(absl::string_view text, std::vector<uint8_t>* out);
 absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload);
 void EncodeNotify(const NotifyMessage& notify, std::vector<uint8_t>* out);
 absl::StatusOr<NotifyMessage> DecodeNotify(absl::Span<const uint8_t> payload);

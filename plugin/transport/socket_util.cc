@@ -18,12 +18,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "plugin/common/status_macros.h"
 
 namespace vgpu {
 namespace {
 
-absl::Status Errno(std::string_view what) {
+absl::Status Errno(absl::string_view what) {
   int error = errno;
   return absl::UnavailableError(absl::StrCat(what, ": ", std::strerror(error)));
 }

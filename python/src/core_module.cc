@@ -1,14 +1,14 @@
 // vgpu._core: connects the Python package to the plugin instance TensorFlow loaded. It finds the
 // plugin among the process's loaded libraries (it never loads a second copy) and calls the
-// plugin's exported C API (plugin/c_api/vgpu_c_api.h). It also hosts `vgpu server`
-// (plugin/server), a stats client for it and `vgpu trace` (plugin/trace), which need no
-// TensorFlow runtime.
+// plugin's exported C API (plugin/c_api/vgpu_c_api.h). It also holds the clients of a running
+// `vgpu server` the package uses (statistics, round-trip latency), the wire-format decoder the
+// fuzz test drives, and `vgpu trace` (plugin/trace); the server itself is the vgpu-server
+// executable.
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -22,11 +22,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "plugin/backend/executor_registry.h"
 #include "plugin/c_api/vgpu_c_api.h"
 #include "plugin/common/backend_address.h"
 #include "plugin/protocol/wire_format.h"
-#include "plugin/server/server.h"
 #include "plugin/trace/trace_replay.h"
 #include "plugin/transport/socket_transport.h"
 #include "plugin/transport/socket_util.h"
@@ -114,62 +112,6 @@ py::object FindLoadedPlugin() {
   if (found.empty()) return py::none();
   return py::str(found.front());
 }
-
-// A `vgpu server` owned by Python. serve() blocks (without the GIL) until stop().
-class PyServer {
- public:
-  // `limits`: Server::Options limits by name (e.g. {"max_connections": 64}); unknown names and
-  // negative values raise.
-  PyServer(const std::string& listen, uint64_t memory_limit, int device_count,
-           uint64_t client_quota, const std::string& token, int compute_threads,
-           const std::map<std::string, int64_t>& limits, const std::string& executor) {
-    vgpu::Server::Options options;
-    options.listen = listen;
-    options.executor = executor;
-    options.memory_limit = memory_limit;
-    options.device_count = device_count;
-    options.client_quota = client_quota;
-    options.token = token;
-    options.compute_threads = compute_threads;
-    for (const auto& [name, value] : limits) {
-      if (value < 0) {
-        throw std::invalid_argument("server limit " + name + " must not be negative");
-      }
-      if (name == "max_staging_bytes") {
-        options.max_staging_bytes = static_cast<uint64_t>(value);
-      } else if (name == "max_receiving_bytes") {
-        options.max_receiving_bytes = static_cast<uint64_t>(value);
-      } else if (name == "handshake_timeout_ms") {
-        options.handshake_timeout_ms = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
-      } else if (name == "frame_timeout_ms") {
-        options.frame_timeout_ms = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
-      } else if (name == "max_connections") {
-        options.max_connections = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
-      } else if (name == "max_connections_per_peer") {
-        options.max_connections_per_peer = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
-      } else if (name == "fair_scheduling") {
-        options.fair_scheduling = value != 0;
-      } else if (name == "max_streams_per_client") {
-        options.max_streams_per_client = static_cast<int>(std::min<int64_t>(value, INT32_MAX));
-      } else {
-        throw std::invalid_argument("unknown server limit " + name);
-      }
-    }
-    absl::StatusOr<std::unique_ptr<vgpu::Server>> server = vgpu::Server::Create(options);
-    if (!server.ok()) throw std::runtime_error(std::string(server.status().message()));
-    server_ = *std::move(server);
-  }
-  void Serve() {
-    absl::Status status = server_->Serve();
-    if (!status.ok()) throw std::runtime_error(std::string(status.message()));
-  }
-  void Stop() { server_->Stop(); }
-  std::string address() const { return server_->address(); }
-  std::string StatsJson() { return server_->StatsJson(); }
-
- private:
-  std::unique_ptr<vgpu::Server> server_;
-};
 
 // Asks a running server for its statistics (an observer connection). Raises on failure.
 std::string QueryServerStats(const std::string& address, const std::string& token,
@@ -275,28 +217,6 @@ PYBIND11_MODULE(_core, m) {
       .def("op_catalog_json", &Plugin::OpCatalogJson, py::call_guard<py::gil_scoped_release>())
       .def("reset_stats", &Plugin::ResetStats, py::call_guard<py::gil_scoped_release>())
       .def("mark_step", &Plugin::MarkStep, py::call_guard<py::gil_scoped_release>());
-  py::class_<PyServer>(m, "Server", "A `vgpu server` hosting a backing executor.")
-      .def(py::init<const std::string&, uint64_t, int, uint64_t, const std::string&, int,
-                    const std::map<std::string, int64_t>&, const std::string&>(),
-           py::arg("listen"), py::arg("memory_limit"), py::arg("device_count") = 1,
-           py::arg("client_quota") = 0, py::arg("token") = "", py::arg("compute_threads") = 0,
-           py::arg("limits") = std::map<std::string, int64_t>(),
-           py::arg("executor") = std::string(vgpu::kDefaultExecutorName))
-      .def_property_readonly("address", &PyServer::address)
-      .def("serve", &PyServer::Serve, py::call_guard<py::gil_scoped_release>(),
-           "Serves clients until stop(); blocks without the GIL.")
-      .def("stop", &PyServer::Stop, py::call_guard<py::gil_scoped_release>())
-      .def("stats_json", &PyServer::StatsJson, py::call_guard<py::gil_scoped_release>());
-  m.def(
-      "executors",
-      [] {
-        std::vector<std::pair<std::string, std::string>> out;
-        for (const vgpu::ExecutorRegistration& r : vgpu::RegisteredExecutors()) {
-          out.emplace_back(r.name, r.description);
-        }
-        return out;
-      },
-      "The backing executors this build offers: [(name, description)], the default first.");
   m.def("ping_pong", &PingPong, py::arg("address"), py::arg("iterations") = 10000,
         py::arg("token") = "", py::call_guard<py::gil_scoped_release>(),
         "Seconds per round trip of `iterations` calls to a vgpu server (the transport latency).");

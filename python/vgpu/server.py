@@ -5,14 +5,16 @@
     python -m vgpu.server --listen tcp://127.0.0.1:7000
 
 Clients set ``VGPU_BACKEND`` to the same address (and ``VGPU_TOKEN_FILE`` when a token is
-configured). SIGTERM and SIGINT stop the server cleanly: every client is disconnected and its
-memory released. The server does not import TensorFlow.
+configured). The server is the standalone executable vgpu/bin/vgpu-server (plugin/server/
+server_main.cc), which links no TensorFlow: this module parses the flags (the same as the
+executable's) and replaces the process with it. SIGTERM and SIGINT stop the server cleanly:
+every client is disconnected and its memory released.
 """
 from __future__ import annotations
 
-import signal
+import os
+import subprocess
 import sys
-import threading
 
 from absl import app, flags
 
@@ -29,7 +31,8 @@ flags.DEFINE_string("ready_file", None, "Write the bound address to this file on
 flags.DEFINE_integer("max_streams_per_client", 256,
                      "Streams one client may have at once (each is a server thread).",
                      lower_bound=1)
-# Limits against hostile or broken clients (docs/security.md; defaults in plugin/server/server.h).
+# Limits against hostile or broken clients (docs/security.md; defaults in plugin/server/server.h,
+# which vgpu-server's must match).
 flags.DEFINE_string("max_staging_bytes", "256MiB",
                     "Host memory one client may hold in flight (device-to-host data not yet "
                     "taken, host-to-device data not yet executed); past it the server reads no "
@@ -49,110 +52,50 @@ flags.DEFINE_integer("max_connections_per_peer", 64,
                      "Open connections from one peer (IP address over TCP, uid over a Unix "
                      "socket).")
 
-_UNITS = {"": 1, "b": 1, "kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40,
-          "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40,
-          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+# The flags above that belong to the server (cli.py defines others in the same FLAGS).
+SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "token_file", "device_count",
+                "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
+                "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
+                "max_connections", "max_connections_per_peer")
 
 
-def parse_byte_size(text: str) -> int:
-    """'512MiB' -> 536870912 (the units of VGPU_MEMORY_LIMIT)."""
-    s = text.strip().lower()
-    i = 0
-    while i < len(s) and (s[i].isdigit() or s[i] == "."):
-        i += 1
-    number, unit = s[:i], s[i:].strip()
-    if not number or unit not in _UNITS:
-        raise ValueError(f"{text!r} is not a byte size (e.g. 512MiB, 4GiB)")
-    value = int(float(number) * _UNITS[unit])
-    if value <= 0:
-        raise ValueError(f"{text!r} is not a usable byte size")
-    return value
+def binary_path() -> str:
+    """The installed standalone server, vgpu/bin/vgpu-server (it links no TensorFlow)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "bin", "vgpu-server")
+
+
+def executors() -> list[tuple[str, str]]:
+    """The backing executors the server offers: [(name, description)], the default first."""
+    done = subprocess.run([binary_path(), "--list_executors"], capture_output=True, text=True,
+                          check=True, timeout=60)
+    return [tuple(line.split("\t", 1)) for line in done.stdout.splitlines() if line]
 
 
 def _read_token(path: str | None) -> str:
+    """The token in `path` without surrounding whitespace, "" for no path (`vgpu stats`)."""
     if not path:
         return ""
     with open(path, encoding="utf-8") as f:
         return f.read().strip()
 
 
-def _limits_from_flags() -> dict[str, int]:
-    """The server limits set by flags, by Server::Options name."""
-    def seconds(value: float, flag: str) -> int:
-        if not value > 0:
-            raise ValueError(f"--{flag} must be a positive number of seconds")
-        return max(1, int(value * 1000))
-
-    for flag in ("max_connections", "max_connections_per_peer"):
-        if FLAGS[flag].value < 1:
-            raise ValueError(f"--{flag} must be at least 1")
-    return {
-        "max_staging_bytes": parse_byte_size(FLAGS.max_staging_bytes),
-        "max_receiving_bytes": parse_byte_size(FLAGS.max_receiving_bytes),
-        "handshake_timeout_ms": seconds(FLAGS.handshake_timeout, "handshake_timeout"),
-        "frame_timeout_ms": seconds(FLAGS.frame_timeout, "frame_timeout"),
-        "max_connections": FLAGS.max_connections,
-        "max_connections_per_peer": FLAGS.max_connections_per_peer,
-        "max_streams_per_client": FLAGS.max_streams_per_client,
-        "fair_scheduling": int(FLAGS.fair_scheduling),
-    }
-
-
-def serve(listen: str, memory_limit: int, device_count: int = 1, client_quota: int = 0,
-          token: str = "", compute_threads: int = 0, ready_file: str | None = None,
-          limits: dict[str, int] | None = None, executor: str = "cpu") -> int:
-    """Runs a server until SIGTERM/SIGINT. Returns the process exit code. `limits`: see
-    _limits_from_flags (unset ones keep the server's defaults); `executor`: a registered
-    backing executor's name."""
-    from vgpu import _core  # noqa: PLC0415
-
-    server = _core.Server(listen, memory_limit, device_count, client_quota, token,
-                          compute_threads, limits or {}, executor)
-    print(f"vgpu server: listening on {server.address}", file=sys.stderr, flush=True)
-    if ready_file:
-        with open(ready_file + ".tmp", "w", encoding="utf-8") as f:
-            f.write(server.address)
-        import os  # noqa: PLC0415
-
-        os.replace(ready_file + ".tmp", ready_file)
-    failure: list[BaseException] = []
-
-    def run():
-        try:
-            server.serve()
-        except BaseException as error:  # noqa: BLE001 - reported below
-            failure.append(error)
-
-    thread = threading.Thread(target=run, name="vgpu-server", daemon=True)
-    thread.start()
-
-    def stop(signum, frame):  # noqa: ARG001
-        server.stop()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    while thread.is_alive():  # Python runs signal handlers here, on the main thread
-        thread.join(0.2)
-    if failure:
-        print(f"vgpu server: {failure[0]}", file=sys.stderr)
-        return 1
-    return 0
+def server_arguments() -> list[str]:
+    """The server flags set on this process's command line, as vgpu-server's arguments. Only
+    the flags given are passed on: the executable's defaults (the same as above) do the rest."""
+    return [FLAGS[name].serialize() for name in SERVER_FLAGS if FLAGS[name].present]
 
 
 def main(argv: list[str]) -> int:
+    """Replaces this process with vgpu-server, passing the server flags on (the server then
+    handles SIGTERM/SIGINT itself). Returns an exit code only if it cannot be started."""
     del argv
-    if not FLAGS.listen:
-        print("vgpu server: --listen unix:///path or tcp://host:port is required", file=sys.stderr)
-        return 2
+    binary = binary_path()
+    sys.stdout.flush()
+    sys.stderr.flush()
     try:
-        memory_limit = parse_byte_size(FLAGS.memory_limit)
-        quota = parse_byte_size(FLAGS.client_quota) if FLAGS.client_quota else 0
-        token = _read_token(FLAGS.token_file)
-        return serve(FLAGS.listen, memory_limit, FLAGS.device_count, quota, token,
-                     FLAGS.compute_threads, FLAGS.ready_file, _limits_from_flags(),
-                     FLAGS.executor.strip().lower())
-    except (ValueError, OSError, RuntimeError) as error:
-        print(f"vgpu server: {error}", file=sys.stderr)
+        os.execv(binary, [binary, *server_arguments()])
+    except OSError as error:
+        print(f"vgpu server: cannot run {binary}: {error}", file=sys.stderr)
         return 1
 
 

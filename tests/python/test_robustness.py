@@ -140,9 +140,9 @@ def test_vgpu_server_refuses_an_unknown_executor_and_lists_the_known_ones(tmp_pa
 
 
 def test_the_build_lists_its_executors_with_the_default_first():
-    from vgpu import _core
+    from vgpu import server
 
-    executors = _core.executors()
+    executors = server.executors()
     assert executors[0][0] == "cpu"
     assert all(name and description for name, description in executors)
 

@@ -38,7 +38,7 @@ class CpuExecutor final : public BackingExecutor {
   CpuExecutor(const CpuExecutor&) = delete;
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
-  std::string_view name() const override { return "cpu"; }
+  absl::string_view name() const override { return "cpu"; }
   int device_count() const override { return static_cast<int>(arenas_.size()); }
   MemoryInfo DeviceMemoryInfo(uint32_t device) const override;
   std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink,

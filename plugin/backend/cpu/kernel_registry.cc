@@ -40,7 +40,7 @@ std::vector<uint32_t> KernelTable::Ids() const {
   return ids;
 }
 
-absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, std::string_view what,
+absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, absl::string_view what,
                                        int64_t limit) {
   int64_t product = 1;
   for (int64_t factor : factors) {
@@ -61,11 +61,11 @@ absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, std::s
 }
 
 absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
-                                       std::string_view what, int64_t limit) {
+                                       absl::string_view what, int64_t limit) {
   return CheckedProduct(absl::Span<const int64_t>(factors.begin(), factors.size()), what, limit);
 }
 
-absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t* dims, int rank,
+absl::StatusOr<int64_t> CheckedElementCount(absl::string_view what, const int64_t* dims, int rank,
                                             int64_t limit) {
   if (rank < 0 || rank > kMaxRank) {
     return absl::InvalidArgumentError(
@@ -74,7 +74,7 @@ absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t
   return CheckedProduct(absl::Span<const int64_t>(dims, static_cast<size_t>(rank)), what, limit);
 }
 
-absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, std::string_view what, int64_t limit) {
+absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, absl::string_view what, int64_t limit) {
   if (a < 0 || b < 0 || a > limit || b > limit - a) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": ", a, " + ", b, " is negative or exceeds ", limit));

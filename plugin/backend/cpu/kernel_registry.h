@@ -9,7 +9,6 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -17,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
@@ -46,18 +46,18 @@ inline constexpr int64_t kMaxLaunchElements = int64_t{1} << 56;
 // The product of `factors`, or InvalidArgument naming `what` when a factor is negative or the
 // product (or any factor) exceeds `limit`.
 absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
-                                       std::string_view what,
+                                       absl::string_view what,
                                        int64_t limit = kMaxLaunchElements);
-absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, std::string_view what,
+absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, absl::string_view what,
                                        int64_t limit = kMaxLaunchElements);
 
 // The element count of a tensor of dims[0..rank) named `what`: InvalidArgument when the rank is
 // outside [0, kMaxRank], or as CheckedProduct.
-absl::StatusOr<int64_t> CheckedElementCount(std::string_view what, const int64_t* dims, int rank,
+absl::StatusOr<int64_t> CheckedElementCount(absl::string_view what, const int64_t* dims, int rank,
                                             int64_t limit = kMaxLaunchElements);
 
 // a + b for non-negative a, b, or InvalidArgument naming `what` when the sum exceeds `limit`.
-absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, std::string_view what,
+absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, absl::string_view what,
                                    int64_t limit = kMaxLaunchElements);
 
 // A tenant can write any byte into a bool tensor, and reading a byte other than 0 or 1 as a C++

@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/common/status_macros.h"
@@ -54,7 +54,7 @@ class DenseOperands {
 };
 
 // Checks every buffer of the launch against `layout` for `count` elements of `element_size`.
-absl::Status CheckLayout(const KernelContext& context, std::string_view layout,
+absl::Status CheckLayout(const KernelContext& context, absl::string_view layout,
                          uint64_t element_size, int64_t count, int64_t grad_count,
                          int64_t index_count, uint64_t index_size) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(layout.size()));
@@ -75,7 +75,7 @@ absl::Status CheckLayout(const KernelContext& context, std::string_view layout,
 // Runs a dense update: reads UpdateParams, checks the buffers against `layout` and calls
 // body(DenseOperands<T>) for the launch's floating-point dtype.
 template <typename Body>
-absl::Status RunDense(const KernelContext& context, std::string_view layout, Body&& body) {
+absl::Status RunDense(const KernelContext& context, absl::string_view layout, Body&& body) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(UpdateParams params, reader.Get<UpdateParams>());
   if (params.count > static_cast<uint64_t>(kMaxElements)) {
@@ -428,7 +428,7 @@ class SparseOperands {
 // at buffer `indices_index`) and calls row_update(operands, row, n, begin, end) for every index
 // n in range, in index order, on column ranges [begin, end) split over the pool.
 template <typename RowUpdate>
-absl::Status RunSparse(const KernelContext& context, std::string_view layout,
+absl::Status RunSparse(const KernelContext& context, absl::string_view layout,
                        size_t indices_index, RowUpdate&& row_update) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(SparseUpdateParams params, reader.Get<SparseUpdateParams>());

@@ -1,0 +1,404 @@
+// vgpu-server: the `vgpu server` executable. Hosts a backing executor (server.h) for many
+// TensorFlow processes, with the flags and defaults of `vgpu server` (python/vgpu/server.py runs
+// this binary). It links no TensorFlow library, so it can be copied alone to a machine that has
+// no TensorFlow. SIGTERM and SIGINT stop it cleanly: every client is disconnected and its memory
+// released.
+#include <pthread.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "plugin/backend/executor_registry.h"
+#include "plugin/common/config.h"
+#include "plugin/server/server.h"
+
+namespace vgpu {
+namespace {
+
+constexpr char kUsage[] =
+    "usage: vgpu-server --listen unix:///path/to.sock|tcp://host:port [flags]\n"
+    "Hosts a vgpu backing executor for many TensorFlow processes; clients set VGPU_BACKEND to\n"
+    "the same address (and VGPU_TOKEN_FILE when a token is configured).\n";
+
+// Exit codes: a flag that cannot be used, and the server failing (or refusing its settings).
+constexpr int kExitUsage = 2;
+constexpr int kExitFailure = 1;
+
+// The values of the command line, as given (parsed into Server::Options by BuildOptions).
+struct CommandLine {
+  std::string listen;
+  std::string executor{kDefaultExecutorName};
+  std::string memory_limit = "1GiB";
+  std::string client_quota;  // empty: no quota
+  std::string token_file;
+  int device_count = 1;
+  int compute_threads = 0;
+  std::string ready_file;
+  int max_streams_per_client = SessionLimits::kDefaultMaxStreams;
+  std::string max_staging_bytes = "256MiB";
+  std::string max_receiving_bytes = "512MiB";
+  double handshake_timeout = Server::kDefaultHandshakeTimeoutMs / 1000.0;
+  double frame_timeout = Server::kDefaultFrameTimeoutMs / 1000.0;
+  bool fair_scheduling = true;
+  int max_connections = Server::kDefaultMaxConnections;
+  int max_connections_per_peer = Server::kDefaultMaxConnectionsPerPeer;
+  bool help = false;
+  bool list_executors = false;
+};
+
+// One command-line flag: its name, what it is for, its default as text, and how a value is
+// stored (an error message for a value it cannot take).
+struct Flag {
+  const char* name;
+  const char* help;
+  std::string default_text;
+  bool is_bool;
+  std::function<absl::Status(absl::string_view value)> set;
+};
+
+absl::Status BadValue(absl::string_view flag, absl::string_view value, absl::string_view what) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("--", flag, "=", value, " is not valid: ", what));
+}
+
+Flag StringFlag(const char* name, const char* help, std::string* target) {
+  return {name, help, *target, false, [target](absl::string_view value) {
+            *target = std::string(value);
+            return absl::OkStatus();
+          }};
+}
+
+Flag IntFlag(const char* name, const char* help, int* target, int lower_bound) {
+  return {name, help, std::to_string(*target), false,
+          [name, target, lower_bound](absl::string_view value) {
+            int parsed = 0;
+            if (!absl::SimpleAtoi(value, &parsed)) return BadValue(name, value, "not an integer");
+            if (parsed < lower_bound) {
+              return BadValue(name, value, absl::StrCat("must be at least ", lower_bound));
+            }
+            *target = parsed;
+            return absl::OkStatus();
+          }};
+}
+
+Flag SecondsFlag(const char* name, const char* help, double* target) {
+  std::ostringstream default_text;
+  default_text << *target;
+  return {name, help, default_text.str(), false, [name, target](absl::string_view value) {
+            double parsed = 0;
+            if (!absl::SimpleAtod(value, &parsed) || !(parsed > 0)) {
+              return BadValue(name, value, "must be a positive number of seconds");
+            }
+            *target = parsed;
+            return absl::OkStatus();
+          }};
+}
+
+Flag BoolFlag(const char* name, const char* help, bool* target) {
+  return {name, help, *target ? "true" : "false", true,
+          [name, target](absl::string_view value) {
+            std::string lower = absl::AsciiStrToLower(value);
+            if (lower == "true" || lower == "1" || lower == "yes") {
+              *target = true;
+            } else if (lower == "false" || lower == "0" || lower == "no") {
+              *target = false;
+            } else {
+              return BadValue(name, value, "not true or false");
+            }
+            return absl::OkStatus();
+          }};
+}
+
+// The flags of `vgpu server` (python/vgpu/server.py defines the same ones).
+std::vector<Flag> ServerFlags(CommandLine* line) {
+  return {
+      StringFlag("listen", "unix:///path/to.sock or tcp://host:port (port 0: any). Required.",
+                 &line->listen),
+      StringFlag("executor", "The backing executor to host (the executors of this build are "
+                 "listed when an unknown one is asked for).", &line->executor),
+      StringFlag("memory_limit", "Device memory per device, e.g. 4GiB.", &line->memory_limit),
+      StringFlag("client_quota", "Device memory one client may hold (default: no quota).",
+                 &line->client_quota),
+      StringFlag("token_file", "File holding the token clients must present.",
+                 &line->token_file),
+      IntFlag("device_count", "Number of devices the server offers.", &line->device_count, 1),
+      IntFlag("compute_threads", "Compute threads (0: one per core).", &line->compute_threads,
+              0),
+      StringFlag("ready_file", "Write the bound address to this file once listening.",
+                 &line->ready_file),
+      IntFlag("max_streams_per_client",
+              "Streams one client may have at once (each is a server thread).",
+              &line->max_streams_per_client, 1),
+      StringFlag("max_staging_bytes",
+                 "Host memory one client may hold in flight (device-to-host data not yet taken, "
+                 "host-to-device data not yet executed); past it the server reads no more of its "
+                 "commands until earlier ones are done.",
+                 &line->max_staging_bytes),
+      StringFlag("max_receiving_bytes", "Bytes of partially received frames over all clients.",
+                 &line->max_receiving_bytes),
+      SecondsFlag("handshake_timeout",
+                  "Seconds a new connection has to complete its Hello before it is closed.",
+                  &line->handshake_timeout),
+      SecondsFlag("frame_timeout",
+                  "Seconds a frame may stall (bytes stop arriving, or the client stops taking "
+                  "its data) before the connection is closed.",
+                  &line->frame_timeout),
+      BoolFlag("fair_scheduling",
+               "Share the compute pool fairly among clients (--nofair_scheduling: Eigen's pool, "
+               "for one trusted client).",
+               &line->fair_scheduling),
+      IntFlag("max_connections", "Open connections in all.", &line->max_connections, 1),
+      IntFlag("max_connections_per_peer",
+              "Open connections from one peer (IP address over TCP, uid over a Unix socket).",
+              &line->max_connections_per_peer, 1),
+      BoolFlag("list_executors",
+               "Print the executors this build offers (name, a tab, a description; the default "
+               "first) and exit.",
+               &line->list_executors),
+      BoolFlag("help", "Show this help and exit.", &line->help),
+  };
+}
+
+void PrintHelp(const std::vector<Flag>& flags) {
+  std::cout << kUsage << "\nflags:\n";
+  for (const Flag& flag : flags) {
+    std::cout << "  --" << (flag.is_bool ? "[no]" : "") << flag.name << ": " << flag.help;
+    if (!flag.default_text.empty() && !(flag.is_bool && flag.default_text == "false")) {
+      std::cout << "\n    (default: '" << flag.default_text << "')";
+    }
+    std::cout << "\n";
+  }
+}
+
+// Parses argv into `line`: --name=value, --name value, -name=value, and for booleans --name,
+// --noname, --name=true|false. InvalidArgument for an unknown flag, a missing or bad value, or
+// a positional argument.
+absl::Status ParseCommandLine(int argc, char** argv, const std::vector<Flag>& flags) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) {
+      return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", argv[i], "'"));
+    }
+    if (arg == "h") arg = "help";
+    absl::string_view name = arg;
+    absl::string_view value;
+    bool has_value = false;
+    if (size_t equals = arg.find('='); equals != absl::string_view::npos) {
+      name = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+      has_value = true;
+    }
+    const Flag* found = nullptr;
+    bool negated = false;
+    for (const Flag& flag : flags) {
+      if (name == flag.name) {
+        found = &flag;
+      } else if (flag.is_bool && !has_value && name == absl::StrCat("no", flag.name)) {
+        found = &flag;
+        negated = true;
+      }
+    }
+    if (found == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag --", name));
+    }
+    if (found->is_bool && !has_value) {
+      value = negated ? "false" : "true";
+    } else if (!has_value) {
+      if (i + 1 >= argc) {
+        return absl::InvalidArgumentError(absl::StrCat("--", name, " needs a value"));
+      }
+      value = argv[++i];
+    }
+    if (absl::Status status = found->set(value); !status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> ByteSizeFlag(absl::string_view flag, absl::string_view text) {
+  absl::StatusOr<uint64_t> bytes = ParseByteSize(text);
+  if (!bytes.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--", flag, ": ", bytes.status().message()));
+  }
+  return bytes;
+}
+
+int Milliseconds(double seconds) {
+  double ms = seconds * 1000;
+  if (ms >= std::numeric_limits<int>::max()) return std::numeric_limits<int>::max();
+  return ms < 1 ? 1 : static_cast<int>(ms);
+}
+
+// The token in `path`, without surrounding whitespace ("" for no path).
+absl::StatusOr<std::string> ReadToken(const std::string& path) {
+  if (path.empty()) return std::string();
+  std::ifstream file(path);
+  if (!file) {
+    return absl::NotFoundError(
+        absl::StrCat("cannot read --token_file ", path, ": ", std::strerror(errno)));
+  }
+  std::ostringstream contents;
+  contents << file.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(contents.str()));
+}
+
+// Server::Options from the command line; InvalidArgument naming the flag at fault.
+absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
+  Server::Options options;
+  options.listen = line.listen;
+  options.executor = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.executor));
+  absl::StatusOr<uint64_t> memory_limit = ByteSizeFlag("memory_limit", line.memory_limit);
+  if (!memory_limit.ok()) return memory_limit.status();
+  options.memory_limit = *memory_limit;
+  if (!line.client_quota.empty()) {
+    absl::StatusOr<uint64_t> quota = ByteSizeFlag("client_quota", line.client_quota);
+    if (!quota.ok()) return quota.status();
+    options.client_quota = *quota;
+  }
+  absl::StatusOr<std::string> token = ReadToken(line.token_file);
+  if (!token.ok()) return token.status();
+  options.token = *token;
+  options.device_count = line.device_count;
+  options.compute_threads = line.compute_threads;
+  options.max_streams_per_client = line.max_streams_per_client;
+  absl::StatusOr<uint64_t> staging = ByteSizeFlag("max_staging_bytes", line.max_staging_bytes);
+  if (!staging.ok()) return staging.status();
+  options.max_staging_bytes = *staging;
+  absl::StatusOr<uint64_t> receiving =
+      ByteSizeFlag("max_receiving_bytes", line.max_receiving_bytes);
+  if (!receiving.ok()) return receiving.status();
+  options.max_receiving_bytes = *receiving;
+  options.handshake_timeout_ms = Milliseconds(line.handshake_timeout);
+  options.frame_timeout_ms = Milliseconds(line.frame_timeout);
+  options.fair_scheduling = line.fair_scheduling;
+  options.max_connections = line.max_connections;
+  options.max_connections_per_peer = line.max_connections_per_peer;
+  return options;
+}
+
+// Writes `address` to `path` atomically (a temporary file, then a rename), so that a reader
+// never sees a partial address.
+absl::Status WriteReadyFile(const std::string& path, const std::string& address) {
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream file(temporary, std::ios::trunc);
+    file << address;
+    if (!file.flush()) {
+      return absl::UnavailableError(
+          absl::StrCat("cannot write --ready_file ", temporary, ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot write --ready_file ", path, ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// SIGTERM and SIGINT, blocked in the calling thread and so in every thread it starts after
+// (call before creating the server): StopOnSignal takes them with sigwait, so that stopping runs
+// as ordinary code rather than in a signal handler.
+sigset_t BlockStopSignals() {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
+
+// Stops `server` on the first of `signals` (blocked by BlockStopSignals). Destroy before the
+// server.
+class StopOnSignal {
+ public:
+  StopOnSignal(sigset_t signals, Server* server) : signals_(signals) {
+    watcher_ = std::thread([this, server] {
+      int signal_number = 0;
+      sigwait(&signals_, &signal_number);
+      if (!done_.exchange(true)) server->Stop();
+    });
+  }
+  // Ends the watcher, waking it with a signal of its own if none came.
+  ~StopOnSignal() {
+    if (!done_.exchange(true)) pthread_kill(watcher_.native_handle(), SIGTERM);
+    watcher_.join();
+  }
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  const sigset_t signals_;
+  std::atomic<bool> done_{false};
+  std::thread watcher_;
+};
+
+int Run(int argc, char** argv) {
+  CommandLine line;
+  std::vector<Flag> flags = ServerFlags(&line);
+  if (absl::Status status = ParseCommandLine(argc, argv, flags); !status.ok()) {
+    std::cerr << "vgpu server: " << status.message() << " (--help lists the flags)\n";
+    return kExitUsage;
+  }
+  if (line.help) {
+    PrintHelp(flags);
+    return 0;
+  }
+  if (line.list_executors) {
+    for (const ExecutorRegistration& executor : RegisteredExecutors()) {
+      std::cout << executor.name << "\t" << executor.description << "\n";
+    }
+    return 0;
+  }
+  if (line.listen.empty()) {
+    std::cerr << "vgpu server: --listen unix:///path or tcp://host:port is required\n";
+    return kExitUsage;
+  }
+  absl::StatusOr<Server::Options> options = BuildOptions(line);
+  if (!options.ok()) {
+    std::cerr << "vgpu server: " << options.status().message() << "\n";
+    return kExitFailure;
+  }
+  sigset_t stop_signals = BlockStopSignals();  // before Create: the server's threads inherit it
+  absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*options);
+  if (!server.ok()) {
+    std::cerr << "vgpu server: " << server.status().message() << "\n";
+    return kExitFailure;
+  }
+  std::cerr << "vgpu server: listening on " << (*server)->address() << std::endl;
+  if (!line.ready_file.empty()) {
+    if (absl::Status status = WriteReadyFile(line.ready_file, (*server)->address());
+        !status.ok()) {
+      std::cerr << "vgpu server: " << status.message() << "\n";
+      return kExitFailure;
+    }
+  }
+  StopOnSignal stop_on_signal(stop_signals, server->get());
+  absl::Status served = (*server)->Serve();
+  if (!served.ok()) {
+    std::cerr << "vgpu server: " << served.message() << "\n";
+    return kExitFailure;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace vgpu
+
+int main(int argc, char** argv) { return vgpu::Run(argc, argv); }

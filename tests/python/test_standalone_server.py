@@ -1,0 +1,173 @@
+"""The standalone server, vgpu/bin/vgpu-server: an executable that links no TensorFlow, so that
+it runs on a machine without TensorFlow. It is run here directly, in an empty environment (no
+PYTHONPATH, no virtual environment, a minimal PATH), and served to a raw wire-format tenant and
+to a TensorFlow client. Every wait is bounded."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from raw_tenant import ALLOCATE, RawTenant, wait_for
+
+from vgpu import server as vgpu_server
+
+BINARY = vgpu_server.binary_path()
+BARE_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
+
+
+def _needed_libraries(path):
+    """The DT_NEEDED entries of an ELF file (readelf -d)."""
+    done = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True,
+                          timeout=60)
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", done.stdout)
+
+
+class BareServer:
+    """vgpu-server started with nothing from this environment, on a Unix socket in tmp_path."""
+
+    def __init__(self, tmp_path, *flags):
+        self.socket_path = tmp_path / "vgpu.sock"
+        ready = tmp_path / "ready"
+        self.log = open(tmp_path / "server.log", "w+")
+        self.process = subprocess.Popen(
+            [BINARY, f"--listen=unix://{self.socket_path}", f"--ready_file={ready}",
+             "--memory_limit=256MiB", "--compute_threads=2", *flags],
+            env=BARE_ENVIRONMENT, cwd=tmp_path, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: ready.exists() or self.process.poll() is not None, 30, "vgpu-server")
+        assert self.process.poll() is None, self.output()
+        self.address = ready.read_text()
+
+    def output(self):
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self):
+        """SIGTERM; returns the exit code."""
+        self.process.terminate()
+        code = self.process.wait(15)
+        self.log.close()
+        return code
+
+
+@pytest.fixture
+def bare_server(tmp_path):
+    server = BareServer(tmp_path)
+    yield server
+    if server.process.poll() is None:
+        server.process.kill()
+        server.process.wait(5)
+
+
+def test_the_package_installs_the_standalone_server():
+    assert os.access(BINARY, os.X_OK), BINARY
+
+
+def test_the_standalone_server_links_no_tensorflow_library():
+    needed = _needed_libraries(BINARY)
+    assert needed, "readelf found no NEEDED entries"
+    assert not [name for name in needed if "tensorflow" in name], needed
+    assert not [name for name in needed if "absl" in name], needed  # Abseil is linked in
+
+
+def test_the_standalone_server_serves_a_raw_tenant_without_tensorflow(bare_server):
+    with open(f"/proc/{bare_server.process.pid}/maps", encoding="ascii") as f:
+        maps = f.read()
+    assert "tensorflow" not in maps
+    values = np.linspace(-2, 2, 512, dtype=np.float32)
+    with RawTenant(bare_server.address) as tenant:
+        stream = tenant.create_stream()
+        x, y = tenant.allocate(values.nbytes), tenant.allocate(values.nbytes)
+        tenant.write(stream, x, values.tobytes())
+        tenant.relu(stream, x, y, values.size)
+        data = tenant.read(stream, y, values.nbytes)
+        assert tenant.synchronize(stream).ok
+    np.testing.assert_array_equal(np.frombuffer(data, np.float32), np.maximum(values, 0))
+
+
+def test_sigterm_stops_the_standalone_server_cleanly(bare_server):
+    with RawTenant(bare_server.address) as tenant:
+        tenant.allocate(4096)
+        assert bare_server.stop() == 0
+    assert not bare_server.socket_path.exists()
+
+
+def test_an_unknown_executor_exits_nonzero_listing_the_known_ones(tmp_path):
+    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=quantum"],
+                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode != 0
+    assert "unknown executor 'quantum'; this build offers: cpu" in done.stderr
+    assert not (tmp_path / "vgpu.sock").exists()
+
+
+def test_help_lists_every_flag_of_vgpu_server():
+    done = subprocess.run([BINARY, "--help"], env=BARE_ENVIRONMENT, capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    for flag in vgpu_server.SERVER_FLAGS:
+        assert re.search(rf"--(\[no\])?{flag}:", done.stdout), flag
+
+
+def test_flags_take_byte_sizes_and_refuse_unknown_flags(tmp_path):
+    server = BareServer(tmp_path, "--client_quota=1.5MiB", "--max_staging_bytes", "64MiB",
+                        "--nofair_scheduling", "--max_connections=8", "--frame_timeout=2.5")
+    try:
+        with RawTenant(server.address) as tenant:
+            assert tenant.call(ALLOCATE, size=1 << 20).ok  # within the quota
+            assert not tenant.call(ALLOCATE, size=1 << 20).ok  # past 1.5 MiB
+    finally:
+        assert server.stop() == 0
+    done = subprocess.run([BINARY, "--listen=unix:///tmp/x.sock", "--bogus=1"],
+                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 2 and "unknown flag --bogus" in done.stderr
+    done = subprocess.run([BINARY, "--listen=unix:///tmp/x.sock", "--memory_limit=lots"],
+                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode == 1 and "--memory_limit" in done.stderr
+
+
+def test_vgpu_server_command_runs_the_standalone_binary(tmp_path):
+    ready = tmp_path / "ready"
+    process = subprocess.Popen([sys.executable, "-m", "vgpu.server",
+                                f"--listen=unix://{tmp_path}/vgpu.sock", f"--ready_file={ready}",
+                                "--memory_limit=64MiB"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: ready.exists() or process.poll() is not None, 30, "the server")
+        assert process.poll() is None, process.stderr.read()
+        assert os.path.realpath(f"/proc/{process.pid}/exe") == os.path.realpath(BINARY)
+    finally:
+        process.terminate()
+        assert process.wait(15) == 0
+
+
+TRAIN = """
+    import numpy as np, keras
+    import vgpu
+    assert vgpu.is_available(), vgpu.info()
+    keras.utils.set_random_seed(1)
+    x = np.random.default_rng(0).uniform(size=(32, 8)).astype("float32")
+    y = (x.sum(axis=1) > 4).astype("int32")
+    model = keras.Sequential([keras.Input(shape=(8,)), keras.layers.Dense(16, activation="relu"),
+                              keras.layers.Dense(2)])
+    model.compile(optimizer="sgd",
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0)
+    assert all(np.isfinite(history.history["loss"])), history.history
+    print("TRAINED", vgpu.info()["backends"])
+"""
+
+
+def test_a_tensorflow_client_trains_against_the_standalone_server(bare_server):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.update(VGPU_BACKEND=bare_server.address, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent(TRAIN)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "TRAINED" in done.stdout and bare_server.address in done.stdout
+    wait_for(lambda: "disconnected" in bare_server.output(), 5, "the client's departure")
