@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/launch_params.h"
@@ -81,13 +82,26 @@ struct KernelContext {
         absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
   }
 
-  // Buffer `index` as an array of at least `elements` values of T. For T = bool the first
-  // `elements` bytes are made canonical first (CanonicalizeBools).
-  template <typename T>
-  absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
+  // Fails unless buffer `index` exists and its address is a multiple of `alignment` (a power of
+  // two). A tenant may name any byte of its memory, and a value read through a misaligned
+  // pointer is undefined behaviour; a GPU refuses a misaligned access as well.
+  absl::Status ExpectAligned(size_t index, size_t alignment) const {
     if (index >= buffers.size()) {
       return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
     }
+    const uintptr_t address = reinterpret_cast<uintptr_t>(buffers[index]);
+    if (alignment > 1 && (address & (alignment - 1)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "buffer ", index, " is not aligned to its ", alignment, "-byte elements"));
+    }
+    return absl::OkStatus();
+  }
+
+  // Buffer `index` as an array of at least `elements` values of T, aligned for T. For T = bool
+  // the first `elements` bytes are made canonical first (CanonicalizeBools).
+  template <typename T>
+  absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
+    VGPU_RETURN_IF_ERROR(ExpectAligned(index, alignof(T)));
     // elements * sizeof(T) may overflow for a hostile count: compare by division.
     if (elements > buffer_sizes[index] / sizeof(T)) {
       return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",

@@ -60,13 +60,18 @@ absl::Status CheckLayout(const KernelContext& context, absl::string_view layout,
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(layout.size()));
   for (size_t i = 0; i < layout.size(); ++i) {
     uint64_t bytes = 0;
+    uint64_t alignment = element_size;
     switch (layout[i]) {
       case 'v': bytes = static_cast<uint64_t>(count) * element_size; break;
       case 'g': bytes = static_cast<uint64_t>(grad_count) * element_size; break;
       case 's': bytes = element_size; break;
-      case 'i': bytes = static_cast<uint64_t>(index_count) * index_size; break;
+      case 'i':
+        bytes = static_cast<uint64_t>(index_count) * index_size;
+        alignment = index_size;
+        break;
       default: return absl::InternalError("bad operand layout");
     }
+    VGPU_RETURN_IF_ERROR(context.ExpectAligned(i, alignment));
     VGPU_RETURN_IF_ERROR(context.Buffer<uint8_t>(i, bytes).status());
   }
   return absl::OkStatus();
