@@ -4,48 +4,17 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/protocol/byte_codec.h"
 
 namespace vgpu {
 namespace wire {
 namespace {
 
-template <typename T>
-void Put(std::vector<uint8_t>* out, T value) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);  // the host is little-endian
-  out->insert(out->end(), bytes, bytes + sizeof(T));
-}
-
-// A bounds-checked cursor over a payload.
-class Reader {
+// A bounds-checked cursor over a payload; its strings are at most kMaxStringBytes long.
+class Reader : public ByteReader {
  public:
-  explicit Reader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
-  template <typename T>
-  bool Get(T* value) {
-    if (bytes_.size() - offset_ < sizeof(T)) return false;
-    std::memcpy(value, bytes_.data() + offset_, sizeof(T));
-    offset_ += sizeof(T);
-    return true;
-  }
-  bool GetBytes(size_t size, absl::Span<const uint8_t>* out) {
-    if (bytes_.size() - offset_ < size) return false;
-    *out = bytes_.subspan(offset_, size);
-    offset_ += size;
-    return true;
-  }
-  bool GetString(std::string* out) {
-    uint32_t length = 0;
-    absl::Span<const uint8_t> bytes;
-    if (!Get(&length) || length > kMaxStringBytes || !GetBytes(length, &bytes)) return false;
-    out->assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    return true;
-  }
-  size_t remaining() const { return bytes_.size() - offset_; }
-  size_t offset() const { return offset_; }
-
- private:
-  absl::Span<const uint8_t> bytes_;
-  size_t offset_ = 0;
+  using ByteReader::ByteReader;
+  bool GetString(std::string* out) { return ByteReader::GetString(kMaxStringBytes, out); }
 };
 
 absl::Status Malformed(absl::string_view what) {
@@ -59,12 +28,12 @@ bool IsKnownType(uint16_t type) { return type >= 1 && type <= 9; }
 void EncodeHeader(const FrameHeader& header, uint8_t* out) {
   std::vector<uint8_t> bytes;
   bytes.reserve(kHeaderBytes);
-  Put(&bytes, kMagic);
-  Put(&bytes, kWireVersion);
-  Put(&bytes, static_cast<uint16_t>(header.type));
-  Put(&bytes, header.sequence);
-  Put(&bytes, header.payload_length);
-  Put(&bytes, uint32_t{0});
+  PutBytesOf(&bytes, kMagic);
+  PutBytesOf(&bytes, kWireVersion);
+  PutBytesOf(&bytes, static_cast<uint16_t>(header.type));
+  PutBytesOf(&bytes, header.sequence);
+  PutBytesOf(&bytes, header.payload_length);
+  PutBytesOf(&bytes, uint32_t{0});
   std::memcpy(out, bytes.data(), kHeaderBytes);
 }
 
@@ -102,7 +71,7 @@ absl::StatusOr<FrameHeader> DecodeHeader(absl::Span<const uint8_t> bytes) {
 
 void EncodeString(absl::string_view text, std::vector<uint8_t>* out) {
   if (text.size() > kMaxStringBytes) text = text.substr(0, kMaxStringBytes);
-  Put(out, static_cast<uint32_t>(text.size()));
+  PutBytesOf(out, static_cast<uint32_t>(text.size()));
   out->insert(out->end(), text.begin(), text.end());
 }
 
@@ -114,8 +83,8 @@ absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload) {
 }
 
 void EncodeHello(const Hello& hello, std::vector<uint8_t>* out) {
-  Put(out, hello.protocol_version);
-  Put(out, static_cast<uint8_t>(hello.role));
+  PutBytesOf(out, hello.protocol_version);
+  PutBytesOf(out, static_cast<uint8_t>(hello.role));
   EncodeString(hello.token, out);
 }
 
@@ -132,9 +101,9 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload) {
 }
 
 void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out) {
-  Put(out, welcome.device_count);
-  Put(out, welcome.memory_limit);
-  Put(out, welcome.client_quota);
+  PutBytesOf(out, welcome.device_count);
+  PutBytesOf(out, welcome.memory_limit);
+  PutBytesOf(out, welcome.client_quota);
 }
 
 absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload) {
@@ -148,8 +117,8 @@ absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload) {
 }
 
 void EncodeNotify(const NotifyMessage& notify, std::vector<uint8_t>* out) {
-  Put(out, notify.token);
-  Put(out, static_cast<int32_t>(notify.status.code()));
+  PutBytesOf(out, notify.token);
+  PutBytesOf(out, static_cast<int32_t>(notify.status.code()));
   EncodeString(notify.status.message(), out);
 }
 
@@ -185,23 +154,23 @@ void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
   uint8_t flags = 0;
   if (HasHostData(command)) flags |= kHasHostData;
   if (WantsHostData(command)) flags |= kWantsHostData;
-  Put(out, static_cast<uint16_t>(command.kind));
-  Put(out, command.pattern_bytes);
-  Put(out, flags);
-  Put(out, command.device);
-  Put(out, command.stream);
-  Put(out, command.object);
-  Put(out, command.token);
-  Put(out, command.dst);
-  Put(out, command.src);
-  Put(out, command.size);
-  Put(out, command.pattern);
-  Put(out, static_cast<uint32_t>(command.buffers.size()));
-  Put(out, static_cast<uint32_t>(command.params.size()));
-  Put(out, static_cast<uint32_t>(command.descriptors.size()));
+  PutBytesOf(out, static_cast<uint16_t>(command.kind));
+  PutBytesOf(out, command.pattern_bytes);
+  PutBytesOf(out, flags);
+  PutBytesOf(out, command.device);
+  PutBytesOf(out, command.stream);
+  PutBytesOf(out, command.object);
+  PutBytesOf(out, command.token);
+  PutBytesOf(out, command.dst);
+  PutBytesOf(out, command.src);
+  PutBytesOf(out, command.size);
+  PutBytesOf(out, command.pattern);
+  PutBytesOf(out, static_cast<uint32_t>(command.buffers.size()));
+  PutBytesOf(out, static_cast<uint32_t>(command.params.size()));
+  PutBytesOf(out, static_cast<uint32_t>(command.descriptors.size()));
   for (const BufferArg& buffer : command.buffers) {
-    Put(out, buffer.address);
-    Put(out, buffer.size);
+    PutBytesOf(out, buffer.address);
+    PutBytesOf(out, buffer.size);
   }
   out->insert(out->end(), command.params.begin(), command.params.end());
   out->insert(out->end(), command.descriptors.begin(), command.descriptors.end());
@@ -282,13 +251,13 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
 }
 
 void EncodeReply(const Reply& reply, std::vector<uint8_t>* out) {
-  Put(out, static_cast<int32_t>(reply.status.code()));
+  PutBytesOf(out, static_cast<int32_t>(reply.status.code()));
   EncodeString(reply.status.message(), out);
-  Put(out, reply.value);
+  PutBytesOf(out, reply.value);
   const MemoryInfo& m = reply.memory;
   for (uint64_t v : {m.limit_bytes, m.bytes_in_use, m.peak_bytes_in_use, m.num_allocs,
                      m.largest_alloc_size, m.largest_free_block}) {
-    Put(out, v);
+    PutBytesOf(out, v);
   }
 }
 

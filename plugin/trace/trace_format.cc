@@ -5,50 +5,21 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/protocol/byte_codec.h"
 #include "plugin/protocol/wire_format.h"
 
 namespace vgpu {
 namespace trace {
 namespace {
 
-template <typename T>
-void Put(std::vector<uint8_t>* out, T value) {
-  static_assert(std::is_trivially_copyable_v<T>);
-  const auto* bytes = reinterpret_cast<const uint8_t*>(&value);  // the host is little-endian
-  out->insert(out->end(), bytes, bytes + sizeof(T));
-}
-
 void PutString(std::vector<uint8_t>* out, std::string_view text) {
   if (text.size() > kMaxTraceStringBytes) text = text.substr(0, kMaxTraceStringBytes);
-  Put(out, static_cast<uint32_t>(text.size()));
+  PutBytesOf(out, static_cast<uint32_t>(text.size()));
   out->insert(out->end(), text.begin(), text.end());
 }
 
 // A bounds-checked cursor over a record body.
-class Cursor {
- public:
-  explicit Cursor(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
-  template <typename T>
-  bool Get(T* value) {
-    if (bytes_.size() - offset_ < sizeof(T)) return false;
-    std::memcpy(value, bytes_.data() + offset_, sizeof(T));
-    offset_ += sizeof(T);
-    return true;
-  }
-  bool GetBytes(uint64_t size, absl::Span<const uint8_t>* out) {
-    if (bytes_.size() - offset_ < size) return false;
-    *out = bytes_.subspan(offset_, size);
-    offset_ += size;
-    return true;
-  }
-  absl::Span<const uint8_t> Rest() const { return bytes_.subspan(offset_); }
-  void Skip(size_t size) { offset_ += size; }
-  size_t remaining() const { return bytes_.size() - offset_; }
-
- private:
-  absl::Span<const uint8_t> bytes_;
-  size_t offset_ = 0;
-};
+using Cursor = ByteReader;
 
 std::array<uint32_t, 256> MakeCrcTable() {
   std::array<uint32_t, 256> table{};
@@ -154,12 +125,12 @@ uint64_t Fnv1a64(absl::Span<const uint8_t> bytes) {
 
 void EncodeFileHeader(const TraceHeader& header, std::vector<uint8_t>* out) {
   out->insert(out->end(), kTraceMagic, kTraceMagic + sizeof(kTraceMagic));
-  Put(out, kTraceVersion);
-  Put(out, wire::kWireVersion);
-  Put(out, header.device_count);
-  Put(out, header.memory_limit);
-  Put(out, header.created_unix_ns);
-  Put(out, uint64_t{0});
+  PutBytesOf(out, kTraceVersion);
+  PutBytesOf(out, wire::kWireVersion);
+  PutBytesOf(out, header.device_count);
+  PutBytesOf(out, header.memory_limit);
+  PutBytesOf(out, header.created_unix_ns);
+  PutBytesOf(out, uint64_t{0});
   PutString(out, header.producer);
   PutString(out, header.backends);
 }
@@ -167,13 +138,13 @@ void EncodeFileHeader(const TraceHeader& header, std::vector<uint8_t>* out) {
 void EncodeRecord(RecordType type, uint16_t ordinal, uint64_t time_ns,
                   absl::Span<const uint8_t> body, std::vector<uint8_t>* out) {
   out->reserve(out->size() + kRecordHeaderBytes + body.size());
-  Put(out, static_cast<uint8_t>(type));
-  Put(out, uint8_t{0});
-  Put(out, ordinal);
-  Put(out, static_cast<uint32_t>(body.size()));
-  Put(out, time_ns);
-  Put(out, Crc32(body));
-  Put(out, uint32_t{0});
+  PutBytesOf(out, static_cast<uint8_t>(type));
+  PutBytesOf(out, uint8_t{0});
+  PutBytesOf(out, ordinal);
+  PutBytesOf(out, static_cast<uint32_t>(body.size()));
+  PutBytesOf(out, time_ns);
+  PutBytesOf(out, Crc32(body));
+  PutBytesOf(out, uint32_t{0});
   out->insert(out->end(), body.begin(), body.end());
 }
 
@@ -185,19 +156,19 @@ void EncodeCommandBody(const Command& command, HostSide host_side,
   bare.host_storage.reset();
   std::vector<uint8_t> encoded;
   wire::EncodeCommand(bare, &encoded);
-  Put(out, static_cast<uint32_t>(encoded.size()));
+  PutBytesOf(out, static_cast<uint32_t>(encoded.size()));
   out->insert(out->end(), encoded.begin(), encoded.end());
-  Put(out, static_cast<uint8_t>(host_side));
+  PutBytesOf(out, static_cast<uint8_t>(host_side));
   if (host_side == HostSide::kSource) out->insert(out->end(), host_data.begin(), host_data.end());
 }
 
 void EncodeResult(const TraceResult& result, std::vector<uint8_t>* out) {
-  Put(out, static_cast<uint8_t>(result.form));
-  Put(out, result.size);
+  PutBytesOf(out, static_cast<uint8_t>(result.form));
+  PutBytesOf(out, result.size);
   if (result.form == ResultForm::kBytes) {
     out->insert(out->end(), result.bytes.begin(), result.bytes.end());
   } else if (result.form == ResultForm::kChecksum) {
-    Put(out, result.checksum);
+    PutBytesOf(out, result.checksum);
   }
 }
 
