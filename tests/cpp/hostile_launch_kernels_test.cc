@@ -26,6 +26,7 @@
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "plugin/protocol/kernels/convolution.h"
+#include "plugin/protocol/kernels/data_movement.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "plugin/protocol/kernels/pooling.h"
 #include "plugin/protocol/kernels/training.h"
@@ -105,6 +106,43 @@ TEST(CheckedArithmetic, OptimizerUpdatesRefuseAMisalignedVariable) {
       EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
     }
   }
+}
+
+// Found by the libFuzzer run: a set-tensor value of NaN (or out of range) converted to an
+// integer dtype was undefined behaviour; it saturates, NaN becomes 0.
+TEST(CheckedArithmetic, SetTensorSaturatesValuesOutsideAnIntegerDtype) {
+  const std::pair<double, uint8_t> cases[] = {
+      {std::numeric_limits<double>::quiet_NaN(), 0}, {1e300, 255}, {-7.0, 0}, {42.0, 42}};
+  for (const auto& [value, expected] : cases) {
+    GuardedBuffer out(4);
+    ASSERT_TRUE(ExecutorLaunch().Tensor({4}, DType::kUInt8).Buffer(&out).Param(value)
+                    .Run(elementwise::kSetTensor).ok());
+    EXPECT_EQ(out.As<uint8_t>(), std::vector<uint8_t>(4, expected)) << value;
+  }
+}
+
+// Found by the libFuzzer run: a transposition of 4-byte elements placed at odd addresses was
+// copied through misaligned uint32 pointers; it is copied bytewise, with the same result.
+TEST(CheckedArithmetic, TransposeOfMisalignedElementsMovesTheRightBytes) {
+  alignas(16) uint8_t x_storage[32] = {}, y_storage[32] = {};
+  uint8_t* x = x_storage + 1;
+  uint8_t* y = y_storage + 3;
+  const uint32_t values[6] = {1, 2, 3, 4, 5, 6};  // 2 x 3
+  std::memcpy(x, values, sizeof(values));
+  ParamBlock block;
+  ParamWriter(&block).Put(uint32_t{4});
+  ParamWriter(&block).PutArray<int64_t>(std::vector<int64_t>{2, 3});
+  ParamWriter(&block).PutArray<int32_t>(std::vector<int32_t>{1, 0});
+  const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(data_movement::kTranspose));
+  ASSERT_NE(kernel, nullptr);
+  uint8_t* pointers[] = {x, y};
+  uint64_t sizes[] = {24, 24};
+  KernelContext context{pointers, sizes, block, &executor_test::TestDevice()};
+  ASSERT_TRUE(RunKernel(*kernel, context).ok());
+  uint32_t transposed[6];
+  std::memcpy(transposed, y, sizeof(transposed));
+  EXPECT_EQ(std::vector<uint32_t>(transposed, transposed + 6),
+            (std::vector<uint32_t>{1, 4, 2, 5, 3, 6}));
 }
 
 absl::Status ThrowsBadAlloc(const KernelContext&) { throw std::bad_alloc(); }

@@ -8,6 +8,7 @@
 
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -77,6 +78,17 @@ void CopyRun(const T* src, int64_t ss, T* dst, int64_t ds, int64_t n) {
 
 void CopyRunBytes(size_t element_size, const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds,
                   int64_t n) {
+  // A tenant may place a tensor at any byte: elements that are not aligned for a word access
+  // are copied bytewise (a word access through a misaligned pointer is undefined behaviour).
+  const bool word_sized = element_size == 2 || element_size == 4 || element_size == 8;
+  if (word_sized && ((reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst)) &
+                     (element_size - 1)) != 0) {
+    for (int64_t i = 0; i < n; ++i) {
+      std::memcpy(dst + i * ds * static_cast<int64_t>(element_size),
+                  src + i * ss * static_cast<int64_t>(element_size), element_size);
+    }
+    return;
+  }
   switch (element_size) {
     case 1: return CopyRun(src, ss, dst, ds, n);
     case 2:

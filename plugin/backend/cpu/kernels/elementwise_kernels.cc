@@ -7,7 +7,9 @@
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -143,6 +145,17 @@ T FromDouble(double value) {
     return value != 0;
   } else if constexpr (std::is_same_v<T, Eigen::half> || std::is_same_v<T, Eigen::bfloat16>) {
     return T(static_cast<float>(value));
+  } else if constexpr (std::is_integral_v<T>) {
+    // Converting a double that is NaN or out of T's range is undefined behaviour; a tenant can
+    // send any bits, so saturate (NaN becomes 0).
+    if (std::isnan(value)) return T(0);
+    if (value <= static_cast<double>(std::numeric_limits<T>::min())) {
+      return std::numeric_limits<T>::min();
+    }
+    if (value >= static_cast<double>(std::numeric_limits<T>::max())) {
+      return std::numeric_limits<T>::max();
+    }
+    return static_cast<T>(value);
   } else {
     return static_cast<T>(value);
   }
