@@ -145,6 +145,20 @@ TEST(CheckedArithmetic, TransposeOfMisalignedElementsMovesTheRightBytes) {
             (std::vector<uint32_t>{1, 4, 2, 5, 3, 6}));
 }
 
+// Found by the libFuzzer run: each of Pad's x_dims, pad_before and pad_after was within the
+// limits, but the padded output's dims multiplied past 64 bits. The copy's bounds check refused
+// the launch afterwards, but only after an undefined signed overflow (UBSan); now the product is
+// checked first. The result is the same InvalidArgument; under UBSan the old path fails.
+TEST(CheckedArithmetic, PadRefusesAnOutputWhoseElementCountOverflows) {
+  GuardedBuffer x(16), y(64);
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_EQ(ExecutorLaunch().Buffers({&x, &y}).Param(uint32_t{4})
+                .ParamArray<int64_t>({0, 1, 1}).ParamArray<int64_t>({big, big, 0})
+                .ParamArray<int64_t>({0, 0, big}).Param(uint64_t{0})
+                .Run(data_movement::kPad).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 absl::Status ThrowsBadAlloc(const KernelContext&) { throw std::bad_alloc(); }
 absl::Status ThrowsLogicError(const KernelContext&) { throw std::logic_error("boom"); }
 

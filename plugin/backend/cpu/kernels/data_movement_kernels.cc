@@ -197,7 +197,10 @@ absl::Status Pad(const KernelContext& context) {
     y_dims[d] = before[d] + x_dims[d] + after[d];
     padded |= before[d] != 0 || after[d] != 0;
   }
-  const int64_t y_elements = ElementCountOf(y_dims);
+  // Each of x_dims, pad_before and pad_after is bounded, but their sums can still multiply past
+  // 64 bits (found by the libFuzzer run: a zero-sized x padded by huge amounts).
+  VGPU_ASSIGN_OR_RETURN(const int64_t y_elements,
+                        CheckedProduct(absl::MakeConstSpan(y_dims), "the padded output"));
   const int64_t x_elements = ElementCountOf(x_dims);
   StridedCopy copy;
   copy.element_size = esize;
