@@ -159,6 +159,33 @@ TEST(CheckedArithmetic, PadRefusesAnOutputWhoseElementCountOverflows) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// Found by the libFuzzer run: Pad's fill of 4-byte elements at an odd address stored words
+// through a misaligned pointer; it fills bytewise, with the same result.
+TEST(CheckedArithmetic, PadOfMisalignedElementsFillsAndCopiesTheRightBytes) {
+  alignas(16) uint8_t x_storage[16] = {}, y_storage[32] = {};
+  uint8_t* x = x_storage + 2;
+  uint8_t* y = y_storage + 1;
+  const uint32_t values[2] = {7, 8};
+  std::memcpy(x, values, sizeof(values));
+  ParamBlock block;
+  ParamWriter(&block).Put(uint32_t{4});
+  ParamWriter(&block).PutArray<int64_t>(std::vector<int64_t>{2});
+  ParamWriter(&block).PutArray<int64_t>(std::vector<int64_t>{1});
+  ParamWriter(&block).PutArray<int64_t>(std::vector<int64_t>{2});
+  ParamWriter(&block).Put(uint64_t{0xAABBCCDD});
+  const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(data_movement::kPad));
+  ASSERT_NE(kernel, nullptr);
+  uint8_t* pointers[] = {x, y};
+  uint64_t sizes[] = {8, 20};
+  KernelContext context{pointers, sizes, block, &executor_test::TestDevice()};
+  absl::Status status = RunKernel(*kernel, context);
+  ASSERT_TRUE(status.ok()) << status;
+  uint32_t padded[5];
+  std::memcpy(padded, y, sizeof(padded));
+  EXPECT_EQ(std::vector<uint32_t>(padded, padded + 5),
+            (std::vector<uint32_t>{0xAABBCCDD, 7, 8, 0xAABBCCDD, 0xAABBCCDD}));
+}
+
 absl::Status ThrowsBadAlloc(const KernelContext&) { throw std::bad_alloc(); }
 absl::Status ThrowsLogicError(const KernelContext&) { throw std::logic_error("boom"); }
 

@@ -317,6 +317,13 @@ void FillElements(const Eigen::ThreadPoolDevice& device, uint8_t* dst, int64_t c
       std::memset(dst + first * element_size, 0, static_cast<size_t>(n) * element_size);
       return;
     }
+    if ((reinterpret_cast<uintptr_t>(dst) & (element_size - 1)) != 0) {
+      // Misaligned for a word store (a tenant may place a tensor at any byte): bytewise.
+      for (int64_t i = first; i < last; ++i) {
+        std::memcpy(dst + i * static_cast<int64_t>(element_size), &value_bits, element_size);
+      }
+      return;
+    }
     switch (element_size) {
       case 1:
         std::memset(dst + first, static_cast<uint8_t>(value_bits), static_cast<size_t>(n));
