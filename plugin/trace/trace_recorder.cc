@@ -35,6 +35,16 @@ HostSide HostSideOf(const Command& command) {
   return HostSide::kNone;
 }
 
+// A post or call record's command part: the command, and its host data if it has a source.
+std::vector<uint8_t> CommandBody(const Command& command, HostSide side) {
+  std::vector<uint8_t> body;
+  EncodeCommandBody(command, side,
+                    side == HostSide::kSource ? HostBytes(command.host_src, command.size)
+                                              : absl::Span<const uint8_t>(),
+                    &body);
+  return body;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TraceRecorder>> TraceRecorder::Create(const std::string& path,
@@ -77,11 +87,7 @@ uint64_t TraceRecorder::AppendLocked(RecordType type, uint16_t ordinal,
 
 void TraceRecorder::RecordPost(uint16_t ordinal, const Command& command) {
   const HostSide side = HostSideOf(command);
-  std::vector<uint8_t> body;
-  EncodeCommandBody(command, side,
-                    side == HostSide::kSource ? HostBytes(command.host_src, command.size)
-                                              : absl::Span<const uint8_t>(),
-                    &body);
+  std::vector<uint8_t> body = CommandBody(command, side);
   std::lock_guard<std::mutex> lock(mu_);
   const uint64_t index = AppendLocked(RecordType::kPost, ordinal, body);
   const uint64_t sequence = next_sequence_++;
@@ -127,11 +133,7 @@ void TraceRecorder::CaptureLocked(uint64_t stream, uint64_t sequence, bool faile
 void TraceRecorder::RecordCall(uint16_t ordinal, const Command& command, const Reply& reply,
                                uint64_t begin) {
   const HostSide side = HostSideOf(command);
-  std::vector<uint8_t> body;
-  EncodeCommandBody(command, side,
-                    side == HostSide::kSource ? HostBytes(command.host_src, command.size)
-                                              : absl::Span<const uint8_t>(),
-                    &body);
+  std::vector<uint8_t> body = CommandBody(command, side);
   std::vector<uint8_t> encoded_reply;
   wire::EncodeReply(reply, &encoded_reply);
   body.insert(body.end(), encoded_reply.begin(), encoded_reply.end());
