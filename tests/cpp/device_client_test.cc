@@ -1,6 +1,6 @@
 // Tests of the client runtime's DeviceClient (client/device_client.h) over its own CPU backing
 // executor and in-process transport, and of the CPU session's isolation between clients
-// (backend/cpu/cpu_session.cc). A test sink can hold a backend stream's worker inside a
+// (backend/client_session.cc). A test sink can hold a backend stream's worker inside a
 // notification, which makes "this stream is still busy" deterministic without sleeps.
 #include <atomic>
 #include <cstring>
@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/cpu_executor.h"
-#include "plugin/backend/cpu/device_address.h"
+#include "plugin/backend/device_address.h"
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/protocol/kernel_ids.h"
