@@ -219,7 +219,19 @@ std::string PluginRuntime::StatsJson() const {
                     ", \"counters\": ", devices_[i]->counters().ToJson(),
                     ", \"descriptor_reuse\": ", devices_[i]->dnn().StateJson(), "}");
   }
-  absl::StrAppend(&json, "]}");
+  absl::StrAppend(&json, "], \"executor\": ");
+  if (inproc_executor_ == nullptr) {
+    absl::StrAppend(&json, "null");  // remote devices: the server's executor
+  } else {
+    const ExecutorStats stats = inproc_executor_->stats();
+    absl::StrAppend(&json, "{\"name\": ", JsonString(inproc_executor_->name()),
+                    ", \"launches\": ", stats.launches, ", \"copies\": ", stats.copies,
+                    ", \"bytes_copied\": ", stats.bytes_copied, ", \"memsets\": ", stats.memsets,
+                    ", \"descriptors_created\": ", stats.descriptors_created,
+                    ", \"primitives_created\": ", stats.primitives_created,
+                    ", \"primitives_reused\": ", stats.primitives_reused, "}");
+  }
+  absl::StrAppend(&json, "}");
   return json;
 }
 
