@@ -203,6 +203,11 @@ PluginRuntime::PluginRuntime() {
       });
     }
   }
+  // Every device knows the others: addresses of devices on different backends never alias, and
+  // copies between them are staged through this process.
+  std::vector<DeviceClient*> peers;
+  for (auto& device : devices_) peers.push_back(device.get());
+  for (auto& device : devices_) device->SetPeers(peers);
   if (trace_recorder_ != nullptr) {
     trace_recorder_->SetMemoryLimit(config_.memory_limit_bytes);  // a server's grant, if remote
     Log(LogLevel::kInfo, absl::StrCat("recording a command trace into ", config_.trace_path));
