@@ -25,10 +25,10 @@ absl::Status BackingExecutor::SetDescriptor(ExecutorDescriptor& descriptor,
   return absl::OkStatus();
 }
 
-std::unique_ptr<ExecutorSession> BackingExecutor::OpenSession(CompletionSink* sink,
-                                                              uint64_t quota_bytes) {
+std::unique_ptr<ExecutorSession> BackingExecutor::OpenSession(
+    CompletionSink* sink, uint64_t quota_bytes, std::shared_ptr<SharedQuota> shared_quota) {
   return std::make_unique<ClientSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes,
-                                         session_limits());
+                                         session_limits(), std::move(shared_quota));
 }
 
 }  // namespace vgpu

@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "plugin/backend/device_arena.h"
 #include "plugin/backend/executor_session.h"
+#include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
@@ -183,9 +184,11 @@ class BackingExecutor {
   // Opens a session for one client (the executor-independent ClientSession over this executor);
   // `sink` (may be null) receives its notifications and must outlive the session. `quota_bytes`
   // > 0 caps the device memory the session may hold at once (summed over devices); allocations
-  // beyond it fail with ResourceExhausted. Every session must be destroyed before the executor.
-  // Thread-safe.
-  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0);
+  // beyond it fail with ResourceExhausted. `shared_quota` (may be null) is a budget the session
+  // shares with others (a tenant's connections), checked as well. Every session must be
+  // destroyed before the executor. Thread-safe.
+  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0,
+                                               std::shared_ptr<SharedQuota> shared_quota = nullptr);
 
  protected:
   // For executors' stats(): counts descriptors created by the default CreateDescriptor.

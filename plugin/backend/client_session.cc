@@ -27,24 +27,58 @@ std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 }  // namespace
 
 ClientSession::ClientSession(BackingExecutor* executor, uint64_t session_id, CompletionSink* sink,
-                             uint64_t quota_bytes, SessionLimits limits)
+                             uint64_t quota_bytes, SessionLimits limits,
+                             std::shared_ptr<SharedQuota> shared_quota)
     : executor_(executor),
       session_id_(session_id),
       sink_(sink),
       quota_bytes_(quota_bytes),
-      limits_(limits) {}
+      limits_(limits),
+      shared_quota_(std::move(shared_quota)) {
+  if (shared_quota_ != nullptr) shared_quota_->Join(session_id_);
+}
 
-DeviceArena::Usage ClientSession::TotalUsage() const {
+DeviceArena::Usage ClientSession::UsageOf(uint64_t session_id) const {
   DeviceArena::Usage total;
   for (int d = 0; d < executor_->device_count(); ++d) {
-    DeviceArena::Usage usage = executor_->arena(static_cast<uint32_t>(d)).UsageOf(session_id_);
+    DeviceArena::Usage usage = executor_->arena(static_cast<uint32_t>(d)).UsageOf(session_id);
     total.charged += usage.charged;
     total.pending_free += usage.pending_free;
   }
   return total;
 }
 
+DeviceArena::Usage ClientSession::TotalUsage() const { return UsageOf(session_id_); }
+
 uint64_t ClientSession::BytesInUse() const { return TotalUsage().charged; }
+
+SessionStats ClientSession::Stats() const {
+  SessionStats stats;
+  stats.launches = launches_.load(std::memory_order_relaxed);
+  stats.kernel_ns = kernel_ns_.load(std::memory_order_relaxed);
+  stats.errors = errors_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats.streams = streams_.size();
+  return stats;
+}
+
+absl::Status ClientSession::CheckSharedQuota(uint64_t size) const {
+  const uint64_t limit = shared_quota_->limit_bytes();
+  uint64_t used = 0, pending = 0;
+  for (uint64_t member : shared_quota_->Members()) {
+    const DeviceArena::Usage usage = UsageOf(member);
+    used += usage.charged;
+    pending += usage.pending_free;
+  }
+  const uint64_t charged = size > limit ? size : DeviceArena::ChargedSize(size);
+  if (charged <= limit && used <= limit - charged) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "allocation of ", size, " bytes (", charged, " charged) exceeds tenant '",
+      shared_quota_->name(), "''s quota of ", limit, " bytes (--tenant_quota): ", used,
+      " bytes in use by its connections",
+      pending > 0 ? absl::StrCat(", ", pending, " of them freed but still used by queued work")
+                  : ""));
+}
 
 ClientSession::~ClientSession() {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Stream>> streams;
@@ -57,6 +91,7 @@ ClientSession::~ClientSession() {
   for (int d = 0; d < executor_->device_count(); ++d) {
     executor_->arena(static_cast<uint32_t>(d)).FreeAllOwnedBy(session_id_);
   }
+  if (shared_quota_ != nullptr) shared_quota_->Leave(session_id_);
 }
 
 absl::Status ClientSession::CheckDevice(uint32_t device) const {
@@ -148,6 +183,12 @@ absl::Status ClientSession::PinCommandRanges(const Command& command, PinnedRange
 absl::StatusOr<uint64_t> ClientSession::TryAllocate(uint32_t device, uint64_t size) {
   DeviceArena& arena = executor_->arena(device);
   std::lock_guard<std::mutex> memory_lock(memory_mu_);
+  // The tenant's budget is checked and taken in one step with its other connections.
+  std::unique_lock<std::mutex> shared_lock;
+  if (shared_quota_ != nullptr) {
+    shared_lock = std::unique_lock<std::mutex>(shared_quota_->allocation_mutex());
+    if (absl::Status s = CheckSharedQuota(size); !s.ok()) return s;
+  }
   if (quota_bytes_ > 0) {
     const DeviceArena::Usage usage = TotalUsage();
     // Charge what the arena takes: its rounding, and a whole block for zero bytes.
@@ -183,7 +224,7 @@ Reply ClientSession::HandleAllocate(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   absl::StatusOr<uint64_t> address = TryAllocate(command.device, command.size);
   if (!address.ok() && absl::IsResourceExhausted(address.status()) &&
-      TotalUsage().pending_free > 0) {
+      TotalUsage().pending_free > 0) {  // (only this session's own queued work can be awaited)
     // Memory this client freed is still used by its own queued work (stream-ordered free):
     // let that work finish (bounded), then try once more.
     WaitForQueuedWork(limits_.pending_free_wait);
@@ -229,10 +270,20 @@ const ClientSession::Handler* ClientSession::HandlerTable() {
 Reply ClientSession::Handle(Command command) {
   const auto index = static_cast<size_t>(command.kind);
   if (index >= static_cast<size_t>(CommandKind::kNumKinds) || HandlerTable()[index] == nullptr) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
     return ErrorReply(absl::InvalidArgumentError(
         absl::StrCat("unknown command kind ", static_cast<int>(command.kind))));
   }
-  return (this->*HandlerTable()[index])(command);
+  const CommandKind kind = command.kind;
+  Reply reply = (this->*HandlerTable()[index])(command);
+  // A synchronisation that reports a stream's error is not a new one (counted when it failed).
+  const bool reports_stream_errors =
+      kind == CommandKind::kSynchronizeStream || kind == CommandKind::kSynchronizeDevice ||
+      kind == CommandKind::kStreamStatus || kind == CommandKind::kDestroyStream;
+  if (!reply.status.ok() && !reports_stream_errors) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return reply;
 }
 
 Reply ClientSession::HandleFree(Command& command) {
@@ -251,6 +302,14 @@ Reply ClientSession::HandleMemoryInfo(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   Reply reply;
   reply.memory = executor_->arena(command.device).Info();
+  if (shared_quota_ != nullptr) {  // what the tenant's connections may still use together
+    uint64_t used = 0;
+    for (uint64_t member : shared_quota_->Members()) used += UsageOf(member).charged;
+    const uint64_t limit = shared_quota_->limit_bytes();
+    reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, limit);
+    reply.memory.largest_free_block =
+        std::min(reply.memory.largest_free_block, limit - std::min(used, limit));
+  }
   if (quota_bytes_ > 0) {  // what this client may still use
     const uint64_t in_use = std::min(TotalUsage().charged, quota_bytes_);
     reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, quota_bytes_);
@@ -414,6 +473,7 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   // the stream in its turn without touching memory, and a Free waits for this command.
   StreamQueue::Work work;
   work.rejected = PinCommandRanges(command, &work.pins);
+  if (!work.rejected.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(command.stream);
   if (it == streams_.end()) {
@@ -604,8 +664,15 @@ absl::Status ClientSession::Launch(ExecutorStream* stream, const Command& comman
   request.buffer_sizes = sizes;
   request.params = command.params;
   request.descriptors = command.descriptors;
+  const auto started = std::chrono::steady_clock::now();
   absl::Status status = executor_->Launch(stream, session_id_, request, pins);
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  kernel_ns_.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                 std::chrono::steady_clock::now() - started)
+                                                 .count()),
+                       std::memory_order_relaxed);
   if (!status.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
     return absl::Status(status.code(), absl::StrCat(kernel_name, ": ", status.message()));
   }
   return absl::OkStatus();

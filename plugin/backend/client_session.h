@@ -12,6 +12,7 @@
 #define VGPU_BACKEND_CLIENT_SESSION_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -32,11 +33,13 @@ class ClientSession final : public ExecutorSession {
   // (it owns the session's memory in the arenas); `quota_bytes` 0: no quota beyond the devices'
   // limits.
   ClientSession(BackingExecutor* executor, uint64_t session_id, CompletionSink* sink,
-                uint64_t quota_bytes = 0, SessionLimits limits = {});
+                uint64_t quota_bytes = 0, SessionLimits limits = {},
+                std::shared_ptr<SharedQuota> shared_quota = nullptr);
   ~ClientSession() override;
 
   Reply Handle(Command command) override;
   uint64_t BytesInUse() const override;
+  SessionStats Stats() const override;
 
  private:
   struct EventMark {
@@ -84,8 +87,11 @@ class ClientSession final : public ExecutorSession {
   Reply EnqueueOnStream(Command& command);
   // Tries one allocation against the quota and the arena. Takes memory_mu_.
   absl::StatusOr<uint64_t> TryAllocate(uint32_t device, uint64_t size);
-  // This session's memory summed over devices.
+  // This session's memory summed over devices; UsageOf: any session's of this executor.
   DeviceArena::Usage TotalUsage() const;
+  DeviceArena::Usage UsageOf(uint64_t session_id) const;
+  // The shared budget's check for `size` more bytes (caller holds its allocation mutex).
+  absl::Status CheckSharedQuota(uint64_t size) const;
   // Waits until `stream` has run what is queued on it now and the executor has finished it;
   // returns (and clears) the stream's first error, else the executor's.
   absl::Status SynchronizeStream(Stream& stream);
@@ -105,12 +111,17 @@ class ClientSession final : public ExecutorSession {
   CompletionSink* const sink_;
   const uint64_t quota_bytes_;
   const SessionLimits limits_;
+  const std::shared_ptr<SharedQuota> shared_quota_;  // null: none
+
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> kernel_ns_{0};
+  std::atomic<uint64_t> errors_{0};
 
   // Serialises allocations, so that the quota check and the allocation are one step (the
   // arenas keep what each session is charged).
   std::mutex memory_mu_;
 
-  std::mutex mu_;  // also orders enqueues against event marks
+  mutable std::mutex mu_;  // also orders enqueues against event marks
   absl::flat_hash_map<uint64_t, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventMark> events_ ABSL_GUARDED_BY(mu_);
   // Forward mode: the executor's own descriptor objects, by client-chosen id.

@@ -21,6 +21,14 @@ class CompletionSink {
   virtual void OnNotify(uint64_t token, const absl::Status& stream_status) = 0;
 };
 
+// What one session has done so far, for a server's statistics and metrics. Monotonic.
+struct SessionStats {
+  uint64_t launches = 0;        // kernel launches run
+  uint64_t kernel_ns = 0;       // time the executor spent in them (wall clock on the worker)
+  uint64_t errors = 0;          // refused commands and failed stream work
+  uint64_t streams = 0;         // streams open now
+};
+
 // One client's view of a backing executor. Thread-safe. Asynchronous commands (IsAsynchronous)
 // are queued and Handle returns an OK Reply at once; calls block until answered. Destroying the
 // session drains its streams and releases all memory it allocated.
@@ -30,6 +38,7 @@ class ExecutorSession {
   virtual Reply Handle(Command command) = 0;
   // Device memory this session holds now, summed over devices (bytes). Thread-safe.
   virtual uint64_t BytesInUse() const { return 0; }
+  virtual SessionStats Stats() const { return {}; }
 };
 
 }  // namespace vgpu

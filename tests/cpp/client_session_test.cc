@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/cpu_executor.h"
+#include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/descriptors.h"
 #include "test_sync.h"
 
@@ -300,6 +301,36 @@ TEST_F(ClientSessionTest, ASessionThatEndsWithPendingWorkReleasesEverything) {
   const uint64_t reused = Allocate(*victim_, 65536);
   EXPECT_EQ(reused, x);
   EXPECT_EQ(ReadNow(*victim_, reused, 65536), std::vector<uint8_t>(65536, 0));
+}
+
+TEST(SharedQuotaTest, ATenantsConnectionsTogetherStayWithinItsQuota) {
+  CpuExecutor::Options options;
+  options.memory_limit_per_device = 8ull << 20;
+  options.compute_threads = 1;
+  std::unique_ptr<CpuExecutor> executor = *CpuExecutor::Create(options);
+  auto tenant = std::make_shared<SharedQuota>("team-a", 1ull << 20);
+  std::unique_ptr<ExecutorSession> first = executor->OpenSession(nullptr, 0, tenant);
+  std::unique_ptr<ExecutorSession> second = executor->OpenSession(nullptr, 0, tenant);
+  std::unique_ptr<ExecutorSession> other_tenant = executor->OpenSession(nullptr);
+  auto allocate = [](ExecutorSession& session, uint64_t size) {
+    Command command = Make(CommandKind::kAllocate);
+    command.size = size;
+    return session.Handle(std::move(command));
+  };
+  Reply a = allocate(*first, 600 << 10);
+  ASSERT_TRUE(a.status.ok()) << a.status;
+  Reply b = allocate(*second, 600 << 10);  // 1.2 MiB together: over the tenant's 1 MiB
+  EXPECT_EQ(b.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(std::string(b.status.message()).find("tenant 'team-a'"), std::string::npos)
+      << b.status;
+  EXPECT_TRUE(allocate(*other_tenant, 4 << 20).status.ok());  // another tenant: unaffected
+  // What the tenant may still use is what its memory info says.
+  Reply info = second->Handle(Make(CommandKind::kMemoryInfo));
+  EXPECT_EQ(info.memory.limit_bytes, 1ull << 20);
+  EXPECT_LE(info.memory.largest_free_block, (1ull << 20) - (600 << 10));
+  first.reset();  // its connection ends: its memory returns to the tenant's budget
+  EXPECT_TRUE(allocate(*second, 600 << 10).status.ok());
+  EXPECT_EQ(tenant->Members().size(), 1u);
 }
 
 }  // namespace

@@ -283,5 +283,21 @@ TEST_F(SessionLayerTest, TheArenaScrubsTheExecutorsStorageWhenMemoryIsFreed) {
   EXPECT_EQ(executor_.DeviceMemoryInfo(0).bytes_in_use, 0u);
 }
 
+TEST_F(SessionLayerTest, StatsCountLaunchesTheirTimeErrorsAndOpenStreams) {
+  ASSERT_TRUE(Handle(Make(CommandKind::kCreateStream, 1)).ok());
+  const uint64_t address = Allocate(64);
+  ASSERT_TRUE(Handle(Scale(1, address)).ok());
+  ASSERT_TRUE(Handle(Scale(1, address)).ok());
+  ASSERT_TRUE(Synchronize(1).ok());
+  EXPECT_EQ(Handle(Scale(42, address)).code(), absl::StatusCode::kNotFound);  // no stream 42
+  ASSERT_TRUE(Handle(Scale(1, address + 4096)).ok());  // queued, refused in its turn
+  EXPECT_FALSE(Synchronize(1).ok());
+  const SessionStats stats = session_->Stats();
+  EXPECT_EQ(stats.launches, 2u);
+  EXPECT_GT(stats.kernel_ns, 0u);
+  EXPECT_EQ(stats.errors, 2u);  // the unknown stream and the bad range (not its report)
+  EXPECT_EQ(stats.streams, 1u);
+}
+
 }  // namespace
 }  // namespace vgpu
