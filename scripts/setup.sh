@@ -30,7 +30,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Build tools and runtime dependencies (the TensorFlow wheel comes from the package index).
-"${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "pytest>=8" \
+"${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "prometheus-client>=0.17" "pytest>=8" \
   "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib
 
 # The wire-format fuzz test uses atheris when it installs here (otherwise it is skipped).

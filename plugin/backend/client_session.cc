@@ -59,6 +59,7 @@ SessionStats ClientSession::Stats() const {
   stats.errors = errors_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   stats.streams = streams_.size();
+  for (const auto& [id, stream] : streams_) stats.queued += stream->queue->pending();
   return stats;
 }
 

@@ -27,6 +27,7 @@ struct SessionStats {
   uint64_t kernel_ns = 0;       // time the executor spent in them (wall clock on the worker)
   uint64_t errors = 0;          // refused commands and failed stream work
   uint64_t streams = 0;         // streams open now
+  uint64_t queued = 0;          // commands queued on them, not yet run
 };
 
 // One client's view of a backing executor. Thread-safe. Asynchronous commands (IsAsynchronous)

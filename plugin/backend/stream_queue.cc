@@ -53,6 +53,11 @@ uint64_t StreamQueue::enqueued() const {
   return enqueued_;
 }
 
+uint64_t StreamQueue::pending() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return enqueued_ - completed_;
+}
+
 void StreamQueue::WaitUntilCompleted(uint64_t position) const {
   std::unique_lock<std::mutex> lock(mu_);
   progress_cv_.wait(lock, [&] { return completed_ >= position; });

@@ -52,6 +52,8 @@ class StreamQueue {
 
   // Position of the last queued command (0 if none).
   uint64_t enqueued() const;
+  // Commands queued and not yet run (or skipped).
+  uint64_t pending() const;
 
   // Blocks until every command up to `position` has run.
   void WaitUntilCompleted(uint64_t position) const;

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -20,6 +21,22 @@ namespace vgpu {
 namespace {
 
 constexpr int kMaxDevices = 16;
+
+}  // namespace
+
+absl::Status ValidateTenantName(absl::string_view name) {
+  bool valid = !name.empty() && name.size() <= Config::kMaxTenantNameLength;
+  for (char c : name) {
+    valid = valid && (absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                      c == '_' || c == '-');
+  }
+  if (valid) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "tenant name '", absl::CHexEscape(name.substr(0, Config::kMaxTenantNameLength)),
+      "' must be 1 to ", Config::kMaxTenantNameLength, " characters of A-Z a-z 0-9 . _ -"));
+}
+
+namespace {
 
 bool IsValidTypeName(absl::string_view name) {
   if (name.empty() || !(name[0] >= 'A' && name[0] <= 'Z')) return false;
@@ -179,6 +196,11 @@ absl::StatusOr<Config> LoadConfig(
     std::stringstream text;
     text << file.rdbuf();
     config.token = std::string(absl::StripAsciiWhitespace(text.str()));
+  }
+  if (auto tenant = getenv("VGPU_TENANT")) {
+    absl::Status valid = ValidateTenantName(*tenant);
+    if (!valid.ok()) return absl::InvalidArgumentError(absl::StrCat("VGPU_TENANT: ", valid.message()));
+    config.tenant = *tenant;
   }
   if (auto timeout = getenv("VGPU_TIMEOUT")) {
     absl::StatusOr<double> seconds = ParseTimeoutSeconds(*timeout);

@@ -29,6 +29,10 @@ struct Config {
   std::string device_type = "GPU";
   // Shared secret presented to remote servers (VGPU_TOKEN, or the contents of VGPU_TOKEN_FILE).
   std::string token;
+  // VGPU_TENANT: the name this process's connections carry on a server (its statistics,
+  // metrics and --tenant_quota group connections by it); empty: tenant "default".
+  std::string tenant;
+  static constexpr size_t kMaxTenantNameLength = 64;
   // VGPU_TIMEOUT: how long a client waits for a remote server that shows no sign of life before
   // the waiting operation fails with DeadlineExceeded (0: wait forever). See
   // transport/socket_transport.h for what counts as a sign of life.
@@ -39,6 +43,10 @@ struct Config {
   static constexpr double kDefaultTimeoutSeconds = 60;
   static constexpr double kMaxTimeoutSeconds = 86400;
 };
+
+// A tenant name (VGPU_TENANT, --tenant_quota, the Hello of a connection): 1 to
+// Config::kMaxTenantNameLength characters of A-Z a-z 0-9 . _ -; InvalidArgument saying so.
+absl::Status ValidateTenantName(absl::string_view name);
 
 // Parses "512MiB", "4GiB", "1.5GB", "1000000" (bytes). Binary (KiB/MiB/GiB/TiB) and decimal
 // (KB/MB/GB/TB) units; case-insensitive; must be > 0.

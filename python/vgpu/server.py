@@ -9,6 +9,10 @@ configured). The server is the standalone executable vgpu/bin/vgpu-server (plugi
 server_main.cc), which links no TensorFlow: this module parses the flags (the same as the
 executable's) and replaces the process with it. SIGTERM and SIGINT stop the server cleanly:
 every client is disconnected and its memory released.
+
+With ``--metrics_address HOST:PORT`` this process stays: it runs vgpu-server as its child, serves
+Prometheus metrics at ``http://HOST:PORT/metrics`` (vgpu/metrics.py), passes SIGTERM/SIGINT on
+and exits with the server's exit code.
 """
 from __future__ import annotations
 
@@ -24,6 +28,14 @@ flags.DEFINE_string("executor", "cpu", "The backing executor to host (`vgpu info
                     "this build offers).")
 flags.DEFINE_string("memory_limit", "1GiB", "Device memory per device, e.g. 4GiB.")
 flags.DEFINE_string("client_quota", None, "Device memory one client may hold (default: no quota).")
+flags.DEFINE_string("tenant_quota", None,
+                    "Device memory the connections of a tenant (VGPU_TENANT) may hold together: "
+                    "name=SIZE,name=SIZE,... (e.g. team-a=2GiB,team-b=512MiB).")
+flags.DEFINE_string("metrics_address", None,
+                    "Serve Prometheus metrics at http://HOST:PORT/metrics (HOST:PORT; port 0: "
+                    "any free one, written to --metrics_ready_file).")
+flags.DEFINE_string("metrics_ready_file", None,
+                    "With --metrics_address: write the metrics endpoint's port here once serving.")
 flags.DEFINE_string("token_file", None, "File holding the token clients must present.")
 flags.DEFINE_integer("device_count", 1, "Number of devices the server offers.")
 flags.DEFINE_integer("compute_threads", 0, "Compute threads (0: one per core).")
@@ -53,7 +65,8 @@ flags.DEFINE_integer("max_connections_per_peer", 64,
                      "socket).")
 
 # The flags above that belong to the server (cli.py defines others in the same FLAGS).
-SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "token_file", "device_count",
+SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_quota", "token_file",
+                "device_count",
                 "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
                 "max_connections", "max_connections_per_peer")
@@ -85,11 +98,61 @@ def server_arguments() -> list[str]:
     return [FLAGS[name].serialize() for name in SERVER_FLAGS if FLAGS[name].present]
 
 
+def _serve_with_metrics(binary: str) -> int:
+    """Runs vgpu-server as a child and serves its metrics until it exits; returns its exit code."""
+    import signal  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    from vgpu import metrics  # noqa: PLC0415 - prometheus_client, only in this mode
+
+    try:
+        metrics.parse_address(FLAGS.metrics_address)
+    except ValueError as error:
+        print(f"vgpu server: {error}", file=sys.stderr)
+        return 2
+    arguments = server_arguments()
+    with tempfile.TemporaryDirectory(prefix="vgpu-server-") as folder:
+        ready = FLAGS.ready_file or os.path.join(folder, "ready")
+        if not FLAGS.ready_file:
+            arguments.append(f"--ready_file={ready}")
+        child = subprocess.Popen([binary, *arguments])
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, lambda number, _frame: child.send_signal(number))
+        while not os.path.exists(ready) and child.poll() is None:
+            time.sleep(0.02)
+        if child.poll() is not None:
+            return child.returncode
+        with open(ready, encoding="utf-8") as f:
+            address = f.read().strip()
+        try:
+            http_server, port = metrics.serve(FLAGS.metrics_address, address,
+                                              _read_token(FLAGS.token_file))
+        except OSError as error:
+            print(f"vgpu server: cannot serve metrics at {FLAGS.metrics_address}: {error}",
+                  file=sys.stderr)
+            child.terminate()
+            child.wait()
+            return 1
+        print(f"vgpu server: metrics at http://{FLAGS.metrics_address.rsplit(':', 1)[0]}:{port}"
+              "/metrics", file=sys.stderr, flush=True)
+        if FLAGS.metrics_ready_file:
+            with open(FLAGS.metrics_ready_file + ".tmp", "w", encoding="utf-8") as f:
+                f.write(str(port))
+            os.replace(FLAGS.metrics_ready_file + ".tmp", FLAGS.metrics_ready_file)
+        code = child.wait()
+        http_server.shutdown()
+        return code
+
+
 def main(argv: list[str]) -> int:
     """Replaces this process with vgpu-server, passing the server flags on (the server then
-    handles SIGTERM/SIGINT itself). Returns an exit code only if it cannot be started."""
+    handles SIGTERM/SIGINT itself). Returns an exit code only if it cannot be started. With
+    --metrics_address, runs it as a child instead and serves its metrics."""
     del argv
     binary = binary_path()
+    if FLAGS.metrics_address:
+        return _serve_with_metrics(binary)
     sys.stdout.flush()
     sys.stderr.flush()
     try:

@@ -177,6 +177,18 @@ TEST(LoadConfig, ReadsDescriptorMode) {
   EXPECT_STREQ(DescriptorModeName(DescriptorMode::kForward), "forward");
 }
 
+TEST(LoadConfig, ReadsTheTenantNameAndRefusesOneThatIsNotAPlainName) {
+  EXPECT_EQ(LoadFrom({})->tenant, "");
+  EXPECT_EQ(LoadFrom({{"VGPU_TENANT", "team-a.prod_1"}})->tenant, "team-a.prod_1");
+  ExpectError(LoadFrom({{"VGPU_TENANT", "team a"}}), absl::StatusCode::kInvalidArgument,
+              "VGPU_TENANT");
+  ExpectError(LoadFrom({{"VGPU_TENANT", ""}}), absl::StatusCode::kInvalidArgument, "1 to 64");
+  ExpectError(LoadFrom({{"VGPU_TENANT", std::string(65, 'x')}}),
+              absl::StatusCode::kInvalidArgument, "VGPU_TENANT");
+  EXPECT_TRUE(ValidateTenantName(std::string(64, 'x')).ok());
+  EXPECT_FALSE(ValidateTenantName("a\nb").ok());
+}
+
 TEST(LoadConfig, ReadsMemoryLimit) {
   absl::StatusOr<Config> config = LoadFrom({{"VGPU_MEMORY_LIMIT", "64MiB"}});
   ASSERT_TRUE(config.ok()) << config.status();

@@ -297,6 +297,7 @@ TEST_F(SessionLayerTest, StatsCountLaunchesTheirTimeErrorsAndOpenStreams) {
   EXPECT_GT(stats.kernel_ns, 0u);
   EXPECT_EQ(stats.errors, 2u);  // the unknown stream and the bad range (not its report)
   EXPECT_EQ(stats.streams, 1u);
+  EXPECT_EQ(stats.queued, 0u);  // all of it ran
 }
 
 }  // namespace
