@@ -92,6 +92,9 @@ def main(argv: list[str]) -> int:
     binary = binary_path()
     sys.stdout.flush()
     sys.stderr.flush()
+    # oneDNN's OpenMP threads sleep between kernels rather than spin against the executor's
+    # Eigen pool (libgomp reads this when the server starts); the user's own setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         os.execv(binary, [binary, *server_arguments()])
     except OSError as error:

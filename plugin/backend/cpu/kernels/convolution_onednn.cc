@@ -228,7 +228,7 @@ std::shared_ptr<const ConvolutionEntry> MakeBackwardWeights(const ConvolutionGeo
 
 // Whether the oneDNN path is tried at all: float32 (the caller's T) with elements on every side.
 bool Served(const ConvolutionGeometry& g) {
-  return g.dtype == DType::kFloat32 && g.InputElements() > 0 && g.OutputElements() > 0 &&
+  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.InputElements() > 0 && g.OutputElements() > 0 &&
          g.FilterElements() > 0;
 }
 

@@ -103,7 +103,7 @@ absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
                                   const float* bias, std::optional<ActivationMode> activation,
                                   float* c) {
 #if VGPU_HAVE_ONEDNN
-  if (shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
+  if (!ExecutorUsesOnednn() || shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
   if (shape.a_batch.size() != shape.out_batch.size() ||
       shape.b_batch.size() != shape.out_batch.size() || shape.out_batch.size() + 2 > 12) {
     return false;

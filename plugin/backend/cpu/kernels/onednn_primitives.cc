@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <string_view>
 
 #if VGPU_HAVE_ONEDNN
 #include <omp.h>
@@ -33,7 +34,13 @@ void ResetExecutorPrimitiveCounters() {
   primitives_reused.store(0, std::memory_order_relaxed);
 }
 
-bool ExecutorUsesOnednn() { return VGPU_HAVE_ONEDNN != 0; }
+bool ExecutorUsesOnednn() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("VGPU_ONEDNN");
+    return VGPU_HAVE_ONEDNN != 0 && (value == nullptr || std::string_view(value) != "0");
+  }();
+  return enabled;
+}
 
 }  // namespace vgpu
 

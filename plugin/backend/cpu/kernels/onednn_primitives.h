@@ -9,6 +9,9 @@
 // device's thread count before creating or running a primitive, so the OpenMP team of the calling
 // stream worker is as large as the executor's Eigen pool (VGPU's compute_threads, one per core by
 // default) and never larger: the Eigen pool is idle while a oneDNN kernel runs on the same stream.
+// Between kernels the OpenMP threads must sleep, not spin (a spinning team took 3-4x the MLP's
+// step time on two cores, competing with the Eigen pool): the package sets OMP_WAIT_POLICY=PASSIVE
+// before libgomp loads (tensorflow_vgpu.pth; vgpu.server for vgpu-server), unless it is set.
 #ifndef VGPU_BACKEND_CPU_KERNELS_ONEDNN_PRIMITIVES_H_
 #define VGPU_BACKEND_CPU_KERNELS_ONEDNN_PRIMITIVES_H_
 
@@ -30,7 +33,9 @@ struct ExecutorPrimitiveCounts {
 ExecutorPrimitiveCounts ExecutorPrimitiveCounters();
 // Zeroes the counts (the cached primitives stay). Thread-safe.
 void ResetExecutorPrimitiveCounters();
-// Whether this build runs kernels through oneDNN (VGPU_ONEDNN at configure time).
+// Whether this build runs kernels through oneDNN (VGPU_ONEDNN at configure time) and the
+// process did not turn it off: the environment variable VGPU_ONEDNN=0, read once, leaves every
+// kernel to Eigen (to compare, or to step around a oneDNN problem).
 bool ExecutorUsesOnednn();
 
 }  // namespace vgpu
