@@ -227,9 +227,12 @@ std::shared_ptr<const ConvolutionEntry> MakeBackwardWeights(const ConvolutionGeo
 }
 
 // Whether the oneDNN path is tried at all: float32 (the caller's T) with elements on every side.
+// Depthwise convolutions with a channel multiplier above 1 stay with the Eigen kernel: oneDNN
+// has depthwise kernels for a multiplier of 1 only and runs the others as grouped convolutions
+// with every group padded to 16 channels.
 bool Served(const ConvolutionGeometry& g) {
-  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.InputElements() > 0 && g.OutputElements() > 0 &&
-         g.FilterElements() > 0;
+  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.InputElements() > 0 &&
+         g.OutputElements() > 0 && g.FilterElements() > 0 && !(g.depthwise && g.filter_out != 1);
 }
 
 memory Memory(const memory::desc& desc, const void* data) {
