@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares a development environment from scratch, idempotently: system packages for the C++
 # tests and the standalone server (GoogleTest, Abseil's static libraries, ccache), a virtual
-# environment in .venv with TensorFlow and the build tools, and tensorflow-vgpu built and
+# environment in .venv with TensorFlow, oneDNN and the build tools, and tensorflow-vgpu built and
 # installed into it (C++ tests built in the same build folder).
 # Used by scripts/test.sh and scripts/run_example.sh; safe to run again.
 set -euo pipefail
@@ -30,8 +30,11 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Build tools and runtime dependencies (the TensorFlow wheel comes from the package index).
+# oneDNN (GNU OpenMP build) for the CPU executor's convolutions and matrix products: the wheels
+# put libdnnl.so.3, its headers and its CMake package into the venv (cmake/OneDNN.cmake).
 "${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "prometheus-client>=0.17" "pytest>=8" \
-  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib
+  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib \
+  "onednn-cpu-gomp==2023.2.*" "onednn-devel-cpu-gomp==2023.2.*"
 
 # The wire-format fuzz test uses atheris when it installs here (otherwise it is skipped).
 "${PIP[@]}" install atheris >/dev/null 2>&1 || echo "setup: atheris unavailable; the fuzz test will be skipped"

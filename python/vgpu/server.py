@@ -155,6 +155,9 @@ def main(argv: list[str]) -> int:
         return _serve_with_metrics(binary)
     sys.stdout.flush()
     sys.stderr.flush()
+    # oneDNN's OpenMP threads sleep between kernels rather than spin against the executor's
+    # Eigen pool (libgomp reads this when the server starts); the user's own setting wins.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         os.execv(binary, [binary, *server_arguments()])
     except OSError as error:

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/fair_compute_pool.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/backend/device_address.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
@@ -85,6 +86,11 @@ ExecutorStats CpuExecutor::stats() const {
   stats.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);
   stats.memsets = memsets_.load(std::memory_order_relaxed);
   stats.descriptors_created = descriptors_created_.load(std::memory_order_relaxed);
+  // oneDNN primitives: one cache serves the process's CPU executors (onednn_primitives.h), so
+  // these counts are the process's.
+  const ExecutorPrimitiveCounts primitives = ExecutorPrimitiveCounters();
+  stats.primitives_created = primitives.created;
+  stats.primitives_reused = primitives.reused;
   return stats;
 }
 

@@ -131,8 +131,9 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
     times = {(r["model"], r["configuration"]): r["summary"]["median_step_s"] for r in rows}
     lines = ["| model | configuration | median step (ms) | throughput vs " + baseline +
              " | vs in-process | descriptor calls forwarded / step | local / step |"
-             " launches / step | round trips / step | KiB sent / step | KiB received / step |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             " launches / step | round trips / step | KiB sent / step | KiB received / step |"
+             " executor primitives created / reused per step |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         s = r["summary"]
         ratio = times.get((r["model"], baseline), float("nan")) / s["median_step_s"]
@@ -145,7 +146,9 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
             f"{ratio:.2f}x | {vs_inproc} | {get('descriptor_calls_forwarded_per_step')} | "
             f"{get('descriptor_calls_local_per_step')} | {get('launches_per_step')} | "
             f"{get('round_trips_per_step')} | {get('bytes_sent_per_step', 1024)} | "
-            f"{get('bytes_received_per_step', 1024)} |")
+            f"{get('bytes_received_per_step', 1024)} | "
+            f"{get('executor_primitives_created_per_step')} / "
+            f"{get('executor_primitives_reused_per_step')} |")
     return "\n".join(lines)
 
 

@@ -4,8 +4,10 @@
 // half/bfloat16). Ungrouped 2-D convolutions and input gradients use Eigen's spatial
 // convolutions, the code TensorFlow's CPU kernels run; depthwise convolutions are dispatched to
 // convolution_depthwise.cc; 3-D and grouped convolutions and every filter gradient to the
-// im2col kernels of convolution_im2col.cc. Also registers the family's other kernels.
+// im2col kernels of convolution_im2col.cc. Float32 convolutions go to oneDNN first
+// (convolution_onednn.cc) when the build has it. Also registers the family's other kernels.
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
+#include "plugin/backend/cpu/kernels/onednn_kernels.h"
 
 #include <algorithm>
 #include <cstring>
@@ -149,6 +151,13 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(output_buffer, g.OutputElements()));
   const Eigen::ThreadPoolDevice& device = *context.device;
   if (g.OutputElements() == 0) return absl::OkStatus();
+  if constexpr (std::is_same_v<T, float>) {
+    VGPU_ASSIGN_OR_RETURN(
+        bool done, OnednnConvolutionForward(
+                       device, g, x, w, epilogue != nullptr ? epilogue->bias : nullptr,
+                       epilogue != nullptr ? epilogue->activation : std::nullopt, y));
+    if (done) return absl::OkStatus();
+  }
   ChannelsLastOutput<T, CT> output(y, g.data_format, g.batch, g.OutputPixels(), g.out_depth);
   if (g.InputElements() == 0 || g.FilterElements() == 0) {  // only padding is convolved
     SetZero(device, output.data(), g.OutputElements());
@@ -186,6 +195,10 @@ absl::Status BackwardInputTyped(const KernelContext& context, const ConvolutionG
     SetZero(device, dx, g.InputElements());
     return absl::OkStatus();
   }
+  if constexpr (std::is_same_v<T, float>) {
+    VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardInput(device, g, w, dy, dx));
+    if (done) return absl::OkStatus();
+  }
   ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.FilterElements());
   ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
                                         g.out_depth);
@@ -216,6 +229,10 @@ absl::Status BackwardFilterTyped(const KernelContext& context, const Convolution
   if (g.InputElements() == 0 || g.OutputElements() == 0) {
     SetZero(device, dw, g.FilterElements());
     return absl::OkStatus();
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardFilter(device, g, x, dy, dw));
+    if (done) return absl::OkStatus();
   }
   ChannelsLastInput<T, CT> input(device, x, g.data_format, g.batch, g.InputPixels(),
                                  g.in_depth);

@@ -1,11 +1,14 @@
 // The matrix-multiplication kernel of the convolution family (protocol/kernels/convolution.h,
 // kMatmul) on the CPU backing executor: Eigen tensor contractions, as TensorFlow's CPU MatMul
 // and BatchMatMulV2 use, with float accumulation for the 16-bit types. A batch of small
-// products runs one product per thread; large products use the whole thread pool each.
+// products runs one product per thread; large products use the whole thread pool each. Float32
+// products go to oneDNN first (matmul_onednn.cc) when the build has it.
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
+#include "plugin/backend/cpu/kernels/onednn_kernels.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/common/status_macros.h"
 
@@ -151,6 +154,27 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulShape& s, siz
   return absl::OkStatus();
 }
 
+// Runs a float32 product of buffers 0 and 1 into buffer `c_buffer` with oneDNN, adding `bias`
+// (null: none) and the activation: true when oneDNN did, false when the Eigen kernel must.
+absl::StatusOr<bool> TryOnednnMatmul(const KernelContext& context, const MatmulShape& s,
+                                     size_t c_buffer, const float* bias,
+                                     std::optional<ActivationMode> activation) {
+  VGPU_ASSIGN_OR_RETURN(const float* a, context.Buffer<const float>(0, s.a_matrices * s.m * s.k));
+  VGPU_ASSIGN_OR_RETURN(const float* b, context.Buffer<const float>(1, s.b_matrices * s.k * s.n));
+  VGPU_ASSIGN_OR_RETURN(float* c, context.Buffer<float>(c_buffer, s.batches * s.m * s.n));
+  if (s.batches * s.m * s.n == 0 || s.k == 0) return false;
+  OnednnMatmulShape shape;
+  shape.transpose_a = s.transpose_a;
+  shape.transpose_b = s.transpose_b;
+  shape.m = s.m;
+  shape.n = s.n;
+  shape.k = s.k;
+  shape.a_batch.assign(s.a_dims.begin(), s.a_dims.end());
+  shape.b_batch.assign(s.b_dims.begin(), s.b_dims.end());
+  shape.out_batch.assign(s.out_dims.begin(), s.out_dims.end());
+  return OnednnMatmul(*context.device, shape, a, b, bias, activation, c);
+}
+
 // The shape of a matmul launch from its descriptors [matmul, a, b, c, ...].
 absl::StatusOr<MatmulShape> ReadMatmulLaunch(const KernelContext& context, DType* dtype) {
   VGPU_ASSIGN_OR_RETURN(MatmulDescriptorSettings matmul,
@@ -168,6 +192,11 @@ absl::Status Matmul(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   DType dtype;
   VGPU_ASSIGN_OR_RETURN(MatmulShape shape, ReadMatmulLaunch(context, &dtype));
+  if (dtype == DType::kFloat32) {
+    VGPU_ASSIGN_OR_RETURN(bool done, TryOnednnMatmul(context, shape, /*c_buffer=*/2,
+                                                     /*bias=*/nullptr, std::nullopt));
+    if (done) return absl::OkStatus();
+  }
   return DispatchFloating(dtype, [&](auto zero) {
     return MatmulTyped<decltype(zero)>(context, shape, /*c_buffer=*/2);
   });
@@ -184,6 +213,12 @@ absl::Status MatmulBiasActivation(const KernelContext& context) {
   }
   VGPU_ASSIGN_OR_RETURN(std::optional<ActivationMode> activation,
                         ReadOptionalActivation(context, 5));
+  if (dtype == DType::kFloat32) {
+    VGPU_ASSIGN_OR_RETURN(const float* bias_data, context.Buffer<const float>(2, shape.n));
+    VGPU_ASSIGN_OR_RETURN(bool done,
+                          TryOnednnMatmul(context, shape, /*c_buffer=*/3, bias_data, activation));
+    if (done) return absl::OkStatus();
+  }
   return DispatchFloating(dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(MatmulTyped<T>(context, shape, /*c_buffer=*/3));

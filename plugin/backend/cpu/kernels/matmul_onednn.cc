@@ -1,0 +1,140 @@
+// The matmul family's oneDNN path on the CPU executor (declared in convolution_kernels.h):
+// float32 MatMul / BatchMatMulV2 with broadcast batch dimensions and transposed operands, and
+// _FusedMatMul's bias and activation as a oneDNN bias and post-op. Primitives are built once per
+// shape and reused (onednn_primitives.h); shapes oneDNN serves only with its reference code go
+// back to the Eigen kernel of matmul_kernels.cc.
+#include <optional>
+
+#include "plugin/backend/cpu/kernels/convolution_kernels.h"
+#include "plugin/backend/cpu/kernels/onednn_kernels.h"
+#include "plugin/backend/cpu/kernels/onednn_primitives.h"
+
+#if VGPU_HAVE_ONEDNN
+#include <cstring>
+
+#include "plugin/common/status_macros.h"
+#endif
+
+namespace vgpu::cpu_kernels {
+
+#if VGPU_HAVE_ONEDNN
+namespace {
+
+using dnnl::memory;
+
+struct MatmulEntry {
+  dnnl::primitive primitive;
+  memory::desc a, b, c, bias, scratchpad;
+};
+
+// A row-major description of a [batch..., rows, cols] operand whose two last dimensions are
+// stored transposed when `transposed` (logical dims stay [batch..., rows, cols]).
+memory::desc Operand(const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
+                     bool transposed) {
+  memory::dims dims(batch.begin(), batch.end());
+  dims.push_back(rows);
+  dims.push_back(cols);
+  memory::dims strides(dims.size());
+  const size_t r = dims.size() - 2, c = dims.size() - 1;
+  strides[c] = transposed ? rows : 1;
+  strides[r] = transposed ? 1 : cols;
+  int64_t step = rows * cols;
+  for (size_t i = r; i-- > 0;) {
+    strides[i] = step;
+    step *= dims[i];
+  }
+  return memory::desc(dims, memory::data_type::f32, strides);
+}
+
+std::shared_ptr<const MatmulEntry> MakeMatmul(const OnednnMatmulShape& s, bool with_bias,
+                                              std::optional<ActivationMode> activation) {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (activation.has_value()) {
+    dnnl::algorithm algorithm = dnnl::algorithm::eltwise_relu;
+    float beta = 0.0f;
+    switch (*activation) {
+      case ActivationMode::kRelu:
+        break;
+      case ActivationMode::kRelu6:
+        algorithm = dnnl::algorithm::eltwise_clip;
+        beta = 6.0f;
+        break;
+      case ActivationMode::kSigmoid:
+        algorithm = dnnl::algorithm::eltwise_logistic;
+        break;
+      case ActivationMode::kTanh:
+        algorithm = dnnl::algorithm::eltwise_tanh;
+        break;
+      default:
+        return nullptr;
+    }
+    dnnl::post_ops post_ops;
+    post_ops.append_eltwise(algorithm, 0.0f, beta);
+    attr.set_post_ops(post_ops);
+  }
+  auto entry = std::make_shared<MatmulEntry>();
+  entry->a = Operand(s.a_batch, s.m, s.k, s.transpose_a);
+  entry->b = Operand(s.b_batch, s.k, s.n, s.transpose_b);
+  entry->c = Operand(s.out_batch, s.m, s.n, false);
+  std::optional<dnnl::matmul::primitive_desc> pd;
+  if (with_bias) {
+    entry->bias = Operand(std::vector<int64_t>(s.out_batch.size(), 1), 1, s.n, false);
+    pd.emplace(onednn::Engine(), entry->a, entry->b, entry->bias, entry->c, attr);
+  } else {
+    pd.emplace(onednn::Engine(), entry->a, entry->b, entry->c, attr);
+  }
+  const char* implementation = pd->impl_info_str();
+  if (implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0) return nullptr;
+  entry->primitive = dnnl::matmul(*pd);
+  entry->scratchpad = pd->scratchpad_desc();
+  return entry;
+}
+
+memory Memory(const memory::desc& desc, const void* data) {
+  return memory(desc, onednn::Engine(), const_cast<void*>(data));
+}
+
+}  // namespace
+#endif  // VGPU_HAVE_ONEDNN
+
+absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
+                                  const OnednnMatmulShape& shape, const float* a, const float* b,
+                                  const float* bias, std::optional<ActivationMode> activation,
+                                  float* c) {
+#if VGPU_HAVE_ONEDNN
+  if (!ExecutorUsesOnednn() || shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
+  if (shape.a_batch.size() != shape.out_batch.size() ||
+      shape.b_batch.size() != shape.out_batch.size() || shape.out_batch.size() + 2 > 12) {
+    return false;
+  }
+  const int threads = device.numThreads();
+  onednn::UseThreads(threads);
+  onednn::PrimitiveKey key(onednn::kMatmul);
+  key.Add(threads).Add(shape.transpose_a).Add(shape.transpose_b).Add(shape.m).Add(shape.n)
+      .Add(shape.k).Add(bias != nullptr)
+      .Add(activation.has_value() ? static_cast<int64_t>(*activation) : -1)
+      .Add(static_cast<int64_t>(shape.out_batch.size()));
+  for (size_t i = 0; i < shape.out_batch.size(); ++i) {
+    key.Add(shape.a_batch[i]).Add(shape.b_batch[i]).Add(shape.out_batch[i]);
+  }
+  auto entry = onednn::Cache().FindOrCreate<MatmulEntry>(
+      key, [&] { return MakeMatmul(shape, bias != nullptr, activation); });
+  if (entry == nullptr) return false;
+  onednn::ThreadScratch scratch;
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, Memory(entry->a, a)},
+                                       {DNNL_ARG_WEIGHTS, Memory(entry->b, b)},
+                                       {DNNL_ARG_DST, Memory(entry->c, c)}};
+  if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Memory(entry->bias, bias));
+  const size_t scratch_bytes = entry->scratchpad.get_size();
+  if (scratch_bytes > 0) {
+    args.emplace(DNNL_ARG_SCRATCHPAD, Memory(entry->scratchpad, scratch.Get(0, scratch_bytes)));
+  }
+  VGPU_RETURN_IF_ERROR(onednn::Execute(entry->primitive, args, "matmul"));
+  return true;
+#else
+  return false;
+#endif
+}
+
+}  // namespace vgpu::cpu_kernels
