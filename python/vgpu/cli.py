@@ -19,6 +19,10 @@ from vgpu.bench import runner as _bench  # noqa: E402 - defines the benchmark's 
 flags.DEFINE_bool("json", False, "Print machine-readable JSON instead of text.")
 flags.DEFINE_string("server", None, "vgpu stats: address of a running vgpu server.")
 flags.DEFINE_float("interval", 1.0, "vgpu stats: seconds between the two samples of a rate.")
+flags.DEFINE_bool("watch", False, "vgpu stats: refresh the table every --interval seconds until "
+                  "interrupted.")
+flags.DEFINE_integer("watch_count", 0, "vgpu stats --watch: stop after this many refreshes "
+                     "(0: until interrupted).")
 flags.DEFINE_bool("markdown", False, "vgpu ops: print the Markdown of docs/ops.md.")
 flags.DEFINE_float("rtol", 1e-5, "vgpu trace replay: relative tolerance of float32 results.")
 flags.DEFINE_float("atol", 1e-6, "vgpu trace replay: absolute tolerance of float32 results.")
@@ -80,6 +84,48 @@ def _info() -> int:
     return 0
 
 
+def _with_rates(first: dict, second: dict) -> dict:
+    """`second` with per-second rates over the interval since `first` (same server)."""
+    elapsed = max(second["uptime_s"] - first["uptime_s"], 1e-9)
+    second["commands_per_s"] = (second["commands_total"] - first["commands_total"]) / elapsed
+    clients_before = {c["id"]: c for c in first["clients"]}
+    for client in second["clients"]:
+        before = clients_before.get(client["id"], {})
+        client["commands_per_s"] = (client["commands"] - before.get("commands", 0)) / elapsed
+        client["launches_per_s"] = (client.get("launches", 0) - before.get("launches", 0)) / elapsed
+    tenants_before = {t["name"]: t for t in first.get("tenants", [])}
+    for tenant in second.get("tenants", []):
+        before = tenants_before.get(tenant["name"], {})
+        tenant["commands_per_s"] = (tenant["commands"] - before.get("commands", 0)) / elapsed
+        tenant["launches_per_s"] = (tenant["launches"] - before.get("launches", 0)) / elapsed
+    return second
+
+
+def _stats_table(stats: dict) -> str:
+    """The text `vgpu stats` prints: the server, its devices, a row per tenant and per client."""
+    lines = [f"vgpu server {stats['address']} up {stats['uptime_s']:.0f} s, "
+             f"{len(stats['clients'])} client(s), {stats['commands_per_s']:.0f} commands/s"]
+    for device in stats["devices"]:
+        lines.append(f"  device {device['device']}: {_format_bytes(device['bytes_in_use'])} of "
+                     f"{_format_bytes(device['limit_bytes'])} in use")
+    tenants = stats.get("tenants", [])
+    if tenants:
+        lines.append(f"  {'tenant':<20} {'conns':>5} {'memory':>10} {'quota':>10} "
+                     f"{'launches/s':>10} {'commands/s':>10} {'errors':>7}")
+        for tenant in tenants:
+            quota = _format_bytes(tenant["quota_bytes"]) if tenant["quota_bytes"] else "-"
+            lines.append(f"  {tenant['name']:<20} {tenant['connections']:>5} "
+                         f"{_format_bytes(tenant['bytes_in_use']):>10} {quota:>10} "
+                         f"{tenant['launches_per_s']:>10.0f} {tenant['commands_per_s']:>10.0f} "
+                         f"{tenant['errors']:>7}")
+    for client in stats["clients"]:
+        tenant = f" tenant {client['tenant']}" if client.get("tenant") else ""
+        lines.append(f"  client {client['id']} ({client['peer']}){tenant}: "
+                     f"{_format_bytes(client['bytes_in_use'])}, {client['commands']} commands, "
+                     f"{client['commands_per_s']:.0f}/s")
+    return "\n".join(lines) + "\n"
+
+
 def _stats() -> int:
     from vgpu import _core  # noqa: PLC0415 - no TensorFlow needed
 
@@ -87,31 +133,30 @@ def _stats() -> int:
         print("vgpu stats: --server unix:///path or tcp://host:port is required", file=sys.stderr)
         return 2
     token = _server._read_token(FLAGS.token_file)  # noqa: SLF001
+    interval = max(FLAGS.interval, 0.05)
+    refreshes = 0
     try:
-        first = json.loads(_core.query_server_stats(FLAGS.server, token))
-        time.sleep(max(FLAGS.interval, 0.0))  # a rate needs two samples
-        second = json.loads(_core.query_server_stats(FLAGS.server, token))
+        previous = json.loads(_core.query_server_stats(FLAGS.server, token))
+        while True:
+            time.sleep(interval)  # a rate needs two samples
+            current = json.loads(_core.query_server_stats(FLAGS.server, token))
+            stats = _with_rates(previous, dict(current))
+            if FLAGS.json:
+                print(json.dumps(stats, indent=2), flush=True)
+            else:
+                if FLAGS.watch and sys.stdout.isatty():
+                    sys.stdout.write("\x1b[H\x1b[2J")  # clear the terminal between tables
+                sys.stdout.write(_stats_table(stats))
+                sys.stdout.flush()
+            refreshes += 1
+            if not FLAGS.watch or (FLAGS.watch_count and refreshes >= FLAGS.watch_count):
+                return 0
+            previous = current
+    except KeyboardInterrupt:
+        return 0
     except (RuntimeError, ValueError) as error:
         print(f"vgpu stats: {error}", file=sys.stderr)
         return 1
-    elapsed = max(second["uptime_s"] - first["uptime_s"], 1e-9)
-    before = {c["id"]: c["commands"] for c in first["clients"]}
-    second["commands_per_s"] = (second["commands_total"] - first["commands_total"]) / elapsed
-    for client in second["clients"]:
-        client["commands_per_s"] = (client["commands"] - before.get(client["id"], 0)) / elapsed
-    if FLAGS.json:
-        print(json.dumps(second, indent=2))
-        return 0
-    print(f"vgpu server {second['address']} up {second['uptime_s']:.0f} s, "
-          f"{len(second['clients'])} client(s), {second['commands_per_s']:.0f} commands/s")
-    for device in second["devices"]:
-        print(f"  device {device['device']}: {_format_bytes(device['bytes_in_use'])} of "
-              f"{_format_bytes(device['limit_bytes'])} in use")
-    for client in second["clients"]:
-        print(f"  client {client['id']} ({client['peer']}): "
-              f"{_format_bytes(client['bytes_in_use'])}, {client['commands']} commands, "
-              f"{client['commands_per_s']:.0f}/s")
-    return 0
 
 
 def _ops() -> int:
