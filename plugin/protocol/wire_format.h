@@ -82,6 +82,9 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // shared-memory data path (ShmAttach, command flag kShmData). Both ends speak one version: a
 // peer of another version is refused with both versions named.
 inline constexpr uint16_t kWireVersion = 3;
+// Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
+// command trace recorded at any version from here to kWireVersion still decodes.
+inline constexpr uint16_t kOldestSameCommandVersion = 2;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 inline constexpr size_t kCommandFixedBytes = 72;
