@@ -496,6 +496,15 @@ class SilentServer {
       if (!header.ok()) return;
       auto frame = std::make_shared<std::vector<uint8_t>>(header->payload_length);
       if (!reader.ReadExact(frame->data(), frame->size()).ok()) return;
+      if (header->type == wire::MessageType::kShmAttach) {  // declined: the socket path only
+        Reply declined;
+        declined.status = absl::FailedPreconditionError("no shared memory here");
+        std::vector<uint8_t> payload;
+        wire::EncodeReply(declined, &payload);
+        (void)WriteFrame(fd, wire::MessageType::kReply, header->sequence,
+                         {iovec{payload.data(), payload.size()}});
+        continue;
+      }
       absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
       if (!decoded.ok()) return;
       if (!answer_(decoded->command)) {
