@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/falloc.h>
 #include <linux/magic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -84,6 +85,11 @@ absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Attach(ScopedFd fd, uint64
   absl::StatusOr<uint8_t*> data = MapShared(fd.get(), declared_bytes);
   if (!data.ok()) return refuse(data.status().message());
   return std::shared_ptr<ShmRegion>(new ShmRegion(std::move(fd), *data, declared_bytes));
+}
+
+void ShmRegion::Discard() {
+  (void)::fallocate(fd_.get(), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+                    static_cast<off_t>(size_));
 }
 
 ShmRegion::~ShmRegion() {

@@ -49,6 +49,9 @@ class ShmRegion {
   uint64_t size() const { return size_; }
   // The memfd (client: to send it). Owned by the region.
   int fd() const { return fd_.get(); }
+  // Gives the region's pages back to the system (they read as zeros from now on) while keeping
+  // the mapping, so that a thread still touching it is harmless. For a connection that died.
+  void Discard();
   // True when [offset, offset + length) lies inside the region (no overflow possible).
   bool Contains(uint64_t offset, uint64_t length) const {
     return offset <= size_ && length <= size_ - offset;

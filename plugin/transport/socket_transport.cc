@@ -254,7 +254,12 @@ void SocketTransport::Fail(const absl::Status& cause) {
     tokens.swap(tokens_pending_);
     copies_pending_.clear();
   }
-  if (shm_space_ != nullptr) shm_space_->Close();  // nobody waits for room any more
+  if (shm_space_ != nullptr) {
+    shm_space_->Close();  // nobody waits for room any more
+    // A dead connection stays around (ReconnectingTransport keeps it): free the region's pages
+    // now, keeping the mapping for any thread still copying.
+    shm_->Discard();
+  }
   ::shutdown(fd_.get(), SHUT_RDWR);
   for (auto& [sequence, call] : calls) {
     std::lock_guard<std::mutex> lock(call->mu);

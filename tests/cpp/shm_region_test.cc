@@ -22,7 +22,9 @@ ScopedFd Memfd(uint64_t size, int seals) {
   ScopedFd fd(::memfd_create("shm-region-test", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   EXPECT_TRUE(fd.valid());
   EXPECT_EQ(::ftruncate(fd.get(), static_cast<off_t>(size)), 0);
-  if (seals != 0) EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+  if (seals != 0) {
+    EXPECT_EQ(::fcntl(fd.get(), F_ADD_SEALS, seals), 0);
+  }
   return fd;
 }
 
@@ -42,6 +44,16 @@ TEST(ShmRegion, AClientRegionCannotBeShrunk) {
   auto client = ShmRegion::Create(kMiB);
   ASSERT_TRUE(client.ok());
   EXPECT_NE(::ftruncate((*client)->fd(), 4096), 0);
+}
+
+TEST(ShmRegion, DiscardingFreesThePagesButKeepsTheMappingUsable) {
+  auto region = ShmRegion::Create(kMiB);
+  ASSERT_TRUE(region.ok());
+  std::memset((*region)->data(), 0x77, kMiB);
+  (*region)->Discard();
+  EXPECT_EQ((*region)->data()[12345], 0);
+  (*region)->data()[12345] = 1;  // still mapped: a late copy is harmless
+  EXPECT_EQ((*region)->data()[12345], 1);
 }
 
 TEST(ShmRegion, AnUnsealedMemfdIsRefused) {
