@@ -59,7 +59,7 @@ class SocketTransport final : public Transport {
   static constexpr uint64_t kShmMinCopyBytes = 64 * 1024;
   // Larger copies through the region are split into chunks of this size, so that the client's
   // copy into the region overlaps the server's copy out of it.
-  static constexpr uint64_t kShmChunkBytes = 8ull << 20;
+  static constexpr uint64_t kShmChunkBytes = 2ull << 20;
   // How long a copy waits for room in a full region before it takes the socket instead.
   static constexpr std::chrono::milliseconds kShmWait{20};
   // The region size VGPU_SHM asks for: kDefaultShmBytes, 0 when VGPU_SHM is "0".
