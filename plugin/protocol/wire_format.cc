@@ -258,7 +258,8 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
     return absl::InvalidArgumentError("a copy cannot have host memory on both ends");
   }
   if ((flags & kShmData) && (flags & kHasHostData)) {
-    return absl::InvalidArgumentError("a copy cannot have its host data inline and in shared memory");
+    return absl::InvalidArgumentError(
+        "a copy cannot have its host data inline and in shared memory");
   }
   if ((flags & kShmData) &&
       ((c.kind == CommandKind::kMemcpyHtoD && (flags & kWantsHostData)) ||
