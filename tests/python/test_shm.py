@@ -325,3 +325,38 @@ def test_flags_naming_shared_memory_on_the_wrong_side_close_only_that_connection
         tenant.close()
         os.close(fd)
     _assert_unharmed(server)
+
+
+def test_descriptors_sent_with_other_frames_do_not_pile_up_in_the_server(server):
+    def open_descriptors():
+        return len(os.listdir(f"/proc/{server.process.pid}/fd"))
+
+    with RawTenant(server.address) as tenant:
+        stream = tenant.create_stream()
+        before = open_descriptors()
+        spare = [sealed_memfd(4096) for _ in range(4)]
+        try:
+            for _ in range(50):
+                data = frame(COMMAND, tenant.next_sequence(),
+                             command_payload(ALLOCATE, size=256))
+                socket.send_fds(tenant.sock, [data], spare)
+            assert tenant.synchronize(stream).ok
+            # At most one passed descriptor is kept (for a later ShmAttach), the rest are closed.
+            assert open_descriptors() <= before + 1, (before, open_descriptors())
+        finally:
+            for fd in spare:
+                os.close(fd)
+    _assert_unharmed(server)
+
+
+def test_an_attach_over_tcp_is_refused_and_the_connection_goes_on(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ServerProcess(tmp_path, listen=f"tcp://127.0.0.1:{port}")
+    try:
+        reply = _attach_reply(server, None, REGION)
+        assert reply.code == FAILED_PRECONDITION and "Unix socket" in reply.message, reply
+        _assert_unharmed(server)
+    finally:
+        server.stop()
