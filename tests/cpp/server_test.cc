@@ -168,7 +168,7 @@ void ExpectCopiesRoundTrip(Client& client, size_t bytes) {
   ASSERT_TRUE(client.transport->Call(c).status.ok());
   EXPECT_TRUE(now == data) << bytes << " bytes";
   // A synchronous host-to-device copy, then read back again.
-  std::reverse(data.begin(), data.end());
+  data = std::vector<uint8_t>(data.rbegin(), data.rend());
   Command put;
   put.kind = CommandKind::kMemcpyNow;
   put.dst = address;
@@ -198,6 +198,29 @@ TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
                        size_t{(20 << 20) + 5}}) {  // the last is chunked and exceeds the region
     ExpectCopiesRoundTrip(client, bytes);
   }
+  EXPECT_GT(client.transport->shm_copies(), 0u);
+}
+
+TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeepTheirOrder) {
+  RunningServer server(ShmServer());
+  Client client;
+  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
+                                    1 << 20);
+  ASSERT_TRUE(t.ok()) << t.status();
+  client.transport = *std::move(t);
+  ASSERT_EQ(client.transport->shm_bytes(), 1u << 20);
+  const uint64_t stream = client.CreateStream();
+  constexpr size_t kCopy = 384 << 10;  // two fit the region at once
+  const uint64_t address = client.Allocate(kCopy);
+  std::vector<std::vector<uint8_t>> writes(12, std::vector<uint8_t>(kCopy));
+  std::vector<std::vector<uint8_t>> reads(12, std::vector<uint8_t>(kCopy, 0));
+  for (size_t i = 0; i < writes.size(); ++i) {
+    for (size_t j = 0; j < kCopy; ++j) writes[i][j] = static_cast<uint8_t>(i * 31 + j * 7);
+    ASSERT_TRUE(client.Write(stream, address, writes[i]).ok());
+    ASSERT_TRUE(client.Read(stream, address, &reads[i]).ok());  // after write i, before i + 1
+  }
+  ASSERT_TRUE(client.Sync(stream).ok());
+  for (size_t i = 0; i < writes.size(); ++i) EXPECT_TRUE(reads[i] == writes[i]) << i;
   EXPECT_GT(client.transport->shm_copies(), 0u);
 }
 
