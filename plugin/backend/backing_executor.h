@@ -1,17 +1,27 @@
 // The interface every backing executor (the "physical GPU") implements, and the options all of
-// them understand. An executor owns the devices' memory and compute resources and opens one
-// ExecutorSession per client (the in-process plugin, or each connection of a `vgpu server`);
-// everything a client does goes through its session (backend/executor_session.h). Executors are
+// them understand. An executor owns the devices' memory and compute resources and offers typed
+// operations: memory (an arena per device, backend/device_arena.h), stream-ordered copies,
+// memsets and kernel launches, stream and forward-mode descriptor objects, and its statistics.
+// It does not decode or validate commands: the executor-independent session layer
+// (backend/client_session.h) does that once for every executor, keeps each client's streams,
+// events and limits, and calls these operations with validated, pinned memory. Executors are
 // created by name through the registry (backend/executor_registry.h); docs/architecture.md,
 // "Adding an executor", says how to add one.
 #ifndef VGPU_BACKEND_BACKING_EXECUTOR_H_
 #define VGPU_BACKEND_BACKING_EXECUTOR_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "plugin/backend/device_arena.h"
 #include "plugin/backend/executor_session.h"
 #include "plugin/protocol/command.h"
 
@@ -25,7 +35,7 @@ struct SessionLimits {
   static constexpr int kDefaultMaxDescriptors = 1 << 16;
   static constexpr std::chrono::milliseconds kDefaultPendingFreeWait{10'000};
 
-  int max_streams = kDefaultMaxStreams;          // on the CPU executor each is a worker thread
+  int max_streams = kDefaultMaxStreams;          // each is a worker thread (StreamQueue)
   int max_events = kDefaultMaxEvents;            // recorded, not yet destroyed events
   int max_descriptors = kDefaultMaxDescriptors;  // forward-mode descriptor objects
   // An allocation that fails for lack of memory while the client has frees waiting for its own
@@ -44,22 +54,145 @@ struct ExecutorOptions {
   bool shared_by_tenants = false;
 };
 
+// Counters over the executor's life, all sessions together. Monotonic; read with stats().
+struct ExecutorStats {
+  uint64_t launches = 0;           // kernel launches run (successfully or not)
+  uint64_t copies = 0;             // copies run (host<->device, device<->device)
+  uint64_t bytes_copied = 0;       // bytes those copies moved
+  uint64_t memsets = 0;
+  uint64_t descriptors_created = 0;  // forward-mode descriptor objects created
+  // Executor-side reuse (the mirror of the descriptor method): objects such as compiled
+  // primitives or plans made for a distinct set of launch settings, and launches that reused one.
+  uint64_t primitives_created = 0;
+  uint64_t primitives_reused = 0;
+};
+
+// The executor's own state of one virtual stream (a GPU stream and its staging buffers). Owned by
+// the session's stream; destroyed after the stream has drained.
+class ExecutorStream {
+ public:
+  virtual ~ExecutorStream() = default;
+};
+
+// The executor's own object for one forward-mode descriptor (a driver descriptor on a GPU). The
+// session keeps the settings last set; executors may subclass to hold more.
+class ExecutorDescriptor {
+ public:
+  explicit ExecutorDescriptor(uint8_t kind) : kind_(kind) {}
+  virtual ~ExecutorDescriptor() = default;
+  uint8_t kind() const { return kind_; }
+  const std::vector<uint8_t>& settings() const { return settings_; }
+  void set_settings(absl::Span<const uint8_t> settings) {
+    settings_.assign(settings.begin(), settings.end());
+  }
+
+ private:
+  const uint8_t kind_;
+  std::vector<uint8_t> settings_;
+};
+
+// One validated copy: both ends resolved. Exactly one of the addresses on each end is set:
+// device ends are addresses in the executor's address space (pinned by the session), host ends
+// are the client's host memory (in-process) or a server's receive/reply buffer.
+struct CopyRequest {
+  CommandKind kind = CommandKind::kMemcpyHtoD;  // kMemcpyHtoD, kMemcpyDtoH, kMemcpyDtoD, kMemcpyNow
+  uint32_t device = 0;
+  const uint8_t* source = nullptr;
+  uint8_t* destination = nullptr;
+  bool source_on_device = false;
+  bool destination_on_device = false;
+  uint64_t size = 0;  // > 0
+};
+
+// One validated memset of device memory.
+struct MemsetRequest {
+  uint32_t device = 0;
+  uint8_t* destination = nullptr;  // in the executor's address space, pinned
+  uint64_t size = 0;               // > 0
+  uint32_t pattern = 0;
+  uint8_t pattern_bytes = 1;       // 1 or 4 (size is then a multiple of 4)
+};
+
+// One kernel launch: the kernel id (protocol/kernel_ids.h), its buffers resolved to the
+// executor's address space (null for empty ones), its raw parameters and its descriptor section
+// (protocol/command.h; forward-mode references already replaced by the settings they name).
+// Parameters and settings are the tenant's bytes: the executor's kernels validate them.
+struct LaunchRequest {
+  uint32_t device = 0;
+  uint32_t kernel_id = 0;
+  absl::Span<uint8_t* const> buffers;
+  absl::Span<const uint64_t> buffer_sizes;
+  absl::Span<const uint8_t> params;
+  absl::Span<const uint8_t> descriptors;
+};
+
 class BackingExecutor {
  public:
   virtual ~BackingExecutor() = default;
 
+  // --- Identity and devices -------------------------------------------------------------------
   // The name it is registered under ("cpu").
   virtual absl::string_view name() const = 0;
   virtual int device_count() const = 0;
-  // Device memory accounting of `device` (< device_count()), over all sessions. Thread-safe.
-  virtual MemoryInfo DeviceMemoryInfo(uint32_t device) const = 0;
+  // What sessions of this executor may hold (ExecutorOptions::session_limits, validated).
+  virtual SessionLimits session_limits() const = 0;
+  // The name of kernel `kernel_id`, for messages; empty if the executor has no such kernel.
+  virtual std::string KernelName(uint32_t kernel_id) const = 0;
+  virtual ExecutorStats stats() const = 0;
 
-  // Opens a session for one client; `sink` (may be null) receives its notifications and must
-  // outlive the session. `quota_bytes` > 0 caps the device memory the session may hold at once
-  // (summed over devices); allocations beyond it fail with ResourceExhausted. Every session must
-  // be destroyed before the executor. Thread-safe.
-  virtual std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink,
-                                                       uint64_t quota_bytes = 0) = 0;
+  // --- Memory -----------------------------------------------------------------------------------
+  // The arena of `device` (< device_count()): allocation, ownership, pins and accounting over
+  // the executor's memory. Thread-safe.
+  virtual DeviceArena& arena(uint32_t device) = 0;
+  // The arena that the device address `address` belongs to, or null if it names no device of
+  // this executor. Thread-safe.
+  virtual DeviceArena* ArenaForAddress(uint64_t address) = 0;
+  // Device memory accounting of `device` (< device_count()), over all sessions. Thread-safe.
+  MemoryInfo DeviceMemoryInfo(uint32_t device);
+
+  // --- Streams ----------------------------------------------------------------------------------
+  // The executor's state for a new virtual stream on `device` (< device_count()); may be null if
+  // it needs none. ResourceExhausted if the device refuses one.
+  virtual absl::StatusOr<std::unique_ptr<ExecutorStream>> CreateStream(uint32_t device) = 0;
+  // Stream-ordered operations. Called on the virtual stream's worker thread, in stream order,
+  // with memory the session validated and pinned; `tenant` is the session's id (for fair
+  // scheduling); `stream` is what CreateStream returned, or null for a copy that is not
+  // stream-ordered (kMemcpyNow, on the caller's thread). An executor whose device runs
+  // asynchronously may return before the device has finished, provided it moves `pins` out and
+  // keeps them until then, and finishes everything queued before SynchronizeStream returns.
+  virtual absl::Status Copy(ExecutorStream* stream, uint64_t tenant, const CopyRequest& request,
+                            PinnedRanges& pins) = 0;
+  virtual absl::Status Memset(ExecutorStream* stream, uint64_t tenant,
+                              const MemsetRequest& request, PinnedRanges& pins) = 0;
+  virtual absl::Status Launch(ExecutorStream* stream, uint64_t tenant,
+                              const LaunchRequest& request, PinnedRanges& pins) = 0;
+  // Waits until the device has finished what the operations above queued on `stream`, and
+  // returns the first device error. Called on the stream's worker thread before an event or
+  // notification is signalled. Default: nothing to wait for (operations complete on return).
+  virtual absl::Status SynchronizeStream(ExecutorStream* stream);
+
+  // --- Forward-mode descriptors -----------------------------------------------------------------
+  // A descriptor object of `kind` (1..kNumDescriptorKinds, checked by the session); the default
+  // keeps only its settings, as the CPU executor needs. Thread-safe.
+  virtual absl::StatusOr<std::unique_ptr<ExecutorDescriptor>> CreateDescriptor(uint8_t kind);
+  // Applies `settings` (validated size) to `descriptor`. Default: stores them.
+  virtual absl::Status SetDescriptor(ExecutorDescriptor& descriptor,
+                                     absl::Span<const uint8_t> settings);
+
+  // --- Sessions ---------------------------------------------------------------------------------
+  // Opens a session for one client (the executor-independent ClientSession over this executor);
+  // `sink` (may be null) receives its notifications and must outlive the session. `quota_bytes`
+  // > 0 caps the device memory the session may hold at once (summed over devices); allocations
+  // beyond it fail with ResourceExhausted. Every session must be destroyed before the executor.
+  // Thread-safe.
+  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0);
+
+ protected:
+  // For executors' stats(): counts descriptors created by the default CreateDescriptor.
+  std::atomic<uint64_t> descriptors_created_{0};
+
+ private:
+  std::atomic<uint64_t> next_session_id_{1};
 };
 
 }  // namespace vgpu

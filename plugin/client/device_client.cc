@@ -2,9 +2,13 @@
 #include "plugin/client/device_client.h"
 
 #include <chrono>
+#include <memory>
+#include <new>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/device_address.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/wire_format.h"
 
 namespace vgpu {
@@ -30,6 +34,11 @@ ClientEvent::State ClientEvent::Query() {
   // A reached event is complete even on a failed stream: the error is reported by the stream's
   // status (TensorFlow's event manager aborts the process on an event in the error state).
   return reached_ >= recorded_ ? State::kComplete : State::kPending;
+}
+
+DeviceClient* ClientEvent::recorder() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return recorder_;
 }
 
 absl::Status ClientEvent::Wait() {
@@ -60,7 +69,61 @@ Command DeviceClient::MakeCommand(CommandKind kind) const {
   return command;
 }
 
+void DeviceClient::SetPeers(std::vector<DeviceClient*> peers) { peers_ = std::move(peers); }
+
+DeviceClient* DeviceClient::OwnerOf(uint64_t address) const {
+  uint32_t device;
+  uint64_t offset;
+  if (!DecodeDeviceAddress(address, &device, &offset)) return nullptr;
+  if (device == static_cast<uint32_t>(ordinal_)) return const_cast<DeviceClient*>(this);
+  return device < peers_.size() ? peers_[device] : nullptr;
+}
+
+uint64_t DeviceClient::ToClientAddress(uint64_t backend_address) const {
+  uint32_t device;
+  uint64_t offset;
+  if (!DecodeDeviceAddress(backend_address, &device, &offset)) return backend_address;
+  return MakeDeviceAddress(static_cast<uint32_t>(ordinal_), offset);
+}
+
+absl::StatusOr<uint64_t> DeviceClient::ToBackendAddress(uint64_t address) const {
+  uint32_t device;
+  uint64_t offset;
+  if (!DecodeDeviceAddress(address, &device, &offset)) return address;
+  const DeviceClient* owner = OwnerOf(address);
+  if (owner == nullptr || (owner != this && !SharesBackendWith(*owner))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GPU:", ordinal_, " was given memory of GPU:", device,
+        owner == nullptr ? ", which does not exist"
+                         : ", which another backend serves (only copies may cross backends)"));
+  }
+  return MakeDeviceAddress(owner->backend_device_, offset);
+}
+
+absl::Status DeviceClient::TranslateAddresses(Command& command) const {
+  switch (command.kind) {
+    case CommandKind::kMemcpyHtoD:
+    case CommandKind::kMemcpyDtoH:
+    case CommandKind::kMemcpyDtoD:
+    case CommandKind::kMemcpyNow:
+    case CommandKind::kMemset:
+    case CommandKind::kFree: {
+      VGPU_ASSIGN_OR_RETURN(command.src, ToBackendAddress(command.src));
+      VGPU_ASSIGN_OR_RETURN(command.dst, ToBackendAddress(command.dst));
+      return absl::OkStatus();
+    }
+    case CommandKind::kLaunch:
+      for (BufferArg& buffer : command.buffers) {
+        VGPU_ASSIGN_OR_RETURN(buffer.address, ToBackendAddress(buffer.address));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();  // no device addresses
+  }
+}
+
 absl::Status DeviceClient::Post(Command command) {
+  VGPU_RETURN_IF_ERROR(TranslateAddresses(command));
   counters_.CountCommand(command.kind, /*round_trip=*/false);
   counters_.AddBytesSent(wire::kHeaderBytes + wire::CommandPayloadLength(command));
   if (command.kind == CommandKind::kMemcpyDtoH) {  // its data comes back in a data frame
@@ -70,6 +133,11 @@ absl::Status DeviceClient::Post(Command command) {
 }
 
 Reply DeviceClient::Call(Command command) {
+  if (absl::Status translated = TranslateAddresses(command); !translated.ok()) {
+    Reply refused;
+    refused.status = std::move(translated);
+    return refused;
+  }
   counters_.CountCommand(command.kind, /*round_trip=*/true);
   counters_.AddBytesSent(wire::kHeaderBytes + wire::CommandPayloadLength(command));
   const uint64_t returned_data = command.host_dst != nullptr ? command.size : 0;
@@ -86,7 +154,7 @@ absl::StatusOr<uint64_t> DeviceClient::Allocate(uint64_t size) {
   Reply reply = Call(std::move(command));
   if (!reply.status.ok()) return reply.status;
   counters_.AddAllocation(size);
-  return reply.value;
+  return ToClientAddress(reply.value);
 }
 
 absl::Status DeviceClient::Free(uint64_t address, uint64_t size) {
@@ -150,6 +218,10 @@ absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uin
 
 absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src,
                                               uint64_t size) {
+  if (DeviceClient* destination = OwnerOf(dst);
+      destination != nullptr && destination != this && !SharesBackendWith(*destination)) {
+    return CopyToOtherBackend(stream, *destination, dst, src, size);
+  }
   Command command = MakeCommand(CommandKind::kMemcpyDtoD);
   command.stream = stream.id();
   command.dst = dst;
@@ -182,8 +254,57 @@ absl::Status DeviceClient::PostLaunch(ClientStream& stream, KernelId kernel,
   return Post(std::move(command));
 }
 
+absl::Status DeviceClient::CopyToOtherBackend(ClientStream& stream, DeviceClient& destination,
+                                              uint64_t dst, uint64_t src, uint64_t size) {
+  if (size == 0) return absl::OkStatus();
+  if (running_callback_of == &stream) {
+    return absl::FailedPreconditionError(
+        "a host callback cannot copy to another backend on the stream it runs on");
+  }
+  // Read the bytes into host memory in `stream`'s order and wait for them there (an event: the
+  // stream's error, if any, is reported without being taken), then write them on the
+  // destination's backend before returning.
+  std::unique_ptr<uint8_t[]> staging(new (std::nothrow) uint8_t[size]);
+  if (staging == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no host memory to stage a copy of ", size, " bytes between backends"));
+  }
+  VGPU_RETURN_IF_ERROR(CopyDeviceToHost(stream, staging.get(), src, size));
+  std::shared_ptr<ClientEvent> arrived = CreateEvent();
+  absl::Status status = RecordEvent(stream, arrived);
+  if (status.ok()) {
+    status = arrived->Wait();
+  } else {
+    // The read may still be queued: the staging buffer must outlive it.
+    SynchronizeStream(stream).IgnoreError();
+  }
+  DestroyEvent(*arrived).IgnoreError();
+  if (!status.ok()) return status;
+  return destination.CopyNow(nullptr, dst, staging.get(), 0, size);
+}
+
+absl::Status DeviceClient::CopyNowAcrossBackends(DeviceClient* destination, uint64_t dst,
+                                                 DeviceClient* source, uint64_t src,
+                                                 uint64_t size) {
+  if (size == 0) return absl::OkStatus();
+  std::unique_ptr<uint8_t[]> staging(new (std::nothrow) uint8_t[size]);
+  if (staging == nullptr) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "no host memory to stage a copy of ", size, " bytes between backends"));
+  }
+  VGPU_RETURN_IF_ERROR(source->CopyNow(staging.get(), 0, nullptr, src, size));
+  return destination->CopyNow(nullptr, dst, staging.get(), 0, size);
+}
+
 absl::Status DeviceClient::CopyNow(void* host_dst, uint64_t dst, const void* host_src,
                                    uint64_t src, uint64_t size) {
+  if (host_dst == nullptr && host_src == nullptr) {  // device to device: maybe across backends
+    DeviceClient* destination = OwnerOf(dst);
+    DeviceClient* source = OwnerOf(src);
+    if (destination != nullptr && source != nullptr && !destination->SharesBackendWith(*source)) {
+      return CopyNowAcrossBackends(destination, dst, source, src, size);
+    }
+  }
   Command command = MakeCommand(CommandKind::kMemcpyNow);
   command.host_dst = host_dst;
   command.dst = dst;
@@ -200,6 +321,11 @@ std::shared_ptr<ClientEvent> DeviceClient::CreateEvent() {
 }
 
 absl::Status DeviceClient::DestroyEvent(const ClientEvent& event) {
+  // The backend that saw its recordings holds it.
+  DeviceClient* recorder = event.recorder();
+  if (recorder != nullptr && recorder != this && !SharesBackendWith(*recorder)) {
+    return recorder->DestroyEvent(event);
+  }
   Command command = MakeCommand(CommandKind::kDestroyEvent);
   command.object = event.id();
   return Post(std::move(command));
@@ -207,10 +333,12 @@ absl::Status DeviceClient::DestroyEvent(const ClientEvent& event) {
 
 absl::Status DeviceClient::RecordEvent(ClientStream& stream,
                                        const std::shared_ptr<ClientEvent>& event) {
+  if (&stream.device() != this) return stream.device().RecordEvent(stream, event);
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(event->mu_);
     generation = ++event->recorded_;
+    event->recorder_ = this;
   }
   uint64_t token = hub_->Register(
       [event, generation](const absl::Status& stream_status) {
@@ -235,6 +363,14 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
 }
 
 absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent& event) {
+  if (&stream.device() != this) return stream.device().WaitForEvent(stream, event);
+  DeviceClient* recorder = event.recorder();
+  if (recorder != nullptr && !SharesBackendWith(*recorder)) {
+    // Recorded on another backend, whose events this one cannot see: the stream's later work
+    // is posted once the recording is reached (its stream's error is that stream's to report).
+    const_cast<ClientEvent&>(event).Wait().IgnoreError();
+    return absl::OkStatus();
+  }
   Command command = MakeCommand(CommandKind::kWaitEvent);
   command.stream = stream.id();
   command.object = event.id();
@@ -242,10 +378,11 @@ absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent&
 }
 
 absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, ClientStream& other) {
-  std::shared_ptr<ClientEvent> marker = CreateEvent();
-  absl::Status status = RecordEvent(other, marker);
-  if (status.ok()) status = WaitForEvent(dependent, *marker);
-  absl::Status destroyed = DestroyEvent(*marker);
+  // Each stream is driven by its own device (TensorFlow may pass another device's stream).
+  std::shared_ptr<ClientEvent> marker = other.device().CreateEvent();
+  absl::Status status = other.device().RecordEvent(other, marker);
+  if (status.ok()) status = dependent.device().WaitForEvent(dependent, *marker);
+  absl::Status destroyed = other.device().DestroyEvent(*marker);
   return status.ok() ? destroyed : status;
 }
 

@@ -3,6 +3,12 @@
 // an answer (allocation, synchronisation) are round trips; everything stream-ordered is posted
 // and returns at once. Event queries and host callbacks are answered locally from the backing
 // executor's notifications, so polling an event never costs a round trip.
+//
+// Device addresses: TensorFlow sees this device's "client addresses" — the backend's addresses
+// (backend/device_address.h) with the device field set to the device's ordinal — so that the
+// addresses of devices on different backends (several servers, or in-process and a server)
+// never alias. Commands carry the backend's own addresses. A copy between devices of different
+// backends is staged through this process (CopyDeviceToDevice, CopyNow).
 #ifndef VGPU_CLIENT_DEVICE_CLIENT_H_
 #define VGPU_CLIENT_DEVICE_CLIENT_H_
 
@@ -13,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -58,15 +65,18 @@ class ClientEvent {
   State Query();
   // Blocks until the last recording (at the time of the call) is reached.
   absl::Status Wait();
+  // The device that last recorded it (null if never recorded).
+  DeviceClient* recorder() const;
 
  private:
   friend class DeviceClient;
   const uint64_t id_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t recorded_ ABSL_GUARDED_BY(mu_) = 0;  // recordings posted
   uint64_t reached_ ABSL_GUARDED_BY(mu_) = 0;   // recordings the stream has reached
   absl::Status error_ ABSL_GUARDED_BY(mu_);
+  DeviceClient* recorder_ ABSL_GUARDED_BY(mu_) = nullptr;
 };
 
 // An interval timer measured in stream order on the host clock.
@@ -102,8 +112,15 @@ class DeviceClient {
   absl::StatusOr<std::unique_ptr<ClientStream>> CreateStream();
   absl::Status DestroyStream(std::unique_ptr<ClientStream> stream);
 
+  // The devices of this process, by ordinal (this one included), so that addresses of other
+  // devices can be told apart and copies to them staged. Call once, before any work; the
+  // clients must outlive this one. Without it only this device's addresses are known.
+  void SetPeers(std::vector<DeviceClient*> peers);
+
   // Stream-ordered work: posted, never waits for execution. Host memory must stay valid until
-  // the stream reaches the command.
+  // the stream reaches the command. CopyDeviceToDevice to a device of another backend is the
+  // exception: it blocks until the bytes have reached that device (read into host memory on
+  // `stream`, then written there), so whatever is queued on `stream` after it follows the data.
   absl::Status CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src, uint64_t size);
   absl::Status CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src, uint64_t size);
   absl::Status CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src, uint64_t size);
@@ -113,11 +130,13 @@ class DeviceClient {
   // encodes the descriptor section and posts it with PostLaunch.
 
   // Synchronous copies outside any stream (round trips). Exactly one of host_dst/dst and one
-  // of host_src/src is set.
+  // of host_src/src is set; device addresses may belong to any device of the process.
   absl::Status CopyNow(void* host_dst, uint64_t dst, const void* host_src, uint64_t src,
                        uint64_t size);
 
-  // Events and stream dependencies.
+  // Events and stream dependencies. Each command goes to the device of the stream it names
+  // (TensorFlow may pass another device's stream); an event recorded on another backend is
+  // waited for on the host before the waiting stream's later work is posted.
   std::shared_ptr<ClientEvent> CreateEvent();
   absl::Status DestroyEvent(const ClientEvent& event);
   absl::Status RecordEvent(ClientStream& stream, const std::shared_ptr<ClientEvent>& event);
@@ -148,8 +167,25 @@ class DeviceClient {
   absl::Status PostLaunch(ClientStream& stream, KernelId kernel,
                           absl::Span<const uint8_t> descriptor_section,
                           absl::Span<const BufferArg> buffers, absl::Span<const uint8_t> params);
+  // Both translate the command's device addresses to the backend's first (TranslateAddresses).
   absl::Status Post(Command command);
   Reply Call(Command command);
+  // The device whose client address `address` is (this one, or a peer), or null when it is not
+  // a device address of this process.
+  DeviceClient* OwnerOf(uint64_t address) const;
+  // Whether `other` is served by the same backend session (its addresses can be passed on).
+  bool SharesBackendWith(const DeviceClient& other) const { return other.transport_ == transport_; }
+  // The backend's address for a client address of this device or of a device on the same
+  // backend; InvalidArgument for an address of a device on another backend. Other values
+  // (0: host memory, or not a device address at all) pass unchanged: the backend validates.
+  absl::StatusOr<uint64_t> ToBackendAddress(uint64_t address) const;
+  uint64_t ToClientAddress(uint64_t backend_address) const;
+  absl::Status TranslateAddresses(Command& command) const;
+  // Copies between this device and a device of another backend through host memory.
+  absl::Status CopyToOtherBackend(ClientStream& stream, DeviceClient& destination, uint64_t dst,
+                                  uint64_t src, uint64_t size);
+  absl::Status CopyNowAcrossBackends(DeviceClient* destination, uint64_t dst,
+                                     DeviceClient* source, uint64_t src, uint64_t size);
   absl::Status PostNotify(ClientStream& stream, NotificationHub::Handler handler,
                           bool on_callback_thread);
 
@@ -159,6 +195,7 @@ class DeviceClient {
   NotificationHub* const hub_;
   ClientCounters counters_;
   DnnApi dnn_;
+  std::vector<DeviceClient*> peers_;  // by ordinal; set before any work, then read-only
 };
 
 }  // namespace vgpu

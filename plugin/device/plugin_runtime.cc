@@ -203,6 +203,11 @@ PluginRuntime::PluginRuntime() {
       });
     }
   }
+  // Every device knows the others: addresses of devices on different backends never alias, and
+  // copies between them are staged through this process.
+  std::vector<DeviceClient*> peers;
+  for (auto& device : devices_) peers.push_back(device.get());
+  for (auto& device : devices_) device->SetPeers(peers);
   if (trace_recorder_ != nullptr) {
     trace_recorder_->SetMemoryLimit(config_.memory_limit_bytes);  // a server's grant, if remote
     Log(LogLevel::kInfo, absl::StrCat("recording a command trace into ", config_.trace_path));
@@ -219,7 +224,19 @@ std::string PluginRuntime::StatsJson() const {
                     ", \"counters\": ", devices_[i]->counters().ToJson(),
                     ", \"descriptor_reuse\": ", devices_[i]->dnn().StateJson(), "}");
   }
-  absl::StrAppend(&json, "]}");
+  absl::StrAppend(&json, "], \"executor\": ");
+  if (inproc_executor_ == nullptr) {
+    absl::StrAppend(&json, "null");  // remote devices: the server's executor
+  } else {
+    const ExecutorStats stats = inproc_executor_->stats();
+    absl::StrAppend(&json, "{\"name\": ", JsonString(inproc_executor_->name()),
+                    ", \"launches\": ", stats.launches, ", \"copies\": ", stats.copies,
+                    ", \"bytes_copied\": ", stats.bytes_copied, ", \"memsets\": ", stats.memsets,
+                    ", \"descriptors_created\": ", stats.descriptors_created,
+                    ", \"primitives_created\": ", stats.primitives_created,
+                    ", \"primitives_reused\": ", stats.primitives_reused, "}");
+  }
+  absl::StrAppend(&json, "}");
   return json;
 }
 

@@ -2,7 +2,8 @@
 // TensorFlow processes, with the flags and defaults of `vgpu server` (python/vgpu/server.py runs
 // this binary). It links no TensorFlow library, so it can be copied alone to a machine that has
 // no TensorFlow. SIGTERM and SIGINT stop it cleanly: every client is disconnected and its memory
-// released.
+// released. `vgpu-server trace replay|stats ...` is `vgpu trace` (trace/trace_replay.h), so that
+// a GPU machine without TensorFlow can replay traces recorded elsewhere.
 #include <pthread.h>
 #include <signal.h>
 
@@ -29,6 +30,7 @@
 #include "plugin/backend/executor_registry.h"
 #include "plugin/common/config.h"
 #include "plugin/server/server.h"
+#include "plugin/trace/trace_replay.h"
 
 namespace vgpu {
 namespace {
@@ -36,7 +38,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: vgpu-server --listen unix:///path/to.sock|tcp://host:port [flags]\n"
     "Hosts a vgpu backing executor for many TensorFlow processes; clients set VGPU_BACKEND to\n"
-    "the same address (and VGPU_TOKEN_FILE when a token is configured).\n";
+    "the same address (and VGPU_TOKEN_FILE when a token is configured).\n"
+    "       vgpu-server trace replay|stats FILE [flags]   (vgpu trace; --help there)\n";
 
 // Exit codes: a flag that cannot be used, and the server failing (or refusing its settings).
 constexpr int kExitUsage = 2;
@@ -350,6 +353,10 @@ class StopOnSignal {
 };
 
 int Run(int argc, char** argv) {
+  if (argc >= 2 && absl::string_view(argv[1]) == "trace") {
+    return trace::RunTraceTool(std::vector<std::string>(argv + 2, argv + argc), std::cout,
+                               std::cerr);
+  }
   CommandLine line;
   std::vector<Flag> flags = ServerFlags(&line);
   if (absl::Status status = ParseCommandLine(argc, argv, flags); !status.ok()) {

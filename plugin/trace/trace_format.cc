@@ -12,7 +12,7 @@ namespace vgpu {
 namespace trace {
 namespace {
 
-void PutString(std::vector<uint8_t>* out, std::string_view text) {
+void PutString(std::vector<uint8_t>* out, absl::string_view text) {
   if (text.size() > kMaxTraceStringBytes) text = text.substr(0, kMaxTraceStringBytes);
   PutBytesOf(out, static_cast<uint32_t>(text.size()));
   out->insert(out->end(), text.begin(), text.end());
@@ -246,7 +246,7 @@ absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string
   return reader;
 }
 
-absl::Status TraceReader::Malformed(uint64_t offset, std::string_view what) const {
+absl::Status TraceReader::Malformed(uint64_t offset, absl::string_view what) const {
   return absl::InvalidArgumentError(
       absl::StrCat("trace '", path_, "' is corrupt at byte offset ", offset, ": ", what));
 }

@@ -72,6 +72,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/protocol/command.h"
 
@@ -189,7 +190,7 @@ class TraceReader {
       : path_(std::move(path)), file_(std::move(file)), file_size_(size) {}
   absl::Status ReadHeader();
   absl::Status Read(void* out, uint64_t size, const char* what);
-  absl::Status Malformed(uint64_t offset, std::string_view what) const;
+  absl::Status Malformed(uint64_t offset, absl::string_view what) const;
 
   std::string path_;
   std::ifstream file_;

@@ -14,7 +14,7 @@
 namespace vgpu {
 namespace {
 
-absl::StatusOr<OpenedTransport> OpenInproc(std::string_view endpoint,
+absl::StatusOr<OpenedTransport> OpenInproc(absl::string_view endpoint,
                                            const TransportContext& context) {
   if (endpoint != "inproc") {
     return absl::InvalidArgumentError(
@@ -34,7 +34,7 @@ absl::StatusOr<OpenedTransport> OpenInproc(std::string_view endpoint,
 }
 
 // unix:// and tcp://: a `vgpu server`, reconnecting for new work after a failure.
-absl::StatusOr<OpenedTransport> OpenServer(std::string_view endpoint,
+absl::StatusOr<OpenedTransport> OpenServer(absl::string_view endpoint,
                                            const TransportContext& context) {
   wire::Welcome welcome;
   absl::StatusOr<std::unique_ptr<ReconnectingTransport>> transport =
@@ -74,13 +74,13 @@ Schemes& GetSchemes() {
 
 }  // namespace
 
-std::string TransportScheme(std::string_view endpoint) {
+std::string TransportScheme(absl::string_view endpoint) {
   const size_t separator = endpoint.find("://");
-  return std::string(separator == std::string_view::npos ? endpoint
+  return std::string(separator == absl::string_view::npos ? endpoint
                                                          : endpoint.substr(0, separator));
 }
 
-absl::StatusOr<OpenedTransport> OpenTransport(std::string_view endpoint,
+absl::StatusOr<OpenedTransport> OpenTransport(absl::string_view endpoint,
                                               const TransportContext& context) {
   TransportOpener opener;
   std::string known;

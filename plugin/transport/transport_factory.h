@@ -10,9 +10,9 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <string_view>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "plugin/backend/executor_session.h"
 #include "plugin/transport/transport.h"
 
@@ -40,17 +40,17 @@ struct OpenedTransport {
 };
 
 using TransportOpener = std::function<absl::StatusOr<OpenedTransport>(
-    std::string_view endpoint, const TransportContext& context)>;
+    absl::string_view endpoint, const TransportContext& context)>;
 
 // The scheme of `endpoint`: "inproc", "unix", "tcp", ... (the text before "://", or the whole
 // address when it has none).
-std::string TransportScheme(std::string_view endpoint);
+std::string TransportScheme(absl::string_view endpoint);
 
 // Opens `endpoint` (an address without ?device) with the opener of its scheme. InvalidArgument
 // naming the known schemes when none is registered; the opener's error otherwise (e.g.
 // Unavailable for a server that does not answer). Blocking: a remote opener connects and
 // completes the handshake. Thread-safe.
-absl::StatusOr<OpenedTransport> OpenTransport(std::string_view endpoint,
+absl::StatusOr<OpenedTransport> OpenTransport(absl::string_view endpoint,
                                               const TransportContext& context);
 
 // Registers `opener` for `scheme`; AlreadyExists if taken. Thread-safe.

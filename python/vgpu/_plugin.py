@@ -104,7 +104,11 @@ def stats() -> dict[str, Any]:
     (reused descriptors whose settings changed), ``descriptor_queue_misses`` (creates the
     queues could not serve), ``descriptor_mode``, ``warmup_complete`` (any device),
     ``iterations_detected`` (the most of any device), ``descriptor_queues`` (a list of
-    {"device", "stream", "kind", "length"}), and ``devices``: a list of {"ordinal", "backend", "counters"}.
+    {"device", "stream", "kind", "length"}), ``devices``: a list of {"ordinal", "backend", "counters"},
+    and ``executor``: the in-process executor's own counters since it started, not reset by
+    ``reset_stats()`` ({"name", "launches", "copies", "bytes_copied", "memsets",
+    "descriptors_created", "primitives_created", "primitives_reused"}; None for devices on a
+    server), also as ``executor_primitives_created`` / ``executor_primitives_reused``.
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
@@ -132,6 +136,10 @@ def stats() -> dict[str, Any]:
         for queue in device["descriptor_reuse"]["queues"]
     ]
     total["devices"] = raw["devices"]
+    executor = raw.get("executor")
+    total["executor"] = executor
+    total["executor_primitives_created"] = executor["primitives_created"] if executor else None
+    total["executor_primitives_reused"] = executor["primitives_reused"] if executor else None
     return total
 
 

@@ -1,5 +1,5 @@
 // Tests of the CPU backing executor's device memory: the tagged address format
-// (backend/cpu/device_address.h) and the best-fit arena with owners (backend/cpu/device_arena.h),
+// (backend/device_address.h) and the best-fit arena with owners (backend/device_arena.h),
 // including that the host faults when it dereferences a device address.
 #include <cstdint>
 #include <cstring>
@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "plugin/backend/cpu/device_address.h"
-#include "plugin/backend/cpu/device_arena.h"
+#include "plugin/backend/device_address.h"
+#include "plugin/backend/device_arena.h"
 
 namespace vgpu {
 namespace {

@@ -1,6 +1,6 @@
 // Tests of the client runtime's DeviceClient (client/device_client.h) over its own CPU backing
 // executor and in-process transport, and of the CPU session's isolation between clients
-// (backend/cpu/cpu_session.cc). A test sink can hold a backend stream's worker inside a
+// (backend/client_session.cc). A test sink can hold a backend stream's worker inside a
 // notification, which makes "this stream is still busy" deterministic without sleeps.
 #include <atomic>
 #include <cstring>
@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/cpu_executor.h"
-#include "plugin/backend/cpu/device_address.h"
+#include "plugin/backend/device_address.h"
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/protocol/kernel_ids.h"
@@ -461,6 +461,103 @@ TEST(CpuExecutor, CreateRejectsABadDeviceCount) {
   EXPECT_EQ((*executor)->ArenaForAddress(MakeDeviceAddress(1, 0)), &(*executor)->arena(1));
   EXPECT_EQ((*executor)->ArenaForAddress(MakeDeviceAddress(2, 0)), nullptr);
   EXPECT_EQ((*executor)->ArenaForAddress(0x1000), nullptr);
+}
+
+// Two devices on two backends (two executors, as two servers would be), each its backend's
+// device 0: their addresses must not alias, and copies between them are staged by the client.
+class TwoBackendsTest : public testing::Test {
+ protected:
+  TwoBackendsTest() {
+    CpuExecutor::Options options;
+    options.memory_limit_per_device = 16ull << 20;
+    options.compute_threads = 1;
+    for (int i = 0; i < 2; ++i) {
+      executors_[i] = *CpuExecutor::Create(options);
+      transports_[i] = std::make_unique<InprocTransport>(executors_[i]->OpenSession(&hub_));
+      clients_[i] = std::make_unique<DeviceClient>(i, 0, transports_[i].get(), &hub_);
+    }
+    for (auto& client : clients_) client->SetPeers({clients_[0].get(), clients_[1].get()});
+  }
+  ~TwoBackendsTest() override {
+    for (auto& client : clients_) client.reset();
+    for (auto& transport : transports_) transport.reset();
+  }
+  std::vector<float> Read(DeviceClient& client, uint64_t address, size_t count) {
+    std::vector<float> values(count, -1.0f);
+    EXPECT_TRUE(client.CopyNow(values.data(), 0, nullptr, address, count * sizeof(float)).ok());
+    return values;
+  }
+
+  NotificationHub hub_;
+  std::unique_ptr<CpuExecutor> executors_[2];
+  std::unique_ptr<InprocTransport> transports_[2];
+  std::unique_ptr<DeviceClient> clients_[2];
+};
+
+TEST_F(TwoBackendsTest, AddressesOfDevicesOnDifferentBackendsNeverAlias) {
+  const uint64_t first = *clients_[0]->Allocate(4096);
+  const uint64_t second = *clients_[1]->Allocate(4096);
+  EXPECT_NE(first, second);  // both backends handed out offset 0 of their device 0
+  uint32_t device;
+  uint64_t offset;
+  ASSERT_TRUE(DecodeDeviceAddress(second, &device, &offset));
+  EXPECT_EQ(device, 1u);  // the ordinal, not the backend's device index
+  EXPECT_TRUE(clients_[1]->Free(second, 4096).ok());
+  EXPECT_TRUE(clients_[0]->Free(first, 4096).ok());
+}
+
+TEST_F(TwoBackendsTest, AStreamCopyToAnotherBackendArrivesBeforeTheCallReturns) {
+  std::vector<float> values(1000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * static_cast<float>(i);
+  const uint64_t bytes = values.size() * sizeof(float);
+  const uint64_t source = *clients_[0]->Allocate(bytes);
+  const uint64_t destination = *clients_[1]->Allocate(bytes);
+  std::unique_ptr<ClientStream> stream = *clients_[0]->CreateStream();
+  ASSERT_TRUE(clients_[0]->CopyHostToDevice(*stream, source, values.data(), bytes).ok());
+  ASSERT_TRUE(clients_[0]->CopyDeviceToDevice(*stream, destination, source, bytes).ok());
+  EXPECT_EQ(Read(*clients_[1], destination, values.size()), values);  // no sync needed
+  EXPECT_TRUE(clients_[0]->SynchronizeStream(*stream).ok());
+  EXPECT_TRUE(clients_[0]->DestroyStream(std::move(stream)).ok());
+}
+
+TEST_F(TwoBackendsTest, ASynchronousCopyCrossesBackendsInEitherDirection) {
+  const std::vector<float> values = {1.0f, -2.0f, 3.5f, 4.25f};
+  const uint64_t bytes = values.size() * sizeof(float);
+  const uint64_t on_first = *clients_[0]->Allocate(bytes);
+  const uint64_t on_second = *clients_[1]->Allocate(bytes);
+  ASSERT_TRUE(clients_[0]->CopyNow(nullptr, on_first, values.data(), 0, bytes).ok());
+  // Asked of either device: the addresses say where the bytes are.
+  ASSERT_TRUE(clients_[1]->CopyNow(nullptr, on_second, nullptr, on_first, bytes).ok());
+  EXPECT_EQ(Read(*clients_[1], on_second, values.size()), values);
+  ASSERT_TRUE(clients_[0]->CopyNow(nullptr, on_first + 4, nullptr, on_second, 4).ok());
+  EXPECT_EQ(Read(*clients_[0], on_first, 2), (std::vector<float>{1.0f, 1.0f}));
+}
+
+TEST_F(TwoBackendsTest, WorkNamingMemoryOfAnotherBackendIsRefusedNamingBothDevices) {
+  const uint64_t theirs = *clients_[1]->Allocate(64);
+  std::unique_ptr<ClientStream> stream = *clients_[0]->CreateStream();
+  const float value = 1.0f;
+  absl::Status status = clients_[0]->CopyHostToDevice(*stream, theirs, &value, sizeof(value));
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find("GPU:1"), std::string::npos) << status;
+  EXPECT_NE(std::string(status.message()).find("another backend"), std::string::npos) << status;
+  EXPECT_EQ(clients_[0]->Free(theirs, 64).code(), absl::StatusCode::kInvalidArgument);
+  // Nothing reached the other backend: its memory is intact and still its own.
+  EXPECT_EQ(Read(*clients_[1], theirs, 1), std::vector<float>{0.0f});
+  EXPECT_TRUE(clients_[1]->Free(theirs, 64).ok());
+  EXPECT_TRUE(clients_[0]->DestroyStream(std::move(stream)).ok());
+}
+
+TEST_F(TwoBackendsTest, ACopyAfterAFailedStreamReportsTheStreamsErrorAndWritesNothing) {
+  const uint64_t destination = *clients_[1]->Allocate(64);
+  std::unique_ptr<ClientStream> stream = *clients_[0]->CreateStream();
+  ASSERT_TRUE(clients_[0]->dnn().Launch(*stream, static_cast<KernelId>(999), {}, {}, {}).ok());
+  const uint64_t source = *clients_[0]->Allocate(64);
+  absl::Status status = clients_[0]->CopyDeviceToDevice(*stream, destination, source, 64);
+  EXPECT_FALSE(status.ok());
+  EXPECT_NE(std::string(status.message()).find("999"), std::string::npos) << status;
+  EXPECT_EQ(Read(*clients_[1], destination, 1), std::vector<float>{0.0f});
+  EXPECT_TRUE(clients_[0]->DestroyStream(std::move(stream)).ok());
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "plugin/backend/cpu/device_address.h"
+#include "plugin/backend/device_address.h"
 #include "se_test_support.h"
 
 namespace vgpu_test {

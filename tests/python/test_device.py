@@ -149,3 +149,19 @@ def test_stats_count_commands_bytes_and_round_trips():
     assert stats["devices"][1]["counters"]["launches"] == 0
     vgpu.reset_stats()
     assert vgpu.stats()["commands_sent"] == 0
+
+
+def test_stats_report_the_in_process_executors_own_counters():
+    host = np.ones(256, np.float32)
+    before = vgpu.stats()["executor"]
+    assert before["name"] == "cpu"
+    _on("/GPU:0", lambda: tf.nn.relu(tf.constant(host))).numpy()
+    after = vgpu.stats()
+    executor = after["executor"]
+    # What the executor ran, counted on its side of the boundary: the launch and the copies.
+    assert executor["launches"] >= before["launches"] + 1
+    assert executor["copies"] >= before["copies"] + 2
+    assert executor["bytes_copied"] >= before["bytes_copied"] + 2 * host.nbytes
+    assert after["executor_primitives_created"] == executor["primitives_created"]
+    vgpu.reset_stats()  # the client's counters only
+    assert vgpu.stats()["executor"]["launches"] >= executor["launches"]

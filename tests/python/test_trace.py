@@ -4,7 +4,8 @@ corrupted or truncated trace is refused with the offset named and a non-zero exi
 stats` lists every recorded kernel with its launch count and every recorded step; a result
 that differs is reported as the first mismatch; a run recorded through a server replays
 in-process; an unknown executor is refused listing the known ones; two devices record into one
-file with their ordinals."""
+file with their ordinals; the standalone vgpu-server replays and profiles a trace by itself, in an
+environment without TensorFlow."""
 import struct
 import subprocess
 import sys
@@ -13,6 +14,8 @@ import zlib
 import pytest
 
 from raw_tenant import ServerProcess
+
+from vgpu import server as vgpu_server
 
 _FIT = """
 import numpy as np
@@ -170,6 +173,35 @@ def test_stats_lists_every_kernel_with_its_launch_count_and_every_step(fit_trace
     assert len(step_rows) >= 3
     assert "launch" in text.split("kernels:")[0]  # commands by kind
     assert "bytes host->device" in text
+
+
+def _standalone_trace(*args):
+    """`vgpu-server trace ...` with nothing of this environment: no Python, no TensorFlow."""
+    return subprocess.run([vgpu_server.binary_path(), "trace", *args], capture_output=True,
+                          text=True, timeout=300, check=False, env={"PATH": "/usr/bin:/bin"})
+
+
+def test_the_standalone_server_replays_a_trace_without_tensorflow(fit_trace):
+    result = _standalone_trace("replay", str(fit_trace), "--executor", "cpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout.startswith("OK: replayed "), result.stdout
+    in_python = _vgpu("trace", "replay", str(fit_trace), "--executor", "cpu")
+    # The same replay: the same count of commands and compared results.
+    assert result.stdout.split("(")[0] == in_python.stdout.split("(")[0]
+
+
+def test_the_standalone_server_profiles_a_trace_and_refuses_a_corrupted_one(fit_trace, tmp_path):
+    stats = _standalone_trace("stats", str(fit_trace))
+    assert stats.returncode == 0, stats.stdout + stats.stderr
+    assert "kernels:" in stats.stdout and "steps:" in stats.stdout
+    assert " ? " not in stats.stdout.split("kernels:\n")[1].split("\nsteps:\n")[0]
+    truncated = tmp_path / "truncated.vgtrace"
+    truncated.write_bytes(fit_trace.read_bytes()[:1000])
+    refused = _standalone_trace("replay", str(truncated))
+    assert refused.returncode != 0
+    assert "offset" in refused.stderr, refused.stderr
+    usage = _standalone_trace()
+    assert usage.returncode == 2 and "usage: vgpu trace" in usage.stderr
 
 
 def test_a_result_that_differs_is_reported_as_the_first_mismatch(fit_trace, tmp_path):

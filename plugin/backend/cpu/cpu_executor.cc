@@ -2,12 +2,14 @@
 #include "plugin/backend/cpu/cpu_executor.h"
 
 #define EIGEN_USE_THREADS
+#include <cstring>
 #include <thread>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "plugin/backend/cpu/cpu_session.h"
-#include "plugin/backend/cpu/device_address.h"
 #include "plugin/backend/cpu/fair_compute_pool.h"
+#include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/device_address.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -71,15 +73,65 @@ CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int t
 
 CpuExecutor::~CpuExecutor() = default;
 
-std::unique_ptr<ExecutorSession> CpuExecutor::OpenSession(CompletionSink* sink,
-                                                          uint64_t quota_bytes) {
-  return std::make_unique<CpuSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes,
-                                      session_limits_);
+std::string CpuExecutor::KernelName(uint32_t kernel_id) const {
+  const KernelInfo* kernel = Kernels().Find(kernel_id);
+  return kernel == nullptr ? std::string() : std::string(kernel->name);
 }
 
-MemoryInfo CpuExecutor::DeviceMemoryInfo(uint32_t device) const {
-  if (device >= arenas_.size()) return MemoryInfo{};
-  return arenas_[device]->Info();
+ExecutorStats CpuExecutor::stats() const {
+  ExecutorStats stats;
+  stats.launches = launches_.load(std::memory_order_relaxed);
+  stats.copies = copies_.load(std::memory_order_relaxed);
+  stats.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);
+  stats.memsets = memsets_.load(std::memory_order_relaxed);
+  stats.descriptors_created = descriptors_created_.load(std::memory_order_relaxed);
+  return stats;
+}
+
+absl::StatusOr<std::unique_ptr<ExecutorStream>> CpuExecutor::CreateStream(uint32_t) {
+  return std::unique_ptr<ExecutorStream>();
+}
+
+absl::Status CpuExecutor::Copy(ExecutorStream*, uint64_t tenant, const CopyRequest& request,
+                               PinnedRanges&) {
+  ComputeTenantScope compute_tenant(tenant);  // fair share of the compute pool
+  copies_.fetch_add(1, std::memory_order_relaxed);
+  bytes_copied_.fetch_add(request.size, std::memory_order_relaxed);
+  compute_device().memcpy(request.destination, request.source, request.size);
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::Memset(ExecutorStream*, uint64_t, const MemsetRequest& request,
+                                 PinnedRanges&) {
+  memsets_.fetch_add(1, std::memory_order_relaxed);
+  if (request.pattern_bytes == 1) {
+    std::memset(request.destination, static_cast<int>(request.pattern & 0xFF), request.size);
+    return absl::OkStatus();
+  }
+  // A 4-byte pattern (the session checked the size is a multiple of 4). The destination may be
+  // any byte of the tenant's memory: store through memcpy, never a misaligned word pointer.
+  for (uint64_t offset = 0; offset < request.size; offset += 4) {
+    std::memcpy(request.destination + offset, &request.pattern, 4);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchRequest& request,
+                                 PinnedRanges&) {
+  ComputeTenantScope compute_tenant(tenant);  // fair share of the compute pool
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  const KernelInfo* kernel = Kernels().Find(request.kernel_id);
+  if (kernel == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
+  }
+  absl::InlinedVector<DescriptorView, 6> descriptors;
+  if (absl::Status parsed = ParseLaunchDescriptors(request.descriptors, &descriptors);
+      !parsed.ok()) {
+    return parsed;
+  }
+  KernelContext context{request.buffers, request.buffer_sizes, request.params, &compute_device(),
+                        descriptors};
+  return RunKernel(*kernel, context);
 }
 
 DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {

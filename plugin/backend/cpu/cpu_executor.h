@@ -1,8 +1,8 @@
 // The CPU backing executor ("cpu" in the executor registry): the "physical GPU" that runs in
-// host memory on host cores. It owns the devices' memory arenas and one compute thread pool
-// shared by all kernels — fair across sessions (fair_compute_pool.h) when a server shares it —
-// and opens one CpuSession per client (the in-process plugin, or each connection of a `vgpu
-// server`).
+// host memory on host cores. It owns the devices' memory arenas (over host storage) and one
+// compute thread pool shared by all kernels — fair across sessions (fair_compute_pool.h) when a
+// server shares it — and runs copies, memsets and the kernel table (kernel_registry.h). Streams
+// need no state of their own: each operation completes before it returns.
 #ifndef VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 #define VGPU_BACKEND_CPU_CPU_EXECUTOR_H_
 
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "plugin/backend/cpu/device_arena.h"
+#include "plugin/backend/device_arena.h"
 #include "plugin/backend/backing_executor.h"
 
 namespace Eigen {
@@ -40,16 +40,25 @@ class CpuExecutor final : public BackingExecutor {
 
   absl::string_view name() const override { return "cpu"; }
   int device_count() const override { return static_cast<int>(arenas_.size()); }
-  MemoryInfo DeviceMemoryInfo(uint32_t device) const override;
-  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink,
-                                               uint64_t quota_bytes = 0) override;
+  SessionLimits session_limits() const override { return session_limits_; }
+  std::string KernelName(uint32_t kernel_id) const override;
+  ExecutorStats stats() const override;
 
-  // The arena of `device` (< device_count()).
-  DeviceArena& arena(uint32_t device) { return *arenas_[device]; }
-  // The arena that `address` belongs to, or nullptr if it names no device of this executor.
-  DeviceArena* ArenaForAddress(uint64_t address);
+  DeviceArena& arena(uint32_t device) override { return *arenas_[device]; }
+  DeviceArena* ArenaForAddress(uint64_t address) override;
+
+  // No per-stream state (returns null).
+  absl::StatusOr<std::unique_ptr<ExecutorStream>> CreateStream(uint32_t device) override;
+  // Each runs to completion before it returns, its work filed under `tenant` in the compute pool.
+  absl::Status Copy(ExecutorStream* stream, uint64_t tenant, const CopyRequest& request,
+                    PinnedRanges& pins) override;
+  absl::Status Memset(ExecutorStream* stream, uint64_t tenant, const MemsetRequest& request,
+                      PinnedRanges& pins) override;
+  absl::Status Launch(ExecutorStream* stream, uint64_t tenant, const LaunchRequest& request,
+                      PinnedRanges& pins) override;
+
   // The device every kernel runs on. Work it schedules is filed under the calling thread's
-  // ComputeTenantScope (sessions set it to their id around each launch and copy).
+  // ComputeTenantScope (Copy and Launch set it to their tenant).
   const Eigen::ThreadPoolDevice& compute_device() const;
 
  private:
@@ -60,7 +69,10 @@ class CpuExecutor final : public BackingExecutor {
   std::vector<std::unique_ptr<DeviceArena>> arenas_;
   SessionLimits session_limits_;
   std::unique_ptr<ComputePool> pool_;
-  std::atomic<uint64_t> next_session_id_{1};
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> copies_{0};
+  std::atomic<uint64_t> bytes_copied_{0};
+  std::atomic<uint64_t> memsets_{0};
 };
 
 }  // namespace vgpu

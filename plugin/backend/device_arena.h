@@ -1,5 +1,7 @@
-// The memory of one virtual device: a reserved (not committed) host mapping of `limit` bytes,
-// carved by a best-fit allocator with coalescing. Every allocation has an owner (a session); a
+// The memory of one virtual device: an executor's memory of `limit` bytes (ArenaStorage; on the
+// CPU executor a reserved, not committed, host mapping), carved by a best-fit allocator with
+// coalescing. The bookkeeping is executor-independent: an executor with memory of its own (a
+// GPU's) gives the arena a storage over it, and the pins then hold that memory's addresses. Every allocation has an owner (a session); a
 // range is usable only by its owner, so a forged or stale address is an error, not a data leak.
 //
 // Tenants do not trust each other, so the arena also guarantees:
@@ -10,8 +12,8 @@
 //  - scrubbing: a block is zeroed before it returns to the free lists, so every free byte is zero
 //    and no allocation ever shows a previous owner's data.
 //  - honest accounting: what an owner is charged is what the arena takes (ChargedSize).
-#ifndef VGPU_BACKEND_CPU_DEVICE_ARENA_H_
-#define VGPU_BACKEND_CPU_DEVICE_ARENA_H_
+#ifndef VGPU_BACKEND_DEVICE_ARENA_H_
+#define VGPU_BACKEND_DEVICE_ARENA_H_
 
 #include <atomic>
 #include <cstdint>
@@ -28,6 +30,24 @@
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
+
+// The contiguous memory an arena carves, in an executor's address space. Implementations zero it
+// when asked (scrubbing) and release it when destroyed.
+class ArenaStorage {
+ public:
+  virtual ~ArenaStorage() = default;
+  // The first byte, as the executor's kernels and copies address it (host memory: a host
+  // pointer; a GPU's memory: a device pointer, never dereferenced on the host).
+  virtual uint8_t* base() const = 0;
+  virtual uint64_t size() const = 0;
+  // Sets [offset, offset + size) to zero. Called outside the arena's lock, from any thread.
+  virtual void Zero(uint64_t offset, uint64_t size) = 0;
+};
+
+// Reserves `limit_bytes` (rounded up to DeviceArena::kAlignment) of host address space whose
+// pages are committed on first touch and given back to the OS when large blocks are scrubbed.
+absl::StatusOr<std::unique_ptr<ArenaStorage>> ReserveHostArenaStorage(uint32_t device_index,
+                                                                       uint64_t limit_bytes);
 
 class DeviceArena {
  private:
@@ -59,7 +79,8 @@ class DeviceArena {
     Pin(const Pin&) = delete;
     Pin& operator=(const Pin&) = delete;
 
-    // The host address of the pinned range's first byte (null for an empty Pin).
+    // The address of the pinned range's first byte in the executor's address space (a host
+    // address on the CPU executor; null for an empty Pin).
     uint8_t* host() const { return host_; }
     // Releases the pin now (no-op if empty).
     void Reset();
@@ -77,9 +98,12 @@ class DeviceArena {
     uint64_t pending_free = 0;   // freed, waiting for their pins to be released
   };
 
-  // Reserves `limit_bytes` of address space (pages are committed on first touch).
+  // An arena over host memory: reserves `limit_bytes` of address space (ReserveHostArenaStorage).
   static absl::StatusOr<std::unique_ptr<DeviceArena>> Create(uint32_t device_index,
                                                              uint64_t limit_bytes);
+  // An arena over `storage`, which it owns; the storage must read as zeros.
+  static absl::StatusOr<std::unique_ptr<DeviceArena>> Create(uint32_t device_index,
+                                                             std::unique_ptr<ArenaStorage> storage);
   // Every Pin must have been released before.
   ~DeviceArena();
   DeviceArena(const DeviceArena&) = delete;
@@ -131,7 +155,7 @@ class DeviceArena {
     bool freed = false;  // guarded by mu_
   };
 
-  DeviceArena(uint32_t device_index, uint8_t* base, uint64_t limit);
+  DeviceArena(uint32_t device_index, std::unique_ptr<ArenaStorage> storage, uint64_t limit);
   // Finds the live allocation of `owner` holding [offset, offset + size). Caller holds mu_.
   absl::StatusOr<Block*> FindLiveLocked(uint64_t address, uint64_t size, uint64_t owner) const;
   // Marks `block` freed and drops the owner's reference; true if that was the last one (the
@@ -143,9 +167,9 @@ class DeviceArena {
   void ReleaseLocked(uint64_t offset, uint64_t size);  // returns a block to the free lists
 
   const uint32_t device_index_;
-  uint8_t* const base_;
+  const std::unique_ptr<ArenaStorage> storage_;
+  uint8_t* const base_;  // storage_->base()
   const uint64_t limit_;
-  const uint64_t page_size_;
 
   mutable std::mutex mu_;
   std::map<uint64_t, Block> allocations_;                // by offset (live and pinned-freed)
@@ -163,4 +187,4 @@ using PinnedRanges = absl::InlinedVector<DeviceArena::Pin, 4>;
 
 }  // namespace vgpu
 
-#endif  // VGPU_BACKEND_CPU_DEVICE_ARENA_H_
+#endif  // VGPU_BACKEND_DEVICE_ARENA_H_

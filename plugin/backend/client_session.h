@@ -1,33 +1,39 @@
-// One client's session on the CPU backing executor: its streams, events and the memory it owns.
-// Internal to the CPU backend; clients see only ExecutorSession.
+// The session layer: one client's session on any backing executor. It decodes and validates
+// every command once (one small handler per command kind), keeps the client's streams
+// (StreamQueue), events, forward-mode descriptors and limits, and calls the executor's typed
+// operations (backing_executor.h) with validated, pinned memory. Executors implement no
+// command handling of their own; BackingExecutor::OpenSession creates one of these.
 //
 // Isolation: every device range a stream command names is validated and pinned when the command
 // is queued (a bad address fails the stream in order, before anything runs); a Free is ordered
 // after the queued work that uses the memory (DeviceArena::Pin); memory is charged as the arena
 // takes it; streams, events and descriptors are capped per session (SessionLimits).
-#ifndef VGPU_BACKEND_CPU_CPU_SESSION_H_
-#define VGPU_BACKEND_CPU_CPU_SESSION_H_
+#ifndef VGPU_BACKEND_CLIENT_SESSION_H_
+#define VGPU_BACKEND_CLIENT_SESSION_H_
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "plugin/backend/cpu/cpu_executor.h"
-#include "plugin/backend/cpu/cpu_stream.h"
+#include "plugin/backend/stream_queue.h"
 #include "plugin/backend/executor_session.h"
 
 namespace vgpu {
 
-class CpuSession final : public ExecutorSession {
+class ClientSession final : public ExecutorSession {
  public:
-  // `quota_bytes` 0: no quota beyond the devices' limits.
-  CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-             uint64_t quota_bytes = 0, SessionLimits limits = {});
-  ~CpuSession() override;
+  // `executor` must outlive the session; `session_id` is unique among the executor's sessions
+  // (it owns the session's memory in the arenas); `quota_bytes` 0: no quota beyond the devices'
+  // limits.
+  ClientSession(BackingExecutor* executor, uint64_t session_id, CompletionSink* sink,
+                uint64_t quota_bytes = 0, SessionLimits limits = {});
+  ~ClientSession() override;
 
   Reply Handle(Command command) override;
   uint64_t BytesInUse() const override;
@@ -37,14 +43,23 @@ class CpuSession final : public ExecutorSession {
     uint64_t stream_id = 0;
     uint64_t position = 0;
   };
+  // A virtual stream: the session's queue and the executor's state for it. The queue is
+  // destroyed (drained) first.
+  struct Stream {
+    std::unique_ptr<ExecutorStream> executor_stream;
+    std::unique_ptr<StreamQueue> queue;
+    ~Stream() { queue.reset(); }
+  };
 
-  // Runs one stream-ordered command on a stream's worker thread, on the memory pinned for it.
-  absl::Status Execute(CpuStream::Work& work, const absl::Status& stream_status);
-  // `device_src` / `device_dst`: the pinned host addresses of command.src / command.dst (null
-  // where the command names host memory instead).
-  absl::Status Copy(const Command& command, const uint8_t* device_src, uint8_t* device_dst);
-  absl::Status Memset(const Command& command, uint8_t* device_dst);
-  absl::Status Launch(const Command& command, const PinnedRanges& pins);
+  // Runs one stream-ordered command on a stream's worker thread, on the memory pinned for it,
+  // by calling the executor.
+  absl::Status Execute(ExecutorStream* stream, StreamQueue::Work& work,
+                       const absl::Status& stream_status);
+  // A copy with both ends resolved: the pinned executor addresses of command.src / command.dst,
+  // or the command's host pointers where it names host memory.
+  absl::Status Copy(ExecutorStream* stream, const Command& command, PinnedRanges& pins);
+  absl::Status Memset(ExecutorStream* stream, const Command& command, PinnedRanges& pins);
+  absl::Status Launch(ExecutorStream* stream, const Command& command, PinnedRanges& pins);
   // Validates and pins every device range of a stream command (one Pin per range, in order:
   // src then dst for copies, dst for a memset, the buffers for a launch). Blocking: only on the
   // arena's lock.
@@ -52,7 +67,7 @@ class CpuSession final : public ExecutorSession {
   absl::Status PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins);
   // One handler per command kind (HandlerTable); each validates its own fields. The
   // stream-ordered kinds share EnqueueOnStream, which validates and pins what they name.
-  using Handler = Reply (CpuSession::*)(Command& command);
+  using Handler = Reply (ClientSession::*)(Command& command);
   static const Handler* HandlerTable();
   Reply HandleAllocate(Command& command);
   Reply HandleFree(Command& command);
@@ -71,16 +86,21 @@ class CpuSession final : public ExecutorSession {
   absl::StatusOr<uint64_t> TryAllocate(uint32_t device, uint64_t size);
   // This session's memory summed over devices.
   DeviceArena::Usage TotalUsage() const;
+  // Waits until `stream` has run what is queued on it now and the executor has finished it;
+  // returns (and clears) the stream's first error, else the executor's.
+  absl::Status SynchronizeStream(Stream& stream);
   // Waits (at most `timeout`) until every stream has run what is queued on it now.
   void WaitForQueuedWork(std::chrono::milliseconds timeout);
   absl::Status CheckDevice(uint32_t device) const;
-  std::shared_ptr<CpuStream> FindStream(uint64_t id);
+  std::shared_ptr<Stream> FindStream(uint64_t id);
+  // The kernel's name for messages ("kernel N" if the executor has none by that id).
+  std::string KernelLabel(uint64_t kernel_id) const;
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
   // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.
   absl::Status ResolveDescriptorReferencesLocked(Command& command)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  CpuExecutor* const executor_;
+  BackingExecutor* const executor_;
   const uint64_t session_id_;
   CompletionSink* const sink_;
   const uint64_t quota_bytes_;
@@ -91,16 +111,13 @@ class CpuSession final : public ExecutorSession {
   std::mutex memory_mu_;
 
   std::mutex mu_;  // also orders enqueues against event marks
-  absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, EventMark> events_ ABSL_GUARDED_BY(mu_);
-  struct StoredDescriptor {
-    uint8_t kind = 0;
-    std::vector<uint8_t> settings;
-  };
   // Forward mode: the executor's own descriptor objects, by client-chosen id.
-  absl::flat_hash_map<uint64_t, StoredDescriptor> descriptors_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<ExecutorDescriptor>> descriptors_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace vgpu
 
-#endif  // VGPU_BACKEND_CPU_CPU_SESSION_H_
+#endif  // VGPU_BACKEND_CLIENT_SESSION_H_

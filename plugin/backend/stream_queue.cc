@@ -1,5 +1,5 @@
-// The CPU backing executor's stream worker (see cpu_stream.h).
-#include "plugin/backend/cpu/cpu_stream.h"
+// A session's stream worker (see stream_queue.h).
+#include "plugin/backend/stream_queue.h"
 
 #include <utility>
 
@@ -17,12 +17,12 @@ bool RunsAfterError(CommandKind kind) {
 
 }  // namespace
 
-CpuStream::CpuStream(uint64_t id, uint32_t device, Executor executor)
-    : id_(id), device_(device), executor_(std::move(executor)) {
+StreamQueue::StreamQueue(uint64_t id, uint32_t device, Runner runner)
+    : id_(id), device_(device), runner_(std::move(runner)) {
   worker_ = std::thread([this] { WorkerLoop(); });
 }
 
-CpuStream::~CpuStream() {
+StreamQueue::~StreamQueue() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
@@ -31,13 +31,13 @@ CpuStream::~CpuStream() {
   worker_.join();
 }
 
-uint64_t CpuStream::Enqueue(Command command) {
+uint64_t StreamQueue::Enqueue(Command command) {
   Work work;
   work.command = std::move(command);
   return Enqueue(std::move(work));
 }
 
-uint64_t CpuStream::Enqueue(Work work) {
+uint64_t StreamQueue::Enqueue(Work work) {
   uint64_t position;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -48,41 +48,41 @@ uint64_t CpuStream::Enqueue(Work work) {
   return position;
 }
 
-uint64_t CpuStream::enqueued() const {
+uint64_t StreamQueue::enqueued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return enqueued_;
 }
 
-void CpuStream::WaitUntilCompleted(uint64_t position) const {
+void StreamQueue::WaitUntilCompleted(uint64_t position) const {
   std::unique_lock<std::mutex> lock(mu_);
   progress_cv_.wait(lock, [&] { return completed_ >= position; });
 }
 
-bool CpuStream::WaitUntilCompletedFor(uint64_t position,
+bool StreamQueue::WaitUntilCompletedFor(uint64_t position,
                                       std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
   return progress_cv_.wait_for(lock, timeout,
                                [&] { return completed_ >= position; });
 }
 
-bool CpuStream::IsCompleted(uint64_t position) const {
+bool StreamQueue::IsCompleted(uint64_t position) const {
   std::lock_guard<std::mutex> lock(mu_);
   return completed_ >= position;
 }
 
-absl::Status CpuStream::status() const {
+absl::Status StreamQueue::status() const {
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
 
-absl::Status CpuStream::TakeStatus() {
+absl::Status StreamQueue::TakeStatus() {
   std::lock_guard<std::mutex> lock(mu_);
   absl::Status status = std::move(status_);
   status_ = absl::OkStatus();
   return status;
 }
 
-void CpuStream::WorkerLoop() {
+void StreamQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
@@ -97,7 +97,7 @@ void CpuStream::WorkerLoop() {
     if (!work.rejected.ok()) {
       result = std::move(work.rejected);
     } else if (stream_status.ok() || RunsAfterError(kind)) {
-      result = executor_(work, stream_status);
+      result = runner_(work, stream_status);
     }
     work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
 

@@ -1,4 +1,4 @@
-// The device address format of the CPU backing executor. Addresses handed to TensorFlow are
+// The device address format every backing executor hands out (its arenas decode it). Addresses handed to TensorFlow are
 // offsets into a device's arena, tagged so that they fault if the host dereferences them: the
 // top byte 0x7D makes them non-canonical on x86-64 (4- and 5-level paging) and bits 53-55 put
 // them beyond any user address on AArch64 even with top-byte-ignore. Addresses are linear within
@@ -8,8 +8,8 @@
 //   +---------+------+------------+--------------------------------------+
 //   |  0x7D   | 0xE  |   device   |        offset in the arena (16 TiB)   |
 //   +---------+------+------------+--------------------------------------+
-#ifndef VGPU_BACKEND_CPU_DEVICE_ADDRESS_H_
-#define VGPU_BACKEND_CPU_DEVICE_ADDRESS_H_
+#ifndef VGPU_BACKEND_DEVICE_ADDRESS_H_
+#define VGPU_BACKEND_DEVICE_ADDRESS_H_
 
 #include <cstdint>
 
@@ -36,4 +36,4 @@ inline bool DecodeDeviceAddress(uint64_t address, uint32_t* device, uint64_t* of
 
 }  // namespace vgpu
 
-#endif  // VGPU_BACKEND_CPU_DEVICE_ADDRESS_H_
+#endif  // VGPU_BACKEND_DEVICE_ADDRESS_H_

@@ -1,6 +1,6 @@
-// Best-fit arena allocator over a reserved mapping, with pins, stream-ordered frees and
+// Best-fit arena allocator over an executor's memory (host: a reserved mapping), with pins, stream-ordered frees and
 // scrubbing (see device_arena.h).
-#include "plugin/backend/cpu/device_arena.h"
+#include "plugin/backend/device_arena.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "plugin/backend/cpu/device_address.h"
+#include "plugin/backend/device_address.h"
 
 namespace vgpu {
 namespace {
@@ -24,10 +24,39 @@ std::string FormatAddress(uint64_t address) {
   return absl::StrCat("0x", absl::Hex(address, absl::kZeroPad16));
 }
 
-}  // namespace
+// Host memory: a reserved anonymous mapping whose pages are committed on first touch.
+class HostArenaStorage final : public ArenaStorage {
+ public:
+  HostArenaStorage(uint8_t* base, uint64_t size)
+      : base_(base), size_(size), page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {}
+  ~HostArenaStorage() override { ::munmap(base_, size_); }
 
-absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(uint32_t device_index,
-                                                                 uint64_t limit_bytes) {
+  uint8_t* base() const override { return base_; }
+  uint64_t size() const override { return size_; }
+
+  void Zero(uint64_t offset, uint64_t size) override {
+    uint8_t* const start = base_ + offset;
+    if (size >= DeviceArena::kReturnToOsThreshold) {
+      // Give the page-aligned interior back to the OS (it reads as zeros when touched again;
+      // the range stays reserved) and zero the partial pages at either end.
+      const uint64_t first = RoundUp(offset, page_size_);
+      const uint64_t last = (offset + size) / page_size_ * page_size_;
+      if (last > first && ::madvise(base_ + first, last - first, MADV_DONTNEED) == 0) {
+        std::memset(start, 0, first - offset);
+        std::memset(base_ + last, 0, offset + size - last);
+        return;
+      }
+    }
+    std::memset(start, 0, size);
+  }
+
+ private:
+  uint8_t* const base_;
+  const uint64_t size_;
+  const uint64_t page_size_;
+};
+
+absl::Status CheckArenaGeometry(uint32_t device_index, uint64_t limit_bytes) {
   if (device_index > kMaxDeviceIndex) {
     return absl::InvalidArgumentError(absl::StrCat("device index ", device_index, " too large"));
   }
@@ -35,7 +64,15 @@ absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(uint32_t device
     return absl::InvalidArgumentError(absl::StrCat("device memory limit ", limit_bytes,
                                                    " bytes is outside 1 byte .. 16 TiB"));
   }
-  uint64_t limit = RoundUp(limit_bytes, kAlignment);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ArenaStorage>> ReserveHostArenaStorage(uint32_t device_index,
+                                                                       uint64_t limit_bytes) {
+  if (absl::Status s = CheckArenaGeometry(device_index, limit_bytes); !s.ok()) return s;
+  const uint64_t limit = RoundUp(limit_bytes, DeviceArena::kAlignment);
   void* base = ::mmap(nullptr, limit, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (base == MAP_FAILED) {
@@ -43,20 +80,38 @@ absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(uint32_t device
         "cannot reserve ", limit, " bytes of address space for device ", device_index, ": ",
         std::strerror(errno)));
   }
-  return std::unique_ptr<DeviceArena>(
-      new DeviceArena(device_index, static_cast<uint8_t*>(base), limit));
+  return std::make_unique<HostArenaStorage>(static_cast<uint8_t*>(base), limit);
 }
 
-DeviceArena::DeviceArena(uint32_t device_index, uint8_t* base, uint64_t limit)
+absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(uint32_t device_index,
+                                                                 uint64_t limit_bytes) {
+  absl::StatusOr<std::unique_ptr<ArenaStorage>> storage =
+      ReserveHostArenaStorage(device_index, limit_bytes);
+  if (!storage.ok()) return storage.status();
+  return Create(device_index, *std::move(storage));
+}
+
+absl::StatusOr<std::unique_ptr<DeviceArena>> DeviceArena::Create(
+    uint32_t device_index, std::unique_ptr<ArenaStorage> storage) {
+  if (storage == nullptr) return absl::InvalidArgumentError("an arena needs its storage");
+  if (absl::Status s = CheckArenaGeometry(device_index, storage->size()); !s.ok()) return s;
+  // Offsets are carved in kAlignment units: a tail smaller than that is never handed out.
+  const uint64_t limit = storage->size() / kAlignment * kAlignment;
+  if (limit == 0) return absl::InvalidArgumentError("arena storage smaller than one block");
+  return std::unique_ptr<DeviceArena>(new DeviceArena(device_index, std::move(storage), limit));
+}
+
+DeviceArena::DeviceArena(uint32_t device_index, std::unique_ptr<ArenaStorage> storage,
+                         uint64_t limit)
     : device_index_(device_index),
-      base_(base),
-      limit_(limit),
-      page_size_(static_cast<uint64_t>(::sysconf(_SC_PAGESIZE))) {
+      storage_(std::move(storage)),
+      base_(storage_->base()),
+      limit_(limit) {
   free_by_offset_.emplace(0, limit);
   free_by_size_.emplace(limit, 0);
 }
 
-DeviceArena::~DeviceArena() { ::munmap(base_, limit_); }
+DeviceArena::~DeviceArena() = default;
 
 DeviceArena::Pin& DeviceArena::Pin::operator=(Pin&& other) noexcept {
   if (this != &other) {
@@ -130,21 +185,7 @@ void DeviceArena::ReleaseLocked(uint64_t offset, uint64_t size) {
   free_by_size_.emplace(end - start, start);
 }
 
-void DeviceArena::Scrub(uint64_t offset, uint64_t size) {
-  uint8_t* const start = base_ + offset;
-  if (size >= kReturnToOsThreshold) {
-    // Give the page-aligned interior back to the OS (it reads as zeros when touched again; the
-    // range stays reserved) and zero the partial pages at either end.
-    const uint64_t first = RoundUp(offset, page_size_);
-    const uint64_t last = (offset + size) / page_size_ * page_size_;
-    if (last > first && ::madvise(base_ + first, last - first, MADV_DONTNEED) == 0) {
-      std::memset(start, 0, first - offset);
-      std::memset(base_ + last, 0, offset + size - last);
-      return;
-    }
-  }
-  std::memset(start, 0, size);
-}
+void DeviceArena::Scrub(uint64_t offset, uint64_t size) { storage_->Zero(offset, size); }
 
 void DeviceArena::Reclaim(Block* block) {
   // Nobody references the block any more and it is freed, so nobody can pin it again: scrub it

@@ -1,4 +1,4 @@
-// Tests of one CPU backing-executor stream (backend/cpu/cpu_stream.h) with a scripted executor:
+// Tests of one session stream (backend/stream_queue.h) with a scripted runner:
 // FIFO order, asynchronous enqueue, completion positions, the sticky first error, and draining
 // on destruction.
 #include <memory>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "plugin/backend/cpu/cpu_stream.h"
+#include "plugin/backend/stream_queue.h"
 #include "test_sync.h"
 
 namespace vgpu {
@@ -23,9 +23,9 @@ Command MakeCommand(CommandKind kind, uint64_t tag) {
   return command;
 }
 
-TEST(CpuStream, RunsCommandsInFifoOrder) {
+TEST(StreamQueue, RunsCommandsInFifoOrder) {
   OrderLog log;
-  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
   });
@@ -37,9 +37,9 @@ TEST(CpuStream, RunsCommandsInFifoOrder) {
   EXPECT_EQ(log.values(), expected);
 }
 
-TEST(CpuStream, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
+TEST(StreamQueue, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
   OrderLog log;
-  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
   });
@@ -65,10 +65,10 @@ TEST(CpuStream, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
   }
 }
 
-TEST(CpuStream, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
+TEST(StreamQueue, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
   Gate release;
   Gate first_running;
-  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     if (w.command.object == 0) {
       first_running.Open();
       release.Wait();  // the worker is held inside the first command
@@ -92,9 +92,9 @@ TEST(CpuStream, EnqueueReturnsPositionsAndNeverWaitsForExecution) {
   EXPECT_FALSE(stream.IsCompleted(12));
 }
 
-TEST(CpuStream, WaitUntilCompletedWaitsOnlyForItsPosition) {
+TEST(StreamQueue, WaitUntilCompletedWaitsOnlyForItsPosition) {
   Gate release;
-  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     if (w.command.object == 2) release.Wait();
     return absl::OkStatus();
   });
@@ -108,8 +108,8 @@ TEST(CpuStream, WaitUntilCompletedWaitsOnlyForItsPosition) {
   EXPECT_TRUE(stream.IsCompleted(2));
 }
 
-TEST(CpuStream, RemembersTheFirstErrorAndNamesTheCommand) {
-  CpuStream stream(42, 0, [&](CpuStream::Work& w, const absl::Status&) {
+TEST(StreamQueue, RemembersTheFirstErrorAndNamesTheCommand) {
+  StreamQueue stream(42, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     if (w.command.object == 1) return absl::InvalidArgumentError("the first failure");
     if (w.command.object == 2) return absl::InternalError("a later failure");
     return absl::OkStatus();
@@ -123,10 +123,10 @@ TEST(CpuStream, RemembersTheFirstErrorAndNamesTheCommand) {
   EXPECT_EQ(status.message(), "memset on stream 42 failed: the first failure");
 }
 
-TEST(CpuStream, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
+TEST(StreamQueue, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
   OrderLog ran;
   std::vector<absl::Status> seen_by_markers;
-  CpuStream stream(7, 0, [&](CpuStream::Work& w, const absl::Status& stream_status) {
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status& stream_status) {
     ran.Append(static_cast<int64_t>(w.command.kind));
     if (w.command.kind == CommandKind::kNotify || w.command.kind == CommandKind::kRecordEvent) {
       seen_by_markers.push_back(stream_status);
@@ -158,8 +158,8 @@ TEST(CpuStream, SkipsDataCommandsAfterAnErrorButStillRunsMarkers) {
   EXPECT_EQ(stream.status().code(), absl::StatusCode::kOutOfRange);
 }
 
-TEST(CpuStream, StatusIsOkWhileNothingFailed) {
-  CpuStream stream(7, 3, [&](CpuStream::Work&, const absl::Status&) { return absl::OkStatus(); });
+TEST(StreamQueue, StatusIsOkWhileNothingFailed) {
+  StreamQueue stream(7, 3, [&](StreamQueue::Work&, const absl::Status&) { return absl::OkStatus(); });
   EXPECT_TRUE(stream.status().ok());
   stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
   stream.WaitUntilCompleted(1);
@@ -168,10 +168,10 @@ TEST(CpuStream, StatusIsOkWhileNothingFailed) {
   EXPECT_EQ(stream.device(), 3u);
 }
 
-TEST(CpuStream, DestructionDrainsQueuedCommands) {
+TEST(StreamQueue, DestructionDrainsQueuedCommands) {
   OrderLog log;
   Gate release;
-  auto stream = std::make_unique<CpuStream>(7, 0, [&](CpuStream::Work& w, const absl::Status&) {
+  auto stream = std::make_unique<StreamQueue>(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
     if (w.command.object == 0) release.Wait();
     log.Append(static_cast<int64_t>(w.command.object));
     return absl::OkStatus();
@@ -182,9 +182,9 @@ TEST(CpuStream, DestructionDrainsQueuedCommands) {
   EXPECT_EQ(log.values().size(), 50u);
 }
 
-TEST(CpuStream, IdleStreamIsDestroyedPromptly) {
-  auto stream = std::make_unique<CpuStream>(
-      7, 0, [](CpuStream::Work&, const absl::Status&) { return absl::OkStatus(); });
+TEST(StreamQueue, IdleStreamIsDestroyedPromptly) {
+  auto stream = std::make_unique<StreamQueue>(
+      7, 0, [](StreamQueue::Work&, const absl::Status&) { return absl::OkStatus(); });
   stream.reset();  // no work: the worker must notice the stop request and exit
   SUCCEED();
 }

@@ -1,7 +1,6 @@
-// A client's session on the CPU backing executor (see cpu_session.h).
-#include "plugin/backend/cpu/cpu_session.h"
+// The session layer: one client's session on any backing executor (see client_session.h).
+#include "plugin/backend/client_session.h"
 
-#define EIGEN_USE_THREADS
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -11,9 +10,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "plugin/backend/cpu/fair_compute_pool.h"
-#include "plugin/backend/cpu/kernel_registry.h"
-#include "unsupported/Eigen/CXX11/Tensor"
+#include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/launch_params.h"
 
 namespace vgpu {
 namespace {
@@ -28,15 +26,15 @@ std::string Hex(uint64_t value) { return absl::StrCat("0x", absl::Hex(value)); }
 
 }  // namespace
 
-CpuSession::CpuSession(CpuExecutor* executor, uint64_t session_id, CompletionSink* sink,
-                       uint64_t quota_bytes, SessionLimits limits)
+ClientSession::ClientSession(BackingExecutor* executor, uint64_t session_id, CompletionSink* sink,
+                             uint64_t quota_bytes, SessionLimits limits)
     : executor_(executor),
       session_id_(session_id),
       sink_(sink),
       quota_bytes_(quota_bytes),
       limits_(limits) {}
 
-DeviceArena::Usage CpuSession::TotalUsage() const {
+DeviceArena::Usage ClientSession::TotalUsage() const {
   DeviceArena::Usage total;
   for (int d = 0; d < executor_->device_count(); ++d) {
     DeviceArena::Usage usage = executor_->arena(static_cast<uint32_t>(d)).UsageOf(session_id_);
@@ -46,10 +44,10 @@ DeviceArena::Usage CpuSession::TotalUsage() const {
   return total;
 }
 
-uint64_t CpuSession::BytesInUse() const { return TotalUsage().charged; }
+uint64_t ClientSession::BytesInUse() const { return TotalUsage().charged; }
 
-CpuSession::~CpuSession() {
-  absl::flat_hash_map<uint64_t, std::shared_ptr<CpuStream>> streams;
+ClientSession::~ClientSession() {
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams.swap(streams_);
@@ -61,7 +59,7 @@ CpuSession::~CpuSession() {
   }
 }
 
-absl::Status CpuSession::CheckDevice(uint32_t device) const {
+absl::Status ClientSession::CheckDevice(uint32_t device) const {
   if (device >= static_cast<uint32_t>(executor_->device_count())) {
     return absl::InvalidArgumentError(absl::StrCat("no device ", device, " on this executor (it has ",
                                                    executor_->device_count(), ")"));
@@ -69,13 +67,20 @@ absl::Status CpuSession::CheckDevice(uint32_t device) const {
   return absl::OkStatus();
 }
 
-std::shared_ptr<CpuStream> CpuSession::FindStream(uint64_t id) {
+std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(id);
   return it == streams_.end() ? nullptr : it->second;
 }
 
-absl::Status CpuSession::PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins) {
+std::string ClientSession::KernelLabel(uint64_t kernel_id) const {
+  std::string name = kernel_id <= UINT32_MAX
+                         ? executor_->KernelName(static_cast<uint32_t>(kernel_id))
+                         : std::string();
+  return name.empty() ? absl::StrCat("kernel ", kernel_id) : name;
+}
+
+absl::Status ClientSession::PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins) {
   // Usually every range lies on one device: pin them all under that arena's lock.
   DeviceArena* arena = nullptr;
   bool one_arena = true;
@@ -107,7 +112,7 @@ absl::Status CpuSession::PinRanges(absl::Span<const BufferArg> ranges, PinnedRan
   return absl::OkStatus();
 }
 
-absl::Status CpuSession::PinCommandRanges(const Command& command, PinnedRanges* pins) {
+absl::Status ClientSession::PinCommandRanges(const Command& command, PinnedRanges* pins) {
   switch (command.kind) {
     case CommandKind::kMemcpyHtoD:
     case CommandKind::kMemcpyDtoH:
@@ -132,18 +137,15 @@ absl::Status CpuSession::PinCommandRanges(const Command& command, PinnedRanges* 
     case CommandKind::kLaunch: {
       absl::Status status = PinRanges(command.buffers, pins);
       if (status.ok()) return status;
-      const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
-      return absl::Status(
-          status.code(),
-          absl::StrCat(kernel != nullptr ? kernel->name : absl::StrCat("kernel ", command.object),
-                       ": ", status.message()));
+      return absl::Status(status.code(),
+                          absl::StrCat(KernelLabel(command.object), ": ", status.message()));
     }
     default:
       return absl::OkStatus();
   }
 }
 
-absl::StatusOr<uint64_t> CpuSession::TryAllocate(uint32_t device, uint64_t size) {
+absl::StatusOr<uint64_t> ClientSession::TryAllocate(uint32_t device, uint64_t size) {
   DeviceArena& arena = executor_->arena(device);
   std::lock_guard<std::mutex> memory_lock(memory_mu_);
   if (quota_bytes_ > 0) {
@@ -162,22 +164,22 @@ absl::StatusOr<uint64_t> CpuSession::TryAllocate(uint32_t device, uint64_t size)
   return arena.Allocate(size, session_id_);
 }
 
-void CpuSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
-  std::vector<std::pair<std::shared_ptr<CpuStream>, uint64_t>> streams;
+void ClientSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
+  std::vector<std::pair<std::shared_ptr<Stream>, uint64_t>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams.reserve(streams_.size());
-    for (auto& [id, stream] : streams_) streams.emplace_back(stream, stream->enqueued());
+    for (auto& [id, stream] : streams_) streams.emplace_back(stream, stream->queue->enqueued());
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (auto& [stream, position] : streams) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0 || !stream->WaitUntilCompletedFor(position, left)) return;
+    if (left.count() <= 0 || !stream->queue->WaitUntilCompletedFor(position, left)) return;
   }
 }
 
-Reply CpuSession::HandleAllocate(Command& command) {
+Reply ClientSession::HandleAllocate(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   absl::StatusOr<uint64_t> address = TryAllocate(command.device, command.size);
   if (!address.ok() && absl::IsResourceExhausted(address.status()) &&
@@ -194,37 +196,37 @@ Reply CpuSession::HandleAllocate(Command& command) {
 }
 
 // One handler per command kind; the stream-ordered commands share EnqueueOnStream.
-const CpuSession::Handler* CpuSession::HandlerTable() {
+const ClientSession::Handler* ClientSession::HandlerTable() {
   static const auto* table = [] {
     auto* t = new std::array<Handler, static_cast<size_t>(CommandKind::kNumKinds)>();
     auto set = [t](CommandKind kind, Handler handler) {
       (*t)[static_cast<size_t>(kind)] = handler;
     };
-    set(CommandKind::kAllocate, &CpuSession::HandleAllocate);
-    set(CommandKind::kFree, &CpuSession::HandleFree);
-    set(CommandKind::kMemoryInfo, &CpuSession::HandleMemoryInfo);
-    set(CommandKind::kCreateStream, &CpuSession::HandleCreateStream);
-    set(CommandKind::kDestroyStream, &CpuSession::HandleDestroyStream);
-    set(CommandKind::kSynchronizeStream, &CpuSession::HandleStreamStatus);
-    set(CommandKind::kStreamStatus, &CpuSession::HandleStreamStatus);
-    set(CommandKind::kSynchronizeDevice, &CpuSession::HandleSynchronizeDevice);
-    set(CommandKind::kMemcpyNow, &CpuSession::HandleMemcpyNow);
-    set(CommandKind::kDestroyEvent, &CpuSession::HandleDestroyEvent);
-    set(CommandKind::kDescriptorCreate, &CpuSession::HandleDescriptorCreate);
-    set(CommandKind::kDescriptorSet, &CpuSession::HandleDescriptorSet);
-    set(CommandKind::kDescriptorDestroy, &CpuSession::HandleDescriptorDestroy);
+    set(CommandKind::kAllocate, &ClientSession::HandleAllocate);
+    set(CommandKind::kFree, &ClientSession::HandleFree);
+    set(CommandKind::kMemoryInfo, &ClientSession::HandleMemoryInfo);
+    set(CommandKind::kCreateStream, &ClientSession::HandleCreateStream);
+    set(CommandKind::kDestroyStream, &ClientSession::HandleDestroyStream);
+    set(CommandKind::kSynchronizeStream, &ClientSession::HandleStreamStatus);
+    set(CommandKind::kStreamStatus, &ClientSession::HandleStreamStatus);
+    set(CommandKind::kSynchronizeDevice, &ClientSession::HandleSynchronizeDevice);
+    set(CommandKind::kMemcpyNow, &ClientSession::HandleMemcpyNow);
+    set(CommandKind::kDestroyEvent, &ClientSession::HandleDestroyEvent);
+    set(CommandKind::kDescriptorCreate, &ClientSession::HandleDescriptorCreate);
+    set(CommandKind::kDescriptorSet, &ClientSession::HandleDescriptorSet);
+    set(CommandKind::kDescriptorDestroy, &ClientSession::HandleDescriptorDestroy);
     for (CommandKind kind : {CommandKind::kRecordEvent, CommandKind::kWaitEvent,
                              CommandKind::kMemcpyHtoD, CommandKind::kMemcpyDtoH,
                              CommandKind::kMemcpyDtoD, CommandKind::kMemset, CommandKind::kLaunch,
                              CommandKind::kNotify}) {
-      set(kind, &CpuSession::EnqueueOnStream);
+      set(kind, &ClientSession::EnqueueOnStream);
     }
     return t;
   }();
   return table->data();
 }
 
-Reply CpuSession::Handle(Command command) {
+Reply ClientSession::Handle(Command command) {
   const auto index = static_cast<size_t>(command.kind);
   if (index >= static_cast<size_t>(CommandKind::kNumKinds) || HandlerTable()[index] == nullptr) {
     return ErrorReply(absl::InvalidArgumentError(
@@ -233,7 +235,7 @@ Reply CpuSession::Handle(Command command) {
   return (this->*HandlerTable()[index])(command);
 }
 
-Reply CpuSession::HandleFree(Command& command) {
+Reply ClientSession::HandleFree(Command& command) {
   DeviceArena* arena = executor_->ArenaForAddress(command.dst);
   if (arena == nullptr) {
     return ErrorReply(absl::InvalidArgumentError(
@@ -245,7 +247,7 @@ Reply CpuSession::HandleFree(Command& command) {
   return reply;
 }
 
-Reply CpuSession::HandleMemoryInfo(Command& command) {
+Reply ClientSession::HandleMemoryInfo(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   Reply reply;
   reply.memory = executor_->arena(command.device).Info();
@@ -259,7 +261,7 @@ Reply CpuSession::HandleMemoryInfo(Command& command) {
   return reply;
 }
 
-Reply CpuSession::HandleCreateStream(Command& command) {
+Reply ClientSession::HandleCreateStream(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   std::lock_guard<std::mutex> lock(mu_);
   if (command.stream == 0 || streams_.contains(command.stream)) {
@@ -271,11 +273,18 @@ Reply CpuSession::HandleCreateStream(Command& command) {
         "this client already has ", streams_.size(), " streams, the most it may have "
         "(--max_streams_per_client=", limits_.max_streams, ")")));
   }
-  std::shared_ptr<CpuStream> stream;
+  absl::StatusOr<std::unique_ptr<ExecutorStream>> executor_stream =
+      executor_->CreateStream(command.device);
+  if (!executor_stream.ok()) return ErrorReply(executor_stream.status());
+  auto stream = std::make_shared<Stream>();
+  stream->executor_stream = *std::move(executor_stream);
   try {  // each stream is a worker thread, which the system may refuse
-    stream = std::make_shared<CpuStream>(
+    ExecutorStream* const on_executor = stream->executor_stream.get();
+    stream->queue = std::make_unique<StreamQueue>(
         command.stream, command.device,
-        [this](CpuStream::Work& work, const absl::Status& s) { return Execute(work, s); });
+        [this, on_executor](StreamQueue::Work& work, const absl::Status& s) {
+          return Execute(on_executor, work, s);
+        });
   } catch (const std::system_error& error) {
     return ErrorReply(absl::ResourceExhaustedError(
         absl::StrCat("cannot start a worker thread for stream ", command.stream, ": ",
@@ -285,8 +294,8 @@ Reply CpuSession::HandleCreateStream(Command& command) {
   return Reply{};
 }
 
-Reply CpuSession::HandleDestroyStream(Command& command) {
-  std::shared_ptr<CpuStream> stream;
+Reply ClientSession::HandleDestroyStream(Command& command) {
+  std::shared_ptr<Stream> stream;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = streams_.find(command.stream);
@@ -296,62 +305,66 @@ Reply CpuSession::HandleDestroyStream(Command& command) {
     stream = std::move(it->second);
     streams_.erase(it);
   }
-  stream->WaitUntilCompleted(stream->enqueued());
-  return Reply{};
+  stream->queue->WaitUntilCompleted(stream->queue->enqueued());
+  Reply reply;
+  reply.status = executor_->SynchronizeStream(stream->executor_stream.get());
+  return reply;
 }
 
 // kSynchronizeStream waits and reports the first error once; kStreamStatus only looks.
-Reply CpuSession::HandleStreamStatus(Command& command) {
-  std::shared_ptr<CpuStream> stream = FindStream(command.stream);
+Reply ClientSession::HandleStreamStatus(Command& command) {
+  std::shared_ptr<Stream> stream = FindStream(command.stream);
   if (stream == nullptr) {
     return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
   }
   Reply reply;
   if (command.kind == CommandKind::kSynchronizeStream) {
-    stream->WaitUntilCompleted(stream->enqueued());
-    reply.status = stream->TakeStatus();  // reported once
+    reply.status = SynchronizeStream(*stream);
   } else {
-    reply.status = stream->status();
+    reply.status = stream->queue->status();
   }
   return reply;
 }
 
-Reply CpuSession::HandleSynchronizeDevice(Command& command) {
+Reply ClientSession::HandleSynchronizeDevice(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
-  std::vector<std::shared_ptr<CpuStream>> streams;
+  std::vector<std::shared_ptr<Stream>> streams;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, stream] : streams_) {
-      if (stream->device() == command.device) streams.push_back(stream);
+      if (stream->queue->device() == command.device) streams.push_back(stream);
     }
   }
   Reply reply;
   for (auto& stream : streams) {
-    stream->WaitUntilCompleted(stream->enqueued());
-    absl::Status status = stream->TakeStatus();  // reported once
+    absl::Status status = SynchronizeStream(*stream);
     if (reply.status.ok()) reply.status = status;
   }
   return reply;
 }
 
-Reply CpuSession::HandleMemcpyNow(Command& command) {
+absl::Status ClientSession::SynchronizeStream(Stream& stream) {
+  stream.queue->WaitUntilCompleted(stream.queue->enqueued());
+  absl::Status status = stream.queue->TakeStatus();  // reported once
+  absl::Status device_status = executor_->SynchronizeStream(stream.executor_stream.get());
+  return status.ok() ? device_status : status;
+}
+
+Reply ClientSession::HandleMemcpyNow(Command& command) {
   PinnedRanges pins;  // held while copying: a concurrent Free waits for the copy
   Reply reply;
   reply.status = PinCommandRanges(command, &pins);
-  if (reply.status.ok()) {
-    reply.status = Copy(command, pins.empty() ? nullptr : pins[0].host(),
-                        pins.empty() ? nullptr : pins[1].host());
-  }
+  if (reply.status.ok()) reply.status = Copy(nullptr, command, pins);
   return reply;
 }
 
-Reply CpuSession::HandleDestroyEvent(Command& command) {
+Reply ClientSession::HandleDestroyEvent(Command& command) {
   std::lock_guard<std::mutex> lock(mu_);
   events_.erase(command.object);
   return Reply{};
 }
 
-Reply CpuSession::HandleDescriptorCreate(Command& command) {
+Reply ClientSession::HandleDescriptorCreate(Command& command) {
   if (command.params.size() != 1 || command.params[0] < 1 ||
       command.params[0] > kNumDescriptorKinds) {
     return ErrorReply(absl::InvalidArgumentError("descriptor_create: bad descriptor kind"));
@@ -363,14 +376,18 @@ Reply CpuSession::HandleDescriptorCreate(Command& command) {
         "this client already has ", descriptors_.size(),
         " descriptors, the most it may have (max_descriptors)")));
   }
-  if (!descriptors_.try_emplace(command.object, StoredDescriptor{command.params[0], {}}).second) {
+  if (descriptors_.contains(command.object)) {
     return ErrorReply(absl::AlreadyExistsError(
         absl::StrCat("descriptor id ", command.object, " already exists")));
   }
+  absl::StatusOr<std::unique_ptr<ExecutorDescriptor>> descriptor =
+      executor_->CreateDescriptor(command.params[0]);
+  if (!descriptor.ok()) return ErrorReply(descriptor.status());
+  descriptors_.emplace(command.object, *std::move(descriptor));
   return Reply{};
 }
 
-Reply CpuSession::HandleDescriptorSet(Command& command) {
+Reply ClientSession::HandleDescriptorSet(Command& command) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = descriptors_.find(command.object);
   if (it == descriptors_.end()) {
@@ -379,11 +396,12 @@ Reply CpuSession::HandleDescriptorSet(Command& command) {
   if (command.params.empty() || command.params.size() > kMaxDescriptorSettingsSize) {
     return ErrorReply(absl::InvalidArgumentError("descriptor_set: bad settings size"));
   }
-  it->second.settings.assign(command.params.begin(), command.params.end());
-  return Reply{};
+  Reply reply;
+  reply.status = executor_->SetDescriptor(*it->second, command.params);
+  return reply;
 }
 
-Reply CpuSession::HandleDescriptorDestroy(Command& command) {
+Reply ClientSession::HandleDescriptorDestroy(Command& command) {
   std::lock_guard<std::mutex> lock(mu_);
   if (descriptors_.erase(command.object) == 0) {
     return ErrorReply(absl::NotFoundError(absl::StrCat("no descriptor ", command.object)));
@@ -391,10 +409,10 @@ Reply CpuSession::HandleDescriptorDestroy(Command& command) {
   return Reply{};
 }
 
-Reply CpuSession::EnqueueOnStream(Command& command) {
+Reply ClientSession::EnqueueOnStream(Command& command) {
   // Validate and pin the memory it names now, outside the session lock: a bad range fails
   // the stream in its turn without touching memory, and a Free waits for this command.
-  CpuStream::Work work;
+  StreamQueue::Work work;
   work.rejected = PinCommandRanges(command, &work.pins);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(command.stream);
@@ -403,7 +421,7 @@ Reply CpuSession::EnqueueOnStream(Command& command) {
         CommandKindName(command.kind), " names stream ", command.stream,
         ", which does not exist")));
   }
-  CpuStream& stream = *it->second;
+  StreamQueue& stream = *it->second->queue;
   if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
     if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
       return ErrorReply(s);
@@ -431,7 +449,7 @@ Reply CpuSession::EnqueueOnStream(Command& command) {
   return Reply{};
 }
 
-absl::Status CpuSession::ResolveDescriptorReferencesLocked(Command& command) {
+absl::Status ClientSession::ResolveDescriptorReferencesLocked(Command& command) {
   const auto& section = command.descriptors;
   bool has_reference = false;
   // Walk the section once to see whether anything needs resolving (reuse mode: nothing does).
@@ -462,48 +480,51 @@ absl::Status CpuSession::ResolveDescriptorReferencesLocked(Command& command) {
     if (size != sizeof(id)) return absl::InvalidArgumentError("bad descriptor reference");
     std::memcpy(&id, bytes.data(), sizeof(id));
     auto it = descriptors_.find(id);
-    if (it == descriptors_.end() || it->second.settings.empty() ||
-        it->second.kind != (kind & ~kDescriptorReference)) {
+    if (it == descriptors_.end() || it->second->settings().empty() ||
+        it->second->kind() != (kind & ~kDescriptorReference)) {
       return absl::FailedPreconditionError(absl::StrCat(
           "launch names descriptor ", id, ", which does not exist or was never set"));
     }
-    writer.Put(it->second.kind)
-        .Put(static_cast<uint16_t>(it->second.settings.size()))
-        .PutBytes(it->second.settings.data(), it->second.settings.size());
+    const std::vector<uint8_t>& settings = it->second->settings();
+    writer.Put(it->second->kind())
+        .Put(static_cast<uint16_t>(settings.size()))
+        .PutBytes(settings.data(), settings.size());
   }
   command.descriptors.assign(resolved.begin(), resolved.end());
   return absl::OkStatus();
 }
 
-absl::Status CpuSession::Execute(CpuStream::Work& work, const absl::Status& stream_status) {
+absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& work,
+                                    const absl::Status& stream_status) {
   Command& command = work.command;
-  const PinnedRanges& pins = work.pins;
   switch (command.kind) {
     case CommandKind::kMemcpyHtoD:
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset: {
-      // Pins: none for an empty command, else src then dst.
-      uint8_t* device_src = pins.empty() ? nullptr : pins[0].host();
-      uint8_t* device_dst = pins.empty() ? nullptr : pins[1].host();
       // Name the failing command: its error surfaces later, at a synchronisation.
       absl::Status status = command.kind == CommandKind::kMemset
-                                ? Memset(command, device_dst)
-                                : Copy(command, device_src, device_dst);
+                                ? Memset(stream, command, work.pins)
+                                : Copy(stream, command, work.pins);
       if (status.ok()) return status;
       return absl::Status(status.code(),
                           absl::StrCat(CommandKindName(command.kind), ": ", status.message()));
     }
     case CommandKind::kLaunch:
-      return Launch(command, pins);
+      return Launch(stream, command, work.pins);
     case CommandKind::kRecordEvent:
-    case CommandKind::kNotify:
-      if (sink_ != nullptr) sink_->OnNotify(command.token, stream_status);
-      return absl::OkStatus();
+    case CommandKind::kNotify: {
+      // Whoever waits for it may read what the stream wrote: the device must have finished.
+      absl::Status device_status = executor_->SynchronizeStream(stream);
+      if (sink_ != nullptr) {
+        sink_->OnNotify(command.token, stream_status.ok() ? device_status : stream_status);
+      }
+      return device_status;
+    }
     case CommandKind::kWaitEvent: {
       // The stream that recorded the event; if it is gone, its work has all completed.
-      std::shared_ptr<CpuStream> other = FindStream(command.dst);
-      if (other != nullptr) other->WaitUntilCompleted(command.src);
+      std::shared_ptr<Stream> other = FindStream(command.dst);
+      if (other != nullptr) other->queue->WaitUntilCompleted(command.src);
       return absl::OkStatus();
     }
     default:
@@ -512,66 +533,80 @@ absl::Status CpuSession::Execute(CpuStream::Work& work, const absl::Status& stre
   }
 }
 
-absl::Status CpuSession::Copy(const Command& command, const uint8_t* device_src,
-                              uint8_t* device_dst) {
-  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
+absl::Status ClientSession::Copy(ExecutorStream* stream, const Command& command,
+                                 PinnedRanges& pins) {
   if (command.size == 0) return absl::OkStatus();
-  const uint8_t* source =
-      command.src != 0 ? device_src : static_cast<const uint8_t*>(command.host_src);
-  uint8_t* destination = command.dst != 0 ? device_dst : static_cast<uint8_t*>(command.host_dst);
-  if (source == nullptr || destination == nullptr) {
+  // Pins: src then dst (validated when queued); a zero address names host memory instead.
+  CopyRequest request;
+  request.kind = command.kind;
+  request.device = command.device;
+  request.size = command.size;
+  request.source_on_device = command.src != 0;
+  request.destination_on_device = command.dst != 0;
+  request.source = request.source_on_device ? (pins.size() == 2 ? pins[0].host() : nullptr)
+                                            : static_cast<const uint8_t*>(command.host_src);
+  request.destination = request.destination_on_device
+                            ? (pins.size() == 2 ? pins[1].host() : nullptr)
+                            : static_cast<uint8_t*>(command.host_dst);
+  if (request.source == nullptr || request.destination == nullptr) {
     return absl::InvalidArgumentError("copy without a source or a destination");
   }
-  executor_->compute_device().memcpy(destination, source, command.size);
-  return absl::OkStatus();
+  return executor_->Copy(stream, session_id_, request, pins);
 }
 
-absl::Status CpuSession::Memset(const Command& command, uint8_t* device_dst) {
+absl::Status ClientSession::Memset(ExecutorStream* stream, const Command& command,
+                                   PinnedRanges& pins) {
   if (command.size == 0) return absl::OkStatus();  // empty tensors may have no memory at all
-  if (device_dst == nullptr) return absl::InternalError("memset without its pinned memory");
-  uint8_t* const dst = device_dst;  // validated and pinned when queued
-  if (command.pattern_bytes == 1) {
-    std::memset(dst, static_cast<int>(command.pattern & 0xFF), command.size);
-    return absl::OkStatus();
+  if (pins.size() != 2 || pins[1].host() == nullptr) {
+    return absl::InternalError("memset without its pinned memory");
   }
-  if (command.pattern_bytes == 4) {
-    if (command.size % 4 != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("memset32 of ", command.size, " bytes, not a multiple of 4"));
-    }
-    uint32_t* words = reinterpret_cast<uint32_t*>(dst);
-    for (uint64_t i = 0; i < command.size / 4; ++i) words[i] = command.pattern;
-    return absl::OkStatus();
+  if (command.pattern_bytes != 1 && command.pattern_bytes != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memset pattern of ", static_cast<int>(command.pattern_bytes), " bytes"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("memset pattern of ", static_cast<int>(command.pattern_bytes), " bytes"));
+  if (command.pattern_bytes == 4 && command.size % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memset32 of ", command.size, " bytes, not a multiple of 4"));
+  }
+  MemsetRequest request;
+  request.device = command.device;
+  request.destination = pins[1].host();
+  request.size = command.size;
+  request.pattern = command.pattern;
+  request.pattern_bytes = command.pattern_bytes;
+  return executor_->Memset(stream, session_id_, request, pins);
 }
 
-absl::Status CpuSession::Launch(const Command& command, const PinnedRanges& pins) {
-  ComputeTenantScope compute_tenant(session_id_);  // fair share of the compute pool
-  const KernelInfo* kernel = Kernels().Find(static_cast<uint32_t>(command.object));
-  if (kernel == nullptr) {
+absl::Status ClientSession::Launch(ExecutorStream* stream, const Command& command,
+                                   PinnedRanges& pins) {
+  const std::string kernel_name = command.object <= UINT32_MAX
+                                      ? executor_->KernelName(static_cast<uint32_t>(command.object))
+                                      : std::string();
+  if (kernel_name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
   }
-  absl::InlinedVector<DescriptorView, 6> descriptors;
-  if (absl::Status parsed = ParseLaunchDescriptors(command.descriptors, &descriptors); !parsed.ok()) {
-    return absl::Status(parsed.code(), absl::StrCat(kernel->name, ": ", parsed.message()));
-  }
   if (pins.size() != command.buffers.size()) {
-    return absl::InternalError(absl::StrCat(kernel->name, ": buffers were not pinned"));
+    return absl::InternalError(absl::StrCat(kernel_name, ": buffers were not pinned"));
   }
   // Every buffer was validated and pinned when the launch was queued (empty ones: null).
-  absl::InlinedVector<uint8_t*, 4> pointers;
-  absl::InlinedVector<uint64_t, 4> sizes;
+  absl::InlinedVector<uint8_t*, 8> pointers;
+  absl::InlinedVector<uint64_t, 8> sizes;
+  pointers.reserve(command.buffers.size());
+  sizes.reserve(command.buffers.size());
   for (size_t i = 0; i < command.buffers.size(); ++i) {
     pointers.push_back(pins[i].host());
     sizes.push_back(command.buffers[i].size);
   }
-  KernelContext context{pointers, sizes, command.params, &executor_->compute_device(),
-                        descriptors};
-  absl::Status status = RunKernel(*kernel, context);
+  LaunchRequest request;
+  request.device = command.device;
+  request.kernel_id = static_cast<uint32_t>(command.object);
+  request.buffers = pointers;
+  request.buffer_sizes = sizes;
+  request.params = command.params;
+  request.descriptors = command.descriptors;
+  absl::Status status = executor_->Launch(stream, session_id_, request, pins);
   if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat(kernel->name, ": ", status.message()));
+    return absl::Status(status.code(), absl::StrCat(kernel_name, ": ", status.message()));
   }
   return absl::OkStatus();
 }

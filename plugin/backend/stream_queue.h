@@ -1,12 +1,14 @@
-// One stream of the CPU backing executor: a FIFO of commands run in order by one worker thread,
-// asynchronously to whoever enqueues them. The stream remembers its first error until a
-// synchronisation reports it; meanwhile work that would touch memory (copies, memsets,
-// launches) is skipped, while notifications and event markers still run so that nobody waiting
-// on the stream hangs. Each queued command carries the pins of the device memory it uses (taken
-// when it was queued, see DeviceArena::Pin); they are released as soon as it has run or been
-// skipped, before it counts as completed.
-#ifndef VGPU_BACKEND_CPU_CPU_STREAM_H_
-#define VGPU_BACKEND_CPU_CPU_STREAM_H_
+// One virtual stream of a client session, whatever the executor: a FIFO of commands run in order
+// by one worker thread, asynchronously to whoever enqueues them (the worker calls the executor's
+// stream-ordered operations; an executor with queues of its own, a GPU's, is fed from it). The
+// stream remembers its first error until a synchronisation reports it; meanwhile work that would
+// touch memory (copies, memsets, launches) is skipped, while notifications and event markers
+// still run so that nobody waiting on the stream hangs. Each queued command carries the pins of
+// the device memory it uses (taken when it was queued, see DeviceArena::Pin); they are released
+// as soon as it has run or been skipped, before it counts as completed (an executor whose device
+// runs asynchronously takes them over to keep the memory until its device work is done).
+#ifndef VGPU_BACKEND_STREAM_QUEUE_H_
+#define VGPU_BACKEND_STREAM_QUEUE_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -17,15 +19,15 @@
 #include <thread>
 
 #include "absl/status/status.h"
-#include "plugin/backend/cpu/device_arena.h"
+#include "plugin/backend/device_arena.h"
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
 
-class CpuStream {
+class StreamQueue {
  public:
   // One queued command with what it needs to run: the pins of its device ranges (in the order
-  // the session's executor expects) and, if it was refused when queued, the reason.
+  // the session expects) and, if it was refused when queued, the reason.
   struct Work {
     Command command;
     PinnedRanges pins;
@@ -35,13 +37,13 @@ class CpuStream {
   };
 
   // Runs one command on the worker thread. `stream_status` is the stream's first error so far.
-  using Executor = std::function<absl::Status(Work& work, const absl::Status& stream_status)>;
+  using Runner = std::function<absl::Status(Work& work, const absl::Status& stream_status)>;
 
-  CpuStream(uint64_t id, uint32_t device, Executor executor);
+  StreamQueue(uint64_t id, uint32_t device, Runner runner);
   // Drains every enqueued command, then stops the worker.
-  ~CpuStream();
-  CpuStream(const CpuStream&) = delete;
-  CpuStream& operator=(const CpuStream&) = delete;
+  ~StreamQueue();
+  StreamQueue(const StreamQueue&) = delete;
+  StreamQueue& operator=(const StreamQueue&) = delete;
 
   // Queues `command`; returns its position (1 for the first command ever queued). Never blocks
   // on execution. Thread-safe; commands queued from one thread run in the order queued.
@@ -75,7 +77,7 @@ class CpuStream {
 
   const uint64_t id_;
   const uint32_t device_;
-  const Executor executor_;
+  const Runner runner_;
 
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
@@ -90,4 +92,4 @@ class CpuStream {
 
 }  // namespace vgpu
 
-#endif  // VGPU_BACKEND_CPU_CPU_STREAM_H_
+#endif  // VGPU_BACKEND_STREAM_QUEUE_H_

@@ -1,4 +1,4 @@
-// Tests of one client's session on the CPU backing executor (backend/cpu/cpu_session.h) as a
+// Tests of one client's session (backend/client_session.h) on the CPU backing executor as a
 // hostile tenant drives it: a free is ordered after the queued work that uses the memory,
 // memory changes tenant only scrubbed, the quota charges what the arena takes, and streams,
 // events and descriptors are capped per session.
@@ -40,7 +40,7 @@ Command Make(CommandKind kind) {
   return command;
 }
 
-class CpuSessionTest : public ::testing::Test {
+class ClientSessionTest : public ::testing::Test {
  protected:
   void Open(CpuExecutor::Options options = {}, uint64_t quota = 0) {
     options.memory_limit_per_device = 1ull << 20;
@@ -119,7 +119,7 @@ class CpuSessionTest : public ::testing::Test {
   std::unique_ptr<ExecutorSession> victim_;
 };
 
-TEST_F(CpuSessionTest, AFreeIsOrderedAfterTheQueuedWorkThatUsesTheMemory) {
+TEST_F(ClientSessionTest, AFreeIsOrderedAfterTheQueuedWorkThatUsesTheMemory) {
   Open();
   constexpr uint64_t kSize = 4096;
   const uint64_t x = Allocate(*attacker_, kSize);
@@ -149,7 +149,7 @@ TEST_F(CpuSessionTest, AFreeIsOrderedAfterTheQueuedWorkThatUsesTheMemory) {
   EXPECT_EQ(ReadNow(*victim_, again, kSize), std::vector<uint8_t>(kSize, 0));
 }
 
-TEST_F(CpuSessionTest, WorkNamingFreedMemoryFailsTheStreamWithoutTouchingIt) {
+TEST_F(ClientSessionTest, WorkNamingFreedMemoryFailsTheStreamWithoutTouchingIt) {
   Open();
   const uint64_t x = Allocate(*attacker_, 4096);
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
@@ -163,7 +163,7 @@ TEST_F(CpuSessionTest, WorkNamingFreedMemoryFailsTheStreamWithoutTouchingIt) {
   EXPECT_EQ(ReadNow(*victim_, v, 4096), std::vector<uint8_t>(4096, 0));
 }
 
-TEST_F(CpuSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) {
+TEST_F(ClientSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) {
   Open();
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
   Command launch = Make(CommandKind::kLaunch);
@@ -177,7 +177,7 @@ TEST_F(CpuSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) {
   EXPECT_TRUE(Synchronize(*attacker_, 1).ok());  // reported once
 }
 
-TEST_F(CpuSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
+TEST_F(ClientSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
   CpuExecutor::Options options;
   options.session_limits.pending_free_wait = std::chrono::milliseconds(30'000);
   Open(options, /*quota=*/8192);
@@ -197,7 +197,7 @@ TEST_F(CpuSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
   EXPECT_TRUE(reply.status.ok()) << reply.status;
 }
 
-TEST_F(CpuSessionTest, WithoutWaitingAPendingFreeStaysChargedToTheQuota) {
+TEST_F(ClientSessionTest, WithoutWaitingAPendingFreeStaysChargedToTheQuota) {
   CpuExecutor::Options options;
   options.session_limits.pending_free_wait = std::chrono::milliseconds(0);
   Open(options, /*quota=*/8192);
@@ -214,7 +214,7 @@ TEST_F(CpuSessionTest, WithoutWaitingAPendingFreeStaysChargedToTheQuota) {
       << reply.status;
 }
 
-TEST_F(CpuSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
+TEST_F(ClientSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
   Open({}, /*quota=*/4096);
   for (int i = 0; i < 16; ++i) Allocate(*attacker_, i % 2 == 0 ? 0 : 1);  // 16 x 256 bytes
   EXPECT_EQ(attacker_->BytesInUse(), 4096u);
@@ -232,7 +232,7 @@ TEST_F(CpuSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
   EXPECT_EQ(victim_->Handle(std::move(info)).memory.bytes_in_use, 4096u);
 }
 
-TEST_F(CpuSessionTest, StreamsPerSessionAreCapped) {
+TEST_F(ClientSessionTest, StreamsPerSessionAreCapped) {
   CpuExecutor::Options options;
   options.session_limits.max_streams = 4;
   Open(options);
@@ -247,7 +247,7 @@ TEST_F(CpuSessionTest, StreamsPerSessionAreCapped) {
   EXPECT_TRUE(CreateStream(*attacker_, 5).ok());
 }
 
-TEST_F(CpuSessionTest, RecordedEventsPerSessionAreCapped) {
+TEST_F(ClientSessionTest, RecordedEventsPerSessionAreCapped) {
   CpuExecutor::Options options;
   options.session_limits.max_events = 3;
   Open(options);
@@ -268,7 +268,7 @@ TEST_F(CpuSessionTest, RecordedEventsPerSessionAreCapped) {
   EXPECT_TRUE(record(4).ok());
 }
 
-TEST_F(CpuSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
+TEST_F(ClientSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
   CpuExecutor::Options options;
   options.session_limits.max_descriptors = 2;
   Open(options);
@@ -287,7 +287,7 @@ TEST_F(CpuSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
   EXPECT_TRUE(create(3).ok());
 }
 
-TEST_F(CpuSessionTest, ASessionThatEndsWithPendingWorkReleasesEverything) {
+TEST_F(ClientSessionTest, ASessionThatEndsWithPendingWorkReleasesEverything) {
   Open();
   const uint64_t x = Allocate(*attacker_, 65536);
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
