@@ -21,7 +21,7 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " frame"));
 }
 
-bool IsKnownType(uint16_t type) { return type >= 1 && type <= 9; }
+bool IsKnownType(uint16_t type) { return type >= 1 && type <= 10; }
 
 }  // namespace
 
@@ -150,10 +150,9 @@ uint64_t CommandPayloadLength(const Command& command) {
          command.descriptors.size() + (HasHostData(command) ? command.size : 0);
 }
 
-void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
-  uint8_t flags = 0;
-  if (HasHostData(command)) flags |= kHasHostData;
-  if (WantsHostData(command)) flags |= kWantsHostData;
+namespace {
+
+void EncodeCommandWithFlags(const Command& command, uint8_t flags, std::vector<uint8_t>* out) {
   PutBytesOf(out, static_cast<uint16_t>(command.kind));
   PutBytesOf(out, command.pattern_bytes);
   PutBytesOf(out, flags);
@@ -176,6 +175,32 @@ void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
   out->insert(out->end(), command.descriptors.begin(), command.descriptors.end());
 }
 
+}  // namespace
+
+void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
+  uint8_t flags = 0;
+  if (HasHostData(command)) flags |= kHasHostData;
+  if (WantsHostData(command)) flags |= kWantsHostData;
+  EncodeCommandWithFlags(command, flags, out);
+}
+
+void EncodeShmCommand(const Command& command, uint64_t shm_offset, std::vector<uint8_t>* out) {
+  const uint8_t flags = kShmData | (WantsHostData(command) ? kWantsHostData : 0);
+  EncodeCommandWithFlags(command, flags, out);
+  PutBytesOf(out, shm_offset);
+}
+
+void EncodeShmAttach(uint64_t region_bytes, std::vector<uint8_t>* out) {
+  PutBytesOf(out, region_bytes);
+}
+
+absl::StatusOr<uint64_t> DecodeShmAttach(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  uint64_t bytes = 0;
+  if (!reader.Get(&bytes) || reader.remaining() != 0) return Malformed("shm attach");
+  return bytes;
+}
+
 absl::StatusOr<DecodedCommand> DecodeCommand(
     std::shared_ptr<const std::vector<uint8_t>> storage) {
   if (storage == nullptr) return Malformed("command");
@@ -196,7 +221,7 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
     return absl::InvalidArgumentError(absl::StrCat("unknown command kind ", kind));
   }
   c.kind = static_cast<CommandKind>(kind);
-  if ((flags & ~(kHasHostData | kWantsHostData)) != 0) {
+  if ((flags & ~(kHasHostData | kWantsHostData | kShmData)) != 0) {
     return absl::InvalidArgumentError("unknown command flags");
   }
   if (buffers > kMaxBuffers || params > kMaxParamsBytes || descriptors > kMaxDescriptorBytes) {
@@ -225,14 +250,24 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
   const bool host_capable =
       c.kind == CommandKind::kMemcpyHtoD || c.kind == CommandKind::kMemcpyDtoH ||
       c.kind == CommandKind::kMemcpyNow;
-  if ((flags & (kHasHostData | kWantsHostData)) != 0 && !host_capable) {
+  if ((flags & (kHasHostData | kWantsHostData | kShmData)) != 0 && !host_capable) {
     return absl::InvalidArgumentError(
         absl::StrCat(CommandKindName(c.kind), " cannot carry host data"));
   }
   if ((flags & kHasHostData) && (flags & kWantsHostData)) {
     return absl::InvalidArgumentError("a copy cannot have host memory on both ends");
   }
-  if (host_capable && (flags & (kHasHostData | kWantsHostData)) != 0 &&
+  if ((flags & kShmData) && (flags & kHasHostData)) {
+    return absl::InvalidArgumentError(
+        "a copy cannot have its host data inline and in shared memory");
+  }
+  if ((flags & kShmData) &&
+      ((c.kind == CommandKind::kMemcpyHtoD && (flags & kWantsHostData)) ||
+       (c.kind == CommandKind::kMemcpyDtoH && !(flags & kWantsHostData)))) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CommandKindName(c.kind), " names shared memory on the wrong side of the copy"));
+  }
+  if (host_capable && (flags & (kHasHostData | kWantsHostData | kShmData)) != 0 &&
       c.size > kMaxCopyChunkBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         CommandKindName(c.kind), " of ", c.size, " bytes exceeds the chunk limit"));
@@ -242,6 +277,12 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
       return absl::InvalidArgumentError("truncated command frame (host data)");
     }
     c.host_src = bytes.data();
+  }
+  if (flags & kShmData) {
+    if (!reader.Get(&decoded.shm_offset)) {
+      return absl::InvalidArgumentError("truncated command frame (shared memory offset)");
+    }
+    decoded.in_shm = true;
   }
   if (reader.remaining() != 0) {
     return absl::InvalidArgumentError("trailing bytes after a command");

@@ -5,7 +5,7 @@
 // Frame (a 24-byte header, then `payload_length` payload bytes):
 //   offset  size  field
 //        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
-//        4     2  version         kWireVersion (2); a frame of another version is rejected
+//        4     2  version         kWireVersion (3); a frame of another version is rejected
 //        6     2  message type    MessageType below
 //        8     8  sequence        client-chosen for Command (unique per connection, > 0); a
 //                                 Reply/Data repeats the sequence of the command it answers;
@@ -32,7 +32,15 @@
 //     bytes, and, if flags & kHasHostData, exactly `size` bytes of host data (the source of a
 //     kMemcpyHtoD / host-to-device kMemcpyNow). flags & kWantsHostData: the command's
 //     destination is host memory (kMemcpyDtoH, device-to-host kMemcpyNow); the server answers
-//     with the bytes. Asynchronous commands (IsAsynchronous) get no Reply.
+//     with the bytes. Asynchronous commands (IsAsynchronous) get no Reply, except below.
+//     flags & kShmData (only on a copy with host memory, never with kHasHostData): the host
+//     side of the copy is `size` bytes at a uint64 offset into the connection's shared region
+//     (ShmAttach), which follows the descriptor bytes instead of inline host data; with
+//     kWantsHostData the region is the destination, else the source. The server answers such
+//     a copy, asynchronous or not, once it ran (or was skipped or refused): an asynchronous one
+//     with a Data frame of its sequence carrying only the ok byte, a kMemcpyNow with a Reply
+//     without data. Until then the client must not reuse the range; the server reads the
+//     range's bytes (or writes them) only while it executes the copy, never as metadata.
 //   Reply (5), server -> client, answers a call: int32 status code (absl::StatusCode), string
 //     message, uint64 value, MemoryInfo (6 x uint64: limit, in use, peak, allocs, largest
 //     alloc, largest free block), then, for a device-to-host kMemcpyNow that succeeded,
@@ -41,6 +49,12 @@
 //     reached it (in stream order, before the stream's later Notify messages): uint8 ok, then
 //     if ok `size` bytes; !ok: the stream had failed and the copy was skipped.
 //   Notify (7), server -> client: uint64 token, int32 stream status code, string message.
+//   ShmAttach (10), client -> server, Unix sockets only, at most once per connection: uint64
+//     region size; the frame's bytes carry one file descriptor (SCM_RIGHTS): a memfd of exactly
+//     that size sealed with F_SEAL_SHRINK. The server answers with a Reply of the frame's
+//     sequence: OK (kShmData copies may follow) or why not (no descriptor, not a sealed memfd,
+//     wrong size, over the limit, not a Unix socket, already attached, disabled); a refused
+//     attach leaves the connection as it was (copies keep going through the socket).
 //
 // Observers:
 //   StatsRequest (8), client -> server: empty.   StatsReply (9): string (JSON document).
@@ -64,8 +78,13 @@ namespace wire {
 inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // Version history: 1 first release; 2 the descriptor settings of protocol/descriptors.h grew
 // (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
-// coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed.
-inline constexpr uint16_t kWireVersion = 2;
+// coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
+// shared-memory data path (ShmAttach, command flag kShmData). Both ends speak one version: a
+// peer of another version is refused with both versions named.
+inline constexpr uint16_t kWireVersion = 3;
+// Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
+// command trace recorded at any version from here to kWireVersion still decodes.
+inline constexpr uint16_t kOldestSameCommandVersion = 2;
 inline constexpr size_t kHeaderBytes = 24;
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 inline constexpr size_t kCommandFixedBytes = 72;
@@ -78,6 +97,9 @@ inline constexpr uint32_t kMaxStringBytes = 1u << 16;
 
 inline constexpr uint8_t kHasHostData = 0x1;
 inline constexpr uint8_t kWantsHostData = 0x2;
+inline constexpr uint8_t kShmData = 0x4;
+// Payload of a ShmAttach frame.
+inline constexpr uint32_t kShmAttachBytes = 8;
 
 enum class MessageType : uint16_t {
   kHello = 1,
@@ -89,6 +111,7 @@ enum class MessageType : uint16_t {
   kNotify = 7,
   kStatsRequest = 8,
   kStatsReply = 9,
+  kShmAttach = 10,
 };
 
 enum class Role : uint8_t { kTenant = 0, kObserver = 1 };
@@ -132,8 +155,11 @@ absl::StatusOr<NotifyMessage> DecodeNotify(absl::Span<const uint8_t> payload);
 
 // A command's payload without its host data: the fixed part, buffers, params, descriptors.
 // The caller sends `command.size` bytes of host data after it when HasHostData(command).
-// `header_payload_length` gets the full payload length (including host data).
 void EncodeCommand(const Command& command, std::vector<uint8_t>* out);
+// The same command with its host side in the shared region at `shm_offset` (flag kShmData,
+// the offset after the descriptors): complete, nothing follows. Only for a copy with host
+// memory (HasHostData or WantsHostData).
+void EncodeShmCommand(const Command& command, uint64_t shm_offset, std::vector<uint8_t>* out);
 // Host-data flags of a command as the client sends it.
 bool HasHostData(const Command& command);
 bool WantsHostData(const Command& command);
@@ -145,6 +171,10 @@ uint64_t CommandPayloadLength(const Command& command);
 struct DecodedCommand {
   Command command;
   bool wants_host_data = false;
+  // kShmData: the host side is command.size bytes at shm_offset in the connection's region
+  // (not validated here: the decoder does not know the region); host_src/host_dst are null.
+  bool in_shm = false;
+  uint64_t shm_offset = 0;
 };
 // Decodes a command payload. `storage` holds the bytes; host_src is set to point into it.
 absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<uint8_t>> storage);
@@ -153,6 +183,10 @@ absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<u
 void EncodeReply(const Reply& reply, std::vector<uint8_t>* out);
 // Decodes the fixed part of a Reply; `consumed` gets its length (data follows).
 absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* consumed);
+
+// ShmAttach payload: the region's size.
+void EncodeShmAttach(uint64_t region_bytes, std::vector<uint8_t>* out);
+absl::StatusOr<uint64_t> DecodeShmAttach(absl::Span<const uint8_t> payload);
 
 // Status <-> wire (code + message); unknown codes decode as kUnknown.
 absl::Status StatusFromWire(int32_t code, std::string message);

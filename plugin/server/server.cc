@@ -23,6 +23,7 @@
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/wire_format.h"
+#include "plugin/transport/shm_region.h"
 
 namespace vgpu {
 namespace {
@@ -72,12 +73,13 @@ class HostBudget {
  public:
   explicit HostBudget(uint64_t limit) : limit_(limit) {}
 
-  // Blocks until `bytes` fit under the limit (or nothing is charged: one charge larger than the
-  // limit proceeds alone), then charges them. False, charging nothing, once Close() was called.
+  // Blocks until `bytes` fit under the limit (or nothing but the permanent charge is charged:
+  // one charge larger than the rest proceeds alone), then charges them. False, charging
+  // nothing, once Close() was called.
   bool Acquire(uint64_t bytes) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] {
-      return closed_ || in_use_ == 0 || bytes <= limit_ - std::min(limit_, in_use_);
+      return closed_ || in_use_ <= permanent_ || bytes <= limit_ - std::min(limit_, in_use_);
     });
     if (closed_) return false;
     in_use_ += bytes;
@@ -90,6 +92,14 @@ class HostBudget {
     }
     cv_.notify_all();
   }
+  // Charges `bytes` for as long as the budget lives (a shared memory region), if they fit now.
+  bool AcquirePermanent(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_ || bytes > limit_ - std::min(limit_, in_use_)) return false;
+    in_use_ += bytes;
+    permanent_ += bytes;
+    return true;
+  }
   // Wakes every Acquire (they fail from now on).
   void Close() {
     {
@@ -98,9 +108,10 @@ class HostBudget {
     }
     cv_.notify_all();
   }
+  // What is charged now, the permanent charge (shared memory) excluded.
   uint64_t in_use() {
     std::lock_guard<std::mutex> lock(mu_);
-    return in_use_;
+    return in_use_ - permanent_;
   }
 
   // An empty buffer that carries a charge of `bytes` (already acquired) until it is destroyed.
@@ -118,8 +129,15 @@ class HostBudget {
   std::mutex mu_;
   std::condition_variable cv_;
   uint64_t in_use_ = 0;
+  uint64_t permanent_ = 0;  // part of in_use_ that is never released
   bool closed_ = false;
 };
+
+bool IsUnixSocket(int fd) {
+  int domain = -1;
+  socklen_t length = sizeof(domain);
+  return ::getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &length) == 0 && domain == AF_UNIX;
+}
 
 // Runs one connection's blocking calls on at most `max_threads` helper threads, created when
 // needed and reused. Run() blocks its caller while `max_threads` calls are in flight.
@@ -271,6 +289,7 @@ class ServerConnection final : public CompletionSink {
   bool is_tenant() const { return tenant_.load(); }
   uint64_t commands() const { return commands_.load(); }
   uint64_t staging_bytes() { return budget_->in_use(); }
+  uint64_t shm_bytes() const { return shm_bytes_.load(std::memory_order_relaxed); }
   uint64_t bytes_in_use() {
     std::lock_guard<std::mutex> lock(session_mu_);
     return session_ != nullptr ? session_->BytesInUse() : 0;
@@ -452,6 +471,21 @@ class ServerConnection final : public CompletionSink {
     for (;;) {
       header = reader.ReadHeader();
       if (!header.ok()) return header.status();
+      if (header->type == wire::MessageType::kShmAttach) {
+        if (header->payload_length != wire::kShmAttachBytes) {
+          return absl::InvalidArgumentError("malformed shm attach frame");
+        }
+        uint8_t attach[wire::kShmAttachBytes];
+        VGPU_RETURN_IF_ERROR(reader.ReadExact(attach, sizeof(attach)));
+        Reply reply;
+        reply.status = AttachShm(attach, reader.TakeReceivedFd());
+        if (!reply.status.ok()) {
+          Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_, ": ",
+                                               reply.status.message()));
+        }
+        SendReply(header->sequence, reply, nullptr, 0);
+        continue;
+      }
       if (header->type != wire::MessageType::kCommand) {
         return absl::InvalidArgumentError("a tenant may only send commands");
       }
@@ -467,8 +501,8 @@ class ServerConnection final : public CompletionSink {
       }
       commands_.fetch_add(1, std::memory_order_relaxed);
       server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
-      if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, header->sequence,
-                    *std::move(frame))) {
+      if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
+                    decoded->shm_offset, header->sequence, *std::move(frame))) {
         return absl::CancelledError("connection closing");
       }
     }
@@ -488,19 +522,91 @@ class ServerConnection final : public CompletionSink {
     }
   }
 
+  // A ShmAttach: validates the tenant's region (shm_region.h) and maps it for this connection.
+  // Any refusal is this connection's error only; the connection goes on without the region.
+  absl::Status AttachShm(absl::Span<const uint8_t> payload, ScopedFd fd) {
+    const Server::Options& options = server_->options_;
+    VGPU_ASSIGN_OR_RETURN(const uint64_t bytes, wire::DecodeShmAttach(payload));
+    if (!options.shared_memory) {
+      return absl::FailedPreconditionError("this server does not accept shared memory");
+    }
+    if (!IsUnixSocket(fd_.get())) {
+      return absl::FailedPreconditionError("shared memory needs a Unix socket connection");
+    }
+    if (shm_ != nullptr) {
+      return absl::AlreadyExistsError("this connection already has a shared memory region");
+    }
+    if (!fd.valid()) {
+      return absl::InvalidArgumentError(
+          "shared memory refused: no file descriptor came with the ShmAttach frame (SCM_RIGHTS)");
+    }
+    // The region counts against the tenant's host staging budget for the connection's
+    // lifetime, and may take at most half of it (the socket path keeps the rest).
+    const uint64_t limit = std::min(options.max_shm_bytes, options.max_staging_bytes / 2);
+    VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ShmRegion> region,
+                          ShmRegion::Attach(std::move(fd), bytes, limit));
+    if (!budget_->AcquirePermanent(bytes)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "shared memory refused: a region of ", bytes, " bytes does not fit the host staging "
+          "budget (--max_staging_bytes) left to this connection"));
+    }
+    shm_ = std::move(region);
+    shm_bytes_.store(bytes, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+
+  // Points a kShmData copy's host side into the region after checking its range.
+  absl::Status PlaceInShm(Command& command, bool wants_host_data, uint64_t offset) {
+    if (shm_ == nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          CommandKindName(command.kind), " names shared memory, but none is attached"));
+    }
+    if (!shm_->Contains(offset, command.size)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          CommandKindName(command.kind), ": ", command.size, " bytes at offset ", offset,
+          " of shared memory lie outside the region of ", shm_->size(), " bytes"));
+    }
+    uint8_t* host = shm_->data() + offset;
+    if (wants_host_data) {
+      command.host_dst = host;
+    } else {
+      command.host_src = host;
+    }
+    command.host_storage = shm_;  // the mapping outlives the command
+    return absl::OkStatus();
+  }
+
   // Hands one command to the session. False when the connection is closing (stop reading).
-  bool Dispatch(Command command, bool wants_host_data, uint64_t sequence,
-                std::shared_ptr<std::vector<uint8_t>> frame) {
+  bool Dispatch(Command command, bool wants_host_data, bool in_shm, uint64_t shm_offset,
+                uint64_t sequence, std::shared_ptr<std::vector<uint8_t>> frame) {
     ExecutorSession* session = session_.get();  // set before the loop, reset after it
+    if (in_shm) {
+      if (absl::Status placed = PlaceInShm(command, wants_host_data, shm_offset); !placed.ok()) {
+        if (IsAsynchronous(command.kind)) {
+          RecordAsyncError(placed);
+          uint8_t ok = 0;  // the client stops waiting for the copy and takes its range back
+          Write(wire::MessageType::kData, sequence, {iovec{&ok, 1}});
+        } else {
+          Reply reply;
+          reply.status = placed;
+          SendReply(sequence, reply, nullptr, 0);
+        }
+        return true;
+      }
+    }
     if (IsAsynchronous(command.kind)) {
       if ((command.kind == CommandKind::kNotify || command.kind == CommandKind::kRecordEvent) &&
           (command.token & kInternalToken)) {
         RecordAsyncError(absl::InvalidArgumentError("notification token out of range"));
         return true;
       }
-      if (command.host_src != nullptr) command.host_storage = frame;  // alive until executed
+      if (command.host_src != nullptr && !in_shm) command.host_storage = frame;  // until executed
       uint64_t copy_token = 0;
-      if (wants_host_data) {  // kMemcpyDtoH: data goes back when the stream reaches it
+      if (in_shm) {  // a Data frame without bytes says when the copy has run
+        copy_token = kInternalToken | next_internal_token_++;
+        std::lock_guard<std::mutex> lock(copies_mu_);
+        copies_[copy_token] = PendingCopy{sequence, nullptr, 0};
+      } else if (wants_host_data) {  // kMemcpyDtoH: data goes back when the stream reaches it
         // Backpressure: wait until earlier reads have gone out (--max_staging_bytes).
         const uint64_t charge = command.size + kStagingOverheadBytes;
         if (!budget_->Acquire(charge)) return false;
@@ -558,7 +664,7 @@ class ServerConnection final : public CompletionSink {
       return true;
     }
     std::shared_ptr<std::vector<uint8_t>> buffer;
-    if (wants_host_data) {  // device-to-host kMemcpyNow: the data rides on the Reply
+    if (wants_host_data && !in_shm) {  // device-to-host kMemcpyNow: the data rides on the Reply
       buffer = std::make_shared<std::vector<uint8_t>>(command.size);
       command.host_dst = buffer->data();
     }
@@ -610,6 +716,8 @@ class ServerConnection final : public CompletionSink {
   uint64_t next_internal_token_ = 1;  // reader thread only
   std::mutex async_error_mu_;
   absl::Status async_error_;
+  std::shared_ptr<ShmRegion> shm_;  // reader thread only (commands hold it while queued)
+  std::atomic<uint64_t> shm_bytes_{0};
 };
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
@@ -867,7 +975,8 @@ std::string Server::StatsJson() {
       absl::StrAppend(&clients, clients.empty() ? "" : ", ", "{\"id\": ", connection->id(),
                       ", \"peer\": \"", connection->peer(), "\", \"bytes_in_use\": ",
                       connection->bytes_in_use(), ", \"staging_bytes\": ",
-                      connection->staging_bytes(), ", \"commands\": ", connection->commands(),
+                      connection->staging_bytes(), ", \"shm_bytes\": ",
+                      connection->shm_bytes(), ", \"commands\": ", connection->commands(),
                       "}");
     }
   }

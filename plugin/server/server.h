@@ -56,6 +56,11 @@ class Server {
     int frame_timeout_ms = kDefaultFrameTimeoutMs;
     int max_connections = kDefaultMaxConnections;
     int max_connections_per_peer = kDefaultMaxConnectionsPerPeer;
+    // Accept a client's shared memory staging region (ShmAttach, Unix sockets only) and the
+    // copies that name it; at most max_shm_bytes and half of max_staging_bytes, charged to the
+    // tenant's staging budget while the connection lasts.
+    bool shared_memory = true;
+    uint64_t max_shm_bytes = kDefaultMaxShmBytes;
   };
 
   // Host memory one tenant may hold in flight: device-to-host data staged until the client
@@ -76,6 +81,9 @@ class Server {
   // Open connections from one peer: one IP address over TCP, one uid (SO_PEERCRED) over a Unix
   // socket. --max_connections_per_peer.
   static constexpr int kDefaultMaxConnectionsPerPeer = 64;
+  // The largest shared memory region one connection may attach (also at most half of
+  // --max_staging_bytes).
+  static constexpr uint64_t kDefaultMaxShmBytes = 256ull << 20;
   // Blocking calls (synchronisations, stream destruction) one connection runs at once; its
   // next one waits. Not a flag: a client uses a few streams per device.
   static constexpr int kMaxBlockingCallsPerConnection = 32;

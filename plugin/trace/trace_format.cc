@@ -287,9 +287,10 @@ absl::Status TraceReader::ReadHeader() {
     return Malformed(8, absl::StrCat("trace format version ", version, ", this build reads ",
                                      kTraceVersion));
   }
-  if (wire_version != wire::kWireVersion) {
+  if (wire_version < wire::kOldestSameCommandVersion || wire_version > wire::kWireVersion) {
     return Malformed(10, absl::StrCat("commands of wire version ", wire_version,
-                                      ", this build speaks ", wire::kWireVersion));
+                                      ", this build reads ", wire::kOldestSameCommandVersion,
+                                      "..", wire::kWireVersion));
   }
   if (header_.device_count == 0 || header_.device_count > kMaxTraceDevices) {
     return Malformed(12, absl::StrCat("device count ", header_.device_count, " (1..",

@@ -9,7 +9,8 @@
 //   offset  size  field
 //        0     8  magic            "VGPUTRAC" (0x56 0x47 0x50 0x55 0x54 0x52 0x41 0x43)
 //        8     2  version          kTraceVersion (1); another version is rejected
-//       10     2  wire version     wire::kWireVersion of the command bodies (2); must match
+//       10     2  wire version     wire::kWireVersion of the command bodies (3); a reader takes
+//                                  wire::kOldestSameCommandVersion (2) .. kWireVersion
 //       12     4  device count     1..kMaxTraceDevices (16): ordinals 0..count-1
 //       16     8  memory limit     device memory per device of the recorded run, bytes
 //       24     8  created          wall-clock time the recording started, ns since the Unix epoch

@@ -6,12 +6,14 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
+#include "plugin/common/status_macros.h"
 
 namespace vgpu {
 namespace {
@@ -37,11 +39,54 @@ bool IsNotifying(CommandKind kind) {
   return kind == CommandKind::kNotify || kind == CommandKind::kRecordEvent;
 }
 
+// Offers a shared staging region of `bytes` to the server on a connection that just got its
+// Welcome (sequence 1, before the reader thread starts). The region, or null when memfd is
+// unavailable or the server refused it (logged: copies then go through the socket); an error
+// only when the connection itself failed.
+absl::StatusOr<std::shared_ptr<ShmRegion>> AttachShm(int fd, FrameReader& reader,
+                                                    const std::string& endpoint,
+                                                    uint64_t bytes) {
+  absl::StatusOr<std::shared_ptr<ShmRegion>> region = ShmRegion::Create(bytes);
+  if (!region.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu: no shared memory for ", endpoint, " (",
+                                         region.status().message(),
+                                         "); copies go through the socket"));
+    return std::shared_ptr<ShmRegion>();
+  }
+  std::vector<uint8_t> payload;
+  wire::EncodeShmAttach(bytes, &payload);
+  VGPU_RETURN_IF_ERROR(WriteFrameWithFd(fd, wire::MessageType::kShmAttach, 1,
+                                        {iovec{payload.data(), payload.size()}},
+                                        (*region)->fd()));
+  absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
+  if (!header.ok()) return header.status();
+  std::vector<uint8_t> answer(header->payload_length);
+  VGPU_RETURN_IF_ERROR(reader.ReadExact(answer.data(), answer.size()));
+  if (header->type != wire::MessageType::kReply || header->sequence != 1) {
+    return absl::InvalidArgumentError("the server answered the shared memory offer oddly");
+  }
+  absl::StatusOr<Reply> reply = wire::DecodeReply(answer, nullptr);
+  if (!reply.ok()) return reply.status();
+  if (!reply->status.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu: server ", endpoint, " declined shared memory (",
+                                         reply->status.message(),
+                                         "); copies go through the socket"));
+    return std::shared_ptr<ShmRegion>();
+  }
+  return *std::move(region);
+}
+
 }  // namespace
+
+uint64_t SocketTransport::ShmBytesFromEnvironment() {
+  const char* value = std::getenv("VGPU_SHM");
+  if (value != nullptr && std::string(value) == "0") return 0;
+  return kDefaultShmBytes;
+}
 
 absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
     const std::string& endpoint, const std::string& token, CompletionSink* sink,
-    wire::Welcome* welcome, int timeout_ms, int silence_timeout_ms) {
+    wire::Welcome* welcome, int timeout_ms, int silence_timeout_ms, int64_t shm_bytes) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(endpoint);
   if (!address.ok()) return address.status();
   auto unreachable = [&](const absl::Status& s) {
@@ -79,18 +124,32 @@ absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
   absl::StatusOr<wire::Welcome> decoded = wire::DecodeWelcome(payload);
   if (!decoded.ok()) return decoded.status();
   if (welcome != nullptr) *welcome = *decoded;
+  std::shared_ptr<ShmRegion> shm;
+  const uint64_t region_bytes =
+      shm_bytes < 0 ? ShmBytesFromEnvironment() : static_cast<uint64_t>(shm_bytes);
+  if (address->kind == SocketAddress::Kind::kUnix && region_bytes > 0) {
+    absl::StatusOr<std::shared_ptr<ShmRegion>> attached =
+        AttachShm(fd->get(), reader, endpoint, region_bytes);
+    if (!attached.ok()) return unreachable(attached.status());
+    shm = *std::move(attached);
+  }
   SetReceiveTimeout(fd->get(), 0);  // from now on the reader blocks until data or EOF
   // A write that makes no progress for the deadline fails (EAGAIN) instead of blocking forever.
   if (silence_timeout_ms > 0) SetSocketTimeout(fd->get(), SO_SNDTIMEO, silence_timeout_ms);
-  return std::unique_ptr<SocketTransport>(
-      new SocketTransport(endpoint, std::move(*fd), sink, silence_timeout_ms));
+  // Sequence 1 went to the shared memory offer (if any).
+  return std::unique_ptr<SocketTransport>(new SocketTransport(
+      endpoint, std::move(*fd), sink, silence_timeout_ms, std::move(shm), 2));
 }
 
 SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
-                                 int silence_timeout_ms)
+                                 int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
+                                 uint64_t first_sequence)
     : endpoint_(std::move(endpoint)),
       fd_(std::move(fd)),
       sink_(sink),
+      shm_(std::move(shm)),
+      shm_space_(shm_ != nullptr ? std::make_unique<ShmSpace>(shm_->size()) : nullptr),
+      next_sequence_(first_sequence),
       silence_timeout_ms_(silence_timeout_ms > 0 ? silence_timeout_ms : 0) {
   reader_ = std::thread([this] { ReaderLoop(); });
   if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
@@ -195,6 +254,12 @@ void SocketTransport::Fail(const absl::Status& cause) {
     tokens.swap(tokens_pending_);
     copies_pending_.clear();
   }
+  if (shm_space_ != nullptr) {
+    shm_space_->Close();  // nobody waits for room any more
+    // A dead connection stays around (ReconnectingTransport keeps it): free the region's pages
+    // now, keeping the mapping for any thread still copying.
+    shm_->Discard();
+  }
   ::shutdown(fd_.get(), SHUT_RDWR);
   for (auto& [sequence, call] : calls) {
     std::lock_guard<std::mutex> lock(call->mu);
@@ -208,13 +273,18 @@ void SocketTransport::Fail(const absl::Status& cause) {
   }
 }
 
-absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequence) {
+absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequence,
+                                          std::optional<uint64_t> shm_offset) {
   std::vector<uint8_t> encoded;
   encoded.reserve(wire::kCommandFixedBytes + command.buffers.size() * 16 +
-                  command.params.size() + command.descriptors.size());
-  wire::EncodeCommand(command, &encoded);
+                  command.params.size() + command.descriptors.size() + 8);
+  if (shm_offset.has_value()) {
+    wire::EncodeShmCommand(command, *shm_offset, &encoded);
+  } else {
+    wire::EncodeCommand(command, &encoded);
+  }
   std::vector<iovec> parts{iovec{encoded.data(), encoded.size()}};
-  if (wire::HasHostData(command) && command.size > 0) {
+  if (!shm_offset.has_value() && wire::HasHostData(command) && command.size > 0) {
     parts.push_back(iovec{const_cast<void*>(command.host_src), command.size});
   }
   absl::Status status;
@@ -235,12 +305,13 @@ absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequ
 }
 
 absl::Status SocketTransport::Post(Command command) {
-  // Split copies with host memory into chunks that fit a frame.
+  // Split copies with host memory into chunks that fit a frame (or pipeline through the region).
   const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
-  if (!host_copy || command.size <= wire::kMaxCopyChunkBytes) return PostOne(std::move(command));
-  for (uint64_t offset = 0; offset < command.size; offset += wire::kMaxCopyChunkBytes) {
+  const uint64_t chunk_bytes = shm_ != nullptr ? kShmChunkBytes : wire::kMaxCopyChunkBytes;
+  if (!host_copy || command.size <= chunk_bytes) return PostOne(std::move(command));
+  for (uint64_t offset = 0; offset < command.size; offset += chunk_bytes) {
     Command chunk = command;
-    chunk.size = std::min(wire::kMaxCopyChunkBytes, command.size - offset);
+    chunk.size = std::min(chunk_bytes, command.size - offset);
     if (chunk.dst != 0) chunk.dst += offset;
     if (chunk.src != 0) chunk.src += offset;
     if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
@@ -250,17 +321,38 @@ absl::Status SocketTransport::Post(Command command) {
   return absl::OkStatus();
 }
 
+std::optional<uint64_t> SocketTransport::LeaseShm(const Command& command) {
+  if (shm_ == nullptr || command.size < kShmMinCopyBytes) return std::nullopt;
+  if (!wire::HasHostData(command) && !wire::WantsHostData(command)) return std::nullopt;
+  std::optional<uint64_t> offset = shm_space_->Allocate(command.size, kShmWait);
+  if (offset.has_value() && wire::HasHostData(command)) {
+    std::memcpy(shm_->data() + *offset, command.host_src, command.size);
+  }
+  return offset;
+}
+
 absl::Status SocketTransport::PostOne(Command command) {
   const uint64_t sequence = next_sequence_.fetch_add(1);
+  const std::optional<uint64_t> lease = LeaseShm(command);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
-    if (!dead_.ok()) return dead_;
+    if (!dead_.ok()) {
+      if (lease.has_value()) shm_space_->Release(*lease, command.size);
+      return dead_;
+    }
     if (IsNotifying(command.kind)) tokens_pending_.insert(command.token);
-    if (wire::WantsHostData(command)) {
+    if (lease.has_value()) {
+      // Answered by a Data frame once the copy ran: then the range is returned (and, device to
+      // host, its bytes copied out).
+      copies_pending_[sequence] =
+          PendingCopy{wire::WantsHostData(command) ? command.host_dst : nullptr, command.size,
+                      true, *lease};
+      shm_copies_.fetch_add(1, std::memory_order_relaxed);
+    } else if (wire::WantsHostData(command)) {
       copies_pending_[sequence] = PendingCopy{command.host_dst, command.size};
     }
   }
-  absl::Status status = WriteCommand(command, sequence);
+  absl::Status status = WriteCommand(command, sequence, lease);
   if (!status.ok() && IsNotifying(command.kind)) {
     // The caller unregisters the token itself when Post fails: do not notify it as well.
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -271,11 +363,12 @@ absl::Status SocketTransport::PostOne(Command command) {
 
 Reply SocketTransport::Call(Command command) {
   const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
-  if (!host_copy || command.size <= wire::kMaxCopyChunkBytes) return CallOne(std::move(command));
+  const uint64_t chunk_bytes = shm_ != nullptr ? kShmChunkBytes : wire::kMaxCopyChunkBytes;
+  if (!host_copy || command.size <= chunk_bytes) return CallOne(std::move(command));
   Reply reply;
-  for (uint64_t offset = 0; offset < command.size; offset += wire::kMaxCopyChunkBytes) {
+  for (uint64_t offset = 0; offset < command.size; offset += chunk_bytes) {
     Command chunk = command;
-    chunk.size = std::min(wire::kMaxCopyChunkBytes, command.size - offset);
+    chunk.size = std::min(chunk_bytes, command.size - offset);
     if (chunk.dst != 0) chunk.dst += offset;
     if (chunk.src != 0) chunk.src += offset;
     if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
@@ -290,25 +383,37 @@ Reply SocketTransport::CallOne(Command command) {
   calls_.fetch_add(1);
   const uint64_t sequence = next_sequence_.fetch_add(1);
   auto pending = std::make_shared<PendingCall>();
-  if (wire::WantsHostData(command)) {
+  const std::optional<uint64_t> lease = LeaseShm(command);
+  // Through the region the Reply carries no data (any would be "of the wrong size").
+  if (wire::WantsHostData(command) && !lease.has_value()) {
     pending->host_dst = command.host_dst;
     pending->size = command.size;
   }
   {
     std::lock_guard<std::mutex> lock(state_mu_);
     if (!dead_.ok()) {
+      if (lease.has_value()) shm_space_->Release(*lease, command.size);
       Reply reply;
       reply.status = dead_;
       return reply;
     }
     calls_pending_[sequence] = pending;
   }
-  if (absl::Status s = WriteCommand(command, sequence); !s.ok()) {
+  if (lease.has_value()) shm_copies_.fetch_add(1, std::memory_order_relaxed);
+  if (absl::Status s = WriteCommand(command, sequence, lease); !s.ok()) {
     // Fail() answered every pending call, this one included.
   }
   std::unique_lock<std::mutex> lock(pending->mu);
   pending->cv.wait(lock, [&] { return pending->done; });
-  return std::move(pending->reply);
+  Reply reply = std::move(pending->reply);
+  if (lease.has_value()) {
+    // The Reply came after the copy ran: the range holds the bytes (device to host).
+    if (reply.status.ok() && wire::WantsHostData(command)) {
+      std::memcpy(command.host_dst, shm_->data() + *lease, command.size);
+    }
+    shm_space_->Release(*lease, command.size);
+  }
+  return reply;
 }
 
 absl::Status SocketTransport::ReadReply(FrameReader& reader, const wire::FrameHeader& header) {
@@ -371,6 +476,15 @@ absl::Status SocketTransport::ReadData(FrameReader& reader, const wire::FrameHea
       copy = it->second;
       copies_pending_.erase(it);
     }
+  }
+  if (copy.shm) {
+    // The copy ran (or was skipped): its range is done with. Device to host, the bytes are in
+    // the range; they reach TensorFlow's buffer before any later frame is looked at.
+    if (ok && copy.host_dst != nullptr && data == 0) {
+      std::memcpy(copy.host_dst, shm_->data() + copy.shm_offset, copy.size);
+    }
+    shm_space_->Release(copy.shm_offset, copy.size);
+    return reader.ReadExact(nullptr, data);
   }
   if (ok && copy.host_dst != nullptr && data == copy.size) {
     return reader.ReadExact(copy.host_dst, data);  // straight into TensorFlow's host buffer

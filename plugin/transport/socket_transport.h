@@ -16,14 +16,25 @@
 // (VGPU_TIMEOUT=N) ..."), which every pending and later operation receives. Writes are bounded
 // the same way (SO_SNDTIMEO). The hot path pays nothing for this: one relaxed atomic increment
 // per frame received; the watchdog wakes every deadline/8 and only then reads the clock.
+//
+// Shared memory (unix:// only; VGPU_SHM=0 turns it off): after the handshake the client creates
+// a sealed memfd staging region (ShmRegion, kDefaultShmBytes) and passes it to the server once
+// (ShmAttach). A copy with host memory of at least kShmMinCopyBytes then borrows a range of the
+// region (ShmSpace) instead of carrying its bytes in the frame: host-to-device bytes are copied
+// into the range before the command is written; device-to-host bytes are copied out of it when
+// the server's Data frame (or Reply) says the copy ran. The range is returned then. When the
+// region is full for kShmWait, when the server refuses the region, or over TCP, the copy goes
+// through the socket as before: nothing ever waits for the region indefinitely.
 #ifndef VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 #define VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -33,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_session.h"
 #include "plugin/protocol/wire_format.h"
+#include "plugin/transport/shm_region.h"
 #include "plugin/transport/socket_util.h"
 #include "plugin/transport/transport.h"
 
@@ -40,17 +52,33 @@ namespace vgpu {
 
 class SocketTransport final : public Transport {
  public:
+  // The staging region a unix:// connection offers the server.
+  static constexpr uint64_t kDefaultShmBytes = 64ull << 20;
+  // Copies smaller than this go through the socket (a frame is cheaper than a round of
+  // range bookkeeping).
+  static constexpr uint64_t kShmMinCopyBytes = 64 * 1024;
+  // Larger copies through the region are split into chunks of this size, so that the client's
+  // copy into the region overlaps the server's copy out of it.
+  static constexpr uint64_t kShmChunkBytes = 2ull << 20;
+  // How long a copy waits for room in a full region before it takes the socket instead.
+  static constexpr std::chrono::milliseconds kShmWait{20};
+  // The region size VGPU_SHM asks for: kDefaultShmBytes, 0 when VGPU_SHM is "0".
+  static uint64_t ShmBytesFromEnvironment();
+
   // Connects to `endpoint` (unix:///path or tcp://host:port, without ?device) and completes the
   // handshake with `token` (may be empty); blocks at most ~`timeout_ms`. `sink` receives
   // notifications on the reader thread and must outlive the transport. `welcome` (may be null)
   // receives the server's description. `silence_timeout_ms` > 0 arms the deadline above (the
-  // value of VGPU_TIMEOUT, named in its error); 0 waits forever.
+  // value of VGPU_TIMEOUT, named in its error); 0 waits forever. `shm_bytes`: the size of the
+  // shared staging region offered over a Unix socket (0: none; -1: ShmBytesFromEnvironment).
+  // A region the server refuses is logged and the connection goes on without it.
   static absl::StatusOr<std::unique_ptr<SocketTransport>> Connect(const std::string& endpoint,
                                                                   const std::string& token,
                                                                   CompletionSink* sink,
                                                                   wire::Welcome* welcome,
                                                                   int timeout_ms = 5000,
-                                                                  int silence_timeout_ms = 0);
+                                                                  int silence_timeout_ms = 0,
+                                                                  int64_t shm_bytes = -1);
   // Closes the connection (the server reclaims this client's memory) and joins the reader.
   ~SocketTransport() override;
 
@@ -63,6 +91,10 @@ class SocketTransport final : public Transport {
   uint64_t calls() const { return calls_.load(); }
   // Keep-alive probes sent by the watchdog (for tests).
   uint64_t probes() const { return probes_.load(); }
+  // Size of the shared region the server accepted (0: copies go through the socket).
+  uint64_t shm_bytes() const { return shm_ != nullptr ? shm_->size() : 0; }
+  // Copy commands (chunks) whose bytes went through the shared region (for tests, benchmarks).
+  uint64_t shm_copies() const { return shm_copies_.load(); }
 
   // OK while connected; otherwise the error every operation now gets. Thread-safe.
   absl::Status DeadStatus();
@@ -79,16 +111,23 @@ class SocketTransport final : public Transport {
     uint64_t size = 0;
   };
   struct PendingCopy {
-    void* host_dst = nullptr;
+    void* host_dst = nullptr;  // null for a host-to-device copy through the region
     uint64_t size = 0;
+    bool shm = false;  // the bytes are (or go) in the region at shm_offset
+    uint64_t shm_offset = 0;
   };
 
   SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
-                  int silence_timeout_ms);
+                  int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
+                  uint64_t first_sequence);
   absl::Status PostOne(Command command);
   Reply CallOne(Command command);
-  // Writes one command frame (header, encoded command, host data). Thread-safe.
-  absl::Status WriteCommand(const Command& command, uint64_t sequence);
+  // A range of the region for this copy's host side, or nullopt (socket path).
+  std::optional<uint64_t> LeaseShm(const Command& command);
+  // Writes one command frame (header, encoded command, host data or shared-memory offset).
+  // Thread-safe.
+  absl::Status WriteCommand(const Command& command, uint64_t sequence,
+                            std::optional<uint64_t> shm_offset = std::nullopt);
   void ReaderLoop();
   absl::Status ReadReply(FrameReader& reader, const wire::FrameHeader& header);
   absl::Status ReadData(FrameReader& reader, const wire::FrameHeader& header);
@@ -107,7 +146,10 @@ class SocketTransport final : public Transport {
   const std::string endpoint_;
   ScopedFd fd_;
   CompletionSink* const sink_;
-  std::atomic<uint64_t> next_sequence_{1};
+  const std::shared_ptr<ShmRegion> shm_;  // null: no shared memory
+  std::unique_ptr<ShmSpace> shm_space_;   // set with shm_
+  std::atomic<uint64_t> shm_copies_{0};
+  std::atomic<uint64_t> next_sequence_;
   std::atomic<uint64_t> calls_{0};
   std::atomic<uint64_t> probes_{0};
   const int silence_timeout_ms_;  // 0: no deadline

@@ -13,6 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/match.h"
@@ -191,9 +192,72 @@ absl::Status WriteFrame(int fd, wire::MessageType type, uint64_t sequence,
   return WriteAll(fd, std::move(payload_parts));
 }
 
+absl::Status WriteFrameWithFd(int fd, wire::MessageType type, uint64_t sequence,
+                              std::vector<iovec> payload_parts, int passed_fd) {
+  uint64_t length = 0;
+  for (const iovec& part : payload_parts) length += part.iov_len;
+  if (length > wire::kMaxPayloadBytes) {
+    return absl::InvalidArgumentError("frame payload exceeds the limit");
+  }
+  uint8_t header[wire::kHeaderBytes];
+  wire::EncodeHeader({type, sequence, static_cast<uint32_t>(length)}, header);
+  std::vector<iovec> parts;
+  parts.reserve(payload_parts.size() + 1);
+  parts.push_back(iovec{header, sizeof(header)});
+  parts.insert(parts.end(), payload_parts.begin(), payload_parts.end());
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr message{};
+  message.msg_iov = parts.data();
+  message.msg_iovlen = std::min<size_t>(parts.size(), IOV_MAX);
+  message.msg_control = control;
+  message.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&message);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &passed_fd, sizeof(int));
+  ssize_t written;
+  do {
+    written = ::sendmsg(fd, &message, MSG_NOSIGNAL);
+  } while (written < 0 && errno == EINTR);
+  if (written < 0) return Errno("write");
+  // The descriptor went with the first byte; the rest (if the write was short) goes plainly.
+  size_t left = static_cast<size_t>(written);
+  size_t index = 0;
+  while (index < parts.size() && left >= parts[index].iov_len) {
+    left -= parts[index].iov_len;
+    ++index;
+  }
+  if (index == parts.size()) return absl::OkStatus();
+  parts[index].iov_base = static_cast<uint8_t*>(parts[index].iov_base) + left;
+  parts[index].iov_len -= left;
+  return WriteAll(fd, std::vector<iovec>(parts.begin() + index, parts.end()));
+}
+
 absl::Status FrameReader::Receive(void* dst, size_t capacity, size_t* received) {
   for (;;) {
-    ssize_t n = ::recv(fd_, dst, capacity, 0);
+    // recvmsg with room for a few descriptors: passed ones are kept (the first) or closed,
+    // never leaked; MSG_CTRUNC drops (closes) any beyond the room.
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    iovec part{dst, capacity};
+    msghdr message{};
+    message.msg_iov = &part;
+    message.msg_iovlen = 1;
+    message.msg_control = control;
+    message.msg_controllen = sizeof(control);
+    ssize_t n = ::recvmsg(fd_, &message, MSG_CMSG_CLOEXEC);
+    if (n >= 0 && message.msg_controllen > 0) {
+      for (cmsghdr* c = CMSG_FIRSTHDR(&message); c != nullptr; c = CMSG_NXTHDR(&message, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; ++i) {
+          int passed = -1;
+          std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+          ScopedFd owned(passed);
+          if (!received_fd_.valid()) received_fd_ = std::move(owned);
+        }
+      }
+    }
     if (n > 0) {
       *received = static_cast<size_t>(n);
       if (received_ != nullptr) received_->fetch_add(*received, std::memory_order_relaxed);

@@ -66,6 +66,10 @@ absl::Status WriteAll(int fd, std::vector<iovec> parts);
 // Writes one frame: header + payload parts.
 absl::Status WriteFrame(int fd, wire::MessageType type, uint64_t sequence,
                         std::vector<iovec> payload_parts);
+// Writes one frame whose first bytes carry `passed_fd` (SCM_RIGHTS; Unix sockets only). The
+// caller keeps owning `passed_fd`; the peer receives its own copy.
+absl::Status WriteFrameWithFd(int fd, wire::MessageType type, uint64_t sequence,
+                              std::vector<iovec> payload_parts, int passed_fd);
 
 // Reads frames from a socket through a buffer, so that small frames cost no extra system call.
 // One reader per socket; not thread-safe.
@@ -95,6 +99,9 @@ class FrameReader {
   void EnsureBufferBytes(size_t bytes) {
     if (bytes > buffer_.size()) buffer_.resize(bytes);
   }
+  // The file descriptor a peer passed (SCM_RIGHTS) with bytes read so far, if any: at most one
+  // is kept (the first; any other is closed on arrival), so a peer cannot pile descriptors up.
+  ScopedFd TakeReceivedFd() { return std::move(received_fd_); }
 
  private:
   absl::Status Fill();  // at least one more byte into the buffer
@@ -104,6 +111,7 @@ class FrameReader {
   size_t begin_ = 0;
   size_t end_ = 0;
   std::atomic<uint64_t>* const received_;
+  ScopedFd received_fd_;
 };
 
 }  // namespace vgpu

@@ -27,23 +27,29 @@ flags.DEFINE_bool("markdown", False, "vgpu ops: print the Markdown of docs/ops.m
 flags.DEFINE_float("rtol", 1e-5, "vgpu trace replay: relative tolerance of float32 results.")
 flags.DEFINE_float("atol", 1e-6, "vgpu trace replay: absolute tolerance of float32 results.")
 
-_USAGE = """usage: vgpu <command> [flags]
+# One line per command: what `vgpu --help` (and a missing or unknown command) prints.
+COMMAND_SUMMARIES = (
+    ("info", "the plugin path, TensorFlow version, devices, backend and limits"),
+    ("server", "run a vgpu server (--listen unix:///PATH or tcp://HOST:PORT, --memory_limit, ...)"),
+    ("stats", "clients, memory per client and commands per second of a server (--server ADDR)"),
+    ("ops", "the ops the virtual GPU runs and their dtypes (--markdown: docs/ops.md; --json)"),
+    ("bench", "the benchmark suite: models, transports, bandwidth (--quick, --out DIR, ...)"),
+    ("trace", "replay a command trace recorded with VGPU_TRACE, or its statistics "
+              "(trace replay|stats FILE)"),
+)
 
-commands:
-  info     the plugin path, TensorFlow version, devices, backend and limits
-  server   run a vgpu server: --listen unix:///path|tcp://host:port [--memory_limit 4GiB]
-           [--client_quota 1GiB] [--token_file PATH] [--device_count N]
-  stats    --server ADDRESS: clients, memory per client, commands per second of a server
-  ops      the ops the virtual GPU runs and their dtypes ([--markdown]: docs/ops.md; [--json])
-  bench    the benchmark suite: [--quick] [--out DIR] [--models cnn,mlp,resnet] [--steps N]
-           [--warmup N] [--repeats N] [--remote|--noremote]; writes results.json, table.md
-           and PNG plots into DIR (default ./bench-out)
-  trace    command traces recorded with VGPU_TRACE=FILE (docs/traces.md):
-           trace replay FILE [--executor NAME | --server ADDRESS] [--rtol X] [--atol Y]
-             runs the trace again and compares every device-to-host result
-           trace stats FILE [--executor NAME | --server ADDRESS]
-             time per kernel and per step, commands by kind, bytes moved
-"""
+
+def usage_text() -> str:
+    """The command list: a usage line, then one line per command."""
+    width = max(len(name) for name, _ in COMMAND_SUMMARIES)
+    lines = ["usage: vgpu <command> [flags]", "", "commands:"]
+    lines += [f"  {name:<{width}}  {summary}" for name, summary in COMMAND_SUMMARIES]
+    lines += ["", "vgpu <command> --helpfull lists every flag; docs/ in the repository has the "
+              "details."]
+    return "\n".join(lines) + "\n"
+
+
+_HELP_ARGUMENTS = ("--help", "-help", "-h", "-?", "--helpshort", "help")
 
 
 def _format_bytes(count: int) -> str:
@@ -208,13 +214,20 @@ def main(argv: list[str]) -> int:
     if len(argv) >= 2 and argv[1] == "trace":
         return _trace(argv[2:])
     if len(argv) < 2 or argv[1] not in _COMMANDS:
-        print(_USAGE, file=sys.stderr)
+        sys.stderr.write(usage_text())
         return 2
     return _COMMANDS[argv[1]]()
 
 
 def run() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. `vgpu --help` (no command before it) prints the command list
+    and exits 0; absl's own help output (e.g. `vgpu stats --help`) starts with it too."""
+    if len(sys.argv) >= 2 and sys.argv[1] in _HELP_ARGUMENTS:
+        sys.stdout.write(usage_text())
+        sys.exit(0)
+    main_module = sys.modules.get("__main__")
+    if main_module is not None and not main_module.__doc__:
+        main_module.__doc__ = usage_text()  # what absl's usage() prints first
     app.run(main)
 
 

@@ -741,11 +741,14 @@ class HostileTenant {
   };
 
   // Whether [address, address + size) lies inside one of this tenant's live allocations (then
-  // an access to it is legal).
+  // an access to it is legal). The arena hands out whole 256-byte units, and the tenant may use
+  // all of its block: a freed address that came back in a smaller allocation is still its own
+  // up to the rounding.
   bool Mine(uint64_t address, uint64_t size) const {
     for (const Own& own : own_) {
-      if (address >= own.address && address - own.address <= own.size &&
-          size <= own.size - (address - own.address)) {
+      const uint64_t block = std::max<uint64_t>(256, (own.size + 255) / 256 * 256);
+      if (address >= own.address && address - own.address <= block &&
+          size <= block - (address - own.address)) {
         return true;
       }
     }

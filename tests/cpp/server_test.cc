@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -146,6 +147,122 @@ TEST(Server, CopiesRoundTripThroughTheServer) {
   c.host_dst = now.data();
   ASSERT_TRUE(client.transport->Call(c).status.ok());
   EXPECT_TRUE(std::equal(now.begin(), now.end(), data.begin()));
+}
+
+// Writes `data` to the device and reads it back asynchronously and with kMemcpyNow; both
+// copies back must be byte-identical to what was written.
+void ExpectCopiesRoundTrip(Client& client, size_t bytes) {
+  uint64_t stream = client.CreateStream();
+  uint64_t address = client.Allocate(bytes);
+  std::vector<uint8_t> data(bytes), back(bytes, 0), now(bytes, 0);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>((i * 131) ^ (i >> 9));
+  ASSERT_TRUE(client.Write(stream, address, data).ok());
+  ASSERT_TRUE(client.Read(stream, address, &back).ok());
+  ASSERT_TRUE(client.Sync(stream).ok());
+  EXPECT_TRUE(back == data) << bytes << " bytes";
+  Command c;
+  c.kind = CommandKind::kMemcpyNow;
+  c.src = address;
+  c.size = now.size();
+  c.host_dst = now.data();
+  ASSERT_TRUE(client.transport->Call(c).status.ok());
+  EXPECT_TRUE(now == data) << bytes << " bytes";
+  // A synchronous host-to-device copy, then read back again.
+  data = std::vector<uint8_t>(data.rbegin(), data.rend());
+  Command put;
+  put.kind = CommandKind::kMemcpyNow;
+  put.dst = address;
+  put.size = data.size();
+  put.host_src = data.data();
+  ASSERT_TRUE(client.transport->Call(put).status.ok());
+  ASSERT_TRUE(client.Read(stream, address, &back).ok());
+  ASSERT_TRUE(client.Sync(stream).ok());
+  EXPECT_TRUE(back == data) << bytes << " bytes";
+}
+
+Server::Options ShmServer() {
+  Server::Options options;
+  options.memory_limit = 64 << 20;
+  return options;
+}
+
+TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
+  RunningServer server(ShmServer());
+  Client client;
+  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
+                                    16 << 20);
+  ASSERT_TRUE(t.ok()) << t.status();
+  client.transport = *std::move(t);
+  EXPECT_EQ(client.transport->shm_bytes(), 16u << 20);
+  for (size_t bytes : {size_t{1000}, size_t{64 << 10}, size_t{(1 << 20) + 3},
+                       size_t{(20 << 20) + 5}}) {  // the last is chunked and exceeds the region
+    ExpectCopiesRoundTrip(client, bytes);
+  }
+  EXPECT_GT(client.transport->shm_copies(), 0u);
+}
+
+TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeepTheirOrder) {
+  RunningServer server(ShmServer());
+  Client client;
+  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
+                                    1 << 20);
+  ASSERT_TRUE(t.ok()) << t.status();
+  client.transport = *std::move(t);
+  ASSERT_EQ(client.transport->shm_bytes(), 1u << 20);
+  const uint64_t stream = client.CreateStream();
+  constexpr size_t kCopy = 384 << 10;  // two fit the region at once
+  const uint64_t address = client.Allocate(kCopy);
+  std::vector<std::vector<uint8_t>> writes(12, std::vector<uint8_t>(kCopy));
+  std::vector<std::vector<uint8_t>> reads(12, std::vector<uint8_t>(kCopy, 0));
+  for (size_t i = 0; i < writes.size(); ++i) {
+    for (size_t j = 0; j < kCopy; ++j) writes[i][j] = static_cast<uint8_t>(i * 31 + j * 7);
+    ASSERT_TRUE(client.Write(stream, address, writes[i]).ok());
+    ASSERT_TRUE(client.Read(stream, address, &reads[i]).ok());  // after write i, before i + 1
+  }
+  ASSERT_TRUE(client.Sync(stream).ok());
+  for (size_t i = 0; i < writes.size(); ++i) EXPECT_TRUE(reads[i] == writes[i]) << i;
+  EXPECT_GT(client.transport->shm_copies(), 0u);
+}
+
+TEST(ServerSharedMemory, WithoutARegionTheSocketPathGivesTheSameBytes) {
+  RunningServer server(ShmServer());
+  Client client;
+  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0, 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  client.transport = *std::move(t);
+  EXPECT_EQ(client.transport->shm_bytes(), 0u);
+  ExpectCopiesRoundTrip(client, (3 << 20) + 1);
+  EXPECT_EQ(client.transport->shm_copies(), 0u);
+}
+
+TEST(ServerSharedMemory, AServerThatDeclinesTheRegionLeavesTheClientOnTheSocket) {
+  Server::Options options = ShmServer();
+  options.shared_memory = false;
+  RunningServer server(options);
+  Client client;
+  ASSERT_TRUE(client.Connect(server.address()).ok());
+  EXPECT_EQ(client.transport->shm_bytes(), 0u);
+  ExpectCopiesRoundTrip(client, (2 << 20) + 7);
+}
+
+TEST(ServerSharedMemory, ARegionOverHalfTheStagingBudgetIsDeclined) {
+  Server::Options options = ShmServer();
+  options.max_staging_bytes = 16 << 20;  // at most 8 MiB of region
+  RunningServer server(options);
+  Client client;
+  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
+                                    16 << 20);
+  ASSERT_TRUE(t.ok()) << t.status();
+  client.transport = *std::move(t);
+  EXPECT_EQ(client.transport->shm_bytes(), 0u);
+  ExpectCopiesRoundTrip(client, 1 << 20);
+  // The region counts against the staging budget while the connection lasts.
+  Client small;
+  auto u = SocketTransport::Connect(server.address(), "", &small.sink, nullptr, 2000, 0, 4 << 20);
+  ASSERT_TRUE(u.ok()) << u.status();
+  small.transport = *std::move(u);
+  EXPECT_EQ(small.transport->shm_bytes(), 4u << 20);
+  EXPECT_NE(server.server().StatsJson().find("\"shm_bytes\": 4194304"), std::string::npos);
 }
 
 TEST(Server, NotificationsArriveAfterTheWorkBeforeThem) {
@@ -402,6 +519,15 @@ class SilentServer {
       if (!header.ok()) return;
       auto frame = std::make_shared<std::vector<uint8_t>>(header->payload_length);
       if (!reader.ReadExact(frame->data(), frame->size()).ok()) return;
+      if (header->type == wire::MessageType::kShmAttach) {  // declined: the socket path only
+        Reply declined;
+        declined.status = absl::FailedPreconditionError("no shared memory here");
+        std::vector<uint8_t> payload;
+        wire::EncodeReply(declined, &payload);
+        (void)WriteFrame(fd, wire::MessageType::kReply, header->sequence,
+                         {iovec{payload.data(), payload.size()}});
+        continue;
+      }
       absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
       if (!decoded.ok()) return;
       if (!answer_(decoded->command)) {

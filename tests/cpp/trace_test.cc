@@ -230,6 +230,17 @@ TEST(TraceReader, RefusesABadMagicVersionAndOrdinal) {
   bad[8] = 9;  // version
   WriteFile(path, bad);
   EXPECT_NE(ReadAll(path).message().find("version 9"), std::string::npos);
+  // Command bodies of wire version 2 are those of today's: such a trace still reads; others not.
+  bad = bytes;
+  bad[10] = 2;
+  bad[11] = 0;
+  WriteFile(path, bad);
+  EXPECT_TRUE(ReadAll(path).ok());
+  for (uint8_t wire_version : {1, wire::kWireVersion + 1}) {
+    bad[10] = wire_version;
+    WriteFile(path, bad);
+    EXPECT_NE(ReadAll(path).message().find("wire version"), std::string::npos) << wire_version;
+  }
 
   std::vector<TraceRecord> records;
   WriteFile(path, bytes);

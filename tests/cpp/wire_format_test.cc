@@ -189,6 +189,75 @@ TEST(WireFormat, HostDataOnlyOnCopies) {
   EXPECT_FALSE(DecodeCommand(frame).ok());
 }
 
+TEST(WireFormat, SharedMemoryCopiesCarryAnOffsetInsteadOfTheirBytes) {
+  std::vector<uint8_t> host(1 << 16, 7);
+  Command in = FullCommand(CommandKind::kMemcpyHtoD, host);
+  in.buffers.clear();
+  in.params.clear();
+  in.descriptors.clear();
+  auto frame = std::make_shared<std::vector<uint8_t>>();
+  EncodeShmCommand(in, 0x1234, frame.get());
+  EXPECT_EQ(frame->size(), kCommandFixedBytes + 8);  // no host bytes in the frame
+  absl::StatusOr<DecodedCommand> d = DecodeCommand(frame);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->in_shm);
+  EXPECT_FALSE(d->wants_host_data);
+  EXPECT_EQ(d->shm_offset, 0x1234u);
+  EXPECT_EQ(d->command.size, host.size());
+  EXPECT_EQ(d->command.host_src, nullptr);  // the server points it into its mapping
+
+  std::vector<uint8_t> sink(1 << 16);
+  Command read;
+  read.kind = CommandKind::kMemcpyDtoH;
+  read.src = 0x1000;
+  read.size = sink.size();
+  read.host_dst = sink.data();
+  auto back = std::make_shared<std::vector<uint8_t>>();
+  EncodeShmCommand(read, 64, back.get());
+  d = DecodeCommand(back);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->in_shm && d->wants_host_data);
+  EXPECT_EQ(d->shm_offset, 64u);
+  // Every truncation (the offset included) is an error.
+  for (size_t n = 0; n < back->size(); ++n) {
+    auto truncated = std::make_shared<std::vector<uint8_t>>(back->begin(), back->begin() + n);
+    EXPECT_FALSE(DecodeCommand(truncated).ok()) << n;
+  }
+}
+
+TEST(WireFormat, SharedMemoryFlagsAreOnlyAcceptedWhereTheyMakeSense) {
+  std::vector<uint8_t> host(16, 1);
+  Command c = FullCommand(CommandKind::kMemcpyHtoD, host);
+  c.buffers.clear();
+  c.params.clear();
+  c.descriptors.clear();
+  auto encode = [&](CommandKind kind, uint8_t flags) {
+    auto frame = std::make_shared<std::vector<uint8_t>>();
+    EncodeShmCommand(c, 0, frame.get());
+    (*frame)[0] = static_cast<uint8_t>(kind);
+    (*frame)[3] = flags;
+    return frame;
+  };
+  EXPECT_TRUE(DecodeCommand(encode(CommandKind::kMemcpyHtoD, kShmData)).ok());
+  EXPECT_FALSE(DecodeCommand(encode(CommandKind::kLaunch, kShmData)).ok());
+  EXPECT_FALSE(DecodeCommand(encode(CommandKind::kMemcpyHtoD, kShmData | kWantsHostData)).ok());
+  EXPECT_FALSE(DecodeCommand(encode(CommandKind::kMemcpyDtoH, kShmData)).ok());
+  EXPECT_FALSE(DecodeCommand(encode(CommandKind::kMemcpyHtoD, kShmData | kHasHostData)).ok());
+  EXPECT_FALSE(DecodeCommand(encode(CommandKind::kMemcpyHtoD, 0x8)).ok());
+}
+
+TEST(WireFormat, ShmAttachRoundTrip) {
+  std::vector<uint8_t> payload;
+  EncodeShmAttach(64u << 20, &payload);
+  ASSERT_EQ(payload.size(), kShmAttachBytes);
+  absl::StatusOr<uint64_t> bytes = DecodeShmAttach(payload);
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, 64u << 20);
+  payload.push_back(0);
+  EXPECT_FALSE(DecodeShmAttach(payload).ok());
+  EXPECT_FALSE(DecodeShmAttach(absl::Span<const uint8_t>(payload.data(), 7)).ok());
+}
+
 // A bounded mutation fuzz loop over every decoder: random garbage and bit flips / truncations /
 // extensions of valid frames. Success is: no crash, no sanitizer report, only errors or values.
 TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {

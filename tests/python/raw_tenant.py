@@ -15,12 +15,13 @@ import threading
 import time
 
 HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 2
+MAGIC, VERSION = 0x55504756, 3
 HELLO, WELCOME, REFUSED, COMMAND, REPLY, DATA, NOTIFY = 1, 2, 3, 4, 5, 6, 7
+SHM_ATTACH = 10
 # The 72-byte fixed part of a Command: kind, pattern_bytes, flags, device, stream, object, token,
 # dst, src, size, pattern, buffer count, params length, descriptors length.
 COMMAND_FIXED = struct.Struct("<HBBIQQQQQQIIII")
-HAS_HOST_DATA, WANTS_HOST_DATA = 0x1, 0x2
+HAS_HOST_DATA, WANTS_HOST_DATA, SHM_DATA = 0x1, 0x2, 0x4
 
 # CommandKind (plugin/protocol/command.h).
 (ALLOCATE, FREE, MEMORY_INFO, CREATE_STREAM, DESTROY_STREAM, SYNCHRONIZE_STREAM,
@@ -142,10 +143,14 @@ def frame(kind, sequence, payload):
 
 def command_payload(kind, *, device=0, stream=0, obj=0, token=0, dst=0, src=0, size=0,
                     pattern=0, pattern_bytes=0, buffers=(), params=b"", descriptors=b"",
-                    host_data=None, wants_host_data=False):
-    """The payload of a Command frame (fields as in wire_format.h)."""
-    flags = (HAS_HOST_DATA if host_data is not None else 0) | \
-        (WANTS_HOST_DATA if wants_host_data else 0)
+                    host_data=None, wants_host_data=False, shm_offset=None, flags=None):
+    """The payload of a Command frame (fields as in wire_format.h). `shm_offset`: the host side
+    is in the connection's shared region (flag kShmData, the offset after the descriptors).
+    `flags` overrides the flags byte."""
+    if flags is None:
+        flags = (HAS_HOST_DATA if host_data is not None else 0) | \
+            (WANTS_HOST_DATA if wants_host_data else 0) | \
+            (SHM_DATA if shm_offset is not None else 0)
     out = COMMAND_FIXED.pack(kind, pattern_bytes, flags, device, stream, obj, token, dst, src,
                              size, pattern, len(buffers), len(params), len(descriptors))
     for address, length in buffers:
@@ -153,7 +158,22 @@ def command_payload(kind, *, device=0, stream=0, obj=0, token=0, dst=0, src=0, s
     out += params + descriptors
     if host_data is not None:
         out += host_data
+    if shm_offset is not None:
+        out += struct.pack("<Q", shm_offset)
     return out
+
+
+def sealed_memfd(size, seals=None):
+    """A memfd of `size` bytes, sealed as an honest client seals its region (or with `seals`)."""
+    import fcntl  # noqa: PLC0415
+
+    fd = os.memfd_create("raw-tenant", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    os.ftruncate(fd, size)
+    if seals is None:
+        seals = fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL
+    if seals:
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    return fd
 
 
 def read_exact(sock, size):
@@ -252,6 +272,39 @@ class RawTenant:
 
     def send_raw(self, data):
         self.sock.sendall(data)
+
+    def attach_shm(self, fd, size, payload=None):
+        """Sends a ShmAttach frame declaring `size` with `fd` (None: no descriptor) and returns
+        the server's Reply."""
+        sequence = self.next_sequence()
+        data = frame(SHM_ATTACH, sequence, struct.pack("<Q", size) if payload is None else payload)
+        if fd is None:
+            self.sock.sendall(data)
+        else:
+            sent = socket.send_fds(self.sock, [data], [fd])
+            if sent < len(data):
+                self.sock.sendall(data[sent:])
+        kind, answer = self._wait("shm attach", lambda: self._frames.pop(sequence, None))
+        assert kind == REPLY, kind
+        return Reply(answer)
+
+    def write_shm(self, stream, address, offset, size):
+        """Queues a host-to-device copy of `size` bytes at `offset` of the shared region;
+        returns its sequence (the server answers with a Data frame: see wait_data)."""
+        return self.post(MEMCPY_HTOD, stream=stream, dst=address, size=size, shm_offset=offset)
+
+    def read_shm(self, stream, address, offset, size):
+        """Queues a device-to-host copy into the shared region; returns its sequence."""
+        return self.post(MEMCPY_DTOH, stream=stream, src=address, size=size,
+                         wants_host_data=True, shm_offset=offset)
+
+    def wait_shm_copy(self, sequence, timeout=None):
+        """True if the shared-memory copy `sequence` ran, False if it was refused or skipped."""
+        kind, payload = self._wait(f"data of {sequence}",
+                                   lambda: self._frames.pop(sequence, None), timeout)
+        assert kind == DATA, kind
+        assert len(payload) == 1, len(payload)
+        return payload[0] == 1
 
     def next_sequence(self):
         self._sequence += 1

@@ -2,6 +2,7 @@
 (results.json, table.md, PNG plots). The numbers themselves are not checked."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -36,9 +37,10 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
                 assert f"{key}_per_step" in run["summary"]
             assert run["per_step_counters"]
     assert [p["transport"] for p in results["ping_pong"]] == ["unix", "tcp"]
-    assert [b["transport"] for b in results["bandwidth"]] == ["inproc", "unix", "tcp"]
+    assert [b["transport"] for b in results["bandwidth"]] == [
+        "inproc", "unix", "unix-socket", "tcp"]
     for b in results["bandwidth"]:
-        assert b["htod_MBps"] > 0 and b["dtoh_MBps"] > 0
+        assert b["htod_GBps"] > 0 and b["dtoh_GBps"] > 0 and b["round_trip_GBps"] > 0
 
     table = (out / "table.md").read_text().splitlines()
     assert table[0].startswith("| model | configuration | median step (ms) |")
@@ -46,7 +48,12 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
     rows = [line for line in table if line.startswith("| mlp |")]
     assert [line.split("|")[2].strip() for line in rows] == _CONFIGURATIONS
     assert any(line.startswith("| transport |") for line in table)
-    assert sum(line.startswith(("| inproc |", "| unix |", "| tcp |")) for line in table) == 3
+    transport_rows = [line for line in table
+                      if line.startswith(("| inproc |", "| unix |", "| unix-socket |", "| tcp |"))]
+    assert len(transport_rows) == 4
+    # Two ratio cells per row: time vs inproc, speed vs unix-socket.
+    assert all(len(re.findall(r"\| \d+\.\d\dx ", line)) == 2 for line in transport_rows), \
+        transport_rows
 
     for name in ("step_time.png", "round_trips.png", "warmup_curve.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name

@@ -152,27 +152,51 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
     return "\n".join(lines)
 
 
+# The bandwidth rows: (transport name, server kind or None, extra VGPU_* environment). "unix"
+# is the default Unix-socket client (bulk copies through the shared-memory region), "unix-socket"
+# the same server with VGPU_SHM=0 (every byte through the socket).
+BANDWIDTH_TRANSPORTS = {
+    "inproc": (None, ()),
+    "unix": ("unix", ()),
+    "unix-socket": ("unix", (("VGPU_SHM", "0"),)),
+    "tcp": ("tcp", ()),
+}
+
+
 def transport_table(ping_pongs: list[dict], bandwidths: list[dict]) -> str:
-    """A Markdown table of the transport microbenchmarks: round-trip latency and bandwidth."""
+    """A Markdown table of the transport microbenchmarks: round-trip latency and bandwidth (GB/s
+    each way, and a host-to-device-to-host round trip with its ratios against in-process and
+    against the Unix socket without shared memory)."""
     latency = {p["transport"]: p for p in ping_pongs}
     copies = {b["transport"]: b for b in bandwidths}
+    inproc = copies.get("inproc", {}).get("round_trip_s")
+    socket_only = copies.get("unix-socket", {}).get("round_trip_s")
     lines = ["| transport | round trip median (µs) | round trip p99 (µs) | "
-             "host to device (MB/s) | device to host (MB/s) |",
-             "|---|---:|---:|---:|---:|"]
-    for kind in [k for k in ("inproc", "unix", "tcp") if k in latency or k in copies]:
+             "host to device (GB/s) | device to host (GB/s) | copy round trip (GB/s) | "
+             "time vs inproc | speed vs unix-socket |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for kind in [k for k in BANDWIDTH_TRANSPORTS if k in latency or k in copies]:
         p, b = latency.get(kind, {}), copies.get(kind, {})
         cell = lambda d, k, f: f.format(d[k]) if k in d else "–"  # noqa: E731
+        trip = b.get("round_trip_s")
+        vs_inproc = f"{trip / inproc:.2f}x" if trip and inproc else "–"
+        vs_socket = f"{socket_only / trip:.2f}x" if trip and socket_only else "–"
         lines.append(f"| {kind} | {cell(p, 'median_us', '{:.1f}')} | {cell(p, 'p99_us', '{:.1f}')}"
-                     f" | {cell(b, 'htod_MBps', '{:.0f}')} | {cell(b, 'dtoh_MBps', '{:.0f}')} |")
+                     f" | {cell(b, 'htod_GBps', '{:.2f}')} | {cell(b, 'dtoh_GBps', '{:.2f}')} |"
+                     f" {cell(b, 'round_trip_GBps', '{:.2f}')} | {vs_inproc} | {vs_socket} |")
     return "\n".join(lines)
 
 
 def bandwidth(kind: str, megabytes: float = 64, repeats: int = 5, timeout: float = 600) -> dict:
-    """Host-to-device and device-to-host bandwidth (MB/s, medians of `repeats` copies of a
-    `megabytes` MiB tensor) through `kind`: "inproc", or a fresh `vgpu server` over "unix" or
-    "tcp"; measured in a child process (vgpu.bench.transfer)."""
+    """Host-to-device and device-to-host bandwidth (medians of `repeats` copies of a `megabytes`
+    MiB tensor) through `kind`, a key of BANDWIDTH_TRANSPORTS: in process, or a fresh `vgpu
+    server` over a Unix socket (with or without shared memory) or TCP; measured in a child
+    process (vgpu.bench.transfer). Rates in MB/s and GB/s (10^6, 10^9 bytes per second); the
+    round trip is one copy each way, `round_trip_GBps` counting the bytes of both."""
+    server, extra_env = BANDWIDTH_TRANSPORTS[kind]
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(dict(extra_env))
     command = [sys.executable, "-m", "vgpu.bench.transfer", f"--megabytes={megabytes}",
                f"--repeats={repeats}"]
 
@@ -186,14 +210,18 @@ def bandwidth(kind: str, megabytes: float = 64, repeats: int = 5, timeout: float
                                f"{done.stderr[-4000:]}")
         return json.loads(line.split(" ", 1)[1])
 
-    if kind == "inproc":
+    if server is None:
         result = measure()
     else:
-        with vgpu_server(kind) as address:
+        with vgpu_server(server) as address:
             env["VGPU_BACKEND"] = address
             result = measure()
-    megabytes_copied = result["bytes"] / 1e6
-    return {"transport": kind, "bytes": result["bytes"], "repeats": repeats,
-            "htod_MBps": megabytes_copied / statistics.median(result["htod_s"]),
-            "dtoh_MBps": megabytes_copied / statistics.median(result["dtoh_s"]),
+    nbytes = result["bytes"]
+    htod = statistics.median(result["htod_s"])
+    dtoh = statistics.median(result["dtoh_s"])
+    trip = statistics.median(a + b for a, b in zip(result["htod_s"], result["dtoh_s"]))
+    return {"transport": kind, "bytes": nbytes, "repeats": repeats,
+            "htod_MBps": nbytes / 1e6 / htod, "dtoh_MBps": nbytes / 1e6 / dtoh,
+            "htod_GBps": nbytes / 1e9 / htod, "dtoh_GBps": nbytes / 1e9 / dtoh,
+            "round_trip_s": trip, "round_trip_GBps": 2 * nbytes / 1e9 / trip,
             "htod_s": result["htod_s"], "dtoh_s": result["dtoh_s"]}

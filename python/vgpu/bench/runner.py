@@ -59,17 +59,18 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
     if remote:
         configurations += [harness.REMOTE_UNIX_REUSE, harness.REMOTE_UNIX_FORWARD,
                            harness.REMOTE_TCP_REUSE, harness.REMOTE_TCP_FORWARD]
-    transports = ["inproc"] + (["unix", "tcp"] if remote else [])
+    transports = ["inproc"] + (["unix", "unix-socket", "tcp"] if remote else [])
     ping_pongs, bandwidths = [], []
     for kind in transports:
-        if kind != "inproc":
+        if kind in ("unix", "tcp"):  # unix-socket: the same connection latency as unix
             _progress(f"ping-pong over {kind} ...")
             ping_pongs.append(harness.ping_pong(kind, 2000 if quick else 20000))
             _progress(f"  median {ping_pongs[-1]['median_us']:.1f} µs")
         _progress(f"bandwidth {kind} ({bandwidth_mb:g} MiB) ...")
         bandwidths.append(harness.bandwidth(kind, bandwidth_mb, 2 if quick else 5))
-        _progress(f"  host to device {bandwidths[-1]['htod_MBps']:.0f} MB/s, "
-                  f"device to host {bandwidths[-1]['dtoh_MBps']:.0f} MB/s")
+        _progress(f"  host to device {bandwidths[-1]['htod_GBps']:.2f} GB/s, "
+                  f"device to host {bandwidths[-1]['dtoh_GBps']:.2f} GB/s, "
+                  f"round trip {bandwidths[-1]['round_trip_GBps']:.2f} GB/s")
     best: dict[tuple[str, str], dict] = {}
     total, done = repeats * len(models) * len(configurations), 0
     for repeat in range(repeats):
