@@ -123,6 +123,7 @@ PluginRuntime::PluginRuntime() {
     context.sink = trace_sink_.get();
   }
   context.token = config_.token;
+  context.tenant = config_.tenant;
   // VGPU_TIMEOUT bounds every wait for a silent server, and the handshake of a new session.
   context.silence_timeout_ms =
       config_.timeout_seconds > 0 ? std::max(1, static_cast<int>(config_.timeout_seconds * 1000))

@@ -86,6 +86,7 @@ void EncodeHello(const Hello& hello, std::vector<uint8_t>* out) {
   PutBytesOf(out, hello.protocol_version);
   PutBytesOf(out, static_cast<uint8_t>(hello.role));
   EncodeString(hello.token, out);
+  EncodeString(hello.tenant, out);
 }
 
 absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload) {
@@ -93,9 +94,11 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> payload) {
   Hello hello;
   uint8_t role = 0;
   if (!reader.Get(&hello.protocol_version) || !reader.Get(&role) ||
-      !reader.GetString(&hello.token) || reader.remaining() != 0 || role > 1) {
+      !reader.GetString(&hello.token) || role > 1) {
     return Malformed("hello");
   }
+  if (reader.remaining() != 0 && !reader.GetString(&hello.tenant)) return Malformed("hello");
+  if (reader.remaining() != 0) return Malformed("hello");
   hello.role = static_cast<Role>(role);
   return hello;
 }

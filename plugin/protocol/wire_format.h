@@ -16,7 +16,8 @@
 //
 // Handshake: the client's first frame is Hello; the server answers Welcome or Refused (then
 // closes). Nothing else is accepted before Welcome.
-//   Hello   (1): uint16 protocol version, uint8 role (0 tenant, 1 stats observer), string token
+//   Hello   (1): uint16 protocol version, uint8 role (0 tenant, 1 stats observer), string token,
+//                string tenant (optional: absent or empty means the server's default tenant)
 //   Welcome (2): uint32 device count, uint64 memory limit per device, uint64 client quota
 //                (0: no quota beyond the device limit)
 //   Refused (3): string reason
@@ -131,6 +132,7 @@ struct Hello {
   uint16_t protocol_version = kWireVersion;
   Role role = Role::kTenant;
   std::string token;
+  std::string tenant;  // empty: the server's default tenant
 };
 struct Welcome {
   uint32_t device_count = 0;

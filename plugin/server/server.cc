@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/common/config.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/wire_format.h"
@@ -288,6 +289,15 @@ class ServerConnection final : public CompletionSink {
   const std::string& peer_key() const { return peer_key_; }
   bool is_tenant() const { return tenant_.load(); }
   uint64_t commands() const { return commands_.load(); }
+  // The tenant's name (Server::kDefaultTenant if its Hello named none); set before is_tenant().
+  const std::string& tenant_name() const { return tenant_name_; }
+  uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
+  // Whether its totals are in the server's tenant totals (read under the server's mu_).
+  bool totals_recorded() const { return totals_recorded_; }
+  SessionStats session_stats() {
+    std::lock_guard<std::mutex> lock(session_mu_);
+    return session_ != nullptr ? session_->Stats() : SessionStats{};
+  }
   uint64_t staging_bytes() { return budget_->in_use(); }
   uint64_t shm_bytes() const { return shm_bytes_.load(std::memory_order_relaxed); }
   uint64_t bytes_in_use() {
@@ -382,6 +392,17 @@ class ServerConnection final : public CompletionSink {
       if (session_ != nullptr) freed = session_->BytesInUse();
       session.swap(session_);
     }
+    if (tenant_.load()) {
+      // Into the tenant's totals, in one step with leaving the live statistics (StatsJson).
+      const SessionStats stats = session != nullptr ? session->Stats() : SessionStats{};
+      Server::TenantTotals totals;
+      totals.commands = commands_.load();
+      totals.round_trips = round_trips_.load();
+      totals.launches = stats.launches;
+      totals.kernel_ns = stats.kernel_ns;
+      totals.errors = stats.errors;
+      server_->RecordFinishedConnection(tenant_name_, totals, &totals_recorded_);
+    }
     session.reset();
     if (tenant_.load()) {
       Log(LogLevel::kWarning,
@@ -454,17 +475,31 @@ class ServerConnection final : public CompletionSink {
       Refuse("a valid token is required");
       return absl::PermissionDeniedError("bad token");
     }
+    if (!hello->tenant.empty()) {
+      if (absl::Status valid = ValidateTenantName(hello->tenant); !valid.ok()) {
+        Refuse(std::string(valid.message()));
+        return valid;
+      }
+      tenant_name_ = hello->tenant;
+    }
     handshaken_.store(true);
     if (hello->role == wire::Role::kObserver) return ServeObserver(reader);
+    std::shared_ptr<SharedQuota> tenant_budget = server_->TenantBudget(tenant_name_);
     {
       std::lock_guard<std::mutex> lock(session_mu_);
-      session_ = server_->executor_->OpenSession(this, server_->options_.client_quota);
+      session_ = server_->executor_->OpenSession(this, server_->options_.client_quota,
+                                                 tenant_budget);
     }
     tenant_.store(true);
     Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_, " connected (", peer_, ")"));
     std::vector<uint8_t> welcome;
+    // The quota the client sees: the tighter of its own and its tenant's.
+    uint64_t quota = server_->options_.client_quota;
+    if (tenant_budget != nullptr && (quota == 0 || tenant_budget->limit_bytes() < quota)) {
+      quota = tenant_budget->limit_bytes();
+    }
     wire::EncodeWelcome({static_cast<uint32_t>(server_->executor_->device_count()),
-                         server_->options_.memory_limit, server_->options_.client_quota},
+                         server_->options_.memory_limit, quota},
                         &welcome);
     Write(wire::MessageType::kWelcome, 0, {iovec{welcome.data(), welcome.size()}});
     reader.EnsureBufferBytes(FrameReader::kDefaultBufferBytes);
@@ -500,6 +535,9 @@ class ServerConnection final : public CompletionSink {
         return decoded.status();
       }
       commands_.fetch_add(1, std::memory_order_relaxed);
+      if (!IsAsynchronous(decoded->command.kind)) {
+        round_trips_.fetch_add(1, std::memory_order_relaxed);
+      }
       server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
       if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
                     decoded->shm_offset, header->sequence, *std::move(frame))) {
@@ -699,7 +737,10 @@ class ServerConnection final : public CompletionSink {
   std::atomic<bool> finished_{false};
   std::atomic<bool> handshaken_{false};
   std::atomic<bool> tenant_{false};
+  std::string tenant_name_{Server::kDefaultTenant};  // set by the reader before tenant_
+  bool totals_recorded_ = false;  // guarded by server_->mu_: counted in the tenant's totals
   std::atomic<uint64_t> commands_{0};
+  std::atomic<uint64_t> round_trips_{0};
   // Progress, watched by the accept loop (Overdue).
   std::atomic<bool> in_frame_{false};        // the reader waits for a frame's payload
   std::atomic<uint64_t> received_{0};        // bytes received (counted by the reader)
@@ -728,6 +769,18 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
       options.max_staging_bytes == 0 || options.max_receiving_bytes == 0) {
     return absl::InvalidArgumentError(
         "server limits (connections, timeouts, staging and receiving bytes) must be positive");
+  }
+  absl::flat_hash_map<std::string, uint64_t> seen_tenants;
+  for (const auto& [name, limit] : options.tenant_quotas) {
+    if (absl::Status valid = ValidateTenantName(name); !valid.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--tenant_quota: ", valid.message()));
+    }
+    if (limit == 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--tenant_quota: ", name, "'s quota is 0"));
+    }
+    if (!seen_tenants.emplace(name, limit).second) {
+      return absl::InvalidArgumentError(absl::StrCat("--tenant_quota names ", name, " twice"));
+    }
   }
   ExecutorOptions executor_options;
   executor_options.device_count = options.device_count;
@@ -769,7 +822,23 @@ Server::Server(const Options& options, std::unique_ptr<BackingExecutor> executor
       address_(std::move(address)),
       wake_read_(std::move(wake_read)),
       wake_write_(std::move(wake_write)),
-      started_ns_(NowNs()) {}
+      started_ns_(NowNs()) {
+  for (const auto& [name, limit] : options_.tenant_quotas) {
+    tenant_budgets_[name] = std::make_shared<SharedQuota>(name, limit);
+  }
+}
+
+std::shared_ptr<SharedQuota> Server::TenantBudget(const std::string& tenant) const {
+  auto it = tenant_budgets_.find(tenant);
+  return it == tenant_budgets_.end() ? nullptr : it->second;
+}
+
+void Server::RecordFinishedConnection(const std::string& tenant, const TenantTotals& totals,
+                                      bool* recorded) {
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_tenants_[tenant].Add(totals);
+  *recorded = true;
+}
 
 Server::~Server() {
   Stop();
@@ -960,9 +1029,17 @@ absl::Status Server::Serve() {
 }
 
 std::string Server::StatsJson() {
+  struct TenantView {
+    TenantTotals totals;
+    uint64_t connections = 0;
+    uint64_t bytes_in_use = 0;
+  };
   std::string clients;
   size_t connection_count = 0;
   uint64_t receiving = 0;
+  uint64_t streams = 0, queued = 0;
+  absl::flat_hash_map<std::string, TenantView> tenants;
+  for (const auto& [name, budget] : tenant_budgets_) tenants[name];  // configured: always shown
   {
     std::lock_guard<std::mutex> lock(receiving_mu_);
     receiving = receiving_bytes_;
@@ -970,15 +1047,48 @@ std::string Server::StatsJson() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     connection_count = connections_.size();
+    for (const auto& [name, totals] : finished_tenants_) tenants[name].totals.Add(totals);
     for (auto& connection : connections_) {
-      if (!connection->is_tenant() || connection->finished()) continue;
+      if (!connection->is_tenant() || connection->finished() || connection->totals_recorded()) {
+        continue;
+      }
+      const SessionStats stats = connection->session_stats();
+      const uint64_t in_use = connection->bytes_in_use();
+      streams += stats.streams;
+      queued += stats.queued;
+      TenantView& tenant = tenants[connection->tenant_name()];
+      tenant.connections += 1;
+      tenant.bytes_in_use += in_use;
+      tenant.totals.Add({connection->commands(), connection->round_trips(), stats.launches,
+                         stats.kernel_ns, stats.errors});
       absl::StrAppend(&clients, clients.empty() ? "" : ", ", "{\"id\": ", connection->id(),
-                      ", \"peer\": \"", connection->peer(), "\", \"bytes_in_use\": ",
-                      connection->bytes_in_use(), ", \"staging_bytes\": ",
-                      connection->staging_bytes(), ", \"shm_bytes\": ",
-                      connection->shm_bytes(), ", \"commands\": ", connection->commands(),
-                      "}");
+                      ", \"peer\": \"", connection->peer(), "\", \"tenant\": \"",
+                      connection->tenant_name(), "\", \"bytes_in_use\": ", in_use,
+                      ", \"staging_bytes\": ", connection->staging_bytes(),
+                      ", \"shm_bytes\": ", connection->shm_bytes(),
+                      ", \"commands\": ", connection->commands(),
+                      ", \"round_trips\": ", connection->round_trips(),
+                      ", \"launches\": ", stats.launches, ", \"kernel_ns\": ", stats.kernel_ns,
+                      ", \"errors\": ", stats.errors, ", \"streams\": ", stats.streams,
+                      ", \"queued_commands\": ", stats.queued, "}");
     }
+  }
+  std::vector<std::string> names;
+  for (const auto& [name, view] : tenants) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  std::string tenant_json;
+  for (const std::string& name : names) {
+    const TenantView& view = tenants[name];
+    std::shared_ptr<SharedQuota> budget = TenantBudget(name);
+    absl::StrAppend(&tenant_json, tenant_json.empty() ? "" : ", ", "{\"name\": \"", name,
+                    "\", \"quota_bytes\": ", budget != nullptr ? budget->limit_bytes() : 0,
+                    ", \"connections\": ", view.connections,
+                    ", \"bytes_in_use\": ", view.bytes_in_use,
+                    ", \"commands\": ", view.totals.commands,
+                    ", \"round_trips\": ", view.totals.round_trips,
+                    ", \"launches\": ", view.totals.launches,
+                    ", \"kernel_ns\": ", view.totals.kernel_ns,
+                    ", \"errors\": ", view.totals.errors, "}");
   }
   std::string devices;
   for (int d = 0; d < executor_->device_count(); ++d) {
@@ -992,7 +1102,9 @@ std::string Server::StatsJson() {
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,
                       ", \"connections\": ", connection_count, ", \"receiving_bytes\": ",
                       receiving, ", \"max_staging_bytes\": ", options_.max_staging_bytes,
-                      ", \"clients\": [", clients, "], \"devices\": [", devices, "]}");
+                      ", \"streams\": ", streams, ", \"queued_commands\": ", queued,
+                      ", \"clients\": [", clients, "], \"tenants\": [", tenant_json,
+                      "], \"devices\": [", devices, "]}");
 }
 
 }  // namespace vgpu

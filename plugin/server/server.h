@@ -22,11 +22,13 @@
 #include <mutex>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_registry.h"
+#include "plugin/backend/shared_quota.h"
 #include "plugin/transport/socket_util.h"
 
 namespace vgpu {
@@ -41,6 +43,9 @@ class Server {
     int device_count = 1;
     uint64_t memory_limit = 1ull << 30;  // per device
     uint64_t client_quota = 0;        // per client, 0: the device limit only
+    // Device memory the connections of a named tenant (VGPU_TENANT) may hold together
+    // (--tenant_quota name=SIZE,...); tenants not named here have none beyond client_quota.
+    std::vector<std::pair<std::string, uint64_t>> tenant_quotas;
     std::string token;                // empty: no token required
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
@@ -101,8 +106,12 @@ class Server {
 
   // The address clients use (with the port chosen for tcp port 0).
   const std::string& address() const { return address_; }
-  // {"clients": [...], "devices": [...], "commands_total": N, "uptime_s": S}. Thread-safe.
+  // {"clients": [...], "tenants": [...], "devices": [...], "commands_total": N, "uptime_s": S,
+  // "streams": N, "queued_commands": N, ...}. Thread-safe.
   std::string StatsJson();
+
+  // The tenant name of connections whose Hello names none.
+  static constexpr char kDefaultTenant[] = "default";
 
  private:
   friend class ServerConnection;
@@ -123,6 +132,27 @@ class Server {
   absl::Status ChargeReceiving(uint64_t bytes, uint64_t charged_already,
                                const std::atomic<bool>& abandon);
   void ReleaseReceiving(uint64_t bytes);
+  // The memory budget the connections of `tenant` share (null: none configured).
+  std::shared_ptr<SharedQuota> TenantBudget(const std::string& tenant) const;
+  // What a tenant's connections did, summed (finished connections are added as they end).
+  struct TenantTotals {
+    uint64_t commands = 0;
+    uint64_t round_trips = 0;
+    uint64_t launches = 0;
+    uint64_t kernel_ns = 0;
+    uint64_t errors = 0;
+    void Add(const TenantTotals& other) {
+      commands += other.commands;
+      round_trips += other.round_trips;
+      launches += other.launches;
+      kernel_ns += other.kernel_ns;
+      errors += other.errors;
+    }
+  };
+  // Adds a connection's final totals to its tenant's and sets `*recorded` (the connection's
+  // flag, guarded by mu_) in the same step, so StatsJson counts it once.
+  void RecordFinishedConnection(const std::string& tenant, const TenantTotals& totals,
+                                bool* recorded);
 
   const Options options_;
   std::unique_ptr<BackingExecutor> executor_;
@@ -144,8 +174,12 @@ class Server {
   std::condition_variable receiving_cv_;
   uint64_t receiving_bytes_ ABSL_GUARDED_BY(receiving_mu_) = 0;
 
+  // By tenant name, built from options_.tenant_quotas; read-only after construction.
+  absl::flat_hash_map<std::string, std::shared_ptr<SharedQuota>> tenant_budgets_;
+
   std::mutex mu_;
   std::list<std::unique_ptr<ServerConnection>> connections_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TenantTotals> finished_tenants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -25,6 +25,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "plugin/backend/executor_registry.h"
@@ -51,6 +52,7 @@ struct CommandLine {
   std::string executor{kDefaultExecutorName};
   std::string memory_limit = "1GiB";
   std::string client_quota;  // empty: no quota
+  std::string tenant_quota;  // name=SIZE,... ; empty: none
   std::string token_file;
   int device_count = 1;
   int compute_threads = 0;
@@ -140,6 +142,10 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
       StringFlag("memory_limit", "Device memory per device, e.g. 4GiB.", &line->memory_limit),
       StringFlag("client_quota", "Device memory one client may hold (default: no quota).",
                  &line->client_quota),
+      StringFlag("tenant_quota",
+                 "Device memory the connections of a tenant (VGPU_TENANT) may hold together: "
+                 "name=SIZE,name=SIZE,... (e.g. team-a=2GiB,team-b=512MiB).",
+                 &line->tenant_quota),
       StringFlag("token_file", "File holding the token clients must present.",
                  &line->token_file),
       IntFlag("device_count", "Number of devices the server offers.", &line->device_count, 1),
@@ -263,6 +269,27 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
 }
 
 // Server::Options from the command line; InvalidArgument naming the flag at fault.
+// --tenant_quota name=SIZE,name=SIZE,...
+absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> ParseTenantQuotas(
+    absl::string_view text) {
+  std::vector<std::pair<std::string, uint64_t>> quotas;
+  for (absl::string_view entry : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    std::pair<absl::string_view, absl::string_view> parts =
+        absl::StrSplit(entry, absl::MaxSplits('=', 1));
+    const absl::string_view name = absl::StripAsciiWhitespace(parts.first);
+    if (absl::Status valid = ValidateTenantName(name); !valid.ok() || parts.second.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tenant_quota: '", entry, "' is not name=SIZE",
+          valid.ok() ? "" : absl::StrCat(" (", valid.message(), ")")));
+    }
+    absl::StatusOr<uint64_t> bytes = ByteSizeFlag("tenant_quota", parts.second);
+    if (!bytes.ok()) return bytes.status();
+    quotas.emplace_back(std::string(name), *bytes);
+  }
+  if (quotas.empty()) return absl::InvalidArgumentError("--tenant_quota names no tenant");
+  return quotas;
+}
+
 absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   Server::Options options;
   options.listen = line.listen;
@@ -270,6 +297,12 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   absl::StatusOr<uint64_t> memory_limit = ByteSizeFlag("memory_limit", line.memory_limit);
   if (!memory_limit.ok()) return memory_limit.status();
   options.memory_limit = *memory_limit;
+  if (!line.tenant_quota.empty()) {
+    absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> quotas =
+        ParseTenantQuotas(line.tenant_quota);
+    if (!quotas.ok()) return quotas.status();
+    options.tenant_quotas = *std::move(quotas);
+  }
   if (!line.client_quota.empty()) {
     absl::StatusOr<uint64_t> quota = ByteSizeFlag("client_quota", line.client_quota);
     if (!quota.ok()) return quota.status();

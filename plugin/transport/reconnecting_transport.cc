@@ -34,20 +34,24 @@ constexpr uint64_t kMintedAlignment = 1ull << 16;
 
 absl::StatusOr<std::unique_ptr<ReconnectingTransport>> ReconnectingTransport::Connect(
     const std::string& endpoint, const std::string& token, CompletionSink* sink,
-    wire::Welcome* welcome, int handshake_timeout_ms, int silence_timeout_ms) {
-  absl::StatusOr<std::unique_ptr<SocketTransport>> first = SocketTransport::Connect(
-      endpoint, token, sink, welcome, handshake_timeout_ms, silence_timeout_ms);
+    wire::Welcome* welcome, int handshake_timeout_ms, int silence_timeout_ms,
+    const std::string& tenant) {
+  absl::StatusOr<std::unique_ptr<SocketTransport>> first =
+      SocketTransport::Connect(endpoint, token, sink, welcome, handshake_timeout_ms,
+                               silence_timeout_ms, /*shm_bytes=*/-1, tenant);
   if (!first.ok()) return first.status();
-  return std::unique_ptr<ReconnectingTransport>(new ReconnectingTransport(
-      endpoint, token, sink, handshake_timeout_ms, silence_timeout_ms, *std::move(first)));
+  return std::unique_ptr<ReconnectingTransport>(
+      new ReconnectingTransport(endpoint, token, tenant, sink, handshake_timeout_ms,
+                                silence_timeout_ms, *std::move(first)));
 }
 
 ReconnectingTransport::ReconnectingTransport(std::string endpoint, std::string token,
-                                             CompletionSink* sink, int handshake_timeout_ms,
-                                             int silence_timeout_ms,
+                                             std::string tenant, CompletionSink* sink,
+                                             int handshake_timeout_ms, int silence_timeout_ms,
                                              std::unique_ptr<SocketTransport> first)
     : endpoint_(std::move(endpoint)),
       token_(std::move(token)),
+      tenant_(std::move(tenant)),
       sink_(sink),
       handshake_timeout_ms_(handshake_timeout_ms),
       silence_timeout_ms_(silence_timeout_ms),
@@ -63,8 +67,9 @@ absl::StatusOr<SocketTransport*> ReconnectingTransport::Live() {
   connection = current_.load(std::memory_order_acquire);
   if (!connection->dead()) return connection;  // another thread reconnected meanwhile
   const absl::Status lost = connection->DeadStatus();
-  absl::StatusOr<std::unique_ptr<SocketTransport>> fresh = SocketTransport::Connect(
-      endpoint_, token_, sink_, nullptr, handshake_timeout_ms_, silence_timeout_ms_);
+  absl::StatusOr<std::unique_ptr<SocketTransport>> fresh =
+      SocketTransport::Connect(endpoint_, token_, sink_, nullptr, handshake_timeout_ms_,
+                               silence_timeout_ms_, /*shm_bytes=*/-1, tenant_);
   if (!fresh.ok()) {
     return absl::Status(fresh.status().code(),
                         absl::StrCat(fresh.status().message(), " (reconnecting after: ",

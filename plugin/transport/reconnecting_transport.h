@@ -39,7 +39,8 @@ class ReconnectingTransport final : public Transport {
   // reconnections. `sink` must outlive the transport. Blocks at most ~`handshake_timeout_ms`.
   static absl::StatusOr<std::unique_ptr<ReconnectingTransport>> Connect(
       const std::string& endpoint, const std::string& token, CompletionSink* sink,
-      wire::Welcome* welcome, int handshake_timeout_ms, int silence_timeout_ms);
+      wire::Welcome* welcome, int handshake_timeout_ms, int silence_timeout_ms,
+      const std::string& tenant = "");
   // Closes the connection (the server reclaims the session).
   ~ReconnectingTransport() override = default;
 
@@ -60,8 +61,8 @@ class ReconnectingTransport final : public Transport {
     uint64_t server_address = 0;  // in the current session; 0: lost (re-allocation failed)
   };
 
-  ReconnectingTransport(std::string endpoint, std::string token, CompletionSink* sink,
-                        int handshake_timeout_ms, int silence_timeout_ms,
+  ReconnectingTransport(std::string endpoint, std::string token, std::string tenant,
+                        CompletionSink* sink, int handshake_timeout_ms, int silence_timeout_ms,
                         std::unique_ptr<SocketTransport> first);
   // The live connection for new work: the current one, or a new session if it died. Errors
   // say why no session could be opened.
@@ -75,6 +76,7 @@ class ReconnectingTransport final : public Transport {
 
   const std::string endpoint_;
   const std::string token_;
+  const std::string tenant_;  // VGPU_TENANT, carried by every reconnection's Hello
   CompletionSink* const sink_;
   const int handshake_timeout_ms_;
   const int silence_timeout_ms_;

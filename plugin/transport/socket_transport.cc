@@ -86,7 +86,8 @@ uint64_t SocketTransport::ShmBytesFromEnvironment() {
 
 absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
     const std::string& endpoint, const std::string& token, CompletionSink* sink,
-    wire::Welcome* welcome, int timeout_ms, int silence_timeout_ms, int64_t shm_bytes) {
+    wire::Welcome* welcome, int timeout_ms, int silence_timeout_ms, int64_t shm_bytes,
+    const std::string& tenant) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(endpoint);
   if (!address.ok()) return address.status();
   auto unreachable = [&](const absl::Status& s) {
@@ -98,7 +99,7 @@ absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
   // Handshake, bounded by the receive timeout.
   SetReceiveTimeout(fd->get(), timeout_ms);
   std::vector<uint8_t> hello;
-  wire::EncodeHello({wire::kWireVersion, wire::Role::kTenant, token}, &hello);
+  wire::EncodeHello({wire::kWireVersion, wire::Role::kTenant, token, tenant}, &hello);
   if (absl::Status s = WriteFrame(fd->get(), wire::MessageType::kHello, 0,
                                   {iovec{hello.data(), hello.size()}});
       !s.ok()) {

@@ -71,14 +71,16 @@ class SocketTransport final : public Transport {
   // receives the server's description. `silence_timeout_ms` > 0 arms the deadline above (the
   // value of VGPU_TIMEOUT, named in its error); 0 waits forever. `shm_bytes`: the size of the
   // shared staging region offered over a Unix socket (0: none; -1: ShmBytesFromEnvironment).
-  // A region the server refuses is logged and the connection goes on without it.
+  // A region the server refuses is logged and the connection goes on without it. `tenant`
+  // (may be empty: the server's default tenant) is the name the Hello carries (VGPU_TENANT).
   static absl::StatusOr<std::unique_ptr<SocketTransport>> Connect(const std::string& endpoint,
                                                                   const std::string& token,
                                                                   CompletionSink* sink,
                                                                   wire::Welcome* welcome,
                                                                   int timeout_ms = 5000,
                                                                   int silence_timeout_ms = 0,
-                                                                  int64_t shm_bytes = -1);
+                                                                  int64_t shm_bytes = -1,
+                                                                  const std::string& tenant = "");
   // Closes the connection (the server reclaims this client's memory) and joins the reader.
   ~SocketTransport() override;
 

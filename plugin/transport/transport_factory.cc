@@ -40,7 +40,7 @@ absl::StatusOr<OpenedTransport> OpenServer(absl::string_view endpoint,
   absl::StatusOr<std::unique_ptr<ReconnectingTransport>> transport =
       ReconnectingTransport::Connect(std::string(endpoint), context.token, context.sink,
                                      &welcome, context.handshake_timeout_ms,
-                                     context.silence_timeout_ms);
+                                     context.silence_timeout_ms, context.tenant);
   if (!transport.ok()) return transport.status();
   OpenedTransport opened;
   opened.transport = *std::move(transport);

@@ -22,6 +22,7 @@ namespace vgpu {
 struct TransportContext {
   CompletionSink* sink = nullptr;  // receives the session's notifications; outlives the transport
   std::string token;               // presented to servers that require one
+  std::string tenant;              // VGPU_TENANT: the name servers group this client under
   int handshake_timeout_ms = 5000;
   int silence_timeout_ms = 0;  // VGPU_TIMEOUT for remote waits; 0: wait forever
   // "inproc": opens a session on the executor that serves this process's in-process devices

@@ -213,7 +213,7 @@ class RawTenant:
     """One tenant connection. A reader thread files every frame the server sends: replies and
     data by sequence, notifications by token. Every wait is bounded by `timeout` seconds."""
 
-    def __init__(self, address, token="", timeout=30.0):
+    def __init__(self, address, token="", timeout=30.0, tenant=None):
         self.timeout = timeout
         self.sock = connect_socket(address, timeout)
         self._sequence = 0
@@ -224,8 +224,11 @@ class RawTenant:
         self._notified = {}    # token -> (code, message)
         self.closed = False
         token_bytes = token.encode()
-        self.sock.sendall(frame(HELLO, 0, struct.pack("<HBI", VERSION, 0, len(token_bytes))
-                                + token_bytes))
+        hello = struct.pack("<HBI", VERSION, 0, len(token_bytes)) + token_bytes
+        if tenant is not None:  # the optional tenant name (VGPU_TENANT)
+            tenant_bytes = tenant.encode()
+            hello += struct.pack("<I", len(tenant_bytes)) + tenant_bytes
+        self.sock.sendall(frame(HELLO, 0, hello))
         kind, _, payload = self._receive()
         if kind != WELCOME:
             raise ConnectionRefusedError(payload[4:].decode(errors="replace"))
