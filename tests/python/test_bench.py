@@ -41,10 +41,25 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
         "inproc", "unix", "unix-socket", "tcp"]
     for b in results["bandwidth"]:
         assert b["htod_GBps"] > 0 and b["dtoh_GBps"] > 0 and b["round_trip_GBps"] > 0
+    # The tiny-launch rows: TensorFlow's CPU op as the reference, the virtual GPU in process
+    # and through a Unix server, each op one launch there.
+    assert [c["configuration"] for c in results["launch_cost"]] == [
+        "tensorflow-cpu", "vgpu inproc", "vgpu unix"]
+    for cost in results["launch_cost"]:
+        assert cost["us_per_op"] > 0
+        if cost["device"] == "gpu":
+            assert cost["launches_per_call"] >= cost["ops"]
+    # Peak resident memory per configuration (a remote one adds its server's).
+    for run in results["runs"]:
+        assert run["summary"]["peak_rss_bytes"] > 50 << 20
+    remote = [r for r in results["runs"] if r["configuration"].startswith("vgpu unix")]
+    assert all(r["server_peak_rss_bytes"] > 0 for r in remote)
 
     table = (out / "table.md").read_text().splitlines()
     assert table[0].startswith("| model | configuration | median step (ms) |")
     assert "vs in-process" in table[0] and "KiB sent / step" in table[0]
+    assert "peak RSS (MiB)" in table[0] and "executor primitives created / reused" in table[0]
+    assert any(line.startswith("| configuration | µs per tiny op") for line in table)
     rows = [line for line in table if line.startswith("| mlp |")]
     assert [line.split("|")[2].strip() for line in rows] == _CONFIGURATIONS
     assert any(line.startswith("| transport |") for line in table)

@@ -37,10 +37,24 @@ REMOTE_TCP_FORWARD = Configuration("vgpu tcp forward", "gpu",
                                    (("VGPU_DESCRIPTOR_MODE", "forward"),), "tcp")
 
 
+def peak_rss_bytes(pid: int) -> int:
+    """The peak resident memory (VmHWM) of a running process, bytes; 0 if unknown."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 @contextlib.contextmanager
-def vgpu_server(kind: str, memory_limit: str = "4GiB"):
+def vgpu_server(kind: str, memory_limit: str = "4GiB", peak_rss: dict | None = None):
     """Runs `python -m vgpu.server` on a temporary Unix socket or 127.0.0.1 (any port); yields
-    its address and stops it (SIGTERM) afterwards."""
+    its address and stops it (SIGTERM) afterwards. `peak_rss` (if given) receives the server
+    process's peak resident memory as peak_rss["server"] just before it is stopped (`vgpu
+    server` replaces itself with vgpu-server, so the process is the server)."""
     with tempfile.TemporaryDirectory(prefix="vgpu-bench-") as folder:
         listen = f"unix://{folder}/vgpu.sock" if kind == "unix" else "tcp://127.0.0.1:0"
         ready = os.path.join(folder, "ready")
@@ -56,6 +70,8 @@ def vgpu_server(kind: str, memory_limit: str = "4GiB"):
             with open(ready, encoding="utf-8") as f:
                 yield f.read()
         finally:
+            if peak_rss is not None:
+                peak_rss["server"] = peak_rss_bytes(process.pid)
             process.terminate()
             try:
                 process.wait(30)
@@ -83,9 +99,15 @@ def run_configuration(config: Configuration, model: str, steps: int, warmup: int
     env.update(dict(config.env))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     if config.server is not None:
-        with vgpu_server(config.server) as address:
+        peak = {}
+        with vgpu_server(config.server, peak_rss=peak) as address:
             env["VGPU_BACKEND"] = address
-            return _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+            result = _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+        # Memory of the whole configuration: the TensorFlow process and its server.
+        result["server_peak_rss_bytes"] = peak.get("server", 0)
+        result["summary"]["peak_rss_bytes"] = (result.get("peak_rss_bytes", 0) +
+                                               result["server_peak_rss_bytes"])
+        return result
     return _run_worker(config, env, model, steps, warmup, batch_size, timeout)
 
 
@@ -104,7 +126,8 @@ def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup
     result["configuration"] = config.name
     median = statistics.median(result["step_times"])
     summary = {"median_step_s": median, "steps_per_s": 1.0 / median,
-               "examples_per_s": batch_size / median}
+               "examples_per_s": batch_size / median,
+               "peak_rss_bytes": result.get("peak_rss_bytes", 0)}
     counters = result.get("per_step_counters") or []
     measured = counters[warmup:]
     if measured:
@@ -132,8 +155,15 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
     lines = ["| model | configuration | median step (ms) | throughput vs " + baseline +
              " | vs in-process | descriptor calls forwarded / step | local / step |"
              " launches / step | round trips / step | KiB sent / step | KiB received / step |"
-             " executor primitives created / reused per step |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             " executor primitives created / reused per step | peak RSS (MiB) | RSS vs " +
+             baseline + " |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rss = {(r["model"], r["configuration"]): r["summary"].get("peak_rss_bytes", 0) for r in rows}
+    def rss_ratio(r):
+        base = rss.get((r["model"], baseline), 0)
+        mine = r["summary"].get("peak_rss_bytes", 0)
+        return f"{mine / base:.2f}x" if base and mine else "–"
+
     for r in rows:
         s = r["summary"]
         ratio = times.get((r["model"], baseline), float("nan")) / s["median_step_s"]
@@ -148,7 +178,8 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
             f"{get('round_trips_per_step')} | {get('bytes_sent_per_step', 1024)} | "
             f"{get('bytes_received_per_step', 1024)} | "
             f"{get('executor_primitives_created_per_step')} / "
-            f"{get('executor_primitives_reused_per_step')} |")
+            f"{get('executor_primitives_reused_per_step')} | "
+            f"{s.get('peak_rss_bytes', 0) / (1 << 20):.0f} | {rss_ratio(r)} |")
     return "\n".join(lines)
 
 
@@ -225,3 +256,51 @@ def bandwidth(kind: str, megabytes: float = 64, repeats: int = 5, timeout: float
             "htod_GBps": nbytes / 1e9 / htod, "dtoh_GBps": nbytes / 1e9 / dtoh,
             "round_trip_s": trip, "round_trip_GBps": 2 * nbytes / 1e9 / trip,
             "htod_s": result["htod_s"], "dtoh_s": result["dtoh_s"]}
+
+
+# The launch-cost rows: (name, device, server kind or None).
+LAUNCH_COST_CONFIGURATIONS = (
+    ("tensorflow-cpu", "cpu", None),
+    ("vgpu inproc", "gpu", None),
+    ("vgpu unix", "gpu", "unix"),
+)
+
+
+def launch_cost(name: str, ops: int = 200, repeats: int = 20, timeout: float = 600) -> dict:
+    """µs per tiny kernel launch under configuration `name` (LAUNCH_COST_CONFIGURATIONS),
+    measured in a child process (vgpu.bench.launch_cost)."""
+    _, device, server = next(c for c in LAUNCH_COST_CONFIGURATIONS if c[0] == name)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    command = [sys.executable, "-m", "vgpu.bench.launch_cost", f"--device={device}",
+               f"--ops={ops}", f"--repeats={repeats}"]
+
+    def run(run_env):
+        done = subprocess.run(command, env=run_env, capture_output=True, text=True,
+                              timeout=timeout, check=False)
+        line = next((l for l in done.stdout.splitlines() if l.startswith("VGPU_BENCH_RESULT ")),
+                    None)
+        if done.returncode != 0 or line is None:
+            raise RuntimeError(f"launch cost {name} failed ({done.returncode}):\n"
+                               f"{done.stderr[-4000:]}")
+        return json.loads(line.split(" ", 1)[1])
+
+    if server is None:
+        result = run(env)
+    else:
+        with vgpu_server(server) as address:
+            result = run(dict(env, VGPU_BACKEND=address))
+    result["configuration"] = name
+    return result
+
+
+def launch_cost_table(results: list[dict]) -> str:
+    """A Markdown table of µs per tiny launch, with the ratio to TensorFlow's own CPU op."""
+    base = next((r["us_per_op"] for r in results if r["configuration"] == "tensorflow-cpu"), None)
+    lines = ["| configuration | µs per tiny op (launch) | launches per call | vs tensorflow-cpu |",
+             "|---|---:|---:|---:|"]
+    for r in results:
+        launches = f"{r['launches_per_call']:.0f}" if r["launches_per_call"] is not None else "–"
+        ratio = f"{r['us_per_op'] / base:.2f}x" if base else "–"
+        lines.append(f"| {r['configuration']} | {r['us_per_op']:.1f} | {launches} | {ratio} |")
+    return "\n".join(lines)

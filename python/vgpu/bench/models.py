@@ -4,19 +4,28 @@ from __future__ import annotations
 import numpy as np
 
 
-def make_data(samples: int, seed: int = 0):
-    """Images (samples, 28, 28, 1) in [0, 1] and int32 labels in [0, 10): class templates plus
+MODELS = ("cnn", "mlp", "resnet", "mobilenetv2")
+
+
+def input_shape(name: str) -> tuple[int, int, int]:
+    """The image shape model `name` takes: MNIST-shaped, except MobileNetV2 (96x96 RGB)."""
+    return (96, 96, 3) if name == "mobilenetv2" else (28, 28, 1)
+
+
+def make_data(samples: int, seed: int = 0, shape: tuple[int, int, int] = (28, 28, 1)):
+    """Images (samples, *shape) in [0, 1] and int32 labels in [0, 10): class templates plus
     noise, so that the loss really falls."""
     rng = np.random.default_rng(seed)
-    templates = rng.uniform(0.0, 1.0, size=(10, 28, 28, 1)).astype("float32")
+    templates = rng.uniform(0.0, 1.0, size=(10, *shape)).astype("float32")
     labels = rng.integers(0, 10, size=samples)
-    noise = rng.normal(0.0, 0.35, size=(samples, 28, 28, 1)).astype("float32")
+    noise = rng.normal(0.0, 0.35, size=(samples, *shape)).astype("float32")
     images = np.clip(templates[labels] + noise, 0.0, 1.0).astype("float32")
     return images, labels.astype("int32")
 
 
 def build(name: str):
-    """A Keras model by name: "cnn", "mlp" or "resnet" (a small residual network)."""
+    """A Keras model by name: "cnn", "mlp", "resnet" (a small residual network) or
+    "mobilenetv2" (keras.applications.MobileNetV2 at 96x96, weights=None, 10 classes)."""
     import keras
 
     if name == "cnn":
@@ -57,4 +66,7 @@ def build(name: str):
             x = keras.layers.ReLU()(keras.layers.Add()([y, shortcut]))
         x = keras.layers.GlobalAveragePooling2D()(x)
         return keras.Model(inputs, keras.layers.Dense(10)(x))
-    raise ValueError(f"unknown model {name!r}; expected cnn, mlp or resnet")
+    if name == "mobilenetv2":
+        return keras.applications.MobileNetV2(input_shape=input_shape(name), weights=None,
+                                              classes=10, classifier_activation=None)
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")

@@ -13,7 +13,8 @@ from absl import flags
 from vgpu.bench import harness
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["cnn", "mlp", "resnet"], "Models: cnn, mlp, resnet.")
+flags.DEFINE_list("models", ["cnn", "mlp", "resnet", "mobilenetv2"],
+                  "Models: cnn, mlp, resnet, mobilenetv2 (keras.applications.MobileNetV2, 96x96).")
 flags.DEFINE_integer("steps", 40, "Measured steps per configuration.")
 flags.DEFINE_integer("warmup", 5, "Warm-up steps per configuration.")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
@@ -71,6 +72,13 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
         _progress(f"  host to device {bandwidths[-1]['htod_GBps']:.2f} GB/s, "
                   f"device to host {bandwidths[-1]['dtoh_GBps']:.2f} GB/s, "
                   f"round trip {bandwidths[-1]['round_trip_GBps']:.2f} GB/s")
+    launch_costs = []
+    for name, _, server in harness.LAUNCH_COST_CONFIGURATIONS:
+        if (server is not None and not remote) or (name == "tensorflow-cpu" and not tf_cpu):
+            continue
+        _progress(f"launch cost {name} ...")
+        launch_costs.append(harness.launch_cost(name, 50 if quick else 200, 3 if quick else 20))
+        _progress(f"  {launch_costs[-1]['us_per_op']:.1f} µs per tiny op")
     best: dict[tuple[str, str], dict] = {}
     total, done = repeats * len(models) * len(configurations), 0
     for repeat in range(repeats):
@@ -86,13 +94,15 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
                     best[key] = result
     rows = [best[(m, c.name)] for m in models for c in configurations]
     table = harness.markdown_table(rows, configurations[0].name)
-    transport = harness.transport_table(ping_pongs, bandwidths)
+    transport = (harness.transport_table(ping_pongs, bandwidths) + "\n\n" +
+                 harness.launch_cost_table(launch_costs))
     results = {"machine": machine(),
                "settings": {"models": models, "steps": steps, "warmup": warmup,
                             "batch_size": batch_size, "repeats": repeats, "quick": quick,
                             "configurations": [c.name for c in configurations],
                             "bandwidth_mb": bandwidth_mb},
-               "runs": rows, "ping_pong": ping_pongs, "bandwidth": bandwidths}
+               "runs": rows, "ping_pong": ping_pongs, "bandwidth": bandwidths,
+               "launch_cost": launch_costs}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)

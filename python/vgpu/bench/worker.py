@@ -9,12 +9,13 @@ plugin's configuration (VGPU_BACKEND, VGPU_DESCRIPTOR_MODE, ...) comes from the 
 from __future__ import annotations
 
 import json
+import resource
 import time
 
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("model", "cnn", ["cnn", "mlp", "resnet"], "Model to train.")
+flags.DEFINE_enum("model", "cnn", ["cnn", "mlp", "resnet", "mobilenetv2"], "Model to train.")
 flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "Virtual GPU, or TensorFlow's CPU kernels.")
 flags.DEFINE_integer("steps", 30, "Measured training steps (after the warm-up).")
 flags.DEFINE_integer("warmup", 5, "Warm-up steps, not measured.")
@@ -44,7 +45,8 @@ def main(argv):
 
     keras.utils.set_random_seed(FLAGS.seed)
     total_steps = FLAGS.warmup + FLAGS.steps
-    images, labels = models.make_data(total_steps * FLAGS.batch_size, FLAGS.seed)
+    images, labels = models.make_data(total_steps * FLAGS.batch_size, FLAGS.seed,
+                                      models.input_shape(FLAGS.model))
     model = models.build(FLAGS.model)
     # On TensorFlow's CPU path, Keras' jit_compile="auto" would still pick XLA (the hidden virtual
     # GPU counts as a physical device); a CPU-only machine would not, so neither does the
@@ -79,6 +81,8 @@ def main(argv):
         "step_times": measured,
         "loss": history.history["loss"][-1],
         "per_step_counters": per_step_counters,
+        # The peak resident memory of this (TensorFlow) process, bytes (Linux: ru_maxrss KiB).
+        "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
     if use_vgpu:
         import vgpu
