@@ -63,6 +63,8 @@ struct CommandLine {
   double handshake_timeout = Server::kDefaultHandshakeTimeoutMs / 1000.0;
   double frame_timeout = Server::kDefaultFrameTimeoutMs / 1000.0;
   bool fair_scheduling = true;
+  bool shared_memory = true;
+  std::string max_shm_bytes = "256MiB";
   int max_connections = Server::kDefaultMaxConnections;
   int max_connections_per_peer = Server::kDefaultMaxConnectionsPerPeer;
   bool help = false;
@@ -174,6 +176,14 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
                "Share the compute pool fairly among clients (--nofair_scheduling: Eigen's pool, "
                "for one trusted client).",
                &line->fair_scheduling),
+      BoolFlag("shared_memory",
+               "Accept a Unix-socket client's shared-memory staging region for bulk copies "
+               "(--noshared_memory: every byte through the socket).",
+               &line->shared_memory),
+      StringFlag("max_shm_bytes",
+                 "Largest shared-memory region one client may attach (also at most half of "
+                 "--max_staging_bytes, whose budget it is charged to).",
+                 &line->max_shm_bytes),
       IntFlag("max_connections", "Open connections in all.", &line->max_connections, 1),
       IntFlag("max_connections_per_peer",
               "Open connections from one peer (IP address over TCP, uid over a Unix socket).",
@@ -324,6 +334,10 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   options.handshake_timeout_ms = Milliseconds(line.handshake_timeout);
   options.frame_timeout_ms = Milliseconds(line.frame_timeout);
   options.fair_scheduling = line.fair_scheduling;
+  options.shared_memory = line.shared_memory;
+  absl::StatusOr<uint64_t> shm = ByteSizeFlag("max_shm_bytes", line.max_shm_bytes);
+  if (!shm.ok()) return shm.status();
+  options.max_shm_bytes = *shm;
   options.max_connections = line.max_connections;
   options.max_connections_per_peer = line.max_connections_per_peer;
   return options;

@@ -59,6 +59,12 @@ flags.DEFINE_float("frame_timeout", 30.0,
 flags.DEFINE_bool("fair_scheduling", True,
                   "Share the compute pool fairly among clients (off: Eigen's pool, for one "
                   "trusted client).")
+flags.DEFINE_bool("shared_memory", True,
+                  "Accept a Unix-socket client's shared-memory staging region for bulk copies "
+                  "(--noshared_memory: every byte through the socket).")
+flags.DEFINE_string("max_shm_bytes", "256MiB",
+                    "Largest shared-memory region one client may attach (also at most half of "
+                    "--max_staging_bytes, whose budget it is charged to).")
 flags.DEFINE_integer("max_connections", 256, "Open connections in all.")
 flags.DEFINE_integer("max_connections_per_peer", 64,
                      "Open connections from one peer (IP address over TCP, uid over a Unix "
@@ -69,7 +75,7 @@ SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_qu
                 "device_count",
                 "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
-                "max_connections", "max_connections_per_peer")
+                "shared_memory", "max_shm_bytes", "max_connections", "max_connections_per_peer")
 
 
 def binary_path() -> str:

@@ -360,3 +360,17 @@ def test_an_attach_over_tcp_is_refused_and_the_connection_goes_on(tmp_path):
         _assert_unharmed(server)
     finally:
         server.stop()
+
+
+@pytest.mark.parametrize("flag", ["--noshared_memory", "--max_shm_bytes=1MiB"])
+def test_a_server_that_takes_no_region_still_copies_everything_right(tmp_path, flag):
+    """--noshared_memory, or a --max_shm_bytes below the client's region: the client is told no
+    and every byte goes through the socket, with the same results."""
+    server = ServerProcess(tmp_path, memory_limit="512MiB", flags=[flag])
+    try:
+        digests, stderr = _digests(_child_env(server.address))
+        assert server.alive()
+    finally:
+        server.stop()
+    assert digests == _digests(_child_env("inproc"))[0]
+    assert "shared memory" in stderr or "shm" in stderr, stderr[-2000:]  # the refusal is logged
