@@ -137,8 +137,10 @@ class BackingExecutor {
   virtual int device_count() const = 0;
   // What sessions of this executor may hold (ExecutorOptions::session_limits, validated).
   virtual SessionLimits session_limits() const = 0;
-  // The name of kernel `kernel_id`, for messages; empty if the executor has no such kernel.
-  virtual std::string KernelName(uint32_t kernel_id) const = 0;
+  // The name of kernel `kernel_id`, empty if the executor has no such kernel. The session asks
+  // on every launch (is the id known?), so it must not allocate; the view lives as long as the
+  // executor.
+  virtual absl::string_view KernelName(uint32_t kernel_id) const = 0;
   virtual ExecutorStats stats() const = 0;
 
   // --- Memory -----------------------------------------------------------------------------------

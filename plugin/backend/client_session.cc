@@ -52,6 +52,16 @@ DeviceArena::Usage ClientSession::TotalUsage() const { return UsageOf(session_id
 
 uint64_t ClientSession::BytesInUse() const { return TotalUsage().charged; }
 
+DeviceArena::Usage ClientSession::SharedQuotaUsage() const {
+  DeviceArena::Usage total;
+  for (uint64_t member : shared_quota_->Members()) {
+    const DeviceArena::Usage usage = UsageOf(member);
+    total.charged += usage.charged;
+    total.pending_free += usage.pending_free;
+  }
+  return total;
+}
+
 SessionStats ClientSession::Stats() const {
   SessionStats stats;
   stats.launches = launches_.load(std::memory_order_relaxed);
@@ -65,12 +75,8 @@ SessionStats ClientSession::Stats() const {
 
 absl::Status ClientSession::CheckSharedQuota(uint64_t size) const {
   const uint64_t limit = shared_quota_->limit_bytes();
-  uint64_t used = 0, pending = 0;
-  for (uint64_t member : shared_quota_->Members()) {
-    const DeviceArena::Usage usage = UsageOf(member);
-    used += usage.charged;
-    pending += usage.pending_free;
-  }
+  const DeviceArena::Usage usage = SharedQuotaUsage();
+  const uint64_t used = usage.charged, pending = usage.pending_free;
   const uint64_t charged = size > limit ? size : DeviceArena::ChargedSize(size);
   if (charged <= limit && used <= limit - charged) return absl::OkStatus();
   return absl::ResourceExhaustedError(absl::StrCat(
@@ -109,11 +115,14 @@ std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
   return it == streams_.end() ? nullptr : it->second;
 }
 
+absl::string_view ClientSession::KernelName(uint64_t kernel_id) const {
+  return kernel_id <= UINT32_MAX ? executor_->KernelName(static_cast<uint32_t>(kernel_id))
+                                 : absl::string_view();
+}
+
 std::string ClientSession::KernelLabel(uint64_t kernel_id) const {
-  std::string name = kernel_id <= UINT32_MAX
-                         ? executor_->KernelName(static_cast<uint32_t>(kernel_id))
-                         : std::string();
-  return name.empty() ? absl::StrCat("kernel ", kernel_id) : name;
+  absl::string_view name = KernelName(kernel_id);
+  return name.empty() ? absl::StrCat("kernel ", kernel_id) : std::string(name);
 }
 
 absl::Status ClientSession::PinRanges(absl::Span<const BufferArg> ranges, PinnedRanges* pins) {
@@ -304,8 +313,7 @@ Reply ClientSession::HandleMemoryInfo(Command& command) {
   Reply reply;
   reply.memory = executor_->arena(command.device).Info();
   if (shared_quota_ != nullptr) {  // what the tenant's connections may still use together
-    uint64_t used = 0;
-    for (uint64_t member : shared_quota_->Members()) used += UsageOf(member).charged;
+    const uint64_t used = SharedQuotaUsage().charged;
     const uint64_t limit = shared_quota_->limit_bytes();
     reply.memory.limit_bytes = std::min(reply.memory.limit_bytes, limit);
     reply.memory.largest_free_block =
@@ -640,9 +648,7 @@ absl::Status ClientSession::Memset(ExecutorStream* stream, const Command& comman
 
 absl::Status ClientSession::Launch(ExecutorStream* stream, const Command& command,
                                    PinnedRanges& pins) {
-  const std::string kernel_name = command.object <= UINT32_MAX
-                                      ? executor_->KernelName(static_cast<uint32_t>(command.object))
-                                      : std::string();
+  const absl::string_view kernel_name = KernelName(command.object);
   if (kernel_name.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", command.object));
   }

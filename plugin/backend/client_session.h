@@ -90,6 +90,8 @@ class ClientSession final : public ExecutorSession {
   // This session's memory summed over devices; UsageOf: any session's of this executor.
   DeviceArena::Usage TotalUsage() const;
   DeviceArena::Usage UsageOf(uint64_t session_id) const;
+  // What the members of the shared budget hold together.
+  DeviceArena::Usage SharedQuotaUsage() const;
   // The shared budget's check for `size` more bytes (caller holds its allocation mutex).
   absl::Status CheckSharedQuota(uint64_t size) const;
   // Waits until `stream` has run what is queued on it now and the executor has finished it;
@@ -99,7 +101,9 @@ class ClientSession final : public ExecutorSession {
   void WaitForQueuedWork(std::chrono::milliseconds timeout);
   absl::Status CheckDevice(uint32_t device) const;
   std::shared_ptr<Stream> FindStream(uint64_t id);
-  // The kernel's name for messages ("kernel N" if the executor has none by that id).
+  // The executor's name for a kernel id (empty: it has no such kernel), and the name for
+  // messages ("kernel N" if it has none).
+  absl::string_view KernelName(uint64_t kernel_id) const;
   std::string KernelLabel(uint64_t kernel_id) const;
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
   // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.

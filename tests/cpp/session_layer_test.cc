@@ -56,8 +56,8 @@ class ScriptedExecutor final : public BackingExecutor {
   absl::string_view name() const override { return "scripted"; }
   int device_count() const override { return 1; }
   SessionLimits session_limits() const override { return SessionLimits{}; }
-  std::string KernelName(uint32_t id) const override {
-    return id == kScaleKernel ? "Scale" : std::string();
+  absl::string_view KernelName(uint32_t id) const override {
+    return id == kScaleKernel ? "Scale" : absl::string_view();
   }
   ExecutorStats stats() const override {
     ExecutorStats stats;

@@ -74,9 +74,9 @@ CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int t
 
 CpuExecutor::~CpuExecutor() = default;
 
-std::string CpuExecutor::KernelName(uint32_t kernel_id) const {
+absl::string_view CpuExecutor::KernelName(uint32_t kernel_id) const {
   const KernelInfo* kernel = Kernels().Find(kernel_id);
-  return kernel == nullptr ? std::string() : std::string(kernel->name);
+  return kernel == nullptr ? absl::string_view() : absl::string_view(kernel->name);
 }
 
 ExecutorStats CpuExecutor::stats() const {

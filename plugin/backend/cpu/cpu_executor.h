@@ -41,7 +41,7 @@ class CpuExecutor final : public BackingExecutor {
   absl::string_view name() const override { return "cpu"; }
   int device_count() const override { return static_cast<int>(arenas_.size()); }
   SessionLimits session_limits() const override { return session_limits_; }
-  std::string KernelName(uint32_t kernel_id) const override;
+  absl::string_view KernelName(uint32_t kernel_id) const override;
   ExecutorStats stats() const override;
 
   DeviceArena& arena(uint32_t device) override { return *arenas_[device]; }

@@ -254,6 +254,17 @@ absl::Status ReorderFilter(const ConvolutionEntry& entry, const memory& from, co
   return onednn::Execute(*entry.filter_reorder, args, "filter reorder");
 }
 
+// TensorFlow's filter as the primitive reads it: the user's memory itself, or a reorder of it
+// into the primitive's preferred layout in this thread's scratch (slot 1).
+absl::StatusOr<memory> FilterForPrimitive(const ConvolutionEntry& entry, const float* filter,
+                                          onednn::ThreadScratch& scratch) {
+  memory user_filter = Memory(entry.user_filter, filter);
+  if (!entry.filter_reorder.has_value()) return user_filter;
+  memory reordered = Memory(entry.filter, scratch.Get(1, entry.filter.get_size()));
+  VGPU_RETURN_IF_ERROR(ReorderFilter(entry, user_filter, reordered, scratch));
+  return reordered;
+}
+
 }  // namespace
 #endif  // VGPU_HAVE_ONEDNN
 
@@ -272,14 +283,10 @@ absl::StatusOr<bool> OnednnConvolutionForward(const Eigen::ThreadPoolDevice& dev
       key, [&] { return MakeForward(g, bias != nullptr, activation); });
   if (entry == nullptr) return false;
   onednn::ThreadScratch scratch;
-  memory user_filter = Memory(entry->user_filter, filter);
-  memory used_filter = user_filter;
-  if (entry->filter_reorder.has_value()) {
-    used_filter = Memory(entry->filter, scratch.Get(1, entry->filter.get_size()));
-    VGPU_RETURN_IF_ERROR(ReorderFilter(*entry, user_filter, used_filter, scratch));
-  }
+  absl::StatusOr<memory> used_filter = FilterForPrimitive(*entry, filter, scratch);
+  if (!used_filter.ok()) return used_filter.status();
   std::unordered_map<int, memory> args{{DNNL_ARG_SRC, Memory(entry->x, x)},
-                                       {DNNL_ARG_WEIGHTS, used_filter},
+                                       {DNNL_ARG_WEIGHTS, *used_filter},
                                        {DNNL_ARG_DST, Memory(entry->y, y)}};
   if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, Memory(entry->bias, bias));
   AddScratchpad(entry->scratchpad, 0, scratch, &args);
@@ -303,14 +310,10 @@ absl::StatusOr<bool> OnednnConvolutionBackwardInput(const Eigen::ThreadPoolDevic
       [&] { return MakeBackwardData(g); });
   if (entry == nullptr) return false;
   onednn::ThreadScratch scratch;
-  memory user_filter = Memory(entry->user_filter, filter);
-  memory used_filter = user_filter;
-  if (entry->filter_reorder.has_value()) {
-    used_filter = Memory(entry->filter, scratch.Get(1, entry->filter.get_size()));
-    VGPU_RETURN_IF_ERROR(ReorderFilter(*entry, user_filter, used_filter, scratch));
-  }
+  absl::StatusOr<memory> used_filter = FilterForPrimitive(*entry, filter, scratch);
+  if (!used_filter.ok()) return used_filter.status();
   std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, Memory(entry->y, dy)},
-                                       {DNNL_ARG_WEIGHTS, used_filter},
+                                       {DNNL_ARG_WEIGHTS, *used_filter},
                                        {DNNL_ARG_DIFF_SRC, Memory(entry->x, dx)}};
   AddScratchpad(entry->scratchpad, 0, scratch, &args);
   VGPU_RETURN_IF_ERROR(onednn::Execute(entry->primitive, args, "convolution backward data"));
