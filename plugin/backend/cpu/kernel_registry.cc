@@ -13,12 +13,6 @@
 
 namespace vgpu {
 
-void CanonicalizeBools(uint8_t* bytes, uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) {
-    if (bytes[i] > 1) bytes[i] = 1;
-  }
-}
-
 void KernelTable::Add(KernelId id, const char* name, KernelFn run) {
   const uint32_t key = static_cast<uint32_t>(id);
   auto it = std::lower_bound(kernels_.begin(), kernels_.end(), key,
@@ -38,48 +32,6 @@ std::vector<uint32_t> KernelTable::Ids() const {
   ids.reserve(kernels_.size());
   for (const auto& entry : kernels_) ids.push_back(entry.first);
   return ids;
-}
-
-absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, absl::string_view what,
-                                       int64_t limit) {
-  int64_t product = 1;
-  for (int64_t factor : factors) {
-    if (factor < 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " has a negative size (", factor, ")"));
-    }
-    if (factor > limit) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, ": size ", factor, " exceeds the limit of ", limit, " elements"));
-    }
-    if (factor != 0 && product > limit / factor) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " has more than the limit of ", limit, " elements"));
-    }
-    product *= factor;
-  }
-  return product;
-}
-
-absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
-                                       absl::string_view what, int64_t limit) {
-  return CheckedProduct(absl::Span<const int64_t>(factors.begin(), factors.size()), what, limit);
-}
-
-absl::StatusOr<int64_t> CheckedElementCount(absl::string_view what, const int64_t* dims, int rank,
-                                            int64_t limit) {
-  if (rank < 0 || rank > kMaxRank) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " has rank ", rank, ", outside [0, ", kMaxRank, "]"));
-  }
-  return CheckedProduct(absl::Span<const int64_t>(dims, static_cast<size_t>(rank)), what, limit);
-}
-
-absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, absl::string_view what, int64_t limit) {
-  if (a < 0 || b < 0 || a > limit || b > limit - a) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": ", a, " + ", b, " is negative or exceeds ", limit));
-  }
-  return a + b;
 }
 
 namespace {
@@ -152,32 +104,6 @@ absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context) {
     Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " threw an unknown exception"));
     return absl::InternalError(absl::StrCat(kernel.name, " failed with an unknown exception"));
   }
-}
-
-absl::Status ParseLaunchDescriptors(absl::Span<const uint8_t> bytes,
-                                    absl::InlinedVector<DescriptorView, 6>* out) {
-  if (bytes.empty()) return absl::OkStatus();
-  ParamReader reader(bytes);
-  absl::StatusOr<uint8_t> count = reader.Get<uint8_t>();
-  if (!count.ok()) return count.status();
-  for (int i = 0; i < *count; ++i) {
-    absl::StatusOr<uint8_t> kind = reader.Get<uint8_t>();
-    if (!kind.ok()) return kind.status();
-    absl::StatusOr<uint16_t> size = reader.Get<uint16_t>();
-    if (!size.ok()) return size.status();
-    if (*kind < 1 || *kind > kNumDescriptorKinds || *size > kMaxDescriptorSettingsSize) {
-      return absl::InvalidArgumentError(absl::StrCat("malformed descriptor ", i, " (kind ",
-                                                     static_cast<int>(*kind), ", ", *size,
-                                                     " bytes)"));
-    }
-    absl::StatusOr<absl::Span<const uint8_t>> settings = reader.GetBytes(*size);
-    if (!settings.ok()) return settings.status();
-    out->push_back(DescriptorView{static_cast<DescriptorKind>(*kind), *settings});
-  }
-  if (reader.remaining() != 0) {
-    return absl::InvalidArgumentError("trailing bytes after the descriptor section");
-  }
-  return absl::OkStatus();
 }
 
 const KernelTable& Kernels() {

@@ -1,27 +1,16 @@
 // The CPU backing executor's kernel table: what each kernel id of protocol/kernels/*.h runs. A
-// kernel receives host pointers the session has already validated and translated, the settings
-// of the descriptors the launch carried, its parameter block, and the executor's Eigen thread
-// pool for intra-op parallelism.
+// kernel receives a LaunchContext (backend/launch_context.h) over the executor's Eigen thread
+// pool: host pointers the session has already validated and translated, the settings of the
+// descriptors the launch carried, and its parameter block.
 #ifndef VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 #define VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 
-#include <cstddef>
 #include <cstdint>
-#include <cstring>
-#include <initializer_list>
-#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/container/inlined_vector.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
-#include "absl/types/span.h"
-#include "plugin/common/status_macros.h"
-#include "plugin/protocol/descriptors.h"
-#include "plugin/protocol/kernel_ids.h"
-#include "plugin/protocol/launch_params.h"
+#include "plugin/backend/launch_context.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -29,112 +18,8 @@ struct ThreadPoolDevice;
 
 namespace vgpu {
 
-struct DescriptorView {
-  DescriptorKind kind;
-  absl::Span<const uint8_t> settings;
-};
-
-// --- Checked arithmetic for launch geometry -------------------------------------------------
-// A launch's extents, counts and ranks come from a tenant that may be hostile: every product a
-// kernel uses to size a loop or index memory goes through these helpers (overflow-checked,
-// negative factors rejected) before the kernel touches a buffer, and every count is then checked
-// against the buffer the kernel received (KernelContext::Buffer). Pure functions, thread-safe.
-
-// No tensor of a launch may hold more elements than this: byte counts of any dtype and the index
-// arithmetic of the kernels stay far from 64-bit overflow.
-inline constexpr int64_t kMaxLaunchElements = int64_t{1} << 56;
-
-// The product of `factors`, or InvalidArgument naming `what` when a factor is negative or the
-// product (or any factor) exceeds `limit`.
-absl::StatusOr<int64_t> CheckedProduct(std::initializer_list<int64_t> factors,
-                                       absl::string_view what,
-                                       int64_t limit = kMaxLaunchElements);
-absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, absl::string_view what,
-                                       int64_t limit = kMaxLaunchElements);
-
-// The element count of a tensor of dims[0..rank) named `what`: InvalidArgument when the rank is
-// outside [0, kMaxRank], or as CheckedProduct.
-absl::StatusOr<int64_t> CheckedElementCount(absl::string_view what, const int64_t* dims, int rank,
-                                            int64_t limit = kMaxLaunchElements);
-
-// a + b for non-negative a, b, or InvalidArgument naming `what` when the sum exceeds `limit`.
-absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, absl::string_view what,
-                                   int64_t limit = kMaxLaunchElements);
-
-// A tenant can write any byte into a bool tensor, and reading a byte other than 0 or 1 as a C++
-// bool is undefined behaviour (a compiler may use the value as an index). So before a kernel
-// sees a bool buffer, every nonzero byte of its first `count` bytes that is not 1 becomes 1, in
-// place: a tensor of well-formed bools is only read, never written. Not thread-safe against a
-// concurrent writer of the same bytes (only a tenant writing garbage races with itself).
-void CanonicalizeBools(uint8_t* bytes, uint64_t count);
-
-struct KernelContext {
-  absl::Span<uint8_t* const> buffers;     // host pointers, in the launch's buffer order
-  absl::Span<const uint64_t> buffer_sizes;
-  absl::Span<const uint8_t> params;
-  const Eigen::ThreadPoolDevice* device;  // never null
-  absl::Span<const DescriptorView> descriptors = {};
-
-  // Fails unless the launch named exactly `count` buffers.
-  absl::Status ExpectBuffers(size_t count) const {
-    if (buffers.size() == count) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
-  }
-
-  // Fails unless buffer `index` exists and its address is a multiple of `alignment` (a power of
-  // two). A tenant may name any byte of its memory, and a value read through a misaligned
-  // pointer is undefined behaviour; a GPU refuses a misaligned access as well.
-  absl::Status ExpectAligned(size_t index, size_t alignment) const {
-    if (index >= buffers.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
-    }
-    const uintptr_t address = reinterpret_cast<uintptr_t>(buffers[index]);
-    if (alignment > 1 && (address & (alignment - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer ", index, " is not aligned to its ", alignment, "-byte elements"));
-    }
-    return absl::OkStatus();
-  }
-
-  // Buffer `index` as an array of at least `elements` values of T, aligned for T. For T = bool
-  // the first `elements` bytes are made canonical first (CanonicalizeBools).
-  template <typename T>
-  absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
-    VGPU_RETURN_IF_ERROR(ExpectAligned(index, alignof(T)));
-    // elements * sizeof(T) may overflow for a hostile count: compare by division.
-    if (elements > buffer_sizes[index] / sizeof(T)) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",
-                                                     buffer_sizes[index], " bytes, needs ",
-                                                     elements, " elements of ", sizeof(T),
-                                                     " bytes"));
-    }
-    if constexpr (std::is_same_v<std::remove_const_t<T>, bool>) {
-      CanonicalizeBools(buffers[index], elements);
-    }
-    return reinterpret_cast<T*>(buffers[index]);
-  }
-
-  // The settings of descriptor `index`, which must be of Settings' kind.
-  template <typename Settings>
-  absl::StatusOr<Settings> Descriptor(size_t index) const {
-    if (index >= descriptors.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("launch carries no descriptor ", index));
-    }
-    const DescriptorView& view = descriptors[index];
-    if (view.kind != DescriptorTraits<Settings>::kKind || view.settings.size() != sizeof(Settings)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "descriptor ", index, " is a ", DescriptorKindName(view.kind), " descriptor of ",
-          view.settings.size(), " bytes, expected ",
-          DescriptorKindName(DescriptorTraits<Settings>::kKind)));
-    }
-    Settings settings;
-    std::memcpy(&settings, view.settings.data(), sizeof(Settings));
-    return settings;
-  }
-
-  ParamReader Params() const { return ParamReader(params); }
-};
+// A kernel of the CPU executor: its launch on the executor's Eigen thread pool.
+using KernelContext = LaunchContext<Eigen::ThreadPoolDevice>;
 
 using KernelFn = absl::Status (*)(const KernelContext& context);
 
@@ -165,12 +50,6 @@ const KernelTable& Kernels();
 // (std::bad_alloc -> ResourceExhausted, anything else -> Internal) instead of terminating the
 // process; the error names the kernel. Thread-safe as the kernel is; blocks while it runs.
 absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context);
-
-// Splits a launch's descriptor section (uint8 count, then per descriptor uint8 kind, uint16
-// size, settings bytes; see Command::descriptors) into views of `bytes`, appended to *out.
-// InvalidArgument when it is malformed. The views borrow `bytes`.
-absl::Status ParseLaunchDescriptors(absl::Span<const uint8_t> bytes,
-                                    absl::InlinedVector<DescriptorView, 6>* out);
 
 // One function per kernel family.
 void AddActivationKernels(KernelTable& table);
