@@ -454,6 +454,7 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
     std::lock_guard<std::mutex> lock(stream.mu_);
     callbacks_target = stream.callbacks_posted_;
   }
+  dnn_.ObserveHostWait();
   Command command = MakeCommand(CommandKind::kSynchronizeStream);
   command.stream = stream.id();
   absl::Status status = Call(std::move(command)).status;
@@ -469,6 +470,7 @@ absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
 }
 
 absl::Status DeviceClient::SynchronizeDevice() {
+  dnn_.ObserveHostWait();
   return Call(MakeCommand(CommandKind::kSynchronizeDevice)).status;
 }
 

@@ -126,6 +126,25 @@ void DnnApi::Free(Descriptor* descriptor) {
   delete descriptor;
 }
 
+namespace {
+
+// What a launch ran, for the detector's inference runs: FNV-1a over the kernel id, the
+// descriptor section (the settings) and the parameters. Buffer addresses are left out (they
+// change from run to run).
+uint64_t LaunchSignature(KernelId kernel, absl::Span<const uint8_t> section,
+                         absl::Span<const uint8_t> params) {
+  uint64_t hash = 0xcbf29ce484222325ull;
+  auto mix = [&hash](uint8_t byte) { hash = (hash ^ byte) * 0x100000001b3ull; };
+  const uint32_t id = static_cast<uint32_t>(kernel);
+  for (int i = 0; i < 4; ++i) mix(static_cast<uint8_t>(id >> (8 * i)));
+  for (uint8_t byte : section) mix(byte);
+  mix(0xff);
+  for (uint8_t byte : params) mix(byte);
+  return hash;
+}
+
+}  // namespace
+
 absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
                             absl::Span<Descriptor* const> descriptors,
                             absl::Span<const BufferArg> buffers,
@@ -153,7 +172,8 @@ absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
   absl::InlinedVector<uint64_t, 6> inputs;
   for (size_t i = 0; i + 1 < buffers.size(); ++i) inputs.push_back(buffers[i].address);
   const bool completed = detector_.Observe(ScopedLaunchRole::Current(), inputs,
-                                           buffers.empty() ? 0 : buffers.back().address);
+                                           buffers.empty() ? 0 : buffers.back().address,
+                                           LaunchSignature(kernel, section, params));
   if (completed && iteration_observer_) iteration_observer_(detector_.iterations());
   return device_->PostLaunch(stream, kernel, section, buffers, params);
 }
@@ -177,6 +197,7 @@ std::string DnnApi::StateJson() const {
   }
   return absl::StrCat("{\"mode\": \"", DescriptorModeName(mode_), "\", \"warmup_complete\": ",
                       detector_.warmup_complete() ? "true" : "false",
+                      ", \"inference_warmup\": ", detector_.inference_warmup() ? "true" : "false",
                       ", \"iterations_detected\": ", detector_.iterations(), ", \"queues\": [",
                       queues, "]}");
 }

@@ -96,6 +96,10 @@ class DnnApi {
                       absl::Span<Descriptor* const> descriptors,
                       absl::Span<const BufferArg> buffers, absl::Span<const uint8_t> params);
 
+  // The host waits for the device (a device or stream synchronisation): a possible inference
+  // iteration boundary (IterationDetector::ObserveHostWait).
+  void ObserveHostWait() { detector_.ObserveHostWait(); }
+
   // An explicit iteration boundary (vgpu.mark_step()).
   void MarkStep();
 
@@ -112,7 +116,7 @@ class DnnApi {
 
   const IterationDetector& detector() const { return detector_; }
   const DescriptorQueues& queues() const { return queues_; }
-  // JSON object: mode, warmup_complete, iterations_detected, queues [{stream, kind, length}].
+  // JSON object: mode, warmup_complete, inference_warmup, iterations_detected, queues [{stream, kind, length}].
   std::string StateJson() const;
 
  private:

@@ -16,8 +16,13 @@ void IterationDetector::CountLocked(uint64_t matched) {
 }
 
 bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inputs,
-                                uint64_t output) {
+                                uint64_t output, uint64_t signature) {
   std::lock_guard<std::mutex> lock(mu_);
+  ++launches_since_wait_;
+  // Order-dependent combination (boost-style), never 0 for a non-empty run.
+  run_signature_ ^= signature + 0x9e3779b97f4a7c15ull + (run_signature_ << 6) + (run_signature_ >> 2);
+  run_signature_ |= 1;
+  if (role == LaunchRole::kBackward) backward_since_wait_ = true;
   if (role == LaunchRole::kForward) {
     if (in_backward_) {  // a new forward phase begins
       in_backward_ = false;
@@ -43,6 +48,23 @@ bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inpu
     }
   }
   return false;
+}
+
+bool IterationDetector::ObserveHostWait() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (launches_since_wait_ == 0) return false;  // a second wait for the same work
+  const uint64_t run = backward_since_wait_ ? 0 : run_signature_;
+  equal_runs_ = run != 0 && run == last_forward_only_run_ ? equal_runs_ + 1 : 1;
+  last_forward_only_run_ = run;
+  launches_since_wait_ = 0;
+  backward_since_wait_ = false;
+  run_signature_ = 0;
+  if (run == 0 || equal_runs_ < kInferenceRepeats ||
+      inference_warmup_.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  inference_warmup_.store(true, std::memory_order_release);
+  return true;
 }
 
 void IterationDetector::MarkStep() {

@@ -15,6 +15,15 @@
 //    phases are not steps: once a step was seen, a forward phase shorter than half of that
 //    step's forward phase does not start a new iteration, and at most one iteration is counted
 //    per step.
+//  * inference has no backward phase, so it never completes an iteration of the claim's kind:
+//    a forward-only run of launches between two host waits (the host blocking until the device
+//    is done: a device or stream synchronisation) that repeats the previous one launch for
+//    launch (the same kernels with the same parameters and descriptor settings, in the same
+//    order) for the third time in a row completes the warm-up as an inference iteration (a
+//    served model, a repeated tf.function). Three, not two: a model's initialisation can run
+//    the same small initialiser twice between waits, and training must keep its first step as
+//    the warm-up. It is not counted in iterations() (no step record), and a phase
+//    with a backward launch never counts as one.
 #ifndef VGPU_CLIENT_ITERATION_DETECTOR_H_
 #define VGPU_CLIENT_ITERATION_DETECTOR_H_
 
@@ -35,9 +44,15 @@ class IterationDetector {
   // Outputs recorded per forward phase (the first ones: the first layer's is among them).
   static constexpr size_t kMaxRecordedOutputs = 1024;
 
-  // Observes one computation. `inputs` and `output` are device addresses (0 = none). Returns
-  // true if this computation completed an iteration.
-  bool Observe(LaunchRole role, absl::Span<const uint64_t> inputs, uint64_t output);
+  // Observes one computation. `inputs` and `output` are device addresses (0 = none);
+  // `signature` identifies what ran (a hash of its kernel, parameters and descriptor settings).
+  // Returns true if this computation completed an iteration.
+  bool Observe(LaunchRole role, absl::Span<const uint64_t> inputs, uint64_t output,
+               uint64_t signature = 0);
+
+  // The host waits for the device (see the top of the file). Returns true if this completed
+  // the warm-up as an inference iteration.
+  bool ObserveHostWait();
 
   // An explicit step boundary. Counts an iteration unless detection already counted this step
   // (so using both never counts a step twice).
@@ -45,7 +60,11 @@ class IterationDetector {
 
   uint64_t iterations() const { return iterations_.load(std::memory_order_acquire); }
   // True once at least one iteration completed (claim 7: reuse may start).
-  bool warmup_complete() const { return iterations() > 0; }
+  // True once at least one iteration completed, or a repeated inference run was seen.
+  bool warmup_complete() const {
+    return iterations() > 0 || inference_warmup_.load(std::memory_order_acquire);
+  }
+  bool inference_warmup() const { return inference_warmup_.load(std::memory_order_acquire); }
   // The recorded forward output whose backward read completed the last iteration (0 if none).
   uint64_t recorded_address() const;
 
@@ -64,6 +83,16 @@ class IterationDetector {
   uint64_t first_output_ = 0;
   bool counted_since_mark_ = false;
   std::atomic<uint64_t> iterations_{0};
+  // Launches since the last host wait, whether one of them was a backward one, the combined
+  // signature of those launches, the signature of the last forward-only run between host waits
+  // (0: none) and how many runs in a row had it.
+  static constexpr int kInferenceRepeats = 3;
+  size_t launches_since_wait_ = 0;
+  bool backward_since_wait_ = false;
+  uint64_t run_signature_ = 0;
+  uint64_t last_forward_only_run_ = 0;
+  int equal_runs_ = 0;
+  std::atomic<bool> inference_warmup_{false};
 };
 
 }  // namespace vgpu

@@ -184,6 +184,55 @@ TEST(IterationDetector, DoesNotFireBeforeAnyForwardComputation) {
   EXPECT_EQ(detector.iterations(), 0u);
 }
 
+// An inference run: forward launches of a fixed model (signatures 1..n), then the host waits.
+void InferenceRun(IterationDetector& detector, int launches, uint64_t first_signature = 1) {
+  for (int i = 0; i < launches; ++i) {
+    detector.Observe(LaunchRole::kForward, {0x100u + i}, 0x200u + i, first_signature + i);
+  }
+}
+
+TEST(IterationDetector, ThreeEqualForwardOnlyRunsBetweenHostWaitsCompleteAnInferenceWarmUp) {
+  IterationDetector detector;
+  InferenceRun(detector, 5);
+  EXPECT_FALSE(detector.ObserveHostWait());
+  EXPECT_FALSE(detector.ObserveHostWait());  // a second wait for the same work changes nothing
+  InferenceRun(detector, 5);
+  EXPECT_FALSE(detector.ObserveHostWait());
+  EXPECT_FALSE(detector.warmup_complete());
+  InferenceRun(detector, 5);
+  EXPECT_TRUE(detector.ObserveHostWait());
+  EXPECT_TRUE(detector.warmup_complete());
+  EXPECT_TRUE(detector.inference_warmup());
+  EXPECT_EQ(detector.iterations(), 0u);  // not a training step: no step record
+  InferenceRun(detector, 5);
+  EXPECT_FALSE(detector.ObserveHostWait());  // completes once
+}
+
+TEST(IterationDetector, RunsThatDifferInKernelsOrSettingsAreNotAnInferenceWarmUp) {
+  IterationDetector detector;
+  for (int run = 0; run < 6; ++run) {
+    InferenceRun(detector, 4, /*first_signature=*/run % 2 ? 1 : 100);  // alternating models
+    EXPECT_FALSE(detector.ObserveHostWait()) << run;
+  }
+  for (int run = 0; run < 6; ++run) {
+    InferenceRun(detector, 3 + run);  // growing runs
+    EXPECT_FALSE(detector.ObserveHostWait()) << run;
+  }
+  EXPECT_FALSE(detector.warmup_complete());
+}
+
+TEST(IterationDetector, TrainingStepsBetweenHostWaitsAreNeverInferenceRuns) {
+  IterationDetector detector;
+  for (int step = 0; step < 4; ++step) {
+    // Forward and backward launches with the same signatures every step; the backward reads
+    // no recorded output, so the claim's detection does not fire either.
+    detector.Observe(LaunchRole::kForward, {0x100}, 0xA00, 7);
+    detector.Observe(LaunchRole::kBackward, {0xB00}, 0xC00, 8);
+    EXPECT_FALSE(detector.ObserveHostWait()) << step;
+  }
+  EXPECT_FALSE(detector.warmup_complete());
+}
+
 TEST(IterationDetector, MarkStepCompletesAnIteration) {
   IterationDetector detector;
   detector.MarkStep();

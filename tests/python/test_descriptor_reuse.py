@@ -77,3 +77,48 @@ def test_iterations_detected_follow_the_training_steps(runs):
         detected = runs[mode]["iterations_detected"]
         # A step whose first-layer output moved (the partial batch) may be learned again.
         assert steps - EPOCHS <= detected <= steps, (mode, detected)
+
+
+INFERENCE_CODE = r"""
+import json
+import numpy as np
+import tensorflow as tf
+import vgpu
+
+model = tf.keras.Sequential([tf.keras.Input((12, 12, 3)), tf.keras.layers.Conv2D(4, 3),
+                             tf.keras.layers.ReLU(), tf.keras.layers.Flatten(),
+                             tf.keras.layers.Dense(5), tf.keras.layers.Softmax()])
+x = np.random.default_rng(0).normal(size=(8, 12, 12, 3)).astype(np.float32)
+serve = tf.function(lambda x: model(x, training=False))
+with tf.device("GPU:0"):
+    outputs = []
+    forwarded = []
+    for _ in range(6):
+        before = vgpu.stats()["descriptor_calls_forwarded"]
+        outputs.append(serve(tf.constant(x)).numpy())
+        forwarded.append(vgpu.stats()["descriptor_calls_forwarded"] - before)
+with tf.device("CPU:0"):
+    expected = serve(tf.constant(x)).numpy()
+state = vgpu.stats()["devices"][0]["descriptor_reuse"]
+print("PROBE " + json.dumps({"forwarded": forwarded, "state": state,
+                             "max_error": max(float(np.abs(o - expected).max()) for o in outputs)}))
+"""
+
+
+def test_repeated_inference_completes_the_warm_up_and_then_forwards_no_descriptor_call():
+    from conftest import run_python_code  # noqa: PLC0415
+
+    result = run_python_code(INFERENCE_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
+    probe = json.loads(line.split(" ", 1)[1])
+    # Inference has no backward pass: the third equal run between host waits completes the
+    # warm-up (IterationDetector::ObserveHostWait; the first call also initialises the weights,
+    # so it differs from the later ones); every later run answers descriptor calls locally.
+    assert probe["state"]["inference_warmup"] is True
+    assert probe["state"]["iterations_detected"] == 0
+    forwarded = probe["forwarded"]
+    assert forwarded[0] > 0 and forwarded[1] > 0, forwarded  # warm-up: really created
+    assert forwarded[4:] == [0, 0], forwarded
+    assert forwarded.count(0) >= 2 and forwarded == sorted(forwarded, reverse=True), forwarded
+    assert probe["max_error"] < 1e-5
