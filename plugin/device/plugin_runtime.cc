@@ -225,7 +225,9 @@ std::string PluginRuntime::StatsJson() const {
                     ", \"counters\": ", devices_[i]->counters().ToJson(),
                     ", \"descriptor_reuse\": ", devices_[i]->dnn().StateJson(), "}");
   }
-  absl::StrAppend(&json, "], \"executor\": ");
+  absl::StrAppend(&json, "], \"frames_sent\": ",
+                  FramesSent() - frames_sent_at_reset_.load(std::memory_order_relaxed),
+                  ", \"executor\": ");
   if (inproc_executor_ == nullptr) {
     absl::StrAppend(&json, "null");  // remote devices: the server's executor
   } else {
@@ -267,6 +269,13 @@ void PluginRuntime::MarkStep() {
 
 void PluginRuntime::ResetStats() {
   for (auto& device : devices_) device->counters().Reset();
+  frames_sent_at_reset_.store(FramesSent(), std::memory_order_relaxed);
+}
+
+uint64_t PluginRuntime::FramesSent() const {
+  uint64_t frames = 0;
+  for (const auto& transport : transports_) frames += transport->frames_sent();
+  return frames;
 }
 
 }  // namespace vgpu

@@ -4,6 +4,7 @@
 #ifndef VGPU_DEVICE_PLUGIN_RUNTIME_H_
 #define VGPU_DEVICE_PLUGIN_RUNTIME_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +48,10 @@ class PluginRuntime {
   std::unique_ptr<NotificationHub> hub_;
   std::unique_ptr<BackingExecutor> inproc_executor_;  // of the in-process devices, if any
   std::vector<std::unique_ptr<Transport>> transports_;
+  // Frames written to remote backends, over all transports (0 in process), and the count at
+  // the last ResetStats.
+  uint64_t FramesSent() const;
+  std::atomic<uint64_t> frames_sent_at_reset_{0};
   // VGPU_TRACE only: the recording, the sink in front of hub_ and one tracing transport per
   // device (in front of its shared transport). Absent otherwise: tracing off costs nothing.
   std::unique_ptr<trace::TraceRecorder> trace_recorder_;

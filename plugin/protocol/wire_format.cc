@@ -21,7 +21,7 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " frame"));
 }
 
-bool IsKnownType(uint16_t type) { return type >= 1 && type <= 10; }
+bool IsKnownType(uint16_t type) { return type >= 1 && type <= 11; }
 
 }  // namespace
 
@@ -185,6 +185,37 @@ void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
   if (HasHostData(command)) flags |= kHasHostData;
   if (WantsHostData(command)) flags |= kWantsHostData;
   EncodeCommandWithFlags(command, flags, out);
+}
+
+void AppendBatchEntry(uint64_t sequence, const Command& command, std::vector<uint8_t>* out) {
+  PutBytesOf(out, sequence);
+  const size_t length_at = out->size();
+  PutBytesOf(out, uint32_t{0});
+  const size_t start = out->size();
+  EncodeCommand(command, out);
+  const uint32_t length = static_cast<uint32_t>(out->size() - start);
+  std::memcpy(out->data() + length_at, &length, sizeof(length));
+}
+
+absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> payload) {
+  std::vector<BatchEntry> entries;
+  size_t offset = 0;
+  while (offset < payload.size()) {
+    if (payload.size() - offset < kBatchEntryHeaderBytes) return Malformed("command batch");
+    BatchEntry entry;
+    uint32_t length = 0;
+    std::memcpy(&entry.sequence, payload.data() + offset, sizeof(entry.sequence));
+    std::memcpy(&length, payload.data() + offset + 8, sizeof(length));
+    offset += kBatchEntryHeaderBytes;
+    if (entry.sequence == 0 || length > payload.size() - offset) {
+      return Malformed("command batch");
+    }
+    entry.command = payload.subspan(offset, length);
+    offset += length;
+    entries.push_back(entry);
+  }
+  if (entries.empty()) return Malformed("command batch");
+  return entries;
 }
 
 void EncodeShmCommand(const Command& command, uint64_t shm_offset, std::vector<uint8_t>* out) {

@@ -57,6 +57,16 @@
 //     wrong size, over the limit, not a Unix socket, already attached, disabled); a refused
 //     attach leaves the connection as it was (copies keep going through the socket).
 //
+//   CommandBatch (11), client -> server: several asynchronous commands in one frame (the
+//     client's posted commands, gathered for a few microseconds or until a synchronising one,
+//     so that one frame and one write carry them). The frame's sequence is 0; its payload is
+//     one or more entries of
+//       uint64 sequence (> 0, as a Command frame's), uint32 length, then `length` bytes: a
+//       Command payload without host data (neither kHasHostData nor kShmData)
+//     executed in order as if each had come in its own Command frame. An entry that is not an
+//     asynchronous command, carries host data, or overruns the payload ends the connection
+//     like a malformed Command frame.
+//
 // Observers:
 //   StatsRequest (8), client -> server: empty.   StatsReply (9): string (JSON document).
 #ifndef VGPU_PROTOCOL_WIRE_FORMAT_H_
@@ -80,9 +90,10 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // Version history: 1 first release; 2 the descriptor settings of protocol/descriptors.h grew
 // (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
 // coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
-// shared-memory data path (ShmAttach, command flag kShmData). Both ends speak one version: a
+// shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames. Both
+// ends speak one version: a
 // peer of another version is refused with both versions named.
-inline constexpr uint16_t kWireVersion = 3;
+inline constexpr uint16_t kWireVersion = 4;
 // Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
 // command trace recorded at any version from here to kWireVersion still decodes.
 inline constexpr uint16_t kOldestSameCommandVersion = 2;
@@ -113,7 +124,11 @@ enum class MessageType : uint16_t {
   kStatsRequest = 8,
   kStatsReply = 9,
   kShmAttach = 10,
+  kCommandBatch = 11,
 };
+
+// A CommandBatch entry's header: uint64 sequence, uint32 length.
+inline constexpr size_t kBatchEntryHeaderBytes = 12;
 
 enum class Role : uint8_t { kTenant = 0, kObserver = 1 };
 
@@ -180,6 +195,20 @@ struct DecodedCommand {
 };
 // Decodes a command payload. `storage` holds the bytes; host_src is set to point into it.
 absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<uint8_t>> storage);
+
+// Appends one CommandBatch entry (sequence, length, EncodeCommand's bytes) to `out`. The
+// command must be asynchronous and carry no host data (HasHostData false).
+void AppendBatchEntry(uint64_t sequence, const Command& command, std::vector<uint8_t>* out);
+// One entry of a CommandBatch payload: its sequence and its command payload (a view into the
+// batch's bytes).
+struct BatchEntry {
+  uint64_t sequence = 0;
+  absl::Span<const uint8_t> command;
+};
+// Splits a CommandBatch payload into its entries, in order. InvalidArgument when it is empty,
+// an entry's sequence is 0, or a length overruns the payload. The entries' commands are not
+// decoded here (DecodeCommand does that, and the receiver checks what a batch may carry).
+absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> payload);
 
 // Reply without trailing data; the caller appends the data of a device-to-host kMemcpyNow.
 void EncodeReply(const Reply& reply, std::vector<uint8_t>* out);

@@ -521,29 +521,58 @@ class ServerConnection final : public CompletionSink {
         SendReply(header->sequence, reply, nullptr, 0);
         continue;
       }
+      if (header->type == wire::MessageType::kCommandBatch) {
+        absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
+            ReadCommandFrame(reader, header->payload_length);
+        if (!frame.ok()) return frame.status();
+        absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(**frame);
+        if (!entries.ok()) return MalformedFrame(entries.status());
+        for (const wire::BatchEntry& entry : *entries) {
+          // Each entry's bytes are its own storage (commands keep theirs until executed).
+          VGPU_RETURN_IF_ERROR(ServeCommand(
+              std::make_shared<std::vector<uint8_t>>(entry.command.begin(), entry.command.end()),
+              entry.sequence, /*in_batch=*/true));
+        }
+        continue;
+      }
       if (header->type != wire::MessageType::kCommand) {
         return absl::InvalidArgumentError("a tenant may only send commands");
       }
       absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
           ReadCommandFrame(reader, header->payload_length);
       if (!frame.ok()) return frame.status();
-      absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(*frame);
-      if (!decoded.ok()) {
-        Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_,
-                                             " sent a malformed frame: ",
-                                             decoded.status().message()));
-        return decoded.status();
-      }
-      commands_.fetch_add(1, std::memory_order_relaxed);
-      if (!IsAsynchronous(decoded->command.kind)) {
-        round_trips_.fetch_add(1, std::memory_order_relaxed);
-      }
-      server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
-      if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
-                    decoded->shm_offset, header->sequence, *std::move(frame))) {
-        return absl::CancelledError("connection closing");
-      }
+      VGPU_RETURN_IF_ERROR(ServeCommand(*std::move(frame), header->sequence, /*in_batch=*/false));
     }
+  }
+
+  absl::Status MalformedFrame(const absl::Status& why) {
+    Log(LogLevel::kWarning,
+        absl::StrCat("vgpu server: client ", id_, " sent a malformed frame: ", why.message()));
+    return why;
+  }
+
+  // Decodes and dispatches one command whose payload is `frame`. A command of a CommandBatch
+  // (`in_batch`) must be asynchronous and carry no host data. An error ends the connection.
+  absl::Status ServeCommand(std::shared_ptr<std::vector<uint8_t>> frame, uint64_t sequence,
+                            bool in_batch) {
+    absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
+    if (!decoded.ok()) return MalformedFrame(decoded.status());
+    if (in_batch && (!IsAsynchronous(decoded->command.kind) || decoded->in_shm ||
+                     decoded->command.host_src != nullptr)) {
+      return MalformedFrame(absl::InvalidArgumentError(absl::StrCat(
+          "a command batch may carry only asynchronous commands without host data, not ",
+          CommandKindName(decoded->command.kind))));
+    }
+    commands_.fetch_add(1, std::memory_order_relaxed);
+    if (!IsAsynchronous(decoded->command.kind)) {
+      round_trips_.fetch_add(1, std::memory_order_relaxed);
+    }
+    server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
+    if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
+                  decoded->shm_offset, sequence, std::move(frame))) {
+      return absl::CancelledError("connection closing");
+    }
+    return absl::OkStatus();
   }
 
   absl::Status ServeObserver(FrameReader& reader) {

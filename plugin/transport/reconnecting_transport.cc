@@ -236,4 +236,11 @@ Reply ReconnectingTransport::Call(Command command) {
   return reply;
 }
 
+uint64_t ReconnectingTransport::frames_sent() const {
+  std::lock_guard<std::mutex> lock(reconnect_mu_);
+  uint64_t frames = 0;
+  for (const auto& connection : connections_) frames += connection->frames_sent();
+  return frames;
+}
+
 }  // namespace vgpu

@@ -51,6 +51,8 @@ class ReconnectingTransport final : public Transport {
   std::string Describe() const override { return endpoint_; }
   bool DeliversNotificationsInline() const override { return false; }
 
+  // Frames written over every session so far. Thread-safe.
+  uint64_t frames_sent() const override;
   // Sessions opened so far (1 + successful reconnections). Thread-safe.
   int sessions() const { return sessions_.load(); }
 
@@ -85,7 +87,7 @@ class ReconnectingTransport final : public Transport {
   std::atomic<bool> remapped_{false};
   std::atomic<int> sessions_{1};
 
-  std::mutex reconnect_mu_;  // one reconnection at a time
+  mutable std::mutex reconnect_mu_;  // one reconnection at a time
   // Every connection ever made; dead ones stay (closed, their reader ended) so that a thread
   // still inside one of them never touches freed memory.
   std::vector<std::unique_ptr<SocketTransport>> connections_ ABSL_GUARDED_BY(reconnect_mu_);

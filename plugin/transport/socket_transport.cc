@@ -8,6 +8,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -139,24 +141,41 @@ absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
   if (silence_timeout_ms > 0) SetSocketTimeout(fd->get(), SO_SNDTIMEO, silence_timeout_ms);
   // Sequence 1 went to the shared memory offer (if any).
   return std::unique_ptr<SocketTransport>(new SocketTransport(
-      endpoint, std::move(*fd), sink, silence_timeout_ms, std::move(shm), 2));
+      endpoint, std::move(*fd), sink, silence_timeout_ms, std::move(shm), 2,
+      BatchingFromEnvironment()));
+}
+
+bool SocketTransport::BatchingFromEnvironment() {
+  const char* value = std::getenv("VGPU_BATCH");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
                                  int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
-                                 uint64_t first_sequence)
+                                 uint64_t first_sequence, bool batching)
     : endpoint_(std::move(endpoint)),
       fd_(std::move(fd)),
       sink_(sink),
       shm_(std::move(shm)),
       shm_space_(shm_ != nullptr ? std::make_unique<ShmSpace>(shm_->size()) : nullptr),
       next_sequence_(first_sequence),
-      silence_timeout_ms_(silence_timeout_ms > 0 ? silence_timeout_ms : 0) {
+      silence_timeout_ms_(silence_timeout_ms > 0 ? silence_timeout_ms : 0),
+      batching_(batching) {
   reader_ = std::thread([this] { ReaderLoop(); });
+  if (batching_) flusher_ = std::thread([this] { FlusherLoop(); });
   if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
 }
 
 SocketTransport::~SocketTransport() {
+  if (flusher_.joinable()) {
+    (void)FlushBatch();  // what was posted still goes out before the connection closes
+    {
+      std::lock_guard<std::mutex> lock(batch_mu_);
+      flusher_stopping_ = true;
+    }
+    batch_cv_.notify_all();
+    flusher_.join();
+  }
   {
     std::lock_guard<std::mutex> lock(watchdog_mu_);
     watchdog_stopping_ = true;
@@ -292,17 +311,76 @@ absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequ
   int write_errno = 0;
   {
     std::lock_guard<std::mutex> lock(write_mu_);
+    if (batching_) VGPU_RETURN_IF_ERROR(FlushBatchLocked());
     status = WriteFrame(fd_.get(), wire::MessageType::kCommand, sequence, std::move(parts));
     write_errno = errno;
+    if (status.ok()) {
+      frames_sent_.fetch_add(1, std::memory_order_relaxed);
+      commands_written_.fetch_add(1, std::memory_order_relaxed);
+    }
   }
-  if (!status.ok()) {
-    // SO_SNDTIMEO expired: the server took no byte for the whole deadline.
-    const bool timed_out = silence_timeout_ms_ > 0 &&
-                           (write_errno == EAGAIN || write_errno == EWOULDBLOCK);
-    Fail(timed_out ? DeadlineStatus("accepted no data") : status);
-    return DeadStatus();
-  }
+  if (!status.ok()) return WriteFailed(status, write_errno);
   return absl::OkStatus();
+}
+
+absl::Status SocketTransport::WriteFailed(const absl::Status& status, int write_errno) {
+  // SO_SNDTIMEO expired: the server took no byte for the whole deadline.
+  const bool timed_out =
+      silence_timeout_ms_ > 0 && (write_errno == EAGAIN || write_errno == EWOULDBLOCK);
+  Fail(timed_out ? DeadlineStatus("accepted no data") : status);
+  return DeadStatus();
+}
+
+absl::Status SocketTransport::AppendToBatch(const Command& command, uint64_t sequence,
+                                            bool flush_now) {
+  bool full, was_empty;
+  {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    was_empty = batch_.empty();
+    wire::AppendBatchEntry(sequence, command, &batch_);
+    ++batch_commands_;
+    full = batch_.size() >= kBatchFlushBytes;
+  }
+  if (flush_now || full) return FlushBatch();
+  if (was_empty) batch_cv_.notify_one();  // the flusher writes it after kBatchDelay
+  return absl::OkStatus();
+}
+
+absl::Status SocketTransport::FlushBatch() {
+  std::lock_guard<std::mutex> lock(write_mu_);
+  return FlushBatchLocked();
+}
+
+absl::Status SocketTransport::FlushBatchLocked() {
+  std::vector<uint8_t> payload;
+  uint64_t commands;
+  {
+    std::lock_guard<std::mutex> lock(batch_mu_);
+    if (batch_.empty()) return absl::OkStatus();
+    payload.swap(batch_);
+    commands = batch_commands_;
+    batch_commands_ = 0;
+    batch_.reserve(payload.capacity());
+  }
+  const absl::Status status = WriteFrame(fd_.get(), wire::MessageType::kCommandBatch, 0,
+                                         {iovec{payload.data(), payload.size()}});
+  const int write_errno = errno;
+  if (!status.ok()) return WriteFailed(status, write_errno);
+  frames_sent_.fetch_add(1, std::memory_order_relaxed);
+  commands_written_.fetch_add(commands, std::memory_order_relaxed);
+  return absl::OkStatus();
+}
+
+void SocketTransport::FlusherLoop() {
+  std::unique_lock<std::mutex> lock(batch_mu_);
+  for (;;) {
+    batch_cv_.wait(lock, [&] { return flusher_stopping_ || !batch_.empty(); });
+    if (flusher_stopping_) return;
+    lock.unlock();
+    std::this_thread::sleep_for(kBatchDelay);  // let more commands join
+    (void)FlushBatch();  // a failed write fails the connection: later posts see it
+    lock.lock();
+  }
 }
 
 absl::Status SocketTransport::Post(Command command) {
@@ -353,7 +431,13 @@ absl::Status SocketTransport::PostOne(Command command) {
       copies_pending_[sequence] = PendingCopy{command.host_dst, command.size};
     }
   }
-  absl::Status status = WriteCommand(command, sequence, lease);
+  // Posted commands without host data join the batch; a notification, an event recording and
+  // a device-to-host copy are waited for, so they go out at once (with the batch before them).
+  const bool batchable = batching_ && !lease.has_value() && !wire::HasHostData(command);
+  absl::Status status =
+      batchable ? AppendToBatch(command, sequence,
+                                IsNotifying(command.kind) || wire::WantsHostData(command))
+                : WriteCommand(command, sequence, lease);
   if (!status.ok() && IsNotifying(command.kind)) {
     // The caller unregisters the token itself when Post fails: do not notify it as well.
     std::lock_guard<std::mutex> lock(state_mu_);

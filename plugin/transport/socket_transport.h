@@ -25,6 +25,14 @@
 // the server's Data frame (or Reply) says the copy ran. The range is returned then. When the
 // region is full for kShmWait, when the server refuses the region, or over TCP, the copy goes
 // through the socket as before: nothing ever waits for the region indefinitely.
+//
+// Batching (VGPU_BATCH=0 turns it off): posted commands without host data (launches, memsets,
+// events, notifications, device-to-host copies whose bytes come back later) are gathered into
+// one CommandBatch frame, written with one system call when the batch reaches
+// kBatchFlushBytes, when a command that somebody waits for joins it (a notification, an event
+// recording, a device-to-host copy), before any other frame (a call, a copy with host data:
+// commands keep their order), or kBatchDelay after its first command (the flusher thread).
+// frames_sent() counts frames written, beside the commands they carried.
 #ifndef VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 #define VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 
@@ -64,6 +72,12 @@ class SocketTransport final : public Transport {
   static constexpr std::chrono::milliseconds kShmWait{20};
   // The region size VGPU_SHM asks for: kDefaultShmBytes, 0 when VGPU_SHM is "0".
   static uint64_t ShmBytesFromEnvironment();
+  // A batch this large is written at once.
+  static constexpr size_t kBatchFlushBytes = 64 * 1024;
+  // How long a batch waits for more commands before the flusher writes it.
+  static constexpr std::chrono::microseconds kBatchDelay{50};
+  // False when VGPU_BATCH is "0" (every command in its own frame and write).
+  static bool BatchingFromEnvironment();
 
   // Connects to `endpoint` (unix:///path or tcp://host:port, without ?device) and completes the
   // handshake with `token` (may be empty); blocks at most ~`timeout_ms`. `sink` receives
@@ -97,6 +111,10 @@ class SocketTransport final : public Transport {
   uint64_t shm_bytes() const { return shm_ != nullptr ? shm_->size() : 0; }
   // Copy commands (chunks) whose bytes went through the shared region (for tests, benchmarks).
   uint64_t shm_copies() const { return shm_copies_.load(); }
+  // Frames written to the server after the handshake (a CommandBatch counts once), and the
+  // commands those frames carried.
+  uint64_t frames_sent() const override { return frames_sent_.load(std::memory_order_relaxed); }
+  uint64_t commands_written() const { return commands_written_.load(std::memory_order_relaxed); }
 
   // OK while connected; otherwise the error every operation now gets. Thread-safe.
   absl::Status DeadStatus();
@@ -121,15 +139,25 @@ class SocketTransport final : public Transport {
 
   SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
                   int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
-                  uint64_t first_sequence);
+                  uint64_t first_sequence, bool batching);
   absl::Status PostOne(Command command);
   Reply CallOne(Command command);
   // A range of the region for this copy's host side, or nullopt (socket path).
   std::optional<uint64_t> LeaseShm(const Command& command);
-  // Writes one command frame (header, encoded command, host data or shared-memory offset).
-  // Thread-safe.
+  // Writes one command frame (header, encoded command, host data or shared-memory offset),
+  // after the batch gathered so far. Thread-safe.
   absl::Status WriteCommand(const Command& command, uint64_t sequence,
                             std::optional<uint64_t> shm_offset = std::nullopt);
+  // Adds a posted command (no host data) to the batch; writes the batch at once when
+  // `flush_now` or when it is full. Thread-safe.
+  absl::Status AppendToBatch(const Command& command, uint64_t sequence, bool flush_now);
+  // Writes the gathered batch, if any, as one frame; the caller holds write_mu_.
+  absl::Status FlushBatchLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  absl::Status FlushBatch();
+  // Marks the connection dead after a failed write (SO_SNDTIMEO: the deadline's error).
+  absl::Status WriteFailed(const absl::Status& status, int write_errno);
+  // The flusher thread: writes a batch kBatchDelay after its first command.
+  void FlusherLoop();
   void ReaderLoop();
   absl::Status ReadReply(FrameReader& reader, const wire::FrameHeader& header);
   absl::Status ReadData(FrameReader& reader, const wire::FrameHeader& header);
@@ -159,6 +187,16 @@ class SocketTransport final : public Transport {
   std::atomic<uint64_t> frames_received_{0};
 
   std::mutex write_mu_;  // one frame at a time on the socket
+
+  const bool batching_;
+  std::mutex batch_mu_;
+  std::condition_variable batch_cv_;
+  std::vector<uint8_t> batch_ ABSL_GUARDED_BY(batch_mu_);  // CommandBatch payload so far
+  uint64_t batch_commands_ ABSL_GUARDED_BY(batch_mu_) = 0;
+  bool flusher_stopping_ ABSL_GUARDED_BY(batch_mu_) = false;
+  std::thread flusher_;
+  std::atomic<uint64_t> frames_sent_{0};
+  std::atomic<uint64_t> commands_written_{0};
 
   std::mutex state_mu_;
   absl::Status dead_ ABSL_GUARDED_BY(state_mu_);  // OK while connected

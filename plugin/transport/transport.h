@@ -4,6 +4,7 @@
 #ifndef VGPU_TRANSPORT_TRANSPORT_H_
 #define VGPU_TRANSPORT_TRANSPORT_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -25,6 +26,10 @@ class Transport {
 
   // "inproc", "unix:///path", ... for logs and `vgpu info`.
   virtual std::string Describe() const = 0;
+
+  // Frames written to a remote backend so far (0 in process, where there are none).
+  // Thread-safe.
+  virtual uint64_t frames_sent() const { return 0; }
 
   // True when notifications reach the CompletionSink on the backing executor's stream worker
   // (in-process: a handler run inline occupies the stream). False when they arrive on a

@@ -94,7 +94,9 @@ _SUMMED = (
 def stats() -> dict[str, Any]:
     """Counters of the client runtime, summed over devices, with ``devices`` per device.
 
-    Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``launches``,
+    Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``frames_sent``
+    (frames written to remote backends: batched posted commands share one; 0 in process),
+    ``launches``,
     ``round_trips``, ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
     replies and device-to-host data in; in-process, what the same frames would occupy on the
     wire), ``bytes_to_device``, ``bytes_from_device`` (tensor data copied), ``allocations``, ``frees``,
@@ -125,6 +127,7 @@ def stats() -> dict[str, Any]:
             for verb, count in verbs.items():
                 summed[verb] += count
     total["commands"] = commands
+    total["frames_sent"] = raw.get("frames_sent", 0)
     total["descriptor_calls"] = descriptor_calls
     reuse = [device["descriptor_reuse"] for device in raw["devices"]]
     total["descriptor_mode"] = reuse[0]["mode"] if reuse else None
