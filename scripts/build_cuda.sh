@@ -39,7 +39,7 @@ if [ "$MODE" = kit ]; then
   KIT=$(pwd)/.device-kit
   [ -d "$KIT/eigen" ] || { echo "build_cuda: no $KIT (run scripts/prepare_device_kit.sh)" >&2; exit 1; }
   ARGS+=(-DVGPU_STANDALONE_ONLY=ON -DVGPU_ONEDNN=OFF -DVGPU_EIGEN_INCLUDE_DIR="$KIT/eigen"
-         -DVGPU_ABSEIL_ROOT="$KIT/abseil" -DCMAKE_PREFIX_PATH="$KIT/gtest")
+         -DVGPU_ABSEIL_ROOT="$KIT/abseil" -DCMAKE_PREFIX_PATH="$KIT/gtest" -DGTEST_ROOT="$KIT/gtest")
 else
   PY=${VGPU_PYTHON:-.venv/bin/python}
   PY=$(command -v "$PY" || echo "$PY")
