@@ -26,10 +26,11 @@ echo "NVIDIA packages: $NVIDIA"; nvidia-smi -L 2>/dev/null || true
 export LD_LIBRARY_PATH="$NVIDIA/cu13/lib:$NVIDIA/cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 step "configure"
+mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVGPU_STANDALONE_ONLY=ON \
   -DVGPU_CUDA=ON -DVGPU_CUDA_PACKAGES="$NVIDIA" -DVGPU_ONEDNN=OFF -DVGPU_BUILD_TESTS=ON \
   -DVGPU_EIGEN_INCLUDE_DIR="$KIT/eigen" -DVGPU_ABSEIL_ROOT="$KIT/abseil" \
-  -DCMAKE_PREFIX_PATH="$KIT/gtest" -DGTEST_ROOT="$KIT/gtest" > "$BUILD.configure.log" 2>&1 || { cat "$BUILD.configure.log"; exit 1; }
+  -DCMAKE_PREFIX_PATH="$KIT/gtest" -DGTEST_ROOT="$KIT/gtest" > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
 step "build"
 cmake --build "$BUILD" -j "$(nproc)" --target vgpu_server_main vgpu_cuda_tests 2>&1 | tail -20
 SERVER=$BUILD/plugin/vgpu-server
