@@ -37,8 +37,10 @@ function(vgpu_add_layer base)
 endfunction()
 
 # --- tensorflow ---------------------------------------------------------------------------
-add_library(vgpu_flavour_tensorflow INTERFACE)
-target_link_libraries(vgpu_flavour_tensorflow INTERFACE vgpu_build_flags tensorflow_framework)
+if(NOT VGPU_STANDALONE_ONLY)
+  add_library(vgpu_flavour_tensorflow INTERFACE)
+  target_link_libraries(vgpu_flavour_tensorflow INTERFACE vgpu_build_flags tensorflow_framework)
+endif()
 
 # --- standalone ---------------------------------------------------------------------------
 if(VGPU_BUILD_STANDALONE_SERVER)
@@ -46,9 +48,17 @@ if(VGPU_BUILD_STANDALONE_SERVER)
   # linker takes only the objects the server uses, in whatever order they need each other),
   # which is simpler and sturdier than mirroring Abseil's own target graph, whose CMake package
   # on Debian names the shared libraries.
-  find_path(VGPU_SYSTEM_ABSEIL_INCLUDE_DIR absl/base/config.h
-            PATHS /usr/include /usr/local/include NO_DEFAULT_PATH)
-  find_library(VGPU_SYSTEM_ABSEIL_BASE_LIBRARY libabsl_base.a)
+  # (VGPU_ABSEIL_ROOT: another prefix, e.g. the GPU machine's .device-kit/abseil.)
+  if(VGPU_ABSEIL_ROOT)
+    find_path(VGPU_SYSTEM_ABSEIL_INCLUDE_DIR absl/base/config.h
+              PATHS "${VGPU_ABSEIL_ROOT}/include" NO_DEFAULT_PATH)
+    find_library(VGPU_SYSTEM_ABSEIL_BASE_LIBRARY libabsl_base.a
+                 PATHS "${VGPU_ABSEIL_ROOT}/lib" NO_DEFAULT_PATH)
+  else()
+    find_path(VGPU_SYSTEM_ABSEIL_INCLUDE_DIR absl/base/config.h
+              PATHS /usr/include /usr/local/include NO_DEFAULT_PATH)
+    find_library(VGPU_SYSTEM_ABSEIL_BASE_LIBRARY libabsl_base.a)
+  endif()
   if(NOT VGPU_SYSTEM_ABSEIL_INCLUDE_DIR OR NOT VGPU_SYSTEM_ABSEIL_BASE_LIBRARY)
     message(FATAL_ERROR "The standalone vgpu-server needs the system's static Abseil "
             "(apt-get install libabsl-dev; scripts/setup.sh does), or configure with "
@@ -61,17 +71,29 @@ if(VGPU_BUILD_STANDALONE_SERVER)
 
   # Eigen: TensorFlow's include folder also holds its own Abseil, which must not shadow the
   # system's; a folder in the build tree links to just the parts the CPU kernels include.
-  set(_vgpu_eigen_dir "${CMAKE_BINARY_DIR}/standalone-include")
-  file(MAKE_DIRECTORY "${_vgpu_eigen_dir}/tensorflow/core")
-  foreach(_vgpu_part Eigen unsupported xla tensorflow/core/kernels)
-    file(CREATE_LINK "${VGPU_TF_DIR}/include/${_vgpu_part}" "${_vgpu_eigen_dir}/${_vgpu_part}"
-         SYMBOLIC)
-  endforeach()
+  # (VGPU_EIGEN_INCLUDE_DIR: such a folder given ready-made, without TensorFlow installed.)
+  if(VGPU_EIGEN_INCLUDE_DIR)
+    set(_vgpu_eigen_dir "${VGPU_EIGEN_INCLUDE_DIR}")
+  elseif(VGPU_STANDALONE_ONLY)
+    message(FATAL_ERROR "VGPU_STANDALONE_ONLY needs VGPU_EIGEN_INCLUDE_DIR (Eigen/, unsupported/, "
+            "xla/tsl/framework/convolution, tensorflow/core/kernels; scripts/prepare_device_kit.sh)")
+  else()
+    set(_vgpu_eigen_dir "${CMAKE_BINARY_DIR}/standalone-include")
+    file(MAKE_DIRECTORY "${_vgpu_eigen_dir}/tensorflow/core")
+    foreach(_vgpu_part Eigen unsupported xla tensorflow/core/kernels)
+      file(CREATE_LINK "${VGPU_TF_DIR}/include/${_vgpu_part}" "${_vgpu_eigen_dir}/${_vgpu_part}"
+           SYMBOLIC)
+    endforeach()
+  endif()
 
   add_library(vgpu_flavour_standalone INTERFACE)
   target_link_libraries(vgpu_flavour_standalone INTERFACE vgpu_build_flags
     -Wl,--start-group ${_vgpu_abseil_archives} -Wl,--end-group)
   target_include_directories(vgpu_flavour_standalone SYSTEM INTERFACE "${_vgpu_eigen_dir}")
+  if(VGPU_ABSEIL_ROOT)
+    target_include_directories(vgpu_flavour_standalone SYSTEM INTERFACE
+                               "${VGPU_SYSTEM_ABSEIL_INCLUDE_DIR}")
+  endif()
   # As TensorFlow's target defines them for the plugin's copy of the same kernels.
   target_compile_definitions(vgpu_flavour_standalone INTERFACE
     _GLIBCXX_USE_CXX11_ABI=1 EIGEN_MAX_ALIGN_BYTES=64)

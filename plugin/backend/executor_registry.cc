@@ -7,6 +7,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "plugin/backend/cpu/cpu_executor.h"
+#ifdef VGPU_HAVE_CUDA_EXECUTOR
+#include "plugin/backend/cuda/cuda_executor.h"  // vgpu-server built with VGPU_CUDA=ON
+#endif
 
 namespace vgpu {
 namespace {
@@ -27,6 +30,10 @@ Registry& GetRegistry() {
            if (!executor.ok()) return executor.status();
            return std::unique_ptr<BackingExecutor>(*std::move(executor));
          }});
+#ifdef VGPU_HAVE_CUDA_EXECUTOR
+    r->executors.push_back({"cuda", "an NVIDIA GPU (CUDA, cuDNN, cuBLAS; docs/cuda.md)",
+                            cuda::CreateCudaExecutor});
+#endif
     return r;
   }();
   return *registry;
@@ -50,6 +57,11 @@ absl::StatusOr<std::unique_ptr<BackingExecutor>> CreateExecutor(absl::string_vie
                                                                 const ExecutorOptions& options) {
   for (const ExecutorRegistration& r : RegisteredExecutors()) {
     if (r.name == name) return r.create(options);
+  }
+  if (name == "cuda") {
+    return absl::NotFoundError(absl::StrCat(
+        "this build has no CUDA executor; build it with scripts/build_cuda.sh (docs/cuda.md). "
+        "This build offers: ", RegisteredExecutorNames()));
   }
   return absl::NotFoundError(absl::StrCat("unknown executor '", name,
                                           "'; this build offers: ", RegisteredExecutorNames()));

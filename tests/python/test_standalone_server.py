@@ -104,6 +104,16 @@ def test_an_unknown_executor_exits_nonzero_listing_the_known_ones(tmp_path):
     assert not (tmp_path / "vgpu.sock").exists()
 
 
+def test_the_cuda_executor_of_a_build_without_cuda_exits_nonzero_naming_cuda(tmp_path):
+    # The package's vgpu-server is built without VGPU_CUDA (scripts/build_cuda.sh builds one).
+    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=cuda"],
+                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
+                          check=False)
+    assert done.returncode != 0
+    assert "this build has no CUDA executor; build it with scripts/build_cuda.sh" in done.stderr
+    assert not (tmp_path / "vgpu.sock").exists()
+
+
 def test_help_lists_every_flag_of_vgpu_server():
     done = subprocess.run([BINARY, "--help"], env=BARE_ENVIRONMENT, capture_output=True,
                           text=True, timeout=60, check=False)
