@@ -3,8 +3,8 @@
 // cuDNN's legacy convolution API, the fused forward with bias and activation (cuDNN forward,
 // then this file's bias/activation kernel), matrix products through cuBLASLt (float32 / float16
 // / bfloat16, float32 accumulation, TF32 off) and cuBLAS (float64, and operand broadcasts that
-// are not a uniform stride), BiasAdd and BiasAddGrad as this file's own kernels. Rearrange
-// (Einsum's permutations) is not served yet (Unimplemented).
+// are not a uniform stride), BiasAdd, BiasAddGrad and Rearrange (Einsum's permutations,
+// diagonals and sums) as this file's own kernels.
 //
 // Layout decisions (to be confirmed by the GPU run, see the report of branch cuda-dnn):
 // * Tensors: cuDNN gets dims in N, C, spatial order with strides that describe the stored
@@ -1081,11 +1081,15 @@ absl::Status MatmulTyped(const CudaKernelContext& context, const MatmulShape& s,
   } else if (!std::is_same_v<T, double> && s.UniformBatches() && s.batches <= kIntMax) {
     const uint32_t alignments[4] = {AlignmentOf(b), AlignmentOf(a), AlignmentOf(c),
                                     AlignmentOf(c)};
+    // The bias epilogue only for a 16-byte aligned bias (an assumption on cuBLASLt's needs);
+    // otherwise this file's kernel adds it.
+    const bool bias_in_library = bias != nullptr && AlignmentOf(bias) >= 16;
     PrimitiveKey key = PrimitiveKey::ForLaunch(kernel_id, context);
     key.AddValue(alignments);
+    key.AddValue(bias_in_library);
     VGPU_ASSIGN_OR_RETURN(std::shared_ptr<MatmulPlan> plan,
                           device.primitives->GetOrCreate<MatmulPlan>(key, [&]() {
-                            return MakeMatmulPlan(context, s, dtype, bias != nullptr, activation,
+                            return MakeMatmulPlan(context, s, dtype, bias_in_library, activation,
                                                   alignments);
                           }));
     VGPU_ASSIGN_OR_RETURN(void* workspace, device.libraries->Workspace(kLtWorkspaceBytes));
@@ -1259,8 +1263,153 @@ absl::Status BiasAddGrad(const CudaKernelContext& context) {
   });
 }
 
-absl::Status Rearrange(const CudaKernelContext&) {
-  return absl::UnimplementedError("the CUDA executor has no rearrange kernel yet");
+// --- Rearrange (Einsum's permutations, diagonals and summed dimensions) ----------------------
+
+// A checked rearrangement (the CPU executor's Rearrangement), passed to the kernel by value.
+struct Rearrangement {
+  int rank = 0;  // y's
+  int summed_rank = 0;
+  int64_t y_dims[kMaxRank] = {};
+  int32_t ties[kMaxRank] = {};
+  int64_t x_strides[kMaxRank] = {};
+  int64_t summed_sizes[kMaxRank] = {};
+  int64_t summed_strides[kMaxRank] = {};
+  int64_t x_elements = 0, y_elements = 0, summed_count = 1;
+};
+
+// (size - 1) * stride added to *bound, or false on overflow.
+bool AddSpan(int64_t size, int64_t stride, int64_t* bound) {
+  int64_t span = 0;
+  return !__builtin_mul_overflow(size - 1, stride, &span) &&
+         !__builtin_add_overflow(*bound, span, bound);
+}
+
+absl::StatusOr<Rearrangement> ReadRearrangement(const TensorDescriptorSettings& x,
+                                                const TensorDescriptorSettings& y,
+                                                const convolution::RearrangeParams& params) {
+  if (x.dtype != y.dtype) return absl::InvalidArgumentError("rearrange x and y dtypes differ");
+  if (x.rank < 0 || x.rank > kMaxRank || y.rank < 0 || y.rank > kMaxRank) {
+    return absl::InvalidArgumentError("rearrange tensor rank out of range");
+  }
+  if (params.summed_rank < 0 || params.summed_rank > kMaxRank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rearrange summed rank out of range: ", params.summed_rank));
+  }
+  Rearrangement r;
+  r.rank = y.rank;
+  r.summed_rank = params.summed_rank;
+  VGPU_ASSIGN_OR_RETURN(r.x_elements, CheckedElementCount("rearrange x", x.dims, x.rank,
+                                                          kMaxConvolutionElements));
+  VGPU_ASSIGN_OR_RETURN(r.y_elements, CheckedElementCount("rearrange y", y.dims, y.rank,
+                                                          kMaxConvolutionElements));
+  VGPU_ASSIGN_OR_RETURN(r.summed_count,
+                        CheckedElementCount("rearrange summed dimensions", params.summed_sizes,
+                                            params.summed_rank, kMaxConvolutionElements));
+  for (int k = 0; k < kMaxRank; ++k) {
+    const bool used = k < y.rank;
+    if (!used && (params.ties[k] != -1 || params.x_strides[k] != 0)) {
+      return absl::InvalidArgumentError("rearrange parameters beyond y's rank must be unset");
+    }
+    if (used && (params.ties[k] < -1 || params.ties[k] >= k)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rearrange tie of dimension ", k, " must be -1 or an earlier dimension"));
+    }
+    if (params.x_strides[k] < 0) {
+      return absl::InvalidArgumentError("rearrange strides must not be negative");
+    }
+    if (used) {
+      r.y_dims[k] = y.dims[k];
+      r.ties[k] = params.ties[k];
+      r.x_strides[k] = params.x_strides[k];
+    }
+  }
+  for (int m = 0; m < kMaxRank; ++m) {
+    const bool used = m < params.summed_rank;
+    if (params.summed_strides[m] < 0 ||
+        (!used && (params.summed_sizes[m] != 0 || params.summed_strides[m] != 0))) {
+      return absl::InvalidArgumentError("rearrange summed dimensions are malformed");
+    }
+    if (used) {
+      r.summed_sizes[m] = params.summed_sizes[m];
+      r.summed_strides[m] = params.summed_strides[m];
+    }
+  }
+  if (r.summed_count > std::max<int64_t>(r.x_elements, 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("rearrange sums ", r.summed_count,
+                                                   " terms, more than x's ", r.x_elements,
+                                                   " elements"));
+  }
+  if (r.y_elements > 0 && r.summed_count > 0) {
+    int64_t last = 0;
+    bool ok = true;
+    for (int k = 0; k < r.rank; ++k) ok = ok && AddSpan(r.y_dims[k], r.x_strides[k], &last);
+    for (int m = 0; m < r.summed_rank; ++m) {
+      ok = ok && AddSpan(r.summed_sizes[m], r.summed_strides[m], &last);
+    }
+    if (!ok || last >= r.x_elements) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rearrange reads beyond x's ", r.x_elements, " elements"));
+    }
+  }
+  return r;
+}
+
+// One thread per y element: 0 off the diagonals the ties name, else the sum (in Acc<T>, in the
+// CPU kernel's order: the summed dimensions row-major) of x over the summed dimensions.
+template <typename T>
+__global__ void RearrangeKernel(Rearrangement r, const T* x, T* y) {
+  for (int64_t element = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; element < r.y_elements;
+       element += int64_t{blockDim.x} * gridDim.x) {
+    int64_t index[kMaxRank];
+    int64_t rest = element;
+    for (int k = r.rank - 1; k >= 0; --k) {
+      index[k] = rest % r.y_dims[k];
+      rest /= r.y_dims[k];
+    }
+    bool on_diagonal = true;
+    int64_t offset = 0;
+    for (int k = 0; k < r.rank; ++k) {
+      if (r.ties[k] >= 0 && index[k] != index[r.ties[k]]) on_diagonal = false;
+      offset += index[k] * r.x_strides[k];
+    }
+    Acc<T> total = 0;
+    if (on_diagonal) {
+      if (r.summed_rank == 0) {
+        total = ToAcc(x[offset]);
+      } else if (r.summed_count > 0) {
+        int64_t position[kMaxRank] = {};
+        int64_t at = offset;
+        for (int64_t term = 0; term < r.summed_count; ++term) {
+          total += ToAcc(x[at]);
+          for (int m = r.summed_rank - 1; m >= 0; --m) {
+            at += r.summed_strides[m];
+            if (++position[m] < r.summed_sizes[m]) break;
+            at -= position[m] * r.summed_strides[m];
+            position[m] = 0;
+          }
+        }
+      }
+    }
+    y[element] = FromAcc<T>(total);
+  }
+}
+
+absl::Status Rearrange(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(convolution::RearrangeParams params,
+                        context.Params().Get<convolution::RearrangeParams>());
+  VGPU_ASSIGN_OR_RETURN(Rearrangement r, ReadRearrangement(x, y, params));
+  return DispatchFloating(x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, r.x_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y_data, context.Buffer<T>(1, r.y_elements));
+    return Launch("rearrange", DeviceOf(context), r.y_elements, RearrangeKernel<T>, r, x_data,
+                  y_data);
+  });
 }
 
 }  // namespace
