@@ -1,7 +1,8 @@
 // CUDA kernels of the convolution family (protocol/kernels/convolution.h) on the CUDA executor:
 // 2-D and 3-D convolutions (regular, grouped, depthwise) and their two backward passes through
-// cuDNN's legacy convolution API, the fused forward with bias and activation (cuDNN forward,
-// then this file's bias/activation kernel), matrix products through cuBLASLt (float32 / float16
+// cuDNN's legacy convolution API, the fused forward with bias and activation
+// (cudnnConvolutionBiasActivationForward for float32 + relu, otherwise the cuDNN forward then
+// this file's bias/activation kernel), matrix products through cuBLASLt (float32 / float16
 // / bfloat16, float32 accumulation, TF32 off) and cuBLAS (float64, and operand broadcasts that
 // are not a uniform stride), BiasAdd, BiasAddGrad and Rearrange (Einsum's permutations,
 // diagonals and sums) as this file's own kernels.
@@ -461,6 +462,10 @@ class ConvolutionPlan : public Primitive {
   size_t workspace_bytes = 0;
   bool explicit_padding = false;
   ImageShape input_shape{}, padded_shape{};
+  // cudnnConvolutionBiasActivationForward's extra descriptors (float32 with relu only).
+  bool fused_relu = false;
+  dnn::TensorDescriptor bias;
+  dnn::ActivationDescriptor activation;
 };
 
 constexpr size_t kMaxAlgorithmWorkspace = size_t{1} << 30;
@@ -489,7 +494,8 @@ absl::StatusOr<const Perf*> ChooseAlgorithm(const Perf* results, int count, DTyp
 }
 
 absl::StatusOr<std::unique_ptr<ConvolutionPlan>> MakeConvolutionPlan(
-    const CudaKernelContext& context, const ConvolutionGeometry& g, Direction direction) {
+    const CudaKernelContext& context, const ConvolutionGeometry& g, Direction direction,
+    bool fused_relu) {
   cudnnHandle_t handle = DeviceOf(context).libraries->cudnn();
   auto plan = std::make_unique<ConvolutionPlan>();
   VGPU_ASSIGN_OR_RETURN(cudnnDataType_t type, dnn::CudnnDataType(g.dtype));
@@ -515,8 +521,9 @@ absl::StatusOr<std::unique_ptr<ConvolutionPlan>> MakeConvolutionPlan(
                                            g.out + first, nd, g.channels_last()));
   int filter_dims[5] = {static_cast<int>(g.CudnnK()), static_cast<int>(g.CudnnC()), 1, 1, 1};
   for (int i = 0; i < nd; ++i) filter_dims[2 + i] = static_cast<int>(g.filter[first + i]);
-  if (g.CudnnK() > std::numeric_limits<int>::max()) {
-    return absl::UnimplementedError("convolution: too many output channels for cuDNN");
+  if (g.CudnnK() > std::numeric_limits<int>::max() ||
+      g.CudnnC() > std::numeric_limits<int>::max()) {
+    return absl::UnimplementedError("convolution: too many channels for cuDNN");
   }
   VGPU_RETURN_IF_ERROR(CudnnStatus(
       cudnnSetFilterNdDescriptor(plan->filter.get(), type,
@@ -600,6 +607,20 @@ absl::StatusOr<std::unique_ptr<ConvolutionPlan>> MakeConvolutionPlan(
         CudnnStatus(cudnnSetConvolutionMathType(plan->convolution.get(), chosen_math),
                     "cudnnSetConvolutionMathType"));
   }
+  if (fused_relu) {
+    // The bias as a [1, K, 1, 1(, 1)] tensor, the activation relu (cuDNN's fused call admits
+    // relu with any algorithm).
+    plan->fused_relu = true;
+    VGPU_ASSIGN_OR_RETURN(plan->bias, dnn::MakeTensorDescriptor());
+    const int64_t ones[3] = {1, 1, 1};
+    VGPU_RETURN_IF_ERROR(dnn::SetImageTensor(plan->bias.get(), type, 1, g.out_depth, ones, nd,
+                                             /*channels_last=*/false));
+    VGPU_ASSIGN_OR_RETURN(plan->activation, dnn::MakeActivationDescriptor());
+    VGPU_RETURN_IF_ERROR(CudnnStatus(
+        cudnnSetActivationDescriptor(plan->activation.get(), CUDNN_ACTIVATION_RELU,
+                                     CUDNN_NOT_PROPAGATE_NAN, 0.0),
+        "cudnnSetActivationDescriptor"));
+  }
   switch (direction) {
     case Direction::kForward:
       VGPU_RETURN_IF_ERROR(CudnnStatus(
@@ -631,11 +652,13 @@ absl::StatusOr<std::unique_ptr<ConvolutionPlan>> MakeConvolutionPlan(
 absl::StatusOr<std::shared_ptr<ConvolutionPlan>> PlanFor(const CudaKernelContext& context,
                                                          uint32_t kernel_id,
                                                          const ConvolutionGeometry& g,
-                                                         Direction direction) {
+                                                         Direction direction,
+                                                         bool fused_relu = false) {
   PrimitiveKey key = PrimitiveKey::ForLaunch(kernel_id, context);
   key.AddValue(direction);
+  key.AddValue(fused_relu);
   return DeviceOf(context).primitives->GetOrCreate<ConvolutionPlan>(
-      key, [&]() { return MakeConvolutionPlan(context, g, direction); });
+      key, [&]() { return MakeConvolutionPlan(context, g, direction, fused_relu); });
 }
 
 // alpha / beta of cuDNN calls: double for double tensors, float otherwise.
@@ -664,14 +687,18 @@ absl::Status ForwardTyped(const CudaKernelContext& context, const ConvolutionGeo
   VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(1, g.FilterElements()));
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(output_buffer, g.OutputElements()));
   if (g.OutputElements() == 0) return absl::OkStatus();
-  const bool fused = bias != nullptr || activation >= 0;
+  bool epilogue = bias != nullptr || activation >= 0;
   const int64_t inner = g.channels_last() ? 1 : g.out[0] * g.out[1] * g.out[2];
   if (g.InputElements() == 0 || g.FilterElements() == 0) {
     // Only padding is convolved: zeros (then the bias and activation, as the CPU kernel does).
     VGPU_RETURN_IF_ERROR(Zero(device, y, g.OutputElements() * sizeof(T)));
   } else {
+    // float32 + bias + relu: cuDNN's fused call. Other epilogues: this file's kernel after the
+    // convolution (cuDNN fuses only relu / identity, identity only with one algorithm).
+    const bool fused_relu = std::is_same_v<T, float> && bias != nullptr &&
+                            activation == static_cast<int>(ActivationMode::kRelu);
     VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ConvolutionPlan> plan,
-                          PlanFor(context, kernel_id, g, Direction::kForward));
+                          PlanFor(context, kernel_id, g, Direction::kForward, fused_relu));
     WorkspaceLayout layout;
     const size_t filter_offset = layout.Add(g.FilterElements() * sizeof(T));
     const size_t padded_offset =
@@ -691,15 +718,30 @@ absl::Status ForwardTyped(const CudaKernelContext& context, const ConvolutionGeo
       input = padded;
     }
     Scaling scaling;
-    VGPU_RETURN_IF_ERROR(CudnnStatus(
-        cudnnConvolutionForward(device.libraries->cudnn(), scaling.alpha(g.dtype), plan->x.get(),
-                                input, plan->filter.get(), filter, plan->convolution.get(),
-                                static_cast<cudnnConvolutionFwdAlgo_t>(plan->algorithm),
-                                base + scratch_offset, plan->workspace_bytes,
-                                scaling.beta(g.dtype), plan->y.get(), y),
-        "cudnnConvolutionForward"));
+    if (plan->fused_relu) {
+      // y = relu(conv(x) + 0 * z + bias) with z = y, as TensorFlow passes the output as the
+      // side input when its scale is 0.
+      VGPU_RETURN_IF_ERROR(CudnnStatus(
+          cudnnConvolutionBiasActivationForward(
+              device.libraries->cudnn(), scaling.alpha(g.dtype), plan->x.get(), input,
+              plan->filter.get(), filter, plan->convolution.get(),
+              static_cast<cudnnConvolutionFwdAlgo_t>(plan->algorithm), base + scratch_offset,
+              plan->workspace_bytes, scaling.beta(g.dtype), plan->y.get(), y, plan->bias.get(),
+              bias, plan->activation.get(), plan->y.get(), y),
+          "cudnnConvolutionBiasActivationForward"));
+      epilogue = false;
+    } else {
+      VGPU_RETURN_IF_ERROR(CudnnStatus(
+          cudnnConvolutionForward(device.libraries->cudnn(), scaling.alpha(g.dtype),
+                                  plan->x.get(), input, plan->filter.get(), filter,
+                                  plan->convolution.get(),
+                                  static_cast<cudnnConvolutionFwdAlgo_t>(plan->algorithm),
+                                  base + scratch_offset, plan->workspace_bytes,
+                                  scaling.beta(g.dtype), plan->y.get(), y),
+          "cudnnConvolutionForward"));
+    }
   }
-  if (fused) {
+  if (epilogue) {
     VGPU_RETURN_IF_ERROR(Launch("convolution bias activation", device, g.OutputElements(),
                                 BiasActivationKernel<T>, y, g.OutputElements(), g.out_depth,
                                 inner, bias, activation));
