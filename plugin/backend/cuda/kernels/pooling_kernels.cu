@@ -1,0 +1,739 @@
+// CUDA kernels of the pooling family (protocol/kernels/pooling.h) on the CUDA executor: max and
+// average pooling forward and backward over 2 or 3 spatial dimensions, max pooling's
+// second-order gradient, and the argmax kernels of TensorFlow's MaxPoolWithArgmax family.
+//
+// These are this file's own kernels, not cuDNN's cudnnPoolingForward / Backward: the protocol
+// fixes semantics cuDNN does not have — max starts from the dtype's lowest finite value (cuDNN
+// gives -inf for a window of -inf), paddings may differ before and after (cuDNN pads
+// symmetrically), the max gradient goes to the first maximum in window order, and gradients add
+// up in the dtype in TensorFlow's loop order — and the CPU executor follows them bit for bit.
+// Every kernel here is a gather (one thread per output element, or per input-gradient element
+// walking the windows that cover it in the CPU kernel's order), so results are deterministic
+// and equal the CPU executor's up to the device's float arithmetic (no contraction into FMAs:
+// products and sums are rounded separately, as on the CPU). Only MaxPoolGradWithArgmax scatters
+// (atomic adds, order not fixed) since its targets come from the client.
+//
+// A channels-first tensor is pooled as a channels-last one of batch * channels images with one
+// channel each (as the CPU executor does); 2-D pooling is 3-D pooling with a depth of 1.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cuda/cuda_descriptors.h"
+#include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/cuda_libraries.h"
+#include "plugin/common/status_macros.h"
+#include "plugin/protocol/kernels/pooling.h"
+
+namespace vgpu::cuda {
+namespace {
+
+using dnn::RuntimeStatus;
+
+// --- Element arithmetic in T's rounding ------------------------------------------------------
+
+template <typename T>
+struct Arith;
+template <>
+struct Arith<float> {
+  static __device__ float ToF(float v) { return v; }
+  static __device__ float Add(float a, float b) { return __fadd_rn(a, b); }
+  static __device__ float Mul(float a, float b) { return __fmul_rn(a, b); }
+  static __device__ float Div(float a, float b) { return __fdiv_rn(a, b); }
+  static __device__ bool Less(float a, float b) { return a < b; }
+  static __device__ bool IsNan(float a) { return isnan(a); }
+  static __device__ float Lowest() { return -FLT_MAX; }
+  static __device__ float NegInf() { return -INFINITY; }
+  static __device__ float Zero() { return 0.0f; }
+  static __device__ float FromDouble(double v) { return static_cast<float>(v); }
+};
+template <>
+struct Arith<double> {
+  static __device__ double Add(double a, double b) { return __dadd_rn(a, b); }
+  static __device__ double Mul(double a, double b) { return __dmul_rn(a, b); }
+  static __device__ double Div(double a, double b) { return __ddiv_rn(a, b); }
+  static __device__ bool Less(double a, double b) { return a < b; }
+  static __device__ bool IsNan(double a) { return isnan(a); }
+  static __device__ double Lowest() { return -DBL_MAX; }
+  static __device__ double NegInf() { return -INFINITY; }
+  static __device__ double Zero() { return 0.0; }
+  static __device__ double FromDouble(double v) { return v; }
+};
+// The 16-bit types compute in float and round every result to the type (Eigen's half and
+// bfloat16 operators do the same on the CPU).
+template <typename T, float (*ToFloat)(T), T (*FromFloat)(float)>
+struct Arith16 {
+  static __device__ T Add(T a, T b) { return FromFloat(__fadd_rn(ToFloat(a), ToFloat(b))); }
+  static __device__ T Mul(T a, T b) { return FromFloat(__fmul_rn(ToFloat(a), ToFloat(b))); }
+  static __device__ T Div(T a, T b) { return FromFloat(__fdiv_rn(ToFloat(a), ToFloat(b))); }
+  static __device__ bool Less(T a, T b) { return ToFloat(a) < ToFloat(b); }
+  static __device__ bool IsNan(T a) { return isnan(ToFloat(a)); }
+  static __device__ T Zero() { return FromFloat(0.0f); }
+  static __device__ T NegInf() { return FromFloat(-INFINITY); }
+  static __device__ T FromDouble(double v) { return FromFloat(static_cast<float>(v)); }
+};
+__device__ float HalfToFloat(__half v) { return __half2float(v); }
+__device__ __half FloatToHalf(float v) { return __float2half_rn(v); }
+__device__ float Bf16ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __nv_bfloat16 FloatToBf16(float v) { return __float2bfloat16_rn(v); }
+template <>
+struct Arith<__half> : Arith16<__half, HalfToFloat, FloatToHalf> {
+  static __device__ __half Lowest() { return __ushort_as_half(0xFBFF); }  // -65504
+};
+template <>
+struct Arith<__nv_bfloat16> : Arith16<__nv_bfloat16, Bf16ToFloat, FloatToBf16> {
+  static __device__ __nv_bfloat16 Lowest() { return __ushort_as_bfloat16(0xFF7F); }
+};
+
+// Equality as the CPU kernels compare (NaN equals nothing).
+template <typename T>
+__device__ __forceinline__ bool Equal(T a, T b) {
+  return !Arith<T>::Less(a, b) && !Arith<T>::Less(b, a) && !Arith<T>::IsNan(a) &&
+         !Arith<T>::IsNan(b);
+}
+
+template <typename Fn>
+absl::Status DispatchFloating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kFloat16: return fn(__half{});
+    case DType::kBFloat16: return fn(__nv_bfloat16{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
+  }
+}
+
+// --- Geometry (the CPU executor's PoolGeometry) ----------------------------------------------
+
+struct PoolGeometry {
+  int spatial_dims = 2;
+  int64_t images = 0, channels = 0;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
+  int64_t window[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
+  int64_t input_elements = 0, output_elements = 0;
+
+  __host__ __device__ int64_t InputPositions() const { return in[0] * in[1] * in[2]; }
+  __host__ __device__ int64_t OutputPositions() const { return out[0] * out[1] * out[2]; }
+};
+
+struct Range {
+  int64_t begin, end;
+};
+__device__ __forceinline__ Range WindowOf(const PoolGeometry& g, int dim, int64_t o) {
+  const int64_t start = o * g.stride[dim] - g.pad[dim];
+  return {start > 0 ? start : 0, min(start + g.window[dim], g.in[dim])};
+}
+__device__ __forceinline__ Range OutputsCovering(const PoolGeometry& g, int dim, int64_t i) {
+  const int64_t padded = i + g.pad[dim];
+  const int64_t begin = padded < g.window[dim] ? 0 : (padded - g.window[dim]) / g.stride[dim] + 1;
+  return {begin, min(padded / g.stride[dim] + 1, g.out[dim])};
+}
+
+absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling,
+                                        const TensorDescriptorSettings& x,
+                                        const TensorDescriptorSettings& y) {
+  const int spatial = pooling.spatial_dims;
+  if (spatial != 2 && spatial != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pooling over ", spatial, " spatial dimensions is not supported"));
+  }
+  if (pooling.mode != PoolingMode::kMax && pooling.mode != PoolingMode::kAverage) {
+    return absl::InvalidArgumentError("unknown pooling mode");
+  }
+  if (pooling.nan_propagation != NanPropagation::kNotPropagate &&
+      pooling.nan_propagation != NanPropagation::kPropagate) {
+    return absl::InvalidArgumentError("unknown pooling NaN propagation");
+  }
+  const bool channels_first = pooling.data_format == DataFormat::kNCHW;
+  if (!channels_first && pooling.data_format != DataFormat::kNHWC) {
+    return absl::InvalidArgumentError("unknown pooling data format");
+  }
+  if (x.rank != spatial + 2 || y.rank != spatial + 2) {
+    return absl::InvalidArgumentError(absl::StrCat("pooling tensors must be ", spatial + 2,
+                                                   "-dimensional for ", spatial,
+                                                   " spatial dimensions"));
+  }
+  if (x.dtype != y.dtype) {
+    return absl::InvalidArgumentError("pooling input and output dtypes differ");
+  }
+  for (int i = 0; i < x.rank; ++i) {
+    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxLaunchElements ||
+        y.dims[i] > kMaxLaunchElements) {
+      return absl::InvalidArgumentError("pooling tensor dimension out of range");
+    }
+  }
+  for (int k = 0; k < kMaxPoolingSpatialDims; ++k) {
+    if (k >= spatial) {
+      if (pooling.window[k] != 1 || pooling.stride[k] != 1 || pooling.pad_before[k] != 0 ||
+          pooling.pad_after[k] != 0) {
+        return absl::InvalidArgumentError(
+            "pooling descriptor entries past its spatial dimensions must keep their defaults");
+      }
+      continue;
+    }
+    if (pooling.window[k] <= 0 || pooling.stride[k] <= 0 || pooling.pad_before[k] < 0 ||
+        pooling.pad_after[k] < 0) {
+      return absl::InvalidArgumentError(
+          "pooling windows and strides must be positive and paddings non-negative");
+    }
+    if (pooling.pad_before[k] >= pooling.window[k] || pooling.pad_after[k] >= pooling.window[k]) {
+      return absl::InvalidArgumentError("pooling paddings must be smaller than the window");
+    }
+  }
+  const int channel_dim = channels_first ? 1 : spatial + 1;
+  const int first_spatial = channels_first ? 2 : 1;
+  if (y.dims[0] != x.dims[0] || y.dims[channel_dim] != x.dims[channel_dim]) {
+    return absl::InvalidArgumentError("pooling output batch/channels differ from the input's");
+  }
+  PoolGeometry g;
+  g.spatial_dims = spatial;
+  const int skipped = kMaxPoolingSpatialDims - spatial;
+  for (int k = 0; k < spatial; ++k) {
+    const int dim = skipped + k;
+    g.in[dim] = x.dims[first_spatial + k];
+    g.out[dim] = y.dims[first_spatial + k];
+    g.window[dim] = pooling.window[k];
+    g.stride[dim] = pooling.stride[k];
+    g.pad[dim] = pooling.pad_before[k];
+    const int64_t expected = (g.in[dim] + pooling.pad_before[k] + pooling.pad_after[k] -
+                              g.window[dim] + g.stride[dim]) /
+                             g.stride[dim];
+    if (g.out[dim] != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "pooling output size ", g.out[dim], " of spatial dimension ", k,
+          " differs from the window geometry's ", expected));
+    }
+  }
+  if (channels_first) {
+    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}, "pooling tensor"));
+    g.channels = 1;
+  } else {
+    g.images = x.dims[0];
+    g.channels = x.dims[spatial + 1];
+  }
+  VGPU_ASSIGN_OR_RETURN(g.input_elements, CheckedProduct({g.images, g.in[0], g.in[1], g.in[2],
+                                                          g.channels},
+                                                         "pooling tensor"));
+  VGPU_ASSIGN_OR_RETURN(g.output_elements, CheckedProduct({g.images, g.out[0], g.out[1],
+                                                           g.out[2], g.channels},
+                                                          "pooling tensor"));
+  return g;
+}
+
+// Splits a channels-last element index into (image, d, h, w, channel).
+struct Position {
+  int64_t b, p[3], c;
+};
+__device__ __forceinline__ Position Split(int64_t i, const int64_t* dims, int64_t channels) {
+  Position q;
+  q.c = i % channels;
+  i /= channels;
+  q.p[2] = i % dims[2];
+  i /= dims[2];
+  q.p[1] = i % dims[1];
+  i /= dims[1];
+  q.p[0] = i % dims[0];
+  q.b = i / dims[0];
+  return q;
+}
+__device__ __forceinline__ int64_t IndexOf(const int64_t* dims, int64_t channels, int64_t b,
+                                           int64_t z, int64_t h, int64_t w, int64_t c) {
+  return (((b * dims[0] + z) * dims[1] + h) * dims[2] + w) * channels + c;
+}
+
+#define VGPU_GRID_STRIDE(i, n)                                                   \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{blockDim.x} * gridDim.x)
+
+// --- Kernels ---------------------------------------------------------------------------------
+
+template <typename T, bool kPropagateNan>
+__global__ void MaxPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
+  using A = Arith<T>;
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    const Position o = Split(i, g.out, g.channels);
+    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+                ws = WindowOf(g, 2, o.p[2]);
+    T best = A::Lowest();
+    for (int64_t z = zs.begin; z < zs.end; ++z) {
+      for (int64_t h = hs.begin; h < hs.end; ++h) {
+        for (int64_t w = ws.begin; w < ws.end; ++w) {
+          const T v = x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)];
+          if (A::Less(best, v) || (kPropagateNan && A::IsNan(v))) best = v;
+        }
+      }
+    }
+    y[i] = best;
+  }
+}
+
+template <typename T>
+__global__ void AvgPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
+  using A = Arith<T>;
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    const Position o = Split(i, g.out, g.channels);
+    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+                ws = WindowOf(g, 2, o.p[2]);
+    T sum = A::Zero();
+    int64_t count = 0;
+    for (int64_t z = zs.begin; z < zs.end; ++z) {
+      for (int64_t h = hs.begin; h < hs.end; ++h) {
+        for (int64_t w = ws.begin; w < ws.end; ++w) {
+          sum = A::Add(sum, x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)]);
+          ++count;
+        }
+      }
+    }
+    // TensorFlow divides by T(static_cast<float>(count)).
+    y[i] = A::Div(sum, A::FromDouble(static_cast<float>(count)));
+  }
+}
+
+// The flat index of the element holding the max of output (b, od, oh, ow)'s window in channel
+// c, as the CPU executor's backward pass finds it, or -1 when the window has none.
+template <typename T, bool kPropagateNan>
+__device__ int64_t MaxElement(const PoolGeometry& g, const T* x, int64_t b, int64_t od,
+                              int64_t oh, int64_t ow, int64_t c) {
+  using A = Arith<T>;
+  const Range zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+  if (kPropagateNan) {
+    int64_t best_index = -1;
+    T best = A::Zero();
+    for (int64_t z = zs.begin; z < zs.end; ++z) {
+      for (int64_t h = hs.begin; h < hs.end; ++h) {
+        for (int64_t w = ws.begin; w < ws.end; ++w) {
+          const int64_t index = IndexOf(g.in, g.channels, b, z, h, w, c);
+          const T v = x[index];
+          if (best_index < 0 || (!A::IsNan(best) && (A::IsNan(v) || A::Less(best, v)))) {
+            best = v;
+            best_index = index;
+          }
+        }
+      }
+    }
+    return best_index;
+  }
+  // The max of the non-NaN elements from -inf, then the first element equal to it.
+  T best = A::NegInf();
+  for (int64_t z = zs.begin; z < zs.end; ++z) {
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      for (int64_t w = ws.begin; w < ws.end; ++w) {
+        const T v = x[IndexOf(g.in, g.channels, b, z, h, w, c)];
+        if (A::Less(best, v)) best = v;
+      }
+    }
+  }
+  for (int64_t z = zs.begin; z < zs.end; ++z) {
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      for (int64_t w = ws.begin; w < ws.end; ++w) {
+        const int64_t index = IndexOf(g.in, g.channels, b, z, h, w, c);
+        if (Equal(x[index], best)) return index;
+      }
+    }
+  }
+  return -1;
+}
+
+// dx[i] = the sum, in T, over the outputs whose window covers i in the CPU kernel's order
+// (2-D: D, H, W loops outermost first; 3-D: W, H, D), of dy where i holds that window's max.
+template <typename T, bool kPropagateNan>
+__global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T* dx) {
+  using A = Arith<T>;
+  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
+  VGPU_GRID_STRIDE(i, g.input_elements) {
+    const Position q = Split(i, g.in, g.channels);
+    const Range ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
+                             OutputsCovering(g, 2, q.p[2])};
+    T sum = A::Zero();
+    int64_t o[3];
+    for (o[order[0]] = ranges[order[0]].begin; o[order[0]] < ranges[order[0]].end; ++o[order[0]]) {
+      for (o[order[1]] = ranges[order[1]].begin; o[order[1]] < ranges[order[1]].end;
+           ++o[order[1]]) {
+        for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
+             ++o[order[2]]) {
+          if (MaxElement<T, kPropagateNan>(g, x, q.b, o[0], o[1], o[2], q.c) == i) {
+            sum = A::Add(sum, dy[IndexOf(g.out, g.channels, q.b, o[0], o[1], o[2], q.c)]);
+          }
+        }
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// dx[i] = the sum over the windows covering i of dy * T(1 / that window's element count).
+template <typename T>
+__global__ void AvgPoolBackwardKernel(PoolGeometry g, const T* dy, T* dx) {
+  using A = Arith<T>;
+  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
+  VGPU_GRID_STRIDE(i, g.input_elements) {
+    const Position q = Split(i, g.in, g.channels);
+    const Range ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
+                             OutputsCovering(g, 2, q.p[2])};
+    T sum = A::Zero();
+    int64_t o[3];
+    for (o[order[0]] = ranges[order[0]].begin; o[order[0]] < ranges[order[0]].end; ++o[order[0]]) {
+      for (o[order[1]] = ranges[order[1]].begin; o[order[1]] < ranges[order[1]].end;
+           ++o[order[1]]) {
+        for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
+             ++o[order[2]]) {
+          const Range zs = WindowOf(g, 0, o[0]), hs = WindowOf(g, 1, o[1]),
+                      ws = WindowOf(g, 2, o[2]);
+          const int64_t count =
+              (zs.end - zs.begin) * (hs.end - hs.begin) * (ws.end - ws.begin);
+          const T scale = A::FromDouble(1.0 / static_cast<double>(count));
+          const T grad = dy[IndexOf(g.out, g.channels, q.b, o[0], o[1], o[2], q.c)];
+          sum = A::Add(sum, A::Mul(grad, scale));
+        }
+      }
+    }
+    dx[i] = sum;
+  }
+}
+
+// ddy = ddx at the first element of the window equal to y, or 0.
+template <typename T>
+__global__ void MaxPoolGradGradKernel(PoolGeometry g, const T* x, const T* y, const T* ddx,
+                                      T* ddy) {
+  using A = Arith<T>;
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    const Position o = Split(i, g.out, g.channels);
+    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+                ws = WindowOf(g, 2, o.p[2]);
+    const T max = y[i];
+    T value = A::Zero();
+    bool found = false;
+    for (int64_t z = zs.begin; z < zs.end && !found; ++z) {
+      for (int64_t h = hs.begin; h < hs.end && !found; ++h) {
+        for (int64_t w = ws.begin; w < ws.end && !found; ++w) {
+          const int64_t index = IndexOf(g.in, g.channels, o.b, z, h, w, o.c);
+          if (Equal(x[index], max)) {
+            value = ddx[index];
+            found = true;
+          }
+        }
+      }
+    }
+    ddy[i] = value;
+  }
+}
+
+// --- Argmax kernels --------------------------------------------------------------------------
+
+struct ArgmaxGeometry {
+  PoolGeometry g;
+  bool include_batch_in_index = false;
+  int64_t input_image = 0, output_image = 0;
+};
+
+// The flat index in x named by argmax value `value` of output element i, or -1 outside x.
+__device__ __forceinline__ int64_t ArgmaxTarget(const ArgmaxGeometry& a, int64_t i,
+                                                int64_t value) {
+  const int64_t offset = a.include_batch_in_index ? 0 : (i / a.output_image) * a.input_image;
+  if (value < 0 || value >= a.g.input_elements - offset) return -1;
+  return offset + value;
+}
+
+template <typename T, typename Targmax, bool kPropagateNan>
+__global__ void MaxPoolWithArgmaxKernel(ArgmaxGeometry a, const T* x, T* y, Targmax* argmax) {
+  using A = Arith<T>;
+  const PoolGeometry& g = a.g;
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    const Position o = Split(i, g.out, g.channels);
+    const Range hs = WindowOf(g, 1, o.p[1]), ws = WindowOf(g, 2, o.p[2]);
+    bool first = true;
+    T best = A::Lowest();
+    int64_t reported_best = -1;
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      for (int64_t w = ws.begin; w < ws.end; ++w) {
+        const int64_t image_index = (h * g.in[2] + w) * g.channels;
+        const int64_t index = o.b * g.in[1] * g.in[2] * g.channels + image_index;
+        const T v = x[index + o.c];
+        if (first || A::Less(best, v) || (kPropagateNan && A::IsNan(v) && !A::IsNan(best))) {
+          best = v;
+          reported_best = (a.include_batch_in_index ? index : image_index) + o.c;
+        }
+        first = false;
+      }
+    }
+    y[i] = best;
+    argmax[i] = static_cast<Targmax>(reported_best);
+  }
+}
+
+// Records in *first_bad the smallest output index whose argmax target lies outside dx.
+__global__ void CheckArgmaxKernel(ArgmaxGeometry a, const int64_t* argmax,
+                                  unsigned long long* first_bad) {
+  VGPU_GRID_STRIDE(i, a.g.output_elements) {
+    if (ArgmaxTarget(a, i, argmax[i]) < 0) {
+      atomicMin(first_bad, static_cast<unsigned long long>(i));
+    }
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ void AtomicAdd(T* address, T value) {
+  atomicAdd(address, value);
+}
+
+template <typename T>
+__global__ void ScatterArgmaxKernel(ArgmaxGeometry a, const T* dy, const int64_t* argmax,
+                                    T* dx) {
+  VGPU_GRID_STRIDE(i, a.g.output_elements) {
+    const int64_t target = ArgmaxTarget(a, i, argmax[i]);
+    if (target >= 0) AtomicAdd(dx + target, dy[i]);
+  }
+}
+
+template <typename T>
+__global__ void GatherArgmaxKernel(ArgmaxGeometry a, const T* ddx, const int64_t* argmax,
+                                   T* ddy) {
+  VGPU_GRID_STRIDE(i, a.g.output_elements) {
+    const int64_t target = ArgmaxTarget(a, i, argmax[i]);
+    ddy[i] = target < 0 ? Arith<T>::Zero() : ddx[target];
+  }
+}
+
+// --- Launches --------------------------------------------------------------------------------
+
+template <typename Kernel, typename... Args>
+absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t elements,
+                    Kernel kernel, Args... args) {
+  if (elements <= 0) return absl::OkStatus();
+  const GridShape grid = GridFor(device, elements);
+  kernel<<<grid.blocks, grid.threads, 0, device.stream>>>(args...);
+  return LastLaunchStatus(name);
+}
+
+struct PoolingLaunch {
+  PoolingDescriptorSettings pooling;
+  TensorDescriptorSettings x, y;
+  PoolGeometry geometry;
+};
+
+absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const CudaKernelContext& context) {
+  PoolingLaunch launch;
+  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_ASSIGN_OR_RETURN(launch.geometry, GeometryOf(launch.pooling, launch.x, launch.y));
+  return launch;
+}
+
+absl::Status PoolingForward(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
+    const CudaLaunchDevice& device = *context.device;
+    if (launch.pooling.mode == PoolingMode::kAverage) {
+      return Launch("pooling_forward", device, g.output_elements, AvgPoolForwardKernel<T>, g, x,
+                    y);
+    }
+    if (propagate) {
+      return Launch("pooling_forward", device, g.output_elements,
+                    MaxPoolForwardKernel<T, true>, g, x, y);
+    }
+    return Launch("pooling_forward", device, g.output_elements, MaxPoolForwardKernel<T, false>,
+                  g, x, y);
+  });
+}
+
+absl::Status PoolingBackward(const CudaKernelContext& context) {
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
+  const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    size_t next = 0;
+    const T* x = nullptr;
+    if (max_mode) {
+      VGPU_ASSIGN_OR_RETURN(x, context.Buffer<const T>(next++, g.input_elements));
+    }
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.input_elements));
+    const CudaLaunchDevice& device = *context.device;
+    if (!max_mode) {
+      return Launch("pooling_backward", device, g.input_elements, AvgPoolBackwardKernel<T>, g,
+                    dy, dx);
+    }
+    if (propagate) {
+      return Launch("pooling_backward", device, g.input_elements,
+                    MaxPoolBackwardKernel<T, true>, g, x, dy, dx);
+    }
+    return Launch("pooling_backward", device, g.input_elements, MaxPoolBackwardKernel<T, false>,
+                  g, x, dy, dx);
+  });
+}
+
+absl::Status PoolingGradGrad(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  const PoolGeometry& g = launch.geometry;
+  if (launch.pooling.mode != PoolingMode::kMax) {
+    return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
+  }
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(2, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(3, g.output_elements));
+    return Launch("pooling_grad_grad", *context.device, g.output_elements,
+                  MaxPoolGradGradKernel<T>, g, x, y, ddx, ddy);
+  });
+}
+
+struct ArgmaxLaunch {
+  PoolingDescriptorSettings pooling;
+  TensorDescriptorSettings x, y, argmax;
+  ArgmaxGeometry a;
+};
+
+absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const CudaKernelContext& context) {
+  ArgmaxLaunch launch;
+  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_ASSIGN_OR_RETURN(launch.argmax, context.Descriptor<TensorDescriptorSettings>(3));
+  VGPU_ASSIGN_OR_RETURN(launch.a.g, GeometryOf(launch.pooling, launch.x, launch.y));
+  if (launch.pooling.mode != PoolingMode::kMax || launch.pooling.spatial_dims != 2 ||
+      launch.pooling.data_format != DataFormat::kNHWC) {
+    return absl::InvalidArgumentError("argmax pooling kernels need 2-D NHWC max pooling");
+  }
+  if (launch.argmax.dtype != DType::kInt64 && launch.argmax.dtype != DType::kInt32) {
+    return absl::InvalidArgumentError("argmax must be int64 or int32");
+  }
+  if (launch.argmax.rank != launch.y.rank ||
+      !std::equal(launch.y.dims, launch.y.dims + launch.y.rank, launch.argmax.dims)) {
+    return absl::InvalidArgumentError("argmax must have the pooled output's shape");
+  }
+  ParamReader params = context.Params();
+  VGPU_ASSIGN_OR_RETURN(int32_t include_batch, params.Get<int32_t>());
+  if (include_batch != 0 && include_batch != 1) {
+    return absl::InvalidArgumentError("include_batch_in_index must be 0 or 1");
+  }
+  launch.a.include_batch_in_index = include_batch == 1;
+  launch.a.input_image = launch.a.g.InputPositions() * launch.a.g.channels;
+  launch.a.output_image = launch.a.g.OutputPositions() * launch.a.g.channels;
+  return launch;
+}
+
+absl::Status PoolingForwardWithArgmax(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
+  const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
+  const PoolGeometry& g = launch.a.g;
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
+    auto run = [&](auto* typed) -> absl::Status {
+      using Targmax = std::remove_pointer_t<decltype(typed)>;
+      VGPU_ASSIGN_OR_RETURN(Targmax * argmax, context.Buffer<Targmax>(2, g.output_elements));
+      if (propagate) {
+        return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
+                      MaxPoolWithArgmaxKernel<T, Targmax, true>, launch.a, x, y, argmax);
+      }
+      return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
+                    MaxPoolWithArgmaxKernel<T, Targmax, false>, launch.a, x, y, argmax);
+    };
+    if (launch.argmax.dtype == DType::kInt64) return run(static_cast<int64_t*>(nullptr));
+    return run(static_cast<int32_t*>(nullptr));
+  });
+}
+
+absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
+  if (launch.argmax.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError("MaxPoolGradWithArgmax needs an int64 argmax");
+  }
+  const PoolGeometry& g = launch.a.g;
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
+                          context.Buffer<const int64_t>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
+    if (g.input_elements == 0) return absl::OkStatus();
+    const CudaLaunchDevice& device = *context.device;
+    if (g.output_elements > 0) {
+      // The argmax values are tenant data on the device: they are checked there, and the launch
+      // waits for the verdict (this kernel blocks its stream's worker) so that a bad index fails
+      // it before dx is written, as on the CPU executor.
+      VGPU_ASSIGN_OR_RETURN(void* workspace, device.libraries->Workspace(sizeof(uint64_t)));
+      auto* first_bad = static_cast<unsigned long long*>(workspace);
+      VGPU_RETURN_IF_ERROR(RuntimeStatus(
+          cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), device.stream),
+          "cudaMemsetAsync"));
+      VGPU_RETURN_IF_ERROR(Launch("pooling_backward_with_argmax check", device,
+                                  g.output_elements, CheckArgmaxKernel, launch.a, argmax,
+                                  first_bad));
+      unsigned long long verdict = 0;
+      VGPU_RETURN_IF_ERROR(RuntimeStatus(cudaMemcpyAsync(&verdict, first_bad, sizeof(verdict),
+                                                         cudaMemcpyDeviceToHost, device.stream),
+                                         "cudaMemcpyAsync"));
+      VGPU_RETURN_IF_ERROR(
+          RuntimeStatus(cudaStreamSynchronize(device.stream), "cudaStreamSynchronize"));
+      if (verdict != ~0ull) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Invalid output gradient index: the argmax of output element ", verdict,
+            " lies outside the input of ", g.input_elements, " elements"));
+      }
+    }
+    VGPU_RETURN_IF_ERROR(RuntimeStatus(
+        cudaMemsetAsync(dx, 0, g.input_elements * sizeof(T), device.stream), "cudaMemsetAsync"));
+    return Launch("pooling_backward_with_argmax", device, g.output_elements,
+                  ScatterArgmaxKernel<T>, launch.a, dy, argmax, dx);
+  });
+}
+
+absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
+  if (launch.argmax.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError("MaxPoolGradGradWithArgmax needs an int64 argmax");
+  }
+  const PoolGeometry& g = launch.a.g;
+  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
+                          context.Buffer<const int64_t>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(2, g.output_elements));
+    return Launch("pooling_grad_grad_with_argmax", *context.device, g.output_elements,
+                  GatherArgmaxKernel<T>, launch.a, ddx, argmax, ddy);
+  });
+}
+
+}  // namespace
+
+void AddCudaPoolingKernels(CudaKernelTable& table) {
+  table.Add(pooling::kForward, "pooling_forward", PoolingForward);
+  table.Add(pooling::kBackward, "pooling_backward", PoolingBackward);
+  table.Add(pooling::kForwardWithArgmax, "pooling_forward_with_argmax", PoolingForwardWithArgmax);
+  table.Add(pooling::kBackwardWithArgmax, "pooling_backward_with_argmax",
+            PoolingBackwardWithArgmax);
+  table.Add(pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax",
+            PoolingGradGradWithArgmax);
+  table.Add(pooling::kGradGrad, "pooling_grad_grad", PoolingGradGrad);
+}
+
+}  // namespace vgpu::cuda
