@@ -8,8 +8,11 @@
 // index space and a reduced index space with element strides. Each output is reduced in a fixed
 // order: either by one thread sequentially (few elements per output, or a layout whose last run
 // is kept, so neighbouring threads read neighbouring elements), or by one block of 256 threads,
-// each summing a fixed strided subset, then a fixed shared-memory tree. The choice depends on the
-// shape only, no atomics: results are identical run to run. float16/bfloat16 sums and means
+// each summing a fixed strided subset, then a fixed shared-memory tree; or, for a few outputs
+// over very many elements (a global sum), by up to 256 blocks per output over fixed contiguous
+// slices, whose results a second kernel combines in order (stream-ordered scratch from
+// cudaMallocAsync). The choice depends on the shape only, no atomics: results are identical run
+// to run. float16/bfloat16 sums and means
 // accumulate in float (as the CPU executor), prod/max/min in the dtype; max/min propagate NaN.
 // The summation order differs from Eigen's, so float sums match the CPU within rounding.
 //
@@ -20,9 +23,11 @@
 //
 // GPU run must confirm: every op x dtype x layout (1..8 runs, both reduce_first) against the CPU
 // executor (float32 rtol 1e-3, int64 exact, bool exact with non-0/1 bytes), empty inputs (the
-// identities), the copy layouts, determinism (two runs bit-identical), arg-max/min ties and NaN.
+// identities), the copy layouts, the split path (<= 64 outputs of >= 65536 elements each),
+// determinism (two runs bit-identical), arg-max/min ties and NaN.
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -194,6 +199,99 @@ __global__ void ReducePerBlockKernel(ReduceGeometry geometry, int64_t outputs,
   }
 }
 
+// Few outputs, each over very many elements: one block would serialise the whole input on
+// one SM. Split each output's reduced range into `parts` contiguous slices (a number fixed by
+// the shape), reduce each slice in its own block into a stream-ordered scratch array, then
+// combine each output's slices in order in one block. Still a fixed order: deterministic.
+constexpr int64_t kSplitMinimumPerOutput = 1 << 16;
+constexpr int64_t kSplitMaximumOutputs = 64;
+constexpr int64_t kSliceElements = 1 << 15;
+
+template <typename T, ReduceOp kOp>
+__global__ void ReduceSlicesKernel(ReduceGeometry geometry, int64_t outputs, int64_t parts,
+                                   const Storage<T>* x, typename Reducer<T, kOp>::Acc* slices) {
+  using R = Reducer<T, kOp>;
+  using Acc = typename R::Acc;
+  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
+  Acc* partial = reinterpret_cast<Acc*>(storage);
+  const unsigned t = threadIdx.x;
+  const int64_t slice_length = (geometry.per_output + parts - 1) / parts;
+  for (int64_t job = blockIdx.x; job < outputs * parts; job += gridDim.x) {
+    const int64_t o = job / parts, part = job % parts;
+    const int64_t begin = part * slice_length;
+    const int64_t end =
+        begin + slice_length < geometry.per_output ? begin + slice_length : geometry.per_output;
+    const int64_t base = geometry.KeptOffset(o);
+    Acc acc = R::Identity();
+    for (int64_t r = begin + t; r < end; r += kBlockThreads) {
+      acc = R::Combine(acc, R::Enter(Load<T>(x, base + geometry.ReducedOffset(r))));
+    }
+    partial[t] = acc;
+    __syncthreads();
+    for (unsigned half = kBlockThreads / 2; half > 0; half >>= 1) {
+      if (t < half) partial[t] = R::Combine(partial[t], partial[t + half]);
+      __syncthreads();
+    }
+    if (t == 0) slices[job] = partial[0];
+    __syncthreads();
+  }
+}
+
+template <typename T, ReduceOp kOp>
+__global__ void CombineSlicesKernel(int64_t outputs, int64_t parts, int64_t per_output,
+                                    const typename Reducer<T, kOp>::Acc* slices, Storage<T>* y) {
+  using R = Reducer<T, kOp>;
+  using Acc = typename R::Acc;
+  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
+  Acc* partial = reinterpret_cast<Acc*>(storage);
+  const unsigned t = threadIdx.x;
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    Acc acc = R::Identity();
+    for (int64_t part = t; part < parts; part += kBlockThreads) {
+      acc = R::Combine(acc, slices[o * parts + part]);
+    }
+    partial[t] = acc;
+    __syncthreads();
+    for (unsigned half = kBlockThreads / 2; half > 0; half >>= 1) {
+      if (t < half) partial[t] = R::Combine(partial[t], partial[t + half]);
+      __syncthreads();
+    }
+    if (t == 0) Store<T>(y, o, R::Finish(partial[0], per_output));
+    __syncthreads();
+  }
+}
+
+absl::Status ScratchStatus(cudaError_t error) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  const std::string message = absl::StrCat("reduce: scratch: ", cudaGetErrorName(error), ": ",
+                                           cudaGetErrorString(error));
+  if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+template <typename T, ReduceOp kOp>
+absl::Status LaunchSplitReduce(const CudaKernelContext& context, const ReduceGeometry& geometry,
+                               int64_t outputs, const Storage<T>* x, Storage<T>* y) {
+  using Acc = typename Reducer<T, kOp>::Acc;
+  constexpr char kName[] = "reduce";
+  const int64_t wanted = (geometry.per_output + kSliceElements - 1) / kSliceElements;
+  const int64_t parts = wanted < int64_t{kBlockThreads} ? wanted : int64_t{kBlockThreads};
+  const cudaStream_t stream = context.device->stream;
+  Acc* slices = nullptr;
+  VGPU_RETURN_IF_ERROR(ScratchStatus(cudaMallocAsync(reinterpret_cast<void**>(&slices),
+                                                     outputs * parts * sizeof(Acc), stream)));
+  absl::Status status = LaunchRows(context, kName, outputs * parts, kBlockThreads,
+                                   ReduceSlicesKernel<T, kOp>, geometry, outputs, parts, x, slices);
+  if (status.ok()) {
+    status.Update(LaunchRows(context, kName, outputs, kBlockThreads, CombineSlicesKernel<T, kOp>,
+                             outputs, parts, geometry.per_output,
+                             static_cast<const Acc*>(slices), y));
+  }
+  // Stream-ordered: freed once the kernels above have run (or at once if none was enqueued).
+  status.Update(ScratchStatus(cudaFreeAsync(slices, stream)));
+  return status;
+}
+
 template <typename T, ReduceOp kOp>
 absl::Status LaunchReduce(const CudaKernelContext& context, const ReduceGeometry& geometry,
                           bool last_run_kept, int64_t outputs, const Storage<T>* x,
@@ -203,6 +301,9 @@ absl::Status LaunchReduce(const CudaKernelContext& context, const ReduceGeometry
   // elements (coalesced) and there are enough of them to fill the device.
   const bool per_thread =
       geometry.per_output <= 32 || (last_run_kept && outputs >= 4096 && geometry.per_output <= 65536);
+  if (outputs <= kSplitMaximumOutputs && geometry.per_output >= kSplitMinimumPerOutput) {
+    return LaunchSplitReduce<T, kOp>(context, geometry, outputs, x, y);
+  }
   if (per_thread) {
     return LaunchGrid(context, kName, outputs, ReducePerThreadKernel<T, kOp>, geometry, outputs,
                       x, y);
