@@ -11,6 +11,9 @@
 // wraps, integer powers square repeatedly; float16/bfloat16 compute in float rounded per
 // operation (device_types.cuh). The math functions are CUDA's (erf, erfc, expm1, log1p,
 // trigonometric and hyperbolic), within about 1 ulp of glibc's used by the CPU executor.
+// Exactly the CPU's op/dtype sets are served: the ElementwiseOp values the CPU kernel refuses
+// (kSigmoidGrad, kTanhGrad, kRelu6Grad as binary ops; lgamma/digamma, which have no op value)
+// are refused here with the same InvalidArgument.
 //
 // The one synchronous path: integer Div/FloorDiv/FloorMod/Pow must fail with InvalidArgument
 // when a divisor is 0 (a negative exponent for Pow), which only the device can see. Their kernel
