@@ -1,0 +1,186 @@
+// The activation family (protocol/kernels/activation.h) on the CUDA executor: forward and
+// backward of every ActivationMode the CPU executor serves (relu, relu6, sigmoid, tanh, elu, selu,
+// softplus, softsign, leaky relu) for float32, float64, float16 and bfloat16, one grid-stride
+// kernel per launch. The formulas are the CPU executor's (TensorFlow's CPU expressions), computed
+// in the dtype (float16/bfloat16 rounded per operation, see device_types.cuh), with CUDA's math
+// library for exp/log1p/tanh.
+//
+// GPU run must confirm: every mode and dtype within rtol 1e-3 of the CPU executor (sigmoid: the
+// CPU's float path is Eigen's rational approximation, here 1 / (1 + exp(-x))); softplus at the
+// thresholds; NaN propagation of relu/relu6 (NaN in, NaN out).
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/common/status_macros.h"
+#include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernels/activation.h"
+
+namespace vgpu::cuda {
+namespace {
+
+using namespace kernels;  // NOLINT: the family's own helper namespace
+
+// SELU's constants, as TensorFlow spells them.
+constexpr double kSeluScale = 1.0507009873554804934193349852946;
+constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+
+bool KnownMode(ActivationMode mode) {
+  switch (mode) {
+    case ActivationMode::kRelu: case ActivationMode::kRelu6: case ActivationMode::kSigmoid:
+    case ActivationMode::kTanh: case ActivationMode::kElu: case ActivationMode::kSelu:
+    case ActivationMode::kSoftplus: case ActivationMode::kSoftsign:
+    case ActivationMode::kLeakyRelu:
+      return true;
+    default: return false;
+  }
+}
+
+// max(x, 0) / min(x, 6) that keep a NaN x (Eigen's PropagateNaN).
+template <typename C>
+__device__ C MaxPropagateNaN(C x, C bound) {
+  return dmath::IsNan(x) ? x : (x > bound ? x : bound);
+}
+template <typename C>
+__device__ C MinPropagateNaN(C x, C bound) {
+  return dmath::IsNan(x) ? x : (x < bound ? x : bound);
+}
+
+template <typename T>
+__global__ void ForwardKernel(ActivationMode mode, float coef, const Storage<T>* x, Storage<T>* y,
+                              int64_t n) {
+  using C = Compute<T>;
+  const C zero(0), one(1);
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    const C v = Load<T>(x, i);
+    C result;
+    switch (mode) {
+      case ActivationMode::kRelu: result = MaxPropagateNaN(v, zero); break;
+      case ActivationMode::kRelu6: result = MinPropagateNaN(MaxPropagateNaN(v, zero), C(6)); break;
+      case ActivationMode::kSigmoid: result = one / (one + dmath::Exp(-v)); break;
+      case ActivationMode::kTanh: result = dmath::Tanh(v); break;
+      case ActivationMode::kElu: result = v < zero ? dmath::Exp(v) - one : v; break;
+      case ActivationMode::kSelu:
+        result = v < zero ? FromDouble<C>(kSeluScaleAlpha) * (dmath::Exp(v) - one)
+                          : FromDouble<C>(kSeluScale) * v;
+        break;
+      case ActivationMode::kSoftplus: {
+        // threshold = log(epsilon) + 2 in the dtype: below it softplus(x) == exp(x), above
+        // -threshold softplus(x) == x.
+        const C threshold = dmath::Log(dmath::Epsilon<C>()) + C(2);
+        const C exp_v = dmath::Exp(v);
+        result = v > -threshold ? v : (v < threshold ? exp_v : dmath::Log1p(exp_v));
+        break;
+      }
+      case ActivationMode::kSoftsign: result = v / (dmath::Fabs(v) + one); break;
+      case ActivationMode::kLeakyRelu: result = v > zero ? v : v * C(coef); break;
+      default: result = v; break;  // unreachable: the host checked the mode
+    }
+    Store<T>(y, i, result);
+  }
+}
+
+template <typename T>
+__global__ void BackwardKernel(ActivationMode mode, float coef, const Storage<T>* a_data,
+                               const Storage<T>* b_data, Storage<T>* out, int64_t n) {
+  using C = Compute<T>;
+  const C zero(0), one(1);
+  for (int64_t i = GridStart(); i < n; i += GridStride()) {
+    const C a = Load<T>(a_data, i);
+    const C b = Load<T>(b_data, i);
+    C result;
+    switch (mode) {
+      case ActivationMode::kRelu:  // a = gradients, b = features
+        result = a * (b > zero ? one : zero);
+        break;
+      case ActivationMode::kRelu6:
+        result = a * ((b > zero && b < C(6)) ? one : zero);
+        break;
+      case ActivationMode::kLeakyRelu: result = b > zero ? a : a * C(coef); break;
+      case ActivationMode::kSigmoid:  // a = y, b = dy
+        result = b * a * (one - a);
+        break;
+      case ActivationMode::kTanh: result = b * (one - a * a); break;
+      case ActivationMode::kElu:  // a = gradients, b = outputs
+        result = b < zero ? (b + one) * a : a;
+        break;
+      case ActivationMode::kSelu:
+        result = b < zero ? a * (b + FromDouble<C>(kSeluScaleAlpha))
+                          : a * FromDouble<C>(kSeluScale);
+        break;
+      case ActivationMode::kSoftplus:  // a = gradients, b = features
+        result = a / (dmath::Exp(-b) + one);
+        break;
+      case ActivationMode::kSoftsign: {
+        const C denominator = dmath::Fabs(b) + one;
+        result = a / (denominator * denominator);
+        break;
+      }
+      default: result = a; break;  // unreachable: the host checked the mode
+    }
+    Store<T>(out, i, result);
+  }
+}
+
+absl::Status UnknownMode(const ActivationDescriptorSettings& activation) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
+}
+
+// activation::kForward: y = f(x). Validates as the CPU kernel (buffers first; an empty tensor
+// succeeds before the mode is looked at, as there).
+absl::Status ActivationForward(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
+                        context.Descriptor<ActivationDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  if (activation.dtype != tensor.dtype) {
+    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
+  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, n));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, n));
+    if (n == 0) return absl::OkStatus();
+    if (!KnownMode(activation.mode)) return UnknownMode(activation);
+    // The leaky relu's alpha as TensorFlow holds it: the float attribute, cast to T on device.
+    return LaunchGrid(context, "activation_forward", n, ForwardKernel<T>, activation.mode,
+                      static_cast<float>(activation.coef), x, y, n);
+  });
+}
+
+// activation::kBackward (buffer order in protocol/kernels/activation.h).
+absl::Status ActivationBackward(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
+                        context.Descriptor<ActivationDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  if (activation.dtype != tensor.dtype) {
+    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
+  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, n));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, n));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 2, n));
+    if (n == 0) return absl::OkStatus();
+    if (!KnownMode(activation.mode)) return UnknownMode(activation);
+    return LaunchGrid(context, "activation_backward", n, BackwardKernel<T>, activation.mode,
+                      static_cast<float>(activation.coef), a, b, out, n);
+  });
+}
+
+}  // namespace
+
+void AddCudaActivationKernels(CudaKernelTable& table) {
+  table.Add(activation::kForward, "activation_forward", ActivationForward);
+  table.Add(activation::kBackward, "activation_backward", ActivationBackward);
+}
+
+}  // namespace vgpu::cuda

@@ -1,0 +1,258 @@
+// Cumulative sums/products (reduction::kScan), top-k (reduction::kTopK) and in-top-k
+// (reduction::kInTopK) on the CUDA executor, checked on the host as the CPU executor's kernels
+// (cpu/kernels/scan_topk_kernels.cc) before anything is enqueued.
+//
+// Scan: one thread per [outer, inner] line, sequential along the scanned dimension in the dtype,
+// in the CPU kernel's (Eigen's) order of operations, so results equal the CPU's bit for bit
+// (float16/bfloat16 rounded per operation, integers wrapping). Neighbouring threads read
+// neighbouring elements when inner > 1. A long single line (outer * inner small, n large) runs
+// on few threads: correct, not fast; a CUB decoupled look-back scan would be faster but would
+// round float sums in a different order than the CPU, so it is not used.
+//
+// Top-k: one block per row. Element j's place is the number of elements ranked before it in the
+// CPU kernel's strict total order (NaN first, then value descending, then index ascending), so
+// the output is exactly the CPU's (stable on ties). The row is compared in shared-memory tiles:
+// O(cols^2 / 256) comparisons per thread; fine for the class counts of classifiers (<= ~64k),
+// slow for very long rows (a follow-up could use CUB's segmented radix sort with a NaN/-0 key
+// transform for those).
+//
+// In-top-k: one thread per row, the CPU kernel's loop (float32 predictions; a target out of
+// range or a non-finite prediction in the row gives false).
+//
+// GPU run must confirm: scans bit-exact with the CPU (all four exclusive/reverse combinations,
+// each dtype), top-k exact (values and indices) with ties, NaN, +-0 and k = 0 / k = cols, in-top-k
+// exact with inf/NaN rows and out-of-range targets.
+#include <cstdint>
+#include <type_traits>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/common/status_macros.h"
+#include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernels/reduction.h"
+
+namespace vgpu::cuda {
+
+void AddCudaScanTopKKernels(CudaKernelTable& table);
+
+namespace {
+
+using namespace kernels;  // NOLINT: the family's own helper namespace
+
+// --- Scan -----------------------------------------------------------------------------------------
+
+template <typename T>
+__global__ void ScanKernel(int64_t outer, int64_t n, int64_t inner, bool product, bool exclusive,
+                           bool reverse, const Storage<T>* x, Storage<T>* y) {
+  using C = Compute<T>;
+  const int64_t lines = outer * inner;
+  for (int64_t line = GridStart(); line < lines; line += GridStride()) {
+    const int64_t o = line / inner, i = line % inner;
+    const int64_t base = o * n * inner + i;
+    C accumulator = product ? C(1) : C(0);
+    for (int64_t step = 0; step < n; ++step) {
+      const int64_t j = reverse ? n - 1 - step : step;
+      const int64_t at = base + j * inner;
+      const C value = Load<T>(x, at);  // read before the write: y may alias x
+      if (exclusive) {
+        Store<T>(y, at, accumulator);
+        accumulator = product ? Multiply(accumulator, value) : Add(accumulator, value);
+      } else {
+        accumulator = product ? Multiply(accumulator, value) : Add(accumulator, value);
+        Store<T>(y, at, accumulator);
+      }
+    }
+  }
+}
+
+// reduction::kScan.
+absl::Status Scan(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
+                        context.Descriptor<ReduceDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(reduction::ScanParams params,
+                        context.Params().Get<reduction::ScanParams>());
+  if (reduce.op != ReduceOp::kSum && reduce.op != ReduceOp::kProd) {
+    return absl::InvalidArgumentError("a scan is a cumulative sum or product");
+  }
+  if (tensor.rank != 3 || tensor.dtype != reduce.dtype) {
+    return absl::InvalidArgumentError("a scan takes x [outer, n, inner] of the reduce's dtype");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  if (tensor.dtype == DType::kUInt8 || tensor.dtype == DType::kBool) {
+    return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
+  }
+  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
+    } else {
+      VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
+      VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, count));
+      if (count == 0) return absl::OkStatus();
+      const int64_t outer = tensor.dims[0], n = tensor.dims[1], inner = tensor.dims[2];
+      return LaunchGrid(context, "scan", outer * inner, ScanKernel<T>, outer, n, inner,
+                        reduce.op == ReduceOp::kProd, params.exclusive != 0, params.reverse != 0,
+                        x, y);
+    }
+  });
+}
+
+// --- Top-k ----------------------------------------------------------------------------------------
+
+constexpr unsigned kTopKThreads = 256;
+
+// Whether (a, at index ia) ranks before (b, at index ib): NaN first, then larger values, then
+// the lower index (the CPU kernel's order).
+template <typename C>
+__device__ bool RanksBefore(C a, int64_t ia, C b, int64_t ib) {
+  const bool a_nan = dmath::IsNan(a), b_nan = dmath::IsNan(b);
+  if (a_nan || b_nan) return a_nan != b_nan ? a_nan : ia < ib;
+  if (b < a) return true;
+  if (a < b) return false;
+  return ia < ib;
+}
+
+template <typename T, typename Index>
+__global__ void TopKKernel(int64_t rows, int64_t cols, int64_t k, const Storage<T>* x,
+                           Storage<T>* values, Index* indices) {
+  using C = Compute<T>;
+  __shared__ Storage<T> tile[kTopKThreads];
+  const unsigned t = threadIdx.x;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const Storage<T>* row = x + r * cols;
+    for (int64_t base = 0; base < cols; base += kTopKThreads) {
+      const int64_t j = base + t;
+      const bool mine = j < cols;
+      const Storage<T> raw = mine ? row[j] : row[0];
+      const C value = Load<T>(&raw, 0);
+      int64_t rank = 0;
+      for (int64_t tile_start = 0; tile_start < cols; tile_start += kTopKThreads) {
+        __syncthreads();  // the previous tile is no longer read
+        if (tile_start + t < cols) tile[t] = row[tile_start + t];
+        __syncthreads();
+        const int64_t tile_size =
+            cols - tile_start < kTopKThreads ? cols - tile_start : int64_t{kTopKThreads};
+        if (mine) {
+          for (int64_t q = 0; q < tile_size; ++q) {
+            const int64_t i = tile_start + q;
+            if (RanksBefore(Load<T>(tile, q), i, value, j)) ++rank;
+          }
+        }
+      }
+      if (mine && rank < k) {
+        values[r * k + rank] = raw;  // the element's bits
+        indices[r * k + rank] = static_cast<Index>(j);
+      }
+    }
+  }
+}
+
+// reduction::kTopK.
+absl::Status TopK(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings index_desc,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  if (x_desc.rank != 2 || index_desc.rank != 2 || x_desc.dims[0] != index_desc.dims[0]) {
+    return absl::InvalidArgumentError("top-k takes x [rows, cols] and indices [rows, k]");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
+  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(index_desc));
+  const int64_t rows = x_desc.dims[0], cols = x_desc.dims[1], k = index_desc.dims[1];
+  if (k > cols) return absl::InvalidArgumentError("top-k needs k <= cols");
+  if (x_desc.dtype == DType::kBool || x_desc.dtype == DType::kUInt8) {
+    return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
+  }
+  return DispatchNumeric(x_desc.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, uint8_t>) {
+      return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
+    } else {
+      VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, x_count));
+      VGPU_ASSIGN_OR_RETURN(Storage<T>* values, DeviceBuffer<T>(context, 1, out_count));
+      auto run = [&](auto index_zero) -> absl::Status {
+        using Index = decltype(index_zero);
+        VGPU_ASSIGN_OR_RETURN(Index * indices, context.Buffer<Index>(2, out_count));
+        if (out_count == 0) return absl::OkStatus();
+        return LaunchRows(context, "top_k", rows, kTopKThreads, TopKKernel<T, Index>, rows, cols,
+                          k, x, values, indices);
+      };
+      switch (index_desc.dtype) {
+        case DType::kInt32: return run(int32_t{});
+        case DType::kInt64: return run(int64_t{});
+        default: return absl::InvalidArgumentError("top-k indices must be int32 or int64");
+      }
+    }
+  });
+}
+
+// --- In-top-k -------------------------------------------------------------------------------------
+
+template <typename Target>
+__global__ void InTopKKernel(int64_t batch, int64_t classes, int64_t k, const float* predictions,
+                             const Target* targets, uint8_t* out) {
+  for (int64_t b = GridStart(); b < batch; b += GridStride()) {
+    const float* row = predictions + b * classes;
+    const Target target = targets[b];
+    bool cannot_say = target < 0 || target >= classes || !isfinite(row[target]);
+    int64_t more_probable = 0;
+    if (!cannot_say) {
+      const float target_prediction = row[target];
+      for (int64_t i = 0; i < classes; ++i) {
+        if (!isfinite(row[i])) {
+          cannot_say = true;
+          break;
+        }
+        if (row[i] > target_prediction && ++more_probable > k) break;
+      }
+    }
+    out[b] = !cannot_say && more_probable < k ? 1 : 0;
+  }
+}
+
+// reduction::kInTopK.
+absl::Status InTopK(const CudaKernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings predictions_desc,
+                        context.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings targets_desc,
+                        context.Descriptor<TensorDescriptorSettings>(1));
+  VGPU_ASSIGN_OR_RETURN(const int64_t k, context.Params().Get<int64_t>());
+  if (predictions_desc.rank != 2 || predictions_desc.dtype != DType::kFloat32 ||
+      targets_desc.rank != 1 || targets_desc.dims[0] != predictions_desc.dims[0]) {
+    return absl::InvalidArgumentError(
+        "in-top-k takes float32 predictions [batch, classes] and targets [batch]");
+  }
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(predictions_desc));
+  const int64_t batch = predictions_desc.dims[0], classes = predictions_desc.dims[1];
+  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, count));
+  VGPU_ASSIGN_OR_RETURN(uint8_t* out, DeviceBuffer<bool>(context, 2, batch));
+  auto run = [&](auto zero) -> absl::Status {
+    using Target = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const Target* targets, context.Buffer<const Target>(1, batch));
+    if (batch == 0) return absl::OkStatus();
+    return LaunchGrid(context, "in_top_k", batch, InTopKKernel<Target>, batch, classes, k,
+                      predictions, targets, out);
+  };
+  switch (targets_desc.dtype) {
+    case DType::kInt32: return run(int32_t{});
+    case DType::kInt64: return run(int64_t{});
+    default: return absl::InvalidArgumentError("in-top-k targets must be int32 or int64");
+  }
+}
+
+}  // namespace
+
+void AddCudaScanTopKKernels(CudaKernelTable& table) {
+  table.Add(reduction::kScan, "scan", Scan);
+  table.Add(reduction::kTopK, "top_k", TopK);
+  table.Add(reduction::kInTopK, "in_top_k", InTopK);
+}
+
+}  // namespace vgpu::cuda
