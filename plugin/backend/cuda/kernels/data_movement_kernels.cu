@@ -130,13 +130,6 @@ StridedCopy Simplify(const StridedCopy& copy) {
 
 // --- Device side ----------------------------------------------------------------------------
 
-// An element of N bytes with byte alignment: the path for tensors a tenant placed at an
-// address that is not a multiple of the element size (the CPU copies those bytewise too).
-template <int N>
-struct UnalignedElement {
-  uint8_t bytes[N];
-};
-
 // The shape of one strided copy, passed by value (3 * 16 * 8 + 32 bytes).
 struct CopyShape {
   int32_t rank = 0;
@@ -166,25 +159,6 @@ __global__ void FillKernel(E* __restrict__ dst, int64_t count, E value) {
   for (int64_t i = k2::GridThreadIndex(); i < count; i += k2::GridStride()) dst[i] = value;
 }
 
-// Calls fn(E{}) with the element type for `element_size` bytes at the given addresses: a word
-// type when every address is a multiple of the size, a bytewise one otherwise.
-template <typename Fn>
-absl::Status DispatchElement(size_t element_size, std::initializer_list<const void*> addresses,
-                             Fn&& fn) {
-  uintptr_t bits = 0;
-  for (const void* address : addresses) bits |= reinterpret_cast<uintptr_t>(address);
-  const bool aligned = (bits & (element_size - 1)) == 0;
-  switch (element_size) {
-    case 1: return fn(uint8_t{});
-    case 2: return aligned ? fn(uint16_t{}) : fn(UnalignedElement<2>{});
-    case 4: return aligned ? fn(uint32_t{}) : fn(UnalignedElement<4>{});
-    case 8: return aligned ? fn(uint64_t{}) : fn(UnalignedElement<8>{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
-  }
-}
-
 // Enqueues `copy` (checked by CheckStridedCopyBounds against the buffers behind src and dst).
 absl::Status EnqueueStridedCopy(const CudaKernelContext& context, const char* name,
                                 const StridedCopy& original, const uint8_t* src, uint8_t* dst) {
@@ -203,7 +177,7 @@ absl::Status EnqueueStridedCopy(const CudaKernelContext& context, const char* na
   const int64_t esize = static_cast<int64_t>(copy.element_size);
   const uint8_t* src_base = src + copy.src_offset * esize;
   uint8_t* dst_base = dst + copy.dst_offset * esize;
-  return DispatchElement(copy.element_size, {src_base, dst_base}, [&](auto zero) {
+  return k2::DispatchElement(copy.element_size, {src_base, dst_base}, [&](auto zero) {
     using E = decltype(zero);
     return k2::Launch(name, *context.device, shape.count, StridedCopyKernel<E>, shape,
                       reinterpret_cast<const E*>(src_base), reinterpret_cast<E*>(dst_base));
@@ -219,7 +193,7 @@ absl::Status EnqueueFill(const CudaKernelContext& context, const char* name, uin
                                          context.device->stream),
                          name);
   }
-  return DispatchElement(element_size, {dst}, [&](auto zero) {
+  return k2::DispatchElement(element_size, {dst}, [&](auto zero) {
     using E = decltype(zero);
     E value;
     std::memcpy(&value, &value_bits, sizeof(E));  // little-endian: the low bytes
@@ -676,7 +650,7 @@ absl::Status ReverseSequence(const CudaKernelContext& context) {
   shape.batch_first = batch_dim == first ? 1 : 0;
   shape.length_size = static_cast<int32_t>(length_size);
   shape.count = n;
-  return DispatchElement(esize, {x, y}, [&](auto zero) {
+  return k2::DispatchElement(esize, {x, y}, [&](auto zero) {
     using E = decltype(zero);
     return k2::Launch("reverse_sequence", *context.device, n, ReverseSequenceKernel<E>, shape,
                       reinterpret_cast<const E*>(x), lengths, reinterpret_cast<E*>(y));

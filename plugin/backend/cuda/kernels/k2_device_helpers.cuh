@@ -8,7 +8,10 @@
 #define VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
 
 #include <cstdint>
+#include <initializer_list>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -188,6 +191,32 @@ absl::Status DispatchIndex(DType index_dtype, Fn&& fn) {
     default:
       return absl::InvalidArgumentError(absl::StrCat(
           "index dtype ", static_cast<uint32_t>(index_dtype), " is not int32 or int64"));
+  }
+}
+
+// An element of N bytes with byte alignment: the path for tensors a tenant placed at an
+// address that is not a multiple of the element size (the CPU copies those bytewise too).
+template <int N>
+struct UnalignedElement {
+  uint8_t bytes[N];
+};
+
+// Calls fn(E{}) with the element type for `element_size` bytes at the given addresses: a word
+// type when every address is a multiple of the size, a bytewise one otherwise.
+template <typename Fn>
+absl::Status DispatchElement(size_t element_size, std::initializer_list<const void*> addresses,
+                             Fn&& fn) {
+  uintptr_t bits = 0;
+  for (const void* address : addresses) bits |= reinterpret_cast<uintptr_t>(address);
+  const bool aligned = (bits & (element_size - 1)) == 0;
+  switch (element_size) {
+    case 1: return fn(uint8_t{});
+    case 2: return aligned ? fn(uint16_t{}) : fn(UnalignedElement<2>{});
+    case 4: return aligned ? fn(uint32_t{}) : fn(UnalignedElement<4>{});
+    case 8: return aligned ? fn(uint64_t{}) : fn(UnalignedElement<8>{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
   }
 }
 
