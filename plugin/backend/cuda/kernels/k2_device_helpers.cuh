@@ -1,7 +1,9 @@
 // Private helpers of the CUDA data movement, random, sparse and training kernels (branch
 // cuda-k2): the device element types of the protocol dtypes, with arithmetic that rounds like
-// the CPU executor's Eigen types; dtype dispatch over them; grid-stride launches; a
-// stream-ordered scratch allocation; and the synchronous read-back of a device error flag.
+// the CPU executor's Eigen types; dtype dispatch over them; the byte-generic element types of
+// the data movement and gather kernels (word-sized when aligned, bytewise when a tenant placed a
+// tensor at an odd address); grid-stride launches; a stream-ordered scratch allocation; and the
+// synchronous read-back of a device error flag.
 // The element-wise family's shared header (device_types.cuh, cuda-k1) may replace the type
 // part after the branches merge; until then these stay private to the four families here.
 #ifndef VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
