@@ -1,0 +1,293 @@
+// Private helpers of the CUDA data movement, random, sparse and training kernels (branch
+// cuda-k2): the device element types of the protocol dtypes, with arithmetic that rounds like
+// the CPU executor's Eigen types; dtype dispatch over them; the byte-generic element types of
+// the data movement and gather kernels (word-sized when aligned, bytewise when a tenant placed a
+// tensor at an odd address); grid-stride launches; a stream-ordered scratch allocation; and the
+// synchronous read-back of a device error flag.
+// The element-wise family's shared header (device_types.cuh, cuda-k1) may replace the type
+// part after the branches merge; until then these stay private to the four families here.
+#ifndef VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
+#define VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/protocol/kernel_ids.h"
+
+namespace vgpu::cuda::k2 {
+
+// --- 16-bit floating types ------------------------------------------------------------------
+// Eigen::half and Eigen::bfloat16 (the CPU executor's types) do every operation in float and
+// round the result to the 16-bit type to nearest even. These do the same. (Rounding a float
+// result of one +, -, *, / or sqrt of 16-bit operands to 16 bits equals rounding the exact
+// result once: float's 24 bits are at least twice the 11 (8) bits plus 2, so no double-rounding
+// error arises.)
+struct Half {
+  __half value;
+  Half() = default;
+  __host__ __device__ explicit Half(float f) : value(__float2half_rn(f)) {}
+  __host__ __device__ float ToFloat() const { return __half2float(value); }
+};
+struct BFloat16 {
+  __nv_bfloat16 value;
+  BFloat16() = default;
+  __host__ __device__ explicit BFloat16(float f) : value(__float2bfloat16_rn(f)) {}
+  __host__ __device__ float ToFloat() const { return __bfloat162float(value); }
+};
+static_assert(sizeof(Half) == 2 && sizeof(BFloat16) == 2);
+
+// A bool element: one byte, nonzero read as true, written as 0 or 1 (the GPU's bool buffers
+// are not canonicalised on the host).
+struct Bool8 {
+  uint8_t value;
+};
+static_assert(sizeof(Bool8) == 1);
+
+template <typename T>
+inline constexpr bool kIs16BitFloat = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// The arithmetic of T: float and double natively; Half and BFloat16 through float, rounded per
+// operation (operator overloads below).
+#define VGPU_K2_BINARY(op)                                                         \
+  template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>              \
+  __host__ __device__ inline T operator op(T a, T b) {                            \
+    return T(a.ToFloat() op b.ToFloat());                                         \
+  }
+VGPU_K2_BINARY(+)
+VGPU_K2_BINARY(-)
+VGPU_K2_BINARY(*)
+VGPU_K2_BINARY(/)
+#undef VGPU_K2_BINARY
+#define VGPU_K2_COMPARE(op)                                                        \
+  template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>              \
+  __host__ __device__ inline bool operator op(T a, T b) {                         \
+    return a.ToFloat() op b.ToFloat();                                            \
+  }
+VGPU_K2_COMPARE(<)
+VGPU_K2_COMPARE(>)
+VGPU_K2_COMPARE(<=)
+VGPU_K2_COMPARE(>=)
+VGPU_K2_COMPARE(==)
+VGPU_K2_COMPARE(!=)
+#undef VGPU_K2_COMPARE
+template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>
+__host__ __device__ inline T operator-(T a) {
+  return T(-a.ToFloat());
+}
+
+// T from a small constant or a count (T(1), T(2), static_cast<T>(count) on the CPU).
+template <typename T>
+__host__ __device__ inline T Cast(double v) {
+  if constexpr (kIs16BitFloat<T>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+template <typename T>
+__host__ __device__ inline T CastFromInt(int64_t v) {
+  if constexpr (kIs16BitFloat<T>) {
+    return T(static_cast<float>(v));
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// Element-wise functions as Eigen computes them for T (the 16-bit types through float).
+// Correctly rounded sqrt and division need nvcc's defaults (-prec-sqrt=true -prec-div=true).
+__device__ inline float Sqrt(float x) { return sqrtf(x); }
+__device__ inline double Sqrt(double x) { return sqrt(x); }
+template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>
+__device__ inline T Sqrt(T x) { return T(sqrtf(x.ToFloat())); }
+
+// Eigen's float rsqrt packet may use an approximation plus a Newton step on the CPU; here it
+// is 1 / sqrt(x), correctly rounded: within the float32 tolerance of the comparison, not bitwise.
+__device__ inline float Rsqrt(float x) { return 1.0f / sqrtf(x); }
+__device__ inline double Rsqrt(double x) { return 1.0 / sqrt(x); }
+template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>
+__device__ inline T Rsqrt(T x) { return T(1.0f / sqrtf(x.ToFloat())); }
+
+__device__ inline float Exp(float x) { return expf(x); }
+__device__ inline double Exp(double x) { return exp(x); }
+template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>
+__device__ inline T Exp(T x) { return T(expf(x.ToFloat())); }
+
+__device__ inline float Pow(float x, float y) { return powf(x, y); }
+__device__ inline double Pow(double x, double y) { return pow(x, y); }
+template <typename T, std::enable_if_t<kIs16BitFloat<T>, int> = 0>
+__device__ inline T Pow(T x, T y) { return T(powf(x.ToFloat(), y.ToFloat())); }
+
+template <typename T>
+__device__ inline T Abs(T x) {
+  if constexpr (kIs16BitFloat<T>) {
+    return T(fabsf(x.ToFloat()));
+  } else {
+    return x < T(0) ? -x : x;
+  }
+}
+template <>
+__device__ inline float Abs(float x) { return fabsf(x); }
+template <>
+__device__ inline double Abs(double x) { return fabs(x); }
+
+// Eigen's sign: -1, 0 or 1 (0 for NaN here).
+template <typename T>
+__device__ inline T Sign(T x) {
+  const T zero = Cast<T>(0);
+  return x > zero ? Cast<T>(1) : (x < zero ? Cast<T>(-1) : zero);
+}
+
+// cwiseMax / cwiseMin as Eigen's scalar_max_op / scalar_min_op (b when a < b, else a).
+template <typename T>
+__device__ inline T Max(T a, T b) { return a < b ? b : a; }
+template <typename T>
+__device__ inline T Min(T a, T b) { return b < a ? b : a; }
+
+// --- Dtype dispatch -------------------------------------------------------------------------
+// As the CPU executor's dtype_dispatch.h, with the device element types.
+
+template <typename Fn>
+absl::Status DispatchFloating(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kFloat32: return fn(float{});
+    case DType::kFloat64: return fn(double{});
+    case DType::kFloat16: return fn(Half{});
+    case DType::kBFloat16: return fn(BFloat16{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
+  }
+}
+
+template <typename Fn>
+absl::Status DispatchNumeric(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    case DType::kUInt8: return fn(uint8_t{});
+    default: return DispatchFloating(dtype, fn);
+  }
+}
+
+template <typename Fn>
+absl::Status DispatchAll(DType dtype, Fn&& fn) {
+  if (dtype == DType::kBool) return fn(Bool8{});
+  return DispatchNumeric(dtype, fn);
+}
+
+template <typename Fn>
+absl::Status DispatchIndex(DType index_dtype, Fn&& fn) {
+  switch (index_dtype) {
+    case DType::kInt32: return fn(int32_t{});
+    case DType::kInt64: return fn(int64_t{});
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "index dtype ", static_cast<uint32_t>(index_dtype), " is not int32 or int64"));
+  }
+}
+
+// An element of N bytes with byte alignment: the path for tensors a tenant placed at an
+// address that is not a multiple of the element size (the CPU copies those bytewise too).
+template <int N>
+struct UnalignedElement {
+  uint8_t bytes[N];
+};
+
+// Calls fn(E{}) with the element type for `element_size` bytes at the given addresses: a word
+// type when every address is a multiple of the size, a bytewise one otherwise.
+template <typename Fn>
+absl::Status DispatchElement(size_t element_size, std::initializer_list<const void*> addresses,
+                             Fn&& fn) {
+  uintptr_t bits = 0;
+  for (const void* address : addresses) bits |= reinterpret_cast<uintptr_t>(address);
+  const bool aligned = (bits & (element_size - 1)) == 0;
+  switch (element_size) {
+    case 1: return fn(uint8_t{});
+    case 2: return aligned ? fn(uint16_t{}) : fn(UnalignedElement<2>{});
+    case 4: return aligned ? fn(uint32_t{}) : fn(UnalignedElement<4>{});
+    case 8: return aligned ? fn(uint64_t{}) : fn(UnalignedElement<8>{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
+  }
+}
+
+// --- Launches ------------------------------------------------------------------------------
+
+// The flat index of the calling thread and the stride of a grid-stride loop, in int64.
+__device__ inline int64_t GridThreadIndex() {
+  return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+__device__ inline int64_t GridStride() {
+  return static_cast<int64_t>(blockDim.x) * gridDim.x;
+}
+
+// Enqueues kernel<<<GridFor(elements)>>>(args...) on the device's stream and returns the
+// launch's status (LastLaunchStatus(name)). elements > 0. Does not wait for the GPU.
+template <typename... KernelArgs, typename... Args>
+absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t elements,
+                    void (*kernel)(KernelArgs...), Args&&... args) {
+  const GridShape grid = GridFor(device, elements);
+  kernel<<<grid.blocks, grid.threads, 0, device.stream>>>(std::forward<Args>(args)...);
+  return LastLaunchStatus(name);
+}
+
+inline absl::Status CudaError(cudaError_t error, const char* what) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  const std::string message =
+      absl::StrCat(what, ": ", cudaGetErrorName(error), ": ", cudaGetErrorString(error));
+  if (error == cudaErrorMemoryAllocation) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+// Device scratch memory for work enqueued on one stream: allocated and freed in stream order
+// (cudaMallocAsync / cudaFreeAsync on the device's default pool), so the free is ordered after
+// every kernel enqueued before the destructor runs. Movable, not copyable. After the merge this
+// may draw from CudaLibraries::Workspace instead.
+class StreamScratch {
+ public:
+  StreamScratch() = default;
+  StreamScratch(const StreamScratch&) = delete;
+  StreamScratch& operator=(const StreamScratch&) = delete;
+  ~StreamScratch() {
+    if (pointer_ != nullptr) cudaFreeAsync(pointer_, stream_);
+  }
+  // Allocates `bytes` (> 0) on `stream`; the memory is usable by work enqueued after this call.
+  absl::Status Allocate(cudaStream_t stream, size_t bytes) {
+    stream_ = stream;
+    return CudaError(cudaMallocAsync(&pointer_, bytes, stream), "cudaMallocAsync (scratch)");
+  }
+  template <typename T>
+  T* As() const { return static_cast<T*>(pointer_); }
+
+ private:
+  void* pointer_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Waits for the stream and copies `count` values of T from device memory at `source` to
+// `destination` on the host. This is the one place these kernels block on the GPU: an error
+// only the device can detect (a count that does not match, an integer division by zero among
+// the updates) must fail the launch on the host, and a kernel status is returned synchronously.
+template <typename T>
+absl::Status ReadBack(cudaStream_t stream, const T* source, T* destination, size_t count = 1) {
+  absl::Status status = CudaError(
+      cudaMemcpyAsync(destination, source, count * sizeof(T), cudaMemcpyDeviceToHost, stream),
+      "cudaMemcpyAsync (error flag read-back)");
+  if (!status.ok()) return status;
+  return CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize (error flag read-back)");
+}
+
+}  // namespace vgpu::cuda::k2
+
+#endif  // VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
