@@ -43,6 +43,7 @@ if [ "$MODE" = kit ]; then
 else
   PY=${VGPU_PYTHON:-.venv/bin/python}
   PY=$(command -v "$PY" || echo "$PY")
+  case "$PY" in /*) ;; *) PY="$PWD/$PY" ;; esac  # CMake needs an absolute path
   ARGS+=(-DPython_EXECUTABLE="$PY" -Dpybind11_DIR="$("$PY" -m pybind11 --cmakedir)")
 fi
 cmake -S . -B "$BUILD" "${ARGS[@]}"
