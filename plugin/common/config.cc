@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -206,6 +207,16 @@ absl::StatusOr<Config> LoadConfig(
     absl::StatusOr<double> seconds = ParseTimeoutSeconds(*timeout);
     if (!seconds.ok()) return seconds.status();
     config.timeout_seconds = *seconds;
+  }
+  if (auto threads = getenv("VGPU_THREADS")) {
+    const std::string text(absl::StripAsciiWhitespace(*threads));
+    int value = -1;
+    if (!absl::SimpleAtoi(text, &value) || value < 0 || value > Config::kMaxComputeThreads) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_THREADS='", *threads, "' must be a whole number of threads from 0 (the CPUs this "
+          "process may use) to ", Config::kMaxComputeThreads));
+    }
+    config.compute_threads = value;
   }
   if (auto trace = getenv("VGPU_TRACE")) {
     config.trace_path = std::string(absl::StripAsciiWhitespace(*trace));

@@ -37,6 +37,10 @@ struct Config {
   // the waiting operation fails with DeadlineExceeded (0: wait forever). See
   // transport/socket_transport.h for what counts as a sign of life.
   double timeout_seconds = kDefaultTimeoutSeconds;
+  // VGPU_THREADS: the in-process executor's compute threads (Eigen's pool and oneDNN's OpenMP
+  // team alike); 0: the CPUs this process may use (common/cpu_count.h).
+  int compute_threads = 0;
+  static constexpr int kMaxComputeThreads = 1024;
   // VGPU_TRACE: record every command of every device into this file (trace/trace_format.h);
   // empty: no recording (and no cost).
   std::string trace_path;

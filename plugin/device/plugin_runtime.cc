@@ -135,6 +135,7 @@ PluginRuntime::PluginRuntime() {
     ExecutorOptions options;
     options.device_count = inproc_devices;
     options.memory_limit_per_device = config_.memory_limit_bytes;
+    options.compute_threads = config_.compute_threads;
     absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
         CreateExecutor(config_.executor, options);
     if (!executor.ok()) {

@@ -3,9 +3,11 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "plugin/common/config.h"
+#include "plugin/common/cpu_count.h"
 #include "plugin/device/tf_version.h"
 
 namespace vgpu {
@@ -269,6 +271,40 @@ TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
   for (const char* bad : {"", "soon", "-1", "10s", "nan", "inf", "1e9"}) {
     ExpectError(LoadFrom({{"VGPU_TIMEOUT", bad}}), absl::StatusCode::kInvalidArgument,
                 "VGPU_TIMEOUT");
+  }
+}
+
+TEST(ComputeThreads, DefaultIsZeroMeaningTheUsableCpus) {
+  absl::StatusOr<Config> config = LoadFrom({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->compute_threads, 0);
+  config = LoadFrom({{"VGPU_THREADS", " 3 "}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->compute_threads, 3);
+}
+
+TEST(ComputeThreads, RejectsWhatIsNotAThreadCount) {
+  for (const char* bad : {"-1", "two", "1.5", "", "100000"}) {
+    ExpectError(LoadFrom({{"VGPU_THREADS", bad}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_THREADS");
+  }
+}
+
+TEST(CpuCount, CgroupV2QuotaRoundsUpAndMaxMeansNoQuota) {
+  EXPECT_EQ(CpuCountFromCgroupV2("max 100000\n"), std::nullopt);
+  EXPECT_EQ(CpuCountFromCgroupV2("200000 100000\n"), 2);
+  EXPECT_EQ(CpuCountFromCgroupV2("150000 100000"), 2);  // 1.5 CPUs: two threads
+  EXPECT_EQ(CpuCountFromCgroupV2("5000 100000"), 1);
+  EXPECT_EQ(CpuCountFromCgroupV2("garbage"), std::nullopt);
+  EXPECT_EQ(CpuCountFromCgroupV2(""), std::nullopt);
+}
+
+TEST(CpuCount, UsableCpusArePositiveAndAtMostTheHostsCores) {
+  const int cpus = UsableCpuCount();
+  EXPECT_GE(cpus, 1);
+  const unsigned host = std::thread::hardware_concurrency();
+  if (host > 0) {
+    EXPECT_LE(cpus, static_cast<int>(host));
   }
 }
 

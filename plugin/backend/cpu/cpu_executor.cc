@@ -1,4 +1,5 @@
 // The CPU backing executor (see cpu_executor.h).
+#include "plugin/common/cpu_count.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 
 #define EIGEN_USE_THREADS
@@ -46,8 +47,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
     arenas.push_back(std::move(*arena));
   }
   int threads = options.compute_threads;
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads <= 0) threads = 1;
+  if (threads <= 0) threads = UsableCpuCount();  // affinity and cgroup quota, not host cores
   const SessionLimits& limits = options.session_limits;
   if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
       limits.pending_free_wait.count() < 0) {
