@@ -528,6 +528,13 @@ class SilentServer {
                          {iovec{payload.data(), payload.size()}});
         continue;
       }
+      if (header->type == wire::MessageType::kCommandBatch) {
+        // Posted commands only (no replies): each is ignored like a lone posted command.
+        absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(*frame);
+        if (!entries.ok()) return;
+        ignored_ += static_cast<int>(entries->size());
+        continue;
+      }
       absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
       if (!decoded.ok()) return;
       if (!answer_(decoded->command)) {

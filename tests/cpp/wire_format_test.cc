@@ -3,6 +3,7 @@
 // mutation fuzz loop; run under ASan for the strongest check).
 #include "plugin/protocol/wire_format.h"
 
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -306,6 +307,52 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
     if (input.size() >= kHeaderBytes) (void)DecodeHeader(input);
   }
   EXPECT_GT(decoded_ok, 0);  // the mutations also produce valid commands sometimes
+}
+
+TEST(CommandBatch, EntriesRoundTripInOrder) {
+  Command launch;
+  launch.kind = CommandKind::kLaunch;
+  launch.stream = 3;
+  launch.object = 200;
+  launch.params = {1, 2, 3};
+  Command memset;
+  memset.kind = CommandKind::kMemset;
+  memset.dst = 0x1000;
+  memset.size = 64;
+  std::vector<uint8_t> payload;
+  AppendBatchEntry(7, launch, &payload);
+  AppendBatchEntry(8, memset, &payload);
+  absl::StatusOr<std::vector<BatchEntry>> entries = SplitBatch(payload);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), 2u);
+  EXPECT_EQ((*entries)[0].sequence, 7u);
+  EXPECT_EQ((*entries)[1].sequence, 8u);
+  auto decoded = DecodeCommand(std::make_shared<std::vector<uint8_t>>(
+      (*entries)[0].command.begin(), (*entries)[0].command.end()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->command.kind, CommandKind::kLaunch);
+  EXPECT_EQ(decoded->command.params, launch.params);
+  decoded = DecodeCommand(std::make_shared<std::vector<uint8_t>>(
+      (*entries)[1].command.begin(), (*entries)[1].command.end()));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->command.dst, 0x1000u);
+}
+
+TEST(CommandBatch, MalformedBatchesAreRejected) {
+  Command memset;
+  memset.kind = CommandKind::kMemset;
+  std::vector<uint8_t> good;
+  AppendBatchEntry(1, memset, &good);
+  EXPECT_FALSE(SplitBatch({}).ok());                                          // empty
+  EXPECT_FALSE(SplitBatch(absl::MakeSpan(good).subspan(0, 5)).ok());          // short header
+  EXPECT_FALSE(SplitBatch(absl::MakeSpan(good).subspan(0, good.size() - 1)).ok());  // overrun
+  std::vector<uint8_t> zero = good;
+  std::fill(zero.begin(), zero.begin() + 8, 0);                               // sequence 0
+  EXPECT_FALSE(SplitBatch(zero).ok());
+  std::vector<uint8_t> huge = good;
+  const uint32_t length = 0xFFFFFFFFu;
+  std::memcpy(huge.data() + 8, &length, sizeof(length));                      // wrapping length
+  EXPECT_FALSE(SplitBatch(huge).ok());
 }
 
 }  // namespace
