@@ -11,6 +11,12 @@ import pytest
 os.environ.setdefault("VGPU_DEVICE_COUNT", "2")
 os.environ.setdefault("VGPU_MEMORY_LIMIT", "1GiB")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "1")
+# The reference is TensorFlow's CPU kernels with oneDNN, whatever the machine: TensorFlow turns
+# oneDNN on by itself only on CPUs with AVX-512 (VNNI/BF16) or AMX, and its other CPU kernels
+# differ on some cases the op tests check (checked on an AVX2-only EPYC: AvgPoolGrad with a window
+# wider than the input disagrees with TensorFlow's own AvgPool forward, dilated
+# Conv2DBackpropInput is unsupported, 3-D max pooling handles NaNs otherwise).
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 
 def _child_env(extra):
