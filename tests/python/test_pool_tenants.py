@@ -71,8 +71,13 @@ def test_vgpu_tenant_names_a_tensorflow_clients_connections(run_python, tmp_path
             env={"VGPU_BACKEND": server.address, "VGPU_TENANT": "research.vision"})
         assert result.returncode == 0, result.stderr[-3000:]
         assert "[0.0, 2.0]" in result.stdout
+        # The client has gone (the server notices the closed connection on its own thread, a
+        # moment later); its work stays counted under its tenant.
+        deadline = time.monotonic() + 10
+        while (_tenant(server.stats(), "research.vision")["connections"] != 0
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
         tenant = _tenant(server.stats(), "research.vision")
-        # The client has gone; its work stays counted under its tenant.
         assert tenant["connections"] == 0
         assert tenant["launches"] >= 1 and tenant["commands"] > tenant["launches"]
         assert tenant["round_trips"] >= 1
