@@ -233,11 +233,12 @@ void ClientSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
 Reply ClientSession::HandleAllocate(Command& command) {
   if (absl::Status s = CheckDevice(command.device); !s.ok()) return ErrorReply(s);
   absl::StatusOr<uint64_t> address = TryAllocate(command.device, command.size);
-  if (!address.ok() && absl::IsResourceExhausted(address.status()) &&
-      TotalUsage().pending_free > 0) {  // (only this session's own queued work can be awaited)
-    // Memory this client freed is still used by its own queued work (stream-ordered free):
-    // let that work finish (bounded), then try once more.
-    WaitForQueuedWork(limits_.pending_free_wait);
+  if (!address.ok() && absl::IsResourceExhausted(address.status())) {
+    // Memory this client freed may still be used by its own queued work (stream-ordered free):
+    // let that work finish (bounded; only this session's own queued work can be awaited), then
+    // try once more. The retry runs also when nothing is pending now: the queued work may have
+    // released the memory between the first attempt and this check.
+    if (TotalUsage().pending_free > 0) WaitForQueuedWork(limits_.pending_free_wait);
     address = TryAllocate(command.device, command.size);
   }
   if (!address.ok()) return ErrorReply(address.status());
