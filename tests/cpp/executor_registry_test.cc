@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace vgpu {
@@ -61,19 +62,24 @@ TEST(ExecutorRegistry, PassesTheFactorysErrorThrough) {
 }
 
 TEST(ExecutorRegistry, RegistersANewExecutorAndRefusesATakenName) {
-  int created = 0;
-  ExecutorRegistration fake{"registry-test-fake", "refuses to start, for this test",
-                            [&created](const ExecutorOptions&)
+  // Registrations last for the process: a fresh name and a counter that outlives the test keep
+  // the test repeatable (--gtest_repeat).
+  static int runs = 0;
+  static int created = 0;
+  const std::string name = absl::StrCat("registry-test-fake-", runs++);
+  const int created_before = created;
+  ExecutorRegistration fake{name, "refuses to start, for this test",
+                            [](const ExecutorOptions&)
                                 -> absl::StatusOr<std::unique_ptr<BackingExecutor>> {
                               ++created;
                               return absl::UnavailableError("no such device here");
                             }};
   ASSERT_TRUE(RegisterExecutor(fake).ok());
-  EXPECT_NE(RegisteredExecutorNames().find("registry-test-fake"), std::string::npos);
+  EXPECT_NE(RegisteredExecutorNames().find(name), std::string::npos);
   absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
-      CreateExecutor("registry-test-fake", ExecutorOptions{});
+      CreateExecutor(name, ExecutorOptions{});
   EXPECT_EQ(executor.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(created, 1);
+  EXPECT_EQ(created, created_before + 1);
 
   absl::Status again = RegisterExecutor(fake);
   EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);

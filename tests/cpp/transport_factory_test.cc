@@ -79,17 +79,22 @@ TEST(TransportFactory, ASocketWithNoServerIsTheOpenersError) {
 }
 
 TEST(TransportFactory, RegistersANewSchemeAndRefusesATakenOne) {
-  int opened_count = 0;
-  TransportOpener opener = [&](std::string_view endpoint, const TransportContext&)
+  // Schemes stay registered for the process: a fresh scheme and a counter that outlives the
+  // test keep it repeatable (--gtest_repeat).
+  static int runs = 0;
+  static int opened_count = 0;
+  const std::string scheme = absl::StrCat("factorytest", runs++);
+  const int opened_before = opened_count;
+  TransportOpener opener = [](std::string_view endpoint, const TransportContext&)
       -> absl::StatusOr<OpenedTransport> {
     ++opened_count;
     return absl::UnavailableError(absl::StrCat("test scheme asked for ", endpoint));
   };
-  ASSERT_TRUE(RegisterTransportScheme("factorytest", opener).ok());
-  absl::StatusOr<OpenedTransport> opened = OpenTransport("factorytest://x", {});
+  ASSERT_TRUE(RegisterTransportScheme(scheme, opener).ok());
+  absl::StatusOr<OpenedTransport> opened = OpenTransport(scheme + "://x", {});
   EXPECT_EQ(opened.status().code(), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(opened_count, 1);
-  EXPECT_EQ(RegisterTransportScheme("factorytest", opener).code(),
+  EXPECT_EQ(opened_count, opened_before + 1);
+  EXPECT_EQ(RegisterTransportScheme(scheme, opener).code(),
             absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(RegisterTransportScheme("tcp", opener).code(), absl::StatusCode::kAlreadyExists);
 }
