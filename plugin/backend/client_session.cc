@@ -484,7 +484,7 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   StreamQueue::Work work;
   work.rejected = PinCommandRanges(command, &work.pins);
   if (!work.rejected.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   auto it = streams_.find(command.stream);
   if (it == streams_.end()) {
     return ErrorReply(absl::NotFoundError(absl::StrCat(
@@ -492,9 +492,19 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
         ", which does not exist")));
   }
   StreamQueue& stream = *it->second->queue;
-  if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
-    if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
-      return ErrorReply(s);
+  if (command.kind == CommandKind::kLaunch) {
+    if (!command.descriptors.empty()) {
+      if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
+        return ErrorReply(s);
+      }
+    }
+    if (RunsInline(command)) {
+      // Outside the session lock: the kernel runs now, and other streams must not wait for it.
+      std::shared_ptr<Stream> keep = it->second;
+      lock.unlock();
+      work.command = std::move(command);
+      keep->queue->RunInlineOrEnqueue(std::move(work));
+      return Reply{};
     }
   }
   if (command.kind == CommandKind::kRecordEvent &&
@@ -517,6 +527,16 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   const uint64_t position = stream.Enqueue(std::move(work));
   if (is_record) events_[event_id] = EventMark{stream.id(), position};
   return Reply{};
+}
+
+bool ClientSession::RunsInline(const Command& command) const {
+  if (limits_.inline_launch_bytes == 0) return false;
+  uint64_t bytes = 0;
+  for (const BufferArg& buffer : command.buffers) {
+    if (buffer.size > limits_.inline_launch_bytes - bytes) return false;
+    bytes += buffer.size;
+  }
+  return true;
 }
 
 absl::Status ClientSession::ResolveDescriptorReferencesLocked(Command& command) {

@@ -87,33 +87,70 @@ absl::Status StreamQueue::TakeStatus() {
   return status;
 }
 
+uint64_t StreamQueue::RunInlineOrEnqueue(Work work) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!queue_.empty() || running_ || stopping_) {
+    queue_.push_back(std::move(work));
+    const uint64_t position = ++enqueued_;
+    lock.unlock();
+    work_cv_.notify_one();
+    return position;
+  }
+  running_ = true;
+  const uint64_t position = ++enqueued_;
+  const absl::Status stream_status = status_;
+  lock.unlock();
+
+  const CommandKind kind = work.command.kind;
+  const absl::Status result = Run(work, stream_status);
+
+  lock.lock();
+  FinishLocked(kind, result);
+  // Work queued by other threads meanwhile, or a stop, waits for the worker.
+  const bool wake_worker = !queue_.empty() || stopping_;
+  lock.unlock();
+  if (wake_worker) work_cv_.notify_one();
+  return position;
+}
+
+absl::Status StreamQueue::Run(Work& work, const absl::Status& stream_status) {
+  absl::Status result;
+  if (!work.rejected.ok()) {
+    result = std::move(work.rejected);
+  } else if (stream_status.ok() || RunsAfterError(work.command.kind)) {
+    result = runner_(work, stream_status);
+  }
+  work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
+  return result;
+}
+
+void StreamQueue::FinishLocked(CommandKind kind, const absl::Status& result) {
+  if (!result.ok() && status_.ok()) {
+    status_ = absl::Status(result.code(), absl::StrCat(CommandKindName(kind), " on stream ", id_,
+                                                       " failed: ", result.message()));
+  }
+  running_ = false;
+  ++completed_;
+  progress_cv_.notify_all();
+}
+
 void StreamQueue::WorkerLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+    // An inline command may be running: wait for it, so that the stream keeps its order.
+    work_cv_.wait(lock, [&] { return !running_ && (stopping_ || !queue_.empty()); });
     if (queue_.empty()) return;  // stopping, and drained
     Work work = std::move(queue_.front());
     queue_.pop_front();
-    absl::Status stream_status = status_;
+    running_ = true;
+    const absl::Status stream_status = status_;
     lock.unlock();
 
     const CommandKind kind = work.command.kind;
-    absl::Status result;
-    if (!work.rejected.ok()) {
-      result = std::move(work.rejected);
-    } else if (stream_status.ok() || RunsAfterError(kind)) {
-      result = runner_(work, stream_status);
-    }
-    work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
+    const absl::Status result = Run(work, stream_status);
 
     lock.lock();
-    if (!result.ok() && status_.ok()) {
-      status_ = absl::Status(result.code(),
-                             absl::StrCat(CommandKindName(kind), " on stream ", id_,
-                                          " failed: ", result.message()));
-    }
-    ++completed_;
-    progress_cv_.notify_all();
+    FinishLocked(kind, result);
   }
 }
 

@@ -171,9 +171,11 @@ absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
   // Claim 8: the first computation's output, and backward computations' inputs.
   absl::InlinedVector<uint64_t, 6> inputs;
   for (size_t i = 0; i + 1 < buffers.size(); ++i) inputs.push_back(buffers[i].address);
+  // The signature only serves to recognise repeated inference runs before the warm-up ends.
+  const uint64_t signature =
+      detector_.warmup_complete() ? 0 : LaunchSignature(kernel, section, params);
   const bool completed = detector_.Observe(ScopedLaunchRole::Current(), inputs,
-                                           buffers.empty() ? 0 : buffers.back().address,
-                                           LaunchSignature(kernel, section, params));
+                                           buffers.empty() ? 0 : buffers.back().address, signature);
   if (completed && iteration_observer_) iteration_observer_(detector_.iterations());
   return device_->PostLaunch(stream, kernel, section, buffers, params);
 }

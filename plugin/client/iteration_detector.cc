@@ -59,8 +59,10 @@ bool IterationDetector::ObserveHostWait() {
   launches_since_wait_ = 0;
   backward_since_wait_ = false;
   run_signature_ = 0;
+  // Once warm (by a training step or earlier inference runs) signatures are no longer computed.
   if (run == 0 || equal_runs_ < kInferenceRepeats ||
-      inference_warmup_.load(std::memory_order_relaxed)) {
+      inference_warmup_.load(std::memory_order_relaxed) ||
+      iterations_.load(std::memory_order_relaxed) > 0) {
     return false;
   }
   inference_warmup_.store(true, std::memory_order_release);

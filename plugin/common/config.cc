@@ -218,6 +218,16 @@ absl::StatusOr<Config> LoadConfig(
     }
     config.compute_threads = value;
   }
+  if (auto bytes = getenv("VGPU_INLINE_LAUNCH_BYTES")) {
+    const std::string text(absl::StripAsciiWhitespace(*bytes));
+    absl::StatusOr<uint64_t> value = text == "0" ? absl::StatusOr<uint64_t>(0) : ParseByteSize(text);
+    if (!value.ok() || *value > Config::kMaxInlineLaunchBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_INLINE_LAUNCH_BYTES='", *bytes, "' must be 0 (off) or a size such as 64KiB, at most ",
+          Config::kMaxInlineLaunchBytes >> 20, "MiB"));
+    }
+    config.inline_launch_bytes = *value;
+  }
   if (auto trace = getenv("VGPU_TRACE")) {
     config.trace_path = std::string(absl::StripAsciiWhitespace(*trace));
   }

@@ -136,6 +136,9 @@ PluginRuntime::PluginRuntime() {
     options.device_count = inproc_devices;
     options.memory_limit_per_device = config_.memory_limit_bytes;
     options.compute_threads = config_.compute_threads;
+    if (config_.inline_launch_bytes.has_value()) {
+      options.session_limits.inline_launch_bytes = *config_.inline_launch_bytes;
+    }
     absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
         CreateExecutor(config_.executor, options);
     if (!executor.ok()) {

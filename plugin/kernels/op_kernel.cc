@@ -162,8 +162,8 @@ absl::StatusOr<TensorDescriptorSettings> TensorSettings(const TF_Tensor* tensor)
 
 namespace internal {
 
-LaunchRole RoleOfNode(TF_OpKernelContext* context) {
-  TF_StringView name = TF_GetOpKernelName(context);
+LaunchRole RoleOfNode(TF_OpKernelConstruction* construction) {
+  TF_StringView name = TF_OpKernelConstruction_GetName(construction);
   std::string_view view(name.data, name.len);
   for (std::string_view marker : {"gradient", "Gradient", "Grad", "Backprop"}) {
     if (view.find(marker) != std::string_view::npos) return LaunchRole::kBackward;

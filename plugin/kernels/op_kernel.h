@@ -99,7 +99,15 @@ void RegisterKernelWithCallbacks(const char* op_name, const char* device_type,
 void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status& status);
 // Forward or backward propagation, from the node's name (TensorFlow names gradient nodes
 // "gradient_tape/..." or "gradients/..."; gradient op types end in Grad or contain Backprop).
-LaunchRole RoleOfNode(TF_OpKernelContext* context);
+// Read once, when TensorFlow constructs the node's kernel.
+LaunchRole RoleOfNode(TF_OpKernelConstruction* construction);
+
+// What TensorFlow holds for one node: the kernel and the node's role.
+template <typename K>
+struct KernelInstance {
+  std::unique_ptr<K> kernel;
+  LaunchRole role;
+};
 }  // namespace internal
 
 // Registers kernel class `K` for `op_name` on `device_type`. `host_memory` names inputs or
@@ -115,14 +123,15 @@ void RegisterKernel(const char* op_name, const char* device_type,
       internal::FailConstruction(raw, kernel.status());
       return nullptr;
     }
-    return kernel->release();
+    return new internal::KernelInstance<K>{*std::move(kernel), internal::RoleOfNode(raw)};
   };
-  auto compute = [](void* kernel, TF_OpKernelContext* raw) {
-    ScopedLaunchRole role(internal::RoleOfNode(raw));
+  auto compute = [](void* instance, TF_OpKernelContext* raw) {
+    auto* node = static_cast<internal::KernelInstance<K>*>(instance);
+    ScopedLaunchRole role(node->role);
     OpContext context(raw);
-    FailOp(raw, static_cast<K*>(kernel)->Compute(context));
+    FailOp(raw, node->kernel->Compute(context));
   };
-  auto destroy = [](void* kernel) { delete static_cast<K*>(kernel); };
+  auto destroy = [](void* instance) { delete static_cast<internal::KernelInstance<K>*>(instance); };
   internal::RegisterKernelWithCallbacks(op_name, device_type, type_constraints, host_memory,
                                         create, compute, destroy);
 }

@@ -290,6 +290,25 @@ TEST(ComputeThreads, RejectsWhatIsNotAThreadCount) {
   }
 }
 
+TEST(InlineLaunchBytes, UnsetLeavesTheExecutorsDefaultAndSizesParse) {
+  absl::StatusOr<Config> config = LoadFrom({});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_FALSE(config->inline_launch_bytes.has_value());
+  config = LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", "0"}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->inline_launch_bytes, 0u);
+  config = LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", " 16KiB "}});
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->inline_launch_bytes, 16u * 1024);
+}
+
+TEST(InlineLaunchBytes, RejectsWhatIsNotASizeAndHugeSizes) {
+  for (const char* bad : {"-1", "lots", "", "1TiB"}) {
+    ExpectError(LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", bad}}), absl::StatusCode::kInvalidArgument,
+                "VGPU_INLINE_LAUNCH_BYTES");
+  }
+}
+
 TEST(CpuCount, CgroupV2QuotaRoundsUpAndMaxMeansNoQuota) {
   EXPECT_EQ(CpuCountFromCgroupV2("max 100000\n"), std::nullopt);
   EXPECT_EQ(CpuCountFromCgroupV2("200000 100000\n"), 2);

@@ -1,6 +1,6 @@
 // Tests of one session stream (backend/stream_queue.h) with a scripted runner:
-// FIFO order, asynchronous enqueue, completion positions, the sticky first error, and draining
-// on destruction.
+// FIFO order, asynchronous enqueue, completion positions, the sticky first error, draining on
+// destruction, and running a command inline on the caller's thread only while the stream is idle.
 #include <memory>
 #include <string>
 #include <thread>
@@ -180,6 +180,90 @@ TEST(StreamQueue, DestructionDrainsQueuedCommands) {
   release.Open();
   stream.reset();  // must run all 50 before the worker stops
   EXPECT_EQ(log.values().size(), 50u);
+}
+
+TEST(StreamQueue, AnIdleStreamRunsTheCommandInlineOnTheCallersThread) {
+  std::thread::id ran_on;
+  StreamQueue stream(7, 0, [&](StreamQueue::Work&, const absl::Status&) {
+    ran_on = std::this_thread::get_id();
+    return absl::OkStatus();
+  });
+  StreamQueue::Work work;
+  work.command = MakeCommand(CommandKind::kLaunch, 0);
+  EXPECT_EQ(stream.RunInlineOrEnqueue(std::move(work)), 1u);
+  EXPECT_TRUE(stream.IsCompleted(1));  // it has run before RunInlineOrEnqueue returned
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(StreamQueue, ABusyStreamQueuesTheCommandBehindEarlierWork) {
+  Gate release;
+  Gate first_running;
+  OrderLog log;
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
+    if (w.command.object == 0) {
+      first_running.Open();
+      release.Wait();
+    }
+    log.Append(static_cast<int64_t>(w.command.object));
+    return absl::OkStatus();
+  });
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
+  first_running.Wait();
+  StreamQueue::Work work;
+  work.command = MakeCommand(CommandKind::kLaunch, 1);
+  EXPECT_EQ(stream.RunInlineOrEnqueue(std::move(work)), 2u);  // returns at once: queued
+  EXPECT_FALSE(stream.IsCompleted(2));
+  release.Open();
+  stream.WaitUntilCompleted(2);
+  EXPECT_EQ(log.values(), (std::vector<int64_t>{0, 1}));
+}
+
+TEST(StreamQueue, TheWorkerWaitsForAnInlineCommandSoOrderIsKept) {
+  Gate inline_running;
+  Gate release;
+  OrderLog log;
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
+    if (w.command.object == 0) {
+      inline_running.Open();
+      release.Wait();
+    }
+    log.Append(static_cast<int64_t>(w.command.object));
+    return absl::OkStatus();
+  });
+  std::thread caller([&] {
+    StreamQueue::Work work;
+    work.command = MakeCommand(CommandKind::kLaunch, 0);
+    stream.RunInlineOrEnqueue(std::move(work));
+  });
+  inline_running.Wait();
+  // Queued while the inline command runs: the worker must not start it before that one ends.
+  for (int i = 1; i <= 5; ++i) stream.Enqueue(MakeCommand(CommandKind::kLaunch, i));
+  EXPECT_FALSE(stream.IsCompleted(2));
+  release.Open();
+  caller.join();
+  stream.WaitUntilCompleted(6);
+  EXPECT_EQ(log.values(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+}
+
+TEST(StreamQueue, AnInlineCommandsErrorIsTheStreamsErrorAndLaterDataWorkIsSkipped) {
+  OrderLog ran;
+  StreamQueue stream(9, 0, [&](StreamQueue::Work& w, const absl::Status&) {
+    ran.Append(static_cast<int64_t>(w.command.object));
+    if (w.command.object == 0) return absl::InvalidArgumentError("bad launch");
+    return absl::OkStatus();
+  });
+  for (uint64_t tag : {0, 1}) {
+    StreamQueue::Work work;
+    work.command = MakeCommand(CommandKind::kLaunch, tag);
+    stream.RunInlineOrEnqueue(std::move(work));
+  }
+  StreamQueue::Work rejected;
+  rejected.command = MakeCommand(CommandKind::kLaunch, 2);
+  rejected.rejected = absl::PermissionDeniedError("not yours");
+  stream.RunInlineOrEnqueue(std::move(rejected));
+  EXPECT_TRUE(stream.IsCompleted(3));
+  EXPECT_EQ(ran.values(), (std::vector<int64_t>{0}));  // 1 skipped after the error, 2 refused
+  EXPECT_EQ(stream.TakeStatus().message(), "launch on stream 9 failed: bad launch");
 }
 
 TEST(StreamQueue, IdleStreamIsDestroyedPromptly) {

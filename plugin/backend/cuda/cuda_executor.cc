@@ -348,6 +348,9 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Executo
   const uint64_t bytes = DeviceArena::ChargedSize(options.memory_limit_per_device);
   auto executor = std::unique_ptr<CudaExecutor>(new CudaExecutor());
   executor->session_limits_ = limits;
+  // A CUDA launch is already asynchronous; every launch goes through the stream's worker, the
+  // one thread that uses that stream's CUDA state.
+  executor->session_limits_.inline_launch_bytes = 0;
   for (int i = 0; i < options.device_count; ++i) {
     auto device = std::make_unique<Device>();
     device->ordinal = i % gpus;
