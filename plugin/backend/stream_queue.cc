@@ -90,22 +90,11 @@ absl::Status StreamQueue::TakeStatus() {
 uint64_t StreamQueue::RunInlineOrEnqueue(Work work) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!queue_.empty() || running_ || stopping_) {
-    queue_.push_back(std::move(work));
-    const uint64_t position = ++enqueued_;
     lock.unlock();
-    work_cv_.notify_one();
-    return position;
+    return Enqueue(std::move(work));
   }
-  running_ = true;
   const uint64_t position = ++enqueued_;
-  const absl::Status stream_status = status_;
-  lock.unlock();
-
-  const CommandKind kind = work.command.kind;
-  const absl::Status result = Run(work, stream_status);
-
-  lock.lock();
-  FinishLocked(kind, result);
+  RunLocked(lock, work);
   // Work queued by other threads meanwhile, or a stop, waits for the worker.
   const bool wake_worker = !queue_.empty() || stopping_;
   lock.unlock();
@@ -113,18 +102,21 @@ uint64_t StreamQueue::RunInlineOrEnqueue(Work work) {
   return position;
 }
 
-absl::Status StreamQueue::Run(Work& work, const absl::Status& stream_status) {
+void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
+  running_ = true;
+  const absl::Status stream_status = status_;
+  const CommandKind kind = work.command.kind;
+  lock.unlock();
+
   absl::Status result;
   if (!work.rejected.ok()) {
     result = std::move(work.rejected);
-  } else if (stream_status.ok() || RunsAfterError(work.command.kind)) {
+  } else if (stream_status.ok() || RunsAfterError(kind)) {
     result = runner_(work, stream_status);
   }
   work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
-  return result;
-}
 
-void StreamQueue::FinishLocked(CommandKind kind, const absl::Status& result) {
+  lock.lock();
   if (!result.ok() && status_.ok()) {
     status_ = absl::Status(result.code(), absl::StrCat(CommandKindName(kind), " on stream ", id_,
                                                        " failed: ", result.message()));
@@ -142,15 +134,7 @@ void StreamQueue::WorkerLoop() {
     if (queue_.empty()) return;  // stopping, and drained
     Work work = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
-    const absl::Status stream_status = status_;
-    lock.unlock();
-
-    const CommandKind kind = work.command.kind;
-    const absl::Status result = Run(work, stream_status);
-
-    lock.lock();
-    FinishLocked(kind, result);
+    RunLocked(lock, work);
   }
 }
 

@@ -82,10 +82,9 @@ class StreamQueue {
 
  private:
   void WorkerLoop();
-  // Runs (or skips) one command outside mu_ and releases its pins; returns its result.
-  absl::Status Run(Work& work, const absl::Status& stream_status);
-  // Records a command's result and counts it completed. Requires mu_.
-  void FinishLocked(CommandKind kind, const absl::Status& result);
+  // Runs (or skips) one command with mu_ released meanwhile (`lock` holds it on entry and on
+  // return), releases its pins, records its result and counts it completed.
+  void RunLocked(std::unique_lock<std::mutex>& lock, Work& work);
 
   const uint64_t id_;
   const uint32_t device_;
