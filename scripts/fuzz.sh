@@ -46,7 +46,7 @@ sanitizers="$sanitizers -fno-sanitize=vptr"
 cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=None \
   -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_CXX_FLAGS="$sanitizers -fno-omit-frame-pointer -O1 -gline-tables-only" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DPython_EXECUTABLE="$PWD/$VENV/bin/python" -Dpybind11_DIR="$("$VENV/bin/python" -m pybind11 --cmakedir)" -DVGPU_BUILD_FUZZERS=ON -DVGPU_PORTABLE=ON \
+  -DPython_EXECUTABLE="$PWD/$VENV/bin/python" -Dpybind11_DIR="$("$VENV/bin/python" -m pybind11 --cmakedir)" -DVGPU_BUILD_FUZZERS=ON -DVGPU_CPU_TARGET=portable \
   -DVGPU_BUILD_STANDALONE_SERVER=OFF >/dev/null
 cmake --build build/fuzz --target vgpu_kernel_launch_fuzzer
 

@@ -66,13 +66,13 @@ failures=0
 build() {  # build <folder> <sanitizers>
   local dir=$1 sanitizers=$2
   echo "sanitize: building $dir (VGPU_SANITIZE=$sanitizers)"
-  # VGPU_PORTABLE: no -march=native. With AVX-512, GCC spills to 64-byte-aligned stack slots
+  # The portable CPU target, never -march=native: with AVX-512, GCC spills to 64-byte-aligned stack slots
   # with aligned stores, while ASan's fake stack (detect_stack_use_after_return) aligns frames
   # to 32 bytes only: the store faults inside the test code, not in the code under test.
   # The tests use the TensorFlow flavour of the layers: no standalone server (its second copy
-  # of the CPU kernels) is configured.
+  # of the CPU kernels).
   "$CMAKE" -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DVGPU_BUILD_TESTS=ON "-DVGPU_SANITIZE=$sanitizers" -DVGPU_PORTABLE=ON \
+    -DVGPU_BUILD_TESTS=ON "-DVGPU_SANITIZE=$sanitizers" -DVGPU_CPU_TARGET=portable \
     -DVGPU_BUILD_STANDALONE_SERVER=OFF \
     -DPython_EXECUTABLE="$PYTHON" -Dpybind11_DIR="$PYBIND11_DIR" >"$dir.configure.log" 2>&1 \
     || { cat "$dir.configure.log"; return 1; }

@@ -4,8 +4,9 @@ corrupted or truncated trace is refused with the offset named and a non-zero exi
 stats` lists every recorded kernel with its launch count and every recorded step; a result
 that differs is reported as the first mismatch; a run recorded through a server replays
 in-process; an unknown executor is refused listing the known ones; two devices record into one
-file with their ordinals; the standalone vgpu-server replays and profiles a trace by itself, in an
-environment without TensorFlow."""
+file with their ordinals; the vgpu-server executable replays and profiles a trace by itself, in
+an environment without Python (and, built with VGPU_BUILD_STANDALONE_SERVER=ON, without
+TensorFlow)."""
 import struct
 import subprocess
 import sys
@@ -176,12 +177,12 @@ def test_stats_lists_every_kernel_with_its_launch_count_and_every_step(fit_trace
 
 
 def _standalone_trace(*args):
-    """`vgpu-server trace ...` with nothing of this environment: no Python, no TensorFlow."""
+    """`vgpu-server trace ...` with nothing of this environment: no Python, no virtual environment."""
     return subprocess.run([vgpu_server.binary_path(), "trace", *args], capture_output=True,
                           text=True, timeout=300, check=False, env={"PATH": "/usr/bin:/bin"})
 
 
-def test_the_standalone_server_replays_a_trace_without_tensorflow(fit_trace):
+def test_the_server_binary_replays_a_trace_without_python(fit_trace):
     result = _standalone_trace("replay", str(fit_trace), "--executor", "cpu")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("OK: replayed "), result.stdout
@@ -190,7 +191,7 @@ def test_the_standalone_server_replays_a_trace_without_tensorflow(fit_trace):
     assert result.stdout.split("(")[0] == in_python.stdout.split("(")[0]
 
 
-def test_the_standalone_server_profiles_a_trace_and_refuses_a_corrupted_one(fit_trace, tmp_path):
+def test_the_server_binary_profiles_a_trace_and_refuses_a_corrupted_one(fit_trace, tmp_path):
     stats = _standalone_trace("stats", str(fit_trace))
     assert stats.returncode == 0, stats.stdout + stats.stderr
     assert "kernels:" in stats.stdout and "steps:" in stats.stdout

@@ -1,7 +1,10 @@
-"""The standalone server, vgpu/bin/vgpu-server: an executable that links no TensorFlow, so that
-it runs on a machine without TensorFlow. It is run here directly, in an empty environment (no
-PYTHONPATH, no virtual environment, a minimal PATH), and served to a raw wire-format tenant and
-to a TensorFlow client. Every wait is bounded."""
+"""The server executable, vgpu/bin/vgpu-server. The default build links it with the plugin's
+layers, which reach Abseil through libtensorflow_framework.so.2 from the installed TensorFlow
+package (found by its RUNPATH, relative to the executable); built with
+VGPU_BUILD_STANDALONE_SERVER=ON it links no TensorFlow at all and runs on a machine without
+TensorFlow. Either way it is run here directly, in an empty environment (no PYTHONPATH, no
+virtual environment, a minimal PATH), and served to a raw wire-format tenant and to a TensorFlow
+client. Every wait is bounded."""
 import os
 import re
 import subprocess
@@ -18,11 +21,22 @@ BINARY = vgpu_server.binary_path()
 BARE_ENVIRONMENT = {"PATH": "/usr/bin:/bin"}
 
 
+def _dynamic_section(path):
+    """readelf -d of an ELF file."""
+    return subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True,
+                          timeout=60).stdout
+
+
 def _needed_libraries(path):
-    """The DT_NEEDED entries of an ELF file (readelf -d)."""
-    done = subprocess.run(["readelf", "-d", path], capture_output=True, text=True, check=True,
-                          timeout=60)
-    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", done.stdout)
+    """The DT_NEEDED entries of an ELF file."""
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", _dynamic_section(path))
+
+
+# Built with VGPU_BUILD_STANDALONE_SERVER=ON (no TensorFlow library at all)?
+STANDALONE = not any("tensorflow" in name for name in _needed_libraries(BINARY))
+# Where the TensorFlow package this Python imports lives (without importing it).
+TENSORFLOW_DIR = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(vgpu_server.__file__))), "tensorflow"))
 
 
 class BareServer:
@@ -62,21 +76,36 @@ def bare_server(tmp_path):
         server.process.wait(5)
 
 
-def test_the_package_installs_the_standalone_server():
+def test_the_package_installs_the_server():
     assert os.access(BINARY, os.X_OK), BINARY
 
 
-def test_the_standalone_server_links_no_tensorflow_library():
+def test_the_server_links_tensorflow_only_from_its_package_or_not_at_all():
     needed = _needed_libraries(BINARY)
     assert needed, "readelf found no NEEDED entries"
-    assert not [name for name in needed if "tensorflow" in name], needed
-    assert not [name for name in needed if "absl" in name], needed  # Abseil is linked in
+    assert not [name for name in needed if "absl" in name], needed  # Abseil is never a library
+    if STANDALONE:
+        assert not [name for name in needed if "tensorflow" in name], needed
+        return
+    # The default build: libtensorflow_framework.so.2 alone, found beside the vgpu package.
+    assert [name for name in needed if "tensorflow" in name] == ["libtensorflow_framework.so.2"]
+    runpath = re.search(r"\((?:RUNPATH|RPATH)\)\s+Library (?:runpath|rpath): \[([^\]]*)\]",
+                        _dynamic_section(BINARY))
+    assert runpath, "vgpu-server has no RUNPATH"
+    assert "$ORIGIN/../../tensorflow" in runpath.group(1).split(":"), runpath.group(1)
+    assert all(entry.startswith("$ORIGIN") for entry in runpath.group(1).split(":")), runpath
 
 
-def test_the_standalone_server_serves_a_raw_tenant_without_tensorflow(bare_server):
+def test_the_server_serves_a_raw_tenant_from_a_bare_environment(bare_server):
     with open(f"/proc/{bare_server.process.pid}/maps", encoding="ascii") as f:
-        maps = f.read()
-    assert "tensorflow" not in maps
+        mapped = {line.split()[-1] for line in f if line.rstrip().endswith(".so") or ".so." in line}
+    tensorflow_files = sorted(path for path in mapped if "tensorflow" in path)
+    if STANDALONE:
+        assert not tensorflow_files
+    else:  # only the framework library, and only from the installed TensorFlow package
+        assert [os.path.basename(path) for path in tensorflow_files] == [
+            "libtensorflow_framework.so.2"], tensorflow_files
+        assert os.path.realpath(tensorflow_files[0]).startswith(TENSORFLOW_DIR + os.sep)
     values = np.linspace(-2, 2, 512, dtype=np.float32)
     with RawTenant(bare_server.address) as tenant:
         stream = tenant.create_stream()
@@ -88,7 +117,7 @@ def test_the_standalone_server_serves_a_raw_tenant_without_tensorflow(bare_serve
     np.testing.assert_array_equal(np.frombuffer(data, np.float32), np.maximum(values, 0))
 
 
-def test_sigterm_stops_the_standalone_server_cleanly(bare_server):
+def test_sigterm_stops_the_server_cleanly(bare_server):
     with RawTenant(bare_server.address) as tenant:
         tenant.allocate(4096)
         assert bare_server.stop() == 0
@@ -141,7 +170,7 @@ def test_flags_take_byte_sizes_and_refuse_unknown_flags(tmp_path):
     assert done.returncode == 1 and "--memory_limit" in done.stderr
 
 
-def test_vgpu_server_command_runs_the_standalone_binary(tmp_path):
+def test_vgpu_server_command_runs_the_server_binary(tmp_path):
     ready = tmp_path / "ready"
     process = subprocess.Popen([sys.executable, "-m", "vgpu.server",
                                 f"--listen=unix://{tmp_path}/vgpu.sock", f"--ready_file={ready}",
@@ -173,7 +202,7 @@ TRAIN = """
 """
 
 
-def test_a_tensorflow_client_trains_against_the_standalone_server(bare_server):
+def test_a_tensorflow_client_trains_against_the_bare_server(bare_server):
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env.update(VGPU_BACKEND=bare_server.address, TF_CPP_MIN_LOG_LEVEL="2")
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(TRAIN)], env=env,
