@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Prepares a development environment from scratch, idempotently: system packages for the C++
-# tests and the standalone server (GoogleTest, Abseil's static libraries, ccache), a virtual
-# environment in .venv with TensorFlow, oneDNN and the build tools, and tensorflow-vgpu built and
-# installed into it (C++ tests built in the same build folder).
+# tests (GoogleTest, ccache, ninja; Abseil's static libraries for a standalone vgpu-server), a
+# virtual environment in .venv with TensorFlow, oneDNN and the build tools, and tensorflow-vgpu
+# built as a wheel (scripts/build_wheel.sh, C++ tests built in the same build folder) and
+# installed into it: the from-source install is the wheel a user would install.
 # Used by scripts/test.sh and scripts/run_example.sh; safe to run again.
+#   --env-only   only the system packages and the virtual environment (scripts/build_wheel.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,12 +35,14 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # oneDNN (GNU OpenMP build) for the CPU executor's convolutions and matrix products: the wheels
 # put libdnnl.so.3, its headers and its CMake package into the venv (cmake/OneDNN.cmake).
 "${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "prometheus-client>=0.17" "pytest>=8" \
-  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib \
+  "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib auditwheel \
   "onednn-cpu-gomp==2023.2.*" "onednn-devel-cpu-gomp==2023.2.*"
 
 # The wire-format fuzz test uses atheris when it installs here (otherwise it is skipped).
 "${PIP[@]}" install atheris >/dev/null 2>&1 || echo "setup: atheris unavailable; the fuzz test will be skipped"
 
+[ "${1:-}" = "--env-only" ] && exit 0
+
 echo "setup: building and installing tensorflow-vgpu"
-"${PIP[@]}" install --no-build-isolation --no-deps \
-  -Ccmake.define.VGPU_BUILD_TESTS=ON -Cbuild.verbose=false .
+VGPU_ENV_READY=1 ./scripts/build_wheel.sh --tests
+"${PIP[@]}" install --no-deps --force-reinstall dist/tensorflow_vgpu-*.whl

@@ -12,5 +12,8 @@ echo "== C++ tests ($build_dir)"
 ctest --test-dir "$build_dir" --output-on-failure -j 2
 
 echo "== Python tests"
+# The wheel setup.sh built and installed: tests/python/test_wheel.py installs it afresh.
+VGPU_WHEEL=$(ls "$PWD"/dist/tensorflow_vgpu-*.whl)
+export VGPU_WHEEL
 # Run outside the source tree's python/ folder so the installed package is what gets imported.
 "$VENV/bin/python" -m pytest -q tests/python "$@"
