@@ -265,7 +265,9 @@ int Milliseconds(double seconds) {
   return ms < 1 ? 1 : static_cast<int>(ms);
 }
 
-// The token in `path`, without surrounding whitespace ("" for no path).
+// The token in `path`, without surrounding whitespace ("" for no path). A file that holds no
+// token (empty, or only whitespace) is an error: taken as "no token", it would silently turn
+// authentication off on a server its operator meant to protect.
 absl::StatusOr<std::string> ReadToken(const std::string& path) {
   if (path.empty()) return std::string();
   std::ifstream file(path);
@@ -275,7 +277,13 @@ absl::StatusOr<std::string> ReadToken(const std::string& path) {
   }
   std::ostringstream contents;
   contents << file.rdbuf();
-  return std::string(absl::StripAsciiWhitespace(contents.str()));
+  std::string token(absl::StripAsciiWhitespace(contents.str()));
+  if (token.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--token_file ", path, " holds no token (it is empty or only whitespace); write a token "
+        "into it, or leave --token_file out to serve without authentication"));
+  }
+  return token;
 }
 
 // Server::Options from the command line; InvalidArgument naming the flag at fault.

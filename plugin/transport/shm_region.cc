@@ -60,6 +60,15 @@ absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Attach(ScopedFd fd, uint64
         absl::StrCat("shared memory refused: a region of ", declared_bytes,
                      " bytes exceeds this connection's limit of ", max_bytes, " bytes"));
   }
+  // The seals first, the size after: once F_SEAL_SHRINK is on, the file can never again be
+  // shorter than the size read next, so no page of the mapping can lie beyond its end (SIGBUS).
+  // Read the other way round, a tenant could shrink the file between the two reads and seal it
+  // afterwards.
+  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0) return refuse("the descriptor is not a memfd (it cannot be sealed)");
+  if ((seals & F_SEAL_SHRINK) == 0) {
+    return refuse("the memfd is not sealed against shrinking (F_SEAL_SHRINK)");
+  }
   struct stat status {};
   if (::fstat(fd.get(), &status) != 0) return refuse(absl::StrCat("fstat: ", ErrnoText()));
   if (!S_ISREG(status.st_mode)) return refuse("the descriptor is not a memfd (not a file)");
@@ -71,13 +80,8 @@ absl::StatusOr<std::shared_ptr<ShmRegion>> ShmRegion::Attach(ScopedFd fd, uint64
   if (static_cast<uint64_t>(filesystem.f_type) != TMPFS_MAGIC) {
     return refuse("the descriptor is not a memfd on tmpfs");
   }
-  const int seals = ::fcntl(fd.get(), F_GET_SEALS);
-  if (seals < 0) return refuse("the descriptor is not a memfd (it cannot be sealed)");
-  if ((seals & F_SEAL_SHRINK) == 0) {
-    return refuse("the memfd is not sealed against shrinking (F_SEAL_SHRINK)");
-  }
-  // Read once: the seal fixes the size from below; a growing file does not matter (the mapping
-  // covers the declared bytes only).
+  // Exactly the declared size. Growing later does not matter (the mapping covers the declared
+  // bytes only); shrinking cannot happen (sealed above).
   if (status.st_size < 0 || static_cast<uint64_t>(status.st_size) != declared_bytes) {
     return refuse(absl::StrCat("the memfd holds ", status.st_size, " bytes, the frame declared ",
                                declared_bytes));

@@ -5,8 +5,10 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <thread>
@@ -61,6 +63,47 @@ TEST(ShmRegion, AnUnsealedMemfdIsRefused) {
   ASSERT_FALSE(region.ok());
   EXPECT_NE(region.status().message().find("F_SEAL_SHRINK"), std::string::npos)
       << region.status();
+}
+
+// A tenant that shrinks its memfd and only then seals it, while the server attaches: whatever
+// the interleaving, an attached region never reaches past the file's end (a touch would be
+// SIGBUS, killing the server and every tenant). The seals are read before the size, so once
+// the seal is seen the size read next is final.
+TEST(ShmRegion, ShrinkingThenSealingDuringTheAttachNeverLeavesAMappingPastTheEnd) {
+  constexpr uint64_t kDeclared = 256 << 10;
+  constexpr int kRounds = 3000;
+  int attached = 0, refused = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    ScopedFd fd(::memfd_create("shm-race", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+    ASSERT_TRUE(fd.valid());
+    ASSERT_EQ(::ftruncate(fd.get(), kDeclared), 0);
+    std::atomic<bool> go{false};
+    std::thread tenant([&] {
+      while (!go.load(std::memory_order_acquire)) {
+      }
+      // A delay swept over the attach's few microseconds, so that some round shrinks and
+      // seals between any two of its system calls.
+      for (volatile int spin = 0; spin < (round % 300) * 8; spin = spin + 1) {
+      }
+      (void)::ftruncate(fd.get(), 4096);
+      (void)::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+    });
+    go.store(true, std::memory_order_release);
+    auto region = ShmRegion::Attach(ScopedFd(::dup(fd.get())), kDeclared, 16 * kMiB);
+    tenant.join();
+    if (!region.ok()) {
+      ++refused;
+      continue;
+    }
+    ++attached;
+    struct stat status {};
+    ASSERT_EQ(::fstat(fd.get(), &status), 0);
+    ASSERT_GE(static_cast<uint64_t>(status.st_size), kDeclared);
+    volatile uint8_t sum = 0;
+    for (uint64_t at = 0; at < kDeclared; at += 4096) sum = sum + (*region)->data()[at];
+  }
+  EXPECT_EQ(attached + refused, kRounds);
+  EXPECT_GT(refused, 0);  // the shrunk-then-sealed file is refused
 }
 
 TEST(ShmRegion, AMemfdOfAnotherSizeThanDeclaredIsRefused) {

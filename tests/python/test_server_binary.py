@@ -151,6 +151,19 @@ def test_help_lists_every_flag_of_vgpu_server():
         assert re.search(rf"--(\[no\])?{flag}:", done.stdout), flag
 
 
+@pytest.mark.parametrize("contents", ["", "   \n\t\n"])
+def test_a_token_file_without_a_token_is_refused_at_start(tmp_path, contents):
+    # Taken as "no token", it would silently serve without authentication.
+    token_file = tmp_path / "token"
+    token_file.write_text(contents)
+    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock",
+                           f"--token_file={token_file}"], env=BARE_ENVIRONMENT,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode != 0
+    assert f"--token_file {token_file} holds no token" in done.stderr, done.stderr
+    assert not (tmp_path / "vgpu.sock").exists()
+
+
 def test_flags_take_byte_sizes_and_refuse_unknown_flags(tmp_path):
     server = BareServer(tmp_path, "--client_quota=1.5MiB", "--max_staging_bytes", "64MiB",
                         "--nofair_scheduling", "--max_connections=8", "--frame_timeout=2.5")
