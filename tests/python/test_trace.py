@@ -132,7 +132,12 @@ def test_replay_through_a_unix_server_matches(fit_trace, tmp_path):
 
 def test_corrupted_trace_is_refused_naming_the_offset(fit_trace, tmp_path):
     data = bytearray(fit_trace.read_bytes())
-    data[len(data) // 2] ^= 0x5A
+    # A byte inside the body of the record that holds the file's middle (bodies are what the
+    # CRC covers; a byte at len/2 itself may fall in a record header's time or reserved field).
+    _, records = _records(fit_trace, with_offsets=True)
+    middle = [r for r in records if r[3] + 24 + len(r[2]) > len(data) // 2 and r[2]]
+    _, _, body, offset = middle[0] if middle else [r for r in records if r[2]][-1]
+    data[offset + 24 + len(body) // 2] ^= 0x5A
     corrupt = tmp_path / "corrupt.vgtrace"
     corrupt.write_bytes(bytes(data))
     result = _vgpu("trace", "replay", str(corrupt))
