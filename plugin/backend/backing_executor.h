@@ -39,6 +39,10 @@ struct SessionLimits {
   int max_streams = kDefaultMaxStreams;          // each is a worker thread (StreamQueue)
   int max_events = kDefaultMaxEvents;            // recorded, not yet destroyed events
   int max_descriptors = kDefaultMaxDescriptors;  // forward-mode descriptor objects
+  // Allocations held at once (live, or freed and still used by queued work), over all devices:
+  // each costs host bookkeeping that the device quota does not count.
+  int max_allocations = kDefaultMaxAllocations;
+  static constexpr int kDefaultMaxAllocations = 1 << 16;
   // An allocation that fails for lack of memory while the client has frees waiting for its own
   // queued work waits at most this long for that work, then retries once.
   std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;

@@ -44,6 +44,7 @@ DeviceArena::Usage ClientSession::UsageOf(uint64_t session_id) const {
     DeviceArena::Usage usage = executor_->arena(static_cast<uint32_t>(d)).UsageOf(session_id);
     total.charged += usage.charged;
     total.pending_free += usage.pending_free;
+    total.blocks += usage.blocks;
   }
   return total;
 }
@@ -113,6 +114,24 @@ std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(id);
   return it == streams_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<ClientSession::Stream> ClientSession::FindStreamBySerial(uint64_t serial) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [id, stream] : streams_) {
+    if (stream->serial == serial) return stream;
+  }
+  for (const std::shared_ptr<Stream>& stream : draining_) {
+    if (stream->serial == serial) return stream;
+  }
+  return nullptr;
+}
+
+void ClientSession::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  for (const auto& [id, stream] : streams_) stream->queue->Cancel();
+  for (const std::shared_ptr<Stream>& stream : draining_) stream->queue->Cancel();
 }
 
 absl::string_view ClientSession::KernelName(uint64_t kernel_id) const {
@@ -198,6 +217,12 @@ absl::StatusOr<uint64_t> ClientSession::TryAllocate(uint32_t device, uint64_t si
   if (shared_quota_ != nullptr) {
     shared_lock = std::unique_lock<std::mutex>(shared_quota_->allocation_mutex());
     if (absl::Status s = CheckSharedQuota(size); !s.ok()) return s;
+  }
+  if (const uint64_t held = TotalUsage().blocks;
+      held >= static_cast<uint64_t>(limits_.max_allocations)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "this client already holds ", held, " allocations, the most it may have "
+        "(--max_allocations_per_client=", limits_.max_allocations, ")"));
   }
   if (quota_bytes_ > 0) {
     const DeviceArena::Usage usage = TotalUsage();
@@ -337,15 +362,17 @@ Reply ClientSession::HandleCreateStream(Command& command) {
     return ErrorReply(absl::AlreadyExistsError(
         absl::StrCat("stream id ", command.stream, " is zero or already in use")));
   }
-  if (streams_.size() >= static_cast<size_t>(limits_.max_streams)) {
+  if (streams_.size() + draining_.size() >= static_cast<size_t>(limits_.max_streams)) {
     return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
-        "this client already has ", streams_.size(), " streams, the most it may have "
-        "(--max_streams_per_client=", limits_.max_streams, ")")));
+        "this client already has ", streams_.size() + draining_.size(),
+        " streams, the most it may have (--max_streams_per_client=", limits_.max_streams,
+        ")")));
   }
   absl::StatusOr<std::unique_ptr<ExecutorStream>> executor_stream =
       executor_->CreateStream(command.device);
   if (!executor_stream.ok()) return ErrorReply(executor_stream.status());
   auto stream = std::make_shared<Stream>();
+  stream->serial = next_stream_serial_++;
   stream->executor_stream = *std::move(executor_stream);
   try {  // each stream is a worker thread, which the system may refuse
     ExecutorStream* const on_executor = stream->executor_stream.get();
@@ -359,6 +386,7 @@ Reply ClientSession::HandleCreateStream(Command& command) {
         absl::StrCat("cannot start a worker thread for stream ", command.stream, ": ",
                      error.what())));
   }
+  if (cancelled_) stream->queue->Cancel();
   streams_.emplace(command.stream, std::move(stream));
   return Reply{};
 }
@@ -373,10 +401,15 @@ Reply ClientSession::HandleDestroyStream(Command& command) {
     }
     stream = std::move(it->second);
     streams_.erase(it);
+    draining_.push_back(stream);  // the id is free again; the stream is still cancellable
   }
   stream->queue->WaitUntilCompleted(stream->queue->enqueued());
   Reply reply;
   reply.status = executor_->SynchronizeStream(stream->executor_stream.get());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    draining_.erase(std::find(draining_.begin(), draining_.end(), stream));
+  }
   return reply;
 }
 
@@ -514,18 +547,20 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
         "this client already has ", events_.size(),
         " recorded events, the most it may have (max_events); destroy some")));
   }
+  const uint64_t serial = it->second->serial;
   if (command.kind == CommandKind::kWaitEvent) {
     auto event = events_.find(command.object);
     if (event == events_.end()) return Reply{};  // never recorded: nothing to wait for
-    if (event->second.stream_id == command.stream) return Reply{};  // FIFO already orders it
-    command.dst = event->second.stream_id;
+    if (event->second.stream_serial == serial) return Reply{};  // FIFO already orders it
+    // Executed as: wait until stream `dst` (a serial) has run up to position `src`.
+    command.dst = event->second.stream_serial;
     command.src = event->second.position;
   }
   const uint64_t event_id = command.object;
   const bool is_record = command.kind == CommandKind::kRecordEvent;
   work.command = std::move(command);
   const uint64_t position = stream.Enqueue(std::move(work));
-  if (is_record) events_[event_id] = EventMark{stream.id(), position};
+  if (is_record) events_[event_id] = EventMark{serial, position};
   return Reply{};
 }
 
@@ -612,8 +647,9 @@ absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& w
       return device_status;
     }
     case CommandKind::kWaitEvent: {
-      // The stream that recorded the event; if it is gone, its work has all completed.
-      std::shared_ptr<Stream> other = FindStream(command.dst);
+      // The stream that recorded the event (by serial: a reused id is another stream); if it
+      // is gone, its work has all completed. A cancelled session stops waiting.
+      std::shared_ptr<Stream> other = FindStreamBySerial(command.dst);
       if (other != nullptr) other->queue->WaitUntilCompleted(command.src);
       return absl::OkStatus();
     }

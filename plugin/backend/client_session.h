@@ -38,17 +38,21 @@ class ClientSession final : public ExecutorSession {
   ~ClientSession() override;
 
   Reply Handle(Command command) override;
+  void Cancel() override;
   uint64_t BytesInUse() const override;
   SessionStats Stats() const override;
 
  private:
+  // Where an event was recorded: the stream by its serial (a client's stream ids can be reused
+  // after DestroyStream; serials never are) and the record command's position on it.
   struct EventMark {
-    uint64_t stream_id = 0;
+    uint64_t stream_serial = 0;
     uint64_t position = 0;
   };
   // A virtual stream: the session's queue and the executor's state for it. The queue is
   // destroyed (drained) first.
   struct Stream {
+    uint64_t serial = 0;  // unique in the session, never reused
     std::unique_ptr<ExecutorStream> executor_stream;
     std::unique_ptr<StreamQueue> queue;
     ~Stream() { queue.reset(); }
@@ -101,6 +105,8 @@ class ClientSession final : public ExecutorSession {
   void WaitForQueuedWork(std::chrono::milliseconds timeout);
   absl::Status CheckDevice(uint32_t device) const;
   std::shared_ptr<Stream> FindStream(uint64_t id);
+  // The stream of `serial`, live or being destroyed (null: gone, its work all completed).
+  std::shared_ptr<Stream> FindStreamBySerial(uint64_t serial);
   // The executor's name for a kernel id (empty: it has no such kernel), and the name for
   // messages ("kernel N" if it has none).
   absl::string_view KernelName(uint64_t kernel_id) const;
@@ -130,6 +136,10 @@ class ClientSession final : public ExecutorSession {
 
   mutable std::mutex mu_;  // also orders enqueues against event marks
   absl::flat_hash_map<uint64_t, std::shared_ptr<Stream>> streams_ ABSL_GUARDED_BY(mu_);
+  // Streams a DestroyStream is draining (gone from streams_, still counted and cancellable).
+  std::vector<std::shared_ptr<Stream>> draining_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_stream_serial_ ABSL_GUARDED_BY(mu_) = 1;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_map<uint64_t, EventMark> events_ ABSL_GUARDED_BY(mu_);
   // Forward mode: the executor's own descriptor objects, by client-chosen id.
   absl::flat_hash_map<uint64_t, std::unique_ptr<ExecutorDescriptor>> descriptors_

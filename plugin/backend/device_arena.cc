@@ -156,7 +156,9 @@ absl::StatusOr<uint64_t> DeviceArena::Allocate(uint64_t size, uint64_t owner) {
   }
   allocations_.emplace(std::piecewise_construct, std::forward_as_tuple(offset),
                        std::forward_as_tuple(offset, rounded, owner));
-  usage_by_owner_[owner].charged += rounded;
+  Usage& usage = usage_by_owner_[owner];
+  usage.charged += rounded;
+  usage.blocks += 1;
   bytes_in_use_ += rounded;
   if (bytes_in_use_ > peak_bytes_in_use_) peak_bytes_in_use_ = bytes_in_use_;
   ++num_allocs_;
@@ -200,6 +202,7 @@ void DeviceArena::Reclaim(Block* block) {
   if (usage != usage_by_owner_.end()) {
     usage->second.charged -= size;
     usage->second.pending_free -= size;
+    usage->second.blocks -= 1;
     if (usage->second.charged == 0) usage_by_owner_.erase(usage);
   }
   bytes_in_use_ -= size;

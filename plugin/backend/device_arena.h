@@ -96,6 +96,7 @@ class DeviceArena {
   struct Usage {
     uint64_t charged = 0;        // live + freed-but-pinned allocations
     uint64_t pending_free = 0;   // freed, waiting for their pins to be released
+    uint64_t blocks = 0;         // allocations counted in `charged`
   };
 
   // An arena over host memory: reserves `limit_bytes` of address space (ReserveHostArenaStorage).

@@ -37,6 +37,11 @@ class ExecutorSession {
  public:
   virtual ~ExecutorSession() = default;
   virtual Reply Handle(Command command) = 0;
+  // The session is about to be destroyed (its client is gone): queued work that has not started
+  // is skipped and every wait on it ends, so that neither the teardown nor a blocking call in
+  // flight waits on anything the client queued (only on the commands running now). Commands
+  // handled after it fail or are skipped. Thread-safe, non-blocking, irreversible.
+  virtual void Cancel() {}
   // Device memory this session holds now, summed over devices (bytes). Thread-safe.
   virtual uint64_t BytesInUse() const { return 0; }
   virtual SessionStats Stats() const { return {}; }

@@ -60,14 +60,29 @@ uint64_t StreamQueue::pending() const {
 
 void StreamQueue::WaitUntilCompleted(uint64_t position) const {
   std::unique_lock<std::mutex> lock(mu_);
-  progress_cv_.wait(lock, [&] { return completed_ >= position; });
+  progress_cv_.wait(lock, [&] { return completed_ >= position || cancelled_; });
 }
 
 bool StreamQueue::WaitUntilCompletedFor(uint64_t position,
                                       std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
   return progress_cv_.wait_for(lock, timeout,
-                               [&] { return completed_ >= position; });
+                               [&] { return completed_ >= position || cancelled_; }) &&
+         completed_ >= position;
+}
+
+void StreamQueue::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  progress_cv_.notify_all();
+  work_cv_.notify_one();
+}
+
+bool StreamQueue::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
 }
 
 bool StreamQueue::IsCompleted(uint64_t position) const {
@@ -106,10 +121,13 @@ void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
   running_ = true;
   const absl::Status stream_status = status_;
   const CommandKind kind = work.command.kind;
+  const bool cancelled = cancelled_;
   lock.unlock();
 
   absl::Status result;
-  if (!work.rejected.ok()) {
+  if (cancelled) {
+    result = absl::CancelledError("the session ended");
+  } else if (!work.rejected.ok()) {
     result = std::move(work.rejected);
   } else if (stream_status.ok() || RunsAfterError(kind)) {
     result = runner_(work, stream_status);

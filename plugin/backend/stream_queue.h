@@ -56,12 +56,19 @@ class StreamQueue {
   // more than running them. Thread-safe.
   uint64_t RunInlineOrEnqueue(Work work);
 
+  // Abandons the stream (its session is ending): commands not yet started are skipped (they
+  // fail with Cancelled; notifications are not sent), and every wait on the stream's progress
+  // (WaitUntilCompleted*) returns at once, so nothing waits on work a client queued. The
+  // command running now, if any, runs to its end. Irreversible. Thread-safe, non-blocking.
+  void Cancel();
+  bool cancelled() const;
+
   // Position of the last queued command (0 if none).
   uint64_t enqueued() const;
   // Commands queued and not yet run (or skipped).
   uint64_t pending() const;
 
-  // Blocks until every command up to `position` has run.
+  // Blocks until every command up to `position` has run, or the stream is cancelled.
   void WaitUntilCompleted(uint64_t position) const;
   // As WaitUntilCompleted, for at most `timeout`; returns whether `position` was reached.
   bool WaitUntilCompletedFor(uint64_t position, std::chrono::milliseconds timeout) const;
@@ -98,6 +105,7 @@ class StreamQueue {
   uint64_t completed_ = 0;
   absl::Status status_;
   bool stopping_ = false;
+  bool cancelled_ = false;
   bool running_ = false;  // a command is running (on the worker or inline)
   std::thread worker_;
 };

@@ -5,11 +5,14 @@
 // Frame (a 24-byte header, then `payload_length` payload bytes):
 //   offset  size  field
 //        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
-//        4     2  version         kWireVersion (3); a frame of another version is rejected
+//        4     2  version         kWireVersion (4); a frame of another version is rejected
 //        6     2  message type    MessageType below
-//        8     8  sequence        client-chosen for Command (unique per connection, > 0); a
-//                                 Reply/Data repeats the sequence of the command it answers;
-//                                 0 in every other message
+//        8     8  sequence        client-chosen for Command and ShmAttach (> 0, unique per
+//                                 connection: the server only echoes it, so a duplicate only
+//                                 confuses its sender); a Reply/Data repeats the sequence of the
+//                                 command it answers; 0 in every other message (CommandBatch
+//                                 included). A tenant's frame that breaks this closes its
+//                                 connection.
 //       16     4  payload length  <= kMaxPayloadBytes (64 MiB); a larger value is rejected
 //                                 before anything is allocated
 //       20     4  reserved        0
@@ -91,8 +94,7 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
 // coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
 // shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames. Both
-// ends speak one version: a
-// peer of another version is refused with both versions named.
+// ends speak one version: a peer of another version is refused with both versions named.
 inline constexpr uint16_t kWireVersion = 4;
 // Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
 // command trace recorded at any version from here to kWireVersion still decodes.

@@ -42,6 +42,10 @@ constexpr uint64_t kChargedFrameBytes = 64 * 1024;
 // What one staged device-to-host read costs besides its data (bookkeeping), so that many tiny
 // reads are bounded too.
 constexpr uint64_t kStagingOverheadBytes = 128;
+// What one queued command costs the server besides its frame's bytes (the decoded Command, its
+// place in the stream's queue, its pins): charged to the tenant's host budget until it has run,
+// so that commands queued behind a stalled stream are bounded by --max_staging_bytes.
+constexpr uint64_t kQueuedCommandBytes = 512;
 // After accept fails for lack of file descriptors (or memory), the listener is left alone this
 // long, so the accept loop does not spin.
 constexpr int kAcceptBackoffMs = 100;
@@ -113,6 +117,26 @@ class HostBudget {
   uint64_t in_use() {
     std::lock_guard<std::mutex> lock(mu_);
     return in_use_ - permanent_;
+  }
+
+  // Keeps `bytes` (already acquired) charged, and `keep` alive, until it is destroyed: what a
+  // queued command holds as its host storage.
+  static std::shared_ptr<const void> ChargeHolder(std::shared_ptr<HostBudget> budget,
+                                                  uint64_t bytes, std::shared_ptr<const void> keep) {
+    class Holder {
+     public:
+      Holder(std::shared_ptr<HostBudget> budget, uint64_t bytes, std::shared_ptr<const void> keep)
+          : budget_(std::move(budget)), bytes_(bytes), keep_(std::move(keep)) {}
+      ~Holder() { budget_->Release(bytes_); }
+      Holder(const Holder&) = delete;
+      Holder& operator=(const Holder&) = delete;
+
+     private:
+      const std::shared_ptr<HostBudget> budget_;
+      const uint64_t bytes_;
+      const std::shared_ptr<const void> keep_;
+    };
+    return std::make_shared<Holder>(std::move(budget), bytes, std::move(keep));
   }
 
   // An empty buffer that carries a charge of `bytes` (already acquired) until it is destroyed.
@@ -279,11 +303,19 @@ class ServerConnection final : public CompletionSink {
     ::shutdown(fd_.get(), SHUT_RDWR);
     budget_->Close();
     {
+      // Its queued work will never be wanted: nothing of the teardown (nor a blocking call in
+      // flight) may wait on what the client queued.
+      std::lock_guard<std::mutex> lock(session_mu_);
+      if (session_ != nullptr) session_->Cancel();
+    }
+    {
       std::lock_guard<std::mutex> lock(server_->receiving_mu_);  // no missed wake-up
     }
     server_->receiving_cv_.notify_all();
   }
   bool finished() const { return finished_.load(); }
+  bool closing() const { return closing_.load(); }
+  bool handshaken() const { return handshaken_.load(); }
   uint64_t id() const { return id_; }
   const std::string& peer() const { return peer_; }
   const std::string& peer_key() const { return peer_key_; }
@@ -316,15 +348,38 @@ class ServerConnection final : public CompletionSink {
     if (writing_since != 0 && now_ns - writing_since > frame_timeout_ns) {
       return "the client does not take its data (--frame_timeout)";
     }
+    // A frame in progress: bytes must keep arriving (--frame_timeout), at the minimum rate
+    // over each window (--min_receive_rate).
     const uint64_t received = received_.load(std::memory_order_relaxed);
-    if (!in_frame_.load(std::memory_order_relaxed) || received != watched_received_) {
+    const uint64_t frame = frames_started_.load(std::memory_order_relaxed);
+    if (!in_frame_.load(std::memory_order_relaxed) || frame != watched_frame_) {
+      watched_frame_ = frame;
       watched_received_ = received;
       watched_since_ns_ = now_ns;
+      last_progress_ns_ = now_ns;
+      last_received_ = received;
       return "";
     }
-    return now_ns - watched_since_ns_ > frame_timeout_ns
-               ? "a frame stopped arriving (--frame_timeout)"
-               : "";
+    if (received != last_received_) {
+      last_received_ = received;
+      last_progress_ns_ = now_ns;
+    } else if (now_ns - last_progress_ns_ > frame_timeout_ns) {
+      return "a frame stopped arriving (--frame_timeout)";
+    }
+    const uint64_t rate = server_->options_.min_receive_rate;
+    const int64_t window_ns =
+        std::min<int64_t>(frame_timeout_ns, int64_t{Server::kMaxReceiveRateWindowMs} * 1'000'000);
+    const int64_t elapsed_ns = now_ns - watched_since_ns_;
+    if (rate == 0 || elapsed_ns < window_ns) return "";
+    const double expected = static_cast<double>(rate) * static_cast<double>(elapsed_ns) / 1e9;
+    if (static_cast<double>(received - watched_received_) < expected) {
+      return absl::StrCat("a frame arrives slower than --min_receive_rate (",
+                          received - watched_received_, " bytes in ", elapsed_ns / 1'000'000,
+                          " ms)");
+    }
+    watched_received_ = received;  // the next window
+    watched_since_ns_ = now_ns;
+    return "";
   }
 
   // Called on the session's stream workers.
@@ -372,10 +427,11 @@ class ServerConnection final : public CompletionSink {
     Write(wire::MessageType::kReply, sequence, std::move(parts));
   }
 
-  void Refuse(const std::string& reason) {
+  void Refuse(const std::string& reason, bool log = true) {
     std::vector<uint8_t> payload;
     wire::EncodeString(reason, &payload);
     Write(wire::MessageType::kRefused, 0, {iovec{payload.data(), payload.size()}});
+    if (!log) return;
     Log(LogLevel::kWarning, absl::StrCat("vgpu server: refused client ", id_, " (", peer_,
                                          "): ", reason));
   }
@@ -413,8 +469,10 @@ class ServerConnection final : public CompletionSink {
   }
 
   // Reads one command frame's payload into a growing buffer (never the declared size ahead of
-  // the bytes), charged to the tenant's budget (large frames, until executed) and, while it is
-  // incomplete, to the server's receive budget.
+  // the bytes), charged to the tenant's budget (large frames, until executed). A frame larger
+  // than the connection's own allowance (FrameReader::kPayloadChunkBytes) first reserves the
+  // rest of its length from the server's receive budget (fair share per peer), held until the
+  // frame is in: a frame never waits for budget halfway, so reservations cannot deadlock.
   absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> ReadCommandFrame(FrameReader& reader,
                                                                          uint32_t length) {
     std::shared_ptr<std::vector<uint8_t>> frame;
@@ -424,20 +482,17 @@ class ServerConnection final : public CompletionSink {
     } else {
       frame = std::make_shared<std::vector<uint8_t>>();
     }
-    uint64_t allocated = 0, charged = 0;
+    const uint64_t reserve =
+        length > FrameReader::kPayloadChunkBytes ? length - FrameReader::kPayloadChunkBytes : 0;
+    if (reserve > 0) {
+      VGPU_RETURN_IF_ERROR(server_->ReserveReceiving(peer_key_, reserve, closing_));
+    }
+    frames_started_.fetch_add(1, std::memory_order_relaxed);
     in_frame_.store(true, std::memory_order_relaxed);
-    absl::Status status = reader.ReadPayload(length, frame.get(), [&](size_t n) -> absl::Status {
-      allocated += n;  // the first chunk is the connection's own allowance
-      uint64_t due = allocated > FrameReader::kPayloadChunkBytes
-                         ? allocated - FrameReader::kPayloadChunkBytes - charged
-                         : 0;
-      if (due == 0) return absl::OkStatus();
-      VGPU_RETURN_IF_ERROR(server_->ChargeReceiving(due, charged, closing_));
-      charged += due;
-      return absl::OkStatus();
-    });
+    absl::Status status = reader.ReadPayload(length, frame.get(),
+                                             [](size_t) { return absl::OkStatus(); });
     in_frame_.store(false, std::memory_order_relaxed);
-    if (charged > 0) server_->ReleaseReceiving(charged);
+    if (reserve > 0) server_->ReleaseReceiving(peer_key_, reserve);
     if (!status.ok()) return status;
     return frame;
   }
@@ -470,10 +525,23 @@ class ServerConnection final : public CompletionSink {
                           wire::kWireVersion, ")"));
       return absl::FailedPreconditionError("version");
     }
-    if (!server_->options_.token.empty() &&
-        !ConstantTimeEquals(hello->token, server_->options_.token)) {
-      Refuse("a valid token is required");
-      return absl::PermissionDeniedError("bad token");
+    if (!server_->options_.token.empty()) {
+      // A peer that failed too often is refused before its token is even compared.
+      if (absl::Status admitted = server_->auth_throttle_.Admit(peer_key_, NowNs());
+          !admitted.ok()) {
+        Refuse(std::string(admitted.message()), /*log=*/false);
+        return admitted;
+      }
+      if (!ConstantTimeEquals(hello->token, server_->options_.token)) {
+        const bool throttled = server_->auth_throttle_.RecordFailure(peer_key_, NowNs());
+        Refuse("a valid token is required", /*log=*/true);
+        if (throttled) {
+          Log(LogLevel::kWarning, absl::StrCat("vgpu server: ", peer_key_,
+                                               " failed to authenticate too often; its next "
+                                               "attempts are refused for a while"));
+        }
+        return absl::PermissionDeniedError("bad token");
+      }
     }
     if (!hello->tenant.empty()) {
       if (absl::Status valid = ValidateTenantName(hello->tenant); !valid.ok()) {
@@ -489,6 +557,7 @@ class ServerConnection final : public CompletionSink {
       std::lock_guard<std::mutex> lock(session_mu_);
       session_ = server_->executor_->OpenSession(this, server_->options_.client_quota,
                                                  tenant_budget);
+      if (closing_.load()) session_->Cancel();  // closed meanwhile (Close saw no session)
     }
     tenant_.store(true);
     Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_, " connected (", peer_, ")"));
@@ -504,8 +573,16 @@ class ServerConnection final : public CompletionSink {
     Write(wire::MessageType::kWelcome, 0, {iovec{welcome.data(), welcome.size()}});
     reader.EnsureBufferBytes(FrameReader::kDefaultBufferBytes);
     for (;;) {
+      const uint64_t frame_begin = reader.consumed();
       header = reader.ReadHeader();
       if (!header.ok()) return header.status();
+      // Sequences: a Command or ShmAttach frame's is > 0 (its answer repeats it); a
+      // CommandBatch frame's is 0 (each entry has its own, > 0: SplitBatch).
+      if ((header->type == wire::MessageType::kCommandBatch) != (header->sequence == 0)) {
+        return MalformedFrame(absl::InvalidArgumentError(absl::StrCat(
+            "frame of type ", static_cast<int>(header->type), " with sequence ",
+            header->sequence, header->sequence == 0 ? " (must be > 0)" : " (must be 0)")));
+      }
       if (header->type == wire::MessageType::kShmAttach) {
         if (header->payload_length != wire::kShmAttachBytes) {
           return absl::InvalidArgumentError("malformed shm attach frame");
@@ -513,7 +590,7 @@ class ServerConnection final : public CompletionSink {
         uint8_t attach[wire::kShmAttachBytes];
         VGPU_RETURN_IF_ERROR(reader.ReadExact(attach, sizeof(attach)));
         Reply reply;
-        reply.status = AttachShm(attach, reader.TakeReceivedFd());
+        reply.status = AttachShm(attach, reader.TakeFdFor(frame_begin, reader.consumed()));
         if (!reply.status.ok()) {
           Log(LogLevel::kWarning, absl::StrCat("vgpu server: client ", id_, ": ",
                                                reply.status.message()));
@@ -527,11 +604,18 @@ class ServerConnection final : public CompletionSink {
         if (!frame.ok()) return frame.status();
         absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(**frame);
         if (!entries.ok()) return MalformedFrame(entries.status());
+        // Each entry's bytes become its own storage, charged per command as it is queued; the
+        // batch's frame (and its charge) goes first, so that its entries never wait for it.
+        std::vector<std::pair<uint64_t, std::shared_ptr<std::vector<uint8_t>>>> commands;
+        commands.reserve(entries->size());
         for (const wire::BatchEntry& entry : *entries) {
-          // Each entry's bytes are its own storage (commands keep theirs until executed).
-          VGPU_RETURN_IF_ERROR(ServeCommand(
-              std::make_shared<std::vector<uint8_t>>(entry.command.begin(), entry.command.end()),
-              entry.sequence, /*in_batch=*/true));
+          commands.emplace_back(entry.sequence, std::make_shared<std::vector<uint8_t>>(
+                                                    entry.command.begin(), entry.command.end()));
+        }
+        entries->clear();
+        frame->reset();
+        for (auto& [sequence, command] : commands) {
+          VGPU_RETURN_IF_ERROR(ServeCommand(std::move(command), sequence, /*in_batch=*/true));
         }
         continue;
       }
@@ -668,6 +752,16 @@ class ServerConnection final : public CompletionSink {
         return true;
       }
       if (command.host_src != nullptr && !in_shm) command.host_storage = frame;  // until executed
+      if (!(wants_host_data && !in_shm)) {  // a staged read is charged with its data below
+        // Charged until it has run (backpressure: wait while the tenant's budget is full). A
+        // frame charged already (large) is kept with the command, its charge with it.
+        const bool frame_charged = frame->size() >= kChargedFrameBytes;
+        const uint64_t charge = kQueuedCommandBytes + (frame_charged ? 0 : frame->size());
+        if (!budget_->Acquire(charge)) return false;
+        command.host_storage = HostBudget::ChargeHolder(
+            budget_, charge,
+            frame_charged ? std::shared_ptr<const void>(frame) : std::move(command.host_storage));
+      }
       uint64_t copy_token = 0;
       if (in_shm) {  // a Data frame without bytes says when the copy has run
         copy_token = kInternalToken | next_internal_token_++;
@@ -772,10 +866,15 @@ class ServerConnection final : public CompletionSink {
   std::atomic<uint64_t> round_trips_{0};
   // Progress, watched by the accept loop (Overdue).
   std::atomic<bool> in_frame_{false};        // the reader waits for a frame's payload
+  std::atomic<uint64_t> frames_started_{0};  // payloads the reader started to read
   std::atomic<uint64_t> received_{0};        // bytes received (counted by the reader)
   std::atomic<int64_t> write_started_ns_{0};  // 0: no write in progress
-  uint64_t watched_received_ = 0;            // accept loop only
-  int64_t watched_since_ns_ = 0;             // accept loop only
+  // Accept loop only: the frame watched, the start of its rate window, its last progress.
+  uint64_t watched_frame_ = 0;
+  uint64_t watched_received_ = 0;
+  int64_t watched_since_ns_ = 0;
+  uint64_t last_received_ = 0;
+  int64_t last_progress_ns_ = 0;
   const std::shared_ptr<HostBudget> budget_;
   std::optional<BlockingCallRunner> helpers_;  // reset (joined) when the reader ends
   std::mutex write_mu_;
@@ -794,10 +893,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(options.listen);
   if (!address.ok()) return address.status();
   if (options.max_connections < 1 || options.max_connections_per_peer < 1 ||
+      options.max_handshakes < 1 || options.max_allocations_per_client < 1 ||
       options.handshake_timeout_ms < 1 || options.frame_timeout_ms < 1 ||
       options.max_staging_bytes == 0 || options.max_receiving_bytes == 0) {
     return absl::InvalidArgumentError(
-        "server limits (connections, timeouts, staging and receiving bytes) must be positive");
+        "server limits (connections, handshakes, allocations, timeouts, staging and receiving "
+        "bytes) must be positive");
   }
   absl::flat_hash_map<std::string, uint64_t> seen_tenants;
   for (const auto& [name, limit] : options.tenant_quotas) {
@@ -816,6 +917,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   executor_options.memory_limit_per_device = options.memory_limit;
   executor_options.compute_threads = options.compute_threads;
   executor_options.session_limits.max_streams = options.max_streams_per_client;
+  executor_options.session_limits.max_allocations = options.max_allocations_per_client;
   executor_options.shared_by_tenants = options.fair_scheduling;
   absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
       CreateExecutor(options.executor, executor_options);
@@ -922,27 +1024,41 @@ void Server::EnforceDeadlines() {
   }
 }
 
-absl::Status Server::ChargeReceiving(uint64_t bytes, uint64_t charged_already,
-                                     const std::atomic<bool>& abandon) {
+absl::Status Server::ReserveReceiving(const std::string& peer, uint64_t bytes,
+                                      const std::atomic<bool>& abandon) {
   const uint64_t limit = options_.max_receiving_bytes;
   std::unique_lock<std::mutex> lock(receiving_mu_);
+  PeerReceiving* entry = &receiving_by_peer_[peer];
+  entry->waiting += 1;
   receiving_cv_.wait(lock, [&] {
-    return abandon.load() || receiving_bytes_ == charged_already ||
-           bytes <= limit - std::min(limit, receiving_bytes_);
+    if (abandon.load() || receiving_bytes_ == 0) return true;
+    entry = &receiving_by_peer_[peer];  // the map may have rehashed meanwhile
+    const uint64_t share = limit / std::max<uint64_t>(1, receiving_by_peer_.size());
+    return bytes <= limit - std::min(limit, receiving_bytes_) &&
+           (entry->reserved == 0 || entry->reserved + bytes <= share);
   });
+  entry = &receiving_by_peer_[peer];
+  entry->waiting -= 1;
   if (abandon.load()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "frame not received: the server's budget for partially received frames (",
-        limit, " bytes, --max_receiving_bytes) stayed full"));
+    if (entry->waiting == 0 && entry->reserved == 0) receiving_by_peer_.erase(peer);
+    lock.unlock();
+    receiving_cv_.notify_all();  // the shares grew
+    return absl::CancelledError("connection closing while waiting for receive budget");
   }
+  entry->reserved += bytes;
   receiving_bytes_ += bytes;
   return absl::OkStatus();
 }
 
-void Server::ReleaseReceiving(uint64_t bytes) {
+void Server::ReleaseReceiving(const std::string& peer, uint64_t bytes) {
   {
     std::lock_guard<std::mutex> lock(receiving_mu_);
     receiving_bytes_ -= bytes;
+    auto it = receiving_by_peer_.find(peer);
+    if (it != receiving_by_peer_.end()) {
+      it->second.reserved -= bytes;
+      if (it->second.reserved == 0 && it->second.waiting == 0) receiving_by_peer_.erase(it);
+    }
   }
   receiving_cv_.notify_all();
 }
@@ -999,8 +1115,25 @@ bool Server::AcceptOne() {
   std::string refusal;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Connections being closed (not reaped yet) hold no slot; past --max_handshakes, the
+    // oldest connection still in its handshake makes room for this one.
+    int open = 0, handshaking = 0;
+    ServerConnection* oldest_handshake = nullptr;
+    for (const auto& connection : connections_) {
+      if (connection->closing()) continue;
+      ++open;
+      if (!connection->handshaken()) {
+        ++handshaking;
+        if (oldest_handshake == nullptr) oldest_handshake = connection.get();
+      }
+    }
+    if (handshaking >= options_.max_handshakes && oldest_handshake != nullptr) {
+      oldest_handshake->Close();
+      --open;
+      ++handshakes_evicted_;
+    }
     int& from_peer = connections_per_peer_[key];
-    if (static_cast<int>(connections_.size()) >= options_.max_connections) {
+    if (open >= options_.max_connections) {
       refusal = absl::StrCat("the server has too many connections (", options_.max_connections,
                              ", --max_connections); try again later");
     } else if (from_peer >= options_.max_connections_per_peer) {
@@ -1066,7 +1199,7 @@ std::string Server::StatsJson() {
   std::string clients;
   size_t connection_count = 0;
   uint64_t receiving = 0;
-  uint64_t streams = 0, queued = 0;
+  uint64_t streams = 0, queued = 0, handshakes_evicted = 0;
   absl::flat_hash_map<std::string, TenantView> tenants;
   for (const auto& [name, budget] : tenant_budgets_) tenants[name];  // configured: always shown
   {
@@ -1076,6 +1209,7 @@ std::string Server::StatsJson() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     connection_count = connections_.size();
+    handshakes_evicted = handshakes_evicted_;
     for (const auto& [name, totals] : finished_tenants_) tenants[name].totals.Add(totals);
     for (auto& connection : connections_) {
       if (!connection->is_tenant() || connection->finished() || connection->totals_recorded()) {
@@ -1130,7 +1264,7 @@ std::string Server::StatsJson() {
                       (NowNs() - started_ns_) / 1e9, ", \"commands_total\": ",
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,
                       ", \"connections\": ", connection_count, ", \"receiving_bytes\": ",
-                      receiving, ", \"max_staging_bytes\": ", options_.max_staging_bytes,
+                      receiving, ", \"handshakes_evicted\": ", handshakes_evicted, ", \"max_staging_bytes\": ", options_.max_staging_bytes,
                       ", \"streams\": ", streams, ", \"queued_commands\": ", queued,
                       ", \"clients\": [", clients, "], \"tenants\": [", tenant_json,
                       "], \"devices\": [", devices, "]}");

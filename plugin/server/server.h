@@ -7,9 +7,11 @@
 // (synchronisations, stream destruction) run on a helper thread so that the reader keeps
 // accepting the client's other streams' work. Against hostile clients every per-connection
 // resource is bounded (Options, the constants below): connections in all and per peer, the
-// handshake's time, host memory in flight per tenant (backpressure: the reader stops reading
-// that tenant), partially received frames (grown as bytes arrive, a server-wide budget),
-// stalled frames, and helper threads per connection.
+// handshake's time and pending handshakes, failed authentications per peer, host memory in
+// flight per tenant (every queued command and staged read is charged to it; backpressure: the
+// reader stops reading that tenant), large frames being received (a server-wide budget with a
+// fair share per peer), frames arriving too slowly, and helper threads per connection.
+// Teardown never waits on work a client queued (ExecutorSession::Cancel).
 #ifndef VGPU_SERVER_SERVER_H_
 #define VGPU_SERVER_SERVER_H_
 
@@ -29,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_registry.h"
 #include "plugin/backend/shared_quota.h"
+#include "plugin/server/auth_throttle.h"
 #include "plugin/transport/socket_util.h"
 
 namespace vgpu {
@@ -61,6 +64,9 @@ class Server {
     int frame_timeout_ms = kDefaultFrameTimeoutMs;
     int max_connections = kDefaultMaxConnections;
     int max_connections_per_peer = kDefaultMaxConnectionsPerPeer;
+    int max_handshakes = kDefaultMaxHandshakes;
+    uint64_t min_receive_rate = kDefaultMinReceiveRate;  // bytes per second; 0: no rate rule
+    int max_allocations_per_client = SessionLimits::kDefaultMaxAllocations;
     // Accept a client's shared memory staging region (ShmAttach, Unix sockets only) and the
     // copies that name it; at most max_shm_bytes and half of max_staging_bytes, charged to the
     // tenant's staging budget while the connection lasts.
@@ -73,13 +79,23 @@ class Server {
   // it the server stops reading that tenant's commands until earlier ones are done
   // (backpressure); one frame alone may always proceed. --max_staging_bytes.
   static constexpr uint64_t kDefaultMaxStagingBytes = 256ull << 20;
-  // Bytes of partially received frames over all connections; a connection that would pass it
-  // waits (at most the frame timeout) for others to finish. --max_receiving_bytes.
+  // Bytes of large frames being received over all connections: a frame larger than
+  // FrameReader::kPayloadChunkBytes reserves the rest of its length before its payload is read,
+  // waiting while the budget is full or its peer holds more than a fair share (the budget
+  // divided among the peers holding or waiting for some). --max_receiving_bytes.
   static constexpr uint64_t kDefaultMaxReceivingBytes = 512ull << 20;
+  // A frame being received must progress at this many bytes per second, measured over windows
+  // of min(--frame_timeout, 5 s), or its connection is closed: a trickle cannot hold a frame's
+  // reservation (or a connection's buffer) for long. --min_receive_rate.
+  static constexpr uint64_t kDefaultMinReceiveRate = 1ull << 20;
+  static constexpr int kMaxReceiveRateWindowMs = 5'000;
+  // Connections that have not completed their Hello at once; a new one past it closes the
+  // oldest such connection instead of being refused. --max_handshakes.
+  static constexpr int kDefaultMaxHandshakes = 64;
   // A connection that has not completed its Hello by then is closed. --handshake_timeout.
   static constexpr int kDefaultHandshakeTimeoutMs = 10'000;
-  // A frame whose bytes stop arriving for this long (or that waits this long for receive
-  // budget) closes its connection. --frame_timeout.
+  // A frame whose bytes stop arriving for this long, or whose client stops taking the data sent
+  // to it for this long, closes its connection. --frame_timeout.
   static constexpr int kDefaultFrameTimeoutMs = 30'000;
   // Open connections (tenants, observers and handshakes) in all. --max_connections.
   static constexpr int kDefaultMaxConnections = 256;
@@ -125,13 +141,14 @@ class Server {
   void RefuseAndClose(ScopedFd fd, const std::string& reason);
   // Closes connections past their handshake deadline or stalled in a frame (accept loop).
   void EnforceDeadlines();
-  // The server-wide budget of partially received frame bytes (--max_receiving_bytes): Charge
-  // blocks until `bytes` more fit, or the caller's own `charged_already` bytes are all that is
-  // charged (one frame alone always proceeds); ResourceExhausted once `abandon` turns true (the
-  // connection closes, e.g. after waiting --frame_timeout).
-  absl::Status ChargeReceiving(uint64_t bytes, uint64_t charged_already,
-                               const std::atomic<bool>& abandon);
-  void ReleaseReceiving(uint64_t bytes);
+  // The server-wide budget of large frames being received (--max_receiving_bytes), shared
+  // fairly among peers: ReserveReceiving blocks until `bytes` fit under the budget and within
+  // the fair share of `peer` (the budget divided by the peers holding or waiting for some), or
+  // nothing at all is reserved (one frame alone always proceeds); Cancelled once `abandon`
+  // turns true (the connection is closing).
+  absl::Status ReserveReceiving(const std::string& peer, uint64_t bytes,
+                                const std::atomic<bool>& abandon);
+  void ReleaseReceiving(const std::string& peer, uint64_t bytes);
   // The memory budget the connections of `tenant` share (null: none configured).
   std::shared_ptr<SharedQuota> TenantBudget(const std::string& tenant) const;
   // What a tenant's connections did, summed (finished connections are added as they end).
@@ -173,6 +190,16 @@ class Server {
   std::mutex receiving_mu_;
   std::condition_variable receiving_cv_;
   uint64_t receiving_bytes_ ABSL_GUARDED_BY(receiving_mu_) = 0;
+  struct PeerReceiving {
+    uint64_t reserved = 0;  // bytes its connections hold
+    int waiting = 0;        // its connections waiting for a reservation
+  };
+  // Peers holding or waiting for receive budget (erased when neither).
+  absl::flat_hash_map<std::string, PeerReceiving> receiving_by_peer_
+      ABSL_GUARDED_BY(receiving_mu_);
+
+  // Failed authentications per peer (when a token is required).
+  AuthThrottle auth_throttle_;
 
   // By tenant name, built from options_.tenant_quotas; read-only after construction.
   absl::flat_hash_map<std::string, std::shared_ptr<SharedQuota>> tenant_budgets_;
@@ -181,6 +208,7 @@ class Server {
   std::list<std::unique_ptr<ServerConnection>> connections_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, TenantTotals> finished_tenants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
+  uint64_t handshakes_evicted_ ABSL_GUARDED_BY(mu_) = 0;  // closed by --max_handshakes
 };
 
 }  // namespace vgpu

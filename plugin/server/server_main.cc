@@ -6,9 +6,12 @@
 // a GPU machine without TensorFlow can replay traces recorded elsewhere.
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -23,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -67,6 +71,10 @@ struct CommandLine {
   std::string max_shm_bytes = "256MiB";
   int max_connections = Server::kDefaultMaxConnections;
   int max_connections_per_peer = Server::kDefaultMaxConnectionsPerPeer;
+  int max_handshakes = Server::kDefaultMaxHandshakes;
+  std::string min_receive_rate = "1MiB";
+  int max_allocations_per_client = SessionLimits::kDefaultMaxAllocations;
+  double shutdown_timeout = 10;
   bool help = false;
   bool list_executors = false;
 };
@@ -188,6 +196,22 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
       IntFlag("max_connections_per_peer",
               "Open connections from one peer (IP address over TCP, uid over a Unix socket).",
               &line->max_connections_per_peer, 1),
+      IntFlag("max_handshakes",
+              "Connections that have not completed their Hello at once; a new one past it "
+              "closes the oldest, so that idle handshakes cannot lock clients out.",
+              &line->max_handshakes, 1),
+      StringFlag("min_receive_rate",
+                 "Bytes per second a frame must arrive at, measured over windows of a few "
+                 "seconds (a client holding receive budget with a trickle is closed).",
+                 &line->min_receive_rate),
+      IntFlag("max_allocations_per_client",
+              "Device allocations one client may hold at once (each costs host bookkeeping).",
+              &line->max_allocations_per_client, 1),
+      SecondsFlag("shutdown_timeout",
+                  "Seconds SIGTERM/SIGINT may take to disconnect every client (kernels running "
+                  "are waited for) before the process exits anyway; a second signal exits at "
+                  "once.",
+                  &line->shutdown_timeout),
       BoolFlag("list_executors",
                "Print the executors this build offers (name, a tab, a description; the default "
                "first) and exit.",
@@ -348,6 +372,11 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   options.max_shm_bytes = *shm;
   options.max_connections = line.max_connections;
   options.max_connections_per_peer = line.max_connections_per_peer;
+  options.max_handshakes = line.max_handshakes;
+  absl::StatusOr<uint64_t> rate = ByteSizeFlag("min_receive_rate", line.min_receive_rate);
+  if (!rate.ok()) return rate.status();
+  options.min_receive_rate = *rate;
+  options.max_allocations_per_client = line.max_allocations_per_client;
   return options;
 }
 
@@ -382,19 +411,35 @@ sigset_t BlockStopSignals() {
   return signals;
 }
 
-// Stops `server` on the first of `signals` (blocked by BlockStopSignals). Destroy before the
-// server.
+// Stops `server` on the first of `signals` (blocked by BlockStopSignals). Stopping disconnects
+// every client; it waits only for the kernels running at that moment (queued work is
+// abandoned), and at most `timeout` in all: past it, or on a second signal, the process exits
+// at once (the system reclaims what is left). Destroy before the server, once Serve returned.
 class StopOnSignal {
  public:
-  StopOnSignal(sigset_t signals, Server* server) : signals_(signals) {
-    watcher_ = std::thread([this, server] {
+  StopOnSignal(sigset_t signals, Server* server, std::chrono::milliseconds timeout,
+               std::string socket_path)
+      : signals_(signals), socket_path_(std::move(socket_path)) {
+    watcher_ = std::thread([this, server, timeout] {
       int signal_number = 0;
       sigwait(&signals_, &signal_number);
-      if (!done_.exchange(true)) server->Stop();
+      if (done_.exchange(true)) return;  // woken by the destructor
+      server->Stop();
+      const auto deadline = std::chrono::steady_clock::now() + timeout;
+      while (!finished_.load()) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          ExitNow("did not finish within --shutdown_timeout (a kernel still running)");
+        }
+        const timespec slice{0, 50'000'000};
+        if (sigtimedwait(&signals_, nullptr, &slice) > 0 && !finished_.load()) {
+          ExitNow("a second signal came");
+        }
+      }
     });
   }
   // Ends the watcher, waking it with a signal of its own if none came.
   ~StopOnSignal() {
+    finished_.store(true);
     if (!done_.exchange(true)) pthread_kill(watcher_.native_handle(), SIGTERM);
     watcher_.join();
   }
@@ -402,8 +447,16 @@ class StopOnSignal {
   StopOnSignal& operator=(const StopOnSignal&) = delete;
 
  private:
+  [[noreturn]] void ExitNow(const char* why) {
+    std::cerr << "vgpu server: stopping " << why << "; exiting now" << std::endl;
+    if (!socket_path_.empty()) ::unlink(socket_path_.c_str());
+    std::_Exit(0);
+  }
+
   const sigset_t signals_;
+  const std::string socket_path_;  // a Unix socket's file, removed on a forced exit
   std::atomic<bool> done_{false};
+  std::atomic<bool> finished_{false};
   std::thread watcher_;
 };
 
@@ -451,7 +504,13 @@ int Run(int argc, char** argv) {
       return kExitFailure;
     }
   }
-  StopOnSignal stop_on_signal(stop_signals, server->get());
+  std::string socket_path;
+  if (absl::StartsWith((*server)->address(), "unix://")) {
+    socket_path = (*server)->address().substr(std::strlen("unix://"));
+  }
+  StopOnSignal stop_on_signal(stop_signals, server->get(),
+                              std::chrono::milliseconds(Milliseconds(line.shutdown_timeout)),
+                              socket_path);
   absl::Status served = (*server)->Serve();
   if (!served.ok()) {
     std::cerr << "vgpu server: " << served.message() << "\n";

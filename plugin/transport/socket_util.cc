@@ -254,12 +254,17 @@ absl::Status FrameReader::Receive(void* dst, size_t capacity, size_t* received) 
           int passed = -1;
           std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
           ScopedFd owned(passed);
-          if (!received_fd_.valid()) received_fd_ = std::move(owned);
+          if (!received_fd_.valid() && n > 0) {
+            received_fd_ = std::move(owned);
+            fd_bytes_begin_ = total_received_;
+            fd_bytes_end_ = total_received_ + static_cast<uint64_t>(n);
+          }
         }
       }
     }
     if (n > 0) {
       *received = static_cast<size_t>(n);
+      total_received_ += static_cast<uint64_t>(n);
       if (received_ != nullptr) received_->fetch_add(*received, std::memory_order_relaxed);
       return absl::OkStatus();
     }
@@ -282,7 +287,19 @@ absl::Status FrameReader::Fill() {
   return absl::OkStatus();
 }
 
+ScopedFd FrameReader::TakeFdFor(uint64_t frame_begin, uint64_t frame_end) {
+  if (!received_fd_.valid() || fd_bytes_end_ <= frame_begin || fd_bytes_begin_ >= frame_end) {
+    return ScopedFd();
+  }
+  return std::move(received_fd_);
+}
+
+void FrameReader::DropConsumedFd() {
+  if (received_fd_.valid() && fd_bytes_end_ <= consumed()) received_fd_.Reset();
+}
+
 absl::StatusOr<wire::FrameHeader> FrameReader::ReadHeader() {
+  DropConsumedFd();  // before waiting for more bytes: the frames it came with are done
   uint8_t header[wire::kHeaderBytes];
   if (absl::Status s = ReadExact(header, sizeof(header)); !s.ok()) return s;
   return wire::DecodeHeader(absl::MakeConstSpan(header, sizeof(header)));

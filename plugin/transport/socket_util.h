@@ -99,9 +99,16 @@ class FrameReader {
   void EnsureBufferBytes(size_t bytes) {
     if (bytes > buffer_.size()) buffer_.resize(bytes);
   }
-  // The file descriptor a peer passed (SCM_RIGHTS) with bytes read so far, if any: at most one
-  // is kept (the first; any other is closed on arrival), so a peer cannot pile descriptors up.
-  ScopedFd TakeReceivedFd() { return std::move(received_fd_); }
+  // Bytes of the stream handed out so far (by ReadHeader, ReadExact, ReadPayload): the offset
+  // of the next frame when called between frames.
+  uint64_t consumed() const { return total_received_ - (end_ - begin_); }
+  // The file descriptor a peer passed (SCM_RIGHTS) together with some of the bytes
+  // [frame_begin, frame_end) of the stream, if any. A descriptor belongs to the bytes of the
+  // recvmsg that brought it: at most one is kept (any other is closed on arrival), and it is
+  // closed as soon as those bytes have all been consumed without a frame taking it (the next
+  // ReadHeader), so a descriptor sent with a frame that does not expect one is never kept past
+  // that frame (a peer passing its own socket cannot hide its disconnection).
+  ScopedFd TakeFdFor(uint64_t frame_begin, uint64_t frame_end);
 
  private:
   absl::Status Fill();  // at least one more byte into the buffer
@@ -110,8 +117,12 @@ class FrameReader {
   std::vector<uint8_t> buffer_;
   size_t begin_ = 0;
   size_t end_ = 0;
+  // Closes the kept descriptor once every byte it came with has been consumed.
+  void DropConsumedFd();
   std::atomic<uint64_t>* const received_;
+  uint64_t total_received_ = 0;  // bytes received from the socket
   ScopedFd received_fd_;
+  uint64_t fd_bytes_begin_ = 0, fd_bytes_end_ = 0;  // the stream bytes it came with
 };
 
 }  // namespace vgpu

@@ -69,13 +69,29 @@ flags.DEFINE_integer("max_connections", 256, "Open connections in all.")
 flags.DEFINE_integer("max_connections_per_peer", 64,
                      "Open connections from one peer (IP address over TCP, uid over a Unix "
                      "socket).")
+flags.DEFINE_integer("max_handshakes", 64,
+                     "Connections that have not completed their Hello at once; a new one past it "
+                     "closes the oldest, so that idle handshakes cannot lock clients out.",
+                     lower_bound=1)
+flags.DEFINE_string("min_receive_rate", "1MiB",
+                    "Bytes per second a frame must arrive at, measured over windows of a few "
+                    "seconds (a client holding receive budget with a trickle is closed).")
+flags.DEFINE_integer("max_allocations_per_client", 65536,
+                     "Device allocations one client may hold at once (each costs host "
+                     "bookkeeping).", lower_bound=1)
+flags.DEFINE_float("shutdown_timeout", 10.0,
+                   "Seconds SIGTERM/SIGINT may take to disconnect every client (kernels running "
+                   "are waited for) before the process exits anyway; a second signal exits at "
+                   "once.")
 
 # The flags above that belong to the server (cli.py defines others in the same FLAGS).
 SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_quota", "token_file",
                 "device_count",
                 "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
-                "shared_memory", "max_shm_bytes", "max_connections", "max_connections_per_peer")
+                "shared_memory", "max_shm_bytes", "max_connections", "max_connections_per_peer",
+                "max_handshakes", "min_receive_rate", "max_allocations_per_client",
+                "shutdown_timeout")
 
 
 def binary_path() -> str:

@@ -233,6 +233,69 @@ TEST_F(ClientSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
   EXPECT_EQ(victim_->Handle(std::move(info)).memory.bytes_in_use, 4096u);
 }
 
+TEST_F(ClientSessionTest, AWaitOnAnEventOfADestroyedStreamIgnoresANewStreamWithItsId) {
+  Open();
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  for (int i = 0; i < 5; ++i) {
+    Command notify = Make(CommandKind::kNotify);
+    notify.stream = 1;
+    notify.token = 1;
+    ASSERT_TRUE(attacker_->Handle(std::move(notify)).status.ok());
+  }
+  Command record = Make(CommandKind::kRecordEvent);
+  record.stream = 1;
+  record.object = 77;
+  ASSERT_TRUE(attacker_->Handle(std::move(record)).status.ok());  // position 6 on stream 1
+  Command destroy = Make(CommandKind::kDestroyStream);
+  destroy.stream = 1;
+  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());  // the id again: a stream with nothing queued
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  Command wait = Make(CommandKind::kWaitEvent);
+  wait.stream = 2;
+  wait.object = 77;
+  ASSERT_TRUE(attacker_->Handle(std::move(wait)).status.ok());
+  // The old stream's work has run: the wait is over, whatever the new stream 1 holds.
+  EXPECT_TRUE(Synchronize(*attacker_, 2).ok());
+}
+
+TEST_F(ClientSessionTest, CancelEndsWaitsOnQueuedWorkAndTheTeardownSkipsIt) {
+  Open();
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  const uint64_t address = Allocate(*attacker_, 4096);
+  Stall(1);
+  for (int i = 0; i < 100; ++i) Write(*attacker_, 1, address, std::vector<uint8_t>(4096, 1));
+  Command record = Make(CommandKind::kRecordEvent);
+  record.stream = 1;
+  record.object = 5;
+  ASSERT_TRUE(attacker_->Handle(std::move(record)).status.ok());
+  Command wait = Make(CommandKind::kWaitEvent);
+  wait.stream = 2;
+  wait.object = 5;
+  ASSERT_TRUE(attacker_->Handle(std::move(wait)).status.ok());
+  // A synchronisation in flight on the stream that waits, as a server's helper thread has.
+  absl::Status synchronized;
+  std::thread helper([&] { synchronized = Synchronize(*attacker_, 2); });
+  attacker_->Cancel();
+  helper.join();  // over although stream 1 is still stalled
+  sink_.release.Open();  // the running notification ends; the 100 copies never run
+  attacker_.reset();
+  EXPECT_EQ(executor_->arena(0).Info().bytes_in_use, 0u);  // the attacker's memory is back
+}
+
+TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {
+  CpuExecutor::Options options;
+  options.session_limits.max_allocations = 3;
+  Open(options);
+  for (int i = 0; i < 3; ++i) Allocate(*attacker_, 0);
+  Command command = Make(CommandKind::kAllocate);
+  Reply reply = attacker_->Handle(std::move(command));
+  EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(reply.status.message().find("max_allocations"), absl::string_view::npos);
+  EXPECT_NE(Allocate(*victim_, 0), 0u);  // per session: the victim is not affected
+}
+
 TEST_F(ClientSessionTest, StreamsPerSessionAreCapped) {
   CpuExecutor::Options options;
   options.session_limits.max_streams = 4;

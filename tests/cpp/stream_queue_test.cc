@@ -182,6 +182,29 @@ TEST(StreamQueue, DestructionDrainsQueuedCommands) {
   EXPECT_EQ(log.values().size(), 50u);
 }
 
+TEST(StreamQueue, CancelSkipsWhatHasNotStartedAndEndsEveryWait) {
+  OrderLog log;
+  Gate running, release;
+  auto stream = std::make_unique<StreamQueue>(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
+    if (w.command.object == 0) {
+      running.Open();
+      release.Wait();
+    }
+    log.Append(static_cast<int64_t>(w.command.object));
+    return absl::OkStatus();
+  });
+  for (int i = 0; i < 50; ++i) stream->Enqueue(MakeCommand(CommandKind::kLaunch, i));
+  running.Wait();
+  std::thread waiter([&] { stream->WaitUntilCompleted(50); });  // would wait for all 50
+  stream->Cancel();
+  waiter.join();  // returns although 49 commands never ran
+  EXPECT_TRUE(stream->cancelled());
+  EXPECT_FALSE(stream->WaitUntilCompletedFor(50, std::chrono::milliseconds(0)));
+  release.Open();
+  stream.reset();  // the running command finishes; the rest are skipped
+  EXPECT_EQ(log.values(), std::vector<int64_t>{0});
+}
+
 TEST(StreamQueue, AnIdleStreamRunsTheCommandInlineOnTheCallersThread) {
   std::thread::id ran_on;
   StreamQueue stream(7, 0, [&](StreamQueue::Work&, const absl::Status&) {

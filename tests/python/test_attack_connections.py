@@ -1,6 +1,8 @@
 """Attacks on `vgpu server`'s connections and buffers through raw sockets (issue 10, findings 5, 6
-and 9): device-to-host reads never drained, idle connections that never say Hello, too many
-connections from one peer, file-descriptor exhaustion, and frames that declare 64 MiB and stall.
+and 9; issue 25, classes 4, 5 and 9): device-to-host reads never drained, idle connections that
+never say Hello (the deadline, and new clients served past a flood of them), too many connections
+from one peer, file-descriptor exhaustion, frames that declare 64 MiB and stall or trickle in
+to hold the receive budget, token guessing, and frames breaking the sequence rules.
 Each asserts that the server stays alive and bounded and that an honest bystander's work
 completes with the right data."""
 from __future__ import annotations
@@ -15,8 +17,8 @@ import numpy as np
 import pytest
 
 from raw_tenant import (
-    ALLOCATE, COMMAND, CREATE_STREAM, HEADER, HELLO, MAGIC, MEMCPY_DTOH, MEMCPY_HTOD, REFUSED,
-    REPLY, VERSION, WELCOME, RawTenant, Reply, ServerProcess, bystander_round_trip,
+    ALLOCATE, COMMAND, CREATE_STREAM, HEADER, HELLO, MAGIC, MEMCPY_DTOH, MEMCPY_HTOD, NOTIFY_KIND,
+    REFUSED, REPLY, VERSION, WELCOME, RawTenant, Reply, ServerProcess, bystander_round_trip,
     command_payload, connect_socket, frame, receive_frame, wait_for,
 )
 
@@ -126,21 +128,45 @@ def test_reads_past_the_staging_budget_complete_for_a_client_that_takes_its_data
                     np.frombuffer(tenant.wait_data(sequence), np.float32), values)
 
 
-def test_connections_that_never_say_hello_are_capped_and_closed_after_the_deadline(tmp_path):
+def test_connections_that_never_say_hello_are_closed_after_the_deadline(tmp_path):
     flags = ["--handshake_timeout=1", "--max_connections=64", "--max_connections_per_peer=1000"]
     with ServerProcess(tmp_path, flags=flags) as server:
-        idle = [connect_socket(server.address) for _ in range(64)]
-        for _ in range(136):  # 200 in all
-            sock = connect_socket(server.address)
-            reason = read_refusal(sock)
-            assert reason is not None and "--max_connections" in reason, reason
-            sock.close()
+        idle = [connect_socket(server.address) for _ in range(32)]
         for sock in idle:  # closed by the handshake deadline
             assert closed_by_server(sock, timeout=20)
             sock.close()
-        bystander_round_trip(server.address)  # under the cap again: served
+        bystander_round_trip(server.address)
         assert server.alive()
         assert "no hello within --handshake_timeout" in server.output()
+
+
+def test_idle_handshakes_never_lock_new_clients_out(tmp_path):
+    """Issue 25, class 4: connections that never say Hello fill the handshake slots; a new client
+    is served at once (the oldest idle handshake makes room), not after the deadline."""
+    flags = ["--handshake_timeout=60", "--max_handshakes=8", "--max_connections=64",
+             "--max_connections_per_peer=1000"]
+    with ServerProcess(tmp_path, flags=flags) as server:
+        idle = [connect_socket(server.address) for _ in range(40)]
+        time.sleep(0.3)  # let the accept loop take them all
+        started = time.monotonic()
+        bystander_round_trip(server.address, timeout=10)
+        assert time.monotonic() - started < 5
+        assert server.stats()["handshakes_evicted"] >= 32
+        assert closed_by_server(idle[0], timeout=5)  # the oldest went first
+        for sock in idle:
+            sock.close()
+        assert server.alive()
+
+
+def test_established_tenants_fill_the_connection_cap_with_a_clear_refusal(tmp_path):
+    with ServerProcess(tmp_path, flags=["--max_connections=4"]) as server:
+        tenants = [RawTenant(server.address) for _ in range(4)]
+        with pytest.raises(ConnectionRefusedError, match="--max_connections"):
+            RawTenant(server.address)
+        for tenant in tenants:
+            tenant.close()
+        wait_for(lambda: bystander_round_trip(server.address) is not None, 20, "a free slot")
+        assert server.alive()
 
 
 def test_connections_from_one_peer_are_capped_with_a_clear_refusal(tmp_path):
@@ -248,5 +274,120 @@ def test_a_stalled_frame_holding_the_receive_budget_times_out_and_others_proceed
             data = tenant.read(stream, address, values.nbytes)
             np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
         assert closed_by_server(staller.sock, timeout=20)
-        assert "a frame stopped arriving (--frame_timeout)" in server.output()
+        log = server.output()
+        assert ("a frame stopped arriving (--frame_timeout)" in log or
+                "slower than --min_receive_rate" in log), log[-2000:]
+        assert server.alive()
+
+
+def _drip(sock, stop_after_s, interval_s=0.5):
+    """Sends one byte every `interval_s` seconds until the server closes `sock` (returns the
+    seconds that took) or `stop_after_s` pass (returns None)."""
+    started = time.monotonic()
+    while time.monotonic() - started < stop_after_s:
+        try:
+            sock.send(b"\0")
+        except OSError:
+            return time.monotonic() - started
+        time.sleep(interval_s)  # the attacker's pace, not a synchronisation
+    return None
+
+
+def test_a_frame_trickling_in_is_closed_by_the_minimum_rate(tmp_path):
+    """Issue 25, class 4: one byte every half second keeps a frame's "no byte for
+    --frame_timeout" clock alive; the minimum rate closes it anyway."""
+    flags = ["--frame_timeout=2", "--min_receive_rate=64KiB"]
+    with ServerProcess(tmp_path, flags=flags) as server:
+        dripper = RawTenant(server.address)
+        dripper.send_raw(HEADER.pack(MAGIC, VERSION, COMMAND, 1, 2 * MIB, 0) + b"\0" * 1024)
+        closed_after = _drip(dripper.sock, stop_after_s=20)
+        assert closed_after is not None and closed_after < 10, closed_after
+        assert "slower than --min_receive_rate" in server.output()
+        bystander_round_trip(server.address)
+        assert server.alive()
+
+
+def test_a_tenant_trickling_frames_cannot_hold_the_receive_budget_from_others(tmp_path):
+    """Issue 25, class 4: large frames on several connections, each fed a byte at a time, hold
+    the whole receive budget; another tenant's large copy still goes through promptly."""
+    flags = ["--max_receiving_bytes=8MiB", "--frame_timeout=3", "--min_receive_rate=256KiB"]
+    with ServerProcess(tmp_path, flags=flags) as server:
+        hogs = [RawTenant(server.address) for _ in range(3)]
+        for hog in hogs:
+            hog.send_raw(HEADER.pack(MAGIC, VERSION, COMMAND, 1, 8 * MIB, 0) + b"\0" * 1024)
+        wait_for(lambda: server.stats()["receiving_bytes"] > 0, 20, "the budget reserved")
+        import threading  # noqa: PLC0415
+
+        drippers = [threading.Thread(target=_drip, args=(hog.sock, 30)) for hog in hogs]
+        for dripper in drippers:
+            dripper.start()
+        started = time.monotonic()
+        with RawTenant(server.address, timeout=60) as tenant:
+            stream = tenant.create_stream()
+            values = np.arange(MIB, dtype=np.float32)  # 4 MiB: past the connection's allowance
+            address = tenant.allocate(values.nbytes)
+            tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
+                        host_data=values.tobytes())
+            data = tenant.read(stream, address, values.nbytes)
+            np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
+        took = time.monotonic() - started
+        assert took < 15, f"the bystander's copy waited {took:.1f} s"
+        for hog in hogs:
+            hog.close()
+        for dripper in drippers:
+            dripper.join()
+        assert server.alive()
+
+
+def _hello_with_token(address, token, source=None):
+    """Says Hello with `token` (from the `source` IP address over TCP if given); returns the
+    first frame's (type, payload)."""
+    if source is not None:
+        host, port = address[len("tcp://"):].rsplit(":", 1)
+        sock = socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
+    else:
+        sock = connect_socket(address)
+    with sock:
+        token_bytes = token.encode()
+        sock.sendall(frame(HELLO, 0, struct.pack("<HBI", VERSION, 0, len(token_bytes)) +
+                           token_bytes))
+        kind, _, payload = receive_frame(sock)
+        return kind, payload[4:].decode(errors="replace") if kind == REFUSED else payload
+
+
+def test_failed_authentications_are_rate_limited_per_peer(tmp_path):
+    """Issue 25, class 5: a peer guessing the token gets a few tries, then about one a second,
+    refused before its token is compared; another peer is not affected."""
+    listen = "tcp://127.0.0.1:0"
+    with ServerProcess(tmp_path, listen=listen, token="the-right-token") as server:
+        reasons = [_hello_with_token(server.address, f"guess-{i}", source="127.0.0.2")[1]
+                   for i in range(40)]
+        throttled = [r for r in reasons if "too many failed authentications" in r]
+        assert len(throttled) >= 25, reasons[:15]
+        assert all("token" in r or "too many" in r for r in reasons), reasons
+        # Even the right token is refused from the throttled peer for now...
+        kind, reason = _hello_with_token(server.address, "the-right-token", source="127.0.0.2")
+        assert kind == REFUSED and "retry in" in reason, reason
+        # ...while another peer authenticates at once.
+        kind, _ = _hello_with_token(server.address, "the-right-token", source="127.0.0.1")
+        assert kind == WELCOME
+        time.sleep(1.5)  # one token refilled: the throttled peer may try again
+        kind, _ = _hello_with_token(server.address, "the-right-token", source="127.0.0.2")
+        assert kind == WELCOME
+        assert server.alive()
+
+
+@pytest.mark.parametrize("kind,sequence", [(COMMAND, 0), (11, 5)])  # 11: CommandBatch
+def test_frames_breaking_the_sequence_rules_close_only_that_connection(tmp_path, kind, sequence):
+    """Issue 25, class 9: a Command frame's sequence is > 0, a CommandBatch frame's is 0."""
+    with ServerProcess(tmp_path) as server:
+        tenant = RawTenant(server.address)
+        stream = tenant.create_stream()
+        payload = command_payload(NOTIFY_KIND, stream=stream, token=9)
+        if kind == 11:
+            payload = struct.pack("<QI", 1, len(payload)) + payload
+        tenant.send_raw(frame(kind, sequence, payload))
+        assert closed_by_server(tenant.sock, timeout=10)
+        assert "sequence" in server.output()
+        bystander_round_trip(server.address)
         assert server.alive()

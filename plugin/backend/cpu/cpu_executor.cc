@@ -50,7 +50,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
   if (threads <= 0) threads = UsableCpuCount();  // affinity and cgroup quota, not host cores
   const SessionLimits& limits = options.session_limits;
   if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
-      limits.pending_free_wait.count() < 0) {
+      limits.max_allocations < 1 || limits.pending_free_wait.count() < 0) {
     return absl::InvalidArgumentError("session limits must be positive");
   }
   int extra_threads = options.extra_compute_threads < 0 ? threads : options.extra_compute_threads;

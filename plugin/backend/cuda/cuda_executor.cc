@@ -331,7 +331,7 @@ absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const Executo
   }
   const SessionLimits& limits = options.session_limits;
   if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
-      limits.pending_free_wait.count() < 0) {
+      limits.max_allocations < 1 || limits.pending_free_wait.count() < 0) {
     return absl::InvalidArgumentError("session limits must be positive");
   }
   int gpus = 0;
