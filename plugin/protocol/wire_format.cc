@@ -207,7 +207,9 @@ absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> pay
     std::memcpy(&entry.sequence, payload.data() + offset, sizeof(entry.sequence));
     std::memcpy(&length, payload.data() + offset + 8, sizeof(length));
     offset += kBatchEntryHeaderBytes;
-    if (entry.sequence == 0 || length > payload.size() - offset) {
+    // An entry shorter than a command's fixed part cannot decode: refusing it here also bounds
+    // the entries (and this vector) to one per kBatchEntryHeaderBytes + kCommandFixedBytes.
+    if (entry.sequence == 0 || length < kCommandFixedBytes || length > payload.size() - offset) {
       return Malformed("command batch");
     }
     entry.command = payload.subspan(offset, length);

@@ -208,7 +208,8 @@ struct BatchEntry {
   absl::Span<const uint8_t> command;
 };
 // Splits a CommandBatch payload into its entries, in order. InvalidArgument when it is empty,
-// an entry's sequence is 0, or a length overruns the payload. The entries' commands are not
+// an entry's sequence is 0, a length is shorter than a command's fixed part, or overruns the
+// payload. The entries' commands are not
 // decoded here (DecodeCommand does that, and the receiver checks what a batch may carry).
 absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> payload);
 

@@ -473,15 +473,31 @@ class ServerConnection final : public CompletionSink {
   // than the connection's own allowance (FrameReader::kPayloadChunkBytes) first reserves the
   // rest of its length from the server's receive budget (fair share per peer), held until the
   // frame is in: a frame never waits for budget halfway, so reservations cannot deadlock.
+  // `keep_charge` false: a large frame is charged only while it is received (a batch, whose
+  // entries are charged one by one as they are queued).
   absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> ReadCommandFrame(FrameReader& reader,
-                                                                         uint32_t length) {
+                                                                         uint32_t length,
+                                                                         bool keep_charge = true) {
     std::shared_ptr<std::vector<uint8_t>> frame;
+    if (!keep_charge && length >= kChargedFrameBytes) {
+      if (!budget_->Acquire(length)) return absl::CancelledError("connection closing");
+      frame = std::make_shared<std::vector<uint8_t>>();
+      absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> read =
+          ReadCommandFramePayload(reader, length, std::move(frame));
+      budget_->Release(length);
+      return read;
+    }
     if (length >= kChargedFrameBytes) {
       if (!budget_->Acquire(length)) return absl::CancelledError("connection closing");
       frame = HostBudget::ChargedBuffer(budget_, length);
     } else {
       frame = std::make_shared<std::vector<uint8_t>>();
     }
+    return ReadCommandFramePayload(reader, length, std::move(frame));
+  }
+
+  absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> ReadCommandFramePayload(
+      FrameReader& reader, uint32_t length, std::shared_ptr<std::vector<uint8_t>> frame) {
     const uint64_t reserve =
         length > FrameReader::kPayloadChunkBytes ? length - FrameReader::kPayloadChunkBytes : 0;
     if (reserve > 0) {
@@ -599,23 +615,19 @@ class ServerConnection final : public CompletionSink {
         continue;
       }
       if (header->type == wire::MessageType::kCommandBatch) {
+        // Charged while it is received only: its entries are charged one by one as they are
+        // queued, so they never wait for the charge of the frame that holds them (the frame
+        // itself, at most one per connection, is then held uncharged until its last entry).
         absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
-            ReadCommandFrame(reader, header->payload_length);
+            ReadCommandFrame(reader, header->payload_length, /*keep_charge=*/false);
         if (!frame.ok()) return frame.status();
         absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(**frame);
         if (!entries.ok()) return MalformedFrame(entries.status());
-        // Each entry's bytes become its own storage, charged per command as it is queued; the
-        // batch's frame (and its charge) goes first, so that its entries never wait for it.
-        std::vector<std::pair<uint64_t, std::shared_ptr<std::vector<uint8_t>>>> commands;
-        commands.reserve(entries->size());
         for (const wire::BatchEntry& entry : *entries) {
-          commands.emplace_back(entry.sequence, std::make_shared<std::vector<uint8_t>>(
-                                                    entry.command.begin(), entry.command.end()));
-        }
-        entries->clear();
-        frame->reset();
-        for (auto& [sequence, command] : commands) {
-          VGPU_RETURN_IF_ERROR(ServeCommand(std::move(command), sequence, /*in_batch=*/true));
+          // Each entry's bytes are its own storage (commands keep theirs until executed).
+          VGPU_RETURN_IF_ERROR(ServeCommand(
+              std::make_shared<std::vector<uint8_t>>(entry.command.begin(), entry.command.end()),
+              entry.sequence, /*in_batch=*/true));
         }
         continue;
       }

@@ -353,6 +353,17 @@ TEST(CommandBatch, MalformedBatchesAreRejected) {
   const uint32_t length = 0xFFFFFFFFu;
   std::memcpy(huge.data() + 8, &length, sizeof(length));                      // wrapping length
   EXPECT_FALSE(SplitBatch(huge).ok());
+  // Entries too short to hold a command: a 64 MiB batch of empty entries would otherwise split
+  // into millions of views before a single one is decoded.
+  std::vector<uint8_t> empty_entries;
+  for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
+    const uint32_t none = 0;
+    const size_t at = empty_entries.size();
+    empty_entries.resize(at + kBatchEntryHeaderBytes);
+    std::memcpy(empty_entries.data() + at, &sequence, sizeof(sequence));
+    std::memcpy(empty_entries.data() + at + 8, &none, sizeof(none));
+  }
+  EXPECT_FALSE(SplitBatch(empty_entries).ok());
 }
 
 }  // namespace

@@ -88,7 +88,12 @@ def test_sigterm_stops_the_server_promptly_with_a_tenants_work_queued(tmp_path):
         server.stop()
 
 
-def test_commands_queued_behind_a_stalled_stream_are_bounded_by_the_staging_budget(tmp_path):
+COMMAND_BATCH = 11
+
+
+@pytest.mark.parametrize("framing", ["command frames", "batches"])
+def test_commands_queued_behind_a_stalled_stream_are_bounded_by_the_staging_budget(tmp_path,
+                                                                                   framing):
     flags = ["--max_staging_bytes=16MiB", "--frame_timeout=60"]
     with ServerProcess(tmp_path, flags=flags) as server:
         sock = connect_socket(server.address)
@@ -118,10 +123,17 @@ def test_commands_queued_behind_a_stalled_stream_are_bounded_by_the_staging_budg
         time.sleep(0.5)
         rss_before = server.rss_bytes()
         # Then empty commands queue behind it, as fast as the server reads them.
-        flood = b"".join(frame(COMMAND, sequence + 1 + i,
-                               command_payload(MEMSET, stream=1, dst=address, size=0,
-                                               pattern_bytes=1))
-                         for i in range(400_000))
+        empty = command_payload(MEMSET, stream=1, dst=address, size=0, pattern_bytes=1)
+        if framing == "command frames":
+            flood = b"".join(frame(COMMAND, sequence + 1 + i, empty) for i in range(400_000))
+        else:  # 4 MiB batches of ~50 000 entries each
+            entry = struct.Struct("<QI")
+            batches = []
+            for b in range(8):
+                first = sequence + 1 + b * 50_000
+                batches.append(frame(COMMAND_BATCH, 0, b"".join(
+                    entry.pack(first + i, len(empty)) + empty for i in range(50_000))))
+            flood = b"".join(batches)
         sock.settimeout(3)
         sent = 0
         try:
