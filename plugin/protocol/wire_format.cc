@@ -82,6 +82,22 @@ absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload) {
   return text;
 }
 
+void EncodeDocument(absl::string_view text, std::vector<uint8_t>* out) {
+  constexpr size_t kMaxDocumentBytes = kMaxPayloadBytes - sizeof(uint32_t);
+  if (text.size() > kMaxDocumentBytes) text = text.substr(0, kMaxDocumentBytes);
+  PutBytesOf(out, static_cast<uint32_t>(text.size()));
+  out->insert(out->end(), text.begin(), text.end());
+}
+
+absl::StatusOr<std::string> DecodeDocument(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  std::string text;
+  if (!reader.ByteReader::GetString(kMaxPayloadBytes, &text) || reader.remaining() != 0) {
+    return Malformed("document");
+  }
+  return text;
+}
+
 void EncodeHello(const Hello& hello, std::vector<uint8_t>* out) {
   PutBytesOf(out, hello.protocol_version);
   PutBytesOf(out, static_cast<uint8_t>(hello.role));

@@ -71,7 +71,8 @@
 //     like a malformed Command frame.
 //
 // Observers:
-//   StatsRequest (8), client -> server: empty.   StatsReply (9): string (JSON document).
+//   StatsRequest (8), client -> server: empty.   StatsReply (9): uint32 length, then a JSON
+//     document of that many bytes (not limited to kMaxStringBytes; the frame's limit holds).
 #ifndef VGPU_PROTOCOL_WIRE_FORMAT_H_
 #define VGPU_PROTOCOL_WIRE_FORMAT_H_
 
@@ -169,6 +170,10 @@ void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out);
 absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload);
 void EncodeString(absl::string_view text, std::vector<uint8_t>* out);
 absl::StatusOr<std::string> DecodeString(absl::Span<const uint8_t> payload);
+// A StatsReply's document: a string as above, but of up to kMaxPayloadBytes - 4 bytes (a
+// server's statistics outgrow kMaxStringBytes with a few hundred clients or tenants).
+void EncodeDocument(absl::string_view text, std::vector<uint8_t>* out);
+absl::StatusOr<std::string> DecodeDocument(absl::Span<const uint8_t> payload);
 void EncodeNotify(const NotifyMessage& notify, std::vector<uint8_t>* out);
 absl::StatusOr<NotifyMessage> DecodeNotify(absl::Span<const uint8_t> payload);
 

@@ -679,7 +679,7 @@ class ServerConnection final : public CompletionSink {
         return absl::InvalidArgumentError("an observer may only ask for stats");
       }
       std::vector<uint8_t> payload;
-      wire::EncodeString(server_->StatsJson(), &payload);
+      wire::EncodeDocument(server_->StatsJson(), &payload);
       Write(wire::MessageType::kStatsReply, header->sequence,
             {iovec{payload.data(), payload.size()}});
     }
@@ -979,7 +979,14 @@ std::shared_ptr<SharedQuota> Server::TenantBudget(const std::string& tenant) con
 void Server::RecordFinishedConnection(const std::string& tenant, const TenantTotals& totals,
                                       bool* recorded) {
   std::lock_guard<std::mutex> lock(mu_);
-  finished_tenants_[tenant].Add(totals);
+  // Tenant names are the clients' choice: past kMaxRememberedTenants names, the totals of
+  // tenants no quota names are summed under kOtherTenants, so the table stays bounded.
+  if (finished_tenants_.size() >= kMaxRememberedTenants && !finished_tenants_.contains(tenant) &&
+      !tenant_budgets_.contains(tenant)) {
+    finished_tenants_[kOtherTenants].Add(totals);
+  } else {
+    finished_tenants_[tenant].Add(totals);
+  }
   *recorded = true;
 }
 

@@ -128,6 +128,10 @@ class Server {
 
   // The tenant name of connections whose Hello names none.
   static constexpr char kDefaultTenant[] = "default";
+  // Tenant names whose totals the server remembers after their connections ended; the totals of
+  // later names (not named by --tenant_quota) are summed under kOtherTenants.
+  static constexpr size_t kMaxRememberedTenants = 1024;
+  static constexpr char kOtherTenants[] = "(other tenants)";
 
  private:
   friend class ServerConnection;

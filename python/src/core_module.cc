@@ -135,7 +135,9 @@ std::string QueryServerStats(const std::string& address, const std::string& toke
   std::vector<uint8_t> payload(header->payload_length);
   s = reader.ReadExact(payload.data(), payload.size());
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
-  absl::StatusOr<std::string> text = wire::DecodeString(payload);
+  absl::StatusOr<std::string> text = header->type == wire::MessageType::kStatsReply
+                                         ? wire::DecodeDocument(payload)
+                                         : wire::DecodeString(payload);
   if (!text.ok()) throw std::runtime_error(std::string(text.status().message()));
   if (header->type == wire::MessageType::kRefused) {
     throw std::runtime_error("the server refused the connection: " + *text);
@@ -166,6 +168,7 @@ std::string DecodeFrame(const py::bytes& frame) {
                    std::make_shared<std::vector<uint8_t>>(payload.begin(), payload.end()))
                    .status();
       break;
+    case wire::MessageType::kStatsReply: status = wire::DecodeDocument(payload).status(); break;
     default: status = wire::DecodeString(payload).status(); break;
   }
   if (!status.ok()) throw py::value_error(std::string(status.message()));

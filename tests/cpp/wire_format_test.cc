@@ -139,6 +139,17 @@ TEST(WireFormat, HandshakeMessagesRoundTrip) {
   EXPECT_EQ(notify->status, absl::AbortedError("boom"));
 }
 
+TEST(WireFormat, AStatsDocumentMayOutgrowAString) {
+  const std::string document(3 * kMaxStringBytes + 5, 'x');
+  std::vector<uint8_t> payload;
+  EncodeDocument(document, &payload);
+  absl::StatusOr<std::string> decoded = DecodeDocument(payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(*decoded, document);
+  payload.pop_back();  // a length that overruns the payload
+  EXPECT_FALSE(DecodeDocument(payload).ok());
+}
+
 TEST(WireFormat, ReplyRoundTrip) {
   Reply reply;
   reply.status = absl::ResourceExhaustedError("quota");

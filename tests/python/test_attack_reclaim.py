@@ -163,3 +163,18 @@ def test_allocations_per_client_are_capped_with_a_clear_error(tmp_path):
             assert "--max_allocations_per_client=100" in reply.message, reply
         bystander_round_trip(server.address)
         assert server.alive()
+
+
+def test_tenant_names_by_the_thousand_keep_the_servers_totals_bounded(tmp_path):
+    """Tenant names are the client's choice: a tenant cycling through names cannot grow the
+    table of finished tenants' totals without bound (past 1024 they are summed together)."""
+    flags = ["--max_connections=2000", "--max_connections_per_peer=2000"]
+    with ServerProcess(tmp_path, flags=flags) as server:
+        for i in range(1100):
+            RawTenant(server.address, tenant=f"name-{i}").close()
+        wait_for(lambda: not server.stats()["clients"], 30, "every connection reaped")
+        names = [tenant["name"] for tenant in server.stats()["tenants"]]
+        assert len(names) <= 1025, len(names)
+        assert "(other tenants)" in names
+        bystander_round_trip(server.address)
+        assert server.alive()
