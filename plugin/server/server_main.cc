@@ -54,6 +54,7 @@ struct CommandLine {
   std::string client_quota;  // empty: no quota
   std::string tenant_quota;  // name=SIZE,... ; empty: none
   std::string token_file;
+  std::string operator_token_file;
   int device_count = 1;
   int compute_threads = 0;
   std::string ready_file;
@@ -150,6 +151,11 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
                  &line->tenant_quota),
       StringFlag("token_file", "File holding the token clients must present.",
                  &line->token_file),
+      StringFlag("operator_token_file",
+                 "File holding the operator's token: an observer presenting it sees every "
+                 "connection and tenant (`vgpu stats`, the metrics process); holders of the "
+                 "--token_file token see only their own tenant (docs/security.md).",
+                 &line->operator_token_file),
       IntFlag("device_count", "Number of devices the server offers.", &line->device_count, 1),
       IntFlag("compute_threads", "Compute threads (0: one per core).", &line->compute_threads,
               0),
@@ -265,23 +271,23 @@ int Milliseconds(double seconds) {
   return ms < 1 ? 1 : static_cast<int>(ms);
 }
 
-// The token in `path`, without surrounding whitespace ("" for no path). A file that holds no
-// token (empty, or only whitespace) is an error: taken as "no token", it would silently turn
-// authentication off on a server its operator meant to protect.
-absl::StatusOr<std::string> ReadToken(const std::string& path) {
+// The token in `path` (the value of --`flag`), without surrounding whitespace ("" for no path).
+// A file that holds no token (empty, or only whitespace) is an error: taken as "no token", it
+// would silently turn authentication off on a server its operator meant to protect.
+absl::StatusOr<std::string> ReadToken(absl::string_view flag, const std::string& path) {
   if (path.empty()) return std::string();
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read --token_file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot read --", flag, " ", path, ": ", std::strerror(errno)));
   }
   std::ostringstream contents;
   contents << file.rdbuf();
   std::string token(absl::StripAsciiWhitespace(contents.str()));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--token_file ", path, " holds no token (it is empty or only whitespace); write a token "
-        "into it, or leave --token_file out to serve without authentication"));
+        "--", flag, " ", path, " holds no token (it is empty or only whitespace); write a token "
+        "into it, or leave --", flag, " out"));
   }
   return token;
 }
@@ -326,9 +332,18 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
     if (!quota.ok()) return quota.status();
     options.client_quota = *quota;
   }
-  absl::StatusOr<std::string> token = ReadToken(line.token_file);
+  absl::StatusOr<std::string> token = ReadToken("token_file", line.token_file);
   if (!token.ok()) return token.status();
   options.token = *token;
+  absl::StatusOr<std::string> operator_token =
+      ReadToken("operator_token_file", line.operator_token_file);
+  if (!operator_token.ok()) return operator_token.status();
+  options.operator_token = *operator_token;
+  if (!options.operator_token.empty() && options.operator_token == options.token) {
+    return absl::InvalidArgumentError(
+        "--operator_token_file holds the same token as --token_file: every tenant would be an "
+        "operator");
+  }
   options.device_count = line.device_count;
   options.compute_threads = line.compute_threads;
   options.max_streams_per_client = line.max_streams_per_client;

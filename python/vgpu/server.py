@@ -37,6 +37,10 @@ flags.DEFINE_string("metrics_address", None,
 flags.DEFINE_string("metrics_ready_file", None,
                     "With --metrics_address: write the metrics endpoint's port here once serving.")
 flags.DEFINE_string("token_file", None, "File holding the token clients must present.")
+flags.DEFINE_string("operator_token_file", None,
+                    "File holding the operator's token: an observer presenting it (`vgpu stats "
+                    "--operator_token_file`) sees every connection and tenant; holders of the "
+                    "--token_file token see only their own tenant (docs/security.md).")
 flags.DEFINE_integer("device_count", 1, "Number of devices the server offers.")
 flags.DEFINE_integer("compute_threads", 0, "Compute threads (0: one per core).")
 flags.DEFINE_string("ready_file", None, "Write the bound address to this file once listening.")
@@ -72,7 +76,7 @@ flags.DEFINE_integer("max_connections_per_peer", 64,
 
 # The flags above that belong to the server (cli.py defines others in the same FLAGS).
 SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_quota", "token_file",
-                "device_count",
+                "operator_token_file", "device_count",
                 "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
                 "shared_memory", "max_shm_bytes", "max_connections", "max_connections_per_peer")
