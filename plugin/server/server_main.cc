@@ -6,6 +6,8 @@
 // a GPU machine without TensorFlow can replay traces recorded elsewhere.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -55,6 +57,7 @@ struct CommandLine {
   std::string tenant_quota;  // name=SIZE,... ; empty: none
   std::string token_file;
   std::string operator_token_file;
+  int parent_pid = 0;  // 0: none to watch
   int device_count = 1;
   int compute_threads = 0;
   std::string ready_file;
@@ -156,6 +159,10 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
                  "connection and tenant (`vgpu stats`, the metrics process); holders of the "
                  "--token_file token see only their own tenant (docs/security.md).",
                  &line->operator_token_file),
+      IntFlag("parent_pid",
+              "Stop when process N, this server's parent, exits (the metrics process of `vgpu "
+              "server --metrics_address` passes its own; 0: none).",
+              &line->parent_pid, 0),
       IntFlag("device_count", "Number of devices the server offers.", &line->device_count, 1),
       IntFlag("compute_threads", "Compute threads (0: one per core).", &line->compute_threads,
               0),
@@ -453,6 +460,22 @@ int Run(int argc, char** argv) {
     return kExitFailure;
   }
   sigset_t stop_signals = BlockStopSignals();  // before Create: the server's threads inherit it
+  if (line.parent_pid != 0) {
+    // Stop with the parent (--parent_pid): the kernel sends SIGTERM, handled below as any stop
+    // signal, when the thread that started this process exits (the parent's main thread, for
+    // the metrics process). Race-free: a parent that died before the prctl shows as another
+    // parent process (init or a subreaper) afterwards.
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+      std::cerr << "vgpu server: --parent_pid: prctl(PR_SET_PDEATHSIG): " << std::strerror(errno)
+                << "\n";
+      return kExitFailure;
+    }
+    if (::getppid() != static_cast<pid_t>(line.parent_pid)) {
+      std::cerr << "vgpu server: --parent_pid=" << line.parent_pid
+                << " is not (or no longer) this process's parent; stopping\n";
+      return kExitFailure;
+    }
+  }
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*options);
   if (!server.ok()) {
     std::cerr << "vgpu server: " << server.status().message() << "\n";

@@ -10,7 +10,8 @@ server_main.cc), which links no TensorFlow: this module parses the flags (the sa
 executable's) and replaces the process with it. SIGTERM and SIGINT stop the server cleanly:
 every client is disconnected and its memory released.
 
-With ``--metrics_address HOST:PORT`` this process stays: it runs vgpu-server as its child, serves
+With ``--metrics_address HOST:PORT`` this process stays: it runs vgpu-server as its child
+(``--parent_pid``: the child stops when this process dies, even by SIGKILL), serves
 Prometheus metrics at ``http://HOST:PORT/metrics`` (vgpu/metrics.py), passes SIGTERM/SIGINT on
 and exits with the server's exit code.
 """
@@ -126,6 +127,8 @@ def _serve_with_metrics(binary: str) -> int:
         ready = FLAGS.ready_file or os.path.join(folder, "ready")
         if not FLAGS.ready_file:
             arguments.append(f"--ready_file={ready}")
+        # The child stops when this process dies, however it dies (PR_SET_PDEATHSIG there).
+        arguments.append(f"--parent_pid={os.getpid()}")
         child = subprocess.Popen([binary, *arguments])
         for stop in (signal.SIGTERM, signal.SIGINT):
             signal.signal(stop, lambda number, _frame: child.send_signal(number))
