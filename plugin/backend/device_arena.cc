@@ -24,6 +24,15 @@ std::string FormatAddress(uint64_t address) {
   return absl::StrCat("0x", absl::Hex(address, absl::kZeroPad16));
 }
 
+// A range that does not start inside a live or pending allocation of the asking owner: the one
+// answer for "in another owner's allocation" and "in no allocation", so that errors do not map
+// other tenants' memory.
+absl::Status NotOwnedRange(uint64_t address, uint64_t size) {
+  return absl::InvalidArgumentError(absl::StrCat("device range ", FormatAddress(address), " +",
+                                                 size, " is not inside an allocation of this "
+                                                 "client"));
+}
+
 // Host memory: a reserved anonymous mapping whose pages are committed on first touch.
 class HostArenaStorage final : public ArenaStorage {
  public:
@@ -226,14 +235,11 @@ absl::Status DeviceArena::Free(uint64_t address, uint64_t owner) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = allocations_.find(offset);
-    if (it == allocations_.end() ||
-        (it->second.freed && it->second.owner == owner)) {
-      return absl::NotFoundError(
-          absl::StrCat("free of ", FormatAddress(address), ", which is not a live allocation"));
-    }
-    if (it->second.owner != owner) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "free of ", FormatAddress(address), ", which belongs to another client"));
+    // One answer whether the address starts another owner's allocation, lies in one, or in
+    // none: the error must not map other tenants' memory (docs/security.md, Disclosure).
+    if (it == allocations_.end() || it->second.owner != owner || it->second.freed) {
+      return absl::NotFoundError(absl::StrCat("free of ", FormatAddress(address),
+                                              ", which is not a live allocation of this client"));
     }
     if (MarkFreedLocked(it->second)) reclaim = &it->second;
   }
@@ -249,20 +255,20 @@ absl::StatusOr<DeviceArena::Block*> DeviceArena::FindLiveLocked(uint64_t address
     return absl::InvalidArgumentError(absl::StrCat(
         FormatAddress(address), " is not an address of device ", device_index_));
   }
+  // Whether the range lies in another owner's allocation or in none, the answer is the same
+  // (NotOwnedRange): a tenant must not learn where other tenants' allocations are. Only about
+  // the owner's own allocations does the message say more.
   auto it = allocations_.upper_bound(offset);
-  if (it == allocations_.begin()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device range ", FormatAddress(address), " +", size, " is not inside any allocation"));
-  }
+  if (it == allocations_.begin()) return NotOwnedRange(address, size);
   --it;
+  if (it->second.owner != owner) return NotOwnedRange(address, size);
   const uint64_t alloc_end = it->first + it->second.size;
+  if (offset >= alloc_end) return NotOwnedRange(address, size);
   if (offset + size > alloc_end || offset + size < offset) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "device range ", FormatAddress(address), " +", size, " is not inside any allocation"));
-  }
-  if (it->second.owner != owner) {
-    return absl::PermissionDeniedError(absl::StrCat(
-        "device range ", FormatAddress(address), " belongs to another client"));
+        "device range ", FormatAddress(address), " +", size,
+        " runs past the end of this client's allocation of ", it->second.size, " bytes at ",
+        FormatAddress(MakeDeviceAddress(device_index_, it->first))));
   }
   if (it->second.freed) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -116,7 +116,8 @@ class DeviceArena {
 
   // Frees the allocation that starts at `address`: new Pins/Translates of it fail at once; its
   // block is scrubbed and reused when its last Pin is released (now, if it has none).
-  // NotFound / PermissionDenied if it is not a live allocation of `owner`. Thread-safe.
+  // NotFound if it is not a live allocation of `owner` (the same error whoever else holds the
+  // address, if anyone: errors do not map other owners' memory). Thread-safe.
   absl::Status Free(uint64_t address, uint64_t owner);
 
   // Host pointer for [address, address + size), which must lie inside one live allocation of

@@ -541,21 +541,29 @@ class ServerConnection final : public CompletionSink {
                           wire::kWireVersion, ")"));
       return absl::FailedPreconditionError("version");
     }
-    if (!server_->options_.token.empty()) {
+    const Server::Options& options = server_->options_;
+    if (!options.token.empty() || !options.operator_token.empty()) {
       // A peer that failed too often is refused before its token is even compared.
       if (absl::Status admitted = server_->auth_throttle_.Admit(peer_key_, NowNs());
           !admitted.ok()) {
         Refuse(std::string(admitted.message()), /*log=*/false);
         return admitted;
       }
-      if (!ConstantTimeEquals(hello->token, server_->options_.token)) {
-        const bool throttled = server_->auth_throttle_.RecordFailure(peer_key_, NowNs());
-        Refuse("a valid token is required", /*log=*/true);
-        if (throttled) {
-          Log(LogLevel::kWarning, absl::StrCat("vgpu server: ", peer_key_,
-                                               " failed to authenticate too often; its next "
-                                               "attempts are refused for a while"));
-        }
+    }
+    const bool is_operator = !options.operator_token.empty() &&
+                             ConstantTimeEquals(hello->token, options.operator_token);
+    const bool is_tenant = !options.token.empty() && ConstantTimeEquals(hello->token, options.token);
+    // A token that matches neither is a failed guess even where none is required (a server with
+    // only an operator token): the operator's token is guessed no faster than the tenants'.
+    if (!is_operator && !is_tenant &&
+        (!options.token.empty() || (!options.operator_token.empty() && !hello->token.empty()))) {
+      if (server_->auth_throttle_.RecordFailure(peer_key_, NowNs())) {
+        Log(LogLevel::kWarning, absl::StrCat("vgpu server: ", peer_key_,
+                                             " failed to authenticate too often; its next "
+                                             "attempts are refused for a while"));
+      }
+      if (!options.token.empty()) {
+        Refuse("a valid token is required");
         return absl::PermissionDeniedError("bad token");
       }
     }
@@ -567,7 +575,9 @@ class ServerConnection final : public CompletionSink {
       tenant_name_ = hello->tenant;
     }
     handshaken_.store(true);
-    if (hello->role == wire::Role::kObserver) return ServeObserver(reader);
+    if (hello->role == wire::Role::kObserver) {
+      return ServeObserver(reader, server_->ViewerFor(hello->token, tenant_name_, peer_key_));
+    }
     std::shared_ptr<SharedQuota> tenant_budget = server_->TenantBudget(tenant_name_);
     {
       std::lock_guard<std::mutex> lock(session_mu_);
@@ -671,7 +681,8 @@ class ServerConnection final : public CompletionSink {
     return absl::OkStatus();
   }
 
-  absl::Status ServeObserver(FrameReader& reader) {
+  // Answers StatsRequests with what `viewer` may see (Server::StatsJson).
+  absl::Status ServeObserver(FrameReader& reader, const StatsViewer& viewer) {
     for (;;) {
       absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
       if (!header.ok()) return header.status();
@@ -679,7 +690,7 @@ class ServerConnection final : public CompletionSink {
         return absl::InvalidArgumentError("an observer may only ask for stats");
       }
       std::vector<uint8_t> payload;
-      wire::EncodeDocument(server_->StatsJson(), &payload);
+      wire::EncodeDocument(server_->StatsJson(viewer), &payload);
       Write(wire::MessageType::kStatsReply, header->sequence,
             {iovec{payload.data(), payload.size()}});
     }
@@ -1209,7 +1220,18 @@ absl::Status Server::Serve() {
   return absl::OkStatus();
 }
 
-std::string Server::StatsJson() {
+StatsViewer Server::ViewerFor(const std::string& token, const std::string& tenant,
+                              const std::string& peer_key) const {
+  if (!options_.operator_token.empty() && ConstantTimeEquals(token, options_.operator_token)) {
+    return StatsViewer::Full();
+  }
+  // No credential configured at all: a single-user local setup, where everyone may see all.
+  if (options_.operator_token.empty() && options_.token.empty()) return StatsViewer::Full();
+  return StatsViewer::Tenant(tenant.empty() ? std::string(kDefaultTenant) : tenant, peer_key);
+}
+
+std::string Server::StatsJson(const StatsViewer& viewer) {
+  const bool full = viewer.scope == StatsViewer::Scope::kFull;
   struct TenantView {
     TenantTotals totals;
     uint64_t connections = 0;
@@ -1220,7 +1242,9 @@ std::string Server::StatsJson() {
   uint64_t receiving = 0;
   uint64_t streams = 0, queued = 0, handshakes_evicted = 0;
   absl::flat_hash_map<std::string, TenantView> tenants;
-  for (const auto& [name, budget] : tenant_budgets_) tenants[name];  // configured: always shown
+  for (const auto& [name, budget] : tenant_budgets_) {  // configured: always shown (if allowed)
+    if (full || name == viewer.tenant) tenants[name];
+  }
   {
     std::lock_guard<std::mutex> lock(receiving_mu_);
     receiving = receiving_bytes_;
@@ -1229,23 +1253,29 @@ std::string Server::StatsJson() {
     std::lock_guard<std::mutex> lock(mu_);
     connection_count = connections_.size();
     handshakes_evicted = handshakes_evicted_;
-    for (const auto& [name, totals] : finished_tenants_) tenants[name].totals.Add(totals);
+    for (const auto& [name, totals] : finished_tenants_) {
+      if (full || name == viewer.tenant) tenants[name].totals.Add(totals);
+    }
     for (auto& connection : connections_) {
       if (!connection->is_tenant() || connection->finished() || connection->totals_recorded()) {
         continue;
       }
       const SessionStats stats = connection->session_stats();
       const uint64_t in_use = connection->bytes_in_use();
-      streams += stats.streams;
+      streams += stats.streams;  // server-wide aggregates count every tenant
       queued += stats.queued;
+      if (!full && connection->tenant_name() != viewer.tenant) continue;
       TenantView& tenant = tenants[connection->tenant_name()];
       tenant.connections += 1;
       tenant.bytes_in_use += in_use;
       tenant.totals.Add({connection->commands(), connection->round_trips(), stats.launches,
                          stats.kernel_ns, stats.errors});
+      // A tenant viewer sees the rows of its own peer's connections only, without the peer.
+      if (!full && connection->peer_key() != viewer.peer_key) continue;
       absl::StrAppend(&clients, clients.empty() ? "" : ", ", "{\"id\": ", connection->id(),
-                      ", \"peer\": \"", connection->peer(), "\", \"tenant\": \"",
-                      connection->tenant_name(), "\", \"bytes_in_use\": ", in_use,
+                      full ? absl::StrCat(", \"peer\": \"", connection->peer(), "\"") : "",
+                      ", \"tenant\": \"", connection->tenant_name(),
+                      "\", \"bytes_in_use\": ", in_use,
                       ", \"staging_bytes\": ", connection->staging_bytes(),
                       ", \"shm_bytes\": ", connection->shm_bytes(),
                       ", \"commands\": ", connection->commands(),
@@ -1278,7 +1308,8 @@ std::string Server::StatsJson() {
     absl::StrAppend(&devices, d == 0 ? "" : ", ", "{\"device\": ", d, ", \"limit_bytes\": ",
                     info.limit_bytes, ", \"bytes_in_use\": ", info.bytes_in_use, "}");
   }
-  return absl::StrCat("{\"address\": \"", address_, "\", \"executor\": \"",
+  return absl::StrCat("{\"view\": \"", full ? "full" : "tenant", "\", \"address\": \"",
+                      address_, "\", \"executor\": \"",
                       executor_->name(), "\", \"uptime_s\": ",
                       (NowNs() - started_ns_) / 1e9, ", \"commands_total\": ",
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,

@@ -38,6 +38,26 @@ namespace vgpu {
 
 class ServerConnection;
 
+// Who asks for the server's statistics, and so what StatsJson shows (docs/security.md, "Who may
+// see what"). The full view names every connection's peer (uid and pid, or IP address and
+// port), tenant, memory, kernel time and errors; the tenant view shows server-wide aggregates
+// that name nobody, the aggregate of the viewer's own tenant, and the rows of that tenant's
+// connections from the viewer's own peer (same uid over a Unix socket, same IP address over
+// TCP), without their peer.
+struct StatsViewer {
+  enum class Scope { kFull, kTenant };
+  Scope scope = Scope::kFull;
+  std::string tenant;    // kTenant: the tenant the viewer named in its Hello
+  std::string peer_key;  // kTenant: the viewer's peer (the unit of --max_connections_per_peer)
+
+  // Everything: the operator, or anyone on a server without any token.
+  static StatsViewer Full() { return StatsViewer{}; }
+  // A holder of the tenant token (or of no token, where only an operator token is configured).
+  static StatsViewer Tenant(std::string tenant, std::string peer_key) {
+    return StatsViewer{Scope::kTenant, std::move(tenant), std::move(peer_key)};
+  }
+};
+
 class Server {
  public:
   struct Options {
@@ -50,6 +70,11 @@ class Server {
     // (--tenant_quota name=SIZE,...); tenants not named here have none beyond client_quota.
     std::vector<std::pair<std::string, uint64_t>> tenant_quotas;
     std::string token;                // empty: no token required
+    // The operator's credential (--operator_token_file): a Hello presenting it is admitted in
+    // any role, and an observer presenting it sees every connection (StatsViewer::Operator).
+    // Empty: no operator; then a server with no token either shows everything to everyone (a
+    // single-user local setup) and one with a token shows each observer its own tenant only.
+    std::string operator_token;
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
     int max_streams_per_client = SessionLimits::kDefaultMaxStreams;
@@ -122,9 +147,14 @@ class Server {
 
   // The address clients use (with the port chosen for tcp port 0).
   const std::string& address() const { return address_; }
-  // {"clients": [...], "tenants": [...], "devices": [...], "commands_total": N, "uptime_s": S,
-  // "streams": N, "queued_commands": N, ...}. Thread-safe.
-  std::string StatsJson();
+  // {"view": "full"|"tenant", "clients": [...], "tenants": [...], "devices": [...],
+  // "commands_total": N, "uptime_s": S, "streams": N, "queued_commands": N, ...}, filtered for
+  // `viewer` (StatsViewer): the one place that decides what an observer sees. Thread-safe.
+  std::string StatsJson(const StatsViewer& viewer = StatsViewer::Full());
+  // What an observer whose Hello presented `token` and named `tenant` (empty: the default
+  // tenant) from `peer_key` may see, by the tokens configured (Options::operator_token).
+  StatsViewer ViewerFor(const std::string& token, const std::string& tenant,
+                        const std::string& peer_key) const;
 
   // The tenant name of connections whose Hello names none.
   static constexpr char kDefaultTenant[] = "default";

@@ -6,6 +6,7 @@
 // a GPU machine without TensorFlow can replay traces recorded elsewhere.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -58,6 +59,8 @@ struct CommandLine {
   std::string client_quota;  // empty: no quota
   std::string tenant_quota;  // name=SIZE,... ; empty: none
   std::string token_file;
+  std::string operator_token_file;
+  int parent_pid = 0;  // 0: none to watch
   int device_count = 1;
   int compute_threads = 0;
   std::string ready_file;
@@ -158,6 +161,15 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
                  &line->tenant_quota),
       StringFlag("token_file", "File holding the token clients must present.",
                  &line->token_file),
+      StringFlag("operator_token_file",
+                 "File holding the operator's token: an observer presenting it sees every "
+                 "connection and tenant (`vgpu stats`, the metrics process); holders of the "
+                 "--token_file token see only their own tenant (docs/security.md).",
+                 &line->operator_token_file),
+      IntFlag("parent_pid",
+              "Stop when process N, this server's parent, exits (the metrics process of `vgpu "
+              "server --metrics_address` passes its own; 0: none).",
+              &line->parent_pid, 0),
       IntFlag("device_count", "Number of devices the server offers.", &line->device_count, 1),
       IntFlag("compute_threads", "Compute threads (0: one per core).", &line->compute_threads,
               0),
@@ -289,23 +301,23 @@ int Milliseconds(double seconds) {
   return ms < 1 ? 1 : static_cast<int>(ms);
 }
 
-// The token in `path`, without surrounding whitespace ("" for no path). A file that holds no
-// token (empty, or only whitespace) is an error: taken as "no token", it would silently turn
-// authentication off on a server its operator meant to protect.
-absl::StatusOr<std::string> ReadToken(const std::string& path) {
+// The token in `path` (the value of --`flag`), without surrounding whitespace ("" for no path).
+// A file that holds no token (empty, or only whitespace) is an error: taken as "no token", it
+// would silently turn authentication off on a server its operator meant to protect.
+absl::StatusOr<std::string> ReadToken(absl::string_view flag, const std::string& path) {
   if (path.empty()) return std::string();
   std::ifstream file(path);
   if (!file) {
     return absl::NotFoundError(
-        absl::StrCat("cannot read --token_file ", path, ": ", std::strerror(errno)));
+        absl::StrCat("cannot read --", flag, " ", path, ": ", std::strerror(errno)));
   }
   std::ostringstream contents;
   contents << file.rdbuf();
   std::string token(absl::StripAsciiWhitespace(contents.str()));
   if (token.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--token_file ", path, " holds no token (it is empty or only whitespace); write a token "
-        "into it, or leave --token_file out to serve without authentication"));
+        "--", flag, " ", path, " holds no token (it is empty or only whitespace); write a token "
+        "into it, or leave --", flag, " out"));
   }
   return token;
 }
@@ -350,9 +362,18 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
     if (!quota.ok()) return quota.status();
     options.client_quota = *quota;
   }
-  absl::StatusOr<std::string> token = ReadToken(line.token_file);
+  absl::StatusOr<std::string> token = ReadToken("token_file", line.token_file);
   if (!token.ok()) return token.status();
   options.token = *token;
+  absl::StatusOr<std::string> operator_token =
+      ReadToken("operator_token_file", line.operator_token_file);
+  if (!operator_token.ok()) return operator_token.status();
+  options.operator_token = *operator_token;
+  if (!options.operator_token.empty() && options.operator_token == options.token) {
+    return absl::InvalidArgumentError(
+        "--operator_token_file holds the same token as --token_file: every tenant would be an "
+        "operator");
+  }
   options.device_count = line.device_count;
   options.compute_threads = line.compute_threads;
   options.max_streams_per_client = line.max_streams_per_client;
@@ -491,6 +512,22 @@ int Run(int argc, char** argv) {
     return kExitFailure;
   }
   sigset_t stop_signals = BlockStopSignals();  // before Create: the server's threads inherit it
+  if (line.parent_pid != 0) {
+    // Stop with the parent (--parent_pid): the kernel sends SIGTERM, handled below as any stop
+    // signal, when the thread that started this process exits (the parent's main thread, for
+    // the metrics process). Race-free: a parent that died before the prctl shows as another
+    // parent process (init or a subreaper) afterwards.
+    if (::prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+      std::cerr << "vgpu server: --parent_pid: prctl(PR_SET_PDEATHSIG): " << std::strerror(errno)
+                << "\n";
+      return kExitFailure;
+    }
+    if (::getppid() != static_cast<pid_t>(line.parent_pid)) {
+      std::cerr << "vgpu server: --parent_pid=" << line.parent_pid
+                << " is not (or no longer) this process's parent; stopping\n";
+      return kExitFailure;
+    }
+  }
   absl::StatusOr<std::unique_ptr<Server>> server = Server::Create(*options);
   if (!server.ok()) {
     std::cerr << "vgpu server: " << server.status().message() << "\n";

@@ -113,9 +113,11 @@ py::object FindLoadedPlugin() {
   return py::str(found.front());
 }
 
-// Asks a running server for its statistics (an observer connection). Raises on failure.
+// Asks a running server for its statistics (an observer connection presenting `token` and
+// naming `tenant`, "" for the default one): what that viewer may see (server.h, StatsViewer).
+// Raises on failure.
 std::string QueryServerStats(const std::string& address, const std::string& token,
-                             int timeout_ms) {
+                             int timeout_ms, const std::string& tenant) {
   using namespace vgpu;
   absl::StatusOr<SocketAddress> parsed = ParseSocketAddress(address);
   if (!parsed.ok()) throw std::invalid_argument(std::string(parsed.status().message()));
@@ -124,14 +126,18 @@ std::string QueryServerStats(const std::string& address, const std::string& toke
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   ::setsockopt(fd->get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   std::vector<uint8_t> hello;
-  wire::EncodeHello({wire::kWireVersion, wire::Role::kObserver, token}, &hello);
+  wire::EncodeHello({wire::kWireVersion, wire::Role::kObserver, token, tenant}, &hello);
   absl::Status s = WriteFrame(fd->get(), wire::MessageType::kHello, 0,
                               {iovec{hello.data(), hello.size()}});
-  if (s.ok()) s = WriteFrame(fd->get(), wire::MessageType::kStatsRequest, 1, {});
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
+  // A server that refuses the Hello (a wrong token) may have closed the connection before the
+  // request arrives: its Refused frame, read next, says why better than the failed write.
+  const absl::Status request = WriteFrame(fd->get(), wire::MessageType::kStatsRequest, 1, {});
   FrameReader reader(fd->get());
   absl::StatusOr<wire::FrameHeader> header = reader.ReadHeader();
-  if (!header.ok()) throw std::runtime_error(std::string(header.status().message()));
+  if (!header.ok()) {
+    throw std::runtime_error(std::string((request.ok() ? header.status() : request).message()));
+  }
   std::vector<uint8_t> payload(header->payload_length);
   s = reader.ReadExact(payload.data(), payload.size());
   if (!s.ok()) throw std::runtime_error(std::string(s.message()));
@@ -230,6 +236,9 @@ PYBIND11_MODULE(_core, m) {
         "`vgpu trace` with its arguments ([\"replay\"|\"stats\", FILE, flags...]): "
         "(exit code, output, errors).");
   m.def("query_server_stats", &QueryServerStats, py::arg("address"), py::arg("token") = "",
-        py::arg("timeout_ms") = 5000, py::call_guard<py::gil_scoped_release>(),
-        "The JSON statistics of a running vgpu server.");
+        py::arg("timeout_ms") = 5000, py::arg("tenant") = "",
+        py::call_guard<py::gil_scoped_release>(),
+        "The JSON statistics of a running vgpu server, as the holder of `token` naming "
+        "`tenant` may see them: everything with the operator token (or on a server without "
+        "tokens), else the server's aggregates and that tenant's own (docs/security.md).");
 }

@@ -7,6 +7,7 @@ recorded with VGPU_TRACE, see docs/traces.md)."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -126,7 +127,8 @@ def _stats_table(stats: dict) -> str:
                          f"{tenant['errors']:>7}")
     for client in stats["clients"]:
         tenant = f" tenant {client['tenant']}" if client.get("tenant") else ""
-        lines.append(f"  client {client['id']} ({client['peer']}){tenant}: "
+        peer = f" ({client['peer']})" if "peer" in client else ""
+        lines.append(f"  client {client['id']}{peer}{tenant}: "
                      f"{_format_bytes(client['bytes_in_use'])}, {client['commands']} commands, "
                      f"{client['commands_per_s']:.0f}/s")
     return "\n".join(lines) + "\n"
@@ -138,14 +140,17 @@ def _stats() -> int:
     if not FLAGS.server:
         print("vgpu stats: --server unix:///path or tcp://host:port is required", file=sys.stderr)
         return 2
-    token = _server._read_token(FLAGS.token_file)  # noqa: SLF001
+    # The operator token shows every tenant; the tenant token only the tenant VGPU_TENANT names
+    # (docs/security.md).
+    token = _server._read_token(FLAGS.operator_token_file or FLAGS.token_file)  # noqa: SLF001
+    tenant = os.environ.get("VGPU_TENANT", "")
     interval = max(FLAGS.interval, 0.05)
     refreshes = 0
     try:
-        previous = json.loads(_core.query_server_stats(FLAGS.server, token))
+        previous = json.loads(_core.query_server_stats(FLAGS.server, token, tenant=tenant))
         while True:
             time.sleep(interval)  # a rate needs two samples
-            current = json.loads(_core.query_server_stats(FLAGS.server, token))
+            current = json.loads(_core.query_server_stats(FLAGS.server, token, tenant=tenant))
             stats = _with_rates(previous, dict(current))
             if FLAGS.json:
                 print(json.dumps(stats, indent=2), flush=True)

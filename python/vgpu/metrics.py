@@ -14,14 +14,42 @@ over the tenant's connections since the server started (counters) or now (gauges
 ``vgpu_connections``, ``vgpu_commands_total``, ``vgpu_streams``, ``vgpu_queued_commands``,
 ``vgpu_receiving_bytes``, ``vgpu_uptime_seconds``, and per device (label ``device``)
 ``vgpu_device_memory_bytes_in_use`` and ``vgpu_device_memory_limit_bytes``.
+
+Who may see what (docs/security.md): the per-tenant series name the tenants of the server, so
+they are exported only when the endpoint requires its own token (``--metrics_token_file``:
+``Authorization: Bearer <token>``, 401 otherwise) or when the server has no token at all (then
+any local observer sees every tenant anyway); otherwise only the server-wide series are. The
+endpoint is a small HTTP server of its own (not prometheus_client's): it answers at most
+``max_connections`` connections at once (more are closed at once), drops a client that sends
+no complete request within ``REQUEST_TIMEOUT_S``, and when accept() runs out of file
+descriptors it closes the waiting connection through a reserved descriptor and backs off for
+``ACCEPT_BACKOFF_S`` instead of spinning.
 """
 from __future__ import annotations
 
+import errno
+import hmac
+import http.server
 import json
+import os
+import socket
+import sys
+import threading
+import time
 from typing import Callable, Iterator
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+# The host of a --metrics_address given as a bare port: only this machine may scrape.
+DEFAULT_HOST = "127.0.0.1"
+# Connections the endpoint serves at once (--metrics_max_connections); more are closed at once.
+DEFAULT_MAX_CONNECTIONS = 16
+# Seconds a scraper has to send its request (and take the answer) before it is dropped.
+REQUEST_TIMEOUT_S = 5.0
+# After accept() failed for lack of file descriptors (or memory), the listener rests this long.
+ACCEPT_BACKOFF_S = 0.1
+_OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 _TENANT_GAUGES = (
     ("bytes_in_use", "vgpu_tenant_bytes_in_use", "Device memory the tenant's connections hold."),
@@ -38,10 +66,12 @@ _TENANT_COUNTERS = (
 
 class ServerCollector:
     """A prometheus_client collector that reads `fetch()` (the server's statistics JSON) on each
-    scrape. A server that cannot be asked yields only ``vgpu_up 0``."""
+    scrape. A server that cannot be asked yields only ``vgpu_up 0``. Without `per_tenant` the
+    series labelled with tenant names are left out (server-wide series only)."""
 
-    def __init__(self, fetch: Callable[[], str]):
+    def __init__(self, fetch: Callable[[], str], per_tenant: bool = True):
         self._fetch = fetch
+        self._per_tenant = per_tenant
 
     def describe(self) -> list[Metric]:
         return []  # metrics depend on the server's tenants: no fixed description
@@ -80,6 +110,8 @@ class ServerCollector:
         yield in_use
         yield limit
 
+        if not self._per_tenant:
+            return
         tenants = stats.get("tenants", [])
         for key, name, text in _TENANT_GAUGES:
             gauge = GaugeMetricFamily(name, text, labels=["tenant"])
@@ -100,20 +132,147 @@ class ServerCollector:
 
 
 def parse_address(text: str) -> tuple[str, int]:
-    """HOST:PORT (port 0: any free one) -> (host, port); ValueError with the reason."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"--metrics_address={text!r} is not HOST:PORT")
+    """HOST:PORT or a bare PORT (host 127.0.0.1; port 0: any free one) -> (host, port);
+    ValueError with the reason."""
+    if text.isdigit():
+        host, port = DEFAULT_HOST, text
+    else:
+        host, sep, port = text.rpartition(":")
+        if not sep or not host:
+            raise ValueError(f"--metrics_address={text!r} is not HOST:PORT or PORT")
+    if not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"--metrics_address={text!r} is not HOST:PORT or PORT")
     return host.strip("[]"), int(port)
 
 
-def serve(address: str, server_address: str, token: str = "") -> tuple[object, int]:
-    """Starts the /metrics HTTP endpoint on `address` (HOST:PORT) in a daemon thread, reading the
-    server at `server_address`. Returns (the HTTP server, the bound port)."""
+class _MetricsHandler(http.server.BaseHTTPRequestHandler):
+    """GET /metrics (or /): the registry in Prometheus's text format, after the bearer token
+    when the server has one. One request per connection (HTTP/1.0)."""
+
+    timeout = REQUEST_TIMEOUT_S  # applied to the socket by StreamRequestHandler.setup
+    server: "MetricsHTTPServer"
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        if path not in ("/metrics", "/"):
+            self._answer(404, b"not found: the metrics are at /metrics\n")
+            return
+        if not self.server.authorized(self.headers.get("Authorization", "")):
+            self._answer(401, b"a bearer token is required (Authorization: Bearer <token>)\n",
+                         {"WWW-Authenticate": 'Bearer realm="vgpu metrics"'})
+            return
+        self._answer(200, generate_latest(self.server.registry),
+                     {"Content-Type": CONTENT_TYPE_LATEST})
+
+    def _answer(self, code: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+        self.send_response(code)
+        for name, value in {"Content-Type": "text/plain; charset=utf-8", **(headers or {})}.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format, *args) -> None:  # noqa: A002 - http.server's signature
+        del format, args  # a scrape every few seconds would flood the server's log
+
+
+class MetricsHTTPServer(http.server.HTTPServer):
+    """The /metrics endpoint: a thread per connection, at most `max_connections` at once (more
+    are closed at once); `token` (if not empty) required as ``Authorization: Bearer``; out of
+    file descriptors, accept backs off instead of spinning. Call serve_forever() in a thread."""
+
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int, registry: CollectorRegistry, token: str = "",
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+        self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.registry = registry
+        self._token = f"Bearer {token}".encode() if token else b""
+        self._slots = threading.BoundedSemaphore(max(1, max_connections))
+        # Closed to accept-and-close the waiting client when out of descriptors (then reopened).
+        self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self._last_report = 0.0
+        super().__init__((host, port), _MetricsHandler)
+        self.socket.setblocking(False)  # accept never blocks the loop (a client may leave)
+
+    def authorized(self, header: str) -> bool:
+        """Whether an Authorization header value grants access (compared in constant time)."""
+        return not self._token or hmac.compare_digest(header.encode("latin-1", "replace"),
+                                                      self._token)
+
+    def get_request(self):
+        try:
+            return self.socket.accept()
+        except OSError as error:
+            if error.errno in _OUT_OF_RESOURCES:
+                self._refuse_one_and_back_off(error)
+            raise  # serve_forever skips this round
+
+    def _refuse_one_and_back_off(self, error: OSError) -> None:
+        """Out of descriptors: closes one waiting connection through the reserve (so that the
+        backlog drains instead of keeping the listener readable) and rests ACCEPT_BACKOFF_S."""
+        if self._reserve >= 0:
+            os.close(self._reserve)
+            self._reserve = -1
+        try:
+            waiting, _ = self.socket.accept()
+            waiting.close()
+        except OSError:
+            pass
+        try:
+            self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._reserve = -1  # taken again on a later round
+        now = time.monotonic()
+        if now - self._last_report >= 1.0:
+            print(f"vgpu server: metrics endpoint cannot accept connections: {error.strerror}; "
+                  "backing off", file=sys.stderr, flush=True)
+            self._last_report = now
+        time.sleep(ACCEPT_BACKOFF_S)
+
+    def process_request(self, request, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # too many at once: closed, the scraper retries
+            return
+        thread = threading.Thread(target=self._serve_one, args=(request, client_address),
+                                  name="vgpu-metrics", daemon=True)
+        try:
+            thread.start()
+        except RuntimeError:  # no thread to be had
+            self._slots.release()
+            self.shutdown_request(request)
+
+    def _serve_one(self, request, client_address) -> None:
+        try:
+            self.finish_request(request, client_address)
+        except Exception:  # noqa: BLE001, S110 - a scraper that misbehaves only ends its connection
+            pass
+        finally:
+            self.shutdown_request(request)
+            self._slots.release()
+
+    def server_close(self) -> None:
+        super().server_close()
+        if self._reserve >= 0:
+            os.close(self._reserve)
+            self._reserve = -1
+
+
+def serve(address: str, server_address: str, token: str = "", *, metrics_token: str = "",
+          per_tenant: bool = True,
+          max_connections: int = DEFAULT_MAX_CONNECTIONS) -> tuple[MetricsHTTPServer, int]:
+    """Starts the /metrics HTTP endpoint on `address` (HOST:PORT, or PORT for 127.0.0.1) in a
+    daemon thread, reading the server at `server_address` as the holder of `token` (the operator
+    token, for the full view). `metrics_token`: required of scrapers (empty: none);
+    `per_tenant`: export the series labelled with tenant names. Returns (the HTTP server, the
+    bound port); stop it with shutdown() and server_close()."""
     from vgpu import _core  # noqa: PLC0415 - the observer client
 
     host, port = parse_address(address)
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ServerCollector(lambda: _core.query_server_stats(server_address, token)))
-    http_server, _thread = start_http_server(port, addr=host, registry=registry)
-    return http_server, http_server.server_port
+    registry.register(ServerCollector(lambda: _core.query_server_stats(server_address, token),
+                                      per_tenant=per_tenant))
+    http_server = MetricsHTTPServer(host, port, registry, metrics_token, max_connections)
+    threading.Thread(target=http_server.serve_forever, name="vgpu-metrics-accept",
+                     daemon=True).start()
+    return http_server, http_server.server_address[1]

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -232,7 +233,39 @@ TEST(DeviceArena, TranslateRejectsAnotherOwnersMemory) {
   ASSERT_NE(arena, nullptr);
   const uint64_t address = *arena->Allocate(1024, kOwner);
   absl::StatusOr<uint8_t*> stolen = arena->Translate(address, 16, kOtherOwner);
-  EXPECT_EQ(stolen.status().code(), absl::StatusCode::kPermissionDenied) << stolen.status();
+  EXPECT_EQ(stolen.status().code(), absl::StatusCode::kInvalidArgument) << stolen.status();
+}
+
+// Issue 25, class 6: an error must not tell a tenant whether an address lies in another tenant's
+// allocation or in none (that would map where the others' memory is).
+TEST(DeviceArena, ErrorsForAnotherOwnersMemoryEqualThoseForUnallocatedMemory) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t address = *arena->Allocate(4096, kOwner);
+  const absl::Status foreign_range = arena->Translate(address + 64, 16, kOtherOwner).status();
+  const absl::Status foreign_pin = arena->PinRange(address, 4096, kOtherOwner).status();
+  const absl::Status foreign_free = arena->Free(address, kOtherOwner);
+  ASSERT_TRUE(arena->Free(address, kOwner).ok());  // no pins: the block is gone at once
+  const absl::Status unallocated_range = arena->Translate(address + 64, 16, kOtherOwner).status();
+  const absl::Status unallocated_pin = arena->PinRange(address, 4096, kOtherOwner).status();
+  const absl::Status unallocated_free = arena->Free(address, kOtherOwner);
+  EXPECT_FALSE(foreign_range.ok());
+  EXPECT_EQ(foreign_range, unallocated_range);
+  EXPECT_EQ(foreign_pin, unallocated_pin);
+  EXPECT_FALSE(foreign_free.ok());
+  EXPECT_EQ(foreign_free, unallocated_free);
+  EXPECT_EQ(foreign_free.code(), absl::StatusCode::kNotFound);
+}
+
+TEST(DeviceArena, ARangePastTheEndOfAnOwnAllocationSaysSo) {
+  auto arena = MakeArena();
+  ASSERT_NE(arena, nullptr);
+  const uint64_t address = *arena->Allocate(256, kOwner);
+  const absl::Status status = arena->Translate(address + 128, 512, kOwner).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("past the end of this client's allocation of 256 bytes"),
+            std::string::npos)
+      << status;
 }
 
 TEST(DeviceArena, TranslateRejectsUntaggedAndForeignDeviceAddresses) {
@@ -255,7 +288,7 @@ TEST(DeviceArena, FreeChecksTheAllocationAndItsOwner) {
   ASSERT_NE(arena, nullptr);
   const uint64_t address = *arena->Allocate(1024, kOwner);
   EXPECT_EQ(arena->Free(address + 256, kOwner).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(arena->Free(address, kOtherOwner).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(arena->Free(address, kOtherOwner).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(arena->Free(OffsetOf(address), kOwner).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(arena->Info().bytes_in_use, 1024u);  // none of those freed anything
   EXPECT_TRUE(arena->Free(address, kOwner).ok());
@@ -404,7 +437,7 @@ TEST(DeviceArena, PinRangesIsAllOrNothing) {
   const uint64_t theirs = *arena->Allocate(1024, kOtherOwner);
   PinnedRanges pins;
   const BufferArg ranges[] = {{mine, 1024}, {0, 0}, {theirs, 16}};
-  EXPECT_EQ(arena->PinRanges(ranges, kOwner, &pins).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(arena->PinRanges(ranges, kOwner, &pins).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(pins.empty());
   // No pin was left behind: freeing returns the block at once.
   ASSERT_TRUE(arena->Free(mine, kOwner).ok());

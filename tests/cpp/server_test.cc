@@ -327,6 +327,47 @@ TEST(Server, AllocationsBeyondTheClientQuotaAreResourceExhausted) {
   EXPECT_TRUE(other.transport->Call(c).status.ok());
 }
 
+// Issue 25, class 6: an observer holding the tenant token sees the aggregates and its own
+// tenant only; the operator token sees everything; a server without tokens shows everything.
+TEST(Server, StatsShowATenantViewerOnlyItsOwnTenantAndTheOperatorEverything) {
+  Server::Options options = SmallServer();
+  options.token = "tenant-token";
+  options.operator_token = "operator-token";
+  options.tenant_quotas = {{"team-b", 1 << 20}};
+  RunningServer server(options);
+  RecordingSink sink_a, sink_b;
+  auto a = SocketTransport::Connect(server.address(), "tenant-token", &sink_a, nullptr, 2000, 0,
+                                    0, "team-a");
+  auto b = SocketTransport::Connect(server.address(), "tenant-token", &sink_b, nullptr, 2000, 0,
+                                    0, "team-b");
+  ASSERT_TRUE(a.ok() && b.ok());
+  const std::string own_peer = absl::StrCat("uid ", ::getuid());
+  const StatsViewer tenant = server.server().ViewerFor("tenant-token", "team-a", own_peer);
+  EXPECT_EQ(tenant.scope, StatsViewer::Scope::kTenant);
+  const std::string seen = server.server().StatsJson(tenant);
+  EXPECT_NE(seen.find("\"view\": \"tenant\""), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"name\": \"team-a\""), std::string::npos) << seen;
+  EXPECT_NE(seen.find("\"tenant\": \"team-a\""), std::string::npos) << seen;  // its row
+  for (const char* hidden : {"team-b", "peer", "uid", "pid"}) {
+    EXPECT_EQ(seen.find(hidden), std::string::npos) << hidden << " in " << seen;
+  }
+  // Another peer naming team-a gets team-a's totals but no row of its connections.
+  const std::string elsewhere =
+      server.server().StatsJson(StatsViewer::Tenant("team-a", "uid 4294967294"));
+  EXPECT_NE(elsewhere.find("\"name\": \"team-a\""), std::string::npos) << elsewhere;
+  EXPECT_NE(elsewhere.find("\"clients\": []"), std::string::npos) << elsewhere;
+  // The operator sees both tenants and every peer.
+  const StatsViewer operator_view = server.server().ViewerFor("operator-token", "", own_peer);
+  EXPECT_EQ(operator_view.scope, StatsViewer::Scope::kFull);
+  const std::string all = server.server().StatsJson(operator_view);
+  EXPECT_NE(all.find("team-b"), std::string::npos) << all;
+  EXPECT_NE(all.find("\"peer\": \"unix socket, uid"), std::string::npos) << all;
+
+  RunningServer open_server(SmallServer());  // no token at all: a single-user setup
+  EXPECT_EQ(open_server.server().ViewerFor("", "team-a", own_peer).scope,
+            StatsViewer::Scope::kFull);
+}
+
 uint64_t ServerBytesInUse(Server& server) {
   std::string json = server.StatsJson();
   size_t devices = json.find("\"devices\"");

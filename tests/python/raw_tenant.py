@@ -403,13 +403,13 @@ class RawTenant:
         self.close()
 
 
-def bystander_round_trip(address, count=1024, timeout=30.0):
+def bystander_round_trip(address, count=1024, timeout=30.0, token=""):
     """An honest tenant's whole job: write data, relu it on the device, read it back. Returns
-    the result's float32 values (asserting they are right)."""
+    the result's float32 values (asserting they are right). `token`: the server's, if any."""
     import numpy as np  # noqa: PLC0415
 
     values = np.linspace(-1, 1, count, dtype=np.float32)
-    with RawTenant(address, timeout=timeout) as tenant:
+    with RawTenant(address, token=token, timeout=timeout) as tenant:
         stream = tenant.create_stream()
         x, y = tenant.allocate(4 * count), tenant.allocate(4 * count)
         tenant.write(stream, x, values.tobytes())
