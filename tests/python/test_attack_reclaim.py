@@ -35,7 +35,7 @@ def test_a_tenant_that_passes_its_own_socket_and_exits_is_seen_to_disconnect(tmp
         # it, the connection would never reach end of stream.
         data = frame(COMMAND, tenant.next_sequence(), command_payload(NOTIFY_KIND, stream=0))
         socket.send_fds(tenant.sock, [data], [tenant.sock.fileno()])
-        tenant.close()
+        tenant.sock.close()  # as a process that exits: no shutdown(), only its descriptor goes
         wait_for(lambda: not server.stats()["clients"], 10, "the tenant seen as gone")
         wait_for(lambda: device_bytes_in_use(server) == 0, 10, "its memory reclaimed")
         bystander_round_trip(server.address)
@@ -70,7 +70,7 @@ def test_sigterm_stops_the_server_promptly_with_a_tenants_work_queued(tmp_path):
         stream = tenant.create_stream()
         count = 32 * MIB // 4
         x, y = tenant.allocate(4 * count), tenant.allocate(4 * count)
-        for _ in range(2000):  # minutes of work queued on one stream
+        for _ in range(20_000):  # minutes of work queued on one stream
             tenant.relu(stream, x, y, count)
         token = tenant.notify(stream)
         time.sleep(0.5)  # the first launches are running
