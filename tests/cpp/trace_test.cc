@@ -1,7 +1,10 @@
 // Tests of command traces (trace/): the file format round trip, address translation, corrupted
 // and truncated files refused with the offset and record named, result comparison within a
 // tolerance, and a run recorded through TracingTransport on the CPU executor replayed (equal
-// results pass, a tampered result is reported as the first mismatch).
+// results pass, a tampered result is reported as the first mismatch), and hostile traces built
+// byte by byte (TraceUntrusted: nonzero reserved fields, a checksum that must cover the record
+// header, lengths beyond the file) refused with the record and offset, without allocating what
+// they declare.
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/executor_registry.h"
+#include "plugin/protocol/byte_codec.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/trace/trace_format.h"
 #include "plugin/trace/trace_recorder.h"
@@ -246,7 +250,7 @@ TEST(TraceReader, RefusesABadMagicVersionAndOrdinal) {
   WriteFile(path, bytes);
   ASSERT_TRUE(ReadAll(path, &records).ok());
   bad = bytes;
-  bad[records[4].offset + 2] = 5;  // ordinal 5 of 2 devices (the header is not checksummed)
+  bad[records[4].offset + 2] = 5;  // ordinal 5 of 2 devices (checked before the checksum)
   WriteFile(path, bad);
   absl::Status status = ReadAll(path);
   EXPECT_NE(status.message().find("device ordinal 5"), std::string::npos) << status;
@@ -267,13 +271,17 @@ TEST(TraceReader, SurvivesEveryByteMutatedEvenBehindAValidChecksum) {
     for (uint8_t value : {uint8_t{0xFF}, static_cast<uint8_t>(bytes[at] ^ 1)}) {
       std::vector<uint8_t> mutated = bytes;
       mutated[at] = value;
-      // Re-seal the record the byte belongs to, so the decoders behind the checksum see it.
+      // Re-seal the record the byte belongs to (its header's first 16 bytes or its body), so
+      // the decoders behind the checksum see it.
       for (const TraceRecord& r : records) {
         uint32_t length = 0;
         std::memcpy(&length, mutated.data() + r.offset + 4, 4);
         const size_t body = r.offset + kRecordHeaderBytes;
-        if (at >= body && length <= mutated.size() - body && at < body + length) {
-          const uint32_t crc = Crc32({mutated.data() + body, length});
+        const bool in_header = at >= r.offset && at < r.offset + 16;
+        if ((in_header || at >= body) && length <= mutated.size() - body &&
+            at < body + length) {
+          const uint32_t crc = RecordChecksum({mutated.data() + r.offset, 16},
+                                              {mutated.data() + body, length});
           std::memcpy(mutated.data() + r.offset + 16, &crc, 4);
         }
       }
@@ -485,6 +493,116 @@ TEST(TraceTool, ReportsSuccessStatsAndBadUsage) {
   EXPECT_EQ(RunTraceTool({"replay"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"bogus"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"replay", path, "--rtol", "x"}, bad_out, bad_err), 2);
+}
+
+// --- Untrusted traces: hostile files built byte by byte -----------------------------------------
+
+// A trace assembled record by record with the format's encoders (then patched raw where a test
+// needs bytes no encoder writes).
+class HostileTrace {
+ public:
+  explicit HostileTrace(uint64_t memory_limit = 64ull << 20) {
+    TraceHeader header;
+    header.memory_limit = memory_limit;
+    EncodeFileHeader(header, &bytes_);
+  }
+  // Appends a record; its byte offset.
+  size_t Add(RecordType type, const std::vector<uint8_t>& body) {
+    const size_t at = bytes_.size();
+    EncodeRecord(type, 0, 0, body, &bytes_);
+    return at;
+  }
+  size_t Post(const Command& command, HostSide side = HostSide::kNone) {
+    std::vector<uint8_t> body;
+    EncodeCommandBody(command, side, {}, &body);
+    return Add(RecordType::kPost, body);
+  }
+  // A call that succeeded when recorded, answered `value`; a kMemcpyNow to the host gets a
+  // result "not captured".
+  size_t Call(const Command& command, uint64_t value = 0, HostSide side = HostSide::kNone) {
+    std::vector<uint8_t> body;
+    EncodeCommandBody(command, side, {}, &body);
+    Reply reply;
+    reply.value = value;
+    wire::EncodeReply(reply, &body);
+    if (side == HostSide::kDestination) EncodeResult(TraceResult(), &body);
+    return Add(RecordType::kCall, body);
+  }
+  size_t Notified(uint64_t token) {
+    std::vector<uint8_t> body;
+    PutBytesOf(&body, token);
+    return Add(RecordType::kNotified, body);
+  }
+  std::vector<uint8_t>& bytes() { return bytes_; }
+  std::string Write(const std::string& name) const {
+    const std::string path = TempPath(name);
+    WriteFile(path, bytes_);
+    return path;
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+TEST(TraceUntrusted, RefusesANonzeroReservedFieldInTheFileOrRecordHeader) {
+  HostileTrace trace;
+  const size_t record = trace.Notified(1);
+  const std::vector<uint8_t> clean = trace.bytes();
+  for (size_t at : {size_t{32}, size_t{39}, record + 1, record + 20, record + 23}) {
+    trace.bytes() = clean;
+    trace.bytes()[at] = 1;
+    absl::Status status = ReadAll(trace.Write("reserved"));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << at;
+    EXPECT_NE(status.message().find("reserved"), std::string::npos) << at << ": " << status;
+    EXPECT_NE(status.message().find("byte offset"), std::string::npos) << status;
+    if (at >= record) {
+      EXPECT_NE(status.message().find("record 0"), std::string::npos) << status;
+    }
+  }
+}
+
+TEST(TraceUntrusted, ChecksumCoversTheRecordHeaderNotJustTheBody) {
+  HostileTrace trace;
+  const size_t record = trace.Notified(1);
+  ASSERT_TRUE(ReadAll(trace.Write("header_crc")).ok());
+  // Time (bytes 8..15) and body length (4..7, kept consistent by growing the file) are covered.
+  for (size_t at : {record + 8, record + 15}) {
+    std::vector<uint8_t> bytes = trace.bytes();
+    bytes[at] ^= 0x20;
+    WriteFile(TempPath("header_crc"), bytes);
+    absl::Status status = ReadAll(TempPath("header_crc"));
+    EXPECT_NE(status.message().find("checksum mismatch"), std::string::npos) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("offset ", record)), std::string::npos)
+        << status;
+  }
+}
+
+TEST(TraceUntrusted, RefusesFormatVersionOneAsNotSupported) {
+  HostileTrace trace;
+  trace.bytes()[8] = 1;
+  absl::Status status = ReadAll(trace.Write("version1"));
+  EXPECT_NE(status.message().find("version 1 is not supported"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("record the trace again"), std::string::npos) << status;
+}
+
+TEST(TraceUntrusted, RefusesLengthsBeyondTheFileBeforeAllocatingThem) {
+  // A header string of 60000 bytes (under the 64 KiB cap) in a 48-byte file.
+  HostileTrace trace;
+  uint32_t length = 60000;
+  std::memcpy(trace.bytes().data() + kFileHeaderFixedBytes, &length, 4);
+  absl::Status status = ReadAll(trace.Write("long_string"));
+  EXPECT_NE(status.message().find("header string of 60000 bytes is truncated"),
+            std::string::npos)
+      << status;
+  // A record declaring a 4 GiB body.
+  HostileTrace body;
+  const size_t record = body.Notified(1);
+  length = 0xFFFFFFFFu;
+  std::memcpy(body.bytes().data() + record + 4, &length, 4);
+  status = ReadAll(body.Write("huge_body"));
+  EXPECT_NE(status.message().find("body of 4294967295 bytes truncated"), std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("record 0"), std::string::npos) << status;
 }
 
 // Counts notifications, as the client's hub would receive them.
