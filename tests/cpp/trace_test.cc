@@ -3,12 +3,15 @@
 // tolerance, and a run recorded through TracingTransport on the CPU executor replayed (equal
 // results pass, a tampered result is reported as the first mismatch), and hostile traces built
 // byte by byte (TraceUntrusted: nonzero reserved fields, a checksum that must cover the record
-// header, lengths beyond the file) refused with the record and offset, without allocating what
-// they declare.
+// header, lengths beyond the file, copies outside every allocation or beyond the memory limit,
+// notifications that can never come) refused with the record and offset, without allocating
+// what they declare.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -544,6 +547,23 @@ class HostileTrace {
   std::vector<uint8_t> bytes_;
 };
 
+Command MakeCommand(CommandKind kind, uint64_t stream = 0, uint64_t size = 0) {
+  Command command;
+  command.kind = kind;
+  command.stream = stream;
+  command.size = size;
+  return command;
+}
+
+// The header of a HostileTrace: 40 fixed bytes and two empty strings.
+constexpr size_t kHostileHeaderBytes = kFileHeaderFixedBytes + 8;
+
+// Allocates 1 MiB at recorded address 0x10000 and creates stream 1.
+void AddAllocationAndStream(HostileTrace& trace) {
+  trace.Call(MakeCommand(CommandKind::kAllocate, 0, 1 << 20), 0x10000);
+  trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
+}
+
 TEST(TraceUntrusted, RefusesANonzeroReservedFieldInTheFileOrRecordHeader) {
   HostileTrace trace;
   const size_t record = trace.Notified(1);
@@ -603,6 +623,186 @@ TEST(TraceUntrusted, RefusesLengthsBeyondTheFileBeforeAllocatingThem) {
   EXPECT_NE(status.message().find("body of 4294967295 bytes truncated"), std::string::npos)
       << status;
   EXPECT_NE(status.message().find("record 0"), std::string::npos) << status;
+}
+
+TEST(TraceUntrusted, RefusesAHugeDeviceToHostCopyOutsideEveryAllocationWithoutAllocating) {
+  for (uint64_t size : {uint64_t{1} << 62, uint64_t{3} << 29}) {
+    HostileTrace trace;
+    trace.Post(MakeCommand(CommandKind::kMemcpyDtoH, 1, size), HostSide::kDestination);
+    const std::string path = trace.Write("huge_dtoh");
+    absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
+    ASSERT_FALSE(report.ok()) << size;
+    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+    EXPECT_NE(report.status().message().find("record 0"), std::string::npos) << report.status();
+    EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", kHostileHeaderBytes)),
+              std::string::npos)
+        << report.status();
+    EXPECT_NE(report.status().message().find("does not lie inside one recorded allocation"),
+              std::string::npos)
+        << report.status();
+    std::ostringstream out, err;
+    EXPECT_EQ(RunTraceTool({"stats", path}, out, err), 1);
+    EXPECT_NE(err.str().find("recorded allocation"), std::string::npos) << err.str();
+  }
+  // The synchronous copy to the host too.
+  HostileTrace now;
+  now.Call(MakeCommand(CommandKind::kMemcpyNow, 0, uint64_t{1} << 62), 0, HostSide::kDestination);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(now.Write("huge_now"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("memcpy_sync"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, RefusesACopyLongerThanTheAllocationItReadsFrom) {
+  HostileTrace trace;
+  AddAllocationAndStream(trace);
+  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
+  copy.src = 0x10000 + 16;  // 16 bytes past the start: 16 bytes too long
+  trace.Post(copy, HostSide::kDestination);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("long_copy"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("record 2"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, BoundsHostMemoryOfCopiesInFlightByTheMemoryLimit) {
+  HostileTrace trace;
+  AddAllocationAndStream(trace);
+  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
+  copy.src = 0x10000;
+  for (int i = 0; i < 4; ++i) trace.Post(copy, HostSide::kDestination);  // no results follow
+  ReplayOptions options;
+  options.memory_limit = 3ull << 20;
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("in_flight"), options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted) << report.status();
+  EXPECT_NE(report.status().message().find("record 5"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("--memory_limit"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedOne) {
+  HostileTrace trace(/*memory_limit=*/uint64_t{1} << 50);
+  trace.Call(MakeCommand(CommandKind::kAllocate, 0, 256ull << 20), 0x10000);
+  ReplayOptions options;
+  options.memory_limit = 64ull << 20;
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("big_limit"), options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("failed on replay"), std::string::npos)
+      << report.status();
+  // Without --memory_limit the recorded petabyte is capped at the host's default.
+  EXPECT_LE(DefaultReplayMemoryLimit(1), uint64_t{1} << 50);
+  HostileTrace empty(uint64_t{1} << 50);
+  EXPECT_TRUE(ReplayTrace(empty.Write("big_limit_empty"), ReplayOptions()).ok());
+}
+
+TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
+  HostileTrace never;
+  const size_t at = never.Notified(12345);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ReplayReport> report = ReplayTrace(never.Write("never"), ReplayOptions());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+  EXPECT_NE(report.status().message().find("record 0 (notified, token 12345"), std::string::npos)
+      << report.status();
+  EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", at)), std::string::npos)
+      << report.status();
+  EXPECT_NE(report.status().message().find("can never come"), std::string::npos)
+      << report.status();
+
+  // A token posted once comes once: the second record naming it fails at once.
+  HostileTrace twice;
+  twice.Call(MakeCommand(CommandKind::kCreateStream, 1));
+  Command notify = MakeCommand(CommandKind::kNotify, 1);
+  notify.token = 7;
+  twice.Post(notify);
+  twice.Notified(7);
+  twice.Notified(7);
+  report = ReplayTrace(twice.Write("twice"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("record 3 (notified, token 7"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, RefusesARecordedTokenInTheRangeTheReplayKeeps) {
+  HostileTrace trace;
+  trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
+  Command notify = MakeCommand(CommandKind::kNotify, 1);
+  notify.token = (uint64_t{1} << 62) | 2;
+  trace.Post(notify);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("token_bits"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("bits 62-63"), std::string::npos) << report.status();
+}
+
+TEST(TraceUntrusted, ReplaysFromMemoryAsFromAFile) {
+  const std::string path = RecordCpuRun("from_memory");
+  const std::vector<uint8_t> bytes = ReadFile(path);
+  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::FromBytes(
+      "memory", absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<ReplayReport> report = ReplayTrace(**reader, ReplayOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->commands_replayed, 9u);
+  EXPECT_EQ(report->results_exact, 2u);
+}
+
+// The seeds of the trace fuzzer (tests/fuzz/trace_corpus: a mode byte, then a small real trace)
+// read completely, and the stats replay over each (as the fuzz target's stats pass runs it)
+// ends in a report or an error, within its limits.
+TEST(TraceUntrusted, EveryFuzzSeedReadsAndReplaysAsStats) {
+  std::vector<std::string> files;
+  if (DIR* dir = opendir(VGPU_TRACE_FUZZ_CORPUS_DIR)) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') {
+        files.push_back(std::string(VGPU_TRACE_FUZZ_CORPUS_DIR "/") + entry->d_name);
+      }
+    }
+    closedir(dir);
+  }
+  ASSERT_FALSE(files.empty());
+  int replayed_ok = 0;
+  for (const std::string& file : files) {
+    const std::vector<uint8_t> seed = ReadFile(file);
+    ASSERT_GT(seed.size(), 1u) << file;
+    const absl::string_view trace(reinterpret_cast<const char*>(seed.data()) + 1,
+                                  seed.size() - 1);
+    absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::FromBytes(file, trace);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    TraceRecord record;
+    absl::StatusOr<bool> next;
+    while ((next = (*reader)->Next(&record)).ok() && *next) {
+    }
+    ASSERT_TRUE(next.ok()) << file << ": " << next.status();
+    ReplayOptions options;
+    options.time_launches = true;
+    options.stop_at_mismatch = false;
+    options.memory_limit = 16ull << 20;
+    options.wait_timeout_ms = 200;
+    absl::StatusOr<std::unique_ptr<TraceReader>> again = TraceReader::FromBytes(file, trace);
+    ASSERT_TRUE(again.ok());
+    absl::StatusOr<ReplayReport> report = ReplayTrace(**again, options);
+    replayed_ok += report.ok();
+  }
+  EXPECT_GE(replayed_ok, 2) << "the whole tiny trace replays (both modes)";
+}
+
+TEST(TraceTool, RefusesABadMemoryLimitOrWaitTimeout) {
+  const std::string path = RecordCpuRun("tool_flags");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--memory_limit=lots"}, out, err), 2);
+  EXPECT_NE(err.str().find("--memory_limit"), std::string::npos) << err.str();
+  EXPECT_EQ(RunTraceTool({"replay", path, "--wait_timeout=0"}, out, err), 2);
+  EXPECT_EQ(RunTraceTool({"replay", path, "--wait_timeout=-1"}, out, err), 2);
+  EXPECT_NE(err.str().find("--wait_timeout"), std::string::npos) << err.str();
+  std::ostringstream ok_out, ok_err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--memory_limit=64MiB", "--wait_timeout=2.5"}, ok_out,
+                         ok_err),
+            0)
+      << ok_err.str();
 }
 
 // Counts notifications, as the client's hub would receive them.
