@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
-# The long kernel-payload fuzzer (tests/fuzz/kernel_launch_fuzz.h): libFuzzer, coverage-guided,
-# built with clang and -fsanitize=fuzzer,address,undefined in build/fuzz, seeded with one valid
-# launch per kernel (tests/fuzz/corpus). Findings (crashes, overruns, escaping exceptions) land in
-# build/fuzz/findings; the mutated corpus grows in build/fuzz/corpus.
+# The libFuzzer fuzz targets, coverage-guided, built with clang and
+# -fsanitize=fuzzer,address,undefined in build/fuzz:
+#   kernel       (default) kernel payloads (tests/fuzz/kernel_launch_fuzz.h), seeded with one
+#                valid launch per kernel (tests/fuzz/corpus)
+#   trace        the command-trace reader (tests/fuzz/trace_reader_fuzzer.cc), seeded with small
+#                real traces (tests/fuzz/trace_corpus)
+#   trace_stats  the trace reader and the `vgpu trace stats` replay over a trace that reads
+# Findings (crashes, overruns, escaping exceptions, allocations over the malloc limit) land in
+# build/fuzz/findings-TARGET; the mutated corpus grows in build/fuzz/corpus-TARGET (neither is
+# committed).
 #
-#   scripts/fuzz.sh [runs]    run the fuzzer for `runs` executions (default 1000000)
+#   scripts/fuzz.sh [--target=NAME] [runs]   run a target for `runs` executions (default
+#                                            1000000)
 #   scripts/fuzz.sh --seeds   regenerate tests/fuzz/corpus from the launches the C++ kernel
 #                             tests and the Python op tests run (VGPU_RECORD_FUZZ_CORPUS)
 # Installs clang through apt (sudo when not root) when it is missing; needs scripts/setup.sh's
@@ -31,6 +38,20 @@ if [ "${1:-}" = "--seeds" ]; then
   echo "fuzz: $(ls tests/fuzz/corpus | wc -l) seeds for $(ls tests/fuzz/corpus | sed 's/-[0-9a-f]*$//' | sort -u | wc -l) kernels in tests/fuzz/corpus"
   exit 0
 fi
+target=kernel
+if [[ "${1:-}" == --target=* ]]; then
+  target=${1#--target=}
+  shift
+fi
+case "$target" in
+  kernel) binary=vgpu_kernel_launch_fuzzer seeds=tests/fuzz/corpus max_len=4096 malloc_mb=4096
+          rss_mb=4096 ;;
+  trace) binary=vgpu_trace_reader_fuzzer seeds=tests/fuzz/trace_corpus max_len=16384
+         malloc_mb=64 rss_mb=2048 ;;
+  trace_stats) binary=vgpu_trace_stats_fuzzer seeds=tests/fuzz/trace_corpus max_len=16384
+               malloc_mb=512 rss_mb=2048 ;;
+  *) echo "fuzz: unknown --target=$target (kernel, trace, trace_stats)" >&2; exit 2 ;;
+esac
 runs=${1:-1000000}
 
 if ! command -v clang++ >/dev/null; then
@@ -48,11 +69,14 @@ cmake -S . -B build/fuzz -G Ninja -DCMAKE_BUILD_TYPE=None \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DPython_EXECUTABLE="$PWD/$VENV/bin/python" -Dpybind11_DIR="$("$VENV/bin/python" -m pybind11 --cmakedir)" -DVGPU_BUILD_FUZZERS=ON -DVGPU_CPU_TARGET=portable \
   -DVGPU_BUILD_STANDALONE_SERVER=OFF >/dev/null
-cmake --build build/fuzz --target vgpu_kernel_launch_fuzzer
+cmake --build build/fuzz --target "$binary"
 
-mkdir -p build/fuzz/corpus build/fuzz/findings
+# The kernel target keeps its historical folder names.
+suffix=$([ "$target" = kernel ] || echo "-$target")
+mkdir -p "build/fuzz/corpus$suffix" "build/fuzz/findings$suffix"
 cd build/fuzz
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allocator_may_return_null=1} \
 UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-  ./tests/fuzz/vgpu_kernel_launch_fuzzer -runs="$runs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
-  -artifact_prefix=findings/ -print_final_stats=1 corpus ../../tests/fuzz/corpus
+  "./tests/fuzz/$binary" -runs="$runs" -max_len="$max_len" -timeout=10 \
+  -rss_limit_mb="$rss_mb" -malloc_limit_mb="$malloc_mb" \
+  -artifact_prefix="findings$suffix/" -print_final_stats=1 "corpus$suffix" "../../$seeds"

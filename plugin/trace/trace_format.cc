@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstring>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "plugin/protocol/byte_codec.h"
@@ -114,6 +115,11 @@ uint32_t Crc32(absl::Span<const uint8_t> bytes, uint32_t crc) {
   return ~crc;
 }
 
+uint32_t RecordChecksum(absl::Span<const uint8_t> header_first_16,
+                        absl::Span<const uint8_t> body) {
+  return Crc32(body, Crc32(header_first_16));
+}
+
 uint64_t Fnv1a64(absl::Span<const uint8_t> bytes) {
   uint64_t hash = 0xcbf29ce484222325ull;
   for (uint8_t byte : bytes) {
@@ -138,12 +144,15 @@ void EncodeFileHeader(const TraceHeader& header, std::vector<uint8_t>* out) {
 void EncodeRecord(RecordType type, uint16_t ordinal, uint64_t time_ns,
                   absl::Span<const uint8_t> body, std::vector<uint8_t>* out) {
   out->reserve(out->size() + kRecordHeaderBytes + body.size());
+  const size_t start = out->size();
   PutBytesOf(out, static_cast<uint8_t>(type));
   PutBytesOf(out, uint8_t{0});
   PutBytesOf(out, ordinal);
   PutBytesOf(out, static_cast<uint32_t>(body.size()));
   PutBytesOf(out, time_ns);
-  PutBytesOf(out, Crc32(body));
+  const uint32_t checksum =
+      RecordChecksum(absl::MakeConstSpan(out->data() + start, 16), body);
+  PutBytesOf(out, checksum);
   PutBytesOf(out, uint32_t{0});
   out->insert(out->end(), body.begin(), body.end());
 }
@@ -233,14 +242,23 @@ absl::Status TraceWriter::RewriteMemoryLimit(uint64_t memory_limit) {
 }
 
 absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
-  std::ifstream file(path, std::ios::binary | std::ios::ate);
-  if (!file) {
+  auto file = std::make_unique<std::ifstream>(path, std::ios::binary | std::ios::ate);
+  if (!*file) {
     return absl::NotFoundError(absl::StrCat("cannot open the trace file '", path, "'"));
   }
-  const std::streamoff size = file.tellg();
-  file.seekg(0);
+  const std::streamoff size = file->tellg();
+  file->seekg(0);
   std::unique_ptr<TraceReader> reader(
       new TraceReader(path, std::move(file), size < 0 ? 0 : static_cast<uint64_t>(size)));
+  absl::Status header = reader->ReadHeader();
+  if (!header.ok()) return header;
+  return reader;
+}
+
+absl::StatusOr<std::unique_ptr<TraceReader>> TraceReader::FromBytes(const std::string& name,
+                                                                    absl::string_view bytes) {
+  auto stream = std::make_unique<std::istringstream>(std::string(bytes), std::ios::binary);
+  std::unique_ptr<TraceReader> reader(new TraceReader(name, std::move(stream), bytes.size()));
   absl::Status header = reader->ReadHeader();
   if (!header.ok()) return header;
   return reader;
@@ -256,7 +274,7 @@ absl::Status TraceReader::Read(void* out, uint64_t size, const char* what) {
     return Malformed(offset_, absl::StrCat(what, " is truncated (needs ", size, " bytes, ",
                                            file_size_ - offset_, " left)"));
   }
-  if (size > 0 && !file_.read(static_cast<char*>(out), static_cast<std::streamsize>(size))) {
+  if (size > 0 && !file_->read(static_cast<char*>(out), static_cast<std::streamsize>(size))) {
     return Malformed(offset_, absl::StrCat(what, ": read failed"));
   }
   offset_ += size;
@@ -278,14 +296,18 @@ absl::Status TraceReader::ReadHeader() {
            "file header");
   if (!read.ok()) return read;
   uint16_t version = 0, wire_version = 0;
+  uint64_t reserved = 0;
   std::memcpy(&version, fixed + 8, 2);
   std::memcpy(&wire_version, fixed + 10, 2);
   std::memcpy(&header_.device_count, fixed + 12, 4);
   std::memcpy(&header_.memory_limit, fixed + 16, 8);
   std::memcpy(&header_.created_unix_ns, fixed + 24, 8);
+  std::memcpy(&reserved, fixed + 32, 8);
   if (version != kTraceVersion) {
-    return Malformed(8, absl::StrCat("trace format version ", version, ", this build reads ",
-                                     kTraceVersion));
+    return Malformed(8, absl::StrCat("trace format version ", version,
+                                     " is not supported: this build reads version ",
+                                     kTraceVersion,
+                                     version < kTraceVersion ? " (record the trace again)" : ""));
   }
   if (wire_version < wire::kOldestSameCommandVersion || wire_version > wire::kWireVersion) {
     return Malformed(10, absl::StrCat("commands of wire version ", wire_version,
@@ -296,13 +318,21 @@ absl::Status TraceReader::ReadHeader() {
     return Malformed(12, absl::StrCat("device count ", header_.device_count, " (1..",
                                       kMaxTraceDevices, ")"));
   }
+  if (reserved != 0) {
+    return Malformed(32, absl::StrCat("reserved header field is ", reserved, " (must be 0)"));
+  }
   for (std::string* text : {&header_.producer, &header_.backends}) {
     uint32_t length = 0;
     const uint64_t at = offset_;
     read = Read(&length, sizeof(length), "file header string");
     if (!read.ok()) return read;
     if (length > kMaxTraceStringBytes) {
-      return Malformed(at, absl::StrCat("header string of ", length, " bytes"));
+      return Malformed(at, absl::StrCat("header string of ", length, " bytes (at most ",
+                                        kMaxTraceStringBytes, ")"));
+    }
+    if (file_size_ - offset_ < length) {  // nothing allocated for bytes the file lacks
+      return Malformed(at, absl::StrCat("header string of ", length, " bytes is truncated (",
+                                        file_size_ - offset_, " left)"));
     }
     text->resize(length);
     read = Read(text->data(), length, "file header string");
@@ -325,11 +355,16 @@ absl::StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   if (!read.ok()) return read;
   uint8_t type = header[0];
   uint16_t ordinal = 0;
-  uint32_t length = 0, checksum = 0;
+  uint32_t length = 0, checksum = 0, reserved = 0;
   std::memcpy(&ordinal, header + 2, 2);
   std::memcpy(&length, header + 4, 4);
-  std::memcpy(&record->time_ns, header + 8, 8);
   std::memcpy(&checksum, header + 16, 4);
+  std::memcpy(&reserved, header + 20, 4);
+  if (header[1] != 0 || reserved != 0) {
+    return Malformed(at, absl::StrCat("record ", index, ": reserved record header field ",
+                                      header[1] != 0 ? "at byte 1" : "at byte 20",
+                                      " is not 0"));
+  }
   if (type < static_cast<uint8_t>(RecordType::kPost) ||
       type > static_cast<uint8_t>(RecordType::kNotified)) {
     return Malformed(at, absl::StrCat("record ", index, ": unknown record type ", type));
@@ -347,10 +382,10 @@ absl::StatusOr<bool> TraceReader::Next(TraceRecord* record) {
   std::vector<uint8_t> body(length);
   read = Read(body.data(), length, "record body");
   if (!read.ok()) return read;
-  if (Crc32(body) != checksum) {
+  if (RecordChecksum(absl::MakeConstSpan(header, 16), body) != checksum) {
     return Malformed(at, absl::StrCat("record ", index, " (",
                                       RecordTypeName(static_cast<RecordType>(type)),
-                                      "): body checksum mismatch"));
+                                      "): record checksum mismatch (header or body corrupt)"));
   }
   *record = TraceRecord();
   std::memcpy(&record->time_ns, header + 8, 8);

@@ -8,25 +8,30 @@
 // File header (40 bytes, then two strings):
 //   offset  size  field
 //        0     8  magic            "VGPUTRAC" (0x56 0x47 0x50 0x55 0x54 0x52 0x41 0x43)
-//        8     2  version          kTraceVersion (1); another version is rejected
+//        8     2  version          kTraceVersion (2); another version is rejected ("version 1
+//                                  is not supported": version 1's checksum left the record
+//                                  header out)
 //       10     2  wire version     wire::kWireVersion of the command bodies (3); a reader takes
 //                                  wire::kOldestSameCommandVersion (2) .. kWireVersion
 //       12     4  device count     1..kMaxTraceDevices (16): ordinals 0..count-1
 //       16     8  memory limit     device memory per device of the recorded run, bytes
 //       24     8  created          wall-clock time the recording started, ns since the Unix epoch
-//       32     8  reserved         0
+//       32     8  reserved         0 (a reader refuses anything else)
 //       40        string producer  e.g. "tensorflow-vgpu 0.9.0"
 //                 string backends  the run's backends, e.g. "inproc (cpu), inproc (cpu)"
 //
 // Then records, until the end of the file (a file ends only at a record boundary). Each record
 // is a 24-byte record header and `body length` body bytes:
 //        0     1  type             RecordType below
-//        1     1  reserved         0
+//        1     1  reserved         0 (a reader refuses anything else)
 //        2     2  device ordinal   < device count (TensorFlow's device number)
 //        4     4  body length      bytes of the body that follows
 //        8     8  time             steady-clock ns since the recording started
-//       16     4  body checksum    CRC-32 (IEEE 802.3 polynomial, as zlib's crc32) of the body
-//       20     4  reserved         0
+//       16     4  record checksum  CRC-32 (IEEE 802.3 polynomial, as zlib's crc32) of the
+//                                  record header's bytes 0..15 followed by the body, so no
+//                                  field but the reserved one below escapes it (version 1
+//                                  covered the body only)
+//       20     4  reserved         0 (a reader refuses anything else)
 // Records are numbered from 0 in file order ("record index").
 //
 // Record bodies:
@@ -57,15 +62,18 @@
 //        1     8  size             bytes of the result
 //
 // A reader rejects, naming the byte offset and the record index, anything that does not follow
-// this format: a bad magic or version, a record header or body cut short, a body checksum that
-// does not match, an unknown record type, an ordinal out of range, a body with trailing bytes or
-// a command the wire decoder refuses.
+// this format: a bad magic or version, a nonzero reserved field, a record header or body cut
+// short, a record checksum that does not match, an unknown record type, an ordinal out of range,
+// a body with trailing bytes or a command the wire decoder refuses. A trace is untrusted input
+// (docs/traces.md, "Untrusted traces"): every length and count in it is checked against the
+// bytes that remain before anything is allocated for it.
 #ifndef VGPU_TRACE_TRACE_FORMAT_H_
 #define VGPU_TRACE_TRACE_FORMAT_H_
 
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <istream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,7 +88,7 @@ namespace vgpu {
 namespace trace {
 
 inline constexpr char kTraceMagic[8] = {'V', 'G', 'P', 'U', 'T', 'R', 'A', 'C'};
-inline constexpr uint16_t kTraceVersion = 1;
+inline constexpr uint16_t kTraceVersion = 2;
 inline constexpr size_t kFileHeaderFixedBytes = 40;
 inline constexpr size_t kRecordHeaderBytes = 24;
 inline constexpr uint32_t kMaxTraceDevices = 16;
@@ -130,6 +138,9 @@ struct TraceRecord {
 
 // CRC-32 (IEEE 802.3, reflected, as zlib's crc32) of `bytes`, continuing from `crc` (0 to start).
 uint32_t Crc32(absl::Span<const uint8_t> bytes, uint32_t crc = 0);
+// The checksum a record header carries: CRC-32 of the header's first 16 bytes (type, reserved,
+// ordinal, length, time), continued over the body.
+uint32_t RecordChecksum(absl::Span<const uint8_t> header_first_16, absl::Span<const uint8_t> body);
 // FNV-1a 64-bit hash of `bytes` (the checksum of large results).
 uint64_t Fnv1a64(absl::Span<const uint8_t> bytes);
 
@@ -172,13 +183,19 @@ class TraceWriter {
 };
 
 // --- Reading ------------------------------------------------------------------------------------
-// Reads a trace record by record, bounds-checked: never allocates more than the file holds and
-// returns InvalidArgument naming the offset (and record index) for anything malformed. Not
-// thread-safe.
+// Reads a trace record by record, bounds-checked: never allocates more than the bytes that
+// remain in the file (a record body at most its declared length, and only once that many bytes
+// are known to follow) and returns InvalidArgument naming the offset (and record index) for
+// anything malformed. Not thread-safe.
 class TraceReader {
  public:
-  // Opens `path` and reads its header.
+  // Opens `path` and reads its header. NotFound if it cannot be opened, InvalidArgument if the
+  // header is malformed.
   static absl::StatusOr<std::unique_ptr<TraceReader>> Open(const std::string& path);
+  // Reads a trace held in memory (the fuzz target; tests), named `name` in errors. Copies
+  // `bytes`.
+  static absl::StatusOr<std::unique_ptr<TraceReader>> FromBytes(const std::string& name,
+                                                                absl::string_view bytes);
 
   const TraceHeader& header() const { return header_; }
   // The next record into *record: true, or false at the end of the file (a record boundary).
@@ -186,14 +203,14 @@ class TraceReader {
   uint64_t file_size() const { return file_size_; }
 
  private:
-  TraceReader(std::string path, std::ifstream file, uint64_t size)
+  TraceReader(std::string path, std::unique_ptr<std::istream> file, uint64_t size)
       : path_(std::move(path)), file_(std::move(file)), file_size_(size) {}
   absl::Status ReadHeader();
   absl::Status Read(void* out, uint64_t size, const char* what);
   absl::Status Malformed(uint64_t offset, absl::string_view what) const;
 
   std::string path_;
-  std::ifstream file_;
+  std::unique_ptr<std::istream> file_;
   uint64_t file_size_ = 0;
   uint64_t offset_ = 0;
   uint64_t next_index_ = 0;

@@ -2,6 +2,8 @@
 // trace_replay.h).
 #include "plugin/trace/trace_replay.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -10,6 +12,8 @@
 #include <iomanip>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <stdexcept>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
@@ -17,6 +21,7 @@
 #include "absl/strings/str_format.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/executor_registry.h"
+#include "plugin/common/config.h"
 #include "plugin/transport/inproc_transport.h"
 #include "plugin/transport/transport_factory.h"
 
@@ -27,6 +32,9 @@ namespace {
 // Tokens of the replay's own notifications (recorded tokens come from the client's hub, which
 // counts up from 1 and never reaches this bit; a `vgpu server` keeps bit 63 for itself).
 constexpr uint64_t kReplayTokenBit = 1ull << 62;
+// An in-process replay of a trace that names no memory limit grants each device this much (at
+// most DefaultReplayMemoryLimit()).
+constexpr uint64_t kUnrecordedMemoryLimit = 1ull << 30;
 
 uint64_t NowNs() {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -64,7 +72,8 @@ class ReplaySink final : public CompletionSink {
     if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms),
                       [&] { return reached_.contains(token); })) {
       return absl::DeadlineExceededError(
-          absl::StrCat("the stream did not get there within ", timeout_ms, " ms"));
+          absl::StrCat("the stream did not get there within ", timeout_ms,
+                       " ms (--wait_timeout)"));
     }
     absl::Status status = reached_[token];
     reached_.erase(token);
@@ -91,15 +100,26 @@ class Replayer {
   Replayer(const ReplayOptions& options, const TraceHeader& header)
       : options_(options), translators_(header.device_count) {
     report_.header = header;
+    if (options.memory_limit > 0) {
+      memory_limit_ = options.memory_limit;
+    } else {
+      memory_limit_ =
+          std::min(header.memory_limit > 0 ? header.memory_limit : kUnrecordedMemoryLimit,
+                   DefaultReplayMemoryLimit(header.device_count));
+    }
   }
+
+  // The session is drained before the host buffers its copies may still write go (pending_ is
+  // declared after transport_, so it would otherwise be destroyed first: an error that stops
+  // the replay with copies in flight).
+  ~Replayer() { transport_.reset(); }
 
   absl::Status Open() {
     const TraceHeader& header = report_.header;
     if (options_.server.empty()) {
       ExecutorOptions executor_options;
       executor_options.device_count = static_cast<int>(header.device_count);
-      executor_options.memory_limit_per_device =
-          header.memory_limit > 0 ? header.memory_limit : (1ull << 30);
+      executor_options.memory_limit_per_device = memory_limit_;
       absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
           CreateExecutor(options_.executor, executor_options);
       if (!executor.ok()) return executor.status();
@@ -169,8 +189,37 @@ class Replayer {
       const uint32_t id = static_cast<uint32_t>(record.command.object);
       absl::StrAppend(&what, ", kernel ", id, " ", KernelName(id));
     }
+    absl::StrAppend(&what, ", at byte offset ", record.offset);
     return absl::Status(status.code(), absl::StrCat(what, "): ", status.message()));
   }
+
+  // Before a host buffer is allocated for a device-to-host copy of the trace (a kMemcpyDtoH
+  // post, a kMemcpyNow call): its source range must lie inside one recorded allocation (so its
+  // size is at most an allocation's, which the replay's memory limit bounds) and the host
+  // memory held for copies in flight must stay within the memory limit. Adds the size to that
+  // count (ReleaseHostBuffer gives it back).
+  absl::Status ReserveHostBuffer(const TraceRecord& record) {
+    const uint64_t size = record.command.size;
+    if (size == 0) return absl::OkStatus();
+    bool inside = false;
+    for (size_t i = 0; !inside && i < translators_.size(); ++i) {
+      inside = translators_[i].TranslateRange(record.command.src, size).has_value();
+    }
+    if (!inside) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "a device-to-host copy of ", size, " bytes from device address 0x",
+          absl::Hex(record.command.src), " does not lie inside one recorded allocation"));
+    }
+    if (size > memory_limit_ || host_bytes_in_flight_ > memory_limit_ - size) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "a device-to-host copy of ", size, " bytes would hold ", host_bytes_in_flight_ + size,
+          " bytes of host memory for copies in flight, over the replay's memory limit of ",
+          memory_limit_, " bytes (--memory_limit)"));
+    }
+    host_bytes_in_flight_ += size;
+    return absl::OkStatus();
+  }
+  void ReleaseHostBuffer(uint64_t size) { host_bytes_in_flight_ -= size; }
 
   absl::Status Translate(const TraceRecord& record, Command& command) {
     auto translate = [&](uint64_t* address) -> absl::Status {
@@ -228,8 +277,17 @@ class Replayer {
       command.host_src = record.host_data->data();
       command.host_storage = record.host_data;
     }
+    const bool notifies =
+        command.kind == CommandKind::kNotify || command.kind == CommandKind::kRecordEvent;
+    if (notifies && command.token >= kReplayTokenBit) {
+      return Context(record, absl::InvalidArgumentError(absl::StrCat(
+                                 "token 0x", absl::Hex(command.token),
+                                 " uses bits 62-63, which the replay and servers keep")));
+    }
     std::shared_ptr<std::vector<uint8_t>> destination;
     if (record.host_side == HostSide::kDestination) {
+      absl::Status room = ReserveHostBuffer(record);
+      if (!room.ok()) return Context(record, room);
       destination = std::make_shared<std::vector<uint8_t>>(command.size);
       command.host_dst = destination->data();
     }
@@ -240,7 +298,11 @@ class Replayer {
     const uint64_t stream = command.stream;
     const uint64_t start = NowNs();
     absl::Status posted = transport_->Post(std::move(command));
-    if (!posted.ok()) return Context(record, posted);
+    if (!posted.ok()) {
+      if (destination != nullptr) ReleaseHostBuffer(destination->size());
+      return Context(record, posted);
+    }
+    if (notifies) ++posted_tokens_[record.command.token];
     if (destination != nullptr) {
       // The replay's own notification tells when the copy's bytes are there.
       posted = transport_->Post(ReplayCommand(CommandKind::kNotify, record.ordinal, stream,
@@ -281,10 +343,13 @@ class Replayer {
       command.host_src = record.host_data->data();
       command.host_storage = record.host_data;
     } else if (record.host_side == HostSide::kDestination) {
+      absl::Status room = ReserveHostBuffer(record);
+      if (!room.ok()) return Context(record, room);
       destination.resize(command.size);
       command.host_dst = destination.data();
     }
     Reply reply = transport_->Call(std::move(command));
+    ReleaseHostBuffer(destination.size());
     if (!reply.status.ok() && record.reply.status.ok()) {
       return Context(record, absl::Status(reply.status.code(),
                                           absl::StrCat("failed on replay (it succeeded when "
@@ -319,7 +384,8 @@ class Replayer {
     }
     PendingResult pending = std::move(it->second);
     pending_.erase(it);
-    absl::Status reached = sink_.Wait(pending.token, options_.result_timeout_ms);
+    ReleaseHostBuffer(pending.bytes->size());  // freed when `pending` goes
+    absl::Status reached = sink_.Wait(pending.token, options_.wait_timeout_ms);
     if (!reached.ok() && record.result.form != ResultForm::kNotCaptured) {
       return absl::Status(reached.code(),
                           absl::StrCat("record ", record.target_record, " (", CommandKindName(
@@ -365,11 +431,21 @@ class Replayer {
   // The recorded run saw this notification before what follows: so must the replay. (The
   // stream's status is not checked here: a failed stream is reported at the next
   // synchronisation, as when recorded.)
+  // A token no earlier post carried (or one notified more often than posted) can never come: an
+  // error at once, not a wait.
   absl::Status HandleNotified(const TraceRecord& record) {
-    absl::Status reached = sink_.Wait(record.token, options_.result_timeout_ms);
+    const std::string what = absl::StrCat("record ", record.index, " (notified, token ",
+                                          record.token, ", at byte offset ", record.offset, ")");
+    auto posted = posted_tokens_.find(record.token);
+    if (posted == posted_tokens_.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": no earlier notify or record_event post of this trace carries this token, so "
+          "its notification can never come"));
+    }
+    if (--posted->second == 0) posted_tokens_.erase(posted);
+    absl::Status reached = sink_.Wait(record.token, options_.wait_timeout_ms);
     if (absl::IsDeadlineExceeded(reached)) {
-      return absl::Status(reached.code(), absl::StrCat("record ", record.index, " (notified, token ",
-                                                       record.token, "): ", reached.message()));
+      return absl::Status(reached.code(), absl::StrCat(what, ": ", reached.message()));
     }
     return absl::OkStatus();
   }
@@ -397,6 +473,11 @@ class Replayer {
   std::unique_ptr<Transport> transport_;  // destroyed first: drains the session
   std::vector<AddressTranslator> translators_;  // per ordinal
   absl::flat_hash_map<uint64_t, PendingResult> pending_;  // by kPost record index
+  uint64_t memory_limit_ = 0;  // per device in-process; bounds host_bytes_in_flight_
+  uint64_t host_bytes_in_flight_ = 0;  // host buffers of device-to-host copies not yet compared
+  // Tokens of the notify / record_event posts replayed so far, less those a kNotified record
+  // has waited for: how many notifications of each may still come.
+  absl::flat_hash_map<uint64_t, uint64_t> posted_tokens_;
   absl::flat_hash_map<uint64_t, std::pair<uint64_t, uint32_t>> last_launch_;  // by stream
   std::map<uint32_t, KernelStats> kernels_;
   std::map<uint16_t, StepStats> segments_;  // the step in progress, per ordinal
@@ -424,6 +505,25 @@ void AddressTranslator::Map(uint64_t recorded, uint64_t size, uint64_t replayed)
 }
 
 void AddressTranslator::Unmap(uint64_t recorded) { allocations_.erase(recorded); }
+
+std::optional<uint64_t> AddressTranslator::TranslateRange(uint64_t recorded,
+                                                          uint64_t size) const {
+  auto it = allocations_.upper_bound(recorded);
+  if (it == allocations_.begin()) return std::nullopt;
+  --it;
+  const uint64_t offset = recorded - it->first;
+  if (offset > it->second.size || size > it->second.size - offset) return std::nullopt;
+  return it->second.replayed + offset;
+}
+
+uint64_t DefaultReplayMemoryLimit(uint32_t device_count) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const uint64_t physical = pages > 0 && page_size > 0
+                                ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size)
+                                : (8ull << 30);
+  return DefaultMemoryLimit(static_cast<int>(std::max<uint32_t>(device_count, 1)), physical);
+}
 
 std::optional<uint64_t> AddressTranslator::Translate(uint64_t recorded) const {
   auto it = allocations_.upper_bound(recorded);
@@ -510,13 +610,17 @@ ComparisonResult CompareResult(const TraceResult& recorded, absl::Span<const uin
 absl::StatusOr<ReplayReport> ReplayTrace(const std::string& path, const ReplayOptions& options) {
   absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
   if (!reader.ok()) return reader.status();
-  Replayer replayer(options, (*reader)->header());
+  return ReplayTrace(**reader, options);
+}
+
+absl::StatusOr<ReplayReport> ReplayTrace(TraceReader& reader, const ReplayOptions& options) {
+  Replayer replayer(options, reader.header());
   absl::Status opened = replayer.Open();
   if (!opened.ok()) return opened;
   const uint64_t start = NowNs();
   TraceRecord record;
   for (;;) {
-    absl::StatusOr<bool> next = (*reader)->Next(&record);
+    absl::StatusOr<bool> next = reader.Next(&record);
     if (!next.ok()) return next.status();
     if (!*next) break;
     replayer.SetLastTime(record.time_ns);
@@ -593,12 +697,15 @@ void PrintMismatch(const ReplayReport& report, std::ostream& out) {
 
 constexpr char kUsage[] =
     "usage: vgpu trace replay FILE [--executor NAME | --server ADDRESS] [--token TOKEN] "
-    "[--rtol X] [--atol Y]\n"
-    "       vgpu trace stats FILE [--executor NAME | --server ADDRESS] [--token TOKEN]\n";
+    "[--rtol X] [--atol Y] [--memory_limit BYTES] [--wait_timeout SECONDS]\n"
+    "       vgpu trace stats FILE [--executor NAME | --server ADDRESS] [--token TOKEN] "
+    "[--memory_limit BYTES] [--wait_timeout SECONDS]\n";
 
-}  // namespace
+// The longest --wait_timeout accepted (an hour).
+constexpr double kMaxWaitTimeoutSeconds = 3600;
 
-int RunTraceTool(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int RunTraceToolUnguarded(const std::vector<std::string>& args, std::ostream& out,
+                          std::ostream& err) {
   if (args.empty() || (args[0] != "replay" && args[0] != "stats")) {
     err << kUsage;
     return 2;
@@ -640,6 +747,23 @@ int RunTraceTool(const std::vector<std::string>& args, std::ostream& out, std::o
         return 2;
       }
       (name == "rtol" ? options.rtol : options.atol) = number;
+    } else if (name == "memory_limit") {
+      absl::StatusOr<uint64_t> bytes = ParseByteSize(value);
+      if (!bytes.ok()) {
+        err << "vgpu trace: --memory_limit='" << value << "': " << bytes.status().message()
+            << "\n";
+        return 2;
+      }
+      options.memory_limit = *bytes;
+    } else if (name == "wait_timeout") {
+      double seconds = 0;
+      if (!absl::SimpleAtod(value, &seconds) || !(seconds > 0) ||
+          seconds > kMaxWaitTimeoutSeconds) {
+        err << "vgpu trace: --wait_timeout='" << value << "' must be seconds in (0, "
+            << kMaxWaitTimeoutSeconds << "]\n";
+        return 2;
+      }
+      options.wait_timeout_ms = std::max(1, static_cast<int>(seconds * 1000));
     } else {
       err << "vgpu trace: unknown flag --" << name << "\n" << kUsage;
       return 2;
@@ -672,6 +796,23 @@ int RunTraceTool(const std::vector<std::string>& args, std::ostream& out, std::o
       report->results_compared, report->results_exact, report->max_abs_error,
       report->max_rel_error);
   return 0;
+}
+
+}  // namespace
+
+int RunTraceTool(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  // The replay reports every error of a trace as a status; this is the last line of defence, so
+  // that nothing a trace does ends a server binary with std::terminate or reaches Python as an
+  // exception.
+  const char* command = args.empty() ? "" : args[0].c_str();
+  try {
+    return RunTraceToolUnguarded(args, out, err);
+  } catch (const std::bad_alloc&) {
+    err << "vgpu trace " << command << ": out of host memory during the replay\n";
+  } catch (const std::exception& e) {
+    err << "vgpu trace " << command << ": internal error: " << e.what() << "\n";
+  }
+  return 1;
 }
 
 }  // namespace trace

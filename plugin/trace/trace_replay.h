@@ -33,6 +33,9 @@ class AddressTranslator {
   void Unmap(uint64_t recorded);
   // The replay's address for `recorded`, or nullopt when it lies in no recorded allocation.
   std::optional<uint64_t> Translate(uint64_t recorded) const;
+  // The replay's address for the range [recorded, recorded + size), or nullopt unless the whole
+  // range lies in one recorded allocation (so `size` is at most that allocation's size).
+  std::optional<uint64_t> TranslateRange(uint64_t recorded, uint64_t size) const;
   size_t size() const { return allocations_.size(); }
 
  private:
@@ -58,6 +61,10 @@ struct ComparisonResult {
 ComparisonResult CompareResult(const TraceResult& recorded, absl::Span<const uint8_t> replayed,
                                double rtol, double atol);
 
+// How long the replay waits, by default, for a notification (a recorded one, or its own behind a
+// device-to-host copy) before that record fails with DeadlineExceeded.
+inline constexpr int kDefaultReplayWaitTimeoutMs = 10'000;
+
 struct ReplayOptions {
   std::string executor = "cpu";  // in-process executor, by registered name
   std::string server;            // "unix:///path" or "tcp://host:port": replay there instead
@@ -68,8 +75,18 @@ struct ReplayOptions {
   bool time_launches = false;
   // Stop at the first result that differs (false: count them all).
   bool stop_at_mismatch = true;
-  int result_timeout_ms = 300'000;  // longest wait for a stream to reach a copy
+  // Longest wait for a stream to reach a notification or a copy (a trace is untrusted: a
+  // notification that never comes fails its record after this long, not never).
+  int wait_timeout_ms = kDefaultReplayWaitTimeoutMs;
+  // Device memory per device of an in-process replay, and the most host memory the replay holds
+  // for device-to-host copies in flight (in-process or on a server). 0: the recorded memory
+  // limit, at most DefaultReplayMemoryLimit(); a trace cannot raise it.
+  uint64_t memory_limit = 0;
 };
+
+// The default cap on a replay's device memory per device: half the host's physical memory,
+// shared by `device_count` devices (as the plugin's default VGPU_MEMORY_LIMIT).
+uint64_t DefaultReplayMemoryLimit(uint32_t device_count);
 
 struct Mismatch {
   uint64_t record_index = 0;
@@ -120,15 +137,19 @@ struct ReplayReport {
 };
 
 // Replays the trace at `path`. An error (unreadable or corrupt trace, unknown executor,
-// unreachable server, a command that failed on replay though it succeeded when recorded) is
-// returned as a status naming the record; result differences are in the report. Blocking; runs
-// the executor on the calling thread's behalf; thread-compatible.
+// unreachable server, a command that failed on replay though it succeeded when recorded, a
+// device-to-host copy outside every recorded allocation or beyond the memory limit, a
+// notification no earlier record posted, a wait past options.wait_timeout_ms) is returned as a
+// status naming the record; result differences are in the report. Blocking; runs the executor
+// on the calling thread's behalf; thread-compatible.
 absl::StatusOr<ReplayReport> ReplayTrace(const std::string& path, const ReplayOptions& options);
+// The same over a reader already open (a trace in memory: the fuzz target).
+absl::StatusOr<ReplayReport> ReplayTrace(TraceReader& reader, const ReplayOptions& options);
 
 // `vgpu trace replay FILE [--executor NAME] [--server ADDRESS] [--token T] [--rtol X]
-// [--atol Y]` and `vgpu trace stats FILE [--executor NAME] [--server ADDRESS]`: the command
-// line of both, writing to `out` (results) and `err` (errors). Returns the exit code: 0
-// success, 1 mismatch or error, 2 bad usage.
+// [--atol Y] [--memory_limit BYTES] [--wait_timeout SECONDS]` and `vgpu trace stats FILE
+// [same flags]`: the command line of both, writing to `out` (results) and `err` (errors).
+// Returns the exit code: 0 success, 1 mismatch or error, 2 bad usage. Never throws.
 int RunTraceTool(const std::vector<std::string>& args, std::ostream& out, std::ostream& err);
 
 // The tables `vgpu trace stats` prints.

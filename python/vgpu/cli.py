@@ -27,6 +27,9 @@ flags.DEFINE_integer("watch_count", 0, "vgpu stats --watch: stop after this many
 flags.DEFINE_bool("markdown", False, "vgpu ops: print the Markdown of docs/ops.md.")
 flags.DEFINE_float("rtol", 1e-5, "vgpu trace replay: relative tolerance of float32 results.")
 flags.DEFINE_float("atol", 1e-6, "vgpu trace replay: absolute tolerance of float32 results.")
+flags.DEFINE_float("wait_timeout", None,
+                   "vgpu trace replay|stats: seconds to wait for a notification or a copy before "
+                   "its record fails (default 10).")
 
 # One line per command: what `vgpu --help` (and a missing or unknown command) prints.
 COMMAND_SUMMARIES = (
@@ -183,13 +186,22 @@ def _ops() -> int:
 
 
 def _trace(argv: list[str]) -> int:
+    """`vgpu trace replay|stats FILE`: the trace tool of the C++ library (a trace is untrusted
+    input: every failure, even running out of memory, is a message and exit code 1)."""
     from vgpu import _core  # noqa: PLC0415 - no TensorFlow needed
 
     if len(argv) != 2 or argv[0] not in ("replay", "stats"):
         print("usage: vgpu trace replay|stats FILE [--executor NAME | --server ADDRESS] "
-              "[--rtol X] [--atol Y]", file=sys.stderr)
+              "[--rtol X] [--atol Y] [--memory_limit BYTES] [--wait_timeout SECONDS]",
+              file=sys.stderr)
         return 2
     args = [argv[0], argv[1], f"--executor={FLAGS.executor}"]
+    # --memory_limit is the server's flag too (default 1GiB): passed only when given, so the
+    # replay's own default (the recorded limit, capped by the host) applies otherwise.
+    if FLAGS["memory_limit"].present:
+        args.append(f"--memory_limit={FLAGS.memory_limit}")
+    if FLAGS.wait_timeout is not None:
+        args.append(f"--wait_timeout={FLAGS.wait_timeout!r}")
     if FLAGS.server:
         args.append(f"--server={FLAGS.server}")
         token = _server._read_token(FLAGS.token_file)  # noqa: SLF001
@@ -197,7 +209,11 @@ def _trace(argv: list[str]) -> int:
             args.append(f"--token={token}")
     if argv[0] == "replay":
         args += [f"--rtol={FLAGS.rtol!r}", f"--atol={FLAGS.atol!r}"]
-    code, out, err = _core.run_trace_tool(args)
+    try:
+        code, out, err = _core.run_trace_tool(args)
+    except (MemoryError, RuntimeError) as error:  # the C++ side catches; a last resort
+        print(f"vgpu trace {argv[0]}: {type(error).__name__}: {error}", file=sys.stderr)
+        return 1
     sys.stdout.write(out)
     sys.stderr.write(err)
     return code

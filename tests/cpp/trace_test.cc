@@ -1,11 +1,17 @@
 // Tests of command traces (trace/): the file format round trip, address translation, corrupted
 // and truncated files refused with the offset and record named, result comparison within a
 // tolerance, and a run recorded through TracingTransport on the CPU executor replayed (equal
-// results pass, a tampered result is reported as the first mismatch).
+// results pass, a tampered result is reported as the first mismatch), and hostile traces built
+// byte by byte (TraceUntrusted: nonzero reserved fields, a checksum that must cover the record
+// header, lengths beyond the file, copies outside every allocation or beyond the memory limit,
+// notifications that can never come) refused with the record and offset, without allocating
+// what they declare.
+#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -19,6 +25,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/executor_registry.h"
+#include "plugin/protocol/byte_codec.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/trace/trace_format.h"
 #include "plugin/trace/trace_recorder.h"
@@ -246,7 +253,7 @@ TEST(TraceReader, RefusesABadMagicVersionAndOrdinal) {
   WriteFile(path, bytes);
   ASSERT_TRUE(ReadAll(path, &records).ok());
   bad = bytes;
-  bad[records[4].offset + 2] = 5;  // ordinal 5 of 2 devices (the header is not checksummed)
+  bad[records[4].offset + 2] = 5;  // ordinal 5 of 2 devices (checked before the checksum)
   WriteFile(path, bad);
   absl::Status status = ReadAll(path);
   EXPECT_NE(status.message().find("device ordinal 5"), std::string::npos) << status;
@@ -267,13 +274,17 @@ TEST(TraceReader, SurvivesEveryByteMutatedEvenBehindAValidChecksum) {
     for (uint8_t value : {uint8_t{0xFF}, static_cast<uint8_t>(bytes[at] ^ 1)}) {
       std::vector<uint8_t> mutated = bytes;
       mutated[at] = value;
-      // Re-seal the record the byte belongs to, so the decoders behind the checksum see it.
+      // Re-seal the record the byte belongs to (its header's first 16 bytes or its body), so
+      // the decoders behind the checksum see it.
       for (const TraceRecord& r : records) {
         uint32_t length = 0;
         std::memcpy(&length, mutated.data() + r.offset + 4, 4);
         const size_t body = r.offset + kRecordHeaderBytes;
-        if (at >= body && length <= mutated.size() - body && at < body + length) {
-          const uint32_t crc = Crc32({mutated.data() + body, length});
+        const bool in_header = at >= r.offset && at < r.offset + 16;
+        if ((in_header || at >= body) && length <= mutated.size() - body &&
+            at < body + length) {
+          const uint32_t crc = RecordChecksum({mutated.data() + r.offset, 16},
+                                              {mutated.data() + body, length});
           std::memcpy(mutated.data() + r.offset + 16, &crc, 4);
         }
       }
@@ -485,6 +496,313 @@ TEST(TraceTool, ReportsSuccessStatsAndBadUsage) {
   EXPECT_EQ(RunTraceTool({"replay"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"bogus"}, bad_out, bad_err), 2);
   EXPECT_EQ(RunTraceTool({"replay", path, "--rtol", "x"}, bad_out, bad_err), 2);
+}
+
+// --- Untrusted traces: hostile files built byte by byte -----------------------------------------
+
+// A trace assembled record by record with the format's encoders (then patched raw where a test
+// needs bytes no encoder writes).
+class HostileTrace {
+ public:
+  explicit HostileTrace(uint64_t memory_limit = 64ull << 20) {
+    TraceHeader header;
+    header.memory_limit = memory_limit;
+    EncodeFileHeader(header, &bytes_);
+  }
+  // Appends a record; its byte offset.
+  size_t Add(RecordType type, const std::vector<uint8_t>& body) {
+    const size_t at = bytes_.size();
+    EncodeRecord(type, 0, 0, body, &bytes_);
+    return at;
+  }
+  size_t Post(const Command& command, HostSide side = HostSide::kNone) {
+    std::vector<uint8_t> body;
+    EncodeCommandBody(command, side, {}, &body);
+    return Add(RecordType::kPost, body);
+  }
+  // A call that succeeded when recorded, answered `value`; a kMemcpyNow to the host gets a
+  // result "not captured".
+  size_t Call(const Command& command, uint64_t value = 0, HostSide side = HostSide::kNone) {
+    std::vector<uint8_t> body;
+    EncodeCommandBody(command, side, {}, &body);
+    Reply reply;
+    reply.value = value;
+    wire::EncodeReply(reply, &body);
+    if (side == HostSide::kDestination) EncodeResult(TraceResult(), &body);
+    return Add(RecordType::kCall, body);
+  }
+  size_t Notified(uint64_t token) {
+    std::vector<uint8_t> body;
+    PutBytesOf(&body, token);
+    return Add(RecordType::kNotified, body);
+  }
+  std::vector<uint8_t>& bytes() { return bytes_; }
+  std::string Write(const std::string& name) const {
+    const std::string path = TempPath(name);
+    WriteFile(path, bytes_);
+    return path;
+  }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+Command MakeCommand(CommandKind kind, uint64_t stream = 0, uint64_t size = 0) {
+  Command command;
+  command.kind = kind;
+  command.stream = stream;
+  command.size = size;
+  return command;
+}
+
+// The header of a HostileTrace: 40 fixed bytes and two empty strings.
+constexpr size_t kHostileHeaderBytes = kFileHeaderFixedBytes + 8;
+
+// Allocates 1 MiB at recorded address 0x10000 and creates stream 1.
+void AddAllocationAndStream(HostileTrace& trace) {
+  trace.Call(MakeCommand(CommandKind::kAllocate, 0, 1 << 20), 0x10000);
+  trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
+}
+
+TEST(TraceUntrusted, RefusesANonzeroReservedFieldInTheFileOrRecordHeader) {
+  HostileTrace trace;
+  const size_t record = trace.Notified(1);
+  const std::vector<uint8_t> clean = trace.bytes();
+  for (size_t at : {size_t{32}, size_t{39}, record + 1, record + 20, record + 23}) {
+    trace.bytes() = clean;
+    trace.bytes()[at] = 1;
+    absl::Status status = ReadAll(trace.Write("reserved"));
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << at;
+    EXPECT_NE(status.message().find("reserved"), std::string::npos) << at << ": " << status;
+    EXPECT_NE(status.message().find("byte offset"), std::string::npos) << status;
+    if (at >= record) {
+      EXPECT_NE(status.message().find("record 0"), std::string::npos) << status;
+    }
+  }
+}
+
+TEST(TraceUntrusted, ChecksumCoversTheRecordHeaderNotJustTheBody) {
+  HostileTrace trace;
+  const size_t record = trace.Notified(1);
+  ASSERT_TRUE(ReadAll(trace.Write("header_crc")).ok());
+  // Time (bytes 8..15) and body length (4..7, kept consistent by growing the file) are covered.
+  for (size_t at : {record + 8, record + 15}) {
+    std::vector<uint8_t> bytes = trace.bytes();
+    bytes[at] ^= 0x20;
+    WriteFile(TempPath("header_crc"), bytes);
+    absl::Status status = ReadAll(TempPath("header_crc"));
+    EXPECT_NE(status.message().find("checksum mismatch"), std::string::npos) << status;
+    EXPECT_NE(status.message().find(absl::StrCat("offset ", record)), std::string::npos)
+        << status;
+  }
+}
+
+TEST(TraceUntrusted, RefusesFormatVersionOneAsNotSupported) {
+  HostileTrace trace;
+  trace.bytes()[8] = 1;
+  absl::Status status = ReadAll(trace.Write("version1"));
+  EXPECT_NE(status.message().find("version 1 is not supported"), std::string::npos) << status;
+  EXPECT_NE(status.message().find("record the trace again"), std::string::npos) << status;
+}
+
+TEST(TraceUntrusted, RefusesLengthsBeyondTheFileBeforeAllocatingThem) {
+  // A header string of 60000 bytes (under the 64 KiB cap) in a 48-byte file.
+  HostileTrace trace;
+  uint32_t length = 60000;
+  std::memcpy(trace.bytes().data() + kFileHeaderFixedBytes, &length, 4);
+  absl::Status status = ReadAll(trace.Write("long_string"));
+  EXPECT_NE(status.message().find("header string of 60000 bytes is truncated"),
+            std::string::npos)
+      << status;
+  // A record declaring a 4 GiB body.
+  HostileTrace body;
+  const size_t record = body.Notified(1);
+  length = 0xFFFFFFFFu;
+  std::memcpy(body.bytes().data() + record + 4, &length, 4);
+  status = ReadAll(body.Write("huge_body"));
+  EXPECT_NE(status.message().find("body of 4294967295 bytes truncated"), std::string::npos)
+      << status;
+  EXPECT_NE(status.message().find("record 0"), std::string::npos) << status;
+}
+
+TEST(TraceUntrusted, RefusesAHugeDeviceToHostCopyOutsideEveryAllocationWithoutAllocating) {
+  for (uint64_t size : {uint64_t{1} << 62, uint64_t{3} << 29}) {
+    HostileTrace trace;
+    trace.Post(MakeCommand(CommandKind::kMemcpyDtoH, 1, size), HostSide::kDestination);
+    const std::string path = trace.Write("huge_dtoh");
+    absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
+    ASSERT_FALSE(report.ok()) << size;
+    EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+    EXPECT_NE(report.status().message().find("record 0"), std::string::npos) << report.status();
+    EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", kHostileHeaderBytes)),
+              std::string::npos)
+        << report.status();
+    EXPECT_NE(report.status().message().find("does not lie inside one recorded allocation"),
+              std::string::npos)
+        << report.status();
+    std::ostringstream out, err;
+    EXPECT_EQ(RunTraceTool({"stats", path}, out, err), 1);
+    EXPECT_NE(err.str().find("recorded allocation"), std::string::npos) << err.str();
+  }
+  // The synchronous copy to the host too.
+  HostileTrace now;
+  now.Call(MakeCommand(CommandKind::kMemcpyNow, 0, uint64_t{1} << 62), 0, HostSide::kDestination);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(now.Write("huge_now"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("memcpy_sync"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, RefusesACopyLongerThanTheAllocationItReadsFrom) {
+  HostileTrace trace;
+  AddAllocationAndStream(trace);
+  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
+  copy.src = 0x10000 + 16;  // 16 bytes past the start: 16 bytes too long
+  trace.Post(copy, HostSide::kDestination);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("long_copy"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("record 2"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, BoundsHostMemoryOfCopiesInFlightByTheMemoryLimit) {
+  HostileTrace trace;
+  AddAllocationAndStream(trace);
+  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
+  copy.src = 0x10000;
+  for (int i = 0; i < 4; ++i) trace.Post(copy, HostSide::kDestination);  // no results follow
+  ReplayOptions options;
+  options.memory_limit = 3ull << 20;
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("in_flight"), options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted) << report.status();
+  EXPECT_NE(report.status().message().find("record 5"), std::string::npos) << report.status();
+  EXPECT_NE(report.status().message().find("--memory_limit"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedOne) {
+  HostileTrace trace(/*memory_limit=*/uint64_t{1} << 50);
+  trace.Call(MakeCommand(CommandKind::kAllocate, 0, 256ull << 20), 0x10000);
+  ReplayOptions options;
+  options.memory_limit = 64ull << 20;
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("big_limit"), options);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("failed on replay"), std::string::npos)
+      << report.status();
+  // Without --memory_limit the recorded petabyte is capped at the host's default.
+  EXPECT_LE(DefaultReplayMemoryLimit(1), uint64_t{1} << 50);
+  HostileTrace empty(uint64_t{1} << 50);
+  EXPECT_TRUE(ReplayTrace(empty.Write("big_limit_empty"), ReplayOptions()).ok());
+}
+
+TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
+  HostileTrace never;
+  const size_t at = never.Notified(12345);
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<ReplayReport> report = ReplayTrace(never.Write("never"), ReplayOptions());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
+  EXPECT_NE(report.status().message().find("record 0 (notified, token 12345"), std::string::npos)
+      << report.status();
+  EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", at)), std::string::npos)
+      << report.status();
+  EXPECT_NE(report.status().message().find("can never come"), std::string::npos)
+      << report.status();
+
+  // A token posted once comes once: the second record naming it fails at once.
+  HostileTrace twice;
+  twice.Call(MakeCommand(CommandKind::kCreateStream, 1));
+  Command notify = MakeCommand(CommandKind::kNotify, 1);
+  notify.token = 7;
+  twice.Post(notify);
+  twice.Notified(7);
+  twice.Notified(7);
+  report = ReplayTrace(twice.Write("twice"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("record 3 (notified, token 7"), std::string::npos)
+      << report.status();
+}
+
+TEST(TraceUntrusted, RefusesARecordedTokenInTheRangeTheReplayKeeps) {
+  HostileTrace trace;
+  trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
+  Command notify = MakeCommand(CommandKind::kNotify, 1);
+  notify.token = (uint64_t{1} << 62) | 2;
+  trace.Post(notify);
+  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("token_bits"), ReplayOptions());
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("bits 62-63"), std::string::npos) << report.status();
+}
+
+TEST(TraceUntrusted, ReplaysFromMemoryAsFromAFile) {
+  const std::string path = RecordCpuRun("from_memory");
+  const std::vector<uint8_t> bytes = ReadFile(path);
+  absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::FromBytes(
+      "memory", absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  absl::StatusOr<ReplayReport> report = ReplayTrace(**reader, ReplayOptions());
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->commands_replayed, 9u);
+  EXPECT_EQ(report->results_exact, 2u);
+}
+
+// The seeds of the trace fuzzer (tests/fuzz/trace_corpus: a mode byte, then a small real trace)
+// read completely, and the stats replay over each (as the fuzz target's stats pass runs it)
+// ends in a report or an error, within its limits.
+TEST(TraceUntrusted, EveryFuzzSeedReadsAndReplaysAsStats) {
+  std::vector<std::string> files;
+  if (DIR* dir = opendir(VGPU_TRACE_FUZZ_CORPUS_DIR)) {
+    while (dirent* entry = readdir(dir)) {
+      if (entry->d_name[0] != '.') {
+        files.push_back(std::string(VGPU_TRACE_FUZZ_CORPUS_DIR "/") + entry->d_name);
+      }
+    }
+    closedir(dir);
+  }
+  ASSERT_FALSE(files.empty());
+  int replayed_ok = 0;
+  for (const std::string& file : files) {
+    const std::vector<uint8_t> seed = ReadFile(file);
+    ASSERT_GT(seed.size(), 1u) << file;
+    const absl::string_view trace(reinterpret_cast<const char*>(seed.data()) + 1,
+                                  seed.size() - 1);
+    absl::StatusOr<std::unique_ptr<TraceReader>> reader = TraceReader::FromBytes(file, trace);
+    ASSERT_TRUE(reader.ok()) << reader.status();
+    TraceRecord record;
+    absl::StatusOr<bool> next;
+    while ((next = (*reader)->Next(&record)).ok() && *next) {
+    }
+    ASSERT_TRUE(next.ok()) << file << ": " << next.status();
+    ReplayOptions options;
+    options.time_launches = true;
+    options.stop_at_mismatch = false;
+    options.memory_limit = 16ull << 20;
+    options.wait_timeout_ms = 200;
+    absl::StatusOr<std::unique_ptr<TraceReader>> again = TraceReader::FromBytes(file, trace);
+    ASSERT_TRUE(again.ok());
+    absl::StatusOr<ReplayReport> report = ReplayTrace(**again, options);
+    replayed_ok += report.ok();
+  }
+  EXPECT_GE(replayed_ok, 2) << "the whole tiny trace replays (both modes)";
+}
+
+TEST(TraceTool, RefusesABadMemoryLimitOrWaitTimeout) {
+  const std::string path = RecordCpuRun("tool_flags");
+  std::ostringstream out, err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--memory_limit=lots"}, out, err), 2);
+  EXPECT_NE(err.str().find("--memory_limit"), std::string::npos) << err.str();
+  EXPECT_EQ(RunTraceTool({"replay", path, "--wait_timeout=0"}, out, err), 2);
+  EXPECT_EQ(RunTraceTool({"replay", path, "--wait_timeout=-1"}, out, err), 2);
+  EXPECT_NE(err.str().find("--wait_timeout"), std::string::npos) << err.str();
+  std::ostringstream ok_out, ok_err;
+  EXPECT_EQ(RunTraceTool({"replay", path, "--memory_limit=64MiB", "--wait_timeout=2.5"}, ok_out,
+                         ok_err),
+            0)
+      << ok_err.str();
 }
 
 // Counts notifications, as the client's hub would receive them.

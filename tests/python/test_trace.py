@@ -66,7 +66,7 @@ def _records(path, with_offsets=False):
     data = path.read_bytes()
     assert data[:8] == b"VGPUTRAC"
     version, wire_version, device_count = struct.unpack_from("<HHI", data, 8)
-    assert (version, wire_version) == (1, 4)
+    assert (version, wire_version) == (2, 4)
     offset = 40
     for _ in range(2):  # producer, backends
         (length,) = struct.unpack_from("<I", data, offset)
@@ -75,7 +75,9 @@ def _records(path, with_offsets=False):
     while offset < len(data):
         kind, _, ordinal, length = struct.unpack_from("<BBHI", data, offset)
         body = data[offset + 24:offset + 24 + length]
-        assert struct.unpack_from("<I", data, offset + 16)[0] == zlib.crc32(body)
+        # The checksum covers the record header's first 16 bytes, then the body (version 2).
+        assert struct.unpack_from("<I", data, offset + 16)[0] == zlib.crc32(
+            body, zlib.crc32(data[offset:offset + 16]))
         records.append((kind, ordinal, body, offset) if with_offsets else (kind, ordinal, body))
         offset += 24 + length
     assert offset == len(data)
@@ -144,6 +146,13 @@ def test_corrupted_trace_is_refused_naming_the_offset(fit_trace, tmp_path):
     assert result.returncode != 0
     assert "corrupt at byte offset" in result.stderr, result.stderr
     assert "record " in result.stderr, result.stderr
+    # The record header's time is covered by the checksum too (format version 2).
+    data = bytearray(fit_trace.read_bytes())
+    data[offset + 8] ^= 0x01
+    corrupt.write_bytes(bytes(data))
+    result = _vgpu("trace", "replay", str(corrupt))
+    assert result.returncode != 0
+    assert "checksum mismatch" in result.stderr, result.stderr
 
 
 def test_truncated_trace_is_refused_naming_the_offset(fit_trace, tmp_path):
@@ -223,7 +232,8 @@ def test_a_result_that_differs_is_reported_as_the_first_mismatch(fit_trace, tmp_
         changed = bytearray(body)
         struct.pack_into("<f", changed, 17, value + 1000.0)
         data[offset + 24:offset + 24 + len(body)] = changed
-        struct.pack_into("<I", data, offset + 16, zlib.crc32(bytes(changed)))
+        struct.pack_into("<I", data, offset + 16,
+                         zlib.crc32(bytes(changed), zlib.crc32(bytes(data[offset:offset + 16]))))
         break
     else:
         pytest.fail("no device-to-host result in the trace")
