@@ -77,10 +77,40 @@ def notified(token):
     return record(NOTIFIED, struct.pack("<Q", token))
 
 
+# Runs argv[2:] as its child and writes the child's peak RSS (KiB) to argv[1]; exits as the child
+# did (killed by the same signal if it was). A child forked straight from the test process would
+# report that process's RSS at fork time as its peak (Linux keeps the high-water mark across
+# exec), so the child is forked from this small interpreter instead.
+_PEAK_RSS_TRAMPOLINE = """
+import os, signal, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[2], sys.argv[2:])
+_, status, usage = os.wait4(pid, 0)
+with open(sys.argv[1], "w") as f:
+    f.write(str(usage.ru_maxrss))
+if os.WIFSIGNALED(status):
+    signal.signal(os.WTERMSIG(status), signal.SIG_DFL)
+    os.kill(os.getpid(), os.WTERMSIG(status))
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def _run_child(argv, timeout=TIMEOUT_S):
     """Runs argv with its own rusage: (returncode, stdout, stderr, seconds, peak RSS bytes)."""
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        returncode, out, err, seconds, _ = _run_direct(
+            [sys.executable, "-c", _PEAK_RSS_TRAMPOLINE, rss_file.name, *argv], timeout)
+        peak_kib = int(rss_file.read() or 0)
+    return returncode, out, err, seconds, peak_kib * 1024
+
+
+def _run_direct(argv, timeout):
     start = time.monotonic()
-    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               start_new_session=True)
     deadline = start + timeout
     # Drain the pipes while waiting (outputs are small), then reap with wait4 for the rusage.
     while True:
@@ -88,7 +118,7 @@ def _run_child(argv, timeout=TIMEOUT_S):
         if pid:
             break
         if time.monotonic() > deadline:
-            process.kill()
+            os.killpg(process.pid, 9)  # the trampoline and its child
             os.wait4(process.pid, 0)
             pytest.fail(f"{argv} ran past {timeout} s")
         time.sleep(0.02)
