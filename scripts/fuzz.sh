@@ -59,6 +59,13 @@ if ! command -v clang++ >/dev/null; then
   as_root apt-get update -qq
   DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq clang >/dev/null
 fi
+# The CPU executor's oneDNN code includes <omp.h> (GNU OpenMP build of oneDNN): clang needs
+# LLVM's copy of the header (the runtime stays libgomp's, linked through libdnnl).
+if ! echo '#include <omp.h>' | clang++ -x c++ -fsyntax-only - 2>/dev/null; then
+  echo "fuzz: installing libomp-dev (omp.h for clang)"
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq libomp-dev >/dev/null
+fi
 [ -x "$VENV/bin/python" ] || ./scripts/setup.sh
 
 sanitizers="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined"
