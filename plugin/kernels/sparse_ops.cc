@@ -94,8 +94,11 @@ class GatherOp {
       VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> axis_values, context.HostIntegers(2));
       axis = axis_values[0];
     }
-    const int64_t min_params_dim = axis < 0 ? -axis : axis + 1;
-    if (params_rank < min_params_dim) {
+    // axis in [-rank, rank), checked without forming axis + 1 or -axis (either overflows at the
+    // ends of int64; the rank needed is named as an unsigned number).
+    if (axis >= params_rank || axis < -params_rank) {
+      const uint64_t min_params_dim = axis < 0 ? static_cast<uint64_t>(-(axis + 1)) + 1
+                                               : static_cast<uint64_t>(axis) + 1;
       return absl::InvalidArgumentError(absl::StrCat("Shape must be at least rank ",
                                                      min_params_dim, " but is rank ",
                                                      params_rank));

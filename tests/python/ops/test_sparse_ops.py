@@ -102,6 +102,15 @@ def test_gather_with_a_bad_axis_or_batch_dims_is_invalid_argument():
             raw.GatherV2(params=1.0, indices=[0], axis=0)
 
 
+@pytest.mark.parametrize("axis", [2**63 - 1, -2**63, 2**62, -3])
+def test_gather_with_an_axis_at_the_ends_of_int64_is_invalid_argument(axis):
+    # axis + 1 and -axis overflow at the ends of int64: it was a SIGSEGV of the process.
+    with tf.device("/GPU:0"):
+        params = tf.ones((4, 3))
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Shape must be at least rank"):
+            raw.GatherV2(params=params, indices=[0], axis=tf.constant(axis, tf.int64))
+
+
 # ---------------------------------------------------------------------------------------------
 # GatherNd
 
