@@ -90,11 +90,33 @@ absl::StatusOr<std::vector<int64_t>> OpContext::HostIntegers(int index) const {
   }
 }
 
+namespace {
+
+// The element count of a shape TensorFlow is asked to allocate, or InvalidArgument (TensorFlow's
+// wording) where a dimension is negative or the count overflows int64: TensorFlow's TensorShape
+// would abort the process on such a shape (a CHECK), while its CPU kernels return this error.
+absl::StatusOr<int64_t> CheckedShapeElements(absl::Span<const int64_t> dims) {
+  int64_t elements = 1;
+  for (int64_t d : dims) {
+    if (d < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Expected a non-negative size, got ", d));
+    }
+    int64_t product = 0;
+    if (__builtin_mul_overflow(elements, d, &product)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Encountered overflow when multiplying ", elements, " with ", d, ", result: -1"));
+    }
+    elements = product;
+  }
+  return elements;
+}
+
+}  // namespace
+
 absl::StatusOr<TensorPtr> OpContext::AllocateOutput(int index, TF_DataType dtype,
                                                     absl::Span<const int64_t> dims) const {
   ScopedTfStatus status;
-  int64_t elements = 1;
-  for (int64_t d : dims) elements *= d;
+  VGPU_ASSIGN_OR_RETURN(const int64_t elements, CheckedShapeElements(dims));
   TF_Tensor* tensor =
       TF_AllocateOutput(context_, index, dtype, dims.data(), static_cast<int>(dims.size()),
                         static_cast<size_t>(elements) * TF_DataTypeSize(dtype), status.get());
@@ -106,6 +128,7 @@ absl::StatusOr<TensorPtr> OpContext::AllocateOutput(int index, TF_DataType dtype
 absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocateOutput(
     std::initializer_list<int> candidate_inputs, int index, TF_DataType dtype,
     absl::Span<const int64_t> dims) const {
+  VGPU_RETURN_IF_ERROR(CheckedShapeElements(dims).status());
   ScopedTfStatus status;
   std::vector<int> candidates(candidate_inputs);
   int forwarded = -1;
@@ -122,6 +145,7 @@ absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocateOutput(
 
 absl::StatusOr<TensorPtr> OpContext::AllocateTemp(TF_DataType dtype,
                                                   absl::Span<const int64_t> dims) const {
+  VGPU_RETURN_IF_ERROR(CheckedShapeElements(dims).status());
   ScopedTfStatus status;
   TF_AllocatorAttributes attributes;
   attributes.struct_size = TF_ALLOCATOR_ATTRIBUTES_STRUCT_SIZE;

@@ -497,8 +497,10 @@ class SortedSegmentOp : public NoAttributes<SortedSegmentOp<kOp>> {
       return absl::OkStatus();
     }
     VGPU_ASSIGN_OR_RETURN(int64_t last_id, LastSegmentId(context, segment_ids.get()));
-    if (last_id + 1 <= 0) {
-      return absl::InvalidArgumentError("segment ids must be >= 0");
+    if (last_id < 0) return absl::InvalidArgumentError("segment ids must be >= 0");
+    if (last_id == std::numeric_limits<int64_t>::max()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "Encountered overflow when multiplying ", last_id, " + 1 rows, result: -1"));
     }
     output_dims[0] = last_id + 1;
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, output_dims));

@@ -364,6 +364,18 @@ def test_sorted_segment_reductions_match_cpu(op, dtype):
     _assert_param_gradient_matches_cpu(op, data, ids)
 
 
+@pytest.mark.parametrize("op", [tf.math.segment_sum, tf.math.segment_mean])
+@pytest.mark.parametrize("last_id", [2**62, 2**63 - 1])
+def test_a_segment_id_whose_output_size_overflows_is_invalid_argument_as_on_the_cpu(op, last_id):
+    # The output's element count overflows int64: TensorFlow's shape check aborted the process.
+    data = np.ones((2, 3), np.float32)
+    ids = np.array([0, last_id], np.int64)
+    for device in ("/CPU:0", "/GPU:0"):
+        with tf.device(device):
+            with pytest.raises(tf.errors.InvalidArgumentError, match="overflow|non-negative"):
+                op(tf.constant(data), tf.constant(ids))
+
+
 # ---------------------------------------------------------------------------------------------
 # Where
 
