@@ -45,6 +45,10 @@ std::string TypeName(TF_DataType dtype) {
     case TF_VARIANT: return "variant";
     case TF_UINT32: return "uint32";
     case TF_UINT64: return "uint64";
+    case TF_INT16: return "int16";
+    case TF_UINT16: return "uint16";
+    case TF_COMPLEX64: return "complex64";
+    case TF_COMPLEX128: return "complex128";
     default: return absl::StrCat("dtype", static_cast<int>(dtype));
   }
 }

@@ -51,6 +51,28 @@ def test_assign_add_and_sub_on_device_variables_match_the_cpu(dtype):
     np.testing.assert_array_equal(on_gpu.numpy(), run("/CPU:0").numpy())
 
 
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64,
+                                   np.complex64, np.complex128])
+def test_assign_add_and_sub_of_dtypes_the_executor_lacks_match_the_cpu(dtype):
+    # These once fell to TensorFlow's DEFAULT kernel, which read device memory on the host: a
+    # SIGSEGV of the process. Unsigned results wrap as on the CPU.
+    start = (np.arange(24).reshape(4, 6) % 7).astype(dtype)
+    delta = (np.arange(24).reshape(4, 6) % 5).astype(dtype)
+
+    def run(device):
+        with tf.device(device):
+            variable = tf.Variable(start)
+            variable.assign_add(delta)
+            variable.assign_sub(delta)
+            variable.assign_sub(delta)
+            variable.assign_sub(delta)
+            return variable
+
+    on_gpu = run("/GPU:0")
+    assert "GPU:0" in on_gpu.device
+    np.testing.assert_array_equal(on_gpu.numpy(), run("/CPU:0").numpy())
+
+
 def test_update_does_not_change_a_value_read_before_it():
     with tf.device("/GPU:0"):
         variable = tf.Variable(np.ones(1000, np.float32))
