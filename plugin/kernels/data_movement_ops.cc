@@ -110,6 +110,8 @@ class TransposeOp : public NoAttributes<TransposeOp> {
     std::vector<bool> seen(rank, false);
     Dims y_dims(rank);
     for (int i = 0; i < rank; ++i) {
+      // As TensorFlow's kernels: a negative entry counts from the end.
+      if (perm.values[i] < 0 && perm.values[i] >= -rank) perm.values[i] += rank;
       const int64_t d = perm.values[i];
       if (d < 0 || d >= rank) {
         return absl::InvalidArgumentError(absl::StrCat(d, " is out of range [0 .. ", rank, ")"));

@@ -47,6 +47,13 @@ def test_transpose_matches_cpu_for_odd_shapes(shape, perm):
     matches_cpu(lambda t: tf.transpose(t, perm), x, expect_launch=x.size > 0)
 
 
+@pytest.mark.parametrize("perm", [(-1, 0, 1), (2, -3, -2), (-1, -2, -3)])
+def test_transpose_with_negative_perm_entries_matches_cpu(perm):
+    # TensorFlow's kernels count a negative entry from the end.
+    x = random_array((2, 3, 4), np.float32, seed=9)
+    matches_cpu(lambda t: tf.transpose(t, perm), x)
+
+
 def test_transpose_that_only_moves_unit_dimensions_forwards_without_a_launch():
     x = random_array((1, 6, 1, 4), np.float32)
     matches_cpu(lambda t: tf.transpose(t, [2, 1, 0, 3]), x, expect_launch=False)
@@ -56,6 +63,7 @@ def test_transpose_that_only_moves_unit_dimensions_forwards_without_a_launch():
 @pytest.mark.parametrize("perm,match", [
     ([0, 0, 1], "missing from"),
     ([0, 3, 1], "out of range"),
+    ([0, -4, 1], "out of range"),
     ([1, 0], "transpose expects a vector of size 3"),
 ])
 def test_transpose_with_bad_perm_is_invalid_argument(perm, match):
