@@ -67,7 +67,28 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
-class ServerProcess:
+class ChildProcess:
+    """A child process (`self.process`) with its log file (`self.log`): SIGTERM on stop (then
+    SIGKILL after 15 s), usable as a context manager."""
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class ServerProcess(ChildProcess):
     """`python -m vgpu.server` in a child process on a Unix socket (or `listen`), with its log
     in a file. `flags` are extra command-line flags (e.g. ["--client_quota=1MiB"])."""
 
@@ -108,21 +129,6 @@ class ServerProcess:
                     return int(line.split()[1]) * 1024
         return 0
 
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.log.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def connect_socket(address, timeout=10.0):

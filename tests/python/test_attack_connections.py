@@ -86,6 +86,15 @@ def closed_by_server(sock, timeout):
         return False
 
 
+def served(server):
+    """Whether a bystander's round trip completes now (False while the server still refuses new
+    connections: closed ones are noticed and reaped within moments)."""
+    try:
+        return bystander_round_trip(server.address) is not None
+    except ConnectionRefusedError:
+        return False
+
+
 def client_stats(server):
     return server.stats()["clients"]
 
@@ -166,13 +175,7 @@ def test_established_tenants_fill_the_connection_cap_with_a_clear_refusal(tmp_pa
         for tenant in tenants:
             tenant.close()
 
-        def served():
-            try:
-                return bystander_round_trip(server.address) is not None
-            except ConnectionRefusedError:
-                return False  # the closed connections are noticed within moments
-
-        wait_for(served, 20, "a free slot")
+        wait_for(lambda: served(server), 20, "a free slot")
         assert server.alive()
 
 
@@ -183,13 +186,7 @@ def test_connections_from_one_peer_are_capped_with_a_clear_refusal(tmp_path):
             RawTenant(server.address)
         tenants.pop().close()
 
-        def served():
-            try:
-                return bystander_round_trip(server.address) is not None
-            except ConnectionRefusedError:
-                return False  # the closed connection is reaped within a second
-
-        wait_for(served, 20, "a connection once under the per-peer cap")
+        wait_for(lambda: served(server), 20, "a connection once under the per-peer cap")
         for tenant in tenants:
             tenant.close()
         assert server.alive()

@@ -19,7 +19,7 @@ import urllib.request
 
 import pytest
 
-from raw_tenant import RawTenant, ServerProcess, bystander_round_trip, connect_socket, wait_for
+from raw_tenant import ChildProcess, RawTenant, ServerProcess, bystander_round_trip, connect_socket, wait_for
 
 TOKEN, OPERATOR_TOKEN, METRICS_TOKEN = "tenant-secret", "operator-secret", "scrape-secret"
 INVALID_ARGUMENT, NOT_FOUND = 3, 5
@@ -144,7 +144,7 @@ def test_errors_for_another_tenants_address_equal_those_for_an_unallocated_one(t
         bystander_round_trip(server.address)
 
 
-class MetricsServer:
+class MetricsServer(ChildProcess):
     """`python -m vgpu.server --metrics_address ...` in a child process: the metrics process
     (this child) and its vgpu-server (a grandchild of the test)."""
 
@@ -192,21 +192,6 @@ class MetricsServer:
         except urllib.error.HTTPError as error:
             return error.code, error.read().decode()
 
-    def stop(self):
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self.log.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.stop()
 
 
 def proc_stat(pid):
