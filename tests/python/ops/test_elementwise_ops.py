@@ -210,6 +210,19 @@ def test_integer_power_and_negation_wrap_like_cpu():
         assert_matches_cpu(fn, base)
 
 
+def test_int64_pow_with_negative_exponent_gives_cuda_kernels_result():
+    """TensorFlow's CPU kernel refuses an integer to a negative power; its CUDA kernel cannot
+    raise, and gives 0, or +-1 for a base of +-1. The virtual GPU does what the CUDA kernel
+    does, in the op call, and its stream stays usable."""
+    base = np.array([2, 3, 1, -1, -1, 0, -5], np.int64)
+    exponent = np.array([-1, 0, -2, -2, -3, -4, -1], np.int64)
+    result = run_on("/GPU:0", tf.math.pow, base, exponent)
+    assert result.numpy().tolist() == [0, 1, 1, 1, -1, 0, 0]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="negative integer powers"):
+        run_on("/CPU:0", tf.math.pow, base, exponent)
+    assert run_on("/GPU:0", tf.math.pow, base[:2], -exponent[:2]).numpy().tolist() == [2, 1]
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BF16, np.float64, np.int32,
                                    np.int64, np.uint8, np.bool_])
 def test_select_v2_matches_cpu_with_broadcasting(dtype):

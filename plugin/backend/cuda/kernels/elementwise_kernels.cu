@@ -15,14 +15,15 @@
 // (kSigmoidGrad, kTanhGrad, kRelu6Grad as binary ops; lgamma/digamma, which have no op value)
 // are refused here with the same InvalidArgument.
 //
-// The one synchronous path: integer Div/FloorDiv/FloorMod/Pow must fail with InvalidArgument
-// when a divisor is 0 (a negative exponent for Pow), which only the device can see. Their kernel
+// The one synchronous path: integer Div/FloorDiv/FloorMod must fail with InvalidArgument
+// when a divisor is 0, which only the device can see (integer Pow with a negative exponent does
+// not fail: it gives TensorFlow's CUDA kernel's 0 / +-1, as the CPU executor does). Their kernel
 // raises a device flag; the host copies it back (cudaMemcpyAsync + cudaStreamSynchronize on the
 // launch's stream) and turns it into the CPU kernel's error. Only those integer ops wait.
 //
 // GPU run must confirm: every op/dtype against the CPU executor (float32 rtol 1e-3, integers
 // exact: floor div/mod of negative operands, wrap of INT_MIN / -1, integer pow), the
-// division-by-zero and negative-power errors (and that the stream stays usable after them),
+// division-by-zero error (and that the stream stays usable after it), negative powers,
 // broadcasting of every rank pattern, aliasing of out with an input, bool inputs holding bytes
 // other than 0/1, add-n of 2..40 inputs bit-exact with the CPU, range bit-exact (no FMA).
 #include <algorithm>
@@ -92,10 +93,10 @@ bool IsFloatingArithmetic(ElementwiseOp op) {
     default: return false;
   }
 }
-// Integer ops that can fail on a value (zero divisor, negative exponent).
+// Integer ops that can fail on a value (a zero divisor).
 bool IsCheckedIntegerOp(ElementwiseOp op) {
   return op == ElementwiseOp::kDiv || op == ElementwiseOp::kFloorDiv ||
-         op == ElementwiseOp::kFloorMod || op == ElementwiseOp::kPow;
+         op == ElementwiseOp::kFloorMod;
 }
 
 // --- Binary arithmetic ------------------------------------------------------------------------
@@ -113,7 +114,7 @@ __device__ C MinPropagateNaN(C a, C b) {
   return b < a ? b : a;
 }
 
-// Integer ops; *error = 1 on a zero divisor or negative exponent (the result is then 0).
+// Integer ops; *error = 1 on a zero divisor (the result is then 0).
 template <typename T>
 __device__ T IntegerArithmetic(ElementwiseOp op, T a, T b, unsigned* error) {
   switch (op) {
@@ -162,9 +163,11 @@ __device__ T IntegerArithmetic(ElementwiseOp op, T a, T b, unsigned* error) {
         return static_cast<T>(a % b);
       }
     case ElementwiseOp::kPow: {
+      // A negative exponent: 1 for a base of 1, +-1 for -1, else 0 (TensorFlow's CUDA kernel).
       if constexpr (std::is_signed_v<T>) {
         if (b < 0) {
-          *error = 1;
+          if (a == T(1)) return T(1);
+          if (a == T(-1)) return (b % 2 == 0) ? T(1) : T(-1);
           return T(0);
         }
       }
@@ -267,7 +270,6 @@ absl::Status RunWithErrorFlag(const CudaKernelContext& context, const char* name
 }
 
 constexpr char kIntegerDivisionByZero[] = "Integer division by zero";
-constexpr char kNegativeIntegerPower[] = "Integers to negative integer powers are not allowed";
 
 template <typename T>
 absl::Status RunArithmetic(const CudaKernelContext& context, ElementwiseOp op, DType dtype,
@@ -285,9 +287,7 @@ absl::Status RunArithmetic(const CudaKernelContext& context, ElementwiseOp op, D
   constexpr char kName[] = "elementwise_binary";
   if constexpr (kIsInteger<T>) {
     if (IsCheckedIntegerOp(op)) {
-      const char* message =
-          op == ElementwiseOp::kPow ? kNegativeIntegerPower : kIntegerDivisionByZero;
-      return RunWithErrorFlag(context, kName, message, [&](unsigned* flag) {
+      return RunWithErrorFlag(context, kName, kIntegerDivisionByZero, [&](unsigned* flag) {
         return LaunchGrid(context, kName, layout.output_count, ArithmeticKernel<T>, op,
                           layout.indexer, layout.output_count, a, b, out, flag);
       });
