@@ -129,6 +129,34 @@ class ActivationGradOp {
   double coef_;
 };
 
+// Relu of qint8, as TensorFlow's GPU kernel for it: the element count must be a multiple of 4
+// (that kernel works on 4 bytes at a time; TensorFlow's CPU build has no qint8 Relu).
+class ReluInt8Op {
+ public:
+  static absl::StatusOr<std::unique_ptr<ReluInt8Op>> Create(OpConstruction&) {
+    return std::unique_ptr<ReluInt8Op>(new ReluInt8Op());
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    const int64_t count = TF_TensorElementCount(x.get());
+    if (count % 4 != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("Tensor size must be a multiple of 4 for Relu<qint8>. Got ", count));
+    }
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y,
+                          context.ForwardOrAllocateOutput({0}, 0, TF_QINT8, ShapeOf(x.get())));
+    if (count == 0) return absl::OkStatus();
+    activation::ReluInt8Params params;
+    params.count = count;
+    return KernelLaunch(context)
+        .Buffer(x.get())
+        .Buffer(y.get())
+        .Param(params)
+        .Run(activation::kReluInt8);
+  }
+};
+
 template <ActivationMode kMode>
 void RegisterActivation(const char* op, const char* grad_op, const char* device_type,
                         const char* notes, const char* grad_notes) {
@@ -148,8 +176,9 @@ void RegisterActivation(const char* op, const char* grad_op, const char* device_
 void RegisterActivationOps(const char* device_type) {
   using Mode = ActivationMode;
   RegisterActivation<Mode::kRelu>("Relu", "ReluGrad", device_type,
-                                  "max(x, 0); NaN propagates.",
+                                  "max(x, 0); NaN propagates. qint8 (TensorFlow's GPU kernel): the element count must be a multiple of 4.",
                                   "gradients where features > 0, else 0.");
+  RegisterKernel<ReluInt8Op>("Relu", device_type, {{"T", TF_QINT8}});
   RegisterActivation<Mode::kRelu6>("Relu6", "Relu6Grad", device_type,
                                    "min(max(x, 0), 6); NaN propagates.",
                                    "gradients where 0 < features < 6, else 0.");

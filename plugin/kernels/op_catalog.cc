@@ -49,6 +49,7 @@ std::string TypeName(TF_DataType dtype) {
     case TF_UINT16: return "uint16";
     case TF_COMPLEX64: return "complex64";
     case TF_COMPLEX128: return "complex128";
+    case TF_QINT8: return "qint8";
     default: return absl::StrCat("dtype", static_cast<int>(dtype));
   }
 }

@@ -18,7 +18,7 @@ axes, resource handles). Ops not listed run where TensorFlow's own placement put
 
 # The order in which dtypes are listed.
 _DTYPE_ORDER = ["float32", "float16", "bfloat16", "float64", "int32", "int64", "uint8", "int8",
-                "int16", "uint16", "uint32", "uint64", "complex64", "complex128", "bool",
+                "int16", "uint16", "uint32", "uint64", "complex64", "complex128", "bool", "qint8",
                 "resource"]
 
 

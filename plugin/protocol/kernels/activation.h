@@ -2,6 +2,8 @@
 #ifndef VGPU_PROTOCOL_KERNELS_ACTIVATION_H_
 #define VGPU_PROTOCOL_KERNELS_ACTIVATION_H_
 
+#include <cstdint>
+
 #include "plugin/protocol/kernel_ids.h"
 
 namespace vgpu::activation {
@@ -27,6 +29,15 @@ inline constexpr KernelId kForward = KernelId{100};
 //   softplus:           a = gradients, b = features    out = a / (exp(-b) + 1)
 //   softsign:           a = gradients, b = features    out = a / (|b| + 1)^2
 inline constexpr KernelId kBackward = KernelId{101};
+
+// Relu of qint8 (TensorFlow's GPU kernel for Relu<qint8>, which works on 4 bytes at a time and
+// so needs an element count that is a multiple of 4). descriptors: none; buffers: [x, y] of
+// `count` int8 each; params: ReluInt8Params. y = max(x, 0), each byte a signed integer.
+inline constexpr KernelId kReluInt8 = KernelId{102};
+
+struct ReluInt8Params {
+  int64_t count = 0;  // a multiple of 4
+};
 
 }  // namespace vgpu::activation
 

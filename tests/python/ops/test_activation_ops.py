@@ -135,3 +135,20 @@ def test_leaky_relu_alpha_reaches_the_device_per_node():
     expected = run_on("/CPU:0", both, x)
     actual = run_on("/GPU:0", both, x)
     np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
+
+
+def test_relu_of_qint8_runs_on_the_device_like_tensorflows_gpu_kernel():
+    """TensorFlow has Relu<qint8> on GPUs only: 4 bytes at a time, so the element count must be
+    a multiple of 4 (its CPU build has no kernel at all)."""
+    values = np.array([[-50, 7, 23, 0], [-1, -5, 6, 11], [-128, 127, 1, -2]], np.int8)
+    vgpu.reset_stats()
+    with tf.device("/GPU:0"):
+        result = tf.nn.relu(tf.constant(values, tf.qint8))
+    assert result.dtype == tf.qint8
+    np.testing.assert_array_equal(np.asarray(result.numpy(), np.int8), np.maximum(values, 0))
+    assert vgpu.stats()["launches"] >= 1
+    for bad in (np.ones((3, 3), np.int8), np.ones((17,), np.int8)):
+        with tf.device("/GPU:0"), pytest.raises(
+                tf.errors.InvalidArgumentError,
+                match=f"multiple of 4 for Relu<qint8>. Got {bad.size}"):
+            tf.nn.relu(tf.constant(bad, tf.qint8))

@@ -161,6 +161,24 @@ absl::Status ActivationBackward(const KernelContext& context) {
   });
 }
 
+// activation::kReluInt8: y = max(x, 0) over signed bytes.
+absl::Status ReluInt8(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(activation::ReluInt8Params params,
+                        reader.Get<activation::ReluInt8Params>());
+  if (params.count < 0 || params.count > kMaxLaunchElements || params.count % 4 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Tensor size must be a multiple of 4 for Relu<qint8>. Got ", params.count));
+  }
+  VGPU_ASSIGN_OR_RETURN(const int8_t* x, context.Buffer<const int8_t>(0, params.count));
+  VGPU_ASSIGN_OR_RETURN(int8_t* y, context.Buffer<int8_t>(1, params.count));
+  if (params.count == 0) return absl::OkStatus();
+  FlatMap<int8_t>(y, params.count).device(*context.device) =
+      ConstFlatMap<int8_t>(x, params.count).cwiseMax(int8_t{0});
+  return absl::OkStatus();
+}
+
 }  // namespace
 }  // namespace vgpu::cpu_kernels
 
@@ -169,6 +187,7 @@ namespace vgpu {
 void AddActivationKernels(KernelTable& table) {
   table.Add(activation::kForward, "activation_forward", cpu_kernels::ActivationForward);
   table.Add(activation::kBackward, "activation_backward", cpu_kernels::ActivationBackward);
+  table.Add(activation::kReluInt8, "relu_int8", cpu_kernels::ReluInt8);
 }
 
 }  // namespace vgpu
