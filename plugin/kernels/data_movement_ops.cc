@@ -19,13 +19,13 @@
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/strided_slice_plan.h"
 #include "plugin/protocol/kernels/data_movement.h"
 
 namespace vgpu {
 namespace {
 
 using data_movement::kMaxDataMovementRank;
-using Dims = std::vector<int64_t>;
 
 // Every element type the data movement kernels move (they only need its size).
 constexpr std::initializer_list<TF_DataType> kDataTypes = {
@@ -40,12 +40,7 @@ absl::Status CheckRank(size_t rank) {
   return absl::OkStatus();
 }
 
-// A host-memory integer input: its shape and its values.
-struct HostInts {
-  Dims shape;
-  std::vector<int64_t> values;
-};
-
+// A host-memory integer input: its shape and its values (strided_slice_plan.h).
 absl::StatusOr<HostInts> ReadHostInts(const OpContext& context, int index) {
   HostInts result;
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
@@ -520,10 +515,6 @@ class SliceOp : public NoAttributes<SliceOp> {
   }
 };
 
-struct StridedSliceMasks {
-  int32_t begin = 0, end = 0, ellipsis = 0, new_axis = 0, shrink_axis = 0;
-};
-
 absl::StatusOr<StridedSliceMasks> ReadMasks(OpConstruction& construction) {
   StridedSliceMasks masks;
   VGPU_ASSIGN_OR_RETURN(int64_t begin, construction.Int("begin_mask"));
@@ -537,151 +528,6 @@ absl::StatusOr<StridedSliceMasks> ReadMasks(OpConstruction& construction) {
   masks.new_axis = static_cast<int32_t>(new_axis);
   masks.shrink_axis = static_cast<int32_t>(shrink_axis);
   return masks;
-}
-
-// What a strided slice of an input of known shape selects: per input dimension the canonical
-// begin/end/stride and the number of elements taken (the processing shape), and the shape of
-// the result after new axes are inserted and shrunk axes dropped (the final shape).
-struct StridedSlicePlan {
-  Dims begin, end, strides;
-  Dims processing_dims;
-  Dims final_dims;
-  bool is_identity = true;
-};
-
-// TensorFlow's strided slice semantics (ValidateStridedSliceOp): the sparse specification of
-// begin/end/strides and masks, with at most one ellipsis (an implicit one at the end), is
-// expanded to one entry per input dimension, then each entry is made canonical and
-// bounds-checked.
-absl::StatusOr<StridedSlicePlan> PlanStridedSlice(const Dims& input_dims, const HostInts& begin,
-                                                  const HostInts& end, const HostInts& strides,
-                                                  const StridedSliceMasks& masks) {
-  const bool begin_wrong = !(begin.shape.size() == 1 &&
-                             begin.values.size() == strides.values.size() &&
-                             begin.values.size() < 32);
-  const bool end_wrong =
-      !(end.shape.size() == 1 && end.values.size() == strides.values.size());
-  if (begin_wrong || end_wrong || strides.shape.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Expected begin, end, and strides to be 1D equal size tensors, but got shapes ",
-        ShapeString(begin.shape), ", ", ShapeString(end.shape), ", and ",
-        ShapeString(strides.shape), " instead."));
-  }
-  if (masks.ellipsis != 0 && (masks.ellipsis & (masks.ellipsis - 1)) != 0) {
-    return absl::InvalidArgumentError("Multiple ellipses in slice spec not allowed");
-  }
-
-  // The sparse specification: one entry per element of begin/end/strides (+ implicit ellipsis).
-  int sparse_dims = static_cast<int>(strides.values.size());
-  int32_t ellipsis_mask = masks.ellipsis;
-  int new_axes_after_ellipsis = 0;
-  bool ellipsis_seen = false;
-  for (int i = 0; i < sparse_dims; ++i) {
-    if (ellipsis_seen && ((1 << i) & masks.new_axis) != 0) ++new_axes_after_ellipsis;
-    if ((1 << i) & ellipsis_mask) ellipsis_seen = true;
-  }
-  if (!ellipsis_seen) {
-    ellipsis_mask |= 1 << sparse_dims;
-    ++sparse_dims;
-  }
-
-  // The dense specification: one entry per input dimension.
-  constexpr int64_t kShrinkAxis = -1, kNewAxis = -2;
-  const int dense_dims = static_cast<int>(input_dims.size());
-  StridedSlicePlan plan;
-  plan.begin.assign(dense_dims, 0);
-  plan.end.assign(dense_dims, 0);
-  plan.strides.assign(dense_dims, 1);
-  int32_t begin_mask = 0, end_mask = 0, shrink_mask = 0;
-  std::vector<int64_t> final_gather;  // input dimension, kNewAxis or kShrinkAxis
-  int full_index = 0;
-  for (int i = 0; i < sparse_dims; ++i) {
-    if ((1 << i) & ellipsis_mask) {
-      const int next_index =
-          std::min(dense_dims - (sparse_dims - i) + 1 + new_axes_after_ellipsis, dense_dims);
-      for (; full_index < next_index; ++full_index) {
-        plan.begin[full_index] = plan.end[full_index] = 0;
-        plan.strides[full_index] = 1;
-        begin_mask |= 1 << full_index;
-        end_mask |= 1 << full_index;
-        final_gather.push_back(full_index);
-      }
-    } else if ((1 << i) & masks.new_axis) {
-      final_gather.push_back(kNewAxis);
-    } else {
-      if (full_index == dense_dims) {
-        if (dense_dims == 0) return absl::InvalidArgumentError("Attempting to slice scalar input.");
-        return absl::InvalidArgumentError(absl::StrCat("Index out of range using input dim ",
-                                                       full_index, "; input has only ",
-                                                       dense_dims, " dims"));
-      }
-      plan.begin[full_index] = begin.values[i];
-      plan.end[full_index] = end.values[i];
-      plan.strides[full_index] = strides.values[i];
-      if (masks.begin & (1 << i)) begin_mask |= 1 << full_index;
-      if (masks.end & (1 << i)) end_mask |= 1 << full_index;
-      if (masks.shrink_axis & (1 << i)) {
-        final_gather.push_back(kShrinkAxis);
-        shrink_mask |= 1 << full_index;
-      } else {
-        final_gather.push_back(full_index);
-      }
-      ++full_index;
-    }
-  }
-
-  // Canonical, bounds-checked ranges per input dimension.
-  for (int i = 0; i < dense_dims; ++i) {
-    int64_t& begin_i = plan.begin[i];
-    int64_t& end_i = plan.end[i];
-    const int64_t stride_i = plan.strides[i];
-    const int64_t dim_i = input_dims[i];
-    if (stride_i == 0) {
-      return absl::InvalidArgumentError(absl::StrCat("strides[", i, "] must be non-zero"));
-    }
-    const bool shrink_i = shrink_mask & (1 << i);
-    const bool masked[2] = {(begin_mask & (1 << i)) != 0, (end_mask & (1 << i)) != 0};
-    const int64_t valid_range[2] = {stride_i > 0 ? 0 : -1, stride_i > 0 ? dim_i : dim_i - 1};
-    auto canonical = [&](int64_t x, int c) {
-      if (masked[c]) return stride_i > 0 ? valid_range[c] : valid_range[(c + 1) & 1];
-      const int64_t x_fwd = x < 0 ? dim_i + x : x;  // negative indices count from the end
-      return x_fwd < valid_range[0] ? valid_range[0]
-                                    : (x_fwd > valid_range[1] ? valid_range[1] : x_fwd);
-    };
-    if (shrink_i && stride_i <= 0) {
-      return absl::InvalidArgumentError("only stride 1 allowed on non-range indexing.");
-    }
-    if (shrink_i) {
-      // foo[-1] has begin -1 and end 0; the end is recreated as begin + 1.
-      const int64_t x_fwd = begin_i < 0 ? dim_i + begin_i : begin_i;
-      begin_i = x_fwd;
-      end_i = begin_i + 1;
-      if (x_fwd < 0 || x_fwd >= dim_i) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("slice index ", begin_i, " of dimension ", i, " out of bounds."));
-      }
-    } else {
-      begin_i = canonical(begin_i, 0);
-      end_i = canonical(end_i, 1);
-    }
-    plan.is_identity &= stride_i == 1 && begin_i == 0 && end_i == dim_i;
-    const int64_t interval = end_i - begin_i;
-    int64_t size_i;
-    if (interval == 0 || ((interval < 0) != (stride_i < 0))) {
-      size_i = 0;
-    } else {
-      size_i = interval / stride_i + (interval % stride_i != 0 ? 1 : 0);
-    }
-    plan.processing_dims.push_back(size_i);
-  }
-  for (int64_t gather : final_gather) {
-    if (gather >= 0) {
-      plan.final_dims.push_back(plan.processing_dims[gather]);
-    } else if (gather == kNewAxis) {
-      plan.final_dims.push_back(1);
-    }
-  }
-  return plan;
 }
 
 class StridedSliceOp {
@@ -751,6 +597,53 @@ class StridedSliceGradOp {
     if (NumElements(dx_dims) == 0) return absl::OkStatus();
     return LaunchSlice(context, data_movement::kStridedSliceGrad, dtype, dx_dims, plan.begin,
                        plan.strides, plan.processing_dims, BufferOf(dy.get()), BufferOf(dx.get()));
+  }
+
+ private:
+  StridedSliceMasks masks_;
+};
+
+// TensorStridedSliceUpdate: output = input with output[slice] = value (value broadcast to the
+// slice as TensorFlow's StridedSliceAssignBCast allows).
+class TensorStridedSliceUpdateOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<TensorStridedSliceUpdateOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::make_unique<TensorStridedSliceUpdateOp>();
+    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
+    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(4));
+    const Dims dims = ShapeOf(input.get());
+    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.ForwardOrAllocateOutput({0}, 0, dtype, dims));
+    const BufferArg in_buffer = BufferOf(input.get());
+    const BufferArg out_buffer = BufferOf(output.get());
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    if (out_buffer.address != in_buffer.address && in_buffer.size > 0) {
+      VGPU_RETURN_IF_ERROR(stream->device().CopyDeviceToDevice(*stream, out_buffer.address,
+                                                               in_buffer.address,
+                                                               in_buffer.size));
+    }
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
+                          PlanStridedSlice(dims, begin, end, strides, masks_));
+    if (NumElements(plan.processing_dims) == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(Dims value_dims,
+                          BroadcastAssignedValue(ShapeOf(value.get()), plan.final_dims));
+    TensorPtr scratch;
+    if (value_dims != plan.final_dims) {
+      VGPU_ASSIGN_OR_RETURN(scratch, context.AllocateTemp(dtype, plan.final_dims));
+    }
+    return LaunchSliceAssignment(*stream, static_cast<uint32_t>(TF_DataTypeSize(dtype)), plan,
+                                 dims, value_dims, BufferOf(value.get()),
+                                 scratch ? BufferOf(scratch.get()) : BufferArg{},
+                                 out_buffer);
   }
 
  private:
@@ -937,6 +830,8 @@ void RegisterDataMovementOps(const char* device_type) {
   DocumentOp("StridedSlice", "", "begin/end/strides in host memory; all masks, negative "
              "strides");
   DocumentOp("StridedSliceGrad", "", "shape/begin/end/strides in host memory");
+  DocumentOp("TensorStridedSliceUpdate", "",
+             "begin/end/strides in host memory; the value broadcasts to the slice");
   DocumentOp("Pad", "", "paddings in host memory; zeros");
   DocumentOp("PadV2", "", "paddings and constant_values in host memory");
   DocumentOp("Tile", "", "multiples in host memory");
@@ -954,6 +849,8 @@ void RegisterDataMovementOps(const char* device_type) {
                                    {"begin", "end", "strides"});
   RegisterForTypes<StridedSliceGradOp>("StridedSliceGrad", device_type, "Index",
                                        {"shape", "begin", "end", "strides"});
+  RegisterForTypes<TensorStridedSliceUpdateOp>("TensorStridedSliceUpdate", device_type, "Index",
+                                               {"begin", "end", "strides"});
   RegisterForTypes<PadOp>("Pad", device_type, "Tpaddings", {"paddings"});
   RegisterForTypes<PadOp>("PadV2", device_type, "Tpaddings", {"paddings", "constant_values"});
   RegisterForTypes<TileOp>("Tile", device_type, "Tmultiples", {"multiples"});

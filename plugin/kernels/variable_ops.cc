@@ -1,4 +1,5 @@
-// Resource-variable updates on the virtual GPU: AssignAddVariableOp and AssignSubVariableOp.
+// Resource-variable updates on the virtual GPU: AssignAddVariableOp, AssignSubVariableOp and
+// ResourceStridedSliceAssign (`variable[begin:end:strides] = value`).
 // TensorFlow's DEFAULT kernels for these compute on the host and would dereference device
 // memory, and the 2.21 wheel does not export the C API for variables, so these use TensorFlow's
 // exported C++ kernel API (LookupResource<Var>). The arithmetic runs on the backing executor for
@@ -20,6 +21,7 @@
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/strided_slice_plan.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "tensorflow/c/kernels.h"
 
@@ -142,6 +144,88 @@ void RegisterHostUpdates(const char* device_type, tf::DataType dtype) {
       });
 }
 
+// The values of a host-memory int32 / int64 vector input, with its shape.
+HostInts HostIntsOf(const tf::Tensor& tensor) {
+  HostInts result;
+  for (int d = 0; d < tensor.dims(); ++d) result.shape.push_back(tensor.dim_size(d));
+  const int64_t n = tensor.NumElements();
+  for (int64_t i = 0; i < n; ++i) {
+    result.values.push_back(tensor.dtype() == tf::DT_INT32 ? tensor.flat<int32_t>()(i)
+                                                           : tensor.flat<int64_t>()(i));
+  }
+  return result;
+}
+
+// ResourceStridedSliceAssign: the variable's slice takes `value`, broadcast to the slice as
+// TensorFlow's StridedSliceAssignBCast allows; the rest of the variable keeps its values.
+class ResourceStridedSliceAssignOp : public tf::OpKernel {
+ public:
+  explicit ResourceStridedSliceAssignOp(tf::OpKernelConstruction* context)
+      : tf::OpKernel(context) {
+    for (auto [name, mask] : {std::pair{"begin_mask", &masks_.begin},
+                              std::pair{"end_mask", &masks_.end},
+                              std::pair{"ellipsis_mask", &masks_.ellipsis},
+                              std::pair{"new_axis_mask", &masks_.new_axis},
+                              std::pair{"shrink_axis_mask", &masks_.shrink_axis}}) {
+      OP_REQUIRES_OK(context, context->GetAttr(name, mask));
+    }
+  }
+
+  void Compute(tf::OpKernelContext* context) override {
+    absl::Status status = Assign(context);
+    if (!status.ok()) context->SetStatus(status);
+  }
+
+ private:
+  absl::Status Assign(tf::OpKernelContext* context) {
+    tf::core::RefCountPtr<tf::Var> variable;
+    absl::Status found = tf::LookupResource(context, tf::HandleFromInput(context, 0), &variable);
+    if (!found.ok()) return found;
+    const tf::Tensor& value = context->input(4);
+    tf::mutex_lock lock(*variable->mu());
+    tf::Tensor* tensor = variable->tensor();
+    if (!tensor->IsInitialized()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("attempting to assign to a slice of the uninitialized variable ", name()));
+    }
+    if (tensor->dtype() != value.dtype()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "l-value dtype ", tf::DataTypeString(tensor->dtype()), " does not match r-value dtype ",
+          tf::DataTypeString(value.dtype())));
+    }
+    Dims dims;
+    for (int d = 0; d < tensor->dims(); ++d) dims.push_back(tensor->dim_size(d));
+    absl::StatusOr<StridedSlicePlan> plan =
+        PlanStridedSlice(dims, HostIntsOf(context->input(1)), HostIntsOf(context->input(2)),
+                         HostIntsOf(context->input(3)), masks_);
+    if (!plan.ok()) return plan.status();
+    int64_t count = 1;
+    for (int64_t d : plan->processing_dims) count *= d;
+    if (count == 0) return absl::OkStatus();
+    Dims value_shape;
+    for (int d = 0; d < value.dims(); ++d) value_shape.push_back(value.dim_size(d));
+    absl::StatusOr<Dims> value_dims = BroadcastAssignedValue(value_shape, plan->final_dims);
+    if (!value_dims.ok()) return value_dims.status();
+    absl::StatusOr<ClientStream*> stream = StreamOf(context);
+    if (!stream.ok()) return stream.status();
+    absl::Status prepared = PrepareToUpdate(context, variable.get(), **stream);
+    if (!prepared.ok()) return prepared;
+    tf::Tensor scratch;
+    if (*value_dims != plan->final_dims) {
+      tf::TensorShape final_shape;
+      for (int64_t d : plan->final_dims) final_shape.AddDim(d);
+      absl::Status allocated = context->allocate_temp(value.dtype(), final_shape, &scratch);
+      if (!allocated.ok()) return allocated;
+    }
+    return LaunchSliceAssignment(**stream, static_cast<uint32_t>(tf::DataTypeSize(value.dtype())),
+                                 *plan, dims, *value_dims, BufferOf(value),
+                                 scratch.IsInitialized() ? BufferOf(scratch) : BufferArg{},
+                                 BufferOf(*variable->tensor()));
+  }
+
+  StridedSliceMasks masks_;
+};
+
 }  // namespace
 
 void RegisterVariableOps(const char* device_type) {
@@ -158,6 +242,22 @@ void RegisterVariableOps(const char* device_type) {
   RegisterHostUpdates<uint64_t>(device_type, tf::DT_UINT64);
   RegisterHostUpdates<tf::complex64>(device_type, tf::DT_COMPLEX64);
   RegisterHostUpdates<tf::complex128>(device_type, tf::DT_COMPLEX128);
+  DocumentOp("ResourceStridedSliceAssign", "",
+             "begin/end/strides in host memory; the value broadcasts to the slice; every dtype "
+             "a variable may have on the device.");
+  for (tf::DataType dtype :
+       {tf::DT_FLOAT, tf::DT_DOUBLE, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_INT32, tf::DT_INT64,
+        tf::DT_BOOL, tf::DT_INT8, tf::DT_UINT8, tf::DT_INT16, tf::DT_UINT16, tf::DT_UINT32,
+        tf::DT_UINT64, tf::DT_COMPLEX64, tf::DT_COMPLEX128}) {
+    for (tf::DataType index : {tf::DT_INT32, tf::DT_INT64}) {
+      variables::RegisterVariableKernel(
+          "ResourceStridedSliceAssign", device_type, {{"T", dtype}, {"Index", index}},
+          {"ref", "begin", "end", "strides"},
+          [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+            return new ResourceStridedSliceAssignOp(context);
+          });
+    }
+  }
   for (tf::DataType dtype : {tf::DT_FLOAT, tf::DT_DOUBLE, tf::DT_HALF, tf::DT_BFLOAT16,
                              tf::DT_INT32, tf::DT_INT64}) {
     variables::RegisterVariableKernel(

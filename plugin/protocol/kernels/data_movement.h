@@ -30,6 +30,11 @@ inline constexpr KernelId kStridedSlice = KernelId{601};
 // dx = 0 everywhere, except dx[begin + i * strides] = dy[i] (the gradient of kStridedSlice).
 inline constexpr KernelId kStridedSliceGrad = KernelId{602};
 
+// buffers: [value, x]; params as kStridedSlice with x_dims the dims of x and y_dims those of
+// value. x[begin + i * strides] = value[i]; every other element of x keeps its value (the
+// in-place assignment of ResourceStridedSliceAssign / TensorStridedSliceUpdate).
+inline constexpr KernelId kStridedSliceAssign = KernelId{607};
+
 // buffers: [x, y]; params: element_size, array<int64> x_dims, array<int64> pad_before,
 // array<int64> pad_after (pads >= 0), uint64 pad_value (its low element_size bytes are the
 // value's bytes). y has dims pad_before + x_dims + pad_after; x sits at offset pad_before and

@@ -158,8 +158,9 @@ absl::Status StridedSlice(const KernelContext& context) {
               ElementCountOf(spec.y_dims));
 }
 
-// data_movement::kStridedSliceGrad: zero dx, then scatter dy back to where the slice read.
-absl::Status StridedSliceGrad(const KernelContext& context) {
+// Scatters buffer 0 (the slice) back to where a slice of buffer 1 reads; with `zero_rest`,
+// the rest of buffer 1 is zeroed first (kStridedSliceGrad), else kept (kStridedSliceAssign).
+absl::Status ScatterSlice(const KernelContext& context, bool zero_rest) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   VGPU_ASSIGN_OR_RETURN(SliceSpec spec, ReadSliceSpec(context));
   VGPU_RETURN_IF_ERROR(CheckSliceInside(spec));
@@ -175,10 +176,20 @@ absl::Status StridedSliceGrad(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(CheckStridedCopyBounds(scatter, dy_elements, dx_elements));
   if (dx_elements == 0) return absl::OkStatus();
   VGPU_ASSIGN_OR_RETURN(uint8_t* dx, BytesOf(context, 1, dx_elements, spec.element_size));
-  if (dy_elements != dx_elements) {  // otherwise every element of dx is written below
+  if (zero_rest && dy_elements != dx_elements) {  // otherwise every element is written below
     FillElements(*context.device, dx, dx_elements, spec.element_size, 0);
   }
   return Copy(context, scatter, 0, dy_elements, 1, dx_elements);
+}
+
+// data_movement::kStridedSliceGrad: zero dx, then scatter dy back to where the slice read.
+absl::Status StridedSliceGrad(const KernelContext& context) {
+  return ScatterSlice(context, /*zero_rest=*/true);
+}
+
+// data_movement::kStridedSliceAssign: x[slice] = value, the rest of x unchanged.
+absl::Status StridedSliceAssign(const KernelContext& context) {
+  return ScatterSlice(context, /*zero_rest=*/false);
 }
 
 // data_movement::kPad.
@@ -322,6 +333,8 @@ void AddDataMovementKernels(KernelTable& table) {
   table.Add(data_movement::kTranspose, "transpose", cpu_kernels::Transpose);
   table.Add(data_movement::kStridedSlice, "strided_slice", cpu_kernels::StridedSlice);
   table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", cpu_kernels::StridedSliceGrad);
+  table.Add(data_movement::kStridedSliceAssign, "strided_slice_assign",
+            cpu_kernels::StridedSliceAssign);
   table.Add(data_movement::kPad, "pad", cpu_kernels::Pad);
   table.Add(data_movement::kTile, "tile", cpu_kernels::Tile);
   table.Add(data_movement::kConcat, "concat", cpu_kernels::Concat);

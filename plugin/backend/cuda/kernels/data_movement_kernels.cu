@@ -360,8 +360,9 @@ absl::Status StridedSlice(const CudaKernelContext& context) {
   return Enqueue(context, "strided_slice", checked);
 }
 
-// data_movement::kStridedSliceGrad: zero dx, then scatter dy to where the slice read.
-absl::Status StridedSliceGrad(const CudaKernelContext& context) {
+// Scatters buffer 0 (the slice) back to where a slice of buffer 1 reads; with `zero_rest`,
+// the rest of buffer 1 is zeroed first (kStridedSliceGrad), else kept (kStridedSliceAssign).
+absl::Status ScatterSlice(const CudaKernelContext& context, bool zero_rest) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   VGPU_ASSIGN_OR_RETURN(SliceSpec spec, ReadSliceSpec(context));
   VGPU_RETURN_IF_ERROR(CheckSliceInside(spec));
@@ -380,11 +381,21 @@ absl::Status StridedSliceGrad(const CudaKernelContext& context) {
   // Every check before the first enqueue (the CPU checks dy after zeroing dx).
   VGPU_ASSIGN_OR_RETURN(CheckedCopy checked,
                         CheckCopy(context, scatter, 0, dy_elements, 1, dx_elements));
-  if (dy_elements != dx_elements) {  // otherwise every element of dx is written by the copy
+  if (zero_rest && dy_elements != dx_elements) {  // otherwise the copy writes every element
     VGPU_RETURN_IF_ERROR(
         EnqueueFill(context, "strided_slice_grad (zero)", dx, dx_elements, spec.element_size, 0));
   }
-  return Enqueue(context, "strided_slice_grad", checked);
+  return Enqueue(context, zero_rest ? "strided_slice_grad" : "strided_slice_assign", checked);
+}
+
+// data_movement::kStridedSliceGrad: zero dx, then scatter dy to where the slice read.
+absl::Status StridedSliceGrad(const CudaKernelContext& context) {
+  return ScatterSlice(context, /*zero_rest=*/true);
+}
+
+// data_movement::kStridedSliceAssign: x[slice] = value, the rest of x unchanged.
+absl::Status StridedSliceAssign(const CudaKernelContext& context) {
+  return ScatterSlice(context, /*zero_rest=*/false);
 }
 
 // data_movement::kPad.
@@ -850,6 +861,7 @@ void AddCudaDataMovementKernels(CudaKernelTable& table) {
   table.Add(data_movement::kTranspose, "transpose", Transpose);
   table.Add(data_movement::kStridedSlice, "strided_slice", StridedSlice);
   table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", StridedSliceGrad);
+  table.Add(data_movement::kStridedSliceAssign, "strided_slice_assign", StridedSliceAssign);
   table.Add(data_movement::kPad, "pad", Pad);
   table.Add(data_movement::kTile, "tile", Tile);
   table.Add(data_movement::kConcat, "concat", Concat);
