@@ -342,13 +342,27 @@ class ResourceScatterNdOp : public StatusOpKernel {
                           LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
                                          /*for_update=*/true));
     const tf::Tensor& params = *locked->get(0)->tensor();
-    VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
+    // complex64 / complex128 (Update, Add, Sub only): pairs of float32 / float64 along an extra
+    // last dimension, which the index tuples never reach; a complex sum is the sum of its parts.
+    const bool complex = params.dtype() == tf::DT_COMPLEX64 || params.dtype() == tf::DT_COMPLEX128;
+    DType dtype = params.dtype() == tf::DT_COMPLEX128 ? DType::kFloat64 : DType::kFloat32;
+    if (!complex) {
+      VGPU_ASSIGN_OR_RETURN(dtype, DTypeOfTensor(params));
+    }
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+    Dims params_dims = DimsOf(params.shape()), updates_dims = DimsOf(updates.shape());
     VGPU_ASSIGN_OR_RETURN(
         sparse_shapes::ScatterNdPlan plan,
-        sparse_shapes::PlanScatterNd(DimsOf(params.shape()), DimsOf(indices.shape()),
-                                     DimsOf(updates.shape()), dtype, index_dtype));
+        sparse_shapes::PlanScatterNd(params_dims, DimsOf(indices.shape()), updates_dims, dtype,
+                                     index_dtype));
     if (!plan.launch) return absl::OkStatus();
+    if (complex) {  // validated with the tensors' own shapes above
+      params_dims.push_back(2);
+      updates_dims.push_back(2);
+      VGPU_ASSIGN_OR_RETURN(plan, sparse_shapes::PlanScatterNd(params_dims,
+                                                               DimsOf(indices.shape()),
+                                                               updates_dims, dtype, index_dtype));
+    }
     plan.params.op = kOp;
     return KernelLaunch(*stream)
         .Buffer(BufferOf(params))
@@ -414,6 +428,14 @@ void RegisterResourceSparseOps(const char* device_type) {
                                                  kNumberTypes, kIndexTypes, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
                                                  kNumberTypes, kIndexTypes, "ref");
+  for (tf::DataType complex : {tf::DT_COMPLEX64, tf::DT_COMPLEX128}) {
+    RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type,
+                                                      "T", {complex}, kIndexTypes, "ref");
+    RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
+                                                   {complex}, kIndexTypes, "ref");
+    RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
+                                                   {complex}, kIndexTypes, "ref");
+  }
   RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
                                                  kNumberTypes, kIndexTypes, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
@@ -437,7 +459,8 @@ void RegisterResourceSparseOps(const char* device_type) {
   }
   constexpr const char* kScatterNdNote =
       "In place; duplicate indices combine in index order (deterministic); an index tuple "
-      "outside the variable is ignored, no error (TensorFlow's GPU kernel).";
+      "outside the variable is ignored, no error (TensorFlow's GPU kernel). Update, Add and Sub "
+      "also take complex64/complex128 (as pairs of float32/float64).";
   for (const char* op : {"ResourceScatterNdUpdate", "ResourceScatterNdAdd",
                          "ResourceScatterNdSub", "ResourceScatterNdMin", "ResourceScatterNdMax"}) {
     DocumentOp(op, "", kScatterNdNote);

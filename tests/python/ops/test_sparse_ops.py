@@ -582,6 +582,30 @@ def test_resource_scatter_nd_matches_cpu(name, dtype):
     np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 
 
+@pytest.mark.parametrize("name", ["Update", "Add", "Sub"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_resource_scatter_nd_of_complex_variables_matches_cpu(name, dtype):
+    value = (random_array((4, 3, 2), np.float64, seed=32) +
+             1j * random_array((4, 3, 2), np.float64, seed=33)).astype(dtype)
+    indices = np.array([[3, 2], [0, 1], [3, 2]], np.int64)
+    updates = (random_array((3, 2), np.float64, seed=34) +
+               1j * random_array((3, 2), np.float64, seed=35)).astype(dtype)
+    results = []
+    vgpu.reset_stats()
+    for device in ("/CPU:0", "/GPU:0"):
+        var = _variable_on(device, value)
+        with tf.device(device):
+            getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
+                                                     updates=updates)
+            results.append(var.read_value())
+    assert vgpu.stats()["launches"] >= 1
+    np.testing.assert_allclose(results[1].numpy(), results[0].numpy(), rtol=1e-6)
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match=r"updates.shape"):
+        getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
+                                                 updates=updates[:2])
+
+
 def test_resource_scatter_nd_ignores_out_of_range_tuples_and_checks_shapes():
     var = _variable_on("/GPU:0", np.zeros((2, 2), np.float32))
     with tf.device("/GPU:0"):
