@@ -1,14 +1,16 @@
-"""Makes unmodified Keras 3 training work on the virtual GPU.
+"""Makes unmodified Keras 3 training, and tf.function code written for CUDA GPUs, work on the
+virtual GPU.
 
-Keras 3 compiles models with ``jit_compile="auto"``, which turns XLA on whenever a non-CPU
-device is present. XLA has no compiler for a pluggable platform, so ``model.fit`` would fail
-with "Could not find compiler for platform VGPU". This hook, installed at interpreter start by
-``tensorflow_vgpu.pth``, waits for Keras' trainer module to be imported and then:
+XLA has no compiler for a pluggable platform: a function compiled with XLA fails on the virtual
+GPU with "Could not find compiler for platform VGPU". This hook, installed at interpreter start
+by ``tensorflow_vgpu.pth``, waits for the modules it adapts to be imported and then:
 
-* resolves ``jit_compile="auto"`` to False while a virtual GPU is visible (as Keras already
-  does on CPU-only machines), so user code needs no change;
-* turns an explicit ``jit_compile=True`` into a clear ``ValueError`` instead of a failure deep
-  inside the first training step.
+* ``tf.function(jit_compile=True)`` (TensorFlow's polymorphic_function module): while a virtual
+  GPU is visible, the function is traced and run without XLA, op by op on the device (the same
+  results; a warning is logged once per process), where it would otherwise fail at its first
+  call. Keras' ``compile(jit_compile=True)`` goes through it too;
+* Keras' ``jit_compile="auto"`` resolves to False while a virtual GPU is visible (as Keras
+  already does on CPU-only machines), so ``model.jit_compile`` says what happens.
 
 It also waits for Keras' TensorFlow backend ops (``keras.src.backend.tensorflow.nn``): Keras
 compiles grouped convolutions and channels-first 3-D ones with XLA there (TensorFlow's CPU
@@ -22,7 +24,7 @@ a virtual GPU is visible (and TensorFlow is not a CUDA build), ``_cudnn_gru`` re
 recurrent kernel and bias with gate blocks 0 and 1 swapped, so Keras GRU layers compute on the
 virtual GPU what they compute on the CPU.
 
-It never imports TensorFlow or Keras itself and does nothing until Keras is imported. Set
+It never imports TensorFlow or Keras itself and does nothing until they are imported. Set
 ``VGPU_KERAS_HOOK=0`` to switch it off.
 """
 from __future__ import annotations
@@ -36,10 +38,11 @@ _TRAINER_MODULE = "keras.src.trainers.trainer"
 _RNN_MODULE = "keras.src.backend.tensorflow.rnn"
 _BACKEND_NN_MODULE = "keras.src.backend.tensorflow.nn"
 
-JIT_ERROR = (
-    "jit_compile=True cannot be used on the virtual GPU: XLA has no compiler for the VGPU "
-    "platform. Use jit_compile=False, or leave the default ('auto'), which tensorflow-vgpu "
-    "resolves to False while a virtual GPU is visible."
+_TF_FUNCTION_MODULE = "tensorflow.python.eager.polymorphic_function.polymorphic_function"
+
+JIT_WARNING = (
+    "tensorflow-vgpu: jit_compile=True is ignored while a virtual GPU is visible (XLA has no "
+    "compiler for the VGPU platform): the function runs op by op, with the same results."
 )
 
 
@@ -59,26 +62,47 @@ def virtual_gpu_visible() -> bool:
 
 
 def patch_trainer(trainer_module) -> None:
-    """Wraps Trainer's auto-jit resolution and jit_compile setter (idempotent)."""
+    """Wraps Trainer's auto-jit resolution (idempotent)."""
     trainer = trainer_module.Trainer
     if getattr(trainer, "_vgpu_patched", False):
         return
     original_resolve = trainer._resolve_auto_jit_compile
-    original_property = trainer.jit_compile
 
     def _resolve_auto_jit_compile(self):
         if virtual_gpu_visible():
             return False
         return original_resolve(self)
 
-    def _set_jit_compile(self, value):
-        if value is True and virtual_gpu_visible():
-            raise ValueError(JIT_ERROR)
-        original_property.fset(self, value)
-
     trainer._resolve_auto_jit_compile = _resolve_auto_jit_compile
-    trainer.jit_compile = property(original_property.fget, _set_jit_compile)
     trainer._vgpu_patched = True
+
+
+_jit_warned = False
+
+
+def patch_tf_function(module) -> None:
+    """Wraps polymorphic_function.Function so that jit_compile=True is dropped (with one
+    warning per process) while a virtual GPU is visible (idempotent)."""
+    function_class = module.Function
+    if getattr(function_class, "_vgpu_patched", False):
+        return
+    import inspect  # noqa: PLC0415
+
+    original_init = function_class.__init__
+    signature = inspect.signature(original_init)
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        if bound.arguments.get("jit_compile") and virtual_gpu_visible():
+            global _jit_warned
+            if not _jit_warned:
+                _jit_warned = True
+                print(JIT_WARNING, file=sys.stderr)
+            bound.arguments["jit_compile"] = None
+        original_init(*bound.args, **bound.kwargs)
+
+    function_class.__init__ = __init__
+    function_class._vgpu_patched = True
 
 
 def patch_backend_convolution(nn_module) -> None:
@@ -148,6 +172,7 @@ def patch_cudnn_gru(rnn_module) -> None:
 
 # The modules the hook adapts, and how.
 _PATCHES = {
+    _TF_FUNCTION_MODULE: patch_tf_function,
     _TRAINER_MODULE: patch_trainer,
     _BACKEND_NN_MODULE: patch_backend_convolution,
     _RNN_MODULE: patch_cudnn_gru,
