@@ -674,7 +674,7 @@ void RegisterElementwiseOps(const char* device_type) {
   RegisterBinary<Op::kMinimum>("Minimum", device_type, kFloatingAndInt64,
                                "NaN propagates. Broadcasts.");
   RegisterBinary<Op::kPow>("Pow", device_type, kFloatingAndInt64,
-                           "Broadcasts. Integers to negative powers fail the stream.");
+                           "Broadcasts. An int64 to a negative power is 0 (+-1 for a base of +-1), as TensorFlow's CUDA kernel gives; its CPU kernel raises.");
   RegisterBinary<Op::kSquaredDifference>("SquaredDifference", device_type, kFloatingAndInt64,
                                          kBroadcasts);
   RegisterBinary<Op::kFloorDiv>("FloorDiv", device_type, kFloatingAndInt64,
