@@ -1,6 +1,9 @@
 // OpConstruction, OpContext and kernel registration (see op_kernel.h).
 #include "plugin/kernels/op_kernel.h"
 
+#include <cstring>
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
 #include "plugin/kernels/op_catalog.h"
@@ -69,6 +72,30 @@ absl::StatusOr<std::vector<int64_t>> OpConstruction::IntList(const char* name) {
   TF_OpKernelConstruction_GetAttrInt64List(construction_, name, values.data(),
                                            static_cast<int>(values.size()), status.get());
   VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return values;
+}
+
+absl::StatusOr<std::vector<int64_t>> OpContext::DeviceIntegers(const TF_Tensor* tensor) const {
+  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, Stream());
+  const int64_t count = TF_TensorElementCount(tensor);
+  std::vector<int64_t> values(static_cast<size_t>(count));
+  if (count == 0) return values;
+  const TF_DataType dtype = TF_TensorType(tensor);
+  std::vector<uint8_t> bytes(TF_TensorByteSize(tensor));
+  VGPU_RETURN_IF_ERROR(stream->device().CopyDeviceToHost(*stream, bytes.data(),
+                                                         BufferOf(tensor).address, bytes.size()));
+  VGPU_RETURN_IF_ERROR(stream->device().SynchronizeStream(*stream));
+  for (int64_t i = 0; i < count; ++i) {
+    if (dtype == TF_INT32) {
+      int32_t v;
+      std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
+      values[i] = v;
+    } else {
+      int64_t v;
+      std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
+      values[i] = v;
+    }
+  }
   return values;
 }
 

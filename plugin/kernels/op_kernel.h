@@ -56,6 +56,11 @@ class OpContext {
   // The values of a host-memory integer input (int32 or int64), e.g. an axis or a shape.
   absl::StatusOr<std::vector<int64_t>> HostIntegers(int index) const;
 
+  // The values of an int32 / int64 tensor in device memory, copied to the host. Blocks: a round
+  // trip that synchronises the op's stream. Only for the checks TensorFlow's GPU kernels make on
+  // the host too (indices that would otherwise fail the stream asynchronously).
+  absl::StatusOr<std::vector<int64_t>> DeviceIntegers(const TF_Tensor* tensor) const;
+
   // Output `index` of `dtype` and `dims`.
   absl::StatusOr<TensorPtr> AllocateOutput(int index, TF_DataType dtype,
                                            absl::Span<const int64_t> dims) const;

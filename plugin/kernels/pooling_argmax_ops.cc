@@ -11,6 +11,7 @@
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/pooling_ops.h"
 #include "plugin/protocol/kernels/pooling.h"
+#include "xla/tsl/util/determinism.h"
 
 namespace vgpu {
 namespace {
@@ -128,6 +129,12 @@ class ArgmaxGradientOp {
   }
 
   absl::Status Compute(OpContext& context) {
+    if (!kGradGrad && tsl::OpDeterminismRequired()) {
+      // TensorFlow's CUDA kernel refuses under op determinism (its scatter of the gradients is
+      // atomic); the executor's is deterministic, but code written for a GPU expects the error.
+      return absl::UnimplementedError(
+          "Determinism is not yet supported for MaxPoolGradWithArgmax.");
+    }
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grad, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr argmax, context.Input(2));
@@ -137,6 +144,7 @@ class ArgmaxGradientOp {
     VGPU_RETURN_IF_ERROR(
         ExpectShape("grad", kGradGrad ? x_dims : plan.output_dims, ShapeOf(grad.get())));
     VGPU_RETURN_IF_ERROR(ExpectShape("argmax", plan.output_dims, ShapeOf(argmax.get())));
+    if (!kGradGrad) VGPU_RETURN_IF_ERROR(CheckArgmaxTargets(context, argmax.get(), x_dims));
     const TF_DataType dtype = TF_TensorType(grad.get());
     VGPU_ASSIGN_OR_RETURN(
         TensorPtr out, context.AllocateOutput(0, dtype, kGradGrad ? plan.output_dims : x_dims));
@@ -148,6 +156,30 @@ class ArgmaxGradientOp {
   }
 
  private:
+  // Every argmax must name an element of the input (of its own image without
+  // include_batch_in_index). TensorFlow's CPU kernel CHECK-fails the process on a bad one and its
+  // CUDA kernel writes out of bounds; here the values are read back (one round trip; this op is
+  // rare in training: Keras' max pooling gradient is MaxPoolGrad) and a bad one is an
+  // InvalidArgument of the op call rather than a failure of the stream.
+  absl::Status CheckArgmaxTargets(const OpContext& context, const TF_Tensor* argmax,
+                                  const std::vector<int64_t>& x_dims) const {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values, context.DeviceIntegers(argmax));
+    const int64_t input_elements = NumElements(x_dims);
+    const int64_t images = x_dims[0];
+    const int64_t input_image = images == 0 ? 0 : input_elements / images;
+    const int64_t output_image = images == 0 ? 0 : static_cast<int64_t>(values.size()) / images;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const int64_t offset =
+          include_batch_ ? 0 : (static_cast<int64_t>(i) / output_image) * input_image;
+      if (values[i] < 0 || values[i] >= input_elements - offset) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Invalid output gradient index: argmax ", values[i], " of output element ", i,
+            " lies outside the input of ", input_elements, " elements"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
   ArgmaxGradientOp(PoolWindow window, bool include_batch)
       : window_(std::move(window)), include_batch_(include_batch) {}
   PoolWindow window_;
@@ -175,9 +207,10 @@ void RegisterPoolingArgmaxOps(const char* device_type) {
              "TensorFlow's CPU kernel. TF_ENABLE_MAXPOOL_NANPROP=1: a NaN in a window is its "
              "maximum.");
   DocumentOp("MaxPoolGradWithArgmax", "NHWC",
-             "Targmax int64. Adds each grad element at the input index its argmax names; an "
-             "argmax outside the input fails the op (InvalidArgument) instead of writing out of "
-             "bounds. Deterministic.");
+             "Targmax int64. Adds each grad element at the input index its argmax names, "
+             "deterministically. The argmax values are read back first (a round trip): one "
+             "outside the input is InvalidArgument of the op call. Unimplemented under op "
+             "determinism, as TensorFlow's CUDA kernel.");
   DocumentOp("MaxPoolGradGradWithArgmax", "NHWC",
              "Targmax int64. Gathers grad at each argmax (0 for an argmax outside the input, as "
              "TensorFlow's GPU kernel).");

@@ -116,16 +116,37 @@ absl::Status CheckNoBatchPooling(const PoolWindow& window) {
 
 absl::Status CheckNoDepthPooling2d(const PoolWindow& window) {
   const int c = window.ChannelDim();
-  if (window.ksize[c] == 1 && window.strides[c] == 1) return absl::OkStatus();
   if (window.ksize[c] != 1 &&
       (window.ksize[window.SpatialDim(0)] != 1 || window.ksize[window.SpatialDim(1)] != 1)) {
     return absl::UnimplementedError(
         "MaxPooling supports exactly one of pooling across depth or pooling across "
         "width/height.");
   }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Pooling across depth (a depth window > 1), with TensorFlow's PoolParameters' checks in its
+// order; TensorFlow's GPU kernels then refuse what passes them.
+absl::Status CheckDepthwisePooling(const PoolWindow& window, int64_t depth) {
+  const int c = window.ChannelDim();
+  const int64_t depth_window = window.ksize[c];
+  if (depth_window == 1) return absl::OkStatus();
+  if (depth_window <= 0) return absl::InvalidArgumentError("depth_window must not be 0");
+  if (depth % depth_window != 0) {
+    return absl::UnimplementedError(
+        "Depthwise max pooling requires the depth window to evenly divide the input depth");
+  }
+  if (window.strides[c] != depth_window) {
+    return absl::UnimplementedError(
+        "Depthwise max pooling requires the depth window to equal the depth stride");
+  }
   return absl::UnimplementedError(
       "Depthwise max pooling is currently only implemented for CPU devices.");
 }
+
+}  // namespace
 
 absl::Status CheckNoDepthPooling3d(const PoolWindow& window, const char* message) {
   const int c = window.ChannelDim();
@@ -223,6 +244,7 @@ absl::StatusOr<PoolPlan> PlanPooling(const PoolWindow& window, PoolingMode mode,
   if (input_dims.size() != static_cast<size_t>(window.rank())) {
     return absl::InvalidArgumentError(rank_message);
   }
+  VGPU_RETURN_IF_ERROR(CheckDepthwisePooling(window, input_dims[window.ChannelDim()]));
   PoolPlan plan;
   plan.output_dims.assign(input_dims.begin(), input_dims.end());
   PoolingDescriptorSettings& s = plan.settings;

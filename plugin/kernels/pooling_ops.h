@@ -58,7 +58,9 @@ absl::Status CheckKsizePositive(const PoolWindow& window, const char* message,
 absl::Status CheckStridesPositive(const PoolWindow& window);
 //   Unimplemented "Pooling is not yet supported on the batch dimension."
 absl::Status CheckNoBatchPooling(const PoolWindow& window);
-//   2-D max/avg pooling across depth: Unimplemented, as TensorFlow's GPU kernels.
+//   2-D pooling across depth and across width/height at once: Unimplemented, as TensorFlow's
+//   PoolParameters. A depth window of 1 pools spatially whatever the depth stride (TensorFlow
+//   ignores it then); a depth window > 1 is refused by PlanPooling, which knows the depth.
 absl::Status CheckNoDepthPooling2d(const PoolWindow& window);
 //   3-D pooling across depth: Unimplemented(message).
 absl::Status CheckNoDepthPooling3d(const PoolWindow& window, const char* message);

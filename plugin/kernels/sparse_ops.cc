@@ -33,33 +33,6 @@ using sparse_shapes::Dims;
 
 constexpr std::initializer_list<TF_DataType> kIndexTypes = {TF_INT32, TF_INT64};
 
-// The values of a device-memory integer tensor, copied to the host (a round trip: the stream is
-// synchronised). Only for checks TensorFlow's GPU kernels make on the host too.
-absl::StatusOr<std::vector<int64_t>> ReadDeviceIntegers(const OpContext& context,
-                                                        const TF_Tensor* tensor) {
-  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-  const int64_t count = TF_TensorElementCount(tensor);
-  std::vector<int64_t> values(static_cast<size_t>(count));
-  if (count == 0) return values;
-  const TF_DataType dtype = TF_TensorType(tensor);
-  std::vector<uint8_t> bytes(TF_TensorByteSize(tensor));
-  VGPU_RETURN_IF_ERROR(stream->device().CopyDeviceToHost(*stream, bytes.data(),
-                                                         BufferOf(tensor).address, bytes.size()));
-  VGPU_RETURN_IF_ERROR(stream->device().SynchronizeStream(*stream));
-  for (int64_t i = 0; i < count; ++i) {
-    if (dtype == TF_INT32) {
-      int32_t v;
-      std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
-      values[i] = v;
-    } else {
-      int64_t v;
-      std::memcpy(&v, bytes.data() + i * sizeof(v), sizeof(v));
-      values[i] = v;
-    }
-  }
-  return values;
-}
-
 // ---------------------------------------------------------------------------------------------
 // GatherV2 / Gather
 
@@ -225,7 +198,7 @@ class GatherNdOp {
   // CPU kernel does; TensorFlow's GPU kernel has no such mode and leaves the op to the CPU.
   static absl::Status CheckIndices(const OpContext& context, const TF_Tensor* indices,
                                    const Dims& params_dims, const Dims& indices_dims) {
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values, ReadDeviceIntegers(context, indices));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values, context.DeviceIntegers(indices));
     const int64_t depth = indices_dims.back();
     if (depth == 0) return absl::OkStatus();
     const int64_t tuples = static_cast<int64_t>(values.size()) / depth;
@@ -555,7 +528,7 @@ class WhereOp : public NoAttributes<WhereOp> {
                              .Param(p)
                              .ParamArray<int64_t>(dims)
                              .Run(sparse::kCountTrue));
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> num_true, ReadDeviceIntegers(context, count.get()));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> num_true, context.DeviceIntegers(count.get()));
     p.num_true = num_true[0];
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
                           context.AllocateOutput(0, TF_INT64, {p.num_true, rank}));

@@ -200,10 +200,27 @@ def test_an_argmax_outside_the_input_fails_the_gradient_and_the_device_stays_usa
     # TensorFlow's CPU kernel aborts the process on such an index and its GPU kernel writes out
     # of bounds; the virtual GPU refuses it before writing anything.
     x = np.ones((1, 2, 2, 1), np.float32)
-    with pytest.raises(tf.errors.OpError):
+    with pytest.raises(tf.errors.InvalidArgumentError, match="Invalid output gradient index"):
         run_on("/GPU:0", lambda a, g, m: tf.raw_ops.MaxPoolGradWithArgmax(
             input=a, grad=g, argmax=m, ksize=[1, 1, 1, 1], strides=[1, 1, 1, 1],
             padding="VALID"), x, x, np.array([0, 1, 2, 4], np.int64).reshape(1, 2, 2, 1)).numpy()
     vgpu.reset_stats()
     out = run_on("/GPU:0", lambda t: tf.nn.max_pool2d(t, 2, 2, "VALID"), x)
     np.testing.assert_array_equal(out.numpy(), [[[[1.0]]]])
+
+
+def test_max_pool_grad_with_argmax_refuses_op_determinism_like_tensorflows_cuda_kernel():
+    x = np.ones((1, 2, 2, 1), np.float32)
+    argmax = np.array([0, 1, 2, 3], np.int64).reshape(1, 2, 2, 1)
+    grad = lambda a, g, m: tf.raw_ops.MaxPoolGradWithArgmax(
+        input=a, grad=g, argmax=m, ksize=[1, 1, 1, 1], strides=[1, 1, 1, 1], padding="VALID")
+    tf.config.experimental.enable_op_determinism()
+    try:
+        with pytest.raises(tf.errors.UnimplementedError,
+                           match="Determinism is not yet supported for MaxPoolGradWithArgmax"):
+            run_on("/GPU:0", grad, x, x, argmax)
+    finally:
+        from tensorflow.python.framework import config  # noqa: PLC0415 - not in tf.config
+
+        config.disable_op_determinism()
+    np.testing.assert_array_equal(run_on("/GPU:0", grad, x, x, argmax).numpy(), x)

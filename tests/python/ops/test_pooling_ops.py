@@ -169,12 +169,43 @@ def test_pool_with_a_window_that_does_not_fit_is_invalid_argument(op):
         (dict(ksize=[2, 2, 2, 1], strides=[1, 1, 1, 1]), tf.errors.UnimplementedError,
          "batch dimension"),
         (dict(ksize=[1, 1, 1, 2], strides=[1, 1, 1, 2]), tf.errors.UnimplementedError,
-         "Depthwise max pooling"),
+         "Depthwise max pooling is currently only implemented for CPU devices"),
     ],
 )
 def test_pool_with_bad_attributes_fails_like_tensorflow(kwargs, error, message):
     with pytest.raises(error, match=message):
         run_pool_on_gpu(input=tf.ones([1, 4, 4, 2]), padding="VALID", **kwargs)
+
+
+@pytest.mark.parametrize(
+    "ksize,strides,message",
+    [
+        ([1, 2, 2, 2], [1, 1, 1, 2], "exactly one of pooling across depth"),
+        ([1, 1, 1, 2], [1, 1, 1, 1], "depth window to equal the depth stride"),
+        ([1, 1, 1, 3], [1, 1, 1, 3], "evenly divide"),
+        ([1, 1, 1, 2], [1, 1, 1, 2], "for CPU devices"),
+    ],
+)
+def test_depthwise_max_pool_configurations_fail_in_tensorflows_order(ksize, strides, message):
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.UnimplementedError, match=message):
+        tf.nn.max_pool2d(tf.ones([1, 2, 2, 4]), ksize, strides, "SAME")
+
+
+def test_a_depth_stride_with_a_depth_window_of_one_pools_spatially_like_tensorflows_gpu():
+    """TensorFlow's GPU kernels ignore the depth stride when the depth window is 1: AvgPoolGrad
+    then expects the gradient of a spatial pooling (InvalidArgument naming the shape it
+    expected), where the message used to be the depthwise one."""
+    with tf.device("/GPU:0"), pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"Expected grad shape to be \[1,1,3,1\], but got \[3,1,3,1\]"):
+        tf.raw_ops.AvgPoolGrad(orig_input_shape=[1, 1, 3, 1],
+                               grad=tf.ones([3, 1, 3, 1]), ksize=[1, 1, 1, 1],
+                               strides=[1, 1, 1, 2], padding="VALID", data_format="NHWC")
+    with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
+                                            match="Expected grad shape"):
+        tf.raw_ops.AvgPoolGrad(orig_input_shape=[11, 9, 78, 9],
+                               grad=tf.fill([16, 16, 16, 16], 0.1), ksize=[1, 40, 128, 1],
+                               strides=[1, 128, 128, 30], padding="SAME", data_format="NHWC")
 
 
 def test_pool_of_a_rank_3_input_is_invalid_argument():
