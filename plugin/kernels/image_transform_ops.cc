@@ -213,6 +213,9 @@ absl::Status CheckBoxIndices(const OpContext& context, const TF_Tensor* box_inde
   return absl::OkStatus();
 }
 
+// Boxes are not checked for finiteness: TensorFlow's CPU kernel refuses a non-finite box
+// (InvalidArgument), its GPU kernel samples it like any other and extrapolates wherever a
+// coordinate is not a number or outside the image. The virtual GPU does what the GPU does.
 class CropAndResizeOp {
  public:
   static absl::StatusOr<std::unique_ptr<CropAndResizeOp>> Create(OpConstruction& construction) {

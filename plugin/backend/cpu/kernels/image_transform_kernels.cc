@@ -424,6 +424,30 @@ absl::Status CropAndResize(const KernelContext& context) {
   });
 }
 
+// Where one crop point samples along an axis: nowhere (outside the image), or its bilinear
+// neighbours and its nearest pixel.
+struct AxisSample {
+  bool inside = false;
+  Neighbours neighbours{0, 0, 0};
+  int64_t nearest = 0;
+};
+
+// The samples of every box's crop points along one axis ([num_boxes, crop] entries), computed
+// once for all the workers of a gradient.
+std::vector<AxisSample> SampleAxes(const float* boxes, int64_t num_boxes, int first_corner,
+                                   int64_t extent, int64_t crop) {
+  std::vector<AxisSample> samples(static_cast<size_t>(num_boxes * crop));
+  for (int64_t b = 0; b < num_boxes; ++b) {
+    const float* box = boxes + 4 * b;
+    for (int64_t i = 0; i < crop; ++i) {
+      const float c = CropCoordinate(box[first_corner], box[first_corner + 2], extent, crop, i);
+      if (!Inside(c, extent)) continue;
+      samples[b * crop + i] = AxisSample{true, NeighboursOf(c, extent), NearestOf(c, extent)};
+    }
+  }
+  return samples;
+}
+
 // image_transform::kCropAndResizeGradImage. Work splits over (image, channel) pairs: each
 // worker adds the gradients of every box of its image in box order, so the sums are those of
 // TensorFlow's CPU kernel run on one thread.
@@ -441,11 +465,16 @@ absl::Status CropAndResizeGradImage(const KernelContext& context) {
     if (counts.image == 0) return absl::OkStatus();
     std::fill(grads_image, grads_image + counts.image, T(0));
     if (counts.crops == 0) return absl::OkStatus();
+    // Sample counts are bounded by the gradient's element count (depth >= 1 here).
+    const std::vector<AxisSample> rows =
+        SampleAxes(boxes, g.num_boxes, 0, g.image_height, g.crop_height);
+    const std::vector<AxisSample> columns =
+        SampleAxes(boxes, g.num_boxes, 1, g.image_width, g.crop_width);
     const int64_t plane = g.image_height * g.image_width * g.depth;
     const double work = static_cast<double>(counts.crops) / static_cast<double>(g.batch);
     context.device->parallelFor(
         g.batch * g.depth, Eigen::TensorOpCost(work * sizeof(float), 4 * work * sizeof(T),
-                                               20 * work / static_cast<double>(g.depth)),
+                                               8 * work / static_cast<double>(g.depth)),
         [&](Eigen::Index first, Eigen::Index end) {
           for (int64_t unit = first; unit < end; ++unit) {
             const int64_t image = unit / g.depth, d = unit % g.depth;
@@ -456,23 +485,20 @@ absl::Status CropAndResizeGradImage(const KernelContext& context) {
             };
             for (int64_t b = 0; b < g.num_boxes; ++b) {
               if (box_index[b] != image) continue;
-              const float* box = boxes + 4 * b;
               for (int64_t y = 0; y < g.crop_height; ++y) {
-                const float in_y =
-                    CropCoordinate(box[0], box[2], g.image_height, g.crop_height, y);
-                if (!Inside(in_y, g.image_height)) continue;
+                const AxisSample& row = rows[b * g.crop_height + y];
+                if (!row.inside) continue;
                 const float* grad_row = grads + ((b * g.crop_height + y) * g.crop_width) * g.depth;
                 for (int64_t x = 0; x < g.crop_width; ++x) {
-                  const float in_x =
-                      CropCoordinate(box[1], box[3], g.image_width, g.crop_width, x);
-                  if (!Inside(in_x, g.image_width)) continue;
+                  const AxisSample& column = columns[b * g.crop_width + x];
+                  if (!column.inside) continue;
                   const float grad = grad_row[x * g.depth + d];
                   if (g.method == CropMethod::kNearest) {
-                    add(NearestOf(in_y, g.image_height), NearestOf(in_x, g.image_width), grad);
+                    add(row.nearest, column.nearest, grad);
                     continue;
                   }
-                  const Neighbours ny = NeighboursOf(in_y, g.image_height);
-                  const Neighbours nx = NeighboursOf(in_x, g.image_width);
+                  const Neighbours& ny = row.neighbours;
+                  const Neighbours& nx = column.neighbours;
                   const float top = (1 - ny.lerp) * grad;
                   add(ny.low, nx.low, (1 - nx.lerp) * top);
                   add(ny.low, nx.high, nx.lerp * top);
@@ -515,9 +541,9 @@ void AddAxisGradient(float image_grad, const BoxAxis& axis, int64_t extent, int6
     *low += image_grad * (static_cast<float>(extent - 1) - static_cast<float>(i) * axis.ratio);
     *high += image_grad * (static_cast<float>(i) * axis.ratio);
   } else {
-    const double half_extent = static_cast<double>(image_grad) * 0.5 * static_cast<double>(extent - 1);
-    *low = static_cast<float>(static_cast<double>(*low) + half_extent);
-    *high = static_cast<float>(static_cast<double>(*high) + half_extent);
+    const double half = static_cast<double>(image_grad) * 0.5 * static_cast<double>(extent - 1);
+    *low = static_cast<float>(static_cast<double>(*low) + half);
+    *high = static_cast<float>(static_cast<double>(*high) + half);
   }
 }
 
