@@ -25,6 +25,8 @@ void TF_InitKernel() {
   vgpu::RegisterVariableOps(device_type);
   vgpu::RegisterRnnOps(device_type);
   vgpu::RegisterSparseOps(device_type);
+  vgpu::RegisterImageTransformOps(device_type);
+  vgpu::RegisterImageColorOps(device_type);
 }
 
 }  // extern "C"

@@ -18,6 +18,8 @@ void RegisterTrainingOps(const char* device_type);
 void RegisterVariableOps(const char* device_type);
 void RegisterRnnOps(const char* device_type);
 void RegisterSparseOps(const char* device_type);
+void RegisterImageTransformOps(const char* device_type);
+void RegisterImageColorOps(const char* device_type);
 
 }  // namespace vgpu
 

@@ -120,6 +120,8 @@ const KernelTable& Kernels() {
     AddTrainingKernels(*t);
     AddRnnKernels(*t);
     AddSparseKernels(*t);
+    AddImageTransformKernels(*t);
+    AddImageColorKernels(*t);
     return t;
   }();
   return *table;

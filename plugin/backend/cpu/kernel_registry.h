@@ -63,6 +63,8 @@ void AddNormalizationKernels(KernelTable& table);
 void AddTrainingKernels(KernelTable& table);
 void AddRnnKernels(KernelTable& table);
 void AddSparseKernels(KernelTable& table);
+void AddImageTransformKernels(KernelTable& table);
+void AddImageColorKernels(KernelTable& table);
 
 }  // namespace vgpu
 
