@@ -120,6 +120,7 @@ const KernelTable& Kernels() {
     AddTrainingKernels(*t);
     AddRnnKernels(*t);
     AddSparseKernels(*t);
+    AddImageResizeKernels(*t);
     return t;
   }();
   return *table;

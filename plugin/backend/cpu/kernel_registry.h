@@ -63,6 +63,7 @@ void AddNormalizationKernels(KernelTable& table);
 void AddTrainingKernels(KernelTable& table);
 void AddRnnKernels(KernelTable& table);
 void AddSparseKernels(KernelTable& table);
+void AddImageResizeKernels(KernelTable& table);
 
 }  // namespace vgpu
 
