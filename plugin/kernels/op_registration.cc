@@ -25,6 +25,7 @@ void TF_InitKernel() {
   vgpu::RegisterVariableOps(device_type);
   vgpu::RegisterRnnOps(device_type);
   vgpu::RegisterSparseOps(device_type);
+  vgpu::RegisterImageResizeOps(device_type);
 }
 
 }  // extern "C"

@@ -18,6 +18,7 @@ void RegisterTrainingOps(const char* device_type);
 void RegisterVariableOps(const char* device_type);
 void RegisterRnnOps(const char* device_type);
 void RegisterSparseOps(const char* device_type);
+void RegisterImageResizeOps(const char* device_type);
 
 }  // namespace vgpu
 
