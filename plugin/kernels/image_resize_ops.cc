@@ -504,6 +504,7 @@ class ScaleAndTranslateGradOp {
 
 }  // namespace
 
+// Registers the family's kernels for `device_type` and documents its ops in the catalog.
 void RegisterImageResizeOps(const char* device_type) {
   // TensorFlow's GPU build registers the floating types (ResizeBilinear, ResizeNearestNeighbor
   // and their gradients); the integer image types, and ResizeBicubic, ResizeArea and

@@ -138,7 +138,8 @@ absl::Status DispatchPixel(uint32_t type, Fn&& fn) {
   return absl::InvalidArgumentError(absl::StrCat("image resize: unknown pixel type ", type));
 }
 
-// The forward kernels' common start: the pixel type, the geometry, and the two buffers.
+// The two buffers of a forward kernel, checked against the geometry: the image (of the launch's
+// pixel type) and the float32 resized image.
 template <typename E>
 struct ForwardBuffers {
   const E* image = nullptr;
@@ -289,8 +290,9 @@ RowSources CollectRowSources(int64_t resized_rows, int64_t image_rows, int tap_c
   return sources;
 }
 
-// The gradient kernels' common start: the geometry and the two buffers, the output zeroed
-// where nothing flows into it.
+// The two buffers of a gradient kernel, checked against the geometry: the resized image's
+// gradient (G) and the image's (T). When the resized image is empty the image's gradient is
+// zeroed here (nothing flows into it).
 template <typename G, typename T>
 struct GradBuffers {
   const G* resized_grad = nullptr;
@@ -1077,6 +1079,7 @@ absl::Status ScaleAndTranslateGrad(const KernelContext& context) {
 
 namespace vgpu {
 
+// Adds the nine kernels of protocol/kernels/image_resize.h to `table`.
 void AddImageResizeKernels(KernelTable& table) {
   namespace k = cpu_kernels;
   table.Add(image_resize::kResizeBilinear, "resize_bilinear", k::ResizeBilinear);
