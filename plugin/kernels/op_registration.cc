@@ -27,6 +27,7 @@ void TF_InitKernel() {
   vgpu::RegisterSparseOps(device_type);
   vgpu::RegisterImageTransformOps(device_type);
   vgpu::RegisterImageColorOps(device_type);
+  vgpu::RegisterImageResizeOps(device_type);
 }
 
 }  // extern "C"

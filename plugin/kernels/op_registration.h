@@ -20,6 +20,7 @@ void RegisterRnnOps(const char* device_type);
 void RegisterSparseOps(const char* device_type);
 void RegisterImageTransformOps(const char* device_type);
 void RegisterImageColorOps(const char* device_type);
+void RegisterImageResizeOps(const char* device_type);
 
 }  // namespace vgpu
 

@@ -122,6 +122,7 @@ const KernelTable& Kernels() {
     AddSparseKernels(*t);
     AddImageTransformKernels(*t);
     AddImageColorKernels(*t);
+    AddImageResizeKernels(*t);
     return t;
   }();
   return *table;

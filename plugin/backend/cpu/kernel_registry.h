@@ -65,6 +65,7 @@ void AddRnnKernels(KernelTable& table);
 void AddSparseKernels(KernelTable& table);
 void AddImageTransformKernels(KernelTable& table);
 void AddImageColorKernels(KernelTable& table);
+void AddImageResizeKernels(KernelTable& table);
 
 }  // namespace vgpu
 

@@ -1,0 +1,1099 @@
+// The image resize family (protocol/kernels/image_resize.h) on the CPU backing executor:
+// bilinear, nearest neighbour, bicubic and area resizing, ScaleAndTranslate, and their
+// gradients. Every kernel first turns the launch's geometry into per-row and per-column tables
+// (source indices, always clamped into the image, and weights), computed once per launch with
+// TensorFlow's float arithmetic, then runs one parallelFor over output rows. The gradients are
+// written in gather form: each row of the image gradient collects, from a table of the resized
+// rows that touched it, exactly the terms TensorFlow's CPU kernel scatters into it, in the same
+// order, so results are deterministic and match TensorFlow's additions.
+#define EIGEN_USE_THREADS
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/common/status_macros.h"
+#include "plugin/protocol/kernels/image_resize.h"
+#include "unsupported/Eigen/CXX11/Tensor"
+
+namespace vgpu::cpu_kernels {
+namespace {
+
+using image_resize::PixelType;
+using image_resize::SamplingKernel;
+
+// The most weights a ScaleAndTranslate sampling table may hold (4 GiB of floats): only a
+// scale/size combination no real image uses needs more, and such a launch is refused rather
+// than allowed to exhaust the executor's memory.
+constexpr int64_t kMaxSamplingWeights = int64_t{1} << 30;
+
+// --- Launch geometry -------------------------------------------------------------------------
+
+// The validated geometry every kernel of the family starts its parameter block with.
+struct ResizeGeometry {
+  int64_t batch = 0, channels = 0;
+  int64_t image_height = 0, image_width = 0;
+  int64_t resized_height = 0, resized_width = 0;
+  bool align_corners = false, half_pixel_centers = false;
+  int64_t image_count = 0, resized_count = 0;  // elements of each side
+};
+
+absl::StatusOr<ResizeGeometry> ReadGeometry(ParamReader& reader) {
+  ResizeGeometry g;
+  for (int64_t* field : {&g.batch, &g.channels, &g.image_height, &g.image_width,
+                         &g.resized_height, &g.resized_width}) {
+    VGPU_ASSIGN_OR_RETURN(*field, reader.Get<int64_t>());
+  }
+  VGPU_ASSIGN_OR_RETURN(uint32_t options, reader.Get<uint32_t>());
+  if ((options & ~(image_resize::kAlignCorners | image_resize::kHalfPixelCenters)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("image resize: unknown options ", options));
+  }
+  g.align_corners = (options & image_resize::kAlignCorners) != 0;
+  g.half_pixel_centers = (options & image_resize::kHalfPixelCenters) != 0;
+  VGPU_ASSIGN_OR_RETURN(g.image_count,
+                        CheckedProduct({g.batch, g.image_height, g.image_width, g.channels},
+                                       "image resize: the image"));
+  VGPU_ASSIGN_OR_RETURN(g.resized_count,
+                        CheckedProduct({g.batch, g.resized_height, g.resized_width, g.channels},
+                                       "image resize: the resized image"));
+  return g;
+}
+
+absl::Status RejectAlignedHalfPixel(const ResizeGeometry& g) {
+  if (g.align_corners && g.half_pixel_centers) {
+    return absl::InvalidArgumentError(
+        "image resize: align_corners and half_pixel_centers are both set");
+  }
+  return absl::OkStatus();
+}
+
+// A forward kernel with a non-empty output reads pixels: the image must have some.
+absl::Status RequireImagePixels(const ResizeGeometry& g) {
+  if (g.image_height < 1 || g.image_width < 1) {
+    return absl::InvalidArgumentError("image resize: the image has no pixels");
+  }
+  return absl::OkStatus();
+}
+
+// --- Coordinates -----------------------------------------------------------------------------
+
+// `value` rounded to float and stored, so that the compiler cannot fuse the product that made
+// it into a following addition (an FMA on CPUs that have one would round differently from
+// TensorFlow's kernels and move an index or a table entry).
+inline float Materialized(float value) {
+  volatile float stored = value;
+  return stored;
+}
+
+// TensorFlow's CalculateResizeScale: source pixels per resized pixel, in float.
+float ResizeScale(int64_t image_size, int64_t resized_size, bool align_corners) {
+  return (align_corners && image_size > 1 && resized_size > 1)
+             ? static_cast<float>(image_size - 1) / static_cast<float>(resized_size - 1)
+             : static_cast<float>(image_size) / static_cast<float>(resized_size);
+}
+
+// The source coordinate of resized index `i`: (i + 0.5) * scale - 0.5 with half-pixel centres,
+// i * scale otherwise (TensorFlow's HalfPixelScaler and LegacyScaler).
+float SourceCoordinate(int64_t i, float scale, bool half_pixel_centers) {
+  if (half_pixel_centers) return Materialized((static_cast<float>(i) + 0.5f) * scale) - 0.5f;
+  return Materialized(static_cast<float>(i) * scale);
+}
+
+// A float holding an integral value (or NaN) as an int64 that is safe to clamp: NaN and values
+// beyond +-2^62 saturate (NaN to the low end, as the x86 conversion TensorFlow relies on does).
+int64_t ToIndex(float integral) {
+  constexpr float kLimit = 4.611686e18f;  // ~2^62
+  if (!(integral >= -kLimit)) return -(int64_t{1} << 62);
+  if (integral > kLimit) return int64_t{1} << 62;
+  return static_cast<int64_t>(integral);
+}
+
+// `index` clamped into [0, size - 1] (size >= 1).
+int64_t ClampIndex(int64_t index, int64_t size) {
+  return std::min(size - 1, std::max(int64_t{0}, index));
+}
+
+// --- Element types ---------------------------------------------------------------------------
+
+template <typename Fn>
+absl::Status DispatchPixel(uint32_t type, Fn&& fn) {
+  switch (static_cast<PixelType>(type)) {
+    case PixelType::kUInt8: return fn(uint8_t{});
+    case PixelType::kInt8: return fn(int8_t{});
+    case PixelType::kUInt16: return fn(uint16_t{});
+    case PixelType::kInt16: return fn(int16_t{});
+    case PixelType::kInt32: return fn(int32_t{});
+    case PixelType::kInt64: return fn(int64_t{});
+    case PixelType::kFloat16: return fn(Eigen::half{});
+    case PixelType::kBFloat16: return fn(Eigen::bfloat16{});
+    case PixelType::kFloat32: return fn(float{});
+    case PixelType::kFloat64: return fn(double{});
+  }
+  return absl::InvalidArgumentError(absl::StrCat("image resize: unknown pixel type ", type));
+}
+
+// The two buffers of a forward kernel, checked against the geometry: the image (of the launch's
+// pixel type) and the float32 resized image.
+template <typename E>
+struct ForwardBuffers {
+  const E* image = nullptr;
+  float* resized = nullptr;
+};
+
+template <typename E>
+absl::StatusOr<ForwardBuffers<E>> GetForwardBuffers(const KernelContext& context,
+                                                    const ResizeGeometry& g) {
+  ForwardBuffers<E> buffers;
+  VGPU_ASSIGN_OR_RETURN(buffers.image, context.Buffer<const E>(0, g.image_count));
+  VGPU_ASSIGN_OR_RETURN(buffers.resized, context.Buffer<float>(1, g.resized_count));
+  return buffers;
+}
+
+// Rows of an image of `rows` rows per batch entry, run in parallel; fn(b, row).
+template <typename Fn>
+void ForEachRow(const Eigen::ThreadPoolDevice& device, int64_t batch, int64_t rows,
+                double cost_per_row, Fn&& fn) {
+  device.parallelFor(batch * rows, Eigen::TensorOpCost(cost_per_row, cost_per_row, cost_per_row),
+                     [&](Eigen::Index first, Eigen::Index end) {
+                       for (int64_t index = first; index < end; ++index) {
+                         fn(index / rows, index % rows);
+                       }
+                     });
+}
+
+// --- Bilinear ----------------------------------------------------------------------------------
+
+// The two taps of a resized index along one dimension (TensorFlow's CachedInterpolation).
+struct LinearTap {
+  int64_t lower = 0, upper = 0;
+  float lerp = 0;  // weight of `upper`
+};
+
+std::vector<LinearTap> LinearTaps(int64_t resized_size, int64_t image_size, float scale,
+                                  bool half_pixel_centers) {
+  std::vector<LinearTap> taps(resized_size);
+  for (int64_t i = 0; i < resized_size; ++i) {
+    const float in = SourceCoordinate(i, scale, half_pixel_centers);
+    const float in_floor = std::floor(in);
+    taps[i].lower = ClampIndex(ToIndex(in_floor), image_size);
+    taps[i].upper = ClampIndex(ToIndex(std::ceil(in)), image_size);
+    taps[i].lerp = in - in_floor;
+  }
+  return taps;
+}
+
+// image_resize::kResizeBilinear.
+absl::Status ResizeBilinear(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    const int64_t channels = g.channels;
+    if (g.image_height == g.resized_height && g.image_width == g.resized_width) {
+      // TensorFlow's no-op resize: a conversion (so an infinity stays one).
+      device.parallelFor(g.resized_count, Eigen::TensorOpCost(sizeof(E), 4, 1),
+                         [&](Eigen::Index first, Eigen::Index end) {
+                           for (int64_t i = first; i < end; ++i) {
+                             io.resized[i] = static_cast<float>(io.image[i]);
+                           }
+                         });
+      return absl::OkStatus();
+    }
+    const std::vector<LinearTap> ys =
+        LinearTaps(g.resized_height, g.image_height,
+                   ResizeScale(g.image_height, g.resized_height, g.align_corners),
+                   g.half_pixel_centers);
+    const std::vector<LinearTap> xs =
+        LinearTaps(g.resized_width, g.image_width,
+                   ResizeScale(g.image_width, g.resized_width, g.align_corners),
+                   g.half_pixel_centers);
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    ForEachRow(device, g.batch, g.resized_height, 8.0 * resized_row, [&](int64_t b, int64_t y) {
+      const E* image = io.image + b * g.image_height * image_row;
+      const E* top = image + ys[y].lower * image_row;
+      const E* bottom = image + ys[y].upper * image_row;
+      const float y_lerp = ys[y].lerp;
+      float* out = io.resized + (b * g.resized_height + y) * resized_row;
+      for (int64_t x = 0; x < g.resized_width; ++x) {
+        const int64_t left = xs[x].lower * channels, right = xs[x].upper * channels;
+        const float x_lerp = xs[x].lerp;
+        for (int64_t c = 0; c < channels; ++c) {
+          const float top_left = static_cast<float>(top[left + c]);
+          const float top_right = static_cast<float>(top[right + c]);
+          const float bottom_left = static_cast<float>(bottom[left + c]);
+          const float bottom_right = static_cast<float>(bottom[right + c]);
+          const float upper = top_left + (top_right - top_left) * x_lerp;
+          const float lower = bottom_left + (bottom_right - bottom_left) * x_lerp;
+          out[x * channels + c] = upper + (lower - upper) * y_lerp;
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// The resized rows that touch each image row, in ascending order, with which taps do (bit 0:
+// the row is their first tap, bit 1: their second, and so on): a compressed table, row r's
+// entries at [offsets[r], offsets[r + 1]).
+struct RowSources {
+  struct Entry {
+    int64_t resized_row;
+    uint32_t taps;
+  };
+  std::vector<int64_t> offsets;
+  std::vector<Entry> entries;
+};
+
+// `tap_rows(i, k)` is the image row of tap k of resized row i (k < tap_count, rows clamped).
+template <typename TapRow>
+RowSources CollectRowSources(int64_t resized_rows, int64_t image_rows, int tap_count,
+                             TapRow&& tap_rows) {
+  RowSources sources;
+  sources.offsets.assign(image_rows + 1, 0);
+  // Count the distinct (image row, resized row) pairs, then fill in resized-row order.
+  auto for_each_pair = [&](auto&& visit) {
+    for (int64_t i = 0; i < resized_rows; ++i) {
+      for (int k = 0; k < tap_count; ++k) {
+        const int64_t row = tap_rows(i, k);
+        uint32_t taps = 0;
+        bool seen_before = false;
+        for (int j = 0; j < tap_count; ++j) {
+          if (tap_rows(i, j) != row) continue;
+          if (j < k) seen_before = true;
+          taps |= 1u << j;
+        }
+        if (!seen_before) visit(row, i, taps);
+      }
+    }
+  };
+  for_each_pair([&](int64_t row, int64_t, uint32_t) { ++sources.offsets[row + 1]; });
+  for (int64_t r = 0; r < image_rows; ++r) sources.offsets[r + 1] += sources.offsets[r];
+  sources.entries.resize(sources.offsets[image_rows]);
+  std::vector<int64_t> next(sources.offsets.begin(), sources.offsets.end() - 1);
+  for_each_pair([&](int64_t row, int64_t i, uint32_t taps) {
+    sources.entries[next[row]++] = RowSources::Entry{i, taps};
+  });
+  return sources;
+}
+
+// The two buffers of a gradient kernel, checked against the geometry: the resized image's
+// gradient (G) and the image's (T). When the resized image is empty the image's gradient is
+// zeroed here (nothing flows into it).
+template <typename G, typename T>
+struct GradBuffers {
+  const G* resized_grad = nullptr;
+  T* image_grad = nullptr;
+};
+
+template <typename G, typename T>
+absl::StatusOr<GradBuffers<G, T>> GetGradBuffers(const KernelContext& context,
+                                                 const ResizeGeometry& g) {
+  GradBuffers<G, T> buffers;
+  VGPU_ASSIGN_OR_RETURN(buffers.resized_grad, context.Buffer<const G>(0, g.resized_count));
+  VGPU_ASSIGN_OR_RETURN(buffers.image_grad, context.Buffer<T>(1, g.image_count));
+  if (g.image_count > 0 && g.resized_count == 0) {
+    std::fill(buffers.image_grad, buffers.image_grad + g.image_count, T(0));
+  }
+  return buffers;
+}
+
+// image_resize::kResizeBilinearGrad.
+absl::Status ResizeBilinearGrad(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  return DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    // TensorFlow sums in float (double for a double image) and converts at the end.
+    using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using Buffers = GradBuffers<float, T>;
+    VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, T>(context, g)));
+    if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
+    const std::vector<LinearTap> ys =
+        LinearTaps(g.resized_height, g.image_height,
+                   ResizeScale(g.image_height, g.resized_height, g.align_corners),
+                   g.half_pixel_centers);
+    const std::vector<LinearTap> xs =
+        LinearTaps(g.resized_width, g.image_width,
+                   ResizeScale(g.image_width, g.resized_width, g.align_corners),
+                   g.half_pixel_centers);
+    const RowSources sources = CollectRowSources(
+        g.resized_height, g.image_height, 2,
+        [&](int64_t i, int k) { return k == 0 ? ys[i].lower : ys[i].upper; });
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    const double row_cost = 8.0 * resized_row * (static_cast<double>(sources.entries.size()) /
+                                                 static_cast<double>(g.image_height));
+    context.device->parallelFor(
+        g.batch * g.image_height, Eigen::TensorOpCost(row_cost, row_cost, row_cost),
+        [&](Eigen::Index first, Eigen::Index end) {
+          std::vector<Acc> scratch;
+          if constexpr (!std::is_same_v<T, Acc>) scratch.resize(image_row);
+          for (int64_t index = first; index < end; ++index) {
+            const int64_t b = index / g.image_height, r = index % g.image_height;
+            T* out = io.image_grad + index * image_row;
+            Acc* acc = nullptr;
+            if constexpr (std::is_same_v<T, Acc>) {
+              acc = out;
+            } else {
+              acc = scratch.data();
+            }
+            std::fill(acc, acc + image_row, Acc(0));
+            for (int64_t e = sources.offsets[r]; e < sources.offsets[r + 1]; ++e) {
+              const RowSources::Entry& entry = sources.entries[e];
+              const float y_lerp = ys[entry.resized_row].lerp;
+              const float weights[2] = {1.0f - y_lerp, y_lerp};  // top, bottom
+              const float* grad =
+                  io.resized_grad + (b * g.resized_height + entry.resized_row) * resized_row;
+              for (int64_t x = 0; x < g.resized_width; ++x) {
+                const int64_t left = xs[x].lower * channels, right = xs[x].upper * channels;
+                const float x_lerp = xs[x].lerp, inverse_x_lerp = 1.0f - x_lerp;
+                const float* pixel = grad + x * channels;
+                for (int tap = 0; tap < 2; ++tap) {
+                  if ((entry.taps & (1u << tap)) == 0) continue;
+                  const float y_weight = weights[tap];
+                  for (int64_t c = 0; c < channels; ++c) {
+                    acc[left + c] += static_cast<Acc>(pixel[c] * y_weight * inverse_x_lerp);
+                    acc[right + c] += static_cast<Acc>(pixel[c] * y_weight * x_lerp);
+                  }
+                }
+              }
+            }
+            if constexpr (!std::is_same_v<T, Acc>) {
+              for (int64_t k = 0; k < image_row; ++k) out[k] = static_cast<T>(acc[k]);
+            }
+          }
+        });
+    return absl::OkStatus();
+  });
+}
+
+// --- Nearest neighbour -------------------------------------------------------------------------
+
+// The source index of resized index `i` (see kResizeNearestNeighbor in the protocol header).
+std::vector<int64_t> NearestSources(int64_t resized_size, int64_t image_size, float scale,
+                                    bool half_pixel_centers, bool align_corners) {
+  std::vector<int64_t> sources(resized_size);
+  for (int64_t i = 0; i < resized_size; ++i) {
+    float source = 0;
+    if (half_pixel_centers) {
+      source = std::floor((static_cast<float>(i) + 0.5f) * scale);
+    } else {
+      const float coordinate = static_cast<float>(i) * scale;
+      source = align_corners ? std::round(coordinate) : std::floor(coordinate);
+    }
+    sources[i] = ClampIndex(ToIndex(source), image_size);
+  }
+  return sources;
+}
+
+// image_resize::kResizeNearestNeighbor.
+absl::Status ResizeNearestNeighbor(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t element_size, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  auto run = [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const E* image, context.Buffer<const E>(0, g.image_count));
+    VGPU_ASSIGN_OR_RETURN(E* resized, context.Buffer<E>(1, g.resized_count));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
+    const std::vector<int64_t> ys = NearestSources(
+        g.resized_height, g.image_height,
+        ResizeScale(g.image_height, g.resized_height, g.align_corners), g.half_pixel_centers,
+        g.align_corners);
+    const std::vector<int64_t> xs = NearestSources(
+        g.resized_width, g.image_width,
+        ResizeScale(g.image_width, g.resized_width, g.align_corners), g.half_pixel_centers,
+        g.align_corners);
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    ForEachRow(*context.device, g.batch, g.resized_height, 1.0 * resized_row * sizeof(E),
+               [&](int64_t b, int64_t y) {
+                 const E* source = image + (b * g.image_height + ys[y]) * image_row;
+                 E* out = resized + (b * g.resized_height + y) * resized_row;
+                 for (int64_t x = 0; x < g.resized_width; ++x) {
+                   std::memcpy(out + x * channels, source + xs[x] * channels,
+                               channels * sizeof(E));
+                 }
+               });
+    return absl::OkStatus();
+  };
+  switch (element_size) {
+    case 1: return run(uint8_t{});
+    case 2: return run(uint16_t{});
+    case 4: return run(uint32_t{});
+    case 8: return run(uint64_t{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
+  }
+}
+
+// image_resize::kResizeNearestNeighborGrad. Both flags may be set here (TensorFlow does not
+// refuse them for the gradient); the index rule is then the CUDA kernel's.
+absl::Status ResizeNearestNeighborGrad(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  return DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    using Buffers = GradBuffers<T, T>;
+    VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<T, T>(context, g)));
+    if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
+    const std::vector<int64_t> ys = NearestSources(
+        g.resized_height, g.image_height,
+        ResizeScale(g.image_height, g.resized_height, g.align_corners), g.half_pixel_centers,
+        g.align_corners);
+    const std::vector<int64_t> xs = NearestSources(
+        g.resized_width, g.image_width,
+        ResizeScale(g.image_width, g.resized_width, g.align_corners), g.half_pixel_centers,
+        g.align_corners);
+    const RowSources sources = CollectRowSources(g.resized_height, g.image_height, 1,
+                                                 [&](int64_t i, int) { return ys[i]; });
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    const double row_cost = 1.0 * resized_row * (static_cast<double>(sources.entries.size()) /
+                                                 static_cast<double>(g.image_height));
+    ForEachRow(*context.device, g.batch, g.image_height, row_cost, [&](int64_t b, int64_t r) {
+      T* out = io.image_grad + (b * g.image_height + r) * image_row;
+      std::fill(out, out + image_row, T(0));
+      for (int64_t e = sources.offsets[r]; e < sources.offsets[r + 1]; ++e) {
+        const T* grad = io.resized_grad +
+                        (b * g.resized_height + sources.entries[e].resized_row) * resized_row;
+        for (int64_t x = 0; x < g.resized_width; ++x) {
+          T* target = out + xs[x] * channels;
+          const T* pixel = grad + x * channels;
+          for (int64_t c = 0; c < channels; ++c) target[c] = target[c] + pixel[c];
+        }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
+// --- Bicubic -----------------------------------------------------------------------------------
+
+constexpr int64_t kCubicTableSize = 1024;
+
+// Keys' cubic kernel with parameter `a` sampled at kCubicTableSize + 1 fractions: entry 2i is
+// the weight of a tap at distance i / size, entry 2i + 1 of one at 1 + i / size. Computed in
+// double and stored in float, as TensorFlow's table is.
+std::vector<float> CubicTable(double a) {
+  std::vector<float> table((kCubicTableSize + 1) * 2);
+  for (int64_t i = 0; i <= kCubicTableSize; ++i) {
+    float x = static_cast<float>(static_cast<double>(i) / kCubicTableSize);
+    table[i * 2] = static_cast<float>(((a + 2) * x - (a + 3)) * x * x + 1);
+    x = static_cast<float>(x + 1.0);
+    table[i * 2 + 1] = static_cast<float>(((a * x - 5 * a) * x + 8 * a) * x - 4 * a);
+  }
+  return table;
+}
+
+// The table of the half-pixel scheme (Keys, a = -0.5) or of the legacy one (a = -0.75).
+const std::vector<float>& CubicCoefficients(bool half_pixel_centers) {
+  static const std::vector<float>* const keys = new std::vector<float>(CubicTable(-0.5));
+  static const std::vector<float>* const legacy = new std::vector<float>(CubicTable(-0.75));
+  return half_pixel_centers ? *keys : *legacy;
+}
+
+// The four taps of a resized index along one dimension.
+struct CubicTaps {
+  int64_t index[4];
+  float weight[4];
+};
+
+std::vector<CubicTaps> CubicTapsOf(int64_t resized_size, int64_t image_size, float scale,
+                                   bool half_pixel_centers) {
+  const std::vector<float>& table = CubicCoefficients(half_pixel_centers);
+  std::vector<CubicTaps> all(resized_size);
+  for (int64_t i = 0; i < resized_size; ++i) {
+    CubicTaps& taps = all[i];
+    const float location = SourceCoordinate(i, scale, half_pixel_centers);
+    const float location_floor = std::floor(location);
+    const int64_t base = ToIndex(location_floor);
+    const float delta = location - static_cast<float>(base);
+    const int64_t offset =
+        std::clamp<int64_t>(std::lrint(delta * static_cast<float>(kCubicTableSize)), 0,
+                            kCubicTableSize);
+    const float coefficients[4] = {table[offset * 2 + 1], table[offset * 2],
+                                   table[(kCubicTableSize - offset) * 2],
+                                   table[(kCubicTableSize - offset) * 2 + 1]};
+    for (int k = 0; k < 4; ++k) {
+      taps.index[k] = ClampIndex(base - 1 + k, image_size);
+      taps.weight[k] = coefficients[k];
+      // Half-pixel centres: a tap outside the image weighs nothing (then renormalised).
+      if (half_pixel_centers && taps.index[k] != base - 1 + k) taps.weight[k] = 0.0f;
+    }
+    if (half_pixel_centers) {
+      const float sum = taps.weight[0] + taps.weight[1] + taps.weight[2] + taps.weight[3];
+      if (std::abs(sum) >= 1000.0f * std::numeric_limits<float>::min()) {
+        const float inverse = 1.0f / sum;
+        for (float& w : taps.weight) w *= inverse;
+      }
+    }
+  }
+  return all;
+}
+
+// image_resize::kResizeBicubic.
+absl::Status ResizeBicubic(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
+    const std::vector<CubicTaps> ys =
+        CubicTapsOf(g.resized_height, g.image_height,
+                    ResizeScale(g.image_height, g.resized_height, g.align_corners),
+                    g.half_pixel_centers);
+    const std::vector<CubicTaps> xs =
+        CubicTapsOf(g.resized_width, g.image_width,
+                    ResizeScale(g.image_width, g.resized_width, g.align_corners),
+                    g.half_pixel_centers);
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    ForEachRow(*context.device, g.batch, g.resized_height, 40.0 * resized_row,
+               [&](int64_t b, int64_t y) {
+                 const CubicTaps& ty = ys[y];
+                 const E* image = io.image + b * g.image_height * image_row;
+                 const E* rows[4];
+                 for (int k = 0; k < 4; ++k) rows[k] = image + ty.index[k] * image_row;
+                 float* out = io.resized + (b * g.resized_height + y) * resized_row;
+                 for (int64_t x = 0; x < g.resized_width; ++x) {
+                   const CubicTaps& tx = xs[x];
+                   for (int64_t c = 0; c < channels; ++c) {
+                     float columns[4];  // each tap column interpolated along y first
+                     for (int j = 0; j < 4; ++j) {
+                       const int64_t at = tx.index[j] * channels + c;
+                       columns[j] = static_cast<float>(rows[0][at]) * ty.weight[0] +
+                                    static_cast<float>(rows[1][at]) * ty.weight[1] +
+                                    static_cast<float>(rows[2][at]) * ty.weight[2] +
+                                    static_cast<float>(rows[3][at]) * ty.weight[3];
+                     }
+                     out[x * channels + c] = columns[0] * tx.weight[0] +
+                                             columns[1] * tx.weight[1] +
+                                             columns[2] * tx.weight[2] +
+                                             columns[3] * tx.weight[3];
+                   }
+                 }
+               });
+    return absl::OkStatus();
+  });
+}
+
+// image_resize::kResizeBicubicGrad.
+absl::Status ResizeBicubicGrad(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  auto run = [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    using Buffers = GradBuffers<float, T>;
+    VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, T>(context, g)));
+    if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
+    const std::vector<CubicTaps> ys =
+        CubicTapsOf(g.resized_height, g.image_height,
+                    ResizeScale(g.image_height, g.resized_height, g.align_corners),
+                    g.half_pixel_centers);
+    const std::vector<CubicTaps> xs =
+        CubicTapsOf(g.resized_width, g.image_width,
+                    ResizeScale(g.image_width, g.resized_width, g.align_corners),
+                    g.half_pixel_centers);
+    const RowSources sources = CollectRowSources(
+        g.resized_height, g.image_height, 4, [&](int64_t i, int k) { return ys[i].index[k]; });
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    const double row_cost = 8.0 * resized_row * (static_cast<double>(sources.entries.size()) /
+                                                 static_cast<double>(g.image_height));
+    ForEachRow(*context.device, g.batch, g.image_height, row_cost, [&](int64_t b, int64_t r) {
+      T* out = io.image_grad + (b * g.image_height + r) * image_row;
+      std::fill(out, out + image_row, T(0));
+      for (int64_t e = sources.offsets[r]; e < sources.offsets[r + 1]; ++e) {
+        const RowSources::Entry& entry = sources.entries[e];
+        const CubicTaps& ty = ys[entry.resized_row];
+        const float* grad =
+            io.resized_grad + (b * g.resized_height + entry.resized_row) * resized_row;
+        for (int64_t x = 0; x < g.resized_width; ++x) {
+          const CubicTaps& tx = xs[x];
+          for (int64_t c = 0; c < channels; ++c) {
+            const T value = static_cast<T>(grad[x * channels + c]);
+            for (int k = 0; k < 4; ++k) {
+              if ((entry.taps & (1u << k)) == 0) continue;
+              for (int j = 0; j < 4; ++j) {
+                out[tx.index[j] * channels + c] +=
+                    static_cast<T>(value * ty.weight[k] * tx.weight[j]);
+              }
+            }
+          }
+        }
+      }
+    });
+    return absl::OkStatus();
+  };
+  switch (static_cast<DType>(dtype)) {
+    case DType::kFloat32: return run(float{});
+    case DType::kFloat64: return run(double{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("resize bicubic grad: dtype ", dtype, " is not float32 or float64"));
+  }
+}
+
+// --- Area ----------------------------------------------------------------------------------------
+
+// The source cells of one resized index along a dimension: it covers [from, to) of the image,
+// so cells [start, end), the first and last weighted by the fraction of them it covers
+// (TensorFlow's CachedInterpolation of ResizeArea; cells are clamped into the image when read).
+struct AreaSpan {
+  float from = 0, to = 0;
+  int64_t start = 0, end = 0;
+  float start_weight = 0, end_weight = 0;  // of `start` and of `end - 1`
+};
+
+// The weight of `cell` in the span [from, to) of a dimension with `scale` (as TensorFlow
+// computes it: the covered fraction of the cell, or `scale` for a cell the span lies within).
+float AreaCellWeight(int64_t cell, float from, float to, float scale) {
+  if (static_cast<float>(cell) < from) {
+    return static_cast<float>(cell + 1) > to ? scale : static_cast<float>(cell + 1) - from;
+  }
+  return static_cast<float>(cell + 1) > to ? to - static_cast<float>(cell) : 1.0f;
+}
+
+std::vector<AreaSpan> AreaSpans(int64_t resized_size, float scale) {
+  std::vector<AreaSpan> spans(resized_size);
+  for (int64_t i = 0; i < resized_size; ++i) {
+    AreaSpan& span = spans[i];
+    span.from = static_cast<float>(i) * scale;
+    span.to = static_cast<float>(i + 1) * scale;
+    span.start = ToIndex(std::floor(span.from));
+    span.end = ToIndex(std::ceil(span.to));
+    span.start_weight = AreaCellWeight(span.start, span.from, span.to, scale);
+    span.end_weight = AreaCellWeight(span.end - 1, span.from, span.to, scale);
+  }
+  return spans;
+}
+
+// image_resize::kResizeArea.
+absl::Status ResizeArea(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  if (g.half_pixel_centers) {
+    return absl::InvalidArgumentError("resize area: half_pixel_centers is not an option");
+  }
+  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
+    const float height_scale = ResizeScale(g.image_height, g.resized_height, g.align_corners);
+    const float width_scale = ResizeScale(g.image_width, g.resized_width, g.align_corners);
+    const std::vector<AreaSpan> ys = AreaSpans(g.resized_height, height_scale);
+    const std::vector<AreaSpan> xs = AreaSpans(g.resized_width, width_scale);
+    const float scale =
+        static_cast<float>(1.0 / static_cast<double>(height_scale * width_scale));
+    const int64_t channels = g.channels;
+    const int64_t image_row = g.image_width * channels;
+    const int64_t resized_row = g.resized_width * channels;
+    const double cells_per_output =
+        (static_cast<double>(height_scale) + 2) * (static_cast<double>(width_scale) + 2);
+    ForEachRow(
+        *context.device, g.batch, g.resized_height, cells_per_output * resized_row,
+        [&](int64_t b, int64_t y) {
+          const AreaSpan& span_y = ys[y];
+          const E* image = io.image + b * g.image_height * image_row;
+          float* out = io.resized + (b * g.resized_height + y) * resized_row;
+          for (int64_t x = 0; x < g.resized_width; ++x) {
+            const AreaSpan& span_x = xs[x];
+            for (int64_t c = 0; c < channels; ++c) {
+              auto at = [&](const E* row, int64_t cell) {
+                return static_cast<float>(row[ClampIndex(cell, g.image_width) * channels + c]);
+              };
+              float sum = 0;
+              for (int64_t cell_y = span_y.start; cell_y < span_y.end; ++cell_y) {
+                const E* row = image + ClampIndex(cell_y, g.image_height) * image_row;
+                float row_sum = at(row, span_x.start) * span_x.start_weight;
+                if (span_x.start + 1 != span_x.end) {
+                  for (int64_t cell_x = span_x.start + 1; cell_x < span_x.end - 1; ++cell_x) {
+                    row_sum += at(row, cell_x);
+                  }
+                  row_sum += at(row, span_x.end - 1) * span_x.end_weight;
+                }
+                sum += row_sum *
+                       AreaCellWeight(cell_y, span_y.from, span_y.to, height_scale);
+              }
+              out[x * channels + c] = sum * scale;
+            }
+          }
+        });
+    return absl::OkStatus();
+  });
+}
+
+// --- ScaleAndTranslate ------------------------------------------------------------------------
+
+// TensorFlow's sampling kernels, evaluated in float as TensorFlow evaluates them.
+struct LanczosKernel {
+  float radius;
+  float Radius() const { return radius; }
+  float operator()(float x) const {
+    constexpr float kPi = 3.14159265359f;
+    x = std::abs(x);
+    if (x > radius) return 0.0f;
+    if (x <= 1e-3) return 1.0f;
+    return radius * std::sin(kPi * x) * std::sin(kPi * x / radius) / (kPi * kPi * x * x);
+  }
+};
+struct GaussianKernel {
+  float Radius() const { return 1.5f; }
+  float operator()(float x) const {
+    constexpr float kSigma = 1.5f / 3.0f;
+    x = std::abs(x);
+    if (x >= Radius()) return 0.0f;
+    return static_cast<float>(std::exp(-x * x / (2.0 * kSigma * kSigma)));
+  }
+};
+struct BoxKernel {
+  float Radius() const { return 1.0f; }
+  float operator()(float x) const {
+    x = std::abs(x);
+    return x < 0.5f ? 1.0f : (x == 0.5f ? 0.5f : 0.0f);
+  }
+};
+struct TriangleKernel {
+  float Radius() const { return 1.0f; }
+  float operator()(float x) const {
+    x = std::abs(x);
+    return x < 1.0f ? 1.0f - x : 0.0f;
+  }
+};
+struct KeysCubicKernel {
+  float Radius() const { return 2.0f; }
+  float operator()(float x) const {
+    x = std::abs(x);
+    if (x >= 2.0f) return 0.0f;
+    if (x >= 1.0f) return ((-0.5f * x + 2.5f) * x - 4.0f) * x + 2.0f;
+    return ((1.5f * x - 2.5f) * x) * x + 1.0f;
+  }
+};
+struct MitchellCubicKernel {
+  float Radius() const { return 2.0f; }
+  float operator()(float x) const {
+    x = std::abs(x);
+    if (x >= 2.0f) return 0.0f;
+    if (x >= 1.0f) {
+      return (((-7.0f / 18.0f) * x + 2.0f) * x - 10.0f / 3.0f) * x + 16.0f / 9.0f;
+    }
+    return (((7.0f / 6.0f) * x - 2.0f) * x) * x + 8.0f / 9.0f;
+  }
+};
+
+template <typename Fn>
+absl::Status DispatchSamplingKernel(uint32_t kernel, Fn&& fn) {
+  switch (static_cast<SamplingKernel>(kernel)) {
+    case SamplingKernel::kLanczos1: return fn(LanczosKernel{1.0f});
+    case SamplingKernel::kLanczos3: return fn(LanczosKernel{3.0f});
+    case SamplingKernel::kLanczos5: return fn(LanczosKernel{5.0f});
+    case SamplingKernel::kGaussian: return fn(GaussianKernel{});
+    case SamplingKernel::kBox: return fn(BoxKernel{});
+    case SamplingKernel::kTriangle: return fn(TriangleKernel{});
+    case SamplingKernel::kKeysCubic: return fn(KeysCubicKernel{});
+    case SamplingKernel::kMitchellCubic: return fn(MitchellCubicKernel{});
+  }
+  return absl::InvalidArgumentError(absl::StrCat("scale and translate: unknown kernel ", kernel));
+}
+
+// Output index i along one dimension is the weighted sum of inputs [starts[i], starts[i] +
+// span_size) (clipped to the input) with weights [i * span_size, (i + 1) * span_size); unused
+// weights are 0 (TensorFlow's Spans).
+struct SampleSpans {
+  int64_t span_size = 0;
+  std::vector<int64_t> starts;
+  std::vector<float> weights;
+};
+
+absl::Status ReserveSpans(SampleSpans& spans, int64_t outputs, int64_t span_size) {
+  if (span_size > 0 && outputs > kMaxSamplingWeights / span_size) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "scale and translate: a sampling table of ", outputs, " x ", span_size,
+        " weights is too large"));
+  }
+  spans.span_size = span_size;
+  spans.starts.assign(outputs, 0);
+  spans.weights.assign(outputs * span_size, 0.0f);
+  return absl::OkStatus();
+}
+
+// The spans sampling an input of `input_size` into `output_size` outputs (TensorFlow's
+// ComputeSpansCore). input_size >= 1, scale > 0.
+template <typename Kernel>
+absl::StatusOr<SampleSpans> ForwardSpans(const Kernel& kernel, int64_t output_size,
+                                         int64_t input_size, float scale, float translate,
+                                         bool antialias) {
+  const float inverse_scale = static_cast<float>(1.0 / static_cast<double>(scale));
+  const float inverse_translate = -inverse_scale * translate;
+  const float kernel_scale = antialias ? std::max(inverse_scale, 1.0f) : 1.0f;
+  const float radius = Materialized(kernel.Radius() * kernel_scale);
+  // 2 * ceil(radius) + 1 taps at most, never more than the input has.
+  const double widest = 2.0 * std::ceil(static_cast<double>(radius)) + 1.0;
+  const int64_t span_size =
+      widest >= static_cast<double>(input_size) ? input_size : static_cast<int64_t>(widest);
+  SampleSpans spans;
+  VGPU_RETURN_IF_ERROR(ReserveSpans(spans, output_size, span_size));
+  const float inverse_kernel_scale = 1.0f / kernel_scale;
+  std::vector<float> taps;
+  for (int64_t x = 0; x < output_size; ++x) {
+    const float center = static_cast<float>(x) + 0.5f;
+    const float sample = Materialized(center * inverse_scale) + inverse_translate;
+    // No sample outside the input: an empty span (start 0, weights 0).
+    if (sample < 0 || sample > static_cast<float>(input_size)) continue;
+    const int64_t start = ClampIndex(ToIndex(std::ceil(sample - radius - 0.5f)), input_size);
+    const int64_t end = ClampIndex(ToIndex(std::floor(sample + radius - 0.5f)), input_size) + 1;
+    if (end - start > span_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "scale and translate: a span of ", end - start, " exceeds ", span_size));
+    }
+    float total = 0.0f;
+    taps.clear();
+    for (int64_t source = start; source < end; ++source) {
+      const float position = static_cast<float>(source) + 0.5f - sample;
+      const float weight = kernel(std::abs(position * inverse_kernel_scale));
+      total += weight;
+      taps.push_back(weight);
+    }
+    if (std::abs(total) >= 1000.0f * std::numeric_limits<float>::min()) {
+      const float inverse_total = 1.0f / total;
+      float* weights = spans.weights.data() + x * span_size;
+      for (size_t j = 0; j < taps.size(); ++j) weights[j] = taps[j] * inverse_total;
+    }
+    spans.starts[x] = start;
+  }
+  return spans;
+}
+
+// The transpose of `forward` (which maps an input of `input_size` to `output_size` outputs):
+// spans mapping the outputs' gradient back to the input (TensorFlow's ComputeGradSpansCore).
+absl::StatusOr<SampleSpans> TransposedSpans(const SampleSpans& forward, int64_t output_size,
+                                            int64_t input_size) {
+  // Per input index, the outputs that weigh it, in ascending order (a compressed table).
+  std::vector<int64_t> first(input_size, -1), last(input_size, -1);
+  for (int64_t o = 0; o < output_size; ++o) {
+    for (int64_t j = 0; j < forward.span_size; ++j) {
+      const int64_t input = forward.starts[o] + j;
+      if (forward.weights[o * forward.span_size + j] == 0.0f || input >= input_size) continue;
+      if (first[input] < 0) first[input] = o;
+      last[input] = o;
+    }
+  }
+  int64_t span_size = 0;
+  for (int64_t i = 0; i < input_size; ++i) {
+    if (first[i] >= 0) span_size = std::max(span_size, last[i] - first[i] + 1);
+  }
+  SampleSpans spans;
+  VGPU_RETURN_IF_ERROR(ReserveSpans(spans, input_size, span_size));
+  for (int64_t i = 0; i < input_size; ++i) spans.starts[i] = std::max<int64_t>(first[i], 0);
+  for (int64_t o = 0; o < output_size; ++o) {
+    for (int64_t j = 0; j < forward.span_size; ++j) {
+      const int64_t input = forward.starts[o] + j;
+      const float weight = forward.weights[o * forward.span_size + j];
+      if (weight == 0.0f || input >= input_size) continue;
+      spans.weights[input * span_size + (o - first[input])] += weight;
+    }
+  }
+  return spans;
+}
+
+// output[b, y, x, :] = sum_j col_w[x, j] * (sum_i row_w[y, i] * input[b, row_start + i,
+// col_start + j, :]): rows resampled first into a per-thread row of floats, then columns, each
+// sum in span order (TensorFlow's GatherRows then GatherColumns).
+template <typename E>
+void GatherSpans(const Eigen::ThreadPoolDevice& device, const E* input, int64_t batch,
+                 int64_t input_height, int64_t input_width, int64_t channels,
+                 const SampleSpans& rows, int64_t output_height, const SampleSpans& columns,
+                 int64_t output_width, float* output) {
+  const int64_t input_row = input_width * channels;
+  const int64_t output_row = output_width * channels;
+  const double row_cost = 2.0 * (static_cast<double>(rows.span_size) * input_row +
+                                 static_cast<double>(columns.span_size) * output_row);
+  device.parallelFor(
+      batch * output_height, Eigen::TensorOpCost(row_cost, output_row * 4.0, row_cost),
+      [&](Eigen::Index first, Eigen::Index end) {
+        std::vector<float> resampled(input_row);
+        for (int64_t index = first; index < end; ++index) {
+          const int64_t b = index / output_height, y = index % output_height;
+          std::fill(resampled.begin(), resampled.end(), 0.0f);
+          const int64_t row_start = rows.starts[y];
+          const int64_t row_taps =
+              std::min(row_start + rows.span_size, input_height) - row_start;
+          const float* row_weights = rows.weights.data() + y * rows.span_size;
+          for (int64_t i = 0; i < row_taps; ++i) {
+            const E* source = input + (b * input_height + row_start + i) * input_row;
+            const float weight = row_weights[i];
+            for (int64_t k = 0; k < input_row; ++k) {
+              resampled[k] += weight * static_cast<float>(source[k]);
+            }
+          }
+          float* out = output + index * output_row;
+          for (int64_t x = 0; x < output_width; ++x) {
+            const int64_t column_start = columns.starts[x];
+            const int64_t column_taps =
+                std::min(column_start + columns.span_size, input_width) - column_start;
+            const float* column_weights = columns.weights.data() + x * columns.span_size;
+            float* pixel = out + x * channels;
+            std::fill(pixel, pixel + channels, 0.0f);
+            for (int64_t j = 0; j < column_taps; ++j) {
+              const float* source = resampled.data() + (column_start + j) * channels;
+              const float weight = column_weights[j];
+              for (int64_t c = 0; c < channels; ++c) pixel[c] += weight * source[c];
+            }
+          }
+        }
+      });
+}
+
+// The sampling parameters after the geometry.
+struct SamplingParams {
+  uint32_t kernel = 0;
+  bool antialias = false;
+  float row_scale = 1, column_scale = 1, row_translation = 0, column_translation = 0;
+};
+
+absl::StatusOr<SamplingParams> ReadSamplingParams(ParamReader& reader,
+                                                  const ResizeGeometry& g) {
+  if (g.align_corners || g.half_pixel_centers) {
+    return absl::InvalidArgumentError("scale and translate: options must be 0");
+  }
+  SamplingParams p;
+  VGPU_ASSIGN_OR_RETURN(p.kernel, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(uint32_t antialias, reader.Get<uint32_t>());
+  if (antialias > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scale and translate: antialias ", antialias, " is not 0 or 1"));
+  }
+  p.antialias = antialias == 1;
+  for (float* field : {&p.row_scale, &p.column_scale, &p.row_translation,
+                       &p.column_translation}) {
+    VGPU_ASSIGN_OR_RETURN(*field, reader.Get<float>());
+  }
+  if (!(p.row_scale > 0) || !(p.column_scale > 0)) {
+    return absl::InvalidArgumentError("scale and translate: scales must be greater than zero");
+  }
+  return p;
+}
+
+// image_resize::kScaleAndTranslate.
+absl::Status ScaleAndTranslate(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(SamplingParams p, ReadSamplingParams(reader, g));
+  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
+    SampleSpans rows, columns;
+    VGPU_RETURN_IF_ERROR(DispatchSamplingKernel(p.kernel, [&](auto kernel) -> absl::Status {
+      VGPU_ASSIGN_OR_RETURN(columns, ForwardSpans(kernel, g.resized_width, g.image_width,
+                                                  p.column_scale, p.column_translation,
+                                                  p.antialias));
+      VGPU_ASSIGN_OR_RETURN(rows, ForwardSpans(kernel, g.resized_height, g.image_height,
+                                               p.row_scale, p.row_translation, p.antialias));
+      return absl::OkStatus();
+    }));
+    GatherSpans<E>(*context.device, io.image, g.batch, g.image_height, g.image_width,
+                   g.channels, rows, g.resized_height, columns, g.resized_width, io.resized);
+    return absl::OkStatus();
+  });
+}
+
+// image_resize::kScaleAndTranslateGrad.
+absl::Status ScaleAndTranslateGrad(const KernelContext& context) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
+  if (static_cast<DType>(dtype) != DType::kFloat32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("scale and translate grad: dtype ", dtype, " is not float32"));
+  }
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(SamplingParams p, ReadSamplingParams(reader, g));
+  using Buffers = GradBuffers<float, float>;
+  VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, float>(context, g)));
+  if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
+  SampleSpans rows, columns;
+  VGPU_RETURN_IF_ERROR(DispatchSamplingKernel(p.kernel, [&](auto kernel) -> absl::Status {
+    VGPU_ASSIGN_OR_RETURN(SampleSpans forward_columns,
+                          ForwardSpans(kernel, g.resized_width, g.image_width, p.column_scale,
+                                       p.column_translation, p.antialias));
+    VGPU_ASSIGN_OR_RETURN(columns,
+                          TransposedSpans(forward_columns, g.resized_width, g.image_width));
+    VGPU_ASSIGN_OR_RETURN(SampleSpans forward_rows,
+                          ForwardSpans(kernel, g.resized_height, g.image_height, p.row_scale,
+                                       p.row_translation, p.antialias));
+    VGPU_ASSIGN_OR_RETURN(rows, TransposedSpans(forward_rows, g.resized_height, g.image_height));
+    return absl::OkStatus();
+  }));
+  GatherSpans<float>(*context.device, io.resized_grad, g.batch, g.resized_height,
+                     g.resized_width, g.channels, rows, g.image_height, columns, g.image_width,
+                     io.image_grad);
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace vgpu::cpu_kernels
+
+namespace vgpu {
+
+// Adds the nine kernels of protocol/kernels/image_resize.h to `table`.
+void AddImageResizeKernels(KernelTable& table) {
+  namespace k = cpu_kernels;
+  table.Add(image_resize::kResizeBilinear, "resize_bilinear", k::ResizeBilinear);
+  table.Add(image_resize::kResizeBilinearGrad, "resize_bilinear_grad", k::ResizeBilinearGrad);
+  table.Add(image_resize::kResizeNearestNeighbor, "resize_nearest_neighbor",
+            k::ResizeNearestNeighbor);
+  table.Add(image_resize::kResizeNearestNeighborGrad, "resize_nearest_neighbor_grad",
+            k::ResizeNearestNeighborGrad);
+  table.Add(image_resize::kResizeBicubic, "resize_bicubic", k::ResizeBicubic);
+  table.Add(image_resize::kResizeBicubicGrad, "resize_bicubic_grad", k::ResizeBicubicGrad);
+  table.Add(image_resize::kResizeArea, "resize_area", k::ResizeArea);
+  table.Add(image_resize::kScaleAndTranslate, "scale_and_translate", k::ScaleAndTranslate);
+  table.Add(image_resize::kScaleAndTranslateGrad, "scale_and_translate_grad",
+            k::ScaleAndTranslateGrad);
+}
+
+}  // namespace vgpu

@@ -1,0 +1,577 @@
+// TensorFlow op kernels for image resizing on the virtual GPU: ResizeBilinear,
+// ResizeNearestNeighbor, ResizeBicubic, ResizeArea and ScaleAndTranslate, with ResizeBilinearGrad,
+// ResizeNearestNeighborGrad, ResizeBicubicGrad and ScaleAndTranslateGrad (kernel ids in
+// protocol/kernels/image_resize.h). Images are NHWC. Each kernel checks its inputs with
+// TensorFlow's conditions, order and messages (those of ImageResizerState and the ops' own
+// checks; `size`, `scale` and `translation` are host-memory tensors read here), allocates the
+// output and launches one kernel; an empty output launches nothing.
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/kernels/op_catalog.h"
+#include "plugin/kernels/op_kernel.h"
+#include "plugin/protocol/kernels/image_resize.h"
+
+namespace vgpu {
+namespace {
+
+using image_resize::PixelType;
+using image_resize::SamplingKernel;
+using Dims = std::vector<int64_t>;
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// TensorFlow's FastBoundsCheck(value, int32 max): 0 <= value < 2^31 - 1.
+bool BelowInt32Max(int64_t value) { return value >= 0 && value < kInt32Max; }
+
+// TensorFlow's CalculateResizeScale.
+float ResizeScale(int64_t image_size, int64_t resized_size, bool align_corners) {
+  return (align_corners && image_size > 1 && resized_size > 1)
+             ? static_cast<float>(image_size - 1) / static_cast<float>(resized_size - 1)
+             : static_cast<float>(image_size) / static_cast<float>(resized_size);
+}
+
+absl::StatusOr<PixelType> PixelTypeOf(TF_DataType dtype) {
+  switch (dtype) {
+    case TF_UINT8: return PixelType::kUInt8;
+    case TF_INT8: return PixelType::kInt8;
+    case TF_UINT16: return PixelType::kUInt16;
+    case TF_INT16: return PixelType::kInt16;
+    case TF_INT32: return PixelType::kInt32;
+    case TF_INT64: return PixelType::kInt64;
+    case TF_HALF: return PixelType::kFloat16;
+    case TF_BFLOAT16: return PixelType::kBFloat16;
+    case TF_FLOAT: return PixelType::kFloat32;
+    case TF_DOUBLE: return PixelType::kFloat64;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no image kernel for dtype ", dtype));
+  }
+}
+
+// What every kernel of the family is told (protocol/kernels/image_resize.h: the geometry).
+struct ResizeGeometry {
+  int64_t batch = 0, channels = 0;
+  int64_t image_height = 0, image_width = 0;
+  int64_t resized_height = 0, resized_width = 0;
+  bool align_corners = false, half_pixel_centers = false;
+};
+
+// The parameter block: the kernel's type field, then the geometry.
+ParamBlock GeometryParams(uint32_t type_field, const ResizeGeometry& g) {
+  ParamBlock params;
+  uint32_t options = 0;
+  if (g.align_corners) options |= image_resize::kAlignCorners;
+  if (g.half_pixel_centers) options |= image_resize::kHalfPixelCenters;
+  ParamWriter(&params)
+      .Put(type_field)
+      .Put(g.batch)
+      .Put(g.channels)
+      .Put(g.image_height)
+      .Put(g.image_width)
+      .Put(g.resized_height)
+      .Put(g.resized_width)
+      .Put(options);
+  return params;
+}
+
+absl::Status CheckFlags(bool align_corners, bool half_pixel_centers) {
+  if (half_pixel_centers && align_corners) {
+    return absl::InvalidArgumentError(
+        "If half_pixel_centers is True, align_corners must be False.");
+  }
+  return absl::OkStatus();
+}
+
+// The two values of a host-memory [2] tensor `index` (`name` is how TensorFlow's messages call
+// it), after TensorFlow's checks of its shape.
+absl::StatusOr<std::array<int64_t, 2>> HostIntegerPair(OpContext& context, int index,
+                                                       const char* name) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
+  const Dims dims = ShapeOf(tensor.get());
+  if (dims.size() != 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must be 1-dimensional", ShapeString(dims)));
+  }
+  if (dims[0] != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must have two elements", ShapeString(dims)));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values, context.HostIntegers(index));
+  return std::array<int64_t, 2>{values[0], values[1]};
+}
+
+// The same for ScaleAndTranslate's float [2] `scale` and `translation` (TensorFlow's GetValues).
+absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
+  const Dims dims = ShapeOf(tensor.get());
+  if (dims.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("t must be 1-dimensional", ShapeString(dims)));
+  }
+  if (dims[0] != 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("t must have two elements", ShapeString(dims)));
+  }
+  if (TF_TensorType(tensor.get()) != TF_FLOAT) {
+    return absl::InvalidArgumentError(absl::StrCat("input ", index, " must be float"));
+  }
+  const float* values = static_cast<const float*>(TF_TensorData(tensor.get()));
+  return std::array<float, 2>{values[0], values[1]};
+}
+
+// TensorFlow's ImageResizerState::ValidateAndCalculateOutputSize for input 0 (images) and
+// input 1 (size), in its order and words.
+absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tensor* images,
+                                              bool align_corners, bool half_pixel_centers) {
+  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
+  const Dims dims = ShapeOf(images);
+  if (dims.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
+  }
+  ResizeGeometry g;
+  g.batch = dims[0];
+  g.channels = dims[3];
+  g.align_corners = align_corners;
+  g.half_pixel_centers = half_pixel_centers;
+  if (g.channels <= 0) {
+    return absl::InvalidArgumentError("image must have at least one channel");
+  }
+  if (dims[1] <= 0 || dims[2] <= 0) {
+    return absl::InvalidArgumentError("input image must be of non-zero size");
+  }
+  if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
+    return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
+  }
+  g.image_height = dims[1];
+  g.image_width = dims[2];
+  VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
+  g.resized_height = size[0];
+  g.resized_width = size[1];
+  if (g.resized_height <= 0 || g.resized_width <= 0) {
+    return absl::InvalidArgumentError("output dimensions must be positive");
+  }
+  const float height_scale = ResizeScale(g.image_height, g.resized_height, align_corners);
+  const float width_scale = ResizeScale(g.image_width, g.resized_width, align_corners);
+  if (!(std::ceil(static_cast<float>(g.resized_height - 1) * height_scale) <=
+        static_cast<float>(std::numeric_limits<int64_t>::max()))) {
+    return absl::InvalidArgumentError("input image height scale would cause an overflow");
+  }
+  if (!(std::ceil(static_cast<float>(g.resized_width - 1) * width_scale) <=
+        static_cast<float>(std::numeric_limits<int>::max()))) {
+    return absl::InvalidArgumentError("input image width scale would cause an overflow");
+  }
+  return g;
+}
+
+// TensorFlow's ImageResizerGradientState: input 0 is the gradient of the resized image,
+// input 1 the original image (only its shape is read).
+absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_Tensor* grads,
+                                                  bool align_corners, bool half_pixel_centers) {
+  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
+  const Dims dims = ShapeOf(grads);
+  if (dims.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
+  }
+  ResizeGeometry g;
+  g.batch = dims[0];
+  g.channels = dims[3];
+  g.resized_height = dims[1];
+  g.resized_width = dims[2];
+  g.align_corners = align_corners;
+  g.half_pixel_centers = half_pixel_centers;
+  if (g.resized_height <= 0 || g.resized_width <= 0) {
+    return absl::InvalidArgumentError("resized dimensions must be positive");
+  }
+  VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
+  const Dims original_dims = ShapeOf(original.get());
+  if (original_dims.size() != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
+  }
+  g.image_height = original_dims[1];
+  g.image_width = original_dims[2];
+  if (g.image_height <= 0 || g.image_width <= 0) {
+    return absl::InvalidArgumentError("original dimensions must be positive");
+  }
+  if (!BelowInt32Max(g.image_height) || !BelowInt32Max(g.image_width)) {
+    return absl::InvalidArgumentError("original sizes must be between 0 and max int32");
+  }
+  return g;
+}
+
+bool IsEmpty(const Dims& dims) { return NumElements(dims) == 0; }
+
+enum class ResizeMethod { kBilinear, kNearestNeighbor, kBicubic, kArea };
+
+// ResizeBilinear, ResizeNearestNeighbor, ResizeBicubic and ResizeArea.
+template <ResizeMethod kMethod>
+class ResizeOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ResizeOp>> Create(OpConstruction& construction) {
+    auto op = std::unique_ptr<ResizeOp>(new ResizeOp());
+    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
+    if constexpr (kMethod != ResizeMethod::kArea) {
+      VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
+    }
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(
+        ResizeGeometry g,
+        ValidateResize(context, images.get(), align_corners_, half_pixel_centers_));
+    const TF_DataType dtype = TF_TensorType(images.get());
+    const TF_DataType output_dtype = kMethod == ResizeMethod::kNearestNeighbor ? dtype : TF_FLOAT;
+    const Dims output_dims = {g.batch, g.resized_height, g.resized_width, g.channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output,
+                          context.AllocateOutput(0, output_dtype, output_dims));
+    uint32_t type_field = 0;
+    KernelId kernel{};
+    if constexpr (kMethod == ResizeMethod::kNearestNeighbor) {
+      if (g.image_height >= (1 << 24) || g.image_width >= (1 << 24)) {
+        return absl::InvalidArgumentError(
+            "nearest neighbor requires max height & width of 2^24");
+      }
+      type_field = static_cast<uint32_t>(TF_DataTypeSize(dtype));
+      kernel = image_resize::kResizeNearestNeighbor;
+    } else {
+      VGPU_ASSIGN_OR_RETURN(PixelType pixel_type, PixelTypeOf(dtype));
+      type_field = static_cast<uint32_t>(pixel_type);
+      kernel = kMethod == ResizeMethod::kBilinear  ? image_resize::kResizeBilinear
+               : kMethod == ResizeMethod::kBicubic ? image_resize::kResizeBicubic
+                                                   : image_resize::kResizeArea;
+    }
+    if (IsEmpty(output_dims)) return absl::OkStatus();
+    return KernelLaunch(context)
+        .Buffer(images.get())
+        .Buffer(output.get())
+        .Params(GeometryParams(type_field, g))
+        .Run(kernel);
+  }
+
+ private:
+  ResizeOp() = default;
+  bool align_corners_ = false;
+  bool half_pixel_centers_ = false;
+};
+
+// ResizeBilinearGrad and ResizeBicubicGrad: the gradient of the image, of the image's dtype.
+template <ResizeMethod kMethod>
+class ResizeGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ResizeGradOp>> Create(OpConstruction& construction) {
+    auto op = std::unique_ptr<ResizeGradOp>(new ResizeGradOp());
+    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
+    VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
+    VGPU_ASSIGN_OR_RETURN(op->dtype_, construction.Type("T"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(
+        ResizeGeometry g,
+        ValidateResizeGrad(context, grads.get(), align_corners_, half_pixel_centers_));
+    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype_, output_dims));
+    if (IsEmpty(output_dims)) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype_));
+    return KernelLaunch(context)
+        .Buffer(grads.get())
+        .Buffer(output.get())
+        .Params(GeometryParams(static_cast<uint32_t>(device_dtype), g))
+        .Run(kMethod == ResizeMethod::kBilinear ? image_resize::kResizeBilinearGrad
+                                                : image_resize::kResizeBicubicGrad);
+  }
+
+ private:
+  ResizeGradOp() = default;
+  bool align_corners_ = false;
+  bool half_pixel_centers_ = false;
+  TF_DataType dtype_ = TF_FLOAT;
+};
+
+// ResizeNearestNeighborGrad: TensorFlow checks only the shapes here (align_corners and
+// half_pixel_centers may both be set; the index rule is then the CUDA kernel's, see the
+// protocol header).
+class ResizeNearestNeighborGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ResizeNearestNeighborGradOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::unique_ptr<ResizeNearestNeighborGradOp>(new ResizeNearestNeighborGradOp());
+    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
+    VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
+    const Dims dims = ShapeOf(grads.get());
+    if (dims.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
+    }
+    VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
+    if (size[0] <= 0 || size[1] <= 0) {
+      return absl::InvalidArgumentError("shape_t's elements must be positive");
+    }
+    ResizeGeometry g;
+    g.batch = dims[0];
+    g.resized_height = dims[1];
+    g.resized_width = dims[2];
+    g.channels = dims[3];
+    g.image_height = size[0];
+    g.image_width = size[1];
+    g.align_corners = align_corners_;
+    g.half_pixel_centers = half_pixel_centers_;
+    const TF_DataType dtype = TF_TensorType(grads.get());
+    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_dims));
+    if (IsEmpty(output_dims)) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype));
+    return KernelLaunch(context)
+        .Buffer(grads.get())
+        .Buffer(output.get())
+        .Params(GeometryParams(static_cast<uint32_t>(device_dtype), g))
+        .Run(image_resize::kResizeNearestNeighborGrad);
+  }
+
+ private:
+  ResizeNearestNeighborGradOp() = default;
+  bool align_corners_ = false;
+  bool half_pixel_centers_ = false;
+};
+
+// The kernel_type attribute of ScaleAndTranslate(Grad), case-insensitive as in TensorFlow.
+absl::StatusOr<SamplingKernel> SamplingKernelOf(OpConstruction& construction) {
+  VGPU_ASSIGN_OR_RETURN(std::string name, construction.String("kernel_type"));
+  const std::string lower = absl::AsciiStrToLower(name);
+  if (lower == "lanczos1") return SamplingKernel::kLanczos1;
+  if (lower == "lanczos3") return SamplingKernel::kLanczos3;
+  if (lower == "lanczos5") return SamplingKernel::kLanczos5;
+  if (lower == "gaussian") return SamplingKernel::kGaussian;
+  if (lower == "box") return SamplingKernel::kBox;
+  if (lower == "triangle") return SamplingKernel::kTriangle;
+  if (lower == "keyscubic") return SamplingKernel::kKeysCubic;
+  if (lower == "mitchellcubic") return SamplingKernel::kMitchellCubic;
+  return absl::InvalidArgumentError(absl::StrCat("Unrecognized kernel type: ", name));
+}
+
+// ScaleAndTranslate's inputs 2 and 3: row and column scales (both > 0) and translations.
+struct Sampling {
+  std::array<float, 2> scale, translation;
+};
+
+absl::StatusOr<Sampling> ReadSampling(OpContext& context) {
+  Sampling sampling;
+  VGPU_ASSIGN_OR_RETURN(sampling.scale, HostFloatPair(context, 2));
+  if (!(sampling.scale[0] > 0 && sampling.scale[1] > 0)) {
+    return absl::InvalidArgumentError("Scale must be greater than zero.");
+  }
+  VGPU_ASSIGN_OR_RETURN(sampling.translation, HostFloatPair(context, 3));
+  return sampling;
+}
+
+ParamBlock SamplingParams(uint32_t type_field, const ResizeGeometry& g, SamplingKernel kernel,
+                          bool antialias, const Sampling& sampling) {
+  ParamBlock params = GeometryParams(type_field, g);
+  ParamWriter(&params)
+      .Put(static_cast<uint32_t>(kernel))
+      .Put(static_cast<uint32_t>(antialias ? 1 : 0))
+      .Put(sampling.scale[0])
+      .Put(sampling.scale[1])
+      .Put(sampling.translation[0])
+      .Put(sampling.translation[1]);
+  return params;
+}
+
+class ScaleAndTranslateOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ScaleAndTranslateOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::unique_ptr<ScaleAndTranslateOp>(new ScaleAndTranslateOp());
+    VGPU_ASSIGN_OR_RETURN(op->antialias_, construction.Bool("antialias"));
+    VGPU_ASSIGN_OR_RETURN(op->kernel_, SamplingKernelOf(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
+    const Dims dims = ShapeOf(images.get());
+    if (dims.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
+    }
+    VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "output_shape_t"));
+    if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
+      return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
+    }
+    ResizeGeometry g;
+    g.batch = dims[0];
+    g.image_height = dims[1];
+    g.image_width = dims[2];
+    g.channels = dims[3];
+    g.resized_height = size[0];
+    g.resized_width = size[1];
+    if (g.resized_height <= 0 || g.resized_width <= 0) {
+      return absl::InvalidArgumentError("output dimensions must be positive");
+    }
+    if (g.channels <= 0) {
+      return absl::InvalidArgumentError("image must have at least one channel");
+    }
+    if (g.image_height <= 0 || g.image_width <= 0) {
+      return absl::InvalidArgumentError("input image must be of non-zero size");
+    }
+    VGPU_ASSIGN_OR_RETURN(Sampling sampling, ReadSampling(context));
+    const Dims output_dims = {g.batch, g.resized_height, g.resized_width, g.channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, TF_FLOAT, output_dims));
+    if (IsEmpty(output_dims)) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(PixelType pixel_type, PixelTypeOf(TF_TensorType(images.get())));
+    return KernelLaunch(context)
+        .Buffer(images.get())
+        .Buffer(output.get())
+        .Params(SamplingParams(static_cast<uint32_t>(pixel_type), g, kernel_, antialias_,
+                               sampling))
+        .Run(image_resize::kScaleAndTranslate);
+  }
+
+ private:
+  ScaleAndTranslateOp() = default;
+  bool antialias_ = true;
+  SamplingKernel kernel_ = SamplingKernel::kLanczos3;
+};
+
+class ScaleAndTranslateGradOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<ScaleAndTranslateGradOp>> Create(
+      OpConstruction& construction) {
+    auto op = std::unique_ptr<ScaleAndTranslateGradOp>(new ScaleAndTranslateGradOp());
+    VGPU_ASSIGN_OR_RETURN(op->antialias_, construction.Bool("antialias"));
+    VGPU_ASSIGN_OR_RETURN(op->kernel_, SamplingKernelOf(construction));
+    return op;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
+    const Dims dims = ShapeOf(grads.get());
+    if (dims.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
+    }
+    const Dims original_dims = ShapeOf(original.get());
+    if (original_dims.size() != 4) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
+    }
+    ResizeGeometry g;
+    g.batch = dims[0];
+    g.resized_height = dims[1];
+    g.resized_width = dims[2];
+    g.channels = dims[3];
+    g.image_height = original_dims[1];
+    g.image_width = original_dims[2];
+    if (!BelowInt32Max(g.image_height) || !BelowInt32Max(g.image_width)) {
+      return absl::InvalidArgumentError("original sizes must be between 0 and max int32");
+    }
+    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, TF_FLOAT, output_dims));
+    VGPU_ASSIGN_OR_RETURN(Sampling sampling, ReadSampling(context));
+    if (IsEmpty(output_dims)) return absl::OkStatus();
+    return KernelLaunch(context)
+        .Buffer(grads.get())
+        .Buffer(output.get())
+        .Params(SamplingParams(static_cast<uint32_t>(DType::kFloat32), g, kernel_, antialias_,
+                               sampling))
+        .Run(image_resize::kScaleAndTranslateGrad);
+  }
+
+ private:
+  ScaleAndTranslateGradOp() = default;
+  bool antialias_ = true;
+  SamplingKernel kernel_ = SamplingKernel::kLanczos3;
+};
+
+}  // namespace
+
+// Registers the family's kernels for `device_type` and documents its ops in the catalog.
+void RegisterImageResizeOps(const char* device_type) {
+  // TensorFlow's GPU build registers the floating types (ResizeBilinear, ResizeNearestNeighbor
+  // and their gradients); the integer image types, and ResizeBicubic, ResizeArea and
+  // ScaleAndTranslate, which TensorFlow runs on the CPU only, are registered here too so that
+  // tf.image.resize and Keras' Resizing / UpSampling2D stay on the device.
+  const std::initializer_list<TF_DataType> kFloating = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                        TF_DOUBLE};
+  const std::initializer_list<TF_DataType> kImageTypes = {
+      TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_UINT8,
+      TF_INT8,  TF_UINT16, TF_INT16,  TF_INT32,  TF_INT64};
+  for (TF_DataType dtype : kImageTypes) {
+    RegisterKernel<ResizeOp<ResizeMethod::kBilinear>>("ResizeBilinear", device_type,
+                                                      {{"T", dtype}}, {"size"});
+    RegisterKernel<ResizeOp<ResizeMethod::kNearestNeighbor>>("ResizeNearestNeighbor",
+                                                             device_type, {{"T", dtype}},
+                                                             {"size"});
+    RegisterKernel<ResizeOp<ResizeMethod::kBicubic>>("ResizeBicubic", device_type,
+                                                     {{"T", dtype}}, {"size"});
+    RegisterKernel<ResizeOp<ResizeMethod::kArea>>("ResizeArea", device_type, {{"T", dtype}},
+                                                  {"size"});
+    RegisterKernel<ScaleAndTranslateOp>("ScaleAndTranslate", device_type, {{"T", dtype}},
+                                        {"size", "scale", "translation"});
+  }
+  for (TF_DataType dtype : kFloating) {
+    RegisterKernel<ResizeGradOp<ResizeMethod::kBilinear>>("ResizeBilinearGrad", device_type,
+                                                          {{"T", dtype}});
+    RegisterKernel<ResizeNearestNeighborGradOp>("ResizeNearestNeighborGrad", device_type,
+                                                {{"T", dtype}}, {"size"});
+  }
+  // The op definitions allow no other dtypes for these gradients.
+  for (TF_DataType dtype : {TF_FLOAT, TF_DOUBLE}) {
+    RegisterKernel<ResizeGradOp<ResizeMethod::kBicubic>>("ResizeBicubicGrad", device_type,
+                                                         {{"T", dtype}});
+  }
+  RegisterKernel<ScaleAndTranslateGradOp>("ScaleAndTranslateGrad", device_type,
+                                          {{"T", TF_FLOAT}}, {"scale", "translation"});
+
+  DocumentOp("ResizeBilinear", "NHWC",
+             "Output float32 for every input dtype; align_corners, half_pixel_centers; size in "
+             "host memory. Integer image dtypes too (TensorFlow's GPU build: floating only).");
+  DocumentOp("ResizeBilinearGrad", "NHWC",
+             "Sums in TensorFlow's CPU order, in float32 (float64 for a float64 image), "
+             "deterministic.");
+  DocumentOp("ResizeNearestNeighbor", "NHWC",
+             "TensorFlow's CPU index rules (round with align_corners, floor otherwise); size in "
+             "host memory. Integer image dtypes too (TensorFlow's GPU build: floating only).");
+  DocumentOp("ResizeNearestNeighborGrad", "NHWC",
+             "Sums in TensorFlow's CPU order, deterministic; size in host memory. With "
+             "align_corners and half_pixel_centers both set, indices are floor((i + 0.5) * "
+             "scale) as on TensorFlow's CUDA kernel (its CPU kernel rounds).");
+  DocumentOp("ResizeBicubic", "NHWC",
+             "Not on TensorFlow's GPU build. Keys cubic, A = -0.75 (legacy) or -0.5 with "
+             "half_pixel_centers (taps outside the image dropped and renormalised); output "
+             "float32; size in host memory.");
+  DocumentOp("ResizeBicubicGrad", "NHWC",
+             "Not on TensorFlow's GPU build. float32 and float64 (the op's dtypes); sums in "
+             "TensorFlow's CPU order, deterministic.");
+  DocumentOp("ResizeArea", "NHWC",
+             "Not on TensorFlow's GPU build. Output float32; size in host memory; no gradient "
+             "(as in TensorFlow).");
+  DocumentOp("ScaleAndTranslate", "NHWC",
+             "Not on TensorFlow's GPU build. kernel_type lanczos1/3/5, gaussian, box, triangle, "
+             "keyscubic, mitchellcubic; antialias; size, scale, translation in host memory; "
+             "output float32.");
+  DocumentOp("ScaleAndTranslateGrad", "NHWC",
+             "Not on TensorFlow's GPU build. float32 (the op's dtype); scale and translation in "
+             "host memory; TensorFlow's CPU order of additions.");
+}
+
+}  // namespace vgpu
