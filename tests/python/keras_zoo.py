@@ -1,6 +1,6 @@
 """The Keras model zoo of the breadth tests: one small model per family of layers a user trains
 (recurrent, text, attention, 3-D convolution, grouped/separable/transposed convolution, every
-activation, group normalization, mixed precision), the optimizers Keras offers, and a trainer
+activation, group normalization, augmentation layers, a U-Net, mixed precision), the optimizers Keras offers, and a trainer
 that runs a few steps from given weights on one device. Used by test_keras_zoo.py in-process
 and, for the placement check, in a child process (`python keras_zoo.py placement`)."""
 from __future__ import annotations
@@ -186,6 +186,62 @@ def _transpose_upsampling():
                              layers.Flatten(), layers.Dense(3)])
 
 
+def _augmentation():
+    """Keras' random augmentation layers inside the model (active in fit): flips, rotation,
+    zoom, translation and shear are ImageProjectiveTransformV3, contrast and brightness plain
+    arithmetic."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((12, 12, 3)),
+                             layers.RandomFlip("horizontal", seed=1),
+                             layers.RandomRotation(0.1, seed=2),
+                             layers.RandomZoom(0.1, seed=3),
+                             layers.RandomTranslation(0.1, 0.1, fill_mode="reflect", seed=4),
+                             layers.RandomContrast(0.2, seed=5),
+                             layers.RandomBrightness(0.1, value_range=(0, 1), seed=6),
+                             layers.Conv2D(6, 3, activation="relu"),
+                             layers.GlobalAveragePooling2D(), layers.Dense(3)])
+
+
+def _color_and_crop_preprocessing():
+    """The other Keras preprocessing layers TensorFlow runs on a GPU: colour (RandomHue,
+    RandomSaturation, RandomColorJitter: RGBToHSV / HSVToRGB), RandomShear (a projective
+    transform), RandomCrop and CenterCrop (slices and a bilinear resize), Rescaling and
+    Normalization."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((14, 14, 3)),
+                             layers.Rescaling(1.0 / 1.0),
+                             layers.RandomHue(0.2, value_range=(0, 1), seed=7),
+                             layers.RandomSaturation(0.3, value_range=(0, 1), seed=8),
+                             layers.RandomColorJitter(value_range=(0, 1), brightness_factor=0.1,
+                                                      contrast_factor=0.1, seed=9),
+                             layers.RandomShear(0.1, 0.1, seed=10),
+                             layers.RandomCrop(12, 12, seed=11), layers.CenterCrop(10, 10),
+                             layers.Normalization(mean=0.5, variance=0.25),
+                             layers.Conv2D(4, 3, activation="relu"),
+                             layers.GlobalAveragePooling2D(), layers.Dense(3)])
+
+
+def _unet():
+    """A small U-Net: down with pooling, up with bilinear UpSampling2D, a skip connection
+    concatenated, and a Resizing layer (ResizeBilinear forward and backward)."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((12, 12, 3))
+    down = layers.Conv2D(6, 3, padding="same", activation="relu")(inputs)
+    bottom = layers.Conv2D(8, 3, padding="same", activation="relu")(layers.MaxPooling2D()(down))
+    up = layers.UpSampling2D(2, interpolation="bilinear")(bottom)
+    merged = layers.Concatenate()([down, up])
+    features = layers.Conv2D(4, 3, padding="same", activation="relu")(merged)
+    resized = layers.Resizing(8, 8, interpolation="bilinear")(features)
+    outputs = layers.Dense(3)(layers.GlobalAveragePooling2D()(resized))
+    return keras.Model(inputs, outputs)
+
+
 def _cnn():
     import keras
     from keras import layers
@@ -210,6 +266,10 @@ MODELS = {m.name: m for m in [
     ZooModel("group_normalization", _group_normalization, _images((8, 8, 4))),
     ZooModel("separable_depthwise", _separable_depthwise, _images((8, 8, 3))),
     ZooModel("transpose_upsampling", _transpose_upsampling, _images((6, 6, 3))),
+    ZooModel("augmentation", _augmentation, _images((12, 12, 3))),
+    ZooModel("unet", _unet, _images((12, 12, 3))),
+    ZooModel("color_and_crop_preprocessing", _color_and_crop_preprocessing,
+             _images((14, 14, 3))),
     ZooModel("cnn_mixed_float16", _cnn, _images((12, 12, 3)), policy="mixed_float16"),
     ZooModel("lstm_mixed_float16", _lstm, _sequences, policy="mixed_float16"),
     ZooModel("transformer_mixed_float16", _transformer_block, _tokens, policy="mixed_float16"),

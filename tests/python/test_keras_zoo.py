@@ -1,7 +1,8 @@
 """Keras breadth: every model of the zoo (keras_zoo.py: LSTM, GRU, Bidirectional LSTM with
 masking, SimpleRNN, a Conv1D text classifier, a transformer block, Conv3D with 3-D pooling,
 grouped, separable/depthwise and transposed convolutions, every Keras activation, group
-normalization, and mixed float16 CNN/LSTM/transformer) trains on the virtual GPU to the CPU's
+normalization, Keras' random augmentation layers, a U-Net with bilinear up-sampling, and mixed
+float16 CNN/LSTM/transformer) trains on the virtual GPU to the CPU's
 losses and weights with every Keras optimizer, runs every op of its train step on the device,
 and, for the LSTM and the transformer, forwards no descriptor call after the warm-up step.
 
