@@ -91,17 +91,26 @@ def patch_tf_function(module) -> None:
     original_init = function_class.__init__
     signature = inspect.signature(original_init)
 
+    original_call = function_class.__call__
+
     def __init__(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
         if bound.arguments.get("jit_compile") and virtual_gpu_visible():
-            global _jit_warned
-            if not _jit_warned:
-                _jit_warned = True
-                print(JIT_WARNING, file=sys.stderr)
             bound.arguments["jit_compile"] = None
+            self._vgpu_jit_dropped = True
         original_init(*bound.args, **bound.kwargs)
 
+    def __call__(self, *args, **kwargs):
+        # Warned at the first call, not at creation: Keras creates jit-compiled helpers it
+        # only calls in some cases (its grouped convolution), on every call of the layer.
+        global _jit_warned
+        if not _jit_warned and getattr(self, "_vgpu_jit_dropped", False):
+            _jit_warned = True
+            print(JIT_WARNING, file=sys.stderr)
+        return original_call(self, *args, **kwargs)
+
     function_class.__init__ = __init__
+    function_class.__call__ = __call__
     function_class._vgpu_patched = True
 
 
