@@ -4,8 +4,10 @@
 // here the op would leave the device. As in TensorFlow, the variant itself lives in host
 // memory; each element tensor of the list gets a zero-filled device tensor of its dtype and
 // shape (elementwise::kSetTensor), nested lists recursively, uninitialised elements stay
-// uninitialised (TensorFlow's TensorListZerosLike walks the list). Other variant types have no
-// zeros-like function on this device: Internal, TensorFlow's error for a missing one.
+// uninitialised (TensorFlow's TensorListZerosLike walks the list). An Optional (the gradient of
+// a tf.cond over an optional value, e.g. dynamic_rnn with sequence lengths) gets zeros like each
+// of its values, none for an empty one (TensorFlow's OptionalZerosLike). Other variant types have
+// no zeros-like function on this device: Internal, TensorFlow's error for a missing one.
 #include "plugin/kernels/elementwise_variant_ops.h"
 
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/variant.h"
+#include "tensorflow/core/kernels/data/optional_ops_util.h"
 #include "tensorflow/core/kernels/tensor_list.h"
 #include "tensorflow/core/kernels/tensor_list_util.h"
 
@@ -77,6 +80,17 @@ absl::Status ZerosLikeTensor(tf::OpKernelContext* context, ClientStream& stream,
 
 absl::Status ZerosLikeVariant(tf::OpKernelContext* context, ClientStream& stream,
                               const tf::Variant& value, tf::Variant* zeros) {
+  auto zeros_like_tensor = [&stream](tf::OpKernelContext* c, const tf::Tensor& x,
+                                     tf::Tensor* out) -> absl::Status {
+    return ZerosLikeTensor(c, stream, x, out);
+  };
+  if (const auto* optional = value.get<tf::data::OptionalVariant>(); optional != nullptr) {
+    tf::data::OptionalVariant result;
+    VGPU_RETURN_IF_ERROR(
+        tf::data::OptionalZerosLike(context, *optional, &result, zeros_like_tensor));
+    *zeros = std::move(result);
+    return absl::OkStatus();
+  }
   const tf::TensorList* list = value.get<tf::TensorList>();
   if (list == nullptr) {
     return absl::InternalError(absl::StrCat(
@@ -84,11 +98,7 @@ absl::Status ZerosLikeVariant(tf::OpKernelContext* context, ClientStream& stream
         value.TypeName(), " for device type: ", RegisteredDeviceType()));
   }
   tf::TensorList result;
-  VGPU_RETURN_IF_ERROR(tf::TensorListZerosLike(
-      context, *list, &result,
-      [&stream](tf::OpKernelContext* c, const tf::Tensor& x, tf::Tensor* out) -> absl::Status {
-        return ZerosLikeTensor(c, stream, x, out);
-      }));
+  VGPU_RETURN_IF_ERROR(tf::TensorListZerosLike(context, *list, &result, zeros_like_tensor));
   *zeros = std::move(result);
   return absl::OkStatus();
 }

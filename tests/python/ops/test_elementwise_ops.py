@@ -2,7 +2,7 @@
 (Atan2, Xlogy, Xdivy, Xlog1py included), comparisons and logical ops with numpy broadcasting,
 the gradient helpers of unary ops, unary math (erf, erfc, expm1, log1p, trigonometric and
 hyperbolic functions), IsFinite/IsNan/IsInf, SelectV2, ClipByValue, Cast, AddN, Fill, Range,
-ZerosLike (TensorLists too)/OnesLike, in every registered dtype, with empty, scalar and odd
+ZerosLike (TensorLists and Optionals too)/OnesLike, in every registered dtype, with empty, scalar and odd
 shapes; gradients of the differentiable ops; TensorFlow's errors for bad input."""
 import numpy as np
 import pytest
@@ -633,6 +633,29 @@ def test_zeros_like_of_a_tensor_list_stays_on_the_device():
     vgpu.reset_stats()
     actual = run_on("/GPU:0", zeros, x)
     np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+    assert vgpu.stats()["launches"] >= 1
+
+
+def test_zeros_like_of_an_optional_stays_on_the_device():
+    # The gradient of a tf.cond over an optional value (dynamic_rnn with sequence lengths in
+    # TensorFlow's own kernel tests) asks for zeros like an Optional variant.
+    x = random_array((4, 3), np.float32)
+
+    @tf.function
+    def zeros(values):
+        full = tf.raw_ops.OptionalFromValue(components=[values, values[0]])
+        empty = tf.raw_ops.OptionalNone()
+        zero_full, zero_empty = tf.zeros_like(full), tf.zeros_like(empty)
+        first, second = tf.raw_ops.OptionalGetValue(
+            optional=zero_full, output_types=[tf.float32, tf.float32],
+            output_shapes=[[4, 3], [3]])
+        return first, second, tf.raw_ops.OptionalHasValue(optional=zero_empty)
+
+    vgpu.reset_stats()
+    first, second, has_value = run_on("/GPU:0", zeros, x)
+    np.testing.assert_array_equal(first.numpy(), np.zeros((4, 3), np.float32))
+    np.testing.assert_array_equal(second.numpy(), np.zeros((3,), np.float32))
+    assert not bool(has_value.numpy())
     assert vgpu.stats()["launches"] >= 1
 
 
