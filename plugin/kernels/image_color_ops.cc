@@ -37,8 +37,10 @@ absl::Status CheckScalar(const TF_Tensor* tensor, const char* name) {
 class AdjustContrastOp : public NoAttributes<AdjustContrastOp> {
  public:
   // TensorFlow's GPU kernel refuses to run when op determinism is required; this one sums in
-  // a fixed order, so it always runs.
+  // a fixed order, but code written for a GPU expects the refusal, so it refuses too.
   absl::Status Compute(OpContext& context) {
+    VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
+        "A deterministic GPU implementation of AdjustContrastv2 is not currently available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr factor, context.Input(1));
     const Dims dims = ShapeOf(images.get());
@@ -144,8 +146,8 @@ void RegisterImageColorOps(const char* device_type) {
                                               {TF_FLOAT, TF_DOUBLE, TF_HALF, TF_BFLOAT16});
   DocumentOp("AdjustContrastv2", "NHWC",
              "float32 as TensorFlow's CPU kernel (same summation order); float16 as its GPU "
-             "kernel (mean rounded to float16). Deterministic, so it also runs when op "
-             "determinism is required, unlike TensorFlow's GPU kernel.");
+             "kernel (mean rounded to float16). Deterministic, yet Unimplemented while op "
+             "determinism is required, as TensorFlow's GPU kernel.");
   DocumentOp("AdjustHue", "NHWC",
              "Computed in float32. A pixel whose largest channel is <= 0 comes back grey at that "
              "value, as on TensorFlow's GPU (its CPU kernel rotates it).");

@@ -315,6 +315,11 @@ class ResizeNearestNeighborGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
+    // TensorFlow's GPU kernel refuses under op determinism (atomic adds); this one gathers in a
+    // fixed order but refuses too, as code written for a GPU expects.
+    VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
+        "A deterministic GPU implementation of ResizeNearestNeighborGrad is not currently "
+        "available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
     const Dims dims = ShapeOf(grads.get());
     if (dims.size() != 4) {
@@ -552,7 +557,8 @@ void RegisterImageResizeOps(const char* device_type) {
              "TensorFlow's CPU index rules (round with align_corners, floor otherwise); size in "
              "host memory. Integer image dtypes too (TensorFlow's GPU build: floating only).");
   DocumentOp("ResizeNearestNeighborGrad", "NHWC",
-             "Sums in TensorFlow's CPU order, deterministic; size in host memory. With "
+             "Sums in TensorFlow's CPU order, deterministic, yet Unimplemented while op "
+             "determinism is required, as TensorFlow's GPU kernel; size in host memory. With "
              "align_corners and half_pixel_centers both set, indices are floor((i + 0.5) * "
              "scale) as on TensorFlow's CUDA kernel (its CPU kernel rounds).");
   DocumentOp("ResizeBicubic", "NHWC",

@@ -287,8 +287,11 @@ class CropAndResizeGradImageOp {
   }
 
   // TensorFlow's GPU kernel refuses to run when op determinism is required (its atomic adds
-  // are unordered); this one adds in a fixed order, so it always runs.
+  // are unordered); this one adds in a fixed order, but refuses too, as code written for a GPU
+  // expects.
   absl::Status Compute(OpContext& context) {
+    VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
+        "Deterministic GPU implementation of CropAndResizeBackpropImage not available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
@@ -362,8 +365,10 @@ class CropAndResizeGradBoxesOp {
     return std::unique_ptr<CropAndResizeGradBoxesOp>(new CropAndResizeGradBoxesOp());
   }
 
-  // As for the image gradient, determinism is never refused (the sums run in a fixed order).
+  // As for the image gradient: refused under op determinism, as TensorFlow's GPU kernel.
   absl::Status Compute(OpContext& context) {
+    VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
+        "Deterministic GPU implementation of CropAndResizeBackpropBoxes not available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(2));
@@ -590,10 +595,11 @@ void RegisterImageTransformOps(const char* device_type) {
              "OutOfRange); non-finite boxes extrapolate, as TensorFlow's GPU kernel (its CPU "
              "kernel refuses them).");
   DocumentOp("CropAndResizeGradImage", "NHWC",
-             "Deterministic (fixed summation order), so it also runs when op determinism is "
-             "required, unlike TensorFlow's GPU kernel.");
+             "Deterministic (fixed summation order), yet Unimplemented while op determinism is "
+             "required, as TensorFlow's GPU kernel.");
   DocumentOp("CropAndResizeGradBoxes", "NHWC",
-             "bilinear; deterministic, also when op determinism is required.");
+             "bilinear; deterministic, yet Unimplemented while op determinism is required, as "
+             "TensorFlow's GPU kernel.");
 
   RegisterKernel<NonMaxSuppressionOp<NmsVersion::kV2>>(
       "NonMaxSuppressionV2", device_type, {{"T", TF_FLOAT}},

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
 #include "plugin/kernels/op_catalog.h"
+#include "xla/tsl/util/determinism.h"
 
 namespace vgpu {
 
@@ -97,6 +98,11 @@ absl::StatusOr<std::vector<int64_t>> OpContext::DeviceIntegers(const TF_Tensor* 
     }
   }
   return values;
+}
+
+absl::Status OpContext::RefuseUnderOpDeterminism(const char* message) {
+  if (tsl::OpDeterminismRequired()) return absl::UnimplementedError(message);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<int64_t>> OpContext::HostIntegers(int index) const {

@@ -61,6 +61,12 @@ class OpContext {
   // the host too (indices that would otherwise fail the stream asynchronously).
   absl::StatusOr<std::vector<int64_t>> DeviceIntegers(const TF_Tensor* tensor) const;
 
+  // Unimplemented(`message`) while TensorFlow's op determinism is required
+  // (tf.config.experimental.enable_op_determinism), else OK: for the ops whose CUDA kernel
+  // TensorFlow refuses to run then (code written for a GPU expects the error), even where the
+  // executor's kernel is deterministic.
+  static absl::Status RefuseUnderOpDeterminism(const char* message);
+
   // Output `index` of `dtype` and `dims`.
   absl::StatusOr<TensorPtr> AllocateOutput(int index, TF_DataType dtype,
                                            absl::Span<const int64_t> dims) const;

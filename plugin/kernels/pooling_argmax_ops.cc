@@ -11,7 +11,6 @@
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/pooling_ops.h"
 #include "plugin/protocol/kernels/pooling.h"
-#include "xla/tsl/util/determinism.h"
 
 namespace vgpu {
 namespace {
@@ -129,11 +128,11 @@ class ArgmaxGradientOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    if (!kGradGrad && tsl::OpDeterminismRequired()) {
+    if (!kGradGrad) {
       // TensorFlow's CUDA kernel refuses under op determinism (its scatter of the gradients is
       // atomic); the executor's is deterministic, but code written for a GPU expects the error.
-      return absl::UnimplementedError(
-          "Determinism is not yet supported for MaxPoolGradWithArgmax.");
+      VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
+          "Determinism is not yet supported for MaxPoolGradWithArgmax."));
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grad, context.Input(1));

@@ -225,3 +225,35 @@ def test_colour_ops_are_registered_for_tensorflows_gpu_dtypes():
         assert catalog[op] == {"float32", "float16"}
     for op in ("RGBToHSV", "HSVToRGB"):
         assert catalog[op] == {"float32", "float64", "float16", "bfloat16"}
+
+
+def test_ops_tensorflows_gpu_kernels_refuse_under_op_determinism_refuse_here_too():
+    """AdjustContrastv2, CropAndResizeGradImage/GradBoxes and ResizeNearestNeighborGrad: TF's
+    GPU kernels are Unimplemented while op determinism is required (TensorFlow's own
+    image_ops_test checks it on a GPU); the virtual GPU's kernels are deterministic, but code
+    written for a GPU expects the error. Outside determinism they run."""
+    from tensorflow.python.framework import config  # noqa: PLC0415 - not in tf.config
+
+    images = tf.ones([1, 4, 4, 3])
+    grads = tf.ones([1, 2, 2, 3])
+    boxes, box_index = tf.constant([[0.0, 0.0, 1.0, 1.0]]), tf.constant([0])
+    calls = {
+        "AdjustContrastv2": lambda: tf.raw_ops.AdjustContrastv2(images=images,
+                                                                contrast_factor=2.0),
+        "CropAndResizeBackpropImage": lambda: tf.raw_ops.CropAndResizeGradImage(
+            grads=grads, boxes=boxes, box_ind=box_index, image_size=[1, 4, 4, 3], T=tf.float32),
+        "CropAndResizeBackpropBoxes": lambda: tf.raw_ops.CropAndResizeGradBoxes(
+            grads=grads, image=images, boxes=boxes, box_ind=box_index),
+        "ResizeNearestNeighborGrad": lambda: tf.raw_ops.ResizeNearestNeighborGrad(
+            grads=grads, size=[4, 4]),
+    }
+    config.enable_op_determinism()
+    try:
+        for name, call in calls.items():
+            with tf.device("/GPU:0"), pytest.raises(tf.errors.UnimplementedError, match=name):
+                call()
+    finally:
+        config.disable_op_determinism()
+    for call in calls.values():
+        with tf.device("/GPU:0"):
+            call()
