@@ -60,9 +60,9 @@ inline constexpr KernelId kSoftmaxCrossEntropy = KernelId{521};
 // backprop [batch, classes]]; params: array<int64> labels (batch values).
 //   loss[b]       = log(sum_c exp(s[b,c])) - s[b,label[b]],  s = logits - max
 //   backprop[b,c] = exp(s[b,c]) / sum_c exp(s[b,c]) - (c == label[b])
-// The labels travel inside the launch: the op kernel receives them in host memory, validates
-// them there as TensorFlow's CPU kernel does, and sends them along (no device copy). A label
-// outside [0, classes) fails the kernel with InvalidArgument.
+// The labels travel inside the launch: the op kernel receives them in host memory and sends
+// them along (no device copy). A label outside [0, classes) gives a NaN loss and a NaN backprop
+// row, as TensorFlow's CUDA kernel (its CPU kernel raises InvalidArgument).
 inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{522};
 
 // Cumulative sum or product along the middle dimension (Cumsum, Cumprod).

@@ -8,6 +8,7 @@
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -123,6 +124,12 @@ void SparseSoftmaxCrossEntropyRows(const Eigen::ThreadPoolDevice& device, const 
     RowArray<C> shifted(classes), probabilities(classes);
     for (int64_t b = begin; b < end; ++b) {
       const int64_t label = labels[b];
+      if (label < 0 || label >= classes) {  // TensorFlow's CUDA kernel: a NaN loss and row
+        const T nan = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
+        loss[b] = nan;
+        std::fill(backprop + b * classes, backprop + (b + 1) * classes, nan);
+        continue;
+      }
       LoadRow<T, C>(logits, b, classes, 1, shifted);
       shifted -= shifted.maxCoeff();
       probabilities = shifted.exp();
@@ -212,13 +219,6 @@ absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
   if (static_cast<int64_t>(labels.size()) != batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
-  }
-  for (int64_t label : labels) {
-    if (label < 0 || label >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Received a label value of ", label, " which is outside the valid range of [0, ",
-          classes, ")"));
-    }
   }
   return DispatchFloating(logits_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);

@@ -231,7 +231,15 @@ __global__ void SparseSoftmaxCrossEntropyKernel(int64_t first_row, int64_t rows,
   __shared__ W scratch[kRowThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t b = first_row + r;
-    const int64_t label = labels.labels[r];  // in [0, classes): checked on the host
+    const int64_t label = labels.labels[r];
+    if (label < 0 || label >= classes) {  // TensorFlow's CUDA kernel: a NaN loss and row
+      const W nan = W(0) / W(0);
+      for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) {
+        Store<T>(backprop + b * classes, c, Narrowed<T>(nan));
+      }
+      if (threadIdx.x == 0) Store<T>(loss, b, Narrowed<T>(nan));
+      continue;
+    }
     const Storage<T>* row = logits + b * classes;
     const RowStatistics<T, W> stats = RowMaxAndSum<T, W>(row, 1, classes, scratch);
     for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) {
@@ -264,13 +272,6 @@ absl::Status SparseSoftmaxCrossEntropy(const CudaKernelContext& context) {
   if (static_cast<int64_t>(labels.size()) != batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
-  }
-  for (int64_t label : labels) {
-    if (label < 0 || label >= classes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Received a label value of ", label, " which is outside the valid range of [0, ",
-          classes, ")"));
-    }
   }
   return DispatchFloating(logits_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
