@@ -37,6 +37,21 @@ absl::Status DispatchNumeric(DType dtype, Fn&& fn) {
   }
 }
 
+// Calls fn(E{}) with an unsigned integer type E of `element_size` bytes (1, 2, 4 or 8), for
+// kernels that only move elements; InvalidArgument for any other size.
+template <typename Fn>
+absl::Status DispatchElementSize(uint32_t element_size, Fn&& fn) {
+  switch (element_size) {
+    case 1: return fn(uint8_t{});
+    case 2: return fn(uint16_t{});
+    case 4: return fn(uint32_t{});
+    case 8: return fn(uint64_t{});
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
+  }
+}
+
 // Invokes fn(T{}) for every dtype, bool included.
 template <typename Fn>
 absl::Status DispatchAll(DType dtype, Fn&& fn) {

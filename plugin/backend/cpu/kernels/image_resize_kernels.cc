@@ -439,15 +439,7 @@ absl::Status ResizeNearestNeighbor(const KernelContext& context) {
                });
     return absl::OkStatus();
   };
-  switch (element_size) {
-    case 1: return run(uint8_t{});
-    case 2: return run(uint16_t{});
-    case 4: return run(uint32_t{});
-    case 8: return run(uint64_t{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
-  }
+  return DispatchElementSize(element_size, run);
 }
 
 // image_resize::kResizeNearestNeighborGrad. Both flags may be set here (TensorFlow does not

@@ -127,15 +127,7 @@ absl::Status MirrorPad(const KernelContext& context) {
     MirrorPadRows<E>(*context.device, layout, x, y);
     return absl::OkStatus();
   };
-  switch (element_size) {
-    case 1: return run(uint8_t{});
-    case 2: return run(uint16_t{});
-    case 4: return run(uint32_t{});
-    case 8: return run(uint64_t{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
-  }
+  return DispatchElementSize(element_size, run);
 }
 
 // Folds dimension `d` of `in` (viewed as [outer, padded, inner]) into `out` ([outer, n,
