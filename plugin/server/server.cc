@@ -1036,22 +1036,23 @@ void Server::Reap(bool all) {
 
 void Server::EnforceDeadlines() {
   const int64_t now = NowNs();
-  int closed = 0;
+  std::vector<ServerConnection*> overdue;
   std::string reason, example;
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& connection : connections_) {
     std::string why = connection->Overdue(now);
     if (why.empty()) continue;
-    connection->Close();
-    if (closed++ == 0) {
+    if (overdue.empty()) {
       reason = why;
       example = absl::StrCat(connection->id(), " (", connection->peer(), ")");
     }
+    overdue.push_back(connection.get());
   }
-  if (closed > 0) {
-    Log(LogLevel::kWarning, absl::StrCat("vgpu server: closed ", closed, " connection(s): ",
-                                         reason, "; e.g. client ", example));
-  }
+  if (overdue.empty()) return;
+  // Logged before closing: whoever sees the connection end finds the reason already written.
+  Log(LogLevel::kWarning, absl::StrCat("vgpu server: closed ", overdue.size(),
+                                       " connection(s): ", reason, "; e.g. client ", example));
+  for (ServerConnection* connection : overdue) connection->Close();
 }
 
 absl::Status Server::ReserveReceiving(const std::string& peer, uint64_t bytes,

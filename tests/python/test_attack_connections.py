@@ -306,7 +306,8 @@ def test_a_frame_trickling_in_is_closed_by_the_minimum_rate(tmp_path):
         dripper.send_raw(HEADER.pack(MAGIC, VERSION, COMMAND, 1, 2 * MIB, 0) + b"\0" * 1024)
         closed_after = _drip(dripper.sock, stop_after_s=20)
         assert closed_after is not None and closed_after < 10, closed_after
-        assert "slower than --min_receive_rate" in server.output()
+        wait_for(lambda: "slower than --min_receive_rate" in server.output(), 5,
+                 "the reason in the server's log")
         bystander_round_trip(server.address)
         assert server.alive()
 
