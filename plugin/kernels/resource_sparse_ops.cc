@@ -10,15 +10,20 @@
 // variable, a floating-point scatter ignores it. Integer scatters are different on TensorFlow's
 // GPU build too: it runs them on the host, where a bad index is an InvalidArgument error; here
 // their indices are read back (a round trip) and checked the same way before the launch.
+// Variables of the integer dtypes the executors have no arithmetic for are scattered in host
+// memory (ScattersOnHost).
 #include "plugin/kernels/resource_sparse_ops.h"
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "plugin/client/device_client.h"
 #include "plugin/kernels/dtype_map.h"
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/op_catalog.h"
@@ -148,6 +153,10 @@ class ResourceGatherOp : public StatusOpKernel {
     sparse::GatherParams p;
     p.index_dtype = index_dtype;
     p.element_size = static_cast<uint32_t>(tf::DataTypeSize(params.dtype()));
+    if (p.element_size == 16) {  // complex128: rows of twice as many 8-byte halves
+      p.element_size = 8;
+      p.inner = 2;
+    }
     p.gather_size = params_dims[batch_dims];
     tf::TensorShape output_shape;
     for (int64_t i = 0; i < batch_dims; ++i) {
@@ -219,6 +228,96 @@ class ResourceGatherNdOp : public StatusOpKernel {
 
 constexpr const char* kDTypeMismatch = "DType of scatter resource and updates does not match.";
 
+// Variables of the integer dtypes the executors have no arithmetic for (int8, uint8, int16,
+// uint16, uint32, uint64; TensorFlow's GPU build registers their scatters): the scatter is a
+// round trip through host memory, as AssignAddVariableOp's for them (variable_ops.cc). Such
+// variables are counters and masks, small and rarely updated, so the copies cost little.
+bool ScattersOnHost(tf::DataType dtype) {
+  switch (dtype) {
+    case tf::DT_INT8: case tf::DT_UINT8: case tf::DT_INT16: case tf::DT_UINT16:
+    case tf::DT_UINT32: case tf::DT_UINT64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// `p op u` with TensorFlow's integer semantics: sums, differences and products wrap (computed
+// unsigned, at least 32 bits wide, so no promotion overflows); quotients truncate.
+template <typename T>
+T CombineOnHost(sparse::ScatterOp op, T p, T u) {
+  using Wide = std::conditional_t<(sizeof(T) < sizeof(uint32_t)), uint32_t, std::make_unsigned_t<T>>;
+  switch (op) {
+    case sparse::ScatterOp::kAssign: return u;
+    case sparse::ScatterOp::kAdd: return static_cast<T>(static_cast<Wide>(p) + static_cast<Wide>(u));
+    case sparse::ScatterOp::kSub: return static_cast<T>(static_cast<Wide>(p) - static_cast<Wide>(u));
+    case sparse::ScatterOp::kMul: return static_cast<T>(static_cast<Wide>(p) * static_cast<Wide>(u));
+    case sparse::ScatterOp::kDiv: return static_cast<T>(p / u);  // u != 0: checked before
+    case sparse::ScatterOp::kMin: return std::min(p, u);
+    case sparse::ScatterOp::kMax: return std::max(p, u);
+  }
+  return p;
+}
+
+// Reads `params` and `updates` into host memory; for each update i in order whose slice start
+// `starts[i]` (an element offset into params) is not negative, combines params[starts[i] + j]
+// with updates[i * slice_size + j] (updates[0] when `scalar_update`) for j < slice_size; writes
+// params back. Blocks until the write has run. A zero divisor of kDiv is InvalidArgument and
+// leaves the variable as it was.
+template <typename T>
+absl::Status ScatterSlicesAs(ClientStream& stream, sparse::ScatterOp op, const tf::Tensor& params,
+                             const tf::Tensor& updates, bool scalar_update,
+                             absl::Span<const int64_t> starts, int64_t slice_size) {
+  std::vector<T> values(static_cast<size_t>(params.NumElements()));
+  std::vector<T> update(static_cast<size_t>(updates.NumElements()));
+  DeviceClient& device = stream.device();
+  VGPU_RETURN_IF_ERROR(device.CopyDeviceToHost(stream, values.data(), BufferOf(params).address,
+                                               values.size() * sizeof(T)));
+  VGPU_RETURN_IF_ERROR(device.CopyDeviceToHost(stream, update.data(), BufferOf(updates).address,
+                                               update.size() * sizeof(T)));
+  VGPU_RETURN_IF_ERROR(device.SynchronizeStream(stream));
+  if (op == sparse::ScatterOp::kDiv &&
+      std::find(update.begin(), update.end(), T{0}) != update.end()) {
+    return absl::InvalidArgumentError("updates must not contain 0");
+  }
+  for (size_t i = 0; i < starts.size(); ++i) {
+    if (starts[i] < 0) continue;
+    T* row = values.data() + starts[i];
+    for (int64_t j = 0; j < slice_size; ++j) {
+      row[j] = CombineOnHost(op, row[j], update[scalar_update ? 0 : i * slice_size + j]);
+    }
+  }
+  VGPU_RETURN_IF_ERROR(device.CopyHostToDevice(stream, BufferOf(params).address, values.data(),
+                                               values.size() * sizeof(T)));
+  return device.SynchronizeStream(stream);
+}
+
+absl::Status ScatterSlicesOnHost(ClientStream& stream, sparse::ScatterOp op,
+                                 const tf::Tensor& params, const tf::Tensor& updates,
+                                 bool scalar_update, absl::Span<const int64_t> starts,
+                                 int64_t slice_size) {
+  switch (params.dtype()) {
+    case tf::DT_INT8:
+      return ScatterSlicesAs<int8_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_UINT8:
+      return ScatterSlicesAs<uint8_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_INT16:
+      return ScatterSlicesAs<int16_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_UINT16:
+      return ScatterSlicesAs<uint16_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
+    case tf::DT_UINT32:
+      return ScatterSlicesAs<uint32_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
+    case tf::DT_UINT64:
+      return ScatterSlicesAs<uint64_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
+    default:
+      return absl::InternalError(absl::StrCat("no host scatter for dtype ",
+                                              tf::DataTypeString(params.dtype())));
+  }
+}
+
 // ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates).
 template <sparse::ScatterOp kOp>
 class ResourceScatterOp : public StatusOpKernel {
@@ -280,9 +379,17 @@ class ResourceScatterOp : public StatusOpKernel {
         return shape_error();
       }
     }
+    const int64_t inner = params.NumElements() / std::max<int64_t>(params_dims[0], 1);
+    if (ScattersOnHost(params.dtype())) {
+      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                            CheckedIndices(*stream, indices, params_dims[0]));
+      for (int64_t& start : starts) start *= inner;
+      return ScatterSlicesOnHost(*stream, kOp, params, updates, scalar, starts, inner);
+    }
     VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
     if (tf::DataTypeIsInteger(params.dtype())) {
-      VGPU_RETURN_IF_ERROR(CheckOnHost(*stream, indices, updates, params_dims[0]));
+      VGPU_RETURN_IF_ERROR(CheckedIndices(*stream, indices, params_dims[0]).status());
+      VGPU_RETURN_IF_ERROR(CheckDivisors(*stream, updates));
     }
     sparse::ScatterParams p;
     p.dtype = dtype;
@@ -290,7 +397,7 @@ class ResourceScatterOp : public StatusOpKernel {
     p.op = kOp;
     p.scalar_update = scalar ? 1 : 0;
     p.rows = params_dims[0];
-    p.inner = params.NumElements() / std::max<int64_t>(p.rows, 1);
+    p.inner = inner;
     p.num_indices = n;
     return KernelLaunch(*stream)
         .Buffer(BufferOf(params))
@@ -302,9 +409,10 @@ class ResourceScatterOp : public StatusOpKernel {
 
  private:
   // Integer scatters: TensorFlow's GPU build runs them on the host, where indices are checked;
-  // a division by zero is refused instead of trapping.
-  static absl::Status CheckOnHost(ClientStream& stream, const tf::Tensor& indices,
-                                  const tf::Tensor& updates, int64_t rows) {
+  // returns the indices, each in [0, rows).
+  static absl::StatusOr<std::vector<int64_t>> CheckedIndices(ClientStream& stream,
+                                                             const tf::Tensor& indices,
+                                                             int64_t rows) {
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values,
                           variables::ReadIntegersToHost(stream, indices));
     const Dims indices_dims = DimsOf(indices.shape());
@@ -315,13 +423,19 @@ class ResourceScatterOp : public StatusOpKernel {
             " = ", values[i], " is not in [0, ", rows, ")"));
       }
     }
-    if (kOp == sparse::ScatterOp::kDiv &&
-        (updates.dtype() == tf::DT_INT32 || updates.dtype() == tf::DT_INT64)) {
-      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> divisors,
-                            variables::ReadIntegersToHost(stream, updates));
-      for (int64_t d : divisors) {
-        if (d == 0) return absl::InvalidArgumentError("updates must not contain 0");
-      }
+    return values;
+  }
+
+  // An integer division by zero is refused instead of trapping.
+  static absl::Status CheckDivisors(ClientStream& stream, const tf::Tensor& updates) {
+    if (kOp != sparse::ScatterOp::kDiv ||
+        (updates.dtype() != tf::DT_INT32 && updates.dtype() != tf::DT_INT64)) {
+      return absl::OkStatus();
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> divisors,
+                          variables::ReadIntegersToHost(stream, updates));
+    for (int64_t d : divisors) {
+      if (d == 0) return absl::InvalidArgumentError("updates must not contain 0");
     }
     return absl::OkStatus();
   }
@@ -345,8 +459,9 @@ class ResourceScatterNdOp : public StatusOpKernel {
     // complex64 / complex128 (Update, Add, Sub only): pairs of float32 / float64 along an extra
     // last dimension, which the index tuples never reach; a complex sum is the sum of its parts.
     const bool complex = params.dtype() == tf::DT_COMPLEX64 || params.dtype() == tf::DT_COMPLEX128;
+    const bool on_host = ScattersOnHost(params.dtype());
     DType dtype = params.dtype() == tf::DT_COMPLEX128 ? DType::kFloat64 : DType::kFloat32;
-    if (!complex) {
+    if (!complex && !on_host) {  // (the host path does not launch: any dtype plans it)
       VGPU_ASSIGN_OR_RETURN(dtype, DTypeOfTensor(params));
     }
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
@@ -356,6 +471,13 @@ class ResourceScatterNdOp : public StatusOpKernel {
         sparse_shapes::PlanScatterNd(params_dims, DimsOf(indices.shape()), updates_dims, dtype,
                                      index_dtype));
     if (!plan.launch) return absl::OkStatus();
+    if (on_host) {
+      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                            SliceStarts(*stream, indices, plan.prefix_dims,
+                                        plan.params.slice_size));
+      return ScatterSlicesOnHost(*stream, kOp, params, updates, /*scalar_update=*/false, starts,
+                                 plan.params.slice_size);
+    }
     if (complex) {  // validated with the tensors' own shapes above
       params_dims.push_back(2);
       updates_dims.push_back(2);
@@ -371,6 +493,28 @@ class ResourceScatterNdOp : public StatusOpKernel {
         .Param(plan.params)
         .ParamArray<int64_t>(plan.prefix_dims)
         .Run(sparse::kScatterNd);
+  }
+
+ private:
+  // The element offset of each index tuple's slice in the variable, -1 for a tuple outside it
+  // (ignored, as by the executors' kernel).
+  static absl::StatusOr<std::vector<int64_t>> SliceStarts(ClientStream& stream,
+                                                          const tf::Tensor& indices,
+                                                          absl::Span<const int64_t> prefix_dims,
+                                                          int64_t slice_size) {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> tuples,
+                          variables::ReadIntegersToHost(stream, indices));
+    const size_t depth = prefix_dims.size();
+    std::vector<int64_t> starts(tuples.size() / depth);
+    for (size_t n = 0; n < starts.size(); ++n) {
+      int64_t offset = 0;
+      for (size_t d = 0; d < depth && offset >= 0; ++d) {
+        const int64_t index = tuples[n * depth + d];
+        offset = index < 0 || index >= prefix_dims[d] ? -1 : offset * prefix_dims[d] + index;
+      }
+      starts[n] = offset < 0 ? -1 : offset * slice_size;
+    }
+    return starts;
   }
 };
 
@@ -399,12 +543,20 @@ void RegisterResourceSparseOps(const char* device_type) {
   const std::initializer_list<tf::DataType> kIndexTypes = {tf::DT_INT32, tf::DT_INT64};
   const std::initializer_list<tf::DataType> kNumberTypes = {
       tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE, tf::DT_INT64};
+  // Integer variables scattered through host memory (ScattersOnHost); gathers only copy bytes.
+  const std::initializer_list<tf::DataType> kHostIntegerTypes = {
+      tf::DT_INT8, tf::DT_UINT8, tf::DT_INT16, tf::DT_UINT16, tf::DT_UINT32, tf::DT_UINT64};
   RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype",
                                     {tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE,
-                                     tf::DT_INT64, tf::DT_BOOL},
+                                     tf::DT_INT64, tf::DT_BOOL, tf::DT_COMPLEX64,
+                                     tf::DT_COMPLEX128},
                                     kIndexTypes, "resource");
   RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype", kNumberTypes,
                                       kIndexTypes, "resource");
+  RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype", kHostIntegerTypes,
+                                    kIndexTypes, "resource");
+  RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype",
+                                      kHostIntegerTypes, kIndexTypes, "resource");
   using Op = sparse::ScatterOp;
   RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
                                                   kNumberTypes, kIndexTypes, "resource");
@@ -428,6 +580,30 @@ void RegisterResourceSparseOps(const char* device_type) {
                                                  kNumberTypes, kIndexTypes, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
                                                  kNumberTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
+                                                  kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kAdd>>("ResourceScatterAdd", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kSub>>("ResourceScatterSub", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMul>>("ResourceScatterMul", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kDiv>>("ResourceScatterDiv", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMin>>("ResourceScatterMin", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterOp<Op::kMax>>("ResourceScatterMax", device_type, "dtype",
+                                               kHostIntegerTypes, kIndexTypes, "resource");
+  RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
+                                                    kHostIntegerTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
+                                                 kHostIntegerTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
+                                                 kHostIntegerTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
+                                                 kHostIntegerTypes, kIndexTypes, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
+                                                 kHostIntegerTypes, kIndexTypes, "ref");
   for (tf::DataType complex : {tf::DT_COMPLEX64, tf::DT_COMPLEX128}) {
     RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type,
                                                       "T", {complex}, kIndexTypes, "ref");
@@ -449,9 +625,10 @@ void RegisterResourceSparseOps(const char* device_type) {
              "kernel).");
   constexpr const char* kScatterNote =
       "In place; duplicate indices combine in index order (deterministic). Floating point: an "
-      "index outside the variable is ignored (TensorFlow's GPU kernel); int64: indices are read "
-      "back and a bad one is InvalidArgument, as TensorFlow's GPU build runs integer scatters "
-      "on the host.";
+      "index outside the variable is ignored (TensorFlow's GPU kernel); integers: indices are "
+      "read back and a bad one is InvalidArgument, as TensorFlow's GPU build runs integer "
+      "scatters on the host. int8, uint8, int16, uint16, uint32 and uint64 variables are "
+      "updated through host memory (a round trip).";
   for (const char* op : {"ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub",
                          "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin",
                          "ResourceScatterMax"}) {
@@ -460,7 +637,8 @@ void RegisterResourceSparseOps(const char* device_type) {
   constexpr const char* kScatterNdNote =
       "In place; duplicate indices combine in index order (deterministic); an index tuple "
       "outside the variable is ignored, no error (TensorFlow's GPU kernel). Update, Add and Sub "
-      "also take complex64/complex128 (as pairs of float32/float64).";
+      "also take complex64/complex128 (as pairs of float32/float64); int8, uint8, int16, "
+      "uint16, uint32 and uint64 variables are updated through host memory (a round trip).";
   for (const char* op : {"ResourceScatterNdUpdate", "ResourceScatterNdAdd",
                          "ResourceScatterNdSub", "ResourceScatterNdMin", "ResourceScatterNdMax"}) {
     DocumentOp(op, "", kScatterNdNote);

@@ -614,3 +614,131 @@ def test_resource_scatter_nd_ignores_out_of_range_tuples_and_checks_shapes():
             raw.ResourceScatterNdUpdate(ref=var.handle, indices=[[0, 1], [1, 0]],
                                         updates=[1.0, 2.0, 3.0])
     np.testing.assert_array_equal(var.numpy(), [[0, 0], [0, 3]])
+
+
+# Integer variables of the dtypes the executors have no arithmetic for: TensorFlow's GPU build
+# registers their gathers and scatters (no kernel would fail a variable placed on GPU:0 with
+# "Could not satisfy explicit device specification"); here the scatters run through host memory.
+HOST_INTEGERS = [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64]
+
+
+def _wrapping_integers(shape, dtype, seed):
+    """Values over the whole range of `dtype`, so that sums and products wrap."""
+    info = np.iinfo(dtype)
+    rng = np.random.default_rng(seed)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+@pytest.mark.parametrize("name", RESOURCE_SCATTERS)
+@pytest.mark.parametrize("dtype", HOST_INTEGERS)
+def test_resource_scatter_of_small_integer_variables_matches_cpu(name, dtype):
+    value = _wrapping_integers((5, 3), dtype, seed=40)
+    indices = np.array([4, 1, 4, 0], np.int64)
+    updates = _wrapping_integers((4, 3), dtype, seed=41)
+    if name == "Div":
+        updates[updates == 0] = 3
+    expected = _scatter_on("/CPU:0", name, value, indices, updates)
+    actual = _scatter_on("/GPU:0", name, value, indices, updates)
+    assert actual.device.endswith("GPU:0")
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint64])
+def test_resource_scatter_of_a_scalar_update_to_a_small_integer_variable_matches_cpu(dtype):
+    value = _wrapping_integers((4, 2), dtype, seed=42)
+    scalar = np.array(7, dtype)
+    expected = _scatter_on("/CPU:0", "Mul", value, np.array([3, 3, 0], np.int32), scalar)
+    actual = _scatter_on("/GPU:0", "Mul", value, np.array([3, 3, 0], np.int32), scalar)
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16])
+def test_resource_scatter_of_a_small_integer_variable_refuses_bad_indices_and_zero_divisors(dtype):
+    var = _variable_on("/GPU:0", np.full((3, 2), 6, dtype))
+    with tf.device("/GPU:0"):
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"indices\[1\] = 3 is not in"):
+            raw.ResourceScatterAdd(resource=var.handle, indices=[2, 3],
+                                   updates=np.ones((2, 2), dtype))
+        with pytest.raises(tf.errors.InvalidArgumentError, match="must not contain 0"):
+            raw.ResourceScatterDiv(resource=var.handle, indices=[2, 1],
+                                   updates=np.array([[1, 1], [0, 1]], dtype))
+        with pytest.raises(tf.errors.InvalidArgumentError, match="Must have updates.shape"):
+            raw.ResourceScatterAdd(resource=var.handle, indices=[0, 1],
+                                   updates=np.ones((2, 3), dtype))
+    np.testing.assert_array_equal(var.numpy(), np.full((3, 2), 6))
+
+
+@pytest.mark.parametrize("name", ["Update", "Add", "Sub", "Min", "Max"])
+@pytest.mark.parametrize("dtype", HOST_INTEGERS)
+def test_resource_scatter_nd_of_small_integer_variables_matches_cpu(name, dtype):
+    value = _wrapping_integers((4, 3, 2), dtype, seed=43)
+    indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
+    updates = _wrapping_integers((3, 2), dtype, seed=44)
+    results = []
+    for device in ("/CPU:0", "/GPU:0"):
+        var = _variable_on(device, value)
+        with tf.device(device):
+            getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
+                                                     updates=updates)
+            results.append(var.read_value())
+    assert results[1].device.endswith("GPU:0")
+    np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
+
+
+def test_resource_scatter_nd_of_a_small_integer_variable_ignores_out_of_range_tuples():
+    var = _variable_on("/GPU:0", np.zeros((2, 2), np.uint16))
+    with tf.device("/GPU:0"):
+        raw.ResourceScatterNdAdd(ref=var.handle, indices=[[1, 1], [1, 2], [-1, 0]],
+                                 updates=np.array([3, 4, 5], np.uint16))
+        with pytest.raises(tf.errors.InvalidArgumentError, match=r"Dimensions \[0,1\)"):
+            raw.ResourceScatterNdUpdate(ref=var.handle, indices=[[0, 1], [1, 0]],
+                                        updates=np.array([1, 2, 3], np.uint16))
+    np.testing.assert_array_equal(var.numpy(), [[0, 0], [0, 3]])
+
+
+@pytest.mark.parametrize("dtype", HOST_INTEGERS + [np.complex64, np.complex128])
+def test_resource_gathers_of_variables_of_every_device_dtype_match_cpu(dtype):
+    value = (_wrapping_integers((6, 4), dtype, seed=45) if np.issubdtype(dtype, np.integer) else
+             (random_array((6, 4), np.float64, seed=45) +
+              1j * random_array((6, 4), np.float64, seed=46)).astype(dtype))
+    indices = np.array([[5, 0], [2, 2]], np.int64)
+    gathers = [lambda var: raw.ResourceGather(resource=var.handle, indices=indices,
+                                              dtype=var.dtype)]
+    if np.issubdtype(dtype, np.integer):  # TensorFlow's GPU build has no complex GatherNd
+        gathers.append(lambda var: raw.ResourceGatherNd(resource=var.handle, indices=indices,
+                                                        dtype=var.dtype))
+    for gather in gathers:
+        results = []
+        vgpu.reset_stats()
+        for device in ("/CPU:0", "/GPU:0"):
+            var = _variable_on(device, value)
+            with tf.device(device):
+                results.append(gather(var))
+        assert results[1].device.endswith("GPU:0") and vgpu.stats()["launches"] >= 1
+        np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
+
+
+@pytest.mark.parametrize("dtype", [tf.int8, tf.uint8, tf.int16, tf.uint16, tf.uint32, tf.int64,
+                                   tf.uint64])
+def test_every_integer_variable_on_the_gpu_takes_every_update(dtype):
+    """What a user does with an integer variable placed on GPU:0 (TensorFlow's own
+    resource_variable_ops_test checks this sequence on a GPU)."""
+    with tf.device("/GPU:0"):
+        v = tf.Variable(1, dtype=dtype)
+        assert v.device.endswith("GPU:0")
+        v.assign_add(1)
+        v.assign_sub(1)
+        assert v.numpy() == 1
+        v = tf.Variable([1, 2], dtype=dtype)
+        v.scatter_add(tf.IndexedSlices(tf.constant([2], dtype), tf.constant([1])))
+        np.testing.assert_array_equal(v.numpy(), [1, 4])
+        v.scatter_update(tf.IndexedSlices(tf.constant([5], dtype), tf.constant([1])))
+        v.scatter_max(tf.IndexedSlices(tf.constant([2, 2], dtype), tf.constant([0, 1])))
+        np.testing.assert_array_equal(v.numpy(), [2, 5])
+        v.scatter_nd_add(indices=[[1]], updates=tf.constant([2], dtype))
+        np.testing.assert_array_equal(v.numpy(), [2, 7])
+        v.scatter_nd_update(indices=[[1]], updates=tf.constant([2], dtype))
+        v.scatter_nd_max(indices=[[1]], updates=tf.constant([3], dtype))
+        np.testing.assert_array_equal(v.numpy(), [2, 3])
+        assert v.gather_nd([1]).numpy() == 3
+        assert v.sparse_read([0]).numpy()[0] == 2
