@@ -23,6 +23,7 @@
 #include "absl/types/span.h"
 #include "plugin/backend/device_arena.h"
 #include "plugin/backend/executor_session.h"
+#include "plugin/backend/launch/launch_view.h"
 #include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/command.h"
 
@@ -124,17 +125,16 @@ struct MemsetRequest {
   uint8_t pattern_bytes = 1;       // 1 or 4 (size is then a multiple of 4)
 };
 
-// One kernel launch: the kernel id (protocol/kernel_ids.h), its buffers resolved to the
-// executor's address space (null for empty ones), its raw parameters and its descriptor section
-// (protocol/command.h; forward-mode references already replaced by the settings they name).
-// Parameters and settings are the tenant's bytes: the executor's kernels validate them.
+// One kernel launch: the kernel id (protocol/kernel_ids.h) and the launch as every executor
+// sees it (launch/launch_view.h): its buffers resolved to the executor's address space (null
+// for empty ones), its raw parameters and the settings of its descriptors (the session layer
+// has parsed the descriptor section, forward-mode references already replaced by the settings
+// they name). Parameters and settings are the tenant's bytes: the launch readers of
+// backend/launch/ validate them before a kernel computes.
 struct LaunchRequest {
   uint32_t device = 0;
   uint32_t kernel_id = 0;
-  absl::Span<uint8_t* const> buffers;
-  absl::Span<const uint64_t> buffer_sizes;
-  absl::Span<const uint8_t> params;
-  absl::Span<const uint8_t> descriptors;
+  LaunchView launch;
 };
 
 class BackingExecutor {

@@ -9,7 +9,9 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/launch/launch_view.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/launch_params.h"
 
@@ -721,13 +723,19 @@ absl::Status ClientSession::Launch(ExecutorStream* stream, const Command& comman
     pointers.push_back(pins[i].host());
     sizes.push_back(command.buffers[i].size);
   }
+  absl::InlinedVector<DescriptorView, 6> descriptors;
+  if (absl::Status parsed = ParseLaunchDescriptors(command.descriptors, &descriptors);
+      !parsed.ok()) {
+    errors_.fetch_add(1, std::memory_order_relaxed);
+    return absl::Status(parsed.code(), absl::StrCat(kernel_name, ": ", parsed.message()));
+  }
   LaunchRequest request;
   request.device = command.device;
   request.kernel_id = static_cast<uint32_t>(command.object);
-  request.buffers = pointers;
-  request.buffer_sizes = sizes;
-  request.params = command.params;
-  request.descriptors = command.descriptors;
+  request.launch.buffers = pointers;
+  request.launch.buffer_sizes = sizes;
+  request.launch.params = command.params;
+  request.launch.descriptors = descriptors;
   const auto started = std::chrono::steady_clock::now();
   absl::Status status = executor_->Launch(stream, session_id_, request, pins);
   launches_.fetch_add(1, std::memory_order_relaxed);

@@ -89,7 +89,7 @@ absl::Status ExecutorLaunch::Run(KernelId id) {
     pointers.push_back(buffer->data());
     sizes.push_back(buffer->size());
   }
-  KernelContext context{pointers, sizes, params_, &TestDevice(), views};
+  KernelContext context(LaunchView{pointers, sizes, params_, views}, &TestDevice());
   absl::Status status = RunKernel(*kernel, context);  // the dispatch sessions use
   for (size_t i = 0; i < buffers_.size(); ++i) {
     EXPECT_TRUE(buffers_[i]->CanaryIntact())

@@ -63,7 +63,7 @@ TEST(CheckedArithmetic, BufferRefusesAnElementCountWhoseByteCountWraps) {
   std::vector<uint8_t> bytes(16);
   uint8_t* pointers[] = {bytes.data()};
   uint64_t sizes[] = {16};
-  KernelContext context{pointers, sizes, {}, &executor_test::TestDevice()};
+  KernelContext context(LaunchView{pointers, sizes, {}}, &executor_test::TestDevice());
   EXPECT_TRUE(context.Buffer<float>(0, 4).ok());
   // 2^62 floats are 2^64 bytes, which wraps to 0 in 64 bits.
   EXPECT_EQ(context.Buffer<float>(0, uint64_t{1} << 62).status().code(),
@@ -75,7 +75,7 @@ TEST(CheckedArithmetic, TypedBuffersAtMisalignedAddressesAreRefused) {
   alignas(16) uint8_t bytes[64] = {};
   uint8_t* pointers[] = {bytes + 1, bytes + 2};
   uint64_t sizes[] = {32, 32};
-  KernelContext context{pointers, sizes, {}, &executor_test::TestDevice()};
+  KernelContext context(LaunchView{pointers, sizes, {}}, &executor_test::TestDevice());
   EXPECT_TRUE(context.Buffer<uint8_t>(0, 32).ok());
   absl::Status misaligned = context.Buffer<float>(0, 4).status();
   EXPECT_EQ(misaligned.code(), absl::StatusCode::kInvalidArgument);
@@ -98,7 +98,7 @@ TEST(CheckedArithmetic, OptimizerUpdatesRefuseAMisalignedVariable) {
   for (int offset : {0, 1}) {
     uint8_t* pointers[] = {var + offset, alpha, delta};
     uint64_t sizes[] = {32, 2, 32};
-    KernelContext context{pointers, sizes, block, &executor_test::TestDevice()};
+    KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
     absl::Status status = RunKernel(*kernel, context);
     if (offset == 0) {
       EXPECT_TRUE(status.ok()) << status;
@@ -137,7 +137,7 @@ TEST(CheckedArithmetic, TransposeOfMisalignedElementsMovesTheRightBytes) {
   ASSERT_NE(kernel, nullptr);
   uint8_t* pointers[] = {x, y};
   uint64_t sizes[] = {24, 24};
-  KernelContext context{pointers, sizes, block, &executor_test::TestDevice()};
+  KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
   ASSERT_TRUE(RunKernel(*kernel, context).ok());
   uint32_t transposed[6];
   std::memcpy(transposed, y, sizeof(transposed));
@@ -177,7 +177,7 @@ TEST(CheckedArithmetic, PadOfMisalignedElementsFillsAndCopiesTheRightBytes) {
   ASSERT_NE(kernel, nullptr);
   uint8_t* pointers[] = {x, y};
   uint64_t sizes[] = {8, 20};
-  KernelContext context{pointers, sizes, block, &executor_test::TestDevice()};
+  KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
   absl::Status status = RunKernel(*kernel, context);
   ASSERT_TRUE(status.ok()) << status;
   uint32_t padded[5];
@@ -190,7 +190,7 @@ absl::Status ThrowsBadAlloc(const KernelContext&) { throw std::bad_alloc(); }
 absl::Status ThrowsLogicError(const KernelContext&) { throw std::logic_error("boom"); }
 
 TEST(KernelDispatch, TurnsAnEscapingExceptionIntoTheLaunchsError) {
-  KernelContext context{{}, {}, {}, &executor_test::TestDevice()};
+  KernelContext context(LaunchView{{}, {}, {}}, &executor_test::TestDevice());
   absl::Status oom = RunKernel(KernelInfo{"thrower", ThrowsBadAlloc}, context);
   EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(oom.message().find("thrower"), std::string::npos);

@@ -5,6 +5,7 @@
 // mode descriptors are the executor's objects; an arena carves a storage the executor provides.
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -91,12 +92,16 @@ class ScriptedExecutor final : public BackingExecutor {
   absl::Status Launch(ExecutorStream*, uint64_t, const LaunchRequest& request,
                       PinnedRanges& pins) override {
     Log("launch");
-    launched_descriptor_bytes_ = request.descriptors.size();
+    launched_descriptors_.clear();  // the session layer parsed the section: kind and settings
+    for (const DescriptorView& view : request.launch.descriptors) {
+      launched_descriptors_.push_back(
+          {view.kind, std::vector<uint8_t>(view.settings.begin(), view.settings.end())});
+    }
     kept_pins_ = std::move(pins);  // as an asynchronous executor keeps them until it is done
     float value;
-    std::memcpy(&value, request.buffers[0], sizeof(value));
+    std::memcpy(&value, request.launch.buffers[0], sizeof(value));
     value *= 2;
-    std::memcpy(request.buffers[0], &value, sizeof(value));
+    std::memcpy(request.launch.buffers[0], &value, sizeof(value));
     return absl::OkStatus();
   }
   absl::Status SynchronizeStream(ExecutorStream* stream) override {
@@ -112,7 +117,7 @@ class ScriptedExecutor final : public BackingExecutor {
   }
   VectorStorage* storage_ = nullptr;
   ScriptedStream* last_stream_ = nullptr;
-  size_t launched_descriptor_bytes_ = 0;
+  std::vector<std::pair<DescriptorKind, std::vector<uint8_t>>> launched_descriptors_;
 
  private:
   void Log(const std::string& what) {
@@ -250,7 +255,7 @@ TEST_F(SessionLayerTest, ForwardModeDescriptorsAreTheExecutorsObjectsAndResolveI
   ASSERT_TRUE(Handle(std::move(set)).ok());
 
   // A launch naming descriptor 40 by reference carries its settings when it reaches the
-  // executor: count 1, kind, size 4, the four bytes.
+  // executor, parsed by the session layer: one activation descriptor with the four bytes.
   const uint64_t address = Allocate(64);
   Command launch = Scale(1, address);
   ParamBlock section;
@@ -264,7 +269,9 @@ TEST_F(SessionLayerTest, ForwardModeDescriptorsAreTheExecutorsObjectsAndResolveI
   launch.descriptors.assign(section.begin(), section.end());
   ASSERT_TRUE(Handle(std::move(launch)).ok());
   ASSERT_TRUE(Synchronize(1).ok());
-  EXPECT_EQ(executor_.launched_descriptor_bytes_, 1u + 1u + 2u + 4u);
+  ASSERT_EQ(executor_.launched_descriptors_.size(), 1u);
+  EXPECT_EQ(executor_.launched_descriptors_[0].first, DescriptorKind::kActivation);
+  EXPECT_EQ(executor_.launched_descriptors_[0].second, (std::vector<uint8_t>{1, 2, 3, 4}));
 
   Command destroy = Make(CommandKind::kDescriptorDestroy);
   destroy.object = 40;

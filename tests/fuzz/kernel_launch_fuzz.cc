@@ -151,7 +151,7 @@ FuzzOutcome RunFuzzedLaunch(const FuzzedLaunch& launch, const Eigen::ThreadPoolD
     pointers.push_back(size == 0 ? nullptr : bytes);  // as a session passes empty buffers
     sizes.push_back(size);
   }
-  KernelContext context{pointers, sizes, launch.params, &device, views};
+  KernelContext context(LaunchView{pointers, sizes, launch.params, views}, &device);
   outcome.status = RunKernel(*kernel, context);
   for (size_t b = 0; b < launch.buffer_sizes.size(); ++b) {
     outcome.canaries_intact &= Slot(b).CanaryIntact();

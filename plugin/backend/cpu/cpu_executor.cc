@@ -130,14 +130,7 @@ absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchR
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
   }
-  absl::InlinedVector<DescriptorView, 6> descriptors;
-  if (absl::Status parsed = ParseLaunchDescriptors(request.descriptors, &descriptors);
-      !parsed.ok()) {
-    return parsed;
-  }
-  KernelContext context{request.buffers, request.buffer_sizes, request.params, &compute_device(),
-                        descriptors};
-  return RunKernel(*kernel, context);
+  return RunKernel(*kernel, KernelContext(request.launch, &compute_device()));
 }
 
 DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {

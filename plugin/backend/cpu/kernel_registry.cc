@@ -2,37 +2,13 @@
 // family's protocol header, implement it under kernels/, and Add it in the family's function.
 #include "plugin/backend/cpu/kernel_registry.h"
 
-#include <algorithm>
 #include <cstdlib>
-#include <exception>
 #include <fstream>
-#include <new>
 #include <string>
 
-#include "plugin/common/log.h"
+#include "absl/strings/str_cat.h"
 
 namespace vgpu {
-
-void KernelTable::Add(KernelId id, const char* name, KernelFn run) {
-  const uint32_t key = static_cast<uint32_t>(id);
-  auto it = std::lower_bound(kernels_.begin(), kernels_.end(), key,
-                             [](const auto& entry, uint32_t k) { return entry.first < k; });
-  kernels_.insert(it, {key, KernelInfo{name, run}});
-}
-
-const KernelInfo* KernelTable::Find(uint32_t kernel_id) const {
-  auto it = std::lower_bound(kernels_.begin(), kernels_.end(), kernel_id,
-                             [](const auto& entry, uint32_t k) { return entry.first < k; });
-  if (it == kernels_.end() || it->first != kernel_id) return nullptr;
-  return &it->second;
-}
-
-std::vector<uint32_t> KernelTable::Ids() const {
-  std::vector<uint32_t> ids;
-  ids.reserve(kernels_.size());
-  for (const auto& entry : kernels_) ids.push_back(entry.first);
-  return ids;
-}
 
 namespace {
 
@@ -91,19 +67,7 @@ void RecordSeed(const KernelInfo& kernel, const KernelContext& context) {
 
 absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context) {
   if (SeedFolder() != nullptr) RecordSeed(kernel, context);
-  try {
-    return kernel.run(context);
-  } catch (const std::bad_alloc&) {
-    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " ran out of host memory"));
-    return absl::ResourceExhaustedError(
-        absl::StrCat(kernel.name, ": the backing executor ran out of host memory"));
-  } catch (const std::exception& e) {
-    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " threw: ", e.what()));
-    return absl::InternalError(absl::StrCat(kernel.name, " failed: ", e.what()));
-  } catch (...) {
-    Log(LogLevel::kWarning, absl::StrCat("kernel ", kernel.name, " threw an unknown exception"));
-    return absl::InternalError(absl::StrCat(kernel.name, " failed with an unknown exception"));
-  }
+  return RunGuarded(kernel.name, [&] { return kernel.run(context); });
 }
 
 const KernelTable& Kernels() {

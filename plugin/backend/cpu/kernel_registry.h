@@ -1,16 +1,15 @@
 // The CPU backing executor's kernel table: what each kernel id of protocol/kernels/*.h runs. A
-// kernel receives a LaunchContext (backend/launch_context.h) over the executor's Eigen thread
-// pool: host pointers the session has already validated and translated, the settings of the
-// descriptors the launch carried, and its parameter block.
+// kernel receives a LaunchContext (backend/launch/launch_context.h) over the executor's Eigen
+// thread pool: host pointers the session has already validated and translated, the settings of
+// the descriptors the launch carried, and its parameter block.
 #ifndef VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 #define VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_
 
 #include <cstdint>
-#include <utility>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "plugin/backend/launch_context.h"
+#include "plugin/backend/launch/kernel_table.h"
+#include "plugin/backend/launch/launch_context.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -21,34 +20,18 @@ namespace vgpu {
 // A kernel of the CPU executor: its launch on the executor's Eigen thread pool.
 using KernelContext = LaunchContext<Eigen::ThreadPoolDevice>;
 
-using KernelFn = absl::Status (*)(const KernelContext& context);
-
-struct KernelInfo {
-  const char* name;
-  KernelFn run;
-};
-
 // The kernels of the CPU backing executor. Each family adds its kernels in its Add*Kernels
 // function (backend/cpu/kernels/*.cc).
-class KernelTable {
- public:
-  void Add(KernelId id, const char* name, KernelFn run);
-  // The kernel registered for `kernel_id`, or nullptr.
-  const KernelInfo* Find(uint32_t kernel_id) const;
-  // Every registered kernel id, ascending (for fuzzers and exhaustive tests).
-  std::vector<uint32_t> Ids() const;
-
- private:
-  std::vector<std::pair<uint32_t, KernelInfo>> kernels_;  // sorted by id
-};
+using KernelTable = KernelRegistry<KernelContext>;
+using KernelFn = KernelTable::Fn;
+using KernelInfo = KernelTable::Entry;
 
 // The process-wide table, built on first use. Thread-safe.
 const KernelTable& Kernels();
 
-// Runs `kernel` on `context`: the kernel dispatch every caller (sessions, tests, fuzzers) uses.
-// A C++ exception escaping the kernel on the calling thread becomes this launch's error
-// (std::bad_alloc -> ResourceExhausted, anything else -> Internal) instead of terminating the
-// process; the error names the kernel. Thread-safe as the kernel is; blocks while it runs.
+// Runs `kernel` on `context`: the kernel dispatch every caller (sessions, tests, fuzzers) uses,
+// through RunGuarded (launch/kernel_table.h: an escaping C++ exception becomes the launch's
+// error). Thread-safe as the kernel is; blocks while it runs.
 absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context);
 
 // One function per kernel family.

@@ -477,21 +477,10 @@ absl::Status CudaExecutor::Launch(ExecutorStream* stream, uint64_t, const Launch
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
   }
   if (stream == nullptr) return absl::InternalError("CUDA executor: a launch needs a stream");
-  absl::InlinedVector<DescriptorView, 6> descriptors;
-  VGPU_RETURN_IF_ERROR(ParseLaunchDescriptors(request.descriptors, &descriptors));
   CudaStream& cuda_stream = AsCudaStream(stream);
   VGPU_RETURN_IF_ERROR(cuda_stream.Begin());
-  CudaKernelContext context{request.buffers, request.buffer_sizes, request.params,
-                            &cuda_stream.launch_device(), descriptors};
-  absl::Status status;
-  try {
-    status = kernel->run(context);
-  } catch (const std::bad_alloc&) {
-    status = absl::ResourceExhaustedError(
-        absl::StrCat(kernel->name, ": the CUDA executor ran out of host memory"));
-  } catch (const std::exception& e) {
-    status = absl::InternalError(absl::StrCat(kernel->name, " failed: ", e.what()));
-  }
+  const CudaKernelContext context(request.launch, &cuda_stream.launch_device());
+  absl::Status status = RunGuarded(kernel->name, [&] { return kernel->run(context); });
   // A launch error the kernel did not collect itself (a bad configuration) fails this launch.
   if (status.ok()) status = LastLaunchStatus(kernel->name);
   // Whatever the kernel enqueued before failing still names the pinned memory.

@@ -10,33 +10,6 @@
 
 namespace vgpu::cuda {
 
-void CudaKernelTable::Add(KernelId id, const char* name, CudaKernelFn run) {
-  const uint32_t key = static_cast<uint32_t>(id);
-  auto at = std::lower_bound(kernels_.begin(), kernels_.end(), key,
-                             [](const auto& entry, uint32_t k) { return entry.first < k; });
-  if (at != kernels_.end() && at->first == key) {
-    // Two families claiming one id is a build mistake: keep the first, say so once.
-    Log(LogLevel::kError, absl::StrCat("CUDA kernel id ", key, " registered twice (", at->second.name,
-                                       ", ", name, "); keeping ", at->second.name));
-    return;
-  }
-  kernels_.insert(at, {key, CudaKernelInfo{name, run}});
-}
-
-const CudaKernelInfo* CudaKernelTable::Find(uint32_t kernel_id) const {
-  auto at = std::lower_bound(kernels_.begin(), kernels_.end(), kernel_id,
-                             [](const auto& entry, uint32_t k) { return entry.first < k; });
-  if (at == kernels_.end() || at->first != kernel_id) return nullptr;
-  return &at->second;
-}
-
-std::vector<uint32_t> CudaKernelTable::Ids() const {
-  std::vector<uint32_t> ids;
-  ids.reserve(kernels_.size());
-  for (const auto& entry : kernels_) ids.push_back(entry.first);
-  return ids;
-}
-
 const CudaKernelTable& CudaKernels() {
   static const CudaKernelTable* table = [] {
     auto* t = new CudaKernelTable();  // intentionally never destroyed

@@ -1,5 +1,5 @@
 // The CUDA backing executor's kernel table: what each kernel id of protocol/kernels/*.h runs on an
-// NVIDIA GPU. A kernel receives a CudaKernelContext (backend/launch_context.h over a
+// NVIDIA GPU. A kernel receives a CudaKernelContext (backend/launch/launch_context.h over a
 // CudaLaunchDevice): device pointers the session has validated and translated, the settings of
 // the descriptors the launch carried, its parameter block, and the stream and library handles to
 // run on. Kernels enqueue work on that stream and return without waiting for the GPU; they
@@ -15,7 +15,8 @@
 #include <cuda_runtime_api.h>
 
 #include "absl/status/status.h"
-#include "plugin/backend/launch_context.h"
+#include "plugin/backend/launch/kernel_table.h"
+#include "plugin/backend/launch/launch_context.h"
 
 namespace vgpu::cuda {
 
@@ -33,26 +34,11 @@ struct CudaLaunchDevice {
 };
 
 using CudaKernelContext = LaunchContext<CudaLaunchDevice>;
-using CudaKernelFn = absl::Status (*)(const CudaKernelContext& context);
-
-struct CudaKernelInfo {
-  const char* name;
-  CudaKernelFn run;
-};
-
 // The kernels of the CUDA executor. Each family adds its kernels in its AddCuda*Kernels
 // function (backend/cuda/kernels/*.cu).
-class CudaKernelTable {
- public:
-  void Add(KernelId id, const char* name, CudaKernelFn run);
-  // The kernel registered for `kernel_id`, or nullptr.
-  const CudaKernelInfo* Find(uint32_t kernel_id) const;
-  // Every registered kernel id, ascending.
-  std::vector<uint32_t> Ids() const;
-
- private:
-  std::vector<std::pair<uint32_t, CudaKernelInfo>> kernels_;  // sorted by id
-};
+using CudaKernelTable = KernelRegistry<CudaKernelContext>;
+using CudaKernelFn = CudaKernelTable::Fn;
+using CudaKernelInfo = CudaKernelTable::Entry;
 
 // The process-wide table, built on first use. Thread-safe.
 const CudaKernelTable& CudaKernels();

@@ -130,7 +130,7 @@ absl::Status ActivationForward(const KernelContext& context) {
     return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
   }
   VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, n));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, n));
@@ -150,7 +150,7 @@ absl::Status ActivationBackward(const KernelContext& context) {
     return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
   }
   VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, n));
     VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, n));

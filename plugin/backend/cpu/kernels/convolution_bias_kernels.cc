@@ -107,7 +107,7 @@ absl::Status BiasAddGradTyped(const KernelContext& context, const BiasShape& s) 
 absl::Status BiasAdd(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(BiasShape shape, ReadBiasShape(context));
-  return DispatchFloating(shape.dtype, [&](auto zero) {
+  return Dispatch::Floating(shape.dtype, [&](auto zero) {
     return BiasAddTyped<decltype(zero)>(context, shape);
   });
 }
@@ -115,7 +115,7 @@ absl::Status BiasAdd(const KernelContext& context) {
 absl::Status BiasAddGrad(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   VGPU_ASSIGN_OR_RETURN(BiasShape shape, ReadBiasShape(context));
-  return DispatchFloating(shape.dtype, [&](auto zero) {
+  return Dispatch::Floating(shape.dtype, [&](auto zero) {
     return BiasAddGradTyped<decltype(zero)>(context, shape);
   });
 }

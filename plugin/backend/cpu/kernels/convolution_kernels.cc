@@ -253,7 +253,7 @@ absl::Status BackwardFilterTyped(const KernelContext& context, const Convolution
 absl::Status ConvolutionForward(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     using T = decltype(zero);
     return ForwardTyped<T>(context, g, /*output_buffer=*/2, /*epilogue=*/nullptr);
   });
@@ -269,7 +269,7 @@ absl::Status ConvolutionBiasActivationForward(const KernelContext& context) {
   }
   VGPU_ASSIGN_OR_RETURN(std::optional<ActivationMode> activation,
                         ReadOptionalActivation(context, 5));
-  return DispatchFloating(g.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(g.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     Epilogue<T> epilogue;
     VGPU_ASSIGN_OR_RETURN(epilogue.bias, context.Buffer<const T>(2, g.out_depth));
@@ -281,7 +281,7 @@ absl::Status ConvolutionBiasActivationForward(const KernelContext& context) {
 absl::Status ConvolutionBackwardInput(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     return BackwardInputTyped<decltype(zero)>(context, g);
   });
 }
@@ -289,7 +289,7 @@ absl::Status ConvolutionBackwardInput(const KernelContext& context) {
 absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     return BackwardFilterTyped<decltype(zero)>(context, g);
   });
 }

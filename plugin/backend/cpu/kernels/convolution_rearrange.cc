@@ -173,7 +173,7 @@ absl::Status Rearrange(const KernelContext& context) {
                         context.Descriptor<TensorDescriptorSettings>(1));
   VGPU_ASSIGN_OR_RETURN(RearrangeParams params, context.Params().Get<RearrangeParams>());
   VGPU_ASSIGN_OR_RETURN(Rearrangement r, ReadRearrangement(x, y, params));
-  return DispatchFloating(x.dtype, [&](auto zero) {
+  return Dispatch::Floating(x.dtype, [&](auto zero) {
     return RearrangeTyped<decltype(zero)>(context, r);
   });
 }

@@ -1,63 +1,25 @@
-// Calls a templated functor with the C++ element type of a protocol DType, so that one kernel
-// body serves every dtype it supports.
+// The CPU executor's element types for the shared dtype dispatch (launch/dtype_dispatch.h),
+// and the flat Eigen views its kernels map buffers with.
 #ifndef VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 #define VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 
 #include <cstdint>
 
-#include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "plugin/protocol/kernel_ids.h"
+#include "plugin/backend/launch/dtype_dispatch.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
 
-// Invokes fn(T{}) for the floating-point dtypes (float, double, half, bfloat16).
-template <typename Fn>
-absl::Status DispatchFloating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(Eigen::half{});
-    case DType::kBFloat16: return fn(Eigen::bfloat16{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
-  }
-}
+// How the CPU executor's kernels hold the dtypes C++ has no type for.
+struct CpuElementTypes {
+  using Float16 = Eigen::half;
+  using BFloat16 = Eigen::bfloat16;
+  using Bool = bool;
+};
 
-// Invokes fn(T{}) for every numeric dtype (floating point, int32, int64, uint8).
-template <typename Fn>
-absl::Status DispatchNumeric(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    default: return DispatchFloating(dtype, fn);
-  }
-}
-
-// Calls fn(E{}) with an unsigned integer type E of `element_size` bytes (1, 2, 4 or 8), for
-// kernels that only move elements; InvalidArgument for any other size.
-template <typename Fn>
-absl::Status DispatchElementSize(uint32_t element_size, Fn&& fn) {
-  switch (element_size) {
-    case 1: return fn(uint8_t{});
-    case 2: return fn(uint16_t{});
-    case 4: return fn(uint32_t{});
-    case 8: return fn(uint64_t{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
-  }
-}
-
-// Invokes fn(T{}) for every dtype, bool included.
-template <typename Fn>
-absl::Status DispatchAll(DType dtype, Fn&& fn) {
-  if (dtype == DType::kBool) return fn(bool{});
-  return DispatchNumeric(dtype, fn);
-}
+// The dtype dispatch of the CPU kernels: Dispatch::Floating, Numeric, All, Int32Or64, Index,
+// ElementSize (launch/dtype_dispatch.h).
+using Dispatch = DTypeDispatch<CpuElementTypes>;
 
 template <typename T>
 using FlatMap = Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor>, Eigen::Unaligned>;

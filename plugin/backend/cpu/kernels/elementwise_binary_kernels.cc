@@ -385,7 +385,7 @@ absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType
 
 absl::Status RunBinaryArithmetic(const KernelContext& context, ElementwiseOp op, DType dtype,
                                  const BroadcastLayout<2>& layout) {
-  return DispatchNumeric(dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(dtype, [&](auto zero) -> absl::Status {
     return RunArithmetic<decltype(zero)>(context, op, dtype, layout);
   });
 }

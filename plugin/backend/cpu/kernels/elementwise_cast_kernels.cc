@@ -173,8 +173,8 @@ absl::Status ElementwiseCast(const KernelContext& context) {
   }
   ParamReader params = context.Params();
   VGPU_ASSIGN_OR_RETURN(const uint8_t truncate, params.Get<uint8_t>());
-  return DispatchAll(source.dtype, [&](auto in_zero) -> absl::Status {
-    return DispatchAll(destination.dtype, [&](auto out_zero) -> absl::Status {
+  return Dispatch::All(source.dtype, [&](auto in_zero) -> absl::Status {
+    return Dispatch::All(destination.dtype, [&](auto out_zero) -> absl::Status {
       return RunCast<decltype(in_zero), decltype(out_zero)>(context, count, truncate != 0);
     });
   });

@@ -70,7 +70,7 @@ absl::Status RunBinaryPredicate(const KernelContext& context, ElementwiseOp op, 
     }
     return RunBinary<bool, bool>(context, layout, LogicalOr());
   }
-  return DispatchAll(dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(dtype, [&](auto zero) -> absl::Status {
     return RunComparison<decltype(zero)>(context, op, layout);
   });
 }

@@ -232,7 +232,7 @@ absl::Status ElementwiseSelect(const KernelContext& context) {
   }
   VGPU_ASSIGN_OR_RETURN(BroadcastLayout<3> layout,
                         MakeBroadcastLayout<3>(out, {condition, then_tensor, else_tensor}));
-  return DispatchAll(out.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(out.dtype, [&](auto zero) -> absl::Status {
     return RunSelect<decltype(zero)>(context, layout);
   });
 }
@@ -247,7 +247,7 @@ absl::Status ElementwiseAddN(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     return RunAddN<decltype(zero)>(context, count);
   });
 }
@@ -258,7 +258,7 @@ absl::Status ElementwiseFill(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, 1));
     VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(1, count));
@@ -275,7 +275,7 @@ absl::Status ElementwiseSetTensor(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
   ParamReader params = context.Params();
   VGPU_ASSIGN_OR_RETURN(const double value, params.Get<double>());
-  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(0, count));
     if (count > 0) FillWith<T>(context, out, count, FromDouble<T>(value));
@@ -296,7 +296,7 @@ absl::Status ElementwiseRange(const KernelContext& context) {
   if (tensor.dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("range takes floating, int32 or int64 dtypes");
   }
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     return RunRange<decltype(zero)>(context, count, start, delta);
   });
 }

@@ -157,11 +157,11 @@ absl::Status ElementwiseUnary(const KernelContext& context) {
     return RunUnary<bool>(context, count, LogicalNot());
   }
   if (IsPredicate(op.op)) {
-    return DispatchFloating(op.dtype, [&](auto zero) -> absl::Status {
+    return Dispatch::Floating(op.dtype, [&](auto zero) -> absl::Status {
       return RunPredicate<decltype(zero)>(context, op.op, count);
     });
   }
-  return DispatchNumeric(op.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
     return RunUnaryOp<decltype(zero)>(context, op.op, count);
   });
 }

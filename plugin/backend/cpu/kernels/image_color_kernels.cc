@@ -359,7 +359,7 @@ absl::Status ConvertColorSpace(const KernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(ColorSpaceParams p, reader.Get<ColorSpaceParams>());
   VGPU_ASSIGN_OR_RETURN(const int64_t count, RgbCount(p.pixels));
-  return DispatchFloating(p.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));

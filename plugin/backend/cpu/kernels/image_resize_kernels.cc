@@ -318,7 +318,7 @@ absl::Status ResizeBilinearGrad(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
   VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
-  return DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     // TensorFlow sums in float (double for a double image) and converts at the end.
     using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
@@ -439,7 +439,7 @@ absl::Status ResizeNearestNeighbor(const KernelContext& context) {
                });
     return absl::OkStatus();
   };
-  return DispatchElementSize(element_size, run);
+  return Dispatch::ElementSize(element_size, run);
 }
 
 // image_resize::kResizeNearestNeighborGrad. Both flags may be set here (TensorFlow does not
@@ -449,7 +449,7 @@ absl::Status ResizeNearestNeighborGrad(const KernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
   VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
-  return DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Buffers = GradBuffers<T, T>;
     VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<T, T>(context, g)));

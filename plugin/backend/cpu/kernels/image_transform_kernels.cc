@@ -54,7 +54,7 @@ absl::Status DispatchProjective(DType dtype, Fn&& fn) {
     case DType::kUInt8: return fn(uint8_t{});
     case DType::kInt32: return fn(int32_t{});
     case DType::kInt64: return fn(int64_t{});
-    default: return DispatchFloating(dtype, fn);
+    default: return Dispatch::Floating(dtype, fn);
   }
 }
 

@@ -197,7 +197,7 @@ absl::Status Matmul(const KernelContext& context) {
                                                      /*bias=*/nullptr, std::nullopt));
     if (done) return absl::OkStatus();
   }
-  return DispatchFloating(dtype, [&](auto zero) {
+  return Dispatch::Floating(dtype, [&](auto zero) {
     return MatmulTyped<decltype(zero)>(context, shape, /*c_buffer=*/2);
   });
 }
@@ -219,7 +219,7 @@ absl::Status MatmulBiasActivation(const KernelContext& context) {
                           TryOnednnMatmul(context, shape, /*c_buffer=*/3, bias_data, activation));
     if (done) return absl::OkStatus();
   }
-  return DispatchFloating(dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(MatmulTyped<T>(context, shape, /*c_buffer=*/3));
     VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, shape.n));

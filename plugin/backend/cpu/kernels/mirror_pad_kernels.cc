@@ -127,7 +127,7 @@ absl::Status MirrorPad(const KernelContext& context) {
     MirrorPadRows<E>(*context.device, layout, x, y);
     return absl::OkStatus();
   };
-  return DispatchElementSize(element_size, run);
+  return Dispatch::ElementSize(element_size, run);
 }
 
 // Folds dimension `d` of `in` (viewed as [outer, padded, inner]) into `out` ([outer, n,
@@ -168,7 +168,7 @@ absl::Status MirrorPadGrad(const KernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
   VGPU_ASSIGN_OR_RETURN(MirrorLayout layout, ReadLayout(reader));
-  return DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, layout.padded_count));
     VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(1, layout.count));

@@ -228,7 +228,7 @@ absl::Status ForwardTraining(const KernelContext& context) {
   float* saved_variance = p[7];
   const float epsilon = launch.params.epsilon;
   const float factor = launch.params.exponential_avg_factor;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, double>) {
       return absl::InvalidArgumentError("batch normalization of float64 is not supported");
@@ -299,7 +299,7 @@ absl::Status ForwardInference(const KernelContext& context) {
   float* saved_mean = p[6];
   float* saved_variance = p[7];
   const float epsilon = launch.params.epsilon;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, double>) {
       return absl::InvalidArgumentError("batch normalization of float64 is not supported");
@@ -348,7 +348,7 @@ absl::Status Backward(const KernelContext& context) {
   float* dscale = p[3];
   float* doffset = p[4];
   const float epsilon = launch.params.epsilon;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, double>) {
       return absl::InvalidArgumentError("batch normalization of float64 is not supported");

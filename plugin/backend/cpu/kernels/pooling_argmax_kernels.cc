@@ -1,8 +1,9 @@
 // The argmax kernels of 2-D max pooling on the CPU backing executor (MaxPoolWithArgmax,
 // MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax; protocol/kernels/pooling.h): NHWC only, as
-// TensorFlow's ops. The forward pass takes the element TensorFlow's CPU kernel takes, so outputs
-// and argmax indices match it exactly; argmax values coming back from a client are untrusted and
-// checked before any element is addressed with them.
+// TensorFlow's ops (launch/pooling_launch.h reads and validates the launch). The forward pass
+// takes the element TensorFlow's CPU kernel takes, so outputs and argmax indices match it
+// exactly; argmax values coming back from a client are untrusted and checked (ArgmaxTarget)
+// before any element is addressed with them.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -19,60 +20,12 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-// The descriptors [pooling, x, y, argmax] and the include_batch_in_index parameter of an argmax
-// launch, validated: 2-D NHWC max pooling, an int32/int64 argmax tensor of y's shape.
-struct ArgmaxLaunch {
-  PoolingDescriptorSettings pooling;
-  TensorDescriptorSettings x, y, argmax;
-  PoolGeometry g;
-  bool include_batch_in_index = false;
-  int64_t input_image = 0, output_image = 0;  // elements per image of x and of y
-};
-
-absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const KernelContext& context) {
-  ArgmaxLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(launch.argmax, context.Descriptor<TensorDescriptorSettings>(3));
-  VGPU_ASSIGN_OR_RETURN(launch.g, GeometryOf(launch.pooling, launch.x, launch.y));
-  if (launch.pooling.mode != PoolingMode::kMax || launch.pooling.spatial_dims != 2 ||
-      launch.pooling.data_format != DataFormat::kNHWC) {
-    return absl::InvalidArgumentError("argmax pooling kernels need 2-D NHWC max pooling");
-  }
-  if (launch.argmax.dtype != DType::kInt64 && launch.argmax.dtype != DType::kInt32) {
-    return absl::InvalidArgumentError("argmax must be int64 or int32");
-  }
-  if (launch.argmax.rank != launch.y.rank ||
-      !std::equal(launch.y.dims, launch.y.dims + launch.y.rank, launch.argmax.dims)) {
-    return absl::InvalidArgumentError("argmax must have the pooled output's shape");
-  }
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(int32_t include_batch, params.Get<int32_t>());
-  if (include_batch != 0 && include_batch != 1) {
-    return absl::InvalidArgumentError("include_batch_in_index must be 0 or 1");
-  }
-  launch.include_batch_in_index = include_batch == 1;
-  launch.input_image = launch.g.InputPositions() * launch.g.channels;
-  launch.output_image = launch.g.OutputPositions() * launch.g.channels;
-  return launch;
-}
-
-// The flat index in x named by argmax value `value` of output element `i`, or -1 when it lies
-// outside x.
-inline int64_t ArgmaxTarget(const ArgmaxLaunch& launch, int64_t i, int64_t value) {
-  const int64_t offset =
-      launch.include_batch_in_index ? 0 : (i / launch.output_image) * launch.input_image;
-  if (value < 0 || value >= launch.g.input_elements - offset) return -1;
-  return offset + value;
-}
-
 // Forward max pooling with argmax, TensorFlow's CPU rule: the window's first element, replaced
 // by every larger one (and with NaN propagation by a NaN over a non-NaN), in window order.
 template <typename T, typename Targmax, bool kPropagateNan>
 void MaxPoolWithArgmax(const Eigen::ThreadPoolDevice& device, const ArgmaxLaunch& launch,
                        const T* x, T* y, Targmax* argmax) {
-  const PoolGeometry& g = launch.g;
+  const PoolGeometry& g = launch.a.g;
   const int64_t channels = g.channels, in_h = g.in[1], in_w = g.in[2];
   const int64_t rows = g.images * g.out[1];
   const double per_row =
@@ -92,7 +45,7 @@ void MaxPoolWithArgmax(const Eigen::ThreadPoolDevice& device, const ArgmaxLaunch
               for (int64_t w = ws.begin; w < ws.end; ++w) {
                 const int64_t image_index = (h * in_w + w) * channels;
                 const int64_t index = b * in_h * in_w * channels + image_index;
-                const int64_t reported = launch.include_batch_in_index ? index : image_index;
+                const int64_t reported = launch.a.include_batch_in_index ? index : image_index;
                 const T* in = x + index;
                 for (int64_t c = 0; c < channels; ++c) {
                   if (first || out[c] < in[c] ||
@@ -121,14 +74,14 @@ absl::Status PoolingForwardWithArgmax(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.a.g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.a.g.output_elements));
     auto run = [&](auto* argmax) -> absl::Status {
       using Targmax = std::remove_pointer_t<decltype(argmax)>;
-      VGPU_ASSIGN_OR_RETURN(argmax, context.Buffer<Targmax>(2, launch.g.output_elements));
-      if (launch.g.output_elements == 0) return absl::OkStatus();
+      VGPU_ASSIGN_OR_RETURN(argmax, context.Buffer<Targmax>(2, launch.a.g.output_elements));
+      if (launch.a.g.output_elements == 0) return absl::OkStatus();
       if (propagate) {
         MaxPoolWithArgmax<T, Targmax, true>(*context.device, launch, x, y, argmax);
       } else {
@@ -148,8 +101,8 @@ absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
   if (launch.argmax.dtype != DType::kInt64) {
     return absl::InvalidArgumentError("MaxPoolGradWithArgmax needs an int64 argmax");
   }
-  const PoolGeometry& g = launch.g;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  const PoolGeometry& g = launch.a.g;
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, g.output_elements));
     VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
@@ -160,26 +113,27 @@ absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
     // independent and scatter in parallel (each in output order, as serially).
     bool within_own_image = true;
     for (int64_t i = 0; i < g.output_elements; ++i) {
-      const int64_t target = ArgmaxTarget(launch, i, argmax[i]);
+      const int64_t target = ArgmaxTarget(launch.a, i, argmax[i]);
       if (target < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Invalid output gradient index: argmax ", argmax[i], " of output element ", i,
             " lies outside the input of ", g.input_elements, " elements"));
       }
-      within_own_image &= target / launch.input_image == i / launch.output_image;
+      within_own_image &= target / launch.a.input_image == i / launch.a.output_image;
     }
     auto scatter = [&](int64_t first_image, int64_t end_image) {
-      std::fill(dx + first_image * launch.input_image, dx + end_image * launch.input_image, T(0));
-      for (int64_t i = first_image * launch.output_image; i < end_image * launch.output_image;
+      std::fill(dx + first_image * launch.a.input_image, dx + end_image * launch.a.input_image,
+                T(0));
+      for (int64_t i = first_image * launch.a.output_image; i < end_image * launch.a.output_image;
            ++i) {
-        dx[ArgmaxTarget(launch, i, argmax[i])] += dy[i];
+        dx[ArgmaxTarget(launch.a, i, argmax[i])] += dy[i];
       }
     };
     if (!within_own_image) {
       scatter(0, g.images);
       return absl::OkStatus();
     }
-    const double per_image = static_cast<double>(launch.output_image + launch.input_image);
+    const double per_image = static_cast<double>(launch.a.output_image + launch.a.input_image);
     context.device->parallelFor(
         g.images, Eigen::TensorOpCost(per_image * sizeof(T), per_image * sizeof(T), per_image),
         [&](Eigen::Index begin, Eigen::Index end) { scatter(begin, end); });
@@ -194,8 +148,8 @@ absl::Status PoolingGradGradWithArgmax(const KernelContext& context) {
   if (launch.argmax.dtype != DType::kInt64) {
     return absl::InvalidArgumentError("MaxPoolGradGradWithArgmax needs an int64 argmax");
   }
-  const PoolGeometry& g = launch.g;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  const PoolGeometry& g = launch.a.g;
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
@@ -206,7 +160,7 @@ absl::Status PoolingGradGradWithArgmax(const KernelContext& context) {
         g.output_elements, Eigen::TensorOpCost(2 * sizeof(T) + 8, sizeof(T), 2),
         [&](Eigen::Index begin, Eigen::Index end) {
           for (int64_t i = begin; i < end; ++i) {
-            const int64_t target = ArgmaxTarget(launch, i, argmax[i]);
+            const int64_t target = ArgmaxTarget(launch.a, i, argmax[i]);
             ddy[i] = target < 0 ? T(0) : ddx[target];
           }
         });

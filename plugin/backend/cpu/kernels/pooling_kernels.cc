@@ -329,112 +329,7 @@ void MaxPoolGradGrad(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
   });
 }
 
-struct PoolingLaunch {
-  PoolingDescriptorSettings pooling;
-  TensorDescriptorSettings x, y;
-  PoolGeometry geometry;
-};
-
-// The descriptors [pooling, x, y] of a launch and their geometry.
-absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const KernelContext& context) {
-  PoolingLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(launch.geometry, GeometryOf(launch.pooling, launch.x, launch.y));
-  return launch;
-}
-
 }  // namespace
-
-absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling,
-                                        const TensorDescriptorSettings& x,
-                                        const TensorDescriptorSettings& y) {
-  const int spatial = pooling.spatial_dims;
-  if (spatial != 2 && spatial != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pooling over ", spatial, " spatial dimensions is not supported"));
-  }
-  if (pooling.mode != PoolingMode::kMax && pooling.mode != PoolingMode::kAverage) {
-    return absl::InvalidArgumentError("unknown pooling mode");
-  }
-  if (pooling.nan_propagation != NanPropagation::kNotPropagate &&
-      pooling.nan_propagation != NanPropagation::kPropagate) {
-    return absl::InvalidArgumentError("unknown pooling NaN propagation");
-  }
-  const bool channels_first = pooling.data_format == DataFormat::kNCHW;
-  if (!channels_first && pooling.data_format != DataFormat::kNHWC) {
-    return absl::InvalidArgumentError("unknown pooling data format");
-  }
-  if (x.rank != spatial + 2 || y.rank != spatial + 2) {
-    return absl::InvalidArgumentError(absl::StrCat("pooling tensors must be ", spatial + 2,
-                                                   "-dimensional for ", spatial,
-                                                   " spatial dimensions"));
-  }
-  if (x.dtype != y.dtype) {
-    return absl::InvalidArgumentError("pooling input and output dtypes differ");
-  }
-  for (int i = 0; i < x.rank; ++i) {
-    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxLaunchElements || y.dims[i] > kMaxLaunchElements) {
-      return absl::InvalidArgumentError("pooling tensor dimension out of range");
-    }
-  }
-  for (int k = 0; k < kMaxPoolingSpatialDims; ++k) {
-    if (k >= spatial) {
-      if (pooling.window[k] != 1 || pooling.stride[k] != 1 || pooling.pad_before[k] != 0 ||
-          pooling.pad_after[k] != 0) {
-        return absl::InvalidArgumentError(
-            "pooling descriptor entries past its spatial dimensions must keep their defaults");
-      }
-      continue;
-    }
-    if (pooling.window[k] <= 0 || pooling.stride[k] <= 0 || pooling.pad_before[k] < 0 ||
-        pooling.pad_after[k] < 0) {
-      return absl::InvalidArgumentError(
-          "pooling windows and strides must be positive and paddings non-negative");
-    }
-    if (pooling.pad_before[k] >= pooling.window[k] || pooling.pad_after[k] >= pooling.window[k]) {
-      return absl::InvalidArgumentError("pooling paddings must be smaller than the window");
-    }
-  }
-  const int batch_dim = 0, channel_dim = channels_first ? 1 : spatial + 1;
-  const int first_spatial = channels_first ? 2 : 1;
-  if (y.dims[batch_dim] != x.dims[batch_dim] || y.dims[channel_dim] != x.dims[channel_dim]) {
-    return absl::InvalidArgumentError("pooling output batch/channels differ from the input's");
-  }
-  PoolGeometry g;
-  g.spatial_dims = spatial;
-  const int skipped = kMaxPoolingSpatialDims - spatial;  // leading size-1 dimensions
-  for (int k = 0; k < spatial; ++k) {
-    const int dim = skipped + k;
-    g.in[dim] = x.dims[first_spatial + k];
-    g.out[dim] = y.dims[first_spatial + k];
-    g.window[dim] = pooling.window[k];
-    g.stride[dim] = pooling.stride[k];
-    g.pad[dim] = pooling.pad_before[k];
-    // TensorFlow's output size rule: (in + padding - window + stride) / stride.
-    const int64_t expected = (g.in[dim] + pooling.pad_before[k] + pooling.pad_after[k] -
-                              g.window[dim] + g.stride[dim]) /
-                             g.stride[dim];
-    if (g.out[dim] != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pooling output size ", g.out[dim], " of spatial dimension ", k,
-          " differs from the window geometry's ", expected));
-    }
-  }
-  if (channels_first) {
-    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}, "pooling tensor"));
-    g.channels = 1;
-  } else {
-    g.images = x.dims[0];
-    g.channels = x.dims[spatial + 1];
-  }
-  VGPU_ASSIGN_OR_RETURN(g.input_elements,
-                        CheckedProduct({g.images, g.in[0], g.in[1], g.in[2], g.channels}, "pooling tensor"));
-  VGPU_ASSIGN_OR_RETURN(g.output_elements,
-                        CheckedProduct({g.images, g.out[0], g.out[1], g.out[2], g.channels}, "pooling tensor"));
-  return g;
-}
 
 // pooling::kForward (see protocol/kernels/pooling.h).
 absl::Status PoolingForward(const KernelContext& context) {
@@ -442,7 +337,7 @@ absl::Status PoolingForward(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
@@ -466,7 +361,7 @@ absl::Status PoolingBackward(const KernelContext& context) {
   const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     size_t next = 0;
     const T* x = nullptr;
@@ -497,7 +392,7 @@ absl::Status PoolingGradGrad(const KernelContext& context) {
   if (launch.pooling.mode != PoolingMode::kMax) {
     return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
   }
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));

@@ -254,7 +254,7 @@ absl::Status FloatingKernel(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
-  return DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
     if (params.count == 0) return absl::OkStatus();
@@ -267,18 +267,6 @@ absl::Status FloatingKernel(const KernelContext& context) {
   });
 }
 
-// Invokes fn(T{}) for int32 and int64.
-template <typename Fn>
-absl::Status DispatchInteger(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not int32 or int64"));
-  }
-}
-
 // random::kUniformInt.
 absl::Status UniformInt(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
@@ -288,7 +276,7 @@ absl::Status UniformInt(const KernelContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("too many random numbers: ", params.philox.count));
   }
-  return DispatchInteger(params.philox.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Int32Or64(params.philox.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Unsigned = std::make_unsigned_t<T>;
     if (params.minval < std::numeric_limits<T>::min() ||
@@ -313,7 +301,7 @@ absl::Status UniformFullInt(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
-  return DispatchInteger(params.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
     if (params.count == 0) return absl::OkStatus();

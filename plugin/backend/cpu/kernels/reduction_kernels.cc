@@ -203,7 +203,7 @@ absl::Status ReduceBool(const Eigen::ThreadPoolDevice& device, ReduceOp op, cons
 template <typename Fn>
 absl::Status DispatchReducible(DType dtype, Fn&& fn) {
   if (dtype == DType::kInt64) return fn(int64_t{});
-  return DispatchFloating(dtype, fn);
+  return Dispatch::Floating(dtype, fn);
 }
 
 }  // namespace

@@ -957,7 +957,7 @@ absl::Status RnnForward(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(uint64_t dropout_call, reader.Get<uint64_t>());
   VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, training));
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(training ? 8 : 7));
-  return DispatchFloating(launch.rnn.dtype, [&](auto zero) {
+  return Dispatch::Floating(launch.rnn.dtype, [&](auto zero) {
     return ForwardTyped<decltype(zero)>(context, launch, training, dropout_call);
   });
 }
@@ -967,7 +967,7 @@ absl::Status RnnBackward(const KernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, /*training=*/true));
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(12));
-  return DispatchFloating(launch.rnn.dtype, [&](auto zero) {
+  return Dispatch::Floating(launch.rnn.dtype, [&](auto zero) {
     return BackwardTyped<decltype(zero)>(context, launch);
   });
 }

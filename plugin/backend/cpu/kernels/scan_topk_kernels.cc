@@ -67,7 +67,7 @@ absl::Status Scan(const KernelContext& context) {
   if (tensor.dtype == DType::kUInt8 || tensor.dtype == DType::kBool) {
     return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
   }
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
@@ -127,7 +127,7 @@ absl::Status TopK(const KernelContext& context) {
   if (x_desc.dtype == DType::kBool || x_desc.dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
   }
-  return DispatchNumeric(x_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(x_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, x_count));
     VGPU_ASSIGN_OR_RETURN(T* values, context.Buffer<T>(1, out_count));

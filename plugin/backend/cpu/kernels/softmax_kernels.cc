@@ -154,7 +154,7 @@ absl::Status Softmax(const KernelContext& context) {
   }
   const int64_t batch = tensor.dims[0], classes = tensor.dims[1];
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
@@ -185,7 +185,7 @@ absl::Status SoftmaxCrossEntropy(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(Broadcast2D labels_layout, BroadcastOf(labels_desc, batch, classes));
   VGPU_ASSIGN_OR_RETURN(const int64_t logits_count, DenseElementCount(logits_desc));
   VGPU_ASSIGN_OR_RETURN(const int64_t labels_count, DenseElementCount(labels_desc));
-  return DispatchFloating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, logits_count));
     VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, labels_count));
@@ -220,7 +220,7 @@ absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
   }
-  return DispatchFloating(logits_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(logits_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, count));
     VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(1, batch));

@@ -37,18 +37,6 @@ absl::Status CheckElementSize(uint32_t size) {
   return absl::InvalidArgumentError(absl::StrCat("element size ", size, " is not 1, 2, 4 or 8"));
 }
 
-// Invokes fn(Index{}) for an index dtype (int32 or int64).
-template <typename Fn>
-absl::Status DispatchIndex(DType index_dtype, Fn&& fn) {
-  switch (index_dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "index dtype ", static_cast<uint32_t>(index_dtype), " is not int32 or int64"));
-  }
-}
-
 // Reads the array<int64> of `depth` dimension sizes that follows a parameter struct.
 absl::StatusOr<std::vector<int64_t>> ReadPrefixDims(ParamReader& reader, uint32_t depth) {
   if (depth > static_cast<uint32_t>(sparse::kMaxIndexDepth)) {
@@ -117,7 +105,7 @@ absl::Status Gather(const KernelContext& context) {
                         CheckedProduct({p.batch, p.outer, p.indices_per_batch}, "output"));
   VGPU_ASSIGN_OR_RETURN(const int64_t out_count, CheckedProduct({rows, p.inner}, "output"));
   const size_t esize = p.element_size;
-  return DispatchIndex(p.index_dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto zero) -> absl::Status {
     using Index = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     VGPU_ASSIGN_OR_RETURN(const uint8_t* params,
@@ -161,7 +149,7 @@ absl::Status GatherNd(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t out_count,
                         CheckedProduct({p.num_slices, p.slice_size}, "output"));
   const size_t esize = p.element_size;
-  return DispatchIndex(p.index_dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto zero) -> absl::Status {
     using Index = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     VGPU_ASSIGN_OR_RETURN(const uint8_t* params,
@@ -280,7 +268,7 @@ absl::Status DispatchScatter(DType dtype, Fn&& fn) {
   if (dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("uint8 scatters are not supported");
   }
-  return DispatchAll(dtype, fn);
+  return Dispatch::All(dtype, fn);
 }
 
 // sparse::kScatter.
@@ -295,7 +283,7 @@ absl::Status Scatter(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
                         scalar ? CheckedProduct({1}, "updates")
                                : CheckedProduct({p.num_indices, p.inner}, "updates"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     return DispatchScatter(p.dtype, [&](auto zero) -> absl::Status {
@@ -330,7 +318,7 @@ absl::Status ScatterNd(const KernelContext& context) {
                         CheckedProduct({p.num_updates, p.index_depth}, "indices"));
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
                         CheckedProduct({p.num_updates, p.slice_size}, "updates"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     return DispatchScatter(p.dtype, [&](auto zero) -> absl::Status {
@@ -390,10 +378,10 @@ absl::Status SegmentReduce(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t data_count, CheckedProduct({p.num_ids, p.inner}, "data"));
   VGPU_ASSIGN_OR_RETURN(const int64_t output_count,
                         CheckedProduct({p.num_segments, p.inner}, "output"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* ids, context.Buffer<const Index>(1, p.num_ids));
-    return DispatchNumeric(p.dtype, [&](auto zero) -> absl::Status {
+    return Dispatch::Numeric(p.dtype, [&](auto zero) -> absl::Status {
       using T = decltype(zero);
       VGPU_ASSIGN_OR_RETURN(const T* data, context.Buffer<const T>(0, data_count));
       VGPU_ASSIGN_OR_RETURN(T* output, context.Buffer<T>(2, output_count));
@@ -473,7 +461,7 @@ absl::Status CountTrue(const KernelContext& context) {
   sparse::WhereParams p;
   std::vector<int64_t> dims;
   VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
-  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
     VGPU_ASSIGN_OR_RETURN(int64_t* count, context.Buffer<int64_t>(1, 1));
@@ -496,7 +484,7 @@ absl::Status Where(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
   VGPU_ASSIGN_OR_RETURN(const int64_t coordinate_count,
                         CheckedProduct({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));
-  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
     VGPU_ASSIGN_OR_RETURN(int64_t* out, context.Buffer<int64_t>(1, coordinate_count));

@@ -87,7 +87,7 @@ absl::Status RunDense(const KernelContext& context, absl::string_view layout, Bo
     return absl::InvalidArgumentError("variable has too many elements");
   }
   const int64_t count = static_cast<int64_t>(params.count);
-  return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return cpu_kernels::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), count, count, 0, 0));
     if (count == 0) return absl::OkStatus();
@@ -449,7 +449,7 @@ absl::Status RunSparse(const KernelContext& context, absl::string_view layout,
     return absl::InvalidArgumentError("indices must be int32 or int64");
   }
   const uint64_t index_size = DTypeSize(params.index_dtype);
-  return cpu_kernels::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return cpu_kernels::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), static_cast<int64_t>(var_count),
                                      static_cast<int64_t>(grad_count), params.num_indices,

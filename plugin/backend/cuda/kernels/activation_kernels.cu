@@ -141,7 +141,7 @@ absl::Status ActivationForward(const CudaKernelContext& context) {
     return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
   }
   VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, n));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, n));
@@ -164,7 +164,7 @@ absl::Status ActivationBackward(const CudaKernelContext& context) {
     return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
   }
   VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, n));
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, n));

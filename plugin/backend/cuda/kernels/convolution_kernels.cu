@@ -46,6 +46,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/cuda/cuda_libraries.h"
 #include "plugin/backend/cuda/primitive_cache.h"
 #include "plugin/common/status_macros.h"
@@ -53,6 +54,8 @@
 
 namespace vgpu::cuda {
 namespace {
+
+using kernels::Dispatch;
 
 using dnn::CudnnStatus;
 using dnn::CublasStatus;
@@ -90,21 +93,6 @@ __device__ __forceinline__ T FromAcc(Acc<T> v) {
     return __float2bfloat16_rn(v);
   } else {
     return v;
-  }
-}
-
-// Invokes fn(T{}) with the device type of a floating dtype (as the CPU executor's
-// DispatchFloating, same message for other dtypes).
-template <typename Fn>
-absl::Status DispatchFloating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(__half{});
-    case DType::kBFloat16: return fn(__nv_bfloat16{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
   }
 }
 
@@ -837,7 +825,7 @@ absl::Status BackwardFilterTyped(const CudaKernelContext& context,
 absl::Status ConvolutionForward(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     using T = decltype(zero);
     return ForwardTyped<T>(context, g, static_cast<uint32_t>(convolution::kForward), 2, nullptr, -1);
   });
@@ -852,7 +840,7 @@ absl::Status ConvolutionBiasActivationForward(const CudaKernelContext& context) 
     return absl::InvalidArgumentError("the bias must be a vector of the output depth and dtype");
   }
   VGPU_ASSIGN_OR_RETURN(int activation, ReadOptionalActivation(context, 5));
-  return DispatchFloating(g.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(g.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, g.out_depth));
     return ForwardTyped<T>(context, g, static_cast<uint32_t>(convolution::kForwardBiasActivation), 3, bias_data,
@@ -863,7 +851,7 @@ absl::Status ConvolutionBiasActivationForward(const CudaKernelContext& context) 
 absl::Status ConvolutionBackwardInput(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     return BackwardInputTyped<decltype(zero)>(context, g);
   });
 }
@@ -871,7 +859,7 @@ absl::Status ConvolutionBackwardInput(const CudaKernelContext& context) {
 absl::Status ConvolutionBackwardFilter(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionGeometry(context));
-  return DispatchFloating(g.dtype, [&](auto zero) {
+  return Dispatch::Floating(g.dtype, [&](auto zero) {
     return BackwardFilterTyped<decltype(zero)>(context, g);
   });
 }
@@ -1203,7 +1191,7 @@ absl::Status Matmul(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   DType dtype;
   VGPU_ASSIGN_OR_RETURN(MatmulShape shape, ReadMatmulLaunch(context, &dtype));
-  return DispatchFloating(dtype, [&](auto zero) {
+  return Dispatch::Floating(dtype, [&](auto zero) {
     using T = decltype(zero);
     return MatmulTyped<T>(context, shape, dtype, static_cast<uint32_t>(convolution::kMatmul), 2,
                           nullptr, -1);
@@ -1220,7 +1208,7 @@ absl::Status MatmulBiasActivation(const CudaKernelContext& context) {
     return absl::InvalidArgumentError("the bias must be a vector of the product's columns");
   }
   VGPU_ASSIGN_OR_RETURN(int activation, ReadOptionalActivation(context, 5));
-  return DispatchFloating(dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, shape.n));
     return MatmulTyped<T>(context, shape, dtype,
@@ -1276,7 +1264,7 @@ absl::StatusOr<BiasShape> ReadBiasShape(const CudaKernelContext& context) {
 absl::Status BiasAdd(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(BiasShape s, ReadBiasShape(context));
-  return DispatchFloating(s.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(s.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, s.Elements()));
     VGPU_ASSIGN_OR_RETURN(const T* bias, context.Buffer<const T>(1, s.channels));
@@ -1290,7 +1278,7 @@ absl::Status BiasAdd(const CudaKernelContext& context) {
 absl::Status BiasAddGrad(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   VGPU_ASSIGN_OR_RETURN(BiasShape s, ReadBiasShape(context));
-  return DispatchFloating(s.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(s.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* gradient, context.Buffer<const T>(0, s.Elements()));
     VGPU_ASSIGN_OR_RETURN(T* bias_gradient, context.Buffer<T>(1, s.channels));
@@ -1445,7 +1433,7 @@ absl::Status Rearrange(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(convolution::RearrangeParams params,
                         context.Params().Get<convolution::RearrangeParams>());
   VGPU_ASSIGN_OR_RETURN(Rearrangement r, ReadRearrangement(x, y, params));
-  return DispatchFloating(x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, r.x_elements));
     VGPU_ASSIGN_OR_RETURN(T* y_data, context.Buffer<T>(1, r.y_elements));

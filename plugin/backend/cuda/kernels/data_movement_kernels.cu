@@ -22,7 +22,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/k2_device_helpers.cuh"
+#include "plugin/backend/cuda/kernels/element_helpers.cuh"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/data_movement.h"
 
@@ -142,7 +142,7 @@ struct CopyShape {
 template <typename E>
 __global__ void StridedCopyKernel(CopyShape shape, const E* __restrict__ src,
                                   E* __restrict__ dst) {
-  for (int64_t i = k2::GridThreadIndex(); i < shape.count; i += k2::GridStride()) {
+  for (int64_t i = elements::GridThreadIndex(); i < shape.count; i += elements::GridStride()) {
     int64_t rest = i, s = 0, t = 0;
     for (int d = shape.rank - 1; d >= 0; --d) {
       const int64_t index = rest % shape.dims[d];
@@ -156,7 +156,7 @@ __global__ void StridedCopyKernel(CopyShape shape, const E* __restrict__ src,
 
 template <typename E>
 __global__ void FillKernel(E* __restrict__ dst, int64_t count, E value) {
-  for (int64_t i = k2::GridThreadIndex(); i < count; i += k2::GridStride()) dst[i] = value;
+  for (int64_t i = elements::GridThreadIndex(); i < count; i += elements::GridStride()) dst[i] = value;
 }
 
 // Enqueues `copy` (checked by CheckStridedCopyBounds against the buffers behind src and dst).
@@ -177,9 +177,9 @@ absl::Status EnqueueStridedCopy(const CudaKernelContext& context, const char* na
   const int64_t esize = static_cast<int64_t>(copy.element_size);
   const uint8_t* src_base = src + copy.src_offset * esize;
   uint8_t* dst_base = dst + copy.dst_offset * esize;
-  return k2::DispatchElement(copy.element_size, {src_base, dst_base}, [&](auto zero) {
+  return elements::DispatchElement(copy.element_size, {src_base, dst_base}, [&](auto zero) {
     using E = decltype(zero);
-    return k2::Launch(name, *context.device, shape.count, StridedCopyKernel<E>, shape,
+    return elements::Launch(name, *context.device, shape.count, StridedCopyKernel<E>, shape,
                       reinterpret_cast<const E*>(src_base), reinterpret_cast<E*>(dst_base));
   });
 }
@@ -189,15 +189,15 @@ absl::Status EnqueueFill(const CudaKernelContext& context, const char* name, uin
                          int64_t count, size_t element_size, uint64_t value_bits) {
   if (count <= 0) return absl::OkStatus();
   if (value_bits == 0) {
-    return k2::CudaError(cudaMemsetAsync(dst, 0, static_cast<size_t>(count) * element_size,
+    return elements::CudaError(cudaMemsetAsync(dst, 0, static_cast<size_t>(count) * element_size,
                                          context.device->stream),
                          name);
   }
-  return k2::DispatchElement(element_size, {dst}, [&](auto zero) {
+  return elements::DispatchElement(element_size, {dst}, [&](auto zero) {
     using E = decltype(zero);
     E value;
     std::memcpy(&value, &value_bits, sizeof(E));  // little-endian: the low bytes
-    return k2::Launch(name, *context.device, count, FillKernel<E>, reinterpret_cast<E*>(dst),
+    return elements::Launch(name, *context.device, count, FillKernel<E>, reinterpret_cast<E*>(dst),
                       count, value);
   });
 }
@@ -603,7 +603,7 @@ __device__ inline int64_t SequenceLength(const uint8_t* lengths, int64_t b, int3
 template <typename E>
 __global__ void ReverseSequenceKernel(ReverseSequenceShape s, const E* __restrict__ x,
                                       const uint8_t* __restrict__ lengths, E* __restrict__ y) {
-  for (int64_t i = k2::GridThreadIndex(); i < s.count; i += k2::GridStride()) {
+  for (int64_t i = elements::GridThreadIndex(); i < s.count; i += elements::GridStride()) {
     const int64_t run = i / s.inner, k = i % s.inner;
     int64_t rest = run;
     const int64_t j = rest % s.b_size;
@@ -661,9 +661,9 @@ absl::Status ReverseSequence(const CudaKernelContext& context) {
   shape.batch_first = batch_dim == first ? 1 : 0;
   shape.length_size = static_cast<int32_t>(length_size);
   shape.count = n;
-  return k2::DispatchElement(esize, {x, y}, [&](auto zero) {
+  return elements::DispatchElement(esize, {x, y}, [&](auto zero) {
     using E = decltype(zero);
-    return k2::Launch("reverse_sequence", *context.device, n, ReverseSequenceKernel<E>, shape,
+    return elements::Launch("reverse_sequence", *context.device, n, ReverseSequenceKernel<E>, shape,
                       reinterpret_cast<const E*>(x), lengths, reinterpret_cast<E*>(y));
   });
 }
@@ -731,7 +731,7 @@ __device__ inline int64_t MirrorSource(const MirrorShape& s, int d, int64_t p) {
 
 template <typename E>
 __global__ void MirrorPadKernel(MirrorShape s, const E* __restrict__ x, E* __restrict__ y) {
-  for (int64_t i = k2::GridThreadIndex(); i < s.padded_count; i += k2::GridStride()) {
+  for (int64_t i = elements::GridThreadIndex(); i < s.padded_count; i += elements::GridStride()) {
     int64_t rest = i, source = 0, stride = 1;
     for (int d = s.rank - 1; d >= 0; --d) {
       source += MirrorSource(s, d, rest % s.padded[d]) * stride;
@@ -762,7 +762,7 @@ absl::Status MirrorPad(const CudaKernelContext& context) {
     using E = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const E* x, context.Buffer<const E>(0, layout.count));
     VGPU_ASSIGN_OR_RETURN(E* y, context.Buffer<E>(1, layout.padded_count));
-    return k2::Launch("mirror_pad", *context.device, layout.padded_count, MirrorPadKernel<E>,
+    return elements::Launch("mirror_pad", *context.device, layout.padded_count, MirrorPadKernel<E>,
                       shape, x, y);
   };
   switch (element_size) {
@@ -785,7 +785,7 @@ struct FoldShape {
 
 template <typename T>
 __global__ void FoldDimensionKernel(FoldShape s, const T* __restrict__ in, T* __restrict__ out) {
-  for (int64_t index = k2::GridThreadIndex(); index < s.count; index += k2::GridStride()) {
+  for (int64_t index = elements::GridThreadIndex(); index < s.count; index += elements::GridStride()) {
     const int64_t i = index % s.inner;
     const int64_t oj = index / s.inner;
     const int64_t o = oj / s.n, j = oj % s.n;
@@ -807,7 +807,7 @@ absl::Status MirrorPadGrad(const CudaKernelContext& context) {
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
   VGPU_ASSIGN_OR_RETURN(MirrorLayout layout, ReadLayout(reader));
-  return k2::DispatchFloating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  return elements::Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, layout.padded_count));
     VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(1, layout.count));
@@ -816,7 +816,7 @@ absl::Status MirrorPadGrad(const CudaKernelContext& context) {
     const cudaStream_t stream = context.device->stream;
     std::vector<int64_t> current_dims = layout.padded;
     // Scratch of the intermediate folds (at most rank - 1), freed in stream order at return.
-    std::vector<std::unique_ptr<k2::StreamScratch>> scratch;
+    std::vector<std::unique_ptr<elements::StreamScratch>> scratch;
     const T* current = dy;
     for (int d = 0; d < rank; ++d) {
       if (layout.before[d] == 0 && layout.after[d] == 0) continue;
@@ -836,18 +836,18 @@ absl::Status MirrorPadGrad(const CudaKernelContext& context) {
       }
       T* next = dx;
       if (!last_fold) {
-        scratch.push_back(std::make_unique<k2::StreamScratch>());
+        scratch.push_back(std::make_unique<elements::StreamScratch>());
         VGPU_RETURN_IF_ERROR(
             scratch.back()->Allocate(stream, static_cast<size_t>(shape.count) * sizeof(T)));
         next = scratch.back()->template As<T>();
       }
-      VGPU_RETURN_IF_ERROR(k2::Launch("mirror_pad_grad", *context.device, shape.count,
+      VGPU_RETURN_IF_ERROR(elements::Launch("mirror_pad_grad", *context.device, shape.count,
                                       FoldDimensionKernel<T>, shape, current, next));
       current_dims[d] = layout.dims[d];
       current = next;
     }
     if (current == dy) {  // nothing was padded
-      return k2::CudaError(cudaMemcpyAsync(dx, dy, static_cast<size_t>(layout.count) * sizeof(T),
+      return elements::CudaError(cudaMemcpyAsync(dx, dy, static_cast<size_t>(layout.count) * sizeof(T),
                                            cudaMemcpyDeviceToDevice, stream),
                            "mirror_pad_grad (copy)");
     }

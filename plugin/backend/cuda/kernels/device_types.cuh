@@ -1,7 +1,6 @@
 // Helpers shared by the CUDA executor's own kernels (backend/cuda/kernels/*.cu):
-//   - dtype dispatch on the host (DispatchFloating / DispatchNumeric / DispatchAll), the same
-//     dtype sets and error messages as the CPU executor's cpu/kernels/dtype_dispatch.h, calling
-//     fn(T{}) with T one of float, double, __half, __nv_bfloat16, int32_t, int64_t, uint8_t, bool;
+//   - the element types of the shared dtype dispatch (launch/dtype_dispatch.h): fn(T{}) with T
+//     one of float, double, __half, __nv_bfloat16, int32_t, int64_t, uint8_t, bool;
 //   - the storage type of each dtype in device memory (Storage<T>: bool is a byte, read nonzero
 //     as true, written 0/1) and the type kernels compute in (Compute<T>);
 //   - Narrow<S>, the compute type of __half and __nv_bfloat16: a float that always holds a value
@@ -35,7 +34,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/launch_context.h"
+#include "plugin/backend/launch/dtype_dispatch.h"
+#include "plugin/backend/launch/launch_context.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 
@@ -43,37 +43,15 @@ namespace vgpu::cuda::kernels {
 
 // --- Host-side dtype dispatch -----------------------------------------------------------------
 
-// Invokes fn(T{}) for the floating-point dtypes (float, double, __half, __nv_bfloat16).
-template <typename Fn>
-absl::Status DispatchFloating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(__half{});
-    case DType::kBFloat16: return fn(__nv_bfloat16{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
-  }
-}
+// How these kernels hold the dtypes C++ has no type for.
+struct CudaElementTypes {
+  using Float16 = __half;
+  using BFloat16 = __nv_bfloat16;
+  using Bool = bool;
+};
 
-// Invokes fn(T{}) for every numeric dtype (floating point, int32, int64, uint8).
-template <typename Fn>
-absl::Status DispatchNumeric(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    default: return DispatchFloating(dtype, fn);
-  }
-}
-
-// Invokes fn(T{}) for every dtype, bool included.
-template <typename Fn>
-absl::Status DispatchAll(DType dtype, Fn&& fn) {
-  if (dtype == DType::kBool) return fn(bool{});
-  return DispatchNumeric(dtype, fn);
-}
+// Dispatch::Floating, Numeric, All, Int32Or64, Index, ElementSize (launch/dtype_dispatch.h).
+using Dispatch = DTypeDispatch<CudaElementTypes>;
 
 // The element count of a dense tensor descriptor (InvalidArgument on a bad rank or dimension).
 inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings& tensor) {

@@ -151,8 +151,8 @@ absl::Status CudaElementwiseCast(const CudaKernelContext& context) {
   }
   ParamReader params = context.Params();
   VGPU_ASSIGN_OR_RETURN(const uint8_t truncate, params.Get<uint8_t>());
-  return DispatchAll(source.dtype, [&](auto in_zero) -> absl::Status {
-    return DispatchAll(destination.dtype, [&](auto out_zero) -> absl::Status {
+  return Dispatch::All(source.dtype, [&](auto in_zero) -> absl::Status {
+    return Dispatch::All(destination.dtype, [&](auto out_zero) -> absl::Status {
       using In = decltype(in_zero);
       using Out = decltype(out_zero);
       VGPU_ASSIGN_OR_RETURN(const Storage<In>* x, ConstDeviceBuffer<In>(context, 0, count));

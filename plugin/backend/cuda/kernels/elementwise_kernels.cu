@@ -362,11 +362,11 @@ absl::Status ElementwiseBinary(const CudaKernelContext& context) {
     return RunPredicate<bool>(context, op.op, layout);
   }
   if (predicate) {
-    return DispatchAll(op.dtype, [&](auto zero) -> absl::Status {
+    return Dispatch::All(op.dtype, [&](auto zero) -> absl::Status {
       return RunPredicate<decltype(zero)>(context, op.op, layout);
     });
   }
-  return DispatchNumeric(op.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
     return RunArithmetic<decltype(zero)>(context, op.op, op.dtype, layout);
   });
 }
@@ -496,7 +496,7 @@ absl::Status ElementwiseUnary(const CudaKernelContext& context) {
     return LaunchGrid(context, kName, count, LogicalNotKernel, count, x, y);
   }
   if (IsPredicateOp(op.op)) {
-    return DispatchFloating(op.dtype, [&](auto zero) -> absl::Status {
+    return Dispatch::Floating(op.dtype, [&](auto zero) -> absl::Status {
       using T = decltype(zero);
       VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
       VGPU_ASSIGN_OR_RETURN(uint8_t* y, DeviceBuffer<bool>(context, 1, count));
@@ -504,7 +504,7 @@ absl::Status ElementwiseUnary(const CudaKernelContext& context) {
       return LaunchGrid(context, kName, count, UnaryPredicateKernel<T>, op.op, count, x, y);
     });
   }
-  return DispatchNumeric(op.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if (!UnarySupported<T>(op.op)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -554,7 +554,7 @@ absl::Status ElementwiseSelect(const CudaKernelContext& context) {
   }
   VGPU_ASSIGN_OR_RETURN(BroadcastLayout<3> layout,
                         MakeBroadcastLayout<3>(out, {condition, then_tensor, else_tensor}));
-  return DispatchAll(out.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(out.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const uint8_t* c, ConstDeviceBuffer<bool>(context, 0, layout.input_counts[0]));
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* t, ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
@@ -643,7 +643,7 @@ absl::Status ElementwiseAddN(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     return RunAddN<decltype(zero)>(context, count);
   });
 }
@@ -672,7 +672,7 @@ absl::Status ElementwiseFill(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         context.Descriptor<TensorDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* value, ConstDeviceBuffer<T>(context, 0, 1));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 1, count));
@@ -714,7 +714,7 @@ absl::Status ElementwiseSetTensor(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
   ParamReader params = context.Params();
   VGPU_ASSIGN_OR_RETURN(const double value, params.Get<double>());
-  return DispatchAll(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 0, count));
     if (count == 0) return absl::OkStatus();
@@ -755,7 +755,7 @@ absl::Status ElementwiseRange(const CudaKernelContext& context) {
   if (tensor.dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("range takes floating, int32 or int64 dtypes");
   }
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     Storage<T> start_value, delta_value;
     // The low DTypeSize bytes of each parameter (little endian).

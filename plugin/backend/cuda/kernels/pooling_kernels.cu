@@ -13,8 +13,10 @@
 // products and sums are rounded separately, as on the CPU). Only MaxPoolGradWithArgmax scatters
 // (atomic adds, order not fixed) since its targets come from the client.
 //
-// A channels-first tensor is pooled as a channels-last one of batch * channels images with one
-// channel each (as the CPU executor does); 2-D pooling is 3-D pooling with a depth of 1.
+// The launch layer (launch/pooling_launch.h) reads and validates every launch into a
+// PoolGeometry, as for the CPU executor; these kernels only compute. A channels-first tensor is
+// pooled as a channels-last one of batch * channels images with one channel each; 2-D pooling
+// is 3-D pooling with a depth of 1.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -29,12 +31,26 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/pooling_launch.h"
 #include "plugin/backend/cuda/cuda_libraries.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/pooling.h"
 
 namespace vgpu::cuda {
 namespace {
+
+using kernels::Dispatch;
+using pooling_launch::ArgmaxGeometry;
+using pooling_launch::ArgmaxLaunch;
+using pooling_launch::ArgmaxTarget;
+using pooling_launch::OutputsCovering;
+using pooling_launch::PoolGeometry;
+using pooling_launch::PoolingLaunch;
+using pooling_launch::ReadArgmaxLaunch;
+using pooling_launch::ReadPoolingLaunch;
+using pooling_launch::WindowOf;
+using pooling_launch::WindowRange;
 
 using dnn::RuntimeStatus;
 
@@ -100,136 +116,6 @@ __device__ __forceinline__ bool Equal(T a, T b) {
          !Arith<T>::IsNan(b);
 }
 
-template <typename Fn>
-absl::Status DispatchFloating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(__half{});
-    case DType::kBFloat16: return fn(__nv_bfloat16{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
-  }
-}
-
-// --- Geometry (the CPU executor's PoolGeometry) ----------------------------------------------
-
-struct PoolGeometry {
-  int spatial_dims = 2;
-  int64_t images = 0, channels = 0;
-  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1};
-  int64_t window[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0};
-  int64_t input_elements = 0, output_elements = 0;
-
-  __host__ __device__ int64_t InputPositions() const { return in[0] * in[1] * in[2]; }
-  __host__ __device__ int64_t OutputPositions() const { return out[0] * out[1] * out[2]; }
-};
-
-struct Range {
-  int64_t begin, end;
-};
-__device__ __forceinline__ Range WindowOf(const PoolGeometry& g, int dim, int64_t o) {
-  const int64_t start = o * g.stride[dim] - g.pad[dim];
-  return {start > 0 ? start : 0, min(start + g.window[dim], g.in[dim])};
-}
-__device__ __forceinline__ Range OutputsCovering(const PoolGeometry& g, int dim, int64_t i) {
-  const int64_t padded = i + g.pad[dim];
-  const int64_t begin = padded < g.window[dim] ? 0 : (padded - g.window[dim]) / g.stride[dim] + 1;
-  return {begin, min(padded / g.stride[dim] + 1, g.out[dim])};
-}
-
-absl::StatusOr<PoolGeometry> GeometryOf(const PoolingDescriptorSettings& pooling,
-                                        const TensorDescriptorSettings& x,
-                                        const TensorDescriptorSettings& y) {
-  const int spatial = pooling.spatial_dims;
-  if (spatial != 2 && spatial != 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pooling over ", spatial, " spatial dimensions is not supported"));
-  }
-  if (pooling.mode != PoolingMode::kMax && pooling.mode != PoolingMode::kAverage) {
-    return absl::InvalidArgumentError("unknown pooling mode");
-  }
-  if (pooling.nan_propagation != NanPropagation::kNotPropagate &&
-      pooling.nan_propagation != NanPropagation::kPropagate) {
-    return absl::InvalidArgumentError("unknown pooling NaN propagation");
-  }
-  const bool channels_first = pooling.data_format == DataFormat::kNCHW;
-  if (!channels_first && pooling.data_format != DataFormat::kNHWC) {
-    return absl::InvalidArgumentError("unknown pooling data format");
-  }
-  if (x.rank != spatial + 2 || y.rank != spatial + 2) {
-    return absl::InvalidArgumentError(absl::StrCat("pooling tensors must be ", spatial + 2,
-                                                   "-dimensional for ", spatial,
-                                                   " spatial dimensions"));
-  }
-  if (x.dtype != y.dtype) {
-    return absl::InvalidArgumentError("pooling input and output dtypes differ");
-  }
-  for (int i = 0; i < x.rank; ++i) {
-    if (x.dims[i] < 0 || y.dims[i] < 0 || x.dims[i] > kMaxLaunchElements ||
-        y.dims[i] > kMaxLaunchElements) {
-      return absl::InvalidArgumentError("pooling tensor dimension out of range");
-    }
-  }
-  for (int k = 0; k < kMaxPoolingSpatialDims; ++k) {
-    if (k >= spatial) {
-      if (pooling.window[k] != 1 || pooling.stride[k] != 1 || pooling.pad_before[k] != 0 ||
-          pooling.pad_after[k] != 0) {
-        return absl::InvalidArgumentError(
-            "pooling descriptor entries past its spatial dimensions must keep their defaults");
-      }
-      continue;
-    }
-    if (pooling.window[k] <= 0 || pooling.stride[k] <= 0 || pooling.pad_before[k] < 0 ||
-        pooling.pad_after[k] < 0) {
-      return absl::InvalidArgumentError(
-          "pooling windows and strides must be positive and paddings non-negative");
-    }
-    if (pooling.pad_before[k] >= pooling.window[k] || pooling.pad_after[k] >= pooling.window[k]) {
-      return absl::InvalidArgumentError("pooling paddings must be smaller than the window");
-    }
-  }
-  const int channel_dim = channels_first ? 1 : spatial + 1;
-  const int first_spatial = channels_first ? 2 : 1;
-  if (y.dims[0] != x.dims[0] || y.dims[channel_dim] != x.dims[channel_dim]) {
-    return absl::InvalidArgumentError("pooling output batch/channels differ from the input's");
-  }
-  PoolGeometry g;
-  g.spatial_dims = spatial;
-  const int skipped = kMaxPoolingSpatialDims - spatial;
-  for (int k = 0; k < spatial; ++k) {
-    const int dim = skipped + k;
-    g.in[dim] = x.dims[first_spatial + k];
-    g.out[dim] = y.dims[first_spatial + k];
-    g.window[dim] = pooling.window[k];
-    g.stride[dim] = pooling.stride[k];
-    g.pad[dim] = pooling.pad_before[k];
-    const int64_t expected = (g.in[dim] + pooling.pad_before[k] + pooling.pad_after[k] -
-                              g.window[dim] + g.stride[dim]) /
-                             g.stride[dim];
-    if (g.out[dim] != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "pooling output size ", g.out[dim], " of spatial dimension ", k,
-          " differs from the window geometry's ", expected));
-    }
-  }
-  if (channels_first) {
-    VGPU_ASSIGN_OR_RETURN(g.images, CheckedProduct({x.dims[0], x.dims[1]}, "pooling tensor"));
-    g.channels = 1;
-  } else {
-    g.images = x.dims[0];
-    g.channels = x.dims[spatial + 1];
-  }
-  VGPU_ASSIGN_OR_RETURN(g.input_elements, CheckedProduct({g.images, g.in[0], g.in[1], g.in[2],
-                                                          g.channels},
-                                                         "pooling tensor"));
-  VGPU_ASSIGN_OR_RETURN(g.output_elements, CheckedProduct({g.images, g.out[0], g.out[1],
-                                                           g.out[2], g.channels},
-                                                          "pooling tensor"));
-  return g;
-}
-
 // Splits a channels-last element index into (image, d, h, w, channel).
 struct Position {
   int64_t b, p[3], c;
@@ -262,7 +148,7 @@ __global__ void MaxPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
   using A = Arith<T>;
   VGPU_GRID_STRIDE(i, g.output_elements) {
     const Position o = Split(i, g.out, g.channels);
-    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+    const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
                 ws = WindowOf(g, 2, o.p[2]);
     T best = A::Lowest();
     for (int64_t z = zs.begin; z < zs.end; ++z) {
@@ -282,7 +168,7 @@ __global__ void AvgPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
   using A = Arith<T>;
   VGPU_GRID_STRIDE(i, g.output_elements) {
     const Position o = Split(i, g.out, g.channels);
-    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+    const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
                 ws = WindowOf(g, 2, o.p[2]);
     T sum = A::Zero();
     int64_t count = 0;
@@ -305,7 +191,7 @@ template <typename T, bool kPropagateNan>
 __device__ int64_t MaxElement(const PoolGeometry& g, const T* x, int64_t b, int64_t od,
                               int64_t oh, int64_t ow, int64_t c) {
   using A = Arith<T>;
-  const Range zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+  const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
   if (kPropagateNan) {
     int64_t best_index = -1;
     T best = A::Zero();
@@ -352,7 +238,7 @@ __global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T
   const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
   VGPU_GRID_STRIDE(i, g.input_elements) {
     const Position q = Split(i, g.in, g.channels);
-    const Range ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
+    const WindowRange ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
                              OutputsCovering(g, 2, q.p[2])};
     T sum = A::Zero();
     int64_t o[3];
@@ -378,7 +264,7 @@ __global__ void AvgPoolBackwardKernel(PoolGeometry g, const T* dy, T* dx) {
   const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
   VGPU_GRID_STRIDE(i, g.input_elements) {
     const Position q = Split(i, g.in, g.channels);
-    const Range ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
+    const WindowRange ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
                              OutputsCovering(g, 2, q.p[2])};
     T sum = A::Zero();
     int64_t o[3];
@@ -387,7 +273,7 @@ __global__ void AvgPoolBackwardKernel(PoolGeometry g, const T* dy, T* dx) {
            ++o[order[1]]) {
         for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
              ++o[order[2]]) {
-          const Range zs = WindowOf(g, 0, o[0]), hs = WindowOf(g, 1, o[1]),
+          const WindowRange zs = WindowOf(g, 0, o[0]), hs = WindowOf(g, 1, o[1]),
                       ws = WindowOf(g, 2, o[2]);
           const int64_t count =
               (zs.end - zs.begin) * (hs.end - hs.begin) * (ws.end - ws.begin);
@@ -408,7 +294,7 @@ __global__ void MaxPoolGradGradKernel(PoolGeometry g, const T* x, const T* y, co
   using A = Arith<T>;
   VGPU_GRID_STRIDE(i, g.output_elements) {
     const Position o = Split(i, g.out, g.channels);
-    const Range zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+    const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
                 ws = WindowOf(g, 2, o.p[2]);
     const T max = y[i];
     T value = A::Zero();
@@ -430,27 +316,13 @@ __global__ void MaxPoolGradGradKernel(PoolGeometry g, const T* x, const T* y, co
 
 // --- Argmax kernels --------------------------------------------------------------------------
 
-struct ArgmaxGeometry {
-  PoolGeometry g;
-  bool include_batch_in_index = false;
-  int64_t input_image = 0, output_image = 0;
-};
-
-// The flat index in x named by argmax value `value` of output element i, or -1 outside x.
-__device__ __forceinline__ int64_t ArgmaxTarget(const ArgmaxGeometry& a, int64_t i,
-                                                int64_t value) {
-  const int64_t offset = a.include_batch_in_index ? 0 : (i / a.output_image) * a.input_image;
-  if (value < 0 || value >= a.g.input_elements - offset) return -1;
-  return offset + value;
-}
-
 template <typename T, typename Targmax, bool kPropagateNan>
 __global__ void MaxPoolWithArgmaxKernel(ArgmaxGeometry a, const T* x, T* y, Targmax* argmax) {
   using A = Arith<T>;
   const PoolGeometry& g = a.g;
   VGPU_GRID_STRIDE(i, g.output_elements) {
     const Position o = Split(i, g.out, g.channels);
-    const Range hs = WindowOf(g, 1, o.p[1]), ws = WindowOf(g, 2, o.p[2]);
+    const WindowRange hs = WindowOf(g, 1, o.p[1]), ws = WindowOf(g, 2, o.p[2]);
     bool first = true;
     T best = A::Lowest();
     int64_t reported_best = -1;
@@ -515,27 +387,12 @@ absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t el
   return LastLaunchStatus(name);
 }
 
-struct PoolingLaunch {
-  PoolingDescriptorSettings pooling;
-  TensorDescriptorSettings x, y;
-  PoolGeometry geometry;
-};
-
-absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const CudaKernelContext& context) {
-  PoolingLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(launch.geometry, GeometryOf(launch.pooling, launch.x, launch.y));
-  return launch;
-}
-
 absl::Status PoolingForward(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
@@ -559,7 +416,7 @@ absl::Status PoolingBackward(const CudaKernelContext& context) {
   const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     size_t next = 0;
     const T* x = nullptr;
@@ -589,7 +446,7 @@ absl::Status PoolingGradGrad(const CudaKernelContext& context) {
   if (launch.pooling.mode != PoolingMode::kMax) {
     return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
   }
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));
@@ -600,47 +457,12 @@ absl::Status PoolingGradGrad(const CudaKernelContext& context) {
   });
 }
 
-struct ArgmaxLaunch {
-  PoolingDescriptorSettings pooling;
-  TensorDescriptorSettings x, y, argmax;
-  ArgmaxGeometry a;
-};
-
-absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const CudaKernelContext& context) {
-  ArgmaxLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.pooling, context.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.y, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(launch.argmax, context.Descriptor<TensorDescriptorSettings>(3));
-  VGPU_ASSIGN_OR_RETURN(launch.a.g, GeometryOf(launch.pooling, launch.x, launch.y));
-  if (launch.pooling.mode != PoolingMode::kMax || launch.pooling.spatial_dims != 2 ||
-      launch.pooling.data_format != DataFormat::kNHWC) {
-    return absl::InvalidArgumentError("argmax pooling kernels need 2-D NHWC max pooling");
-  }
-  if (launch.argmax.dtype != DType::kInt64 && launch.argmax.dtype != DType::kInt32) {
-    return absl::InvalidArgumentError("argmax must be int64 or int32");
-  }
-  if (launch.argmax.rank != launch.y.rank ||
-      !std::equal(launch.y.dims, launch.y.dims + launch.y.rank, launch.argmax.dims)) {
-    return absl::InvalidArgumentError("argmax must have the pooled output's shape");
-  }
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(int32_t include_batch, params.Get<int32_t>());
-  if (include_batch != 0 && include_batch != 1) {
-    return absl::InvalidArgumentError("include_batch_in_index must be 0 or 1");
-  }
-  launch.a.include_batch_in_index = include_batch == 1;
-  launch.a.input_image = launch.a.g.InputPositions() * launch.a.g.channels;
-  launch.a.output_image = launch.a.g.OutputPositions() * launch.a.g.channels;
-  return launch;
-}
-
 absl::Status PoolingForwardWithArgmax(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
   VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   const PoolGeometry& g = launch.a.g;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
@@ -666,7 +488,7 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
     return absl::InvalidArgumentError("MaxPoolGradWithArgmax needs an int64 argmax");
   }
   const PoolGeometry& g = launch.a.g;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, g.output_elements));
     VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
@@ -712,7 +534,7 @@ absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
     return absl::InvalidArgumentError("MaxPoolGradGradWithArgmax needs an int64 argmax");
   }
   const PoolGeometry& g = launch.a.g;
-  return DispatchFloating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(0, g.input_elements));
     VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,

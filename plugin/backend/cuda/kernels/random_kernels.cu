@@ -43,7 +43,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/k2_device_helpers.cuh"
+#include "plugin/backend/cuda/kernels/element_helpers.cuh"
 #include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/random.h"
@@ -182,7 +182,7 @@ struct UniformDistribution {
         out[i] = DeviceUniformDouble(Word(b, 2 * i), Word(b, 2 * i + 1));
       } else if constexpr (std::is_same_v<T, float>) {
         out[i] = DeviceUniformFloat(Word(b, i));
-      } else if constexpr (std::is_same_v<T, k2::Half>) {
+      } else if constexpr (std::is_same_v<T, elements::Half>) {
         // UniformHalfValue: m / 2^10, exact.
         out[i] = T(static_cast<float>(Word(b, i) & 0x3ffu) * (1.0f / 1024.0f));
       } else {
@@ -247,7 +247,7 @@ struct FullIntDistribution {
 template <typename T, typename Distribution>
 __global__ void FillFromBlocksKernel(DevicePhilox base, Distribution distribution, int64_t count,
                                      int64_t blocks, T* __restrict__ out) {
-  for (int64_t block = k2::GridThreadIndex(); block < blocks; block += k2::GridStride()) {
+  for (int64_t block = elements::GridThreadIndex(); block < blocks; block += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(block));
     const uint4 bits = generator.Next();
@@ -265,7 +265,7 @@ __global__ void TruncatedNormalKernel(DevicePhilox base, NormalTables tables, in
   constexpr bool kDouble = std::is_same_v<T, double>;
   constexpr int kPerGroup = kDouble ? 2 : 4;
   constexpr uint64_t kBlocksPerGroup = kDouble ? 128 : 256;
-  for (int64_t group = k2::GridThreadIndex(); group < groups; group += k2::GridStride()) {
+  for (int64_t group = elements::GridThreadIndex(); group < groups; group += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(group) * kBlocksPerGroup);
     DeviceWords words{&generator};
@@ -337,20 +337,20 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
   float* radius_device = nullptr;
   float2* sincos_device = nullptr;
   auto upload = [&]() -> absl::Status {
-    VGPU_RETURN_IF_ERROR(k2::CudaError(cudaMalloc(&radius_device, kMantissaValues * sizeof(float)),
+    VGPU_RETURN_IF_ERROR(elements::CudaError(cudaMalloc(&radius_device, kMantissaValues * sizeof(float)),
                                        "cudaMalloc (normal tables)"));
-    VGPU_RETURN_IF_ERROR(k2::CudaError(
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
         cudaMalloc(&sincos_device, kMantissaValues * sizeof(float2)), "cudaMalloc (normal tables)"));
-    VGPU_RETURN_IF_ERROR(k2::CudaError(
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
         cudaMemcpyAsync(radius_device, radius.data(), kMantissaValues * sizeof(float),
                         cudaMemcpyHostToDevice, device.stream),
         "cudaMemcpyAsync (normal tables)"));
-    VGPU_RETURN_IF_ERROR(k2::CudaError(
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
         cudaMemcpyAsync(sincos_device, sincos.data(), kMantissaValues * sizeof(float2),
                         cudaMemcpyHostToDevice, device.stream),
         "cudaMemcpyAsync (normal tables)"));
     // The host vectors die at return and other streams share the tables: wait for the copy.
-    return k2::CudaError(cudaStreamSynchronize(device.stream), "normal tables upload");
+    return elements::CudaError(cudaStreamSynchronize(device.stream), "normal tables upload");
   };
   if (absl::Status status = upload(); !status.ok()) {
     if (radius_device != nullptr) cudaFree(radius_device);
@@ -379,7 +379,7 @@ absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
                          T* out) {
   const int64_t count = static_cast<int64_t>(params.count);
   const int64_t blocks = (count + Distribution::kPerBlock - 1) / Distribution::kPerBlock;
-  return k2::Launch(name, *context.device, blocks, FillFromBlocksKernel<T, Distribution>,
+  return elements::Launch(name, *context.device, blocks, FillFromBlocksKernel<T, Distribution>,
                     MakePhilox(params), distribution, count, blocks, out);
 }
 
@@ -394,7 +394,7 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
-  return k2::DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return elements::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
     if (params.count == 0) return absl::OkStatus();
@@ -411,22 +411,11 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
         constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
         const int64_t count = static_cast<int64_t>(params.count);
         const int64_t groups = (count + kPerGroup - 1) / kPerGroup;
-        return k2::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
+        return elements::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
                           MakePhilox(params), tables, count, groups, out);
       }
     }
   });
-}
-
-template <typename Fn>
-absl::Status DispatchInteger(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not int32 or int64"));
-  }
 }
 
 // random::kUniformInt.
@@ -438,7 +427,7 @@ absl::Status UniformInt(const CudaKernelContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("too many random numbers: ", params.philox.count));
   }
-  return DispatchInteger(params.philox.dtype, [&](auto zero) -> absl::Status {
+  return elements::Dispatch::Int32Or64(params.philox.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Unsigned = std::make_unsigned_t<T>;
     if (params.minval < std::numeric_limits<T>::min() ||
@@ -462,7 +451,7 @@ absl::Status UniformFullInt(const CudaKernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
-  return DispatchInteger(params.dtype, [&](auto zero) -> absl::Status {
+  return elements::Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
     if (params.count == 0) return absl::OkStatus();

@@ -379,7 +379,7 @@ absl::Status CopyStatus(cudaError_t error) {
 template <typename Fn>
 absl::Status DispatchReducible(DType dtype, Fn&& fn) {
   if (dtype == DType::kInt64) return fn(int64_t{});
-  return DispatchFloating(dtype, fn);
+  return Dispatch::Floating(dtype, fn);
 }
 
 // reduction::kReduce (see protocol/kernels/reduction.h).

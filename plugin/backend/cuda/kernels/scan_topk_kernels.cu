@@ -86,7 +86,7 @@ absl::Status Scan(const CudaKernelContext& context) {
   if (tensor.dtype == DType::kUInt8 || tensor.dtype == DType::kBool) {
     return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
   }
-  return DispatchNumeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, uint8_t>) {
       return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
@@ -169,7 +169,7 @@ absl::Status TopK(const CudaKernelContext& context) {
   if (x_desc.dtype == DType::kBool || x_desc.dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
   }
-  return DispatchNumeric(x_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Numeric(x_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     if constexpr (std::is_same_v<T, uint8_t>) {
       return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");

@@ -121,7 +121,7 @@ absl::Status Softmax(const CudaKernelContext& context) {
   }
   const int64_t batch = tensor.dims[0], classes = tensor.dims[1];
   VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return DispatchFloating(tensor.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, count));
@@ -199,7 +199,7 @@ absl::Status SoftmaxCrossEntropy(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(Broadcast2D labels_layout, BroadcastOf(labels_desc, batch, classes));
   VGPU_ASSIGN_OR_RETURN(const int64_t logits_count, DenseElementCount(logits_desc));
   VGPU_ASSIGN_OR_RETURN(const int64_t labels_count, DenseElementCount(labels_desc));
-  return DispatchFloating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, logits_count));
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* labels, ConstDeviceBuffer<T>(context, 1, labels_count));
@@ -273,7 +273,7 @@ absl::Status SparseSoftmaxCrossEntropy(const CudaKernelContext& context) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
   }
-  return DispatchFloating(logits_desc.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(logits_desc.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* loss, DeviceBuffer<T>(context, 1, batch));

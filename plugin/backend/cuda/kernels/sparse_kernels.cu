@@ -11,7 +11,7 @@
 //     column (the row counts of SegmentMean are integer atomics: exact);
 //   - an integer scatter division by zero (among the updates that are applied) fails the launch
 //     before anything is written, as on the CPU: a check kernel sets a device flag, which the
-//     host reads back synchronously (k2::ReadBack: the only wait on the GPU in this family,
+//     host reads back synchronously (elements::ReadBack: the only wait on the GPU in this family,
 //     and only for integer kDiv scatters);
 //   - where's count check (num_true against the input's true elements) needs the device's
 //     count too: read back the same way after the compaction (CUB DeviceSelect::If, which keeps
@@ -35,14 +35,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/k2_device_helpers.cuh"
+#include "plugin/backend/cuda/kernels/element_helpers.cuh"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/sparse.h"
 
 namespace vgpu::cuda {
 namespace {
 
-using namespace k2;  // NOLINT: the element types and functions of this family's helpers
+using namespace elements;  // NOLINT: the element types and functions of this family's helpers
 using sparse::ScatterOp;
 using sparse::SegmentOp;
 
@@ -139,7 +139,7 @@ absl::Status Gather(const CudaKernelContext& context) {
                         CheckedProduct({p.batch, p.outer, p.indices_per_batch}, "output"));
   VGPU_ASSIGN_OR_RETURN(const int64_t out_count, CheckedProduct({rows, p.inner}, "output"));
   const size_t esize = p.element_size;
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     VGPU_ASSIGN_OR_RETURN(const uint8_t* params,
@@ -187,7 +187,7 @@ absl::Status GatherNd(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t out_count,
                         CheckedProduct({p.num_slices, p.slice_size}, "output"));
   const size_t esize = p.element_size;
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     VGPU_ASSIGN_OR_RETURN(const uint8_t* params,
@@ -264,7 +264,7 @@ absl::Status DispatchScatter(DType dtype, Fn&& fn) {
   if (dtype == DType::kUInt8) {
     return absl::InvalidArgumentError("uint8 scatters are not supported");
   }
-  return DispatchAll(dtype, fn);
+  return Dispatch::All(dtype, fn);
 }
 
 // destination[i] = the element offset of row indices[i], or -1 when out of [0, rows).
@@ -356,7 +356,7 @@ absl::Status Scatter(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
                         scalar ? CheckedProduct({1}, "updates")
                                : CheckedProduct({p.num_indices, p.inner}, "updates"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     return DispatchScatter(p.dtype, [&](auto zero) -> absl::Status {
@@ -396,7 +396,7 @@ absl::Status ScatterNd(const CudaKernelContext& context) {
                         CheckedProduct({p.num_updates, p.index_depth}, "indices"));
   VGPU_ASSIGN_OR_RETURN(const int64_t updates_count,
                         CheckedProduct({p.num_updates, p.slice_size}, "updates"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* indices, context.Buffer<const Index>(1, indices_count));
     return DispatchScatter(p.dtype, [&](auto zero) -> absl::Status {
@@ -561,10 +561,10 @@ absl::Status SegmentReduce(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t data_count, CheckedProduct({p.num_ids, p.inner}, "data"));
   VGPU_ASSIGN_OR_RETURN(const int64_t output_count,
                         CheckedProduct({p.num_segments, p.inner}, "output"));
-  return DispatchIndex(p.index_dtype, [&](auto index_zero) -> absl::Status {
+  return Dispatch::Index(p.index_dtype, [&](auto index_zero) -> absl::Status {
     using Index = decltype(index_zero);
     VGPU_ASSIGN_OR_RETURN(const Index* ids, context.Buffer<const Index>(1, p.num_ids));
-    return DispatchNumeric(p.dtype, [&](auto zero) -> absl::Status {
+    return Dispatch::Numeric(p.dtype, [&](auto zero) -> absl::Status {
       using T = decltype(zero);
       VGPU_ASSIGN_OR_RETURN(const T* data, context.Buffer<const T>(0, data_count));
       VGPU_ASSIGN_OR_RETURN(T * output, context.Buffer<T>(2, output_count));
@@ -641,7 +641,7 @@ absl::Status CountTrue(const CudaKernelContext& context) {
   sparse::WhereParams p;
   std::vector<int64_t> dims;
   VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
-  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
     VGPU_ASSIGN_OR_RETURN(int64_t * count, context.Buffer<int64_t>(1, 1));
@@ -684,7 +684,7 @@ absl::Status Where(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const int64_t total, ReadWhere(context, &p, &dims));
   VGPU_ASSIGN_OR_RETURN(const int64_t coordinate_count,
                         CheckedProduct({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));
-  return DispatchAll(p.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::All(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* input, context.Buffer<const T>(0, total));
     VGPU_ASSIGN_OR_RETURN(int64_t * out, context.Buffer<int64_t>(1, coordinate_count));

@@ -2,7 +2,7 @@
 // variable updates, dense (Apply*) and sparse (SparseApply*), for float32, float64, float16 and
 // bfloat16, with the CPU executor's expressions (cpu/kernels/training_kernels.cc, TensorFlow's
 // CPU functors) evaluated per element in the same order of operations. The 16-bit types round
-// after every operation as Eigen::half / Eigen::bfloat16 do (k2_device_helpers.cuh).
+// after every operation as Eigen::half / Eigen::bfloat16 do (element_helpers.cuh).
 //
 // Dense kernels: one grid-stride kernel per optimizer, one thread per element, running the
 // CPU's statements in order for that element (the CPU evaluates each statement over all
@@ -29,14 +29,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/k2_device_helpers.cuh"
+#include "plugin/backend/cuda/kernels/element_helpers.cuh"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/training.h"
 
 namespace vgpu::cuda {
 namespace {
 
-using namespace k2;  // NOLINT: the element types and functions of this family's helpers
+using namespace elements;  // NOLINT: the element types and functions of this family's helpers
 using training::SparseUpdateParams;
 using training::UpdateParams;
 
@@ -493,7 +493,7 @@ absl::Status RunDense(const CudaKernelContext& context, absl::string_view layout
     return absl::InvalidArgumentError("variable has too many elements");
   }
   const int64_t count = static_cast<int64_t>(params.count);
-  return DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), count, count, 0, 0));
     if (count == 0) return absl::OkStatus();
@@ -520,14 +520,14 @@ absl::Status RunSparse(const CudaKernelContext& context, absl::string_view layou
     return absl::InvalidArgumentError("indices must be int32 or int64");
   }
   const uint64_t index_size = DTypeSize(params.index_dtype);
-  return DispatchFloating(params.dtype, [&](auto zero) -> absl::Status {
+  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), static_cast<int64_t>(var_count),
                                      static_cast<int64_t>(grad_count), params.num_indices,
                                      index_size));
     if (grad_count == 0) return absl::OkStatus();
     const Operands<T> operands = OperandsOf<T>(context, params.flags);
-    return DispatchIndex(params.index_dtype, [&](auto index_zero) -> absl::Status {
+    return Dispatch::Index(params.index_dtype, [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
       return Launch(name, *context.device, params.inner, SparseUpdateKernel<T, Index, Update>,
                     operands, reinterpret_cast<const Index*>(context.buffers[indices_index]),

@@ -1,16 +1,16 @@
-// What every executor's kernels share: the view of one launch a kernel receives
-// (LaunchContext: buffers in the executor's address space, parameters, descriptor settings, the
-// executor's device), the checked arithmetic every kernel sizes its loops with, and the parser
-// of a launch's descriptor section. Executor-independent: the CPU executor's kernels
-// (cpu/kernel_registry.h) and the CUDA executor's (cuda/cuda_kernel_registry.h) use the same.
-#ifndef VGPU_BACKEND_LAUNCH_CONTEXT_H_
-#define VGPU_BACKEND_LAUNCH_CONTEXT_H_
+// One launch as every executor sees it, before any executor-specific work: LaunchView (the
+// buffers in the executor's address space with their sizes, the parameter block, the settings
+// of the descriptors the launch carried), the checked arithmetic every launch reader sizes a
+// problem with, and the parser of a launch's descriptor section (run once, by the session
+// layer). Host code only, no executor type: the launch readers of backend/launch/ take a
+// LaunchView, and each executor's kernel context extends it (launch_context.h).
+#ifndef VGPU_BACKEND_LAUNCH_LAUNCH_VIEW_H_
+#define VGPU_BACKEND_LAUNCH_LAUNCH_VIEW_H_
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
-#include <type_traits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -34,7 +34,8 @@ struct DescriptorView {
 // A launch's extents, counts and ranks come from a tenant that may be hostile: every product a
 // kernel uses to size a loop or index memory goes through these helpers (overflow-checked,
 // negative factors rejected) before the kernel touches a buffer, and every count is then checked
-// against the buffer the kernel received (KernelContext::Buffer). Pure functions, thread-safe.
+// against the buffer the kernel received (LaunchView::ExpectElements, LaunchContext::Buffer).
+// Pure functions, thread-safe.
 
 // No tensor of a launch may hold more elements than this: byte counts of any dtype and the index
 // arithmetic of the kernels stay far from 64-bit overflow.
@@ -64,66 +65,27 @@ absl::StatusOr<int64_t> CheckedSum(int64_t a, int64_t b, absl::string_view what,
 // concurrent writer of the same bytes (only a tenant writing garbage races with itself).
 void CanonicalizeBools(uint8_t* bytes, uint64_t count);
 
-// What LaunchContext needs to know of an executor's device type. An executor whose buffers are
-// not host-addressable (a GPU) specialises it with kHostAddressable = false; its kernels then
-// read bool tensors as bytes and treat any nonzero byte as true themselves.
-template <typename Device>
-struct LaunchDeviceTraits {
-  static constexpr bool kHostAddressable = true;
-};
-
-// One launch as a kernel sees it, on the device type `Device` of its executor (the CPU
-// executor's Eigen thread pool, the CUDA executor's stream and library handles). Borrows
-// everything; lives for the kernel's call.
-template <typename Device>
-struct LaunchContext {
+// One launch: borrows everything (the session's pins, the command's bytes) for the launch's
+// duration. Thread-compatible: read-only once built.
+struct LaunchView {
   absl::Span<uint8_t* const> buffers;     // in the executor's address space, in the launch's order
   absl::Span<const uint64_t> buffer_sizes;
   absl::Span<const uint8_t> params;
-  const Device* device;                   // never null
   absl::Span<const DescriptorView> descriptors = {};
 
   // Fails unless the launch named exactly `count` buffers.
-  absl::Status ExpectBuffers(size_t count) const {
-    if (buffers.size() == count) return absl::OkStatus();
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
-  }
+  absl::Status ExpectBuffers(size_t count) const;
 
   // Fails unless buffer `index` exists and its address is a multiple of `alignment` (a power of
   // two). A tenant may name any byte of its memory, and a value read through a misaligned
   // pointer is undefined behaviour; a GPU refuses a misaligned access as well.
-  absl::Status ExpectAligned(size_t index, size_t alignment) const {
-    if (index >= buffers.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
-    }
-    const uintptr_t address = reinterpret_cast<uintptr_t>(buffers[index]);
-    if (alignment > 1 && (address & (alignment - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "buffer ", index, " is not aligned to its ", alignment, "-byte elements"));
-    }
-    return absl::OkStatus();
-  }
+  absl::Status ExpectAligned(size_t index, size_t alignment) const;
 
-  // Buffer `index` as an array of at least `elements` values of T, aligned for T. For T = bool
-  // on host-addressable memory the first `elements` bytes are made canonical first
-  // (CanonicalizeBools).
-  template <typename T>
-  absl::StatusOr<T*> Buffer(size_t index, uint64_t elements) const {
-    VGPU_RETURN_IF_ERROR(ExpectAligned(index, alignof(T)));
-    // elements * sizeof(T) may overflow for a hostile count: compare by division.
-    if (elements > buffer_sizes[index] / sizeof(T)) {
-      return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",
-                                                     buffer_sizes[index], " bytes, needs ",
-                                                     elements, " elements of ", sizeof(T),
-                                                     " bytes"));
-    }
-    if constexpr (std::is_same_v<std::remove_const_t<T>, bool> &&
-                  LaunchDeviceTraits<Device>::kHostAddressable) {
-      CanonicalizeBools(buffers[index], elements);
-    }
-    return reinterpret_cast<T*>(buffers[index]);
-  }
+  // Fails unless buffer `index` exists, is aligned to `alignment` and holds at least
+  // `elements` elements of `element_size` bytes (compared by division: a hostile count cannot
+  // overflow). What Buffer<T>() checks, for readers that know only an element size.
+  absl::Status ExpectElements(size_t index, uint64_t elements, size_t element_size,
+                              size_t alignment) const;
 
   // The settings of descriptor `index`, which must be of Settings' kind.
   template <typename Settings>
@@ -154,4 +116,4 @@ absl::Status ParseLaunchDescriptors(absl::Span<const uint8_t> bytes,
 
 }  // namespace vgpu
 
-#endif  // VGPU_BACKEND_LAUNCH_CONTEXT_H_
+#endif  // VGPU_BACKEND_LAUNCH_LAUNCH_VIEW_H_

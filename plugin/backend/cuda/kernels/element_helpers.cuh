@@ -1,13 +1,12 @@
-// Private helpers of the CUDA data movement, random, sparse and training kernels (branch
-// cuda-k2): the device element types of the protocol dtypes, with arithmetic that rounds like
-// the CPU executor's Eigen types; dtype dispatch over them; the byte-generic element types of
+// Helpers of the CUDA data movement, random, sparse and training kernels: the stored element
+// types of the protocol dtypes (Half, BFloat16, Bool8), with arithmetic that rounds like the
+// CPU executor's Eigen types, for the shared dtype dispatch; the byte-generic element types of
 // the data movement and gather kernels (word-sized when aligned, bytewise when a tenant placed a
 // tensor at an odd address); grid-stride launches; a stream-ordered scratch allocation; and the
-// synchronous read-back of a device error flag.
-// The element-wise family's shared header (device_types.cuh, cuda-k1) may replace the type
-// part after the branches merge; until then these stay private to the four families here.
-#ifndef VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
-#define VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
+// synchronous read-back of a device error flag. (The element-wise, reduction and softmax
+// families compute with device_types.cuh's Narrow types instead.)
+#ifndef VGPU_BACKEND_CUDA_KERNELS_ELEMENT_HELPERS_CUH_
+#define VGPU_BACKEND_CUDA_KERNELS_ELEMENT_HELPERS_CUH_
 
 #include <cstdint>
 #include <initializer_list>
@@ -22,9 +21,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/launch/dtype_dispatch.h"
 #include "plugin/protocol/kernel_ids.h"
 
-namespace vgpu::cuda::k2 {
+namespace vgpu::cuda::elements {
 
 // --- 16-bit floating types ------------------------------------------------------------------
 // Eigen::half and Eigen::bfloat16 (the CPU executor's types) do every operation in float and
@@ -154,47 +154,16 @@ template <typename T>
 __device__ inline T Min(T a, T b) { return b < a ? b : a; }
 
 // --- Dtype dispatch -------------------------------------------------------------------------
-// As the CPU executor's dtype_dispatch.h, with the device element types.
 
-template <typename Fn>
-absl::Status DispatchFloating(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat64: return fn(double{});
-    case DType::kFloat16: return fn(Half{});
-    case DType::kBFloat16: return fn(BFloat16{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
-  }
-}
+// How these kernels hold the dtypes C++ has no type for.
+struct StoredElementTypes {
+  using Float16 = Half;
+  using BFloat16 = ::vgpu::cuda::elements::BFloat16;
+  using Bool = Bool8;
+};
 
-template <typename Fn>
-absl::Status DispatchNumeric(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    case DType::kUInt8: return fn(uint8_t{});
-    default: return DispatchFloating(dtype, fn);
-  }
-}
-
-template <typename Fn>
-absl::Status DispatchAll(DType dtype, Fn&& fn) {
-  if (dtype == DType::kBool) return fn(Bool8{});
-  return DispatchNumeric(dtype, fn);
-}
-
-template <typename Fn>
-absl::Status DispatchIndex(DType index_dtype, Fn&& fn) {
-  switch (index_dtype) {
-    case DType::kInt32: return fn(int32_t{});
-    case DType::kInt64: return fn(int64_t{});
-    default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "index dtype ", static_cast<uint32_t>(index_dtype), " is not int32 or int64"));
-  }
-}
+// Dispatch::Floating, Numeric, All, Int32Or64, Index, ElementSize (launch/dtype_dispatch.h).
+using Dispatch = DTypeDispatch<StoredElementTypes>;
 
 // An element of N bytes with byte alignment: the path for tensors a tenant placed at an
 // address that is not a multiple of the element size (the CPU copies those bytewise too).
@@ -288,6 +257,6 @@ absl::Status ReadBack(cudaStream_t stream, const T* source, T* destination, size
   return CudaError(cudaStreamSynchronize(stream), "cudaStreamSynchronize (error flag read-back)");
 }
 
-}  // namespace vgpu::cuda::k2
+}  // namespace vgpu::cuda::elements
 
-#endif  // VGPU_BACKEND_CUDA_KERNELS_K2_DEVICE_HELPERS_CUH_
+#endif  // VGPU_BACKEND_CUDA_KERNELS_ELEMENT_HELPERS_CUH_

@@ -1,5 +1,5 @@
-// The executor-independent launch helpers (see launch_context.h).
-#include "plugin/backend/launch_context.h"
+// The executor-independent view of a launch (see launch_view.h).
+#include "plugin/backend/launch/launch_view.h"
 
 namespace vgpu {
 
@@ -7,6 +7,36 @@ void CanonicalizeBools(uint8_t* bytes, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) {
     if (bytes[i] > 1) bytes[i] = 1;
   }
+}
+
+absl::Status LaunchView::ExpectBuffers(size_t count) const {
+  if (buffers.size() == count) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("expected ", count, " buffers, got ", buffers.size()));
+}
+
+absl::Status LaunchView::ExpectAligned(size_t index, size_t alignment) const {
+  if (index >= buffers.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("no buffer ", index));
+  }
+  const uintptr_t address = reinterpret_cast<uintptr_t>(buffers[index]);
+  if (alignment > 1 && (address & (alignment - 1)) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "buffer ", index, " is not aligned to its ", alignment, "-byte elements"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LaunchView::ExpectElements(size_t index, uint64_t elements, size_t element_size,
+                                        size_t alignment) const {
+  VGPU_RETURN_IF_ERROR(ExpectAligned(index, alignment));
+  if (element_size == 0 || elements > buffer_sizes[index] / element_size) {
+    return absl::InvalidArgumentError(absl::StrCat("buffer ", index, " holds ",
+                                                   buffer_sizes[index], " bytes, needs ",
+                                                   elements, " elements of ", element_size,
+                                                   " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> CheckedProduct(absl::Span<const int64_t> factors, absl::string_view what,
