@@ -1,7 +1,8 @@
 // The image resize family (protocol/kernels/image_resize.h) on the CPU backing executor:
-// bilinear, nearest neighbour, bicubic and area resizing, ScaleAndTranslate, and their
-// gradients. Every kernel first turns the launch's geometry into per-row and per-column tables
-// (source indices, always clamped into the image, and weights), computed once per launch with
+// bilinear, nearest neighbour, bicubic and area resizing and their gradients (ScaleAndTranslate:
+// image_scale_translate_kernels.cc). Every kernel reads its launch with the launch layer
+// (launch/image_resize_launch.h), turns the geometry into per-row and per-column tables (source
+// indices, always clamped into the image, and weights), computed once per launch with
 // TensorFlow's float arithmetic, then runs one parallelFor over output rows. The gradients are
 // written in gather form: each row of the image gradient collects, from a table of the resized
 // rows that touched it, exactly the terms TensorFlow's CPU kernel scatters into it, in the same
@@ -18,6 +19,8 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/image_resampling.h"
+#include "plugin/backend/launch/image_resize_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/image_resize.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -25,147 +28,10 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using image_resize::PixelType;
-using image_resize::SamplingKernel;
-
-// The most weights a ScaleAndTranslate sampling table may hold (4 GiB of floats): only a
-// scale/size combination no real image uses needs more, and such a launch is refused rather
-// than allowed to exhaust the executor's memory.
-constexpr int64_t kMaxSamplingWeights = int64_t{1} << 30;
-
-// --- Launch geometry -------------------------------------------------------------------------
-
-// The validated geometry every kernel of the family starts its parameter block with.
-struct ResizeGeometry {
-  int64_t batch = 0, channels = 0;
-  int64_t image_height = 0, image_width = 0;
-  int64_t resized_height = 0, resized_width = 0;
-  bool align_corners = false, half_pixel_centers = false;
-  int64_t image_count = 0, resized_count = 0;  // elements of each side
-};
-
-absl::StatusOr<ResizeGeometry> ReadGeometry(ParamReader& reader) {
-  ResizeGeometry g;
-  for (int64_t* field : {&g.batch, &g.channels, &g.image_height, &g.image_width,
-                         &g.resized_height, &g.resized_width}) {
-    VGPU_ASSIGN_OR_RETURN(*field, reader.Get<int64_t>());
-  }
-  VGPU_ASSIGN_OR_RETURN(uint32_t options, reader.Get<uint32_t>());
-  if ((options & ~(image_resize::kAlignCorners | image_resize::kHalfPixelCenters)) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("image resize: unknown options ", options));
-  }
-  g.align_corners = (options & image_resize::kAlignCorners) != 0;
-  g.half_pixel_centers = (options & image_resize::kHalfPixelCenters) != 0;
-  VGPU_ASSIGN_OR_RETURN(g.image_count,
-                        CheckedProduct({g.batch, g.image_height, g.image_width, g.channels},
-                                       "image resize: the image"));
-  VGPU_ASSIGN_OR_RETURN(g.resized_count,
-                        CheckedProduct({g.batch, g.resized_height, g.resized_width, g.channels},
-                                       "image resize: the resized image"));
-  return g;
-}
-
-absl::Status RejectAlignedHalfPixel(const ResizeGeometry& g) {
-  if (g.align_corners && g.half_pixel_centers) {
-    return absl::InvalidArgumentError(
-        "image resize: align_corners and half_pixel_centers are both set");
-  }
-  return absl::OkStatus();
-}
-
-// A forward kernel with a non-empty output reads pixels: the image must have some.
-absl::Status RequireImagePixels(const ResizeGeometry& g) {
-  if (g.image_height < 1 || g.image_width < 1) {
-    return absl::InvalidArgumentError("image resize: the image has no pixels");
-  }
-  return absl::OkStatus();
-}
-
-// --- Coordinates -----------------------------------------------------------------------------
-
-// `value` rounded to float and stored, so that the compiler cannot fuse the product that made
-// it into a following addition (an FMA on CPUs that have one would round differently from
-// TensorFlow's kernels and move an index or a table entry).
-inline float Materialized(float value) {
-  volatile float stored = value;
-  return stored;
-}
-
-// TensorFlow's CalculateResizeScale: source pixels per resized pixel, in float.
-float ResizeScale(int64_t image_size, int64_t resized_size, bool align_corners) {
-  return (align_corners && image_size > 1 && resized_size > 1)
-             ? static_cast<float>(image_size - 1) / static_cast<float>(resized_size - 1)
-             : static_cast<float>(image_size) / static_cast<float>(resized_size);
-}
-
-// The source coordinate of resized index `i`: (i + 0.5) * scale - 0.5 with half-pixel centres,
-// i * scale otherwise (TensorFlow's HalfPixelScaler and LegacyScaler).
-float SourceCoordinate(int64_t i, float scale, bool half_pixel_centers) {
-  if (half_pixel_centers) return Materialized((static_cast<float>(i) + 0.5f) * scale) - 0.5f;
-  return Materialized(static_cast<float>(i) * scale);
-}
-
-// A float holding an integral value (or NaN) as an int64 that is safe to clamp: NaN and values
-// beyond +-2^62 saturate (NaN to the low end, as the x86 conversion TensorFlow relies on does).
-int64_t ToIndex(float integral) {
-  constexpr float kLimit = 4.611686e18f;  // ~2^62
-  if (!(integral >= -kLimit)) return -(int64_t{1} << 62);
-  if (integral > kLimit) return int64_t{1} << 62;
-  return static_cast<int64_t>(integral);
-}
-
-// `index` clamped into [0, size - 1] (size >= 1).
-int64_t ClampIndex(int64_t index, int64_t size) {
-  return std::min(size - 1, std::max(int64_t{0}, index));
-}
-
-// --- Element types ---------------------------------------------------------------------------
-
-template <typename Fn>
-absl::Status DispatchPixel(uint32_t type, Fn&& fn) {
-  switch (static_cast<PixelType>(type)) {
-    case PixelType::kUInt8: return fn(uint8_t{});
-    case PixelType::kInt8: return fn(int8_t{});
-    case PixelType::kUInt16: return fn(uint16_t{});
-    case PixelType::kInt16: return fn(int16_t{});
-    case PixelType::kInt32: return fn(int32_t{});
-    case PixelType::kInt64: return fn(int64_t{});
-    case PixelType::kFloat16: return fn(Eigen::half{});
-    case PixelType::kBFloat16: return fn(Eigen::bfloat16{});
-    case PixelType::kFloat32: return fn(float{});
-    case PixelType::kFloat64: return fn(double{});
-  }
-  return absl::InvalidArgumentError(absl::StrCat("image resize: unknown pixel type ", type));
-}
-
-// The two buffers of a forward kernel, checked against the geometry: the image (of the launch's
-// pixel type) and the float32 resized image.
-template <typename E>
-struct ForwardBuffers {
-  const E* image = nullptr;
-  float* resized = nullptr;
-};
-
-template <typename E>
-absl::StatusOr<ForwardBuffers<E>> GetForwardBuffers(const KernelContext& context,
-                                                    const ResizeGeometry& g) {
-  ForwardBuffers<E> buffers;
-  VGPU_ASSIGN_OR_RETURN(buffers.image, context.Buffer<const E>(0, g.image_count));
-  VGPU_ASSIGN_OR_RETURN(buffers.resized, context.Buffer<float>(1, g.resized_count));
-  return buffers;
-}
-
-// Rows of an image of `rows` rows per batch entry, run in parallel; fn(b, row).
-template <typename Fn>
-void ForEachRow(const Eigen::ThreadPoolDevice& device, int64_t batch, int64_t rows,
-                double cost_per_row, Fn&& fn) {
-  device.parallelFor(batch * rows, Eigen::TensorOpCost(cost_per_row, cost_per_row, cost_per_row),
-                     [&](Eigen::Index first, Eigen::Index end) {
-                       for (int64_t index = first; index < end; ++index) {
-                         fn(index / rows, index % rows);
-                       }
-                     });
-}
+using namespace image_resampling;  // NOLINT: the family's shared helpers
+using image_resize_launch::ReadResizeGeometry;
+using image_resize_launch::RejectAlignedHalfPixel;
+using image_resize_launch::RequireImagePixels;
 
 // --- Bilinear ----------------------------------------------------------------------------------
 
@@ -193,7 +59,7 @@ absl::Status ResizeBilinear(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
   return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
     using E = decltype(zero);
@@ -290,33 +156,12 @@ RowSources CollectRowSources(int64_t resized_rows, int64_t image_rows, int tap_c
   return sources;
 }
 
-// The two buffers of a gradient kernel, checked against the geometry: the resized image's
-// gradient (G) and the image's (T). When the resized image is empty the image's gradient is
-// zeroed here (nothing flows into it).
-template <typename G, typename T>
-struct GradBuffers {
-  const G* resized_grad = nullptr;
-  T* image_grad = nullptr;
-};
-
-template <typename G, typename T>
-absl::StatusOr<GradBuffers<G, T>> GetGradBuffers(const KernelContext& context,
-                                                 const ResizeGeometry& g) {
-  GradBuffers<G, T> buffers;
-  VGPU_ASSIGN_OR_RETURN(buffers.resized_grad, context.Buffer<const G>(0, g.resized_count));
-  VGPU_ASSIGN_OR_RETURN(buffers.image_grad, context.Buffer<T>(1, g.image_count));
-  if (g.image_count > 0 && g.resized_count == 0) {
-    std::fill(buffers.image_grad, buffers.image_grad + g.image_count, T(0));
-  }
-  return buffers;
-}
-
 // image_resize::kResizeBilinearGrad.
 absl::Status ResizeBilinearGrad(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
   return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
@@ -409,7 +254,7 @@ absl::Status ResizeNearestNeighbor(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t element_size, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
   auto run = [&](auto zero) -> absl::Status {
     using E = decltype(zero);
@@ -448,7 +293,7 @@ absl::Status ResizeNearestNeighborGrad(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Buffers = GradBuffers<T, T>;
@@ -555,7 +400,7 @@ absl::Status ResizeBicubic(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
   return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
     using E = decltype(zero);
@@ -607,7 +452,7 @@ absl::Status ResizeBicubicGrad(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
   auto run = [&](auto zero) -> absl::Status {
     using T = decltype(zero);
@@ -702,7 +547,7 @@ absl::Status ResizeArea(const KernelContext& context) {
   VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
   ParamReader reader = context.Params();
   VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   if (g.half_pixel_centers) {
     return absl::InvalidArgumentError("resize area: half_pixel_centers is not an option");
   }
@@ -753,317 +598,6 @@ absl::Status ResizeArea(const KernelContext& context) {
         });
     return absl::OkStatus();
   });
-}
-
-// --- ScaleAndTranslate ------------------------------------------------------------------------
-
-// TensorFlow's sampling kernels, evaluated in float as TensorFlow evaluates them.
-struct LanczosKernel {
-  float radius;
-  float Radius() const { return radius; }
-  float operator()(float x) const {
-    constexpr float kPi = 3.14159265359f;
-    x = std::abs(x);
-    if (x > radius) return 0.0f;
-    if (x <= 1e-3) return 1.0f;
-    return radius * std::sin(kPi * x) * std::sin(kPi * x / radius) / (kPi * kPi * x * x);
-  }
-};
-struct GaussianKernel {
-  float Radius() const { return 1.5f; }
-  float operator()(float x) const {
-    constexpr float kSigma = 1.5f / 3.0f;
-    x = std::abs(x);
-    if (x >= Radius()) return 0.0f;
-    return static_cast<float>(std::exp(-x * x / (2.0 * kSigma * kSigma)));
-  }
-};
-struct BoxKernel {
-  float Radius() const { return 1.0f; }
-  float operator()(float x) const {
-    x = std::abs(x);
-    return x < 0.5f ? 1.0f : (x == 0.5f ? 0.5f : 0.0f);
-  }
-};
-struct TriangleKernel {
-  float Radius() const { return 1.0f; }
-  float operator()(float x) const {
-    x = std::abs(x);
-    return x < 1.0f ? 1.0f - x : 0.0f;
-  }
-};
-struct KeysCubicKernel {
-  float Radius() const { return 2.0f; }
-  float operator()(float x) const {
-    x = std::abs(x);
-    if (x >= 2.0f) return 0.0f;
-    if (x >= 1.0f) return ((-0.5f * x + 2.5f) * x - 4.0f) * x + 2.0f;
-    return ((1.5f * x - 2.5f) * x) * x + 1.0f;
-  }
-};
-struct MitchellCubicKernel {
-  float Radius() const { return 2.0f; }
-  float operator()(float x) const {
-    x = std::abs(x);
-    if (x >= 2.0f) return 0.0f;
-    if (x >= 1.0f) {
-      return (((-7.0f / 18.0f) * x + 2.0f) * x - 10.0f / 3.0f) * x + 16.0f / 9.0f;
-    }
-    return (((7.0f / 6.0f) * x - 2.0f) * x) * x + 8.0f / 9.0f;
-  }
-};
-
-template <typename Fn>
-absl::Status DispatchSamplingKernel(uint32_t kernel, Fn&& fn) {
-  switch (static_cast<SamplingKernel>(kernel)) {
-    case SamplingKernel::kLanczos1: return fn(LanczosKernel{1.0f});
-    case SamplingKernel::kLanczos3: return fn(LanczosKernel{3.0f});
-    case SamplingKernel::kLanczos5: return fn(LanczosKernel{5.0f});
-    case SamplingKernel::kGaussian: return fn(GaussianKernel{});
-    case SamplingKernel::kBox: return fn(BoxKernel{});
-    case SamplingKernel::kTriangle: return fn(TriangleKernel{});
-    case SamplingKernel::kKeysCubic: return fn(KeysCubicKernel{});
-    case SamplingKernel::kMitchellCubic: return fn(MitchellCubicKernel{});
-  }
-  return absl::InvalidArgumentError(absl::StrCat("scale and translate: unknown kernel ", kernel));
-}
-
-// Output index i along one dimension is the weighted sum of inputs [starts[i], starts[i] +
-// span_size) (clipped to the input) with weights [i * span_size, (i + 1) * span_size); unused
-// weights are 0 (TensorFlow's Spans).
-struct SampleSpans {
-  int64_t span_size = 0;
-  std::vector<int64_t> starts;
-  std::vector<float> weights;
-};
-
-absl::Status ReserveSpans(SampleSpans& spans, int64_t outputs, int64_t span_size) {
-  if (span_size > 0 && outputs > kMaxSamplingWeights / span_size) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "scale and translate: a sampling table of ", outputs, " x ", span_size,
-        " weights is too large"));
-  }
-  spans.span_size = span_size;
-  spans.starts.assign(outputs, 0);
-  spans.weights.assign(outputs * span_size, 0.0f);
-  return absl::OkStatus();
-}
-
-// The spans sampling an input of `input_size` into `output_size` outputs (TensorFlow's
-// ComputeSpansCore). input_size >= 1, scale > 0.
-template <typename Kernel>
-absl::StatusOr<SampleSpans> ForwardSpans(const Kernel& kernel, int64_t output_size,
-                                         int64_t input_size, float scale, float translate,
-                                         bool antialias) {
-  const float inverse_scale = static_cast<float>(1.0 / static_cast<double>(scale));
-  const float inverse_translate = -inverse_scale * translate;
-  const float kernel_scale = antialias ? std::max(inverse_scale, 1.0f) : 1.0f;
-  const float radius = Materialized(kernel.Radius() * kernel_scale);
-  // 2 * ceil(radius) + 1 taps at most, never more than the input has.
-  const double widest = 2.0 * std::ceil(static_cast<double>(radius)) + 1.0;
-  const int64_t span_size =
-      widest >= static_cast<double>(input_size) ? input_size : static_cast<int64_t>(widest);
-  SampleSpans spans;
-  VGPU_RETURN_IF_ERROR(ReserveSpans(spans, output_size, span_size));
-  const float inverse_kernel_scale = 1.0f / kernel_scale;
-  std::vector<float> taps;
-  for (int64_t x = 0; x < output_size; ++x) {
-    const float center = static_cast<float>(x) + 0.5f;
-    const float sample = Materialized(center * inverse_scale) + inverse_translate;
-    // No sample outside the input: an empty span (start 0, weights 0).
-    if (sample < 0 || sample > static_cast<float>(input_size)) continue;
-    const int64_t start = ClampIndex(ToIndex(std::ceil(sample - radius - 0.5f)), input_size);
-    const int64_t end = ClampIndex(ToIndex(std::floor(sample + radius - 0.5f)), input_size) + 1;
-    if (end - start > span_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "scale and translate: a span of ", end - start, " exceeds ", span_size));
-    }
-    float total = 0.0f;
-    taps.clear();
-    for (int64_t source = start; source < end; ++source) {
-      const float position = static_cast<float>(source) + 0.5f - sample;
-      const float weight = kernel(std::abs(position * inverse_kernel_scale));
-      total += weight;
-      taps.push_back(weight);
-    }
-    if (std::abs(total) >= 1000.0f * std::numeric_limits<float>::min()) {
-      const float inverse_total = 1.0f / total;
-      float* weights = spans.weights.data() + x * span_size;
-      for (size_t j = 0; j < taps.size(); ++j) weights[j] = taps[j] * inverse_total;
-    }
-    spans.starts[x] = start;
-  }
-  return spans;
-}
-
-// The transpose of `forward` (which maps an input of `input_size` to `output_size` outputs):
-// spans mapping the outputs' gradient back to the input (TensorFlow's ComputeGradSpansCore).
-absl::StatusOr<SampleSpans> TransposedSpans(const SampleSpans& forward, int64_t output_size,
-                                            int64_t input_size) {
-  // Per input index, the outputs that weigh it, in ascending order (a compressed table).
-  std::vector<int64_t> first(input_size, -1), last(input_size, -1);
-  for (int64_t o = 0; o < output_size; ++o) {
-    for (int64_t j = 0; j < forward.span_size; ++j) {
-      const int64_t input = forward.starts[o] + j;
-      if (forward.weights[o * forward.span_size + j] == 0.0f || input >= input_size) continue;
-      if (first[input] < 0) first[input] = o;
-      last[input] = o;
-    }
-  }
-  int64_t span_size = 0;
-  for (int64_t i = 0; i < input_size; ++i) {
-    if (first[i] >= 0) span_size = std::max(span_size, last[i] - first[i] + 1);
-  }
-  SampleSpans spans;
-  VGPU_RETURN_IF_ERROR(ReserveSpans(spans, input_size, span_size));
-  for (int64_t i = 0; i < input_size; ++i) spans.starts[i] = std::max<int64_t>(first[i], 0);
-  for (int64_t o = 0; o < output_size; ++o) {
-    for (int64_t j = 0; j < forward.span_size; ++j) {
-      const int64_t input = forward.starts[o] + j;
-      const float weight = forward.weights[o * forward.span_size + j];
-      if (weight == 0.0f || input >= input_size) continue;
-      spans.weights[input * span_size + (o - first[input])] += weight;
-    }
-  }
-  return spans;
-}
-
-// output[b, y, x, :] = sum_j col_w[x, j] * (sum_i row_w[y, i] * input[b, row_start + i,
-// col_start + j, :]): rows resampled first into a per-thread row of floats, then columns, each
-// sum in span order (TensorFlow's GatherRows then GatherColumns).
-template <typename E>
-void GatherSpans(const Eigen::ThreadPoolDevice& device, const E* input, int64_t batch,
-                 int64_t input_height, int64_t input_width, int64_t channels,
-                 const SampleSpans& rows, int64_t output_height, const SampleSpans& columns,
-                 int64_t output_width, float* output) {
-  const int64_t input_row = input_width * channels;
-  const int64_t output_row = output_width * channels;
-  const double row_cost = 2.0 * (static_cast<double>(rows.span_size) * input_row +
-                                 static_cast<double>(columns.span_size) * output_row);
-  device.parallelFor(
-      batch * output_height, Eigen::TensorOpCost(row_cost, output_row * 4.0, row_cost),
-      [&](Eigen::Index first, Eigen::Index end) {
-        std::vector<float> resampled(input_row);
-        for (int64_t index = first; index < end; ++index) {
-          const int64_t b = index / output_height, y = index % output_height;
-          std::fill(resampled.begin(), resampled.end(), 0.0f);
-          const int64_t row_start = rows.starts[y];
-          const int64_t row_taps =
-              std::min(row_start + rows.span_size, input_height) - row_start;
-          const float* row_weights = rows.weights.data() + y * rows.span_size;
-          for (int64_t i = 0; i < row_taps; ++i) {
-            const E* source = input + (b * input_height + row_start + i) * input_row;
-            const float weight = row_weights[i];
-            for (int64_t k = 0; k < input_row; ++k) {
-              resampled[k] += weight * static_cast<float>(source[k]);
-            }
-          }
-          float* out = output + index * output_row;
-          for (int64_t x = 0; x < output_width; ++x) {
-            const int64_t column_start = columns.starts[x];
-            const int64_t column_taps =
-                std::min(column_start + columns.span_size, input_width) - column_start;
-            const float* column_weights = columns.weights.data() + x * columns.span_size;
-            float* pixel = out + x * channels;
-            std::fill(pixel, pixel + channels, 0.0f);
-            for (int64_t j = 0; j < column_taps; ++j) {
-              const float* source = resampled.data() + (column_start + j) * channels;
-              const float weight = column_weights[j];
-              for (int64_t c = 0; c < channels; ++c) pixel[c] += weight * source[c];
-            }
-          }
-        }
-      });
-}
-
-// The sampling parameters after the geometry.
-struct SamplingParams {
-  uint32_t kernel = 0;
-  bool antialias = false;
-  float row_scale = 1, column_scale = 1, row_translation = 0, column_translation = 0;
-};
-
-absl::StatusOr<SamplingParams> ReadSamplingParams(ParamReader& reader,
-                                                  const ResizeGeometry& g) {
-  if (g.align_corners || g.half_pixel_centers) {
-    return absl::InvalidArgumentError("scale and translate: options must be 0");
-  }
-  SamplingParams p;
-  VGPU_ASSIGN_OR_RETURN(p.kernel, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(uint32_t antialias, reader.Get<uint32_t>());
-  if (antialias > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scale and translate: antialias ", antialias, " is not 0 or 1"));
-  }
-  p.antialias = antialias == 1;
-  for (float* field : {&p.row_scale, &p.column_scale, &p.row_translation,
-                       &p.column_translation}) {
-    VGPU_ASSIGN_OR_RETURN(*field, reader.Get<float>());
-  }
-  if (!(p.row_scale > 0) || !(p.column_scale > 0)) {
-    return absl::InvalidArgumentError("scale and translate: scales must be greater than zero");
-  }
-  return p;
-}
-
-// image_resize::kScaleAndTranslate.
-absl::Status ScaleAndTranslate(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
-  VGPU_ASSIGN_OR_RETURN(SamplingParams p, ReadSamplingParams(reader, g));
-  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
-    using E = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
-    if (g.resized_count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
-    SampleSpans rows, columns;
-    VGPU_RETURN_IF_ERROR(DispatchSamplingKernel(p.kernel, [&](auto kernel) -> absl::Status {
-      VGPU_ASSIGN_OR_RETURN(columns, ForwardSpans(kernel, g.resized_width, g.image_width,
-                                                  p.column_scale, p.column_translation,
-                                                  p.antialias));
-      VGPU_ASSIGN_OR_RETURN(rows, ForwardSpans(kernel, g.resized_height, g.image_height,
-                                               p.row_scale, p.row_translation, p.antialias));
-      return absl::OkStatus();
-    }));
-    GatherSpans<E>(*context.device, io.image, g.batch, g.image_height, g.image_width,
-                   g.channels, rows, g.resized_height, columns, g.resized_width, io.resized);
-    return absl::OkStatus();
-  });
-}
-
-// image_resize::kScaleAndTranslateGrad.
-absl::Status ScaleAndTranslateGrad(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  if (static_cast<DType>(dtype) != DType::kFloat32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("scale and translate grad: dtype ", dtype, " is not float32"));
-  }
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadGeometry(reader));
-  VGPU_ASSIGN_OR_RETURN(SamplingParams p, ReadSamplingParams(reader, g));
-  using Buffers = GradBuffers<float, float>;
-  VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, float>(context, g)));
-  if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
-  SampleSpans rows, columns;
-  VGPU_RETURN_IF_ERROR(DispatchSamplingKernel(p.kernel, [&](auto kernel) -> absl::Status {
-    VGPU_ASSIGN_OR_RETURN(SampleSpans forward_columns,
-                          ForwardSpans(kernel, g.resized_width, g.image_width, p.column_scale,
-                                       p.column_translation, p.antialias));
-    VGPU_ASSIGN_OR_RETURN(columns,
-                          TransposedSpans(forward_columns, g.resized_width, g.image_width));
-    VGPU_ASSIGN_OR_RETURN(SampleSpans forward_rows,
-                          ForwardSpans(kernel, g.resized_height, g.image_height, p.row_scale,
-                                       p.row_translation, p.antialias));
-    VGPU_ASSIGN_OR_RETURN(rows, TransposedSpans(forward_rows, g.resized_height, g.image_height));
-    return absl::OkStatus();
-  }));
-  GatherSpans<float>(*context.device, io.resized_grad, g.batch, g.resized_height,
-                     g.resized_width, g.channels, rows, g.image_height, columns, g.image_width,
-                     io.image_grad);
-  return absl::OkStatus();
 }
 
 }  // namespace
