@@ -200,6 +200,24 @@ absl::Status CheckBoxIndices(const OpContext& context, const TF_Tensor* box_inde
   return absl::OkStatus();
 }
 
+// The geometry of a CropAndResize launch: an image of `image_dims` (NHWC) of TensorFlow dtype
+// `image_dtype`, `num_boxes` crops of crop_height x crop_width each.
+absl::StatusOr<CropGeometry> CropGeometryOf(TF_DataType image_dtype, CropMethod method,
+                                            const Dims& image_dims, int64_t num_boxes,
+                                            int64_t crop_height, int64_t crop_width) {
+  CropGeometry geometry;
+  VGPU_ASSIGN_OR_RETURN(geometry.dtype, DTypeOf(image_dtype));
+  geometry.method = method;
+  geometry.batch = image_dims[0];
+  geometry.image_height = image_dims[1];
+  geometry.image_width = image_dims[2];
+  geometry.depth = image_dims[3];
+  geometry.num_boxes = num_boxes;
+  geometry.crop_height = crop_height;
+  geometry.crop_width = crop_width;
+  return geometry;
+}
+
 // Boxes are not checked for finiteness: TensorFlow's CPU kernel refuses a non-finite box
 // (InvalidArgument), its GPU kernel samples it like any other and extrapolates wherever a
 // coordinate is not a number or outside the image. The virtual GPU does what the GPU does.
@@ -252,15 +270,9 @@ class CropAndResizeOp {
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, image_dims[0]));
     if (NumElements(out_dims) == 0) return absl::OkStatus();
     image_transform::CropAndResizeParams params;
-    VGPU_ASSIGN_OR_RETURN(params.geometry.dtype, DTypeOf(TF_TensorType(image.get())));
-    params.geometry.method = method_;
-    params.geometry.batch = image_dims[0];
-    params.geometry.image_height = image_dims[1];
-    params.geometry.image_width = image_dims[2];
-    params.geometry.depth = image_dims[3];
-    params.geometry.num_boxes = num_boxes;
-    params.geometry.crop_height = crop[0];
-    params.geometry.crop_width = crop[1];
+    VGPU_ASSIGN_OR_RETURN(params.geometry,
+                          CropGeometryOf(TF_TensorType(image.get()), method_, image_dims,
+                                         num_boxes, crop[0], crop[1]));
     params.extrapolation_value = extrapolation_value_;
     return KernelLaunch(context)
         .Buffer(image.get())
@@ -330,16 +342,9 @@ class CropAndResizeGradImageOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads_image, context.AllocateOutput(0, dtype, out_dims));
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, size[0]));
     if (NumElements(out_dims) == 0) return absl::OkStatus();
-    CropGeometry geometry;
-    VGPU_ASSIGN_OR_RETURN(geometry.dtype, DTypeOf(dtype));
-    geometry.method = method_;
-    geometry.batch = size[0];
-    geometry.image_height = size[1];
-    geometry.image_width = size[2];
-    geometry.depth = size[3];
-    geometry.num_boxes = num_boxes;
-    geometry.crop_height = grads_dims[1];
-    geometry.crop_width = grads_dims[2];
+    VGPU_ASSIGN_OR_RETURN(CropGeometry geometry,
+                          CropGeometryOf(dtype, method_, out_dims, num_boxes, grads_dims[1],
+                                         grads_dims[2]));
     return KernelLaunch(context)
         .Buffer(grads.get())
         .Buffer(boxes.get())
@@ -400,16 +405,9 @@ class CropAndResizeGradBoxesOp {
                           context.AllocateOutput(0, TF_FLOAT, {num_boxes, 4}));
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, image_dims[0]));
     if (num_boxes == 0) return absl::OkStatus();
-    CropGeometry geometry;
-    VGPU_ASSIGN_OR_RETURN(geometry.dtype, DTypeOf(TF_TensorType(image.get())));
-    geometry.method = CropMethod::kBilinear;
-    geometry.batch = image_dims[0];
-    geometry.image_height = image_dims[1];
-    geometry.image_width = image_dims[2];
-    geometry.depth = image_dims[3];
-    geometry.num_boxes = num_boxes;
-    geometry.crop_height = grads_dims[1];
-    geometry.crop_width = grads_dims[2];
+    VGPU_ASSIGN_OR_RETURN(CropGeometry geometry,
+                          CropGeometryOf(TF_TensorType(image.get()), CropMethod::kBilinear,
+                                         image_dims, num_boxes, grads_dims[1], grads_dims[2]));
     return KernelLaunch(context)
         .Buffer(grads.get())
         .Buffer(image.get())

@@ -521,8 +521,8 @@ class ResourceScatterNdOp : public StatusOpKernel {
 // Registers `K` for `op_name` for every (value dtype, index dtype) pair.
 template <typename K>
 void RegisterIndexed(const char* op_name, const char* device_type, const char* value_attribute,
-                     std::initializer_list<tf::DataType> dtypes,
-                     std::initializer_list<tf::DataType> index_types,
+                     const std::vector<tf::DataType>& dtypes,
+                     const std::vector<tf::DataType>& index_types,
                      const char* resource_argument) {
   for (tf::DataType dtype : dtypes) {
     for (tf::DataType index : index_types) {
@@ -539,83 +539,55 @@ void RegisterIndexed(const char* op_name, const char* device_type, const char* v
 }  // namespace
 
 void RegisterResourceSparseOps(const char* device_type) {
-  // TensorFlow's GPU registrations, less the types the virtual GPU does not have.
-  const std::initializer_list<tf::DataType> kIndexTypes = {tf::DT_INT32, tf::DT_INT64};
-  const std::initializer_list<tf::DataType> kNumberTypes = {
-      tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE, tf::DT_INT64};
-  // Integer variables scattered through host memory (ScattersOnHost); gathers only copy bytes.
-  const std::initializer_list<tf::DataType> kHostIntegerTypes = {
-      tf::DT_INT8, tf::DT_UINT8, tf::DT_INT16, tf::DT_UINT16, tf::DT_UINT32, tf::DT_UINT64};
-  RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype",
-                                    {tf::DT_FLOAT, tf::DT_HALF, tf::DT_BFLOAT16, tf::DT_DOUBLE,
-                                     tf::DT_INT64, tf::DT_BOOL, tf::DT_COMPLEX64,
-                                     tf::DT_COMPLEX128},
-                                    kIndexTypes, "resource");
-  RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype", kNumberTypes,
-                                      kIndexTypes, "resource");
-  RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype", kHostIntegerTypes,
-                                    kIndexTypes, "resource");
-  RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype",
-                                      kHostIntegerTypes, kIndexTypes, "resource");
   using Op = sparse::ScatterOp;
+  using Types = std::vector<tf::DataType>;
+  const Types kIndex = {tf::DT_INT32, tf::DT_INT64};
+  // TensorFlow's GPU registrations, less the types the virtual GPU does not have. The integer
+  // types after int64 are scattered through host memory (ScattersOnHost); gathers only copy
+  // bytes, and complex scatter-nd updates run as pairs of floats.
+  const Types kNumber = {tf::DT_FLOAT, tf::DT_HALF,  tf::DT_BFLOAT16, tf::DT_DOUBLE,
+                         tf::DT_INT64, tf::DT_INT8,  tf::DT_UINT8,    tf::DT_INT16,
+                         tf::DT_UINT16, tf::DT_UINT32, tf::DT_UINT64};
+  const Types kWithComplex = [&] {
+    Types types = kNumber;
+    types.insert(types.end(), {tf::DT_COMPLEX64, tf::DT_COMPLEX128});
+    return types;
+  }();
+  const Types kGathered = [&] {
+    Types types = kWithComplex;
+    types.push_back(tf::DT_BOOL);
+    return types;
+  }();
+  RegisterIndexed<ResourceGatherOp>("ResourceGather", device_type, "dtype", kGathered, kIndex,
+                                    "resource");
+  RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype", kNumber, kIndex,
+                                      "resource");
   RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
-                                                  kNumberTypes, kIndexTypes, "resource");
+                                                  kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
                                                   {tf::DT_BOOL}, {tf::DT_INT32}, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kAdd>>("ResourceScatterAdd", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kSub>>("ResourceScatterSub", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kMul>>("ResourceScatterMul", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kDiv>>("ResourceScatterDiv", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kMin>>("ResourceScatterMin", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterOp<Op::kMax>>("ResourceScatterMax", device_type, "dtype",
-                                               kNumberTypes, kIndexTypes, "resource");
+                                               kNumber, kIndex, "resource");
   RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
-                                                    kNumberTypes, kIndexTypes, "ref");
+                                                    kWithComplex, kIndex, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
-                                                 kNumberTypes, kIndexTypes, "ref");
+                                                 kWithComplex, kIndex, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
-                                                 kNumberTypes, kIndexTypes, "ref");
-  RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
-                                                  kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kAdd>>("ResourceScatterAdd", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kSub>>("ResourceScatterSub", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMul>>("ResourceScatterMul", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kDiv>>("ResourceScatterDiv", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMin>>("ResourceScatterMin", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMax>>("ResourceScatterMax", device_type, "dtype",
-                                               kHostIntegerTypes, kIndexTypes, "resource");
-  RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
-                                                    kHostIntegerTypes, kIndexTypes, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
-                                                 kHostIntegerTypes, kIndexTypes, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
-                                                 kHostIntegerTypes, kIndexTypes, "ref");
+                                                 kWithComplex, kIndex, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
-                                                 kHostIntegerTypes, kIndexTypes, "ref");
+                                                 kNumber, kIndex, "ref");
   RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
-                                                 kHostIntegerTypes, kIndexTypes, "ref");
-  for (tf::DataType complex : {tf::DT_COMPLEX64, tf::DT_COMPLEX128}) {
-    RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type,
-                                                      "T", {complex}, kIndexTypes, "ref");
-    RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
-                                                   {complex}, kIndexTypes, "ref");
-    RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
-                                                   {complex}, kIndexTypes, "ref");
-  }
-  RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
-                                                 kNumberTypes, kIndexTypes, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
-                                                 kNumberTypes, kIndexTypes, "ref");
+                                                 kNumber, kIndex, "ref");
 
   DocumentOp("ResourceGather", "",
              "An index outside the variable's gathered dimension gives a zero output row, no "
