@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/image_transform_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/image_transform.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -42,11 +43,6 @@ absl::Status DispatchAdjustable(DType dtype, Fn&& fn) {
       return absl::InvalidArgumentError(absl::StrCat(
           "colour adjustment: dtype ", static_cast<uint32_t>(dtype), " is not float32/16"));
   }
-}
-
-// The element count of an [pixels, 3] image.
-absl::StatusOr<int64_t> RgbCount(int64_t pixels) {
-  return CheckedProduct({pixels, 3}, "RGB image");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -86,11 +82,9 @@ void SumByHalving(const T* image, int64_t pixels, int64_t channels, float* scrat
 
 // image_transform::kAdjustContrast.
 absl::Status AdjustContrast(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(AdjustContrastParams p, reader.Get<AdjustContrastParams>());
-  VGPU_ASSIGN_OR_RETURN(const int64_t count,
-                        CheckedProduct({p.batch, p.pixels, p.channels}, "contrast image"));
+  VGPU_ASSIGN_OR_RETURN(auto launch, image_transform_launch::ReadAdjustContrastLaunch(context));
+  const AdjustContrastParams& p = launch.p;
+  const int64_t count = launch.count;
   return DispatchAdjustable(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, count));
@@ -267,14 +261,9 @@ void ScaleSaturation(const float* in, float scale, float* out) {
 
 // image_transform::kAdjustHsv.
 absl::Status AdjustHsv(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(AdjustHsvParams p, reader.Get<AdjustHsvParams>());
-  if (p.adjustment != HsvAdjustment::kHue && p.adjustment != HsvAdjustment::kSaturation) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown HSV adjustment ", static_cast<uint32_t>(p.adjustment)));
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, RgbCount(p.pixels));
+  VGPU_ASSIGN_OR_RETURN(auto launch, image_transform_launch::ReadAdjustHsvLaunch(context));
+  const AdjustHsvParams& p = launch.p;
+  const int64_t count = launch.count;
   return DispatchAdjustable(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, count));
@@ -355,10 +344,9 @@ void HsvToRgbPixel(const T* hsv, T* rgb) {
 
 template <bool kToHsv>
 absl::Status ConvertColorSpace(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(ColorSpaceParams p, reader.Get<ColorSpaceParams>());
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, RgbCount(p.pixels));
+  VGPU_ASSIGN_OR_RETURN(auto launch, image_transform_launch::ReadColorSpaceLaunch(context));
+  const ColorSpaceParams& p = launch.p;
+  const int64_t count = launch.count;
   return Dispatch::Floating(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));

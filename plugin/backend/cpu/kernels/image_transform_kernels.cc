@@ -5,8 +5,9 @@
 // kernels; where TensorFlow's behaviour is undefined (an out-of-range float converted to an
 // integer, a NaN coordinate) these kernels do what a GPU does or fall back to the fill value.
 //
-// Every launch is validated first: extents non-negative with overflow-checked products, every
-// buffer large enough, box indices in range. Coordinates computed from a tenant's data are
+// Every launch is validated first, by the launch layer (launch/image_transform_launch.h):
+// extents non-negative with overflow-checked products; then here every buffer large enough,
+// box indices in range. Coordinates computed from a tenant's data are
 // range-checked before they index anything. Work splits over output rows (or images, or boxes)
 // so that results never depend on the thread count.
 #define EIGEN_USE_THREADS
@@ -25,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/image_transform_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/image_transform.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -32,16 +34,20 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using image_transform::CropAndResizeParams;
 using image_transform::CropGeometry;
 using image_transform::CropMethod;
 using image_transform::FillMode;
 using image_transform::Interpolation;
 using image_transform::NonMaxSuppressionParams;
 using image_transform::ProjectiveTransformParams;
-
-// TensorFlow's image kernels hold extents in int: larger ones are refused.
-constexpr int64_t kMaxExtent = std::numeric_limits<int32_t>::max();
+using image_transform_launch::CropCounts;
+using image_transform_launch::CropLaunch;
+using image_transform_launch::ProjectiveLaunch;
+using image_transform_launch::ReadCropAndResizeLaunch;
+using image_transform_launch::ReadCropGradBoxesLaunch;
+using image_transform_launch::ReadCropGradImageLaunch;
+using image_transform_launch::ReadNonMaxSuppressionLaunch;
+using image_transform_launch::ReadProjectiveLaunch;
 
 // Below this magnitude a float converts to int64 exactly and products with an extent stay far
 // from overflow.
@@ -211,30 +217,10 @@ void SamplePixel(const ProjectiveImage<T>& image, Interpolation interpolation, f
 
 // image_transform::kProjectiveTransform.
 absl::Status ProjectiveTransform(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(ProjectiveTransformParams p, reader.Get<ProjectiveTransformParams>());
-  if (p.interpolation != Interpolation::kNearest && p.interpolation != Interpolation::kBilinear) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "projective transform: unknown interpolation ", static_cast<uint32_t>(p.interpolation)));
-  }
-  if (p.fill_mode != FillMode::kReflect && p.fill_mode != FillMode::kWrap &&
-      p.fill_mode != FillMode::kConstant && p.fill_mode != FillMode::kNearest) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "projective transform: unknown fill mode ", static_cast<uint32_t>(p.fill_mode)));
-  }
-  if (p.transform_rows != 1 && p.transform_rows != p.batch) {
-    return absl::InvalidArgumentError(absl::StrCat("projective transform: ", p.transform_rows,
-                                                   " transforms for ", p.batch, " images"));
-  }
-  VGPU_ASSIGN_OR_RETURN(
-      const int64_t image_count,
-      CheckedProduct({p.batch, p.in_height, p.in_width, p.channels}, "projective transform input"));
-  VGPU_ASSIGN_OR_RETURN(const int64_t output_count,
-                        CheckedProduct({p.batch, p.out_height, p.out_width, p.channels},
-                                       "projective transform output"));
-  VGPU_ASSIGN_OR_RETURN(const int64_t transform_count,
-                        CheckedProduct({p.transform_rows, 8}, "projective transform transforms"));
+  VGPU_ASSIGN_OR_RETURN(ProjectiveLaunch launch, ReadProjectiveLaunch(context));
+  const ProjectiveTransformParams& p = launch.p;
+  const int64_t image_count = launch.image_count, output_count = launch.output_count;
+  const int64_t transform_count = launch.transform_count;
   return DispatchProjective(p.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, image_count));
@@ -277,36 +263,6 @@ absl::Status ProjectiveTransform(const KernelContext& context) {
 
 // ---------------------------------------------------------------------------------------------
 // Crop and resize
-
-struct CropCounts {
-  int64_t image = 0, boxes = 0, crops = 0;
-};
-
-absl::StatusOr<CropCounts> CheckGeometry(const CropGeometry& g) {
-  if (g.method != CropMethod::kBilinear && g.method != CropMethod::kNearest) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("crop and resize: unknown method ", static_cast<uint32_t>(g.method)));
-  }
-  for (int64_t extent : {g.batch, g.depth, g.num_boxes, g.image_height, g.image_width,
-                         g.crop_height, g.crop_width}) {
-    if (extent < 0 || extent > kMaxExtent) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("crop and resize: extent ", extent, " is outside [0, 2^31)"));
-    }
-  }
-  if (g.image_height <= 0 || g.image_width <= 0 || g.crop_height <= 0 || g.crop_width <= 0) {
-    return absl::InvalidArgumentError("crop and resize: image and crop extents must be positive");
-  }
-  CropCounts counts;
-  VGPU_ASSIGN_OR_RETURN(counts.image,
-                        CheckedProduct({g.batch, g.image_height, g.image_width, g.depth},
-                                       "crop and resize image"));
-  VGPU_ASSIGN_OR_RETURN(counts.boxes, CheckedProduct({g.num_boxes, 4}, "crop and resize boxes"));
-  VGPU_ASSIGN_OR_RETURN(counts.crops,
-                        CheckedProduct({g.num_boxes, g.crop_height, g.crop_width, g.depth},
-                                       "crop and resize crops"));
-  return counts;
-}
 
 // The box indices of a launch, every one checked against the batch.
 absl::StatusOr<const int32_t*> BoxIndices(const KernelContext& context, size_t buffer,
@@ -359,11 +315,9 @@ int64_t NearestOf(float coordinate, int64_t extent) {
 
 // image_transform::kCropAndResize.
 absl::Status CropAndResize(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(CropAndResizeParams p, reader.Get<CropAndResizeParams>());
-  const CropGeometry& g = p.geometry;
-  VGPU_ASSIGN_OR_RETURN(CropCounts counts, CheckGeometry(g));
+  VGPU_ASSIGN_OR_RETURN(CropLaunch launch, ReadCropAndResizeLaunch(context));
+  const CropGeometry& g = launch.g;
+  const CropCounts& counts = launch.counts;
   return DispatchCropImage(g.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* image, context.Buffer<const T>(0, counts.image));
@@ -384,13 +338,13 @@ absl::Status CropAndResize(const KernelContext& context) {
             float* out = crops + row * row_values;
             const float in_y = CropCoordinate(box[0], box[2], g.image_height, g.crop_height, y);
             if (!Inside(in_y, g.image_height)) {
-              std::fill(out, out + row_values, p.extrapolation_value);
+              std::fill(out, out + row_values, launch.extrapolation_value);
               continue;
             }
             for (int64_t x = 0; x < g.crop_width; ++x, out += g.depth) {
               const float in_x = CropCoordinate(box[1], box[3], g.image_width, g.crop_width, x);
               if (!Inside(in_x, g.image_width)) {
-                std::fill(out, out + g.depth, p.extrapolation_value);
+                std::fill(out, out + g.depth, launch.extrapolation_value);
                 continue;
               }
               auto pixel = [&](int64_t py, int64_t px) {
@@ -452,10 +406,9 @@ std::vector<AxisSample> SampleAxes(const float* boxes, int64_t num_boxes, int fi
 // worker adds the gradients of every box of its image in box order, so the sums are those of
 // TensorFlow's CPU kernel run on one thread.
 absl::Status CropAndResizeGradImage(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(CropGeometry g, reader.Get<CropGeometry>());
-  VGPU_ASSIGN_OR_RETURN(CropCounts counts, CheckGeometry(g));
+  VGPU_ASSIGN_OR_RETURN(CropLaunch launch, ReadCropGradImageLaunch(context));
+  const CropGeometry& g = launch.g;
+  const CropCounts& counts = launch.counts;
   return DispatchCropImage(g.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const float* grads, context.Buffer<const float>(0, counts.crops));
@@ -550,13 +503,9 @@ void AddAxisGradient(float image_grad, const BoxAxis& axis, int64_t extent, int6
 // image_transform::kCropAndResizeGradBoxes. Work splits over boxes; each box sums in row,
 // column, channel order, as TensorFlow's serial CPU kernel.
 absl::Status CropAndResizeGradBoxes(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(5));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(CropGeometry g, reader.Get<CropGeometry>());
-  VGPU_ASSIGN_OR_RETURN(CropCounts counts, CheckGeometry(g));
-  if (g.method != CropMethod::kBilinear) {
-    return absl::InvalidArgumentError("crop and resize box gradient: method must be bilinear");
-  }
+  VGPU_ASSIGN_OR_RETURN(CropLaunch launch, ReadCropGradBoxesLaunch(context));
+  const CropGeometry& g = launch.g;
+  const CropCounts& counts = launch.counts;
   return DispatchCropImage(g.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const float* grads, context.Buffer<const float>(0, counts.crops));
@@ -644,13 +593,7 @@ float IntersectionOverUnion(const float* boxes, int64_t i, int64_t j) {
 // by step, including its handling of a NaN overlap (the candidate's score drops to 0 and it
 // returns to the queue), so the selected indices and their order are those of the CPU kernel.
 absl::Status NonMaxSuppression(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(NonMaxSuppressionParams p, reader.Get<NonMaxSuppressionParams>());
-  if (p.num_boxes < 0 || p.num_boxes > kMaxExtent || p.max_output_size < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("non-max suppression: ", p.num_boxes,
-                                                   " boxes, at most ", p.max_output_size));
-  }
+  VGPU_ASSIGN_OR_RETURN(NonMaxSuppressionParams p, ReadNonMaxSuppressionLaunch(context));
   VGPU_ASSIGN_OR_RETURN(const float* boxes, context.Buffer<const float>(0, 4 * p.num_boxes));
   VGPU_ASSIGN_OR_RETURN(const float* scores, context.Buffer<const float>(1, p.num_boxes));
   VGPU_ASSIGN_OR_RETURN(int32_t* selected_out, context.Buffer<int32_t>(2, p.num_boxes));
