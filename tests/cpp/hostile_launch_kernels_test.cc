@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/kernels/activation.h"

@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/protocol/descriptors.h"

@@ -2,7 +2,7 @@
 // test thread pool, and running one launch through the CPU executor's kernel table.
 #define EIGEN_USE_THREADS
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 
 #include <algorithm>
 

@@ -10,7 +10,7 @@
 
 #include <gtest/gtest.h>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "plugin/protocol/kernels/data_movement.h"

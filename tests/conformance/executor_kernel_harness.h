@@ -6,8 +6,8 @@
 //   std::vector<float> x = {...}, y(4);
 //   ASSERT_TRUE(ExecutorLaunch().Describe(pooling).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
 //                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());  // y: the result
-#ifndef VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
-#define VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
+#ifndef VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_
+#define VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -149,4 +149,4 @@ class ExecutorLaunch {
 }  // namespace executor_test
 }  // namespace vgpu
 
-#endif  // VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
+#endif  // VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/kernels/data_movement.h"
 #include "plugin/protocol/kernels/rnn.h"

@@ -5,7 +5,7 @@
 // crash or an out-of-bounds access.
 #include <vector>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/convolution.h"

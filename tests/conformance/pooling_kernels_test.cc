@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/pooling.h"

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "executor_kernel_harness.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "plugin/protocol/kernels/sparse.h"
 #include "plugin/protocol/kernels/training.h"
 
