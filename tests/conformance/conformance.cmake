@@ -4,6 +4,7 @@
 # TensorFlow and no executor's internals, so either flavour of the layers compiles them.
 set(VGPU_CONFORMANCE_SOURCES
   ${CMAKE_CURRENT_LIST_DIR}/executor_kernel_harness.cc
+  ${CMAKE_CURRENT_LIST_DIR}/executor_conformance.cc
   ${CMAKE_CURRENT_LIST_DIR}/pooling_kernels_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/sparse_kernels_test.cc
   ${CMAKE_CURRENT_LIST_DIR}/convolution_kernels_test.cc
