@@ -4,12 +4,16 @@
 # PyTorch. Needs .device-kit/ (scripts/prepare_device_kit.sh, run on the CPU machine). Steps:
 #   1. configure build-device/ standalone-only with VGPU_CUDA=ON from the kit; build vgpu-server
 #      and vgpu_cuda_tests with every core;
-#   2. run vgpu_cuda_tests (the executor basics; the differential test over the op-test trace);
+#   2. run vgpu_cuda_tests (the executor basics; the differential test over the op-test trace;
+#      the executor conformance suite, tests/conformance/, on cuda and on cpu): its failures and
+#      skips (with the suite's list of tests cuda declares unsupported) are printed, the whole
+#      log kept in $OUT/vgpu_cuda_tests.log;
 #   3. per trace: `vgpu-server trace replay --executor cuda --rtol 1e-3 --atol 1e-4` (against the
 #      recorded CPU results) and `trace stats` on cuda and on cpu (per-step times);
 #   4. PyTorch's training step of the same CNN as cnn.vgtrace's, as the anchor;
-#   5. one table. Forward vs reuse mode: the trace tool replays what was recorded (the mode is
-#      the client's, fixed at recording), so it is not compared here.
+#   5. one table, and the conformance suite's counts per executor. Forward vs reuse mode: the
+#      trace tool replays what was recorded (the mode is the client's, fixed at recording), so
+#      it is not compared here.
 # Writes its log to $OUT/device_check.log when OUT is set. Must finish in under 8 minutes.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -38,13 +42,17 @@ SERVER=$BUILD/plugin/vgpu-server
 "$SERVER" --list_executors
 
 step "vgpu_cuda_tests"
-OPS_TRACE=$KIT/traces/ops.vgtrace
-VGPU_CUDA_DIFF_TRACE=$([ -s "$OPS_TRACE" ] && echo "$OPS_TRACE") \
-  timeout 180 "$BUILD/tests/cuda/vgpu_cuda_tests" 2>&1 | tail -40
-TESTS_RC=${PIPESTATUS[0]}
-
 RESULTS=$BUILD/device-results
 mkdir -p "$RESULTS"
+TESTS_LOG=$RESULTS/vgpu_cuda_tests.log
+OPS_TRACE=$KIT/traces/ops.vgtrace
+VGPU_CUDA_DIFF_TRACE=$([ -s "$OPS_TRACE" ] && echo "$OPS_TRACE") \
+  timeout 180 "$BUILD/tests/cuda/vgpu_cuda_tests" > "$TESTS_LOG" 2>&1
+TESTS_RC=$?
+[ -n "${OUT:-}" ] && cp "$TESTS_LOG" "$OUT/"
+# Everything but the lines of passing tests: the suite's list, failures with their messages,
+# skips with their reasons, the summary.
+grep -vE '^\[ +(RUN|OK) +\]|^\[----------\]|^$' "$TESTS_LOG" | tail -150
 for trace in "$KIT"/traces/*.vgtrace; do
   name=$(basename "$trace" .vgtrace)
   step "trace $name"
@@ -102,4 +110,11 @@ print(f"{'trace':<12} {'compare (rtol 1e-3)':<64} {'cpu ms/step':>11} {'cuda ms/
 for r in rows: print(f"{r[0]:<12} {r[1]:<64} {r[2]:>11} {r[3]:>12}  {r[4]}")
 print(f"{'torch cnn':<12} {'(anchor, PyTorch on the same GPU)':<64} {'-':>11} {torch_ms.group(1) if torch_ms else '?':>12}")
 PY
+# The conformance suite per executor: tests passed, failed and skipped (one line per test ends
+# with its time).
+count() { grep -cE "^\[ +$1 +\] Conformance/[^ ,]*/$2[ ,].*\([0-9]+ ms\)$" "$TESTS_LOG"; }
+for executor in cuda cpu; do
+  echo "conformance on $executor: $(count OK "$executor") passed," \
+       "$(count FAILED "$executor") failed, $(count SKIPPED "$executor") skipped"
+done
 echo "vgpu_cuda_tests rc=$TESTS_RC; total $(( $(date +%s) - START ))s; log: $LOG"

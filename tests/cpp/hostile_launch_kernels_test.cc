@@ -21,7 +21,6 @@
 #include <string>
 #include <vector>
 
-#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/protocol/kernels/activation.h"
@@ -30,6 +29,7 @@
 #include "plugin/protocol/kernels/elementwise.h"
 #include "plugin/protocol/kernels/pooling.h"
 #include "plugin/protocol/kernels/training.h"
+#include "tests/conformance/executor_kernel_harness.h"
 #include "tests/fuzz/kernel_launch_fuzz.h"
 
 namespace vgpu {
@@ -38,6 +38,9 @@ namespace {
 using executor_test::ExecutorLaunch;
 using executor_test::Filled;
 using executor_test::GuardedBuffer;
+
+// A launch through the CPU executor (the registry's "cpu"), as a session runs it.
+ExecutorLaunch CpuLaunch() { return ExecutorLaunch(executor_test::TestExecutor::Named("cpu")); }
 
 constexpr int64_t kHuge = int64_t{1} << 62;
 
@@ -63,7 +66,7 @@ TEST(CheckedArithmetic, BufferRefusesAnElementCountWhoseByteCountWraps) {
   std::vector<uint8_t> bytes(16);
   uint8_t* pointers[] = {bytes.data()};
   uint64_t sizes[] = {16};
-  KernelContext context(LaunchView{pointers, sizes, {}}, &executor_test::TestDevice());
+  KernelContext context(LaunchView{pointers, sizes, {}}, &fuzz::FuzzDevice());
   EXPECT_TRUE(context.Buffer<float>(0, 4).ok());
   // 2^62 floats are 2^64 bytes, which wraps to 0 in 64 bits.
   EXPECT_EQ(context.Buffer<float>(0, uint64_t{1} << 62).status().code(),
@@ -75,7 +78,7 @@ TEST(CheckedArithmetic, TypedBuffersAtMisalignedAddressesAreRefused) {
   alignas(16) uint8_t bytes[64] = {};
   uint8_t* pointers[] = {bytes + 1, bytes + 2};
   uint64_t sizes[] = {32, 32};
-  KernelContext context(LaunchView{pointers, sizes, {}}, &executor_test::TestDevice());
+  KernelContext context(LaunchView{pointers, sizes, {}}, &fuzz::FuzzDevice());
   EXPECT_TRUE(context.Buffer<uint8_t>(0, 32).ok());
   absl::Status misaligned = context.Buffer<float>(0, 4).status();
   EXPECT_EQ(misaligned.code(), absl::StatusCode::kInvalidArgument);
@@ -98,7 +101,7 @@ TEST(CheckedArithmetic, OptimizerUpdatesRefuseAMisalignedVariable) {
   for (int offset : {0, 1}) {
     uint8_t* pointers[] = {var + offset, alpha, delta};
     uint64_t sizes[] = {32, 2, 32};
-    KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
+    KernelContext context(LaunchView{pointers, sizes, block}, &fuzz::FuzzDevice());
     absl::Status status = RunKernel(*kernel, context);
     if (offset == 0) {
       EXPECT_TRUE(status.ok()) << status;
@@ -115,7 +118,7 @@ TEST(CheckedArithmetic, SetTensorSaturatesValuesOutsideAnIntegerDtype) {
       {std::numeric_limits<double>::quiet_NaN(), 0}, {1e300, 255}, {-7.0, 0}, {42.0, 42}};
   for (const auto& [value, expected] : cases) {
     GuardedBuffer out(4);
-    ASSERT_TRUE(ExecutorLaunch().Tensor({4}, DType::kUInt8).Buffer(&out).Param(value)
+    ASSERT_TRUE(CpuLaunch().Tensor({4}, DType::kUInt8).Buffer(&out).Param(value)
                     .Run(elementwise::kSetTensor).ok());
     EXPECT_EQ(out.As<uint8_t>(), std::vector<uint8_t>(4, expected)) << value;
   }
@@ -137,7 +140,7 @@ TEST(CheckedArithmetic, TransposeOfMisalignedElementsMovesTheRightBytes) {
   ASSERT_NE(kernel, nullptr);
   uint8_t* pointers[] = {x, y};
   uint64_t sizes[] = {24, 24};
-  KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
+  KernelContext context(LaunchView{pointers, sizes, block}, &fuzz::FuzzDevice());
   ASSERT_TRUE(RunKernel(*kernel, context).ok());
   uint32_t transposed[6];
   std::memcpy(transposed, y, sizeof(transposed));
@@ -152,7 +155,7 @@ TEST(CheckedArithmetic, TransposeOfMisalignedElementsMovesTheRightBytes) {
 TEST(CheckedArithmetic, PadRefusesAnOutputWhoseElementCountOverflows) {
   GuardedBuffer x(16), y(64);
   const int64_t big = int64_t{1} << 40;
-  EXPECT_EQ(ExecutorLaunch().Buffers({&x, &y}).Param(uint32_t{4})
+  EXPECT_EQ(CpuLaunch().Buffers({&x, &y}).Param(uint32_t{4})
                 .ParamArray<int64_t>({0, 1, 1}).ParamArray<int64_t>({big, big, 0})
                 .ParamArray<int64_t>({0, 0, big}).Param(uint64_t{0})
                 .Run(data_movement::kPad).code(),
@@ -177,7 +180,7 @@ TEST(CheckedArithmetic, PadOfMisalignedElementsFillsAndCopiesTheRightBytes) {
   ASSERT_NE(kernel, nullptr);
   uint8_t* pointers[] = {x, y};
   uint64_t sizes[] = {8, 20};
-  KernelContext context(LaunchView{pointers, sizes, block}, &executor_test::TestDevice());
+  KernelContext context(LaunchView{pointers, sizes, block}, &fuzz::FuzzDevice());
   absl::Status status = RunKernel(*kernel, context);
   ASSERT_TRUE(status.ok()) << status;
   uint32_t padded[5];
@@ -190,7 +193,7 @@ absl::Status ThrowsBadAlloc(const KernelContext&) { throw std::bad_alloc(); }
 absl::Status ThrowsLogicError(const KernelContext&) { throw std::logic_error("boom"); }
 
 TEST(KernelDispatch, TurnsAnEscapingExceptionIntoTheLaunchsError) {
-  KernelContext context(LaunchView{{}, {}, {}}, &executor_test::TestDevice());
+  KernelContext context(LaunchView{{}, {}, {}}, &fuzz::FuzzDevice());
   absl::Status oom = RunKernel(KernelInfo{"thrower", ThrowsBadAlloc}, context);
   EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(oom.message().find("thrower"), std::string::npos);
@@ -215,7 +218,7 @@ TEST(HostileLaunch, ReluWithDimensionsWhoseProductWrapsIsRefused) {
        {std::vector<int64_t>{int64_t{1} << 32, int64_t{1} << 32},
         std::vector<int64_t>{int64_t{1} << 31, int64_t{1} << 31}, std::vector<int64_t>{kHuge},
         std::vector<int64_t>{-4, -4}, std::vector<int64_t>{0, kHuge}}) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = CpuLaunch();
     absl::Status status =
         launch.Describe(Relu()).Tensor(dims).Buffers({&x, &y}).Run(activation::kForward);
     EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -224,7 +227,7 @@ TEST(HostileLaunch, ReluWithDimensionsWhoseProductWrapsIsRefused) {
 
 TEST(HostileLaunch, ReluWithAnElementCountPastItsBuffersIsRefused) {
   auto x = Filled<float>(16), y = Filled<float>(4);
-  ExecutorLaunch launch;
+  ExecutorLaunch launch = CpuLaunch();
   EXPECT_EQ(launch.Describe(Relu()).Tensor({16}).Buffers({&x, &y}).Run(activation::kForward).code(),
             absl::StatusCode::kInvalidArgument);
 }
@@ -234,7 +237,7 @@ TEST(HostileLaunch, BroadcastBinaryWithWrappingDimensionsIsRefused) {
   OpTensorDescriptorSettings op;
   op.op = ElementwiseOp::kAdd;
   op.dtype = DType::kFloat32;
-  ExecutorLaunch launch;
+  ExecutorLaunch launch = CpuLaunch();
   absl::Status status = launch.Describe(op)
                             .Tensor({int64_t{1} << 32, 1})
                             .Tensor({1, int64_t{1} << 32})
@@ -252,7 +255,7 @@ TEST(HostileLaunch, RearrangeSummingMoreTermsThanXHoldsIsRefused) {
   params.summed_rank = 1;
   params.summed_sizes[0] = int64_t{1} << 40;
   params.summed_strides[0] = 0;
-  ExecutorLaunch launch;
+  ExecutorLaunch launch = CpuLaunch();
   absl::Status status = launch.Tensor({2}).Tensor({1}).Buffers({&x, &y}).Param(params).Run(
       convolution::kRearrange);
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
@@ -310,7 +313,7 @@ void Mutate(std::mt19937_64& rng, fuzz::FuzzedLaunch* launch) {
 }
 
 void ExpectSurvives(const fuzz::FuzzedLaunch& launch, const std::string& what) {
-  const fuzz::FuzzOutcome outcome = fuzz::RunFuzzedLaunch(launch, executor_test::TestDevice());
+  const fuzz::FuzzOutcome outcome = fuzz::RunFuzzedLaunch(launch, fuzz::FuzzDevice());
   EXPECT_TRUE(outcome.canaries_intact) << outcome.kernel_name << " wrote outside a buffer (" << what << ")";
   EXPECT_NE(outcome.status.code(), absl::StatusCode::kInternal)
       << outcome.kernel_name << " (" << what << "): " << outcome.status;
@@ -321,7 +324,7 @@ TEST(HostileLaunchFuzz, EveryKernelHasASeedThatRunsCleanly) {
   for (const std::string& path : SeedFiles()) {
     const fuzz::FuzzedLaunch launch = fuzz::DecodeFuzzedLaunch(ReadFile(path));
     ++seeds_per_kernel[launch.kernel_id];
-    const fuzz::FuzzOutcome outcome = fuzz::RunFuzzedLaunch(launch, executor_test::TestDevice());
+    const fuzz::FuzzOutcome outcome = fuzz::RunFuzzedLaunch(launch, fuzz::FuzzDevice());
     EXPECT_TRUE(outcome.canaries_intact) << path;
   }
   for (uint32_t id : Kernels().Ids()) {

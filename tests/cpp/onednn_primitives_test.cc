@@ -8,17 +8,20 @@
 #include <memory>
 #include <vector>
 
-#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/convolution.h"
+#include "tests/conformance/executor_kernel_harness.h"
 
 namespace vgpu {
 namespace {
 
 using executor_test::ExecutorLaunch;
 using executor_test::TensorSettings;
+
+// A launch through the CPU executor (the registry's "cpu"), as a session runs it.
+ExecutorLaunch CpuLaunch() { return ExecutorLaunch(executor_test::TestExecutor::Named("cpu")); }
 
 std::vector<float> Pattern(size_t n, float scale) {
   std::vector<float> values(n);
@@ -70,7 +73,7 @@ struct Geometry {
 
 absl::Status RunConvolution(KernelId id, const Geometry& g, std::vector<float>* first,
                             std::vector<float>* second, std::vector<float>* out) {
-  return ExecutorLaunch()
+  return CpuLaunch()
       .Tensor({g.n, g.h, g.w, g.c})
       .Describe(Filter({g.kh, g.kw, g.c, g.o}))
       .Describe(g.Settings())
@@ -143,7 +146,7 @@ TEST_F(OnednnPrimitives, BadShapesAreRefusedBeforeAPrimitiveIsBuilt) {
   std::vector<float> x = Pattern(g.x_size(), 0.25f), w = Pattern(g.w_size(), 0.5f);
   std::vector<float> y(g.y_size());
   // An output size the window does not give.
-  EXPECT_EQ(ExecutorLaunch()
+  EXPECT_EQ(CpuLaunch()
                 .Tensor({1, 8, 8, 4})
                 .Describe(Filter({3, 3, 4, 4}))
                 .Describe(g.Settings())
@@ -186,7 +189,7 @@ TEST_F(OnednnPrimitives, BatchedTransposedBroadcastMatmulMatchesADirectSum) {
                 a[(i * k + t) * m + r] * b[(j * n + q) * k + t];
   for (int run = 0; run < 2; ++run) {
     std::vector<float> c(expected.size(), 99.0f);
-    ASSERT_TRUE(ExecutorLaunch()
+    ASSERT_TRUE(CpuLaunch()
                     .Describe(Matmul(true, true))
                     .Tensor({2, 1, k, m})
                     .Tensor({3, n, k})
@@ -208,7 +211,7 @@ TEST_F(OnednnPrimitives, FusedMatmulAddsTheBiasAndActivates) {
   std::vector<float> c(m * n, 99.0f);
   ActivationDescriptorSettings relu;
   relu.mode = ActivationMode::kRelu;
-  ASSERT_TRUE(ExecutorLaunch()
+  ASSERT_TRUE(CpuLaunch()
                   .Describe(Matmul(false, false))
                   .Tensor({m, k})
                   .Tensor({k, n})
@@ -232,7 +235,7 @@ TEST_F(OnednnPrimitives, FusedMatmulAddsTheBiasAndActivates) {
 
 TEST_F(OnednnPrimitives, MatmulWithAShortBufferIsInvalidArgument) {
   std::vector<float> a(3 * 5 - 1), b(5 * 4), c(3 * 4);
-  EXPECT_EQ(ExecutorLaunch()
+  EXPECT_EQ(CpuLaunch()
                 .Describe(Matmul(false, false))
                 .Tensor({3, 5})
                 .Tensor({5, 4})

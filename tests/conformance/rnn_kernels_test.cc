@@ -1,15 +1,16 @@
 // The recurrent kernels (protocol/kernels/rnn.h) and the reversal kernels of the data movement
-// family, driven through the CPU executor's kernel table as a session would run them: a valid
-// launch computes cuDNN's LSTM, and malformed launches from a hostile client (inconsistent
-// descriptors, short buffers, bad sequence lengths, absurd sizes, a foreign reserve space, bad
-// parameter blocks) are InvalidArgument errors, never crashes or out-of-bounds accesses.
+// family, run on every executor of the conformance suite (executor_conformance.h) as a session
+// would run them: a valid launch computes cuDNN's LSTM, and malformed launches from a hostile
+// client (inconsistent descriptors, short buffers, bad sequence lengths, absurd sizes, a
+// foreign reserve space, bad parameter blocks) are InvalidArgument errors, never crashes or
+// out-of-bounds accesses.
 #include <cmath>
 #include <vector>
 
-#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/kernels/data_movement.h"
 #include "plugin/protocol/kernels/rnn.h"
+#include "tests/conformance/executor_conformance.h"
 
 namespace vgpu {
 namespace {
@@ -73,9 +74,14 @@ float ReadFloat(ExecutorLaunch& launch, size_t buffer, size_t index) {
   return launch.buffer(buffer).As<float>()[index];
 }
 
-TEST(RnnKernels, ForwardComputesCudnnLstm) {
+class RnnKernels : public executor_test::ExecutorConformanceTest {};
+VGPU_CONFORMANCE_SUITE(RnnKernels);
+class ReverseKernels : public executor_test::ExecutorConformanceTest {};
+VGPU_CONFORMANCE_SUITE(ReverseKernels);
+
+TEST_P(RnnKernels, ForwardComputesCudnnLstm) {
   LstmCase lstm;
-  ExecutorLaunch launch;
+  ExecutorLaunch launch = Launch();
   lstm.TrainingForward(launch, 0.8f);
   ASSERT_TRUE(launch.Run(rnn::kForward).ok());
   // Zero weights: i = f = o = 1/2, g = 0, so c_t = c_{t-1} / 2 and h_t = tanh(c_t) / 2.
@@ -85,13 +91,13 @@ TEST(RnnKernels, ForwardComputesCudnnLstm) {
   EXPECT_NEAR(ReadFloat(launch, 4, 0), std::tanh(0.4f) / 2.0f, 1e-6);  // y at t = 0
 }
 
-TEST(RnnKernels, BackwardRunsOnItsForwardsReserveAndRejectsAForeignOne) {
+TEST_P(RnnKernels, BackwardRunsOnItsForwardsReserveAndRejectsAForeignOne) {
   LstmCase lstm;
-  ExecutorLaunch forward;
+  ExecutorLaunch forward = Launch();
   lstm.TrainingForward(forward, 0.8f);
   ASSERT_TRUE(forward.Run(rnn::kForward).ok());
   auto backward = [&](std::vector<int32_t> lengths, bool tamper) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = Launch();
     lstm.Describe(launch);
     for (size_t i : {0, 1, 2, 3}) launch.AddBuffer(forward.buffer(i));
     launch.AddBuffer(Filled<float>(lstm.T * lstm.B * lstm.H, 1.0f));  // dy
@@ -111,10 +117,10 @@ TEST(RnnKernels, BackwardRunsOnItsForwardsReserveAndRejectsAForeignOne) {
   EXPECT_EQ(backward({3, 2}, false).code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(RnnKernels, RejectsInconsistentDescriptors) {
+TEST_P(RnnKernels, RejectsInconsistentDescriptors) {
   LstmCase lstm;
   auto run = [&](auto&& describe) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = Launch();
     describe(launch);
     lstm.ForwardBuffers(launch, 0.0f);
     launch.Param<uint32_t>(1).Param<uint64_t>(0).ParamArray<int32_t>({});
@@ -164,11 +170,11 @@ TEST(RnnKernels, RejectsInconsistentDescriptors) {
             }), absl::StatusCode::kUnimplemented);
 }
 
-TEST(RnnKernels, RejectsShortBuffersAndBadParameters) {
+TEST_P(RnnKernels, RejectsShortBuffersAndBadParameters) {
   LstmCase lstm;
   auto run = [&](size_t short_buffer, uint32_t flags, std::vector<int32_t> lengths,
                  bool truncate) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = Launch();
     lstm.Describe(launch);
     lstm.ForwardBuffers(launch, 0.0f);
     if (short_buffer < 8) {
@@ -192,7 +198,7 @@ TEST(RnnKernels, RejectsShortBuffersAndBadParameters) {
   EXPECT_EQ(run(8, 0, {}, false), invalid);        // inference names 7 buffers, not 8
 }
 
-TEST(ReverseKernels, ReverseSequenceClampsLengthsAndRejectsBadLaunches) {
+TEST_P(ReverseKernels, ReverseSequenceClampsLengthsAndRejectsBadLaunches) {
   // x [3, 4] (batch 3, sequence 4), lengths {-2, 9, 2}.
   std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11};
   std::vector<int32_t> lengths = {-2, 9, 2};
@@ -201,7 +207,7 @@ TEST(ReverseKernels, ReverseSequenceClampsLengthsAndRejectsBadLaunches) {
     launch.AddBuffer(GuardedBuffer::Of(lengths));
     launch.AddBuffer(Filled<float>(12));
   };
-  ExecutorLaunch ok;
+  ExecutorLaunch ok = Launch();
   make(ok);
   ok.Param<uint32_t>(4).Param<uint32_t>(4).ParamArray<int64_t>({3, 4}).Param<int32_t>(0)
       .Param<int32_t>(1);
@@ -211,7 +217,7 @@ TEST(ReverseKernels, ReverseSequenceClampsLengthsAndRejectsBadLaunches) {
 
   auto bad = [&](uint32_t esize, uint32_t lsize, std::vector<int64_t> dims, int32_t b,
                  int32_t s) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = Launch();
     make(launch);
     launch.Param<uint32_t>(esize).Param<uint32_t>(lsize).ParamArray<int64_t>(dims)
         .Param<int32_t>(b).Param<int32_t>(s);
@@ -228,10 +234,10 @@ TEST(ReverseKernels, ReverseSequenceClampsLengthsAndRejectsBadLaunches) {
   EXPECT_EQ(bad(4, 4, {3, -4}, 0, 1), invalid);    // negative dimension
 }
 
-TEST(ReverseKernels, ReverseRejectsBadFlagsAndShapes) {
+TEST_P(ReverseKernels, ReverseRejectsBadFlagsAndShapes) {
   std::vector<float> x = {0, 1, 2, 3, 4, 5};
   auto run = [&](std::vector<int64_t> dims, std::vector<uint8_t> flags) {
-    ExecutorLaunch launch;
+    ExecutorLaunch launch = Launch();
     launch.AddBuffer(GuardedBuffer::Of(x));
     launch.AddBuffer(Filled<float>(6));
     launch.Param<uint32_t>(4).ParamArray<int64_t>(dims).ParamArray<uint8_t>(flags);

@@ -1,18 +1,18 @@
-// The pooling family's executor kernels driven directly through the kernel table, as a
-// session runs them: results on hand-computed cases (2-D and 3-D, both layouts, NaN
-// propagation, argmax), and hostile launches (bad descriptor fields, sizes that overflow,
-// short buffers, argmax values outside the input) rejected with InvalidArgument, never a crash
-// or an out-of-bounds write.
+// The pooling family's kernels, run on every executor of the conformance suite as a session runs
+// them (executor_conformance.h): results on hand-computed cases (2-D and 3-D, both layouts, NaN
+// propagation, argmax), and hostile launches (bad descriptor fields, sizes that overflow, short
+// buffers, argmax values outside the input) rejected with InvalidArgument, never a crash or an
+// out-of-bounds write.
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/pooling.h"
+#include "tests/conformance/executor_conformance.h"
 
 namespace vgpu {
 namespace {
@@ -20,7 +20,8 @@ namespace {
 constexpr float kNan = std::numeric_limits<float>::quiet_NaN();
 constexpr float kLowest = std::numeric_limits<float>::lowest();
 
-using executor_test::ExecutorLaunch;
+class PoolingKernelsTest : public executor_test::ExecutorConformanceTest {};
+VGPU_CONFORMANCE_SUITE(PoolingKernelsTest);
 
 PoolingDescriptorSettings Window2d(PoolingMode mode, int32_t window, int32_t stride,
                                    DataFormat format = DataFormat::kNHWC) {
@@ -33,28 +34,28 @@ PoolingDescriptorSettings Window2d(PoolingMode mode, int32_t window, int32_t str
   return p;
 }
 
-TEST(PoolingKernelsTest, PoolsTwoDimensionalWindowsAndRoutesGradientsToTheFirstMaximum) {
+TEST_P(PoolingKernelsTest, PoolsTwoDimensionalWindowsAndRoutesGradientsToTheFirstMaximum) {
   // One 3x3 image, 2x2 windows, stride 1: outputs over rows {0,1} x cols {0,1} etc.
   std::vector<float> x = {1, 5, 2,
                           5, 3, 4,
                           0, 6, 6};
   std::vector<float> y(4), dy = {1, 2, 3, 4}, dx(9, -1);
   auto max = Window2d(PoolingMode::kMax, 2, 1);
-  ASSERT_TRUE(ExecutorLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(Launch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{5, 5, 6, 6}));
-  ASSERT_TRUE(ExecutorLaunch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(Launch().Describe(max).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&dy).Buffer(&dx).Run(pooling::kBackward).ok());
   // Ties go to the first maximum in row-major window order.
   EXPECT_EQ(dx, (std::vector<float>{0, 1 + 2, 0, 0, 0, 0, 0, 3 + 4, 0}));
 
   auto average = Window2d(PoolingMode::kAverage, 2, 1);
-  ASSERT_TRUE(ExecutorLaunch().Describe(average).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(Launch().Describe(average).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{3.5f, 3.5f, 3.5f, 4.75f}));
 }
 
-TEST(PoolingKernelsTest, PoolsThreeDimensionalChannelsFirstTensors) {
+TEST_P(PoolingKernelsTest, PoolsThreeDimensionalChannelsFirstTensors) {
   // NCDHW [1, 2, 2, 2, 2], one 2x2x2 window per channel.
   std::vector<float> x(16);
   for (int i = 0; i < 16; ++i) x[i] = static_cast<float>((i * 7) % 16);
@@ -64,16 +65,16 @@ TEST(PoolingKernelsTest, PoolsThreeDimensionalChannelsFirstTensors) {
   p.window[0] = p.window[1] = p.window[2] = 2;
   p.stride[0] = p.stride[1] = p.stride[2] = 2;
   std::vector<float> y(2);
-  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
+  ASSERT_TRUE(Launch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{14, 15}));
   p.mode = PoolingMode::kAverage;
-  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
+  ASSERT_TRUE(Launch().Describe(p).Tensor({1, 2, 2, 2, 2}).Tensor({1, 2, 1, 1, 1})
                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
   EXPECT_EQ(y, (std::vector<float>{6.5f, 8.5f}));
 }
 
-TEST(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
+TEST_P(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
   // Three 1x2 windows: [NaN, 1], [2, NaN], [NaN, NaN].
   std::vector<float> x = {kNan, 1, 2, kNan, kNan, kNan};
   std::vector<float> y(3), dy = {10, 20, 30};
@@ -82,7 +83,7 @@ TEST(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
   for (NanPropagation nan : {NanPropagation::kNotPropagate, NanPropagation::kPropagate}) {
     p.nan_propagation = nan;
     const bool propagate = nan == NanPropagation::kPropagate;
-    ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
+    ASSERT_TRUE(Launch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
                     .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
     if (propagate) {
       EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]) && std::isnan(y[2]));
@@ -90,37 +91,37 @@ TEST(PoolingKernelsTest, NanPropagationDecidesWhatAWindowWithNansGives) {
       EXPECT_EQ(y, (std::vector<float>{1, 2, kLowest}));
     }
     std::vector<float> dx(6, -1);
-    ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
+    ASSERT_TRUE(Launch().Describe(p).Tensor({1, 1, 6, 1}).Tensor({1, 1, 3, 1})
                     .Buffer(&x).Buffer(&dy).Buffer(&dx).Run(pooling::kBackward).ok());
     EXPECT_EQ(dx, propagate ? (std::vector<float>{10, 0, 0, 20, 30, 0})
                             : (std::vector<float>{0, 10, 20, 0, 0, 0}));
   }
 }
 
-TEST(PoolingKernelsTest, ArgmaxIndicesFollowTensorflowsCpuRule) {
+TEST_P(PoolingKernelsTest, ArgmaxIndicesFollowTensorflowsCpuRule) {
   std::vector<float> x = {3, 3, 1, kNan, 2, 4, 4, 0};  // NHWC [2, 1, 4, 1], 1x2 windows
   std::vector<float> y(4);
   std::vector<int64_t> argmax(4);
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   p.window[1] = p.stride[1] = 2;
-  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
+  ASSERT_TRUE(Launch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
                   .Tensor({2, 1, 2, 1}, DType::kInt64).Buffer(&x).Buffer(&y).Buffer(&argmax)
                   .Param(1).Run(pooling::kForwardWithArgmax).ok());
   EXPECT_EQ(argmax, (std::vector<int64_t>{0, 2, 5, 6}));  // the first of tied maxima wins
   EXPECT_EQ(y[0], 3);
   EXPECT_EQ(y[1], 1);  // a NaN after the first element is skipped
   std::vector<int32_t> argmax32(4);
-  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
+  ASSERT_TRUE(Launch().Describe(p).Tensor({2, 1, 4, 1}).Tensor({2, 1, 2, 1})
                   .Tensor({2, 1, 2, 1}, DType::kInt32).Buffer(&x).Buffer(&y).Buffer(&argmax32)
                   .Param(0).Run(pooling::kForwardWithArgmax).ok());
   EXPECT_EQ(argmax32, (std::vector<int32_t>{0, 2, 1, 2}));  // without the batch offset
 }
 
-TEST(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
+TEST_P(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
   std::vector<float> x(16), y(4);
   auto run = [&](const PoolingDescriptorSettings& p, std::vector<int64_t> x_dims = {1, 4, 4, 1},
                  std::vector<int64_t> y_dims = {1, 2, 2, 1}) {
-    return ExecutorLaunch().Describe(p).Tensor(x_dims).Tensor(y_dims).Buffer(&x).Buffer(&y)
+    return Launch().Describe(p).Tensor(x_dims).Tensor(y_dims).Buffer(&x).Buffer(&y)
         .Run(pooling::kForward);
   };
   const PoolingDescriptorSettings good = Window2d(PoolingMode::kMax, 2, 2);
@@ -161,22 +162,22 @@ TEST(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
   EXPECT_EQ(run(good, {1, kHuge, 4, 1}, {1, kHuge / 2, 2, 1}).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<float> short_x(15);
-  EXPECT_EQ(ExecutorLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(Launch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1})
                 .Buffer(&short_x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExecutorLaunch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}, DType::kInt32)
+  EXPECT_EQ(Launch().Describe(good).Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}, DType::kInt32)
                 .Buffer(&x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);
-  EXPECT_EQ(ExecutorLaunch().Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}).Tensor({1, 4, 4, 1})
+  EXPECT_EQ(Launch().Tensor({1, 4, 4, 1}).Tensor({1, 2, 2, 1}).Tensor({1, 4, 4, 1})
                 .Buffer(&x).Buffer(&y).Run(pooling::kForward).code(),
             absl::StatusCode::kInvalidArgument);  // no pooling descriptor first
 }
 
-TEST(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
+TEST_P(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   std::vector<float> dy = {1, 2, 3, 4}, dx(4, -1);
   auto backward = [&](std::vector<int64_t> argmax, int32_t include_batch) {
-    return ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+    return Launch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
         .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&dy).Buffer(&argmax).Buffer(&dx)
         .Param(include_batch).Run(pooling::kBackwardWithArgmax);
   };
@@ -191,22 +192,22 @@ TEST(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
 
   std::vector<float> ddx = {5, 6, 7, 8}, ddy(4, -1);
   std::vector<int64_t> argmax = {3, -2, 4, INT64_MIN};
-  ASSERT_TRUE(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  ASSERT_TRUE(Launch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                   .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&ddx).Buffer(&argmax)
                   .Buffer(&ddy).Param(0).Run(pooling::kGradGradWithArgmax).ok());
   EXPECT_EQ(ddy, (std::vector<float>{8, 0, 0, 0}));
   // A missing parameter block, an int32 argmax for a gradient, a channels-first layout.
-  EXPECT_EQ(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(Launch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                 .Tensor({1, 2, 2, 1}, DType::kInt64).Buffer(&ddx).Buffer(&argmax).Buffer(&ddy)
                 .Run(pooling::kGradGradWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);
   std::vector<int32_t> argmax32(4);
-  EXPECT_EQ(ExecutorLaunch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
+  EXPECT_EQ(Launch().Describe(p).Tensor({1, 2, 2, 1}).Tensor({1, 2, 2, 1})
                 .Tensor({1, 2, 2, 1}, DType::kInt32).Buffer(&dy).Buffer(&argmax32).Buffer(&dx)
                 .Param(0).Run(pooling::kBackwardWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);
   auto nchw = Window2d(PoolingMode::kMax, 1, 1, DataFormat::kNCHW);
-  EXPECT_EQ(ExecutorLaunch().Describe(nchw).Tensor({1, 1, 2, 2}).Tensor({1, 1, 2, 2})
+  EXPECT_EQ(Launch().Describe(nchw).Tensor({1, 1, 2, 2}).Tensor({1, 1, 2, 2})
                 .Tensor({1, 1, 2, 2}, DType::kInt64).Buffer(&ddx).Buffer(&argmax).Buffer(&ddy)
                 .Param(0).Run(pooling::kGradGradWithArgmax).code(),
             absl::StatusCode::kInvalidArgument);

@@ -1,13 +1,20 @@
-// The harness of the executor-kernel tests: one launch of a CPU executor kernel, built up as a
-// client builds it (descriptor settings, buffers, a parameter block) and run through the kernel
-// table as a session runs it. Every buffer the kernel sees is followed by canary bytes, and
-// every run checks that they survived, so a kernel that writes past a buffer fails its test.
+// The harness of the executor conformance suite: one kernel launch, built up as a client builds
+// it (descriptor settings, buffers, a parameter block) and run through a real backing executor
+// created by name from the executor registry, as a session runs it: every buffer is copied into
+// device memory the executor allocated, followed there by canary bytes, the launch runs on the
+// executor's stream, and after the stream is synchronized every buffer comes back with its
+// canary, which must have survived (a kernel that writes past a buffer fails its test).
 //
 //   std::vector<float> x = {...}, y(4);
-//   ASSERT_TRUE(ExecutorLaunch().Describe(pooling).Tensor({1, 3, 3, 1}).Tensor({1, 2, 2, 1})
-//                   .Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());  // y: the result
-#ifndef VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
-#define VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
+//   ASSERT_TRUE(ExecutorLaunch(TestExecutor::Named("cpu")).Describe(pooling).Tensor({1, 3, 3, 1})
+//                   .Tensor({1, 2, 2, 1}).Buffer(&x).Buffer(&y).Run(pooling::kForward).ok());
+//
+// The kernel tests of the suite get their launches from ExecutorConformanceTest::Launch()
+// (executor_conformance.h), on the executor the test is instantiated for. Nothing here depends
+// on an executor's kernel table or on TensorFlow: the CPU test binary and the CUDA one both
+// compile it.
+#ifndef VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_
+#define VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -15,11 +22,13 @@
 #include <deque>
 #include <functional>
 #include <initializer_list>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/backing_executor.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/launch_params.h"
@@ -27,8 +36,8 @@
 namespace vgpu {
 namespace executor_test {
 
-// A buffer of device memory as a kernel sees it: size() bytes, followed by canary bytes no
-// kernel may touch.
+// A buffer as the test sees it, in host memory: size() bytes, followed by canary bytes no
+// kernel may touch. A launch copies all of it (canary included) to the device and back.
 class GuardedBuffer {
  public:
   explicit GuardedBuffer(size_t bytes);
@@ -40,9 +49,12 @@ class GuardedBuffer {
   }
   static GuardedBuffer OfBytes(const void* data, size_t size);
 
+  // The buffer's first byte; its canary follows at data() + size().
   uint8_t* data() { return storage_.data(); }
   const uint8_t* data() const { return storage_.data(); }
   size_t size() const { return bytes_; }
+  // size() plus the canary's bytes: what a launch copies to the device and back.
+  size_t guarded_size() const { return storage_.size(); }
 
   // The contents as values of T (size() / sizeof(T) of them).
   template <typename T>
@@ -73,14 +85,49 @@ GuardedBuffer Filled(size_t count, T value = T{}) {
 TensorDescriptorSettings TensorSettings(const std::vector<int64_t>& dims,
                                         DType dtype = DType::kFloat32);
 
-// The thread pool device kernels run on in the tests (two threads, shared by all tests).
-const Eigen::ThreadPoolDevice& TestDevice();
+// An executor the tests launch on: the one registered under a name, created on first use with
+// small test options (one device, 256 MiB, two compute threads) and one stream, and kept for the
+// rest of the process (creating a GPU executor per test would cost more than the tests), until
+// DestroyAll(). Not thread-safe: the tests run on one thread.
+class TestExecutor {
+ public:
+  // The executor registered as `name`. When it cannot be created here (no GPU for "cuda", a
+  // name this build does not offer), status() says why, and launches on it fail.
+  static TestExecutor& Named(const std::string& name);
+  // Synchronizes and destroys every executor Named() made (the suite's environment, after the
+  // last test); a later Named() creates a new one.
+  static void DestroyAll();
 
-// One kernel launch. Descriptors, buffers and parameters are added in launch order; Run() runs
-// the kernel on the test device and checks every buffer's canary (a gtest failure, not a status).
+  ~TestExecutor();
+  TestExecutor(const TestExecutor&) = delete;
+  TestExecutor& operator=(const TestExecutor&) = delete;
+
+  const std::string& name() const { return name_; }
+  // OK, or why the executor (or its stream) could not be created: the registry's error.
+  const absl::Status& status() const { return status_; }
+  // Null unless status() is OK.
+  BackingExecutor* executor() const { return executor_.get(); }
+  ExecutorStream* stream() const { return stream_.get(); }
+  // A fresh owner for one launch's device memory (each launch frees what it allocated).
+  uint64_t NewOwner() { return next_owner_++; }
+
+ private:
+  explicit TestExecutor(std::string name);
+
+  const std::string name_;
+  absl::Status status_;
+  std::unique_ptr<BackingExecutor> executor_;
+  std::unique_ptr<ExecutorStream> stream_;  // destroyed before executor_
+  uint64_t next_owner_ = 1;
+};
+
+// One kernel launch on a TestExecutor. Descriptors, buffers and parameters are added in launch
+// order; Run() copies the buffers to the device, launches, synchronizes, copies them back and
+// checks every buffer's canary (a gtest failure, not a status). Buffers stay the test's: only
+// Run() touches device memory, and it frees what it allocated before it returns.
 class ExecutorLaunch {
  public:
-  ExecutorLaunch() = default;
+  explicit ExecutorLaunch(TestExecutor& executor) : executor_(executor) {}
   ExecutorLaunch(const ExecutorLaunch&) = delete;
   ExecutorLaunch& operator=(const ExecutorLaunch&) = delete;
 
@@ -98,7 +145,9 @@ class ExecutorLaunch {
   }
 
   // --- buffers ---
-  // A guarded buffer the test owns and reads back itself.
+  // A guarded buffer the test owns and reads back itself (after Run(), it holds what the
+  // kernel left in device memory, also when the kernel failed). The same buffer named twice in
+  // one launch is one allocation, as an in-place launch names it.
   ExecutorLaunch& Buffer(GuardedBuffer* buffer);
   ExecutorLaunch& Buffers(std::initializer_list<GuardedBuffer*> buffers);
   // A guarded copy of *values made when the launch runs; what the kernel wrote is copied back
@@ -133,12 +182,16 @@ class ExecutorLaunch {
     return *this;
   }
 
-  // Runs kernel `id` (NotFound, and a test failure, if the table has none).
+  // Runs kernel `id` on the executor and returns the launch's status: the executor's error
+  // for the launch, else the first error of its stream's synchronization. A test failure (and
+  // NotFound) if the executor has no such kernel; a test failure (and that error) if the
+  // executor is unavailable or its memory or copies fail.
   absl::Status Run(KernelId id);
 
  private:
   GuardedBuffer* Own(GuardedBuffer buffer);
 
+  TestExecutor& executor_;
   std::vector<std::pair<DescriptorKind, std::vector<uint8_t>>> descriptors_;
   std::deque<GuardedBuffer> owned_;        // stable addresses
   std::vector<GuardedBuffer*> buffers_;    // in launch order
@@ -149,4 +202,4 @@ class ExecutorLaunch {
 }  // namespace executor_test
 }  // namespace vgpu
 
-#endif  // VGPU_TESTS_CPP_EXECUTOR_KERNEL_HARNESS_H_
+#endif  // VGPU_TESTS_CONFORMANCE_EXECUTOR_KERNEL_HARNESS_H_

@@ -1,20 +1,30 @@
-// Tests of the CPU executor's convolution-family kernels called as a session calls them
-// (backend/cpu/kernel_registry.h): 3-D and grouped convolutions and the rearrange kernel compute
-// what their launch layouts (protocol/kernels/convolution.h) say, and launches a hostile client
-// could send (inconsistent descriptors, reads beyond a buffer) are InvalidArgument, never a
-// crash or an out-of-bounds access.
+// Tests of the convolution-family kernels of every executor of the conformance suite
+// (executor_conformance.h), called as a session calls them: 3-D and grouped convolutions and the
+// rearrange kernel compute what their launch layouts (protocol/kernels/convolution.h) say, and
+// launches a hostile client could send (inconsistent descriptors, reads beyond a buffer) are
+// InvalidArgument, never a crash or an out-of-bounds access.
 #include <vector>
 
-#include "executor_kernel_harness.h"
 #include "gtest/gtest.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/convolution.h"
+#include "tests/conformance/executor_conformance.h"
 
 namespace vgpu {
 namespace {
 
-using executor_test::ExecutorLaunch;
 using executor_test::TensorSettings;
+
+class ConvolutionKernels : public executor_test::ExecutorConformanceTest {
+ protected:
+  absl::Status RunRearrange(std::vector<float>* x, std::vector<int64_t> x_dims,
+                            std::vector<float>* y, std::vector<int64_t> y_dims,
+                            const convolution::RearrangeParams& params) {
+    return Launch().Tensor(x_dims).Tensor(y_dims).Buffer(x).Buffer(y).Param(params)
+        .Run(convolution::kRearrange);
+  }
+};
+VGPU_CONFORMANCE_SUITE(ConvolutionKernels);
 
 std::vector<float> Iota(size_t n, float scale) {
   std::vector<float> values(n);
@@ -64,12 +74,12 @@ ConvolutionDescriptorSettings Convolution3D(int32_t groups) {
   return settings;
 }
 
-TEST(ConvolutionKernels, Grouped3DConvolutionMatchesADirectSum) {
+TEST_P(ConvolutionKernels, Grouped3DConvolutionMatchesADirectSum) {
   const int groups = 2;
   std::vector<float> x = Iota(2 * 3 * 4 * 5 * 4, 0.25f);
   std::vector<float> w = Iota(2 * 2 * 3 * 2 * 6, 0.125f);
   std::vector<float> y(2 * 2 * 3 * 3 * 6, 99.0f);
-  ASSERT_TRUE(ExecutorLaunch()
+  ASSERT_TRUE(Launch()
                   .Tensor({2, 3, 4, 5, 4})
                   .Describe(Filter({2, 2, 3, 2, 6}))
                   .Describe(Convolution3D(groups))
@@ -84,11 +94,11 @@ TEST(ConvolutionKernels, Grouped3DConvolutionMatchesADirectSum) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_NEAR(y[i], expected[i], 1e-4) << i;
 }
 
-TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
+TEST_P(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
   std::vector<float> x(2 * 3 * 4 * 5 * 4), w(2 * 2 * 3 * 2 * 6), y(2 * 2 * 3 * 3 * 6);
   auto run = [&](TensorDescriptorSettings x_settings, FilterDescriptorSettings filter,
                  ConvolutionDescriptorSettings conv, TensorDescriptorSettings y_settings) {
-    return ExecutorLaunch()
+    return Launch()
         .Describe(x_settings)
         .Describe(filter)
         .Describe(conv)
@@ -131,14 +141,14 @@ TEST(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
       absl::StatusCode::kInvalidArgument);
 }
 
-TEST(ConvolutionKernels, PatchesBeyondTheScratchBudgetAreRefused) {
+TEST_P(ConvolutionKernels, PatchesBeyondTheScratchBudgetAreRefused) {
   // Small buffers whose convolution would need a 1 GiB im2col row: refused, not allocated.
   // (float64: float32 convolutions go to oneDNN first where the build has it, which needs no
   // patches.)
   std::vector<double> x(40960), w(32768), y(8193);
   FilterDescriptorSettings filter = Filter({1, 1, 32768, 1, 1});
   filter.dtype = DType::kFloat64;
-  EXPECT_EQ(ExecutorLaunch()
+  EXPECT_EQ(Launch()
                 .Tensor({1, 1, 1, 40960, 1}, DType::kFloat64)
                 .Describe(filter)
                 .Describe(Convolution3D(1))
@@ -166,14 +176,7 @@ convolution::RearrangeParams Rearrangement(std::vector<int64_t> strides,
   return params;
 }
 
-absl::Status RunRearrange(std::vector<float>* x, std::vector<int64_t> x_dims,
-                          std::vector<float>* y, std::vector<int64_t> y_dims,
-                          const convolution::RearrangeParams& params) {
-  return ExecutorLaunch().Tensor(x_dims).Tensor(y_dims).Buffer(x).Buffer(y).Param(params)
-      .Run(convolution::kRearrange);
-}
-
-TEST(ConvolutionKernels, RearrangeTransposesTakesDiagonalsSumsAndWritesDiagonals) {
+TEST_P(ConvolutionKernels, RearrangeTransposesTakesDiagonalsSumsAndWritesDiagonals) {
   std::vector<float> x = {0, 1, 2, 3, 4, 5, 6, 7, 8};  // [3, 3]
   std::vector<float> y(9);
   ASSERT_TRUE(RunRearrange(&x, {3, 3}, &y, {3, 3}, Rearrangement({1, 3})).ok());  // ij->ji
@@ -191,7 +194,7 @@ TEST(ConvolutionKernels, RearrangeTransposesTakesDiagonalsSumsAndWritesDiagonals
   EXPECT_EQ(inflated, (std::vector<float>{0, 0, 0, 0, 4, 0, 0, 0, 8}));  // i->ii
 }
 
-TEST(ConvolutionKernels, HostileRearrangementsAreInvalidArguments) {
+TEST_P(ConvolutionKernels, HostileRearrangementsAreInvalidArguments) {
   std::vector<float> x(9), y(9);
   auto code = [&](const convolution::RearrangeParams& params, std::vector<int64_t> y_dims) {
     return RunRearrange(&x, {3, 3}, &y, std::move(y_dims), params).code();
