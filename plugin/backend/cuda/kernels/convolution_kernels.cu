@@ -642,7 +642,7 @@ absl::StatusOr<std::shared_ptr<ConvolutionPlan>> PlanFor(const CudaKernelContext
                                                          const ConvolutionGeometry& g,
                                                          Direction direction,
                                                          bool fused_relu = false) {
-  PrimitiveKey key = PrimitiveKey::ForLaunch(kernel_id, context);
+  PlanKey key = PlanKey::ForLaunch(kernel_id, context);
   key.AddValue(direction);
   key.AddValue(fused_relu);
   return DeviceOf(context).primitives->GetOrCreate<ConvolutionPlan>(
@@ -1114,7 +1114,7 @@ absl::Status MatmulTyped(const CudaKernelContext& context, const MatmulShape& s,
     // The bias epilogue only for a 16-byte aligned bias (an assumption on cuBLASLt's needs);
     // otherwise this file's kernel adds it.
     const bool bias_in_library = bias != nullptr && AlignmentOf(bias) >= 16;
-    PrimitiveKey key = PrimitiveKey::ForLaunch(kernel_id, context);
+    PlanKey key = PlanKey::ForLaunch(kernel_id, context);
     key.AddValue(alignments);
     key.AddValue(bias_in_library);
     VGPU_ASSIGN_OR_RETURN(std::shared_ptr<MatmulPlan> plan,
