@@ -46,15 +46,14 @@ inline void ReduceMultiplyAccumulate(Index depth, Index multiplier, const CT* __
 }
 
 // The input position of filter tap `tap` for output position `out`, or -1 outside the input.
-inline Index InputPosition(Index out, Index tap, Index stride, Index dilation, Index pad_before,
-                           Index size) {
-  const Index position = out * stride - pad_before + tap * dilation;
-  return position >= 0 && position < size ? position : -1;
+inline Index InputPosition(const ConvolutionGeometry& g, int dim, Index out, Index tap) {
+  const Index position = out * g.stride[dim] - g.pad_before[dim] + tap * g.dilation[dim];
+  return position >= 0 && position < g.in[dim] ? position : -1;
 }
 
 Eigen::TensorOpCost RowCost(const ConvolutionGeometry& g, Index pixels_per_row, size_t size) {
   const double macs =
-      static_cast<double>(pixels_per_row) * g.filter_rows * g.filter_cols * g.out_depth;
+      static_cast<double>(pixels_per_row) * g.filter[kRows] * g.filter[kCols] * g.out_depth;
   return Eigen::TensorOpCost(macs * size, static_cast<double>(pixels_per_row) * g.out_depth * size,
                              macs * 2);
 }
@@ -64,25 +63,23 @@ Eigen::TensorOpCost RowCost(const ConvolutionGeometry& g, Index pixels_per_row, 
 template <typename CT>
 void DepthwiseForwardNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
                           const CT* input, const CT* filter, CT* output) {
-  const Index rows = g.batch * g.out_rows;
-  device.parallelFor(rows, RowCost(g, g.out_cols, sizeof(CT)), [&](Index first, Index last) {
+  const Index rows = g.batch * g.out[kRows];
+  device.parallelFor(rows, RowCost(g, g.out[kCols], sizeof(CT)), [&](Index first, Index last) {
     for (Index row = first; row < last; ++row) {
-      const Index n = row / g.out_rows;
-      const Index oh = row % g.out_rows;
-      for (Index ow = 0; ow < g.out_cols; ++ow) {
-        CT* out = output + (row * g.out_cols + ow) * g.out_depth;
+      const Index n = row / g.out[kRows];
+      const Index oh = row % g.out[kRows];
+      for (Index ow = 0; ow < g.out[kCols]; ++ow) {
+        CT* out = output + (row * g.out[kCols] + ow) * g.out_depth;
         std::fill(out, out + g.out_depth, CT(0));
-        for (Index kh = 0; kh < g.filter_rows; ++kh) {
-          const Index ih =
-              InputPosition(oh, kh, g.stride_rows, g.dilation_rows, g.pad_top, g.in_rows);
+        for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
+          const Index ih = InputPosition(g, kRows, oh, kh);
           if (ih < 0) continue;
-          for (Index kw = 0; kw < g.filter_cols; ++kw) {
-            const Index iw =
-                InputPosition(ow, kw, g.stride_cols, g.dilation_cols, g.pad_left, g.in_cols);
+          for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
+            const Index iw = InputPosition(g, kCols, ow, kw);
             if (iw < 0) continue;
             MultiplyAccumulate(g.in_depth, g.filter_out,
-                               input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
-                               filter + (kh * g.filter_cols + kw) * g.out_depth, out);
+                               input + ((n * g.in[kRows] + ih) * g.in[kCols] + iw) * g.in_depth,
+                               filter + (kh * g.filter[kCols] + kw) * g.out_depth, out);
           }
         }
       }
@@ -94,29 +91,29 @@ template <typename CT>
 void DepthwiseBackwardInputNhwc(const Eigen::ThreadPoolDevice& device,
                                 const ConvolutionGeometry& g, const CT* filter,
                                 const CT* out_backprop, CT* in_backprop) {
-  const Index rows = g.batch * g.in_rows;
-  device.parallelFor(rows, RowCost(g, g.in_cols, sizeof(CT)), [&](Index first, Index last) {
+  const Index rows = g.batch * g.in[kRows];
+  device.parallelFor(rows, RowCost(g, g.in[kCols], sizeof(CT)), [&](Index first, Index last) {
     for (Index row = first; row < last; ++row) {
-      const Index n = row / g.in_rows;
-      const Index ih = row % g.in_rows;
-      for (Index iw = 0; iw < g.in_cols; ++iw) {
-        CT* in = in_backprop + (row * g.in_cols + iw) * g.in_depth;
+      const Index n = row / g.in[kRows];
+      const Index ih = row % g.in[kRows];
+      for (Index iw = 0; iw < g.in[kCols]; ++iw) {
+        CT* in = in_backprop + (row * g.in[kCols] + iw) * g.in_depth;
         std::fill(in, in + g.in_depth, CT(0));
-        for (Index kh = 0; kh < g.filter_rows; ++kh) {
+        for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
           // The output row whose window puts tap kh on input row ih, if any.
-          const Index h = ih + g.pad_top - kh * g.dilation_rows;
-          if (h < 0 || h % g.stride_rows != 0) continue;
-          const Index oh = h / g.stride_rows;
-          if (oh >= g.out_rows) continue;
-          for (Index kw = 0; kw < g.filter_cols; ++kw) {
-            const Index w = iw + g.pad_left - kw * g.dilation_cols;
-            if (w < 0 || w % g.stride_cols != 0) continue;
-            const Index ow = w / g.stride_cols;
-            if (ow >= g.out_cols) continue;
+          const Index h = ih + g.pad_before[kRows] - kh * g.dilation[kRows];
+          if (h < 0 || h % g.stride[kRows] != 0) continue;
+          const Index oh = h / g.stride[kRows];
+          if (oh >= g.out[kRows]) continue;
+          for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
+            const Index w = iw + g.pad_before[kCols] - kw * g.dilation[kCols];
+            if (w < 0 || w % g.stride[kCols] != 0) continue;
+            const Index ow = w / g.stride[kCols];
+            if (ow >= g.out[kCols]) continue;
             ReduceMultiplyAccumulate(
                 g.in_depth, g.filter_out,
-                out_backprop + ((n * g.out_rows + oh) * g.out_cols + ow) * g.out_depth,
-                filter + (kh * g.filter_cols + kw) * g.out_depth, in);
+                out_backprop + ((n * g.out[kRows] + oh) * g.out[kCols] + ow) * g.out_depth,
+                filter + (kh * g.filter[kCols] + kw) * g.out_depth, in);
           }
         }
       }
@@ -131,12 +128,12 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
   // Rows of output pixels are split into a fixed number of blocks, each summing into its own
   // copy of the filter gradient; the copies are added at the end. The result does not depend
   // on scheduling.
-  const Index rows = g.batch * g.out_rows;
-  const Index filter_size = g.FilterElements();
+  const Index rows = g.batch * g.out[kRows];
+  const Index filter_size = g.filter_elements;
   const Index blocks = std::max<Index>(1, std::min<Index>(rows, 4 * device.numThreads()));
   Scratch<CT> partial(blocks * filter_size);
   std::fill(partial.data(), partial.data() + blocks * filter_size, CT(0));
-  Eigen::TensorOpCost block_cost = RowCost(g, g.out_cols, sizeof(CT));
+  Eigen::TensorOpCost block_cost = RowCost(g, g.out[kCols], sizeof(CT));
   block_cost *= static_cast<double>(rows) / blocks;
   device.parallelFor(blocks, block_cost, [&](Index first_block, Index last_block) {
     for (Index block = first_block; block < last_block; ++block) {
@@ -144,21 +141,19 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
       const Index first = rows * block / blocks;
       const Index last = rows * (block + 1) / blocks;
       for (Index row = first; row < last; ++row) {
-        const Index n = row / g.out_rows;
-        const Index oh = row % g.out_rows;
-        for (Index ow = 0; ow < g.out_cols; ++ow) {
-          const CT* gradient = out_backprop + (row * g.out_cols + ow) * g.out_depth;
-          for (Index kh = 0; kh < g.filter_rows; ++kh) {
-            const Index ih =
-                InputPosition(oh, kh, g.stride_rows, g.dilation_rows, g.pad_top, g.in_rows);
+        const Index n = row / g.out[kRows];
+        const Index oh = row % g.out[kRows];
+        for (Index ow = 0; ow < g.out[kCols]; ++ow) {
+          const CT* gradient = out_backprop + (row * g.out[kCols] + ow) * g.out_depth;
+          for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
+            const Index ih = InputPosition(g, kRows, oh, kh);
             if (ih < 0) continue;
-            for (Index kw = 0; kw < g.filter_cols; ++kw) {
-              const Index iw =
-                  InputPosition(ow, kw, g.stride_cols, g.dilation_cols, g.pad_left, g.in_cols);
+            for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
+              const Index iw = InputPosition(g, kCols, ow, kw);
               if (iw < 0) continue;
               MultiplyAccumulate(g.in_depth, g.filter_out,
-                                 input + ((n * g.in_rows + ih) * g.in_cols + iw) * g.in_depth,
-                                 gradient, accumulator + (kh * g.filter_cols + kw) * g.out_depth);
+                                 input + ((n * g.in[kRows] + ih) * g.in[kCols] + iw) * g.in_depth,
+                                 gradient, accumulator + (kh * g.filter[kCols] + kw) * g.out_depth);
             }
           }
         }

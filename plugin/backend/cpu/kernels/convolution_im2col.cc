@@ -27,12 +27,12 @@ constexpr Index kMaxRowPatchElements = Index{1} << 28;
 
 // Output positions are walked in "rows": one row is the out_cols pixels of one output row of
 // one plane of one image; rows are numbered image-major, then plane, then row.
-Index TotalRows(const ConvolutionGeometry& g) { return g.batch * g.out_planes * g.out_rows; }
-Index RowsPerImage(const ConvolutionGeometry& g) { return g.out_planes * g.out_rows; }
+Index TotalRows(const ConvolutionGeometry& g) { return g.batch * g.out[kPlanes] * g.out[kRows]; }
+Index RowsPerImage(const ConvolutionGeometry& g) { return g.out[kPlanes] * g.out[kRows]; }
 
 // The number of rows whose patches fit in the column buffer (at least 1).
 Index RowsPerChunk(const ConvolutionGeometry& g, Index patch) {
-  const Index per_row = std::max<Index>(1, g.out_cols * patch);
+  const Index per_row = std::max<Index>(1, g.out[kCols] * patch);
   return std::clamp<Index>(kColumnBufferElements / per_row, 1, std::max<Index>(1, TotalRows(g)));
 }
 
@@ -43,7 +43,7 @@ bool PatchesAreInput(const ConvolutionGeometry& g) {
 
 absl::Status CheckPatchSize(const ConvolutionGeometry& g) {
   const Index patch = g.FilterTaps() * g.filter_in_depth;
-  if (patch > kMaxRowPatchElements || g.out_cols * patch > kMaxRowPatchElements) {
+  if (patch > kMaxRowPatchElements || g.out[kCols] * patch > kMaxRowPatchElements) {
     return absl::ResourceExhaustedError(
         "convolution patches exceed the executor's scratch budget");
   }
@@ -57,16 +57,20 @@ template <typename Visit>
 inline void ForEachTap(const ConvolutionGeometry& g, Index out_plane, Index out_row,
                        Index out_col, Visit&& visit) {
   Index tap = 0;
-  for (Index kd = 0; kd < g.filter_planes; ++kd) {
-    const Index ip = out_plane * g.stride_planes - g.pad_front + kd * g.dilation_planes;
-    const bool plane_inside = ip >= 0 && ip < g.in_planes;
-    for (Index kh = 0; kh < g.filter_rows; ++kh) {
-      const Index ih = out_row * g.stride_rows - g.pad_top + kh * g.dilation_rows;
-      const bool row_inside = plane_inside && ih >= 0 && ih < g.in_rows;
-      for (Index kw = 0; kw < g.filter_cols; ++kw, ++tap) {
-        const Index iw = out_col * g.stride_cols - g.pad_left + kw * g.dilation_cols;
-        if (row_inside && iw >= 0 && iw < g.in_cols) {
-          visit(tap, (ip * g.in_rows + ih) * g.in_cols + iw);
+  // The input position of filter tap `k` of dimension `dim` for output position `o`.
+  auto input_position = [&g](int dim, Index o, Index k) {
+    return o * g.stride[dim] - g.pad_before[dim] + k * g.dilation[dim];
+  };
+  for (Index kd = 0; kd < g.filter[kPlanes]; ++kd) {
+    const Index ip = input_position(kPlanes, out_plane, kd);
+    const bool plane_inside = ip >= 0 && ip < g.in[kPlanes];
+    for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
+      const Index ih = input_position(kRows, out_row, kh);
+      const bool row_inside = plane_inside && ih >= 0 && ih < g.in[kRows];
+      for (Index kw = 0; kw < g.filter[kCols]; ++kw, ++tap) {
+        const Index iw = input_position(kCols, out_col, kw);
+        if (row_inside && iw >= 0 && iw < g.in[kCols]) {
+          visit(tap, (ip * g.in[kRows] + ih) * g.in[kCols] + iw);
         } else {
           visit(tap, Index{-1});
         }
@@ -84,17 +88,17 @@ void ExtractPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeom
   const Index depth = g.filter_in_depth;
   const Index patch = g.FilterTaps() * depth;
   const size_t depth_bytes = depth * sizeof(CT);
-  const Eigen::TensorOpCost row_cost(g.out_cols * patch * sizeof(CT),
-                                     g.out_cols * patch * sizeof(CT), g.out_cols * patch);
+  const Eigen::TensorOpCost row_cost(g.out[kCols] * patch * sizeof(CT),
+                                     g.out[kCols] * patch * sizeof(CT), g.out[kCols] * patch);
   device.parallelFor(rows, row_cost, [&](Index first, Index last) {
     for (Index r = first; r < last; ++r) {
       const Index row = first_row + r;
       const Index n = row / RowsPerImage(g);
-      const Index out_plane = (row / g.out_rows) % g.out_planes;
-      const Index out_row = row % g.out_rows;
+      const Index out_plane = (row / g.out[kRows]) % g.out[kPlanes];
+      const Index out_row = row % g.out[kRows];
       const CT* image = input + n * g.InputPixels() * g.in_depth + group * depth;
-      CT* out = columns + r * g.out_cols * patch;
-      for (Index out_col = 0; out_col < g.out_cols; ++out_col, out += patch) {
+      CT* out = columns + r * g.out[kCols] * patch;
+      for (Index out_col = 0; out_col < g.out[kCols]; ++out_col, out += patch) {
         ForEachTap(g, out_plane, out_row, out_col, [&](Index tap, Index pixel) {
           if (pixel < 0) {
             std::memset(out + tap * depth, 0, depth_bytes);
@@ -121,9 +125,9 @@ void AddPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry
   const Index blocks =
       std::clamp<Index>((4 * device.numThreads() + images - 1) / images, 1, depth);
   const Index rows_per_task = std::max<Index>(1, rows / images);
-  const Eigen::TensorOpCost task_cost(rows_per_task * g.out_cols * patch * sizeof(CT) / blocks,
-                                      rows_per_task * g.out_cols * patch * sizeof(CT) / blocks,
-                                      rows_per_task * g.out_cols * patch / blocks);
+  const Eigen::TensorOpCost task_cost(rows_per_task * g.out[kCols] * patch * sizeof(CT) / blocks,
+                                      rows_per_task * g.out[kCols] * patch * sizeof(CT) / blocks,
+                                      rows_per_task * g.out[kCols] * patch / blocks);
   device.parallelFor(images * blocks, task_cost, [&](Index first_task, Index last_task) {
     for (Index task = first_task; task < last_task; ++task) {
       const Index n = first_image + task / blocks;
@@ -133,10 +137,10 @@ void AddPatches(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry
       const Index end = std::min(first_row + rows, (n + 1) * RowsPerImage(g));
       CT* image = in_backprop + n * g.InputPixels() * g.in_depth + group * depth;
       for (Index row = begin; row < end; ++row) {
-        const Index out_plane = (row / g.out_rows) % g.out_planes;
-        const Index out_row = row % g.out_rows;
-        const CT* column = columns + (row - first_row) * g.out_cols * patch;
-        for (Index out_col = 0; out_col < g.out_cols; ++out_col, column += patch) {
+        const Index out_plane = (row / g.out[kRows]) % g.out[kPlanes];
+        const Index out_row = row % g.out[kRows];
+        const CT* column = columns + (row - first_row) * g.out[kCols] * patch;
+        for (Index out_col = 0; out_col < g.out[kCols]; ++out_col, column += patch) {
           ForEachTap(g, out_plane, out_row, out_col, [&](Index tap, Index pixel) {
             if (pixel < 0) return;
             const CT* __restrict source = column + tap * depth;
@@ -181,7 +185,7 @@ const CT* GroupColumns(const Eigen::ThreadPoolDevice& device, const ConvolutionG
 
 template <typename CT>
 absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                   const CT* input, const CT* filter, CT* output) {
+                           const CT* input, const CT* filter, CT* output) {
   const ContractDims matmul{Eigen::IndexPair<Index>(1, 0)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
   const Index per_group = g.out_depth / g.groups;
@@ -195,17 +199,17 @@ absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const Convolut
   VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
   const Index total_rows = TotalRows(g);
   const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
+  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
   Scratch<CT> group_filter(g.groups > 1 ? patch * per_group : 0);
-  Map2<CT> result(output, total_rows * g.out_cols, g.out_depth);
+  Map2<CT> result(output, total_rows * g.out[kCols], g.out_depth);
   for (Index group = 0; group < g.groups; ++group) {
     ConstMap2<CT> weights(GroupFilter(device, g, filter, group, group_filter), patch, per_group);
     for (Index first = 0; first < total_rows; first += rows_per_chunk) {
       const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out_cols;
+      const Index pixels = rows * g.out[kCols];
       ExtractPatches(device, g, input, group, first, rows, columns.data());
       ConstMap2<CT> patches(columns.data(), pixels, patch);
-      const Eigen::array<Index, 2> offsets{first * g.out_cols, group * per_group};
+      const Eigen::array<Index, 2> offsets{first * g.out[kCols], group * per_group};
       const Eigen::array<Index, 2> extents{pixels, per_group};
       result.slice(offsets, extents).device(device) = patches.contract(weights, matmul);
     }
@@ -214,8 +218,9 @@ absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const Convolut
 }
 
 template <typename CT>
-absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                         const CT* filter, const CT* out_backprop, CT* in_backprop) {
+absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, const CT* filter,
+                                 const CT* out_backprop, CT* in_backprop) {
   const ContractDims by_out_depth{Eigen::IndexPair<Index>(1, 1)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
   const Index per_group = g.out_depth / g.groups;
@@ -227,20 +232,20 @@ absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const Co
     return absl::OkStatus();
   }
   VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
-  RowMajorMap<CT, 1> zeroed(in_backprop, g.InputElements());
+  RowMajorMap<CT, 1> zeroed(in_backprop, g.input_elements);
   zeroed.device(device) = zeroed.constant(CT(0));
   const Index total_rows = TotalRows(g);
   const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
+  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
   Scratch<CT> group_filter(g.groups > 1 ? patch * per_group : 0);
-  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out_cols * per_group : 0);
+  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out[kCols] * per_group : 0);
   for (Index group = 0; group < g.groups; ++group) {
     ConstMap2<CT> weights(GroupFilter(device, g, filter, group, group_filter), patch, per_group);
     for (Index first = 0; first < total_rows; first += rows_per_chunk) {
       const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out_cols;
+      const Index pixels = rows * g.out[kCols];
       ConstMap2<CT> gradients(
-          GroupColumns(device, g, out_backprop + first * g.out_cols * g.out_depth, pixels, group,
+          GroupColumns(device, g, out_backprop + first * g.out[kCols] * g.out_depth, pixels, group,
                        group_gradients),
           pixels, per_group);
       Map2<CT>(columns.data(), pixels, patch).device(device) =
@@ -252,8 +257,9 @@ absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device, const Co
 }
 
 template <typename CT>
-absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                          const CT* input, const CT* out_backprop, CT* filter_backprop) {
+absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                  const ConvolutionGeometry& g, const CT* input,
+                                  const CT* out_backprop, CT* filter_backprop) {
   const ContractDims by_pixels{Eigen::IndexPair<Index>(0, 0)};
   const Index patch = g.FilterTaps() * g.filter_in_depth;
   const Index per_group = g.out_depth / g.groups;
@@ -267,8 +273,8 @@ absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const C
   VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
   const Index total_rows = TotalRows(g);
   const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out_cols * patch);
-  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out_cols * per_group : 0);
+  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
+  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out[kCols] * per_group : 0);
   // A single group sums straight into the filter gradient, several each into scratch first.
   Scratch<CT> group_result(g.groups > 1 ? patch * per_group : 0);
   Map2<CT> filter_matrix(filter_backprop, patch, g.out_depth);
@@ -276,12 +282,12 @@ absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device, const C
     Map2<CT> result(g.groups > 1 ? group_result.data() : filter_backprop, patch, per_group);
     for (Index first = 0; first < total_rows; first += rows_per_chunk) {
       const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out_cols;
+      const Index pixels = rows * g.out[kCols];
       ExtractPatches(device, g, input, group, first, rows, columns.data());
       ConstMap2<CT> patches(columns.data(), pixels, patch);
       // dy's rows of output pixels are contiguous in channels-last order, like the patches'.
       ConstMap2<CT> gradients(
-          GroupColumns(device, g, out_backprop + first * g.out_cols * g.out_depth, pixels, group,
+          GroupColumns(device, g, out_backprop + first * g.out[kCols] * g.out_depth, pixels, group,
                        group_gradients),
           pixels, per_group);
       if (first == 0) {

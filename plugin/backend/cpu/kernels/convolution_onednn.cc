@@ -1,11 +1,11 @@
-// The convolution family's oneDNN path on the CPU executor (declared in convolution_kernels.h):
+// The convolution family's oneDNN path on the CPU executor (declared in onednn_kernels.h):
 // float32 2-D and 3-D convolutions — regular, grouped and depthwise — forward (with the fused
 // bias and activation of kForwardBiasActivation), backward data and backward weights, on
 // TensorFlow's layouts as launched (NHWC/NCHW tensors, [(D,) H, W, I, O] filters). Filters are
 // reordered into the layout oneDNN's kernel prefers and back; primitives and reorders are built
-// once per geometry and reused (onednn_primitives.h). Geometries are checked by
-// ReadConvolutionGeometry before they get here; whatever oneDNN does not serve (or serves only
-// with its slow reference code) goes back to the Eigen kernels.
+// once per geometry and reused (onednn_primitives.h). Geometries are checked by the launch
+// layer (launch/convolution_launch.h) before they get here; whatever oneDNN does not serve (or
+// serves only with its slow reference code) goes back to the Eigen kernels.
 #include <optional>
 
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
@@ -39,14 +39,15 @@ ConvolutionDescs Describe(const ConvolutionGeometry& g) {
   const bool three_d = g.spatial_dims == 3;
   const bool channels_last = g.data_format == DataFormat::kNHWC;
   memory::dims x{g.batch, g.in_depth}, y{g.batch, g.out_depth}, window;
-  if (three_d) {
-    x.insert(x.end(), {g.in_planes, g.in_rows, g.in_cols});
-    y.insert(y.end(), {g.out_planes, g.out_rows, g.out_cols});
-    window = {g.filter_planes, g.filter_rows, g.filter_cols};
-  } else {
-    x.insert(x.end(), {g.in_rows, g.in_cols});
-    y.insert(y.end(), {g.out_rows, g.out_cols});
-    window = {g.filter_rows, g.filter_cols};
+  ConvolutionDescs d;
+  for (int dim = 3 - g.spatial_dims; dim < 3; ++dim) {  // the launch's spatial dimensions
+    x.push_back(g.in[dim]);
+    y.push_back(g.out[dim]);
+    window.push_back(g.filter[dim]);
+    d.strides.push_back(g.stride[dim]);
+    d.dilates.push_back(g.dilation[dim] - 1);
+    d.pad_before.push_back(g.pad_before[dim]);
+    d.pad_after.push_back(g.pad_after[dim]);
   }
   // Depthwise: one group per input channel, the channel multiplier being the group's outputs.
   // TensorFlow's [.., in/group, out] filter with out = group * per_group is oneDNN's *higo/*hwigo.
@@ -65,22 +66,10 @@ ConvolutionDescs Describe(const ConvolutionGeometry& g) {
                                : (channels_last ? Tag::nhwc : Tag::nchw);
   const Tag filter_tag = three_d ? (grouped ? Tag::dhwigo : Tag::dhwio)
                                  : (grouped ? Tag::hwigo : Tag::hwio);
-  ConvolutionDescs d;
   d.x = memory::desc(x, memory::data_type::f32, data_tag);
   d.y = memory::desc(y, memory::data_type::f32, data_tag);
   d.user_filter = memory::desc(filter, memory::data_type::f32, filter_tag);
   d.any_filter = memory::desc(filter, memory::data_type::f32, Tag::any);
-  if (three_d) {
-    d.strides = {g.stride_planes, g.stride_rows, g.stride_cols};
-    d.dilates = {g.dilation_planes - 1, g.dilation_rows - 1, g.dilation_cols - 1};
-    d.pad_before = {g.pad_front, g.pad_top, g.pad_left};
-    d.pad_after = {g.pad_back, g.pad_bottom, g.pad_right};
-  } else {
-    d.strides = {g.stride_rows, g.stride_cols};
-    d.dilates = {g.dilation_rows - 1, g.dilation_cols - 1};
-    d.pad_before = {g.pad_top, g.pad_left};
-    d.pad_after = {g.pad_bottom, g.pad_right};
-  }
   return d;
 }
 
@@ -109,14 +98,14 @@ bool IsReference(const char* implementation) {
 // Settings every convolution primitive depends on.
 onednn::PrimitiveKey ConvolutionKey(int kind, const ConvolutionGeometry& g, int threads) {
   onednn::PrimitiveKey key(kind);
-  for (int64_t v :
-       {int64_t{threads}, static_cast<int64_t>(g.data_format), int64_t{g.spatial_dims},
-        int64_t{g.depthwise}, g.groups, g.batch, g.in_depth, g.out_depth, g.in_planes, g.in_rows,
-        g.in_cols, g.out_planes, g.out_rows, g.out_cols, g.filter_planes, g.filter_rows,
-        g.filter_cols, g.filter_in_depth, g.filter_out, g.pad_front, g.pad_back, g.pad_top,
-        g.pad_bottom, g.pad_left, g.pad_right, g.stride_planes, g.stride_rows, g.stride_cols,
-        g.dilation_planes, g.dilation_rows, g.dilation_cols}) {
+  for (int64_t v : {int64_t{threads}, static_cast<int64_t>(g.data_format),
+                    int64_t{g.spatial_dims}, int64_t{g.depthwise}, g.groups, g.batch, g.in_depth,
+                    g.out_depth, g.filter_in_depth, g.filter_out}) {
     key.Add(v);
+  }
+  for (int dim = 0; dim < 3; ++dim) {
+    key.Add(g.in[dim]).Add(g.out[dim]).Add(g.filter[dim]).Add(g.pad_before[dim]);
+    key.Add(g.pad_after[dim]).Add(g.stride[dim]).Add(g.dilation[dim]);
   }
   return key;
 }
@@ -157,7 +146,7 @@ std::optional<dnnl::algorithm> EltwiseOf(ActivationMode mode, float* alpha, floa
       return dnnl::algorithm::eltwise_logistic;
     case ActivationMode::kTanh:
       return dnnl::algorithm::eltwise_tanh;
-    default:  // ReadOptionalActivation admits no other mode
+    default:  // ReadFusedEpilogue admits no other mode
       break;
   }
   return std::nullopt;
@@ -231,8 +220,8 @@ std::shared_ptr<const ConvolutionEntry> MakeBackwardWeights(const ConvolutionGeo
 // has depthwise kernels for a multiplier of 1 only and runs the others as grouped convolutions
 // with every group padded to 16 channels.
 bool Served(const ConvolutionGeometry& g) {
-  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.InputElements() > 0 &&
-         g.OutputElements() > 0 && g.FilterElements() > 0 && !(g.depthwise && g.filter_out != 1);
+  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.input_elements > 0 &&
+         g.output_elements > 0 && g.filter_elements > 0 && !(g.depthwise && g.filter_out != 1);
 }
 
 memory Memory(const memory::desc& desc, const void* data) {

@@ -1,11 +1,10 @@
-// The matmul family's oneDNN path on the CPU executor (declared in convolution_kernels.h):
+// The matmul family's oneDNN path on the CPU executor (declared in onednn_kernels.h):
 // float32 MatMul / BatchMatMulV2 with broadcast batch dimensions and transposed operands, and
 // _FusedMatMul's bias and activation as a oneDNN bias and post-op. Primitives are built once per
 // shape and reused (onednn_primitives.h); shapes oneDNN serves only with its reference code go
 // back to the Eigen kernel of matmul_kernels.cc.
 #include <optional>
 
-#include "plugin/backend/cpu/kernels/convolution_kernels.h"
 #include "plugin/backend/cpu/kernels/onednn_kernels.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 
@@ -21,17 +20,18 @@ namespace vgpu::cpu_kernels {
 namespace {
 
 using dnnl::memory;
+using matmul_launch::MatmulGeometry;
 
 struct MatmulEntry {
   dnnl::primitive primitive;
   memory::desc a, b, c, bias, scratchpad;
 };
 
-// A row-major description of a [batch..., rows, cols] operand whose two last dimensions are
-// stored transposed when `transposed` (logical dims stay [batch..., rows, cols]).
-memory::desc Operand(const std::vector<int64_t>& batch, int64_t rows, int64_t cols,
+// A row-major description of a [batch[0..batch_rank)..., rows, cols] operand whose two last
+// dimensions are stored transposed when `transposed` (logical dims stay [batch..., rows, cols]).
+memory::desc Operand(const int64_t* batch, int batch_rank, int64_t rows, int64_t cols,
                      bool transposed) {
-  memory::dims dims(batch.begin(), batch.end());
+  memory::dims dims(batch, batch + batch_rank);
   dims.push_back(rows);
   dims.push_back(cols);
   memory::dims strides(dims.size());
@@ -46,7 +46,7 @@ memory::desc Operand(const std::vector<int64_t>& batch, int64_t rows, int64_t co
   return memory::desc(dims, memory::data_type::f32, strides);
 }
 
-std::shared_ptr<const MatmulEntry> MakeMatmul(const OnednnMatmulShape& s, bool with_bias,
+std::shared_ptr<const MatmulEntry> MakeMatmul(const MatmulGeometry& s, bool with_bias,
                                               std::optional<ActivationMode> activation) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -74,12 +74,13 @@ std::shared_ptr<const MatmulEntry> MakeMatmul(const OnednnMatmulShape& s, bool w
     attr.set_post_ops(post_ops);
   }
   auto entry = std::make_shared<MatmulEntry>();
-  entry->a = Operand(s.a_batch, s.m, s.k, s.transpose_a);
-  entry->b = Operand(s.b_batch, s.k, s.n, s.transpose_b);
-  entry->c = Operand(s.out_batch, s.m, s.n, false);
+  entry->a = Operand(s.a_batch, s.batch_rank, s.m, s.k, s.transpose_a);
+  entry->b = Operand(s.b_batch, s.batch_rank, s.k, s.n, s.transpose_b);
+  entry->c = Operand(s.out_batch, s.batch_rank, s.m, s.n, false);
   std::optional<dnnl::matmul::primitive_desc> pd;
   if (with_bias) {
-    entry->bias = Operand(std::vector<int64_t>(s.out_batch.size(), 1), 1, s.n, false);
+    const int64_t ones[kMaxRank] = {1, 1, 1, 1, 1, 1, 1, 1};
+    entry->bias = Operand(ones, s.batch_rank, 1, s.n, false);
     pd.emplace(onednn::Engine(), entry->a, entry->b, entry->bias, entry->c, attr);
   } else {
     pd.emplace(onednn::Engine(), entry->a, entry->b, entry->c, attr);
@@ -99,23 +100,20 @@ memory Memory(const memory::desc& desc, const void* data) {
 #endif  // VGPU_HAVE_ONEDNN
 
 absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
-                                  const OnednnMatmulShape& shape, const float* a, const float* b,
-                                  const float* bias, std::optional<ActivationMode> activation,
-                                  float* c) {
+                                  const matmul_launch::MatmulGeometry& shape, const float* a,
+                                  const float* b, const float* bias,
+                                  std::optional<ActivationMode> activation, float* c) {
 #if VGPU_HAVE_ONEDNN
   if (!ExecutorUsesOnednn() || shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
-  if (shape.a_batch.size() != shape.out_batch.size() ||
-      shape.b_batch.size() != shape.out_batch.size() || shape.out_batch.size() + 2 > 12) {
-    return false;
-  }
+  if (shape.batch_rank + 2 > DNNL_MAX_NDIMS) return false;
   const int threads = device.numThreads();
   onednn::UseThreads(threads);
   onednn::PrimitiveKey key(onednn::kMatmul);
   key.Add(threads).Add(shape.transpose_a).Add(shape.transpose_b).Add(shape.m).Add(shape.n)
       .Add(shape.k).Add(bias != nullptr)
       .Add(activation.has_value() ? static_cast<int64_t>(*activation) : -1)
-      .Add(static_cast<int64_t>(shape.out_batch.size()));
-  for (size_t i = 0; i < shape.out_batch.size(); ++i) {
+      .Add(shape.batch_rank);
+  for (int i = 0; i < shape.batch_rank; ++i) {
     key.Add(shape.a_batch[i]).Add(shape.b_batch[i]).Add(shape.out_batch[i]);
   }
   auto entry = onednn::Cache().FindOrCreate<MatmulEntry>(

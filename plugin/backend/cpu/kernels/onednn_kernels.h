@@ -4,12 +4,11 @@
 #ifndef VGPU_BACKEND_CPU_KERNELS_ONEDNN_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_ONEDNN_KERNELS_H_
 
-#include <cstdint>
 #include <optional>
-#include <vector>
 
 #include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
+#include "plugin/backend/launch/matmul_launch.h"
 #include "plugin/protocol/descriptors.h"
 
 namespace vgpu::cpu_kernels {
@@ -18,8 +17,9 @@ namespace vgpu::cpu_kernels {
 // geometry's data format, filters as TensorFlow lays them out, bias (may be null) a vector of
 // out_depth. Each returns true when oneDNN computed the result, false when this build has no
 // oneDNN or oneDNN does not serve the geometry well (the caller then runs its Eigen kernel), and
-// an error when oneDNN failed while running. The geometry must come from
-// ReadConvolutionGeometry and every buffer must hold what it describes; thread-safe.
+// an error when oneDNN failed while running. The geometry must come from the launch layer's
+// reader (convolution_launch::ReadConvolutionLaunch) and every buffer must hold what it
+// describes; thread-safe.
 absl::StatusOr<bool> OnednnConvolutionForward(const Eigen::ThreadPoolDevice& device,
                                               const ConvolutionGeometry& g, const float* x,
                                               const float* filter, const float* bias,
@@ -35,21 +35,15 @@ absl::StatusOr<bool> OnednnConvolutionBackwardFilter(const Eigen::ThreadPoolDevi
                                                      float* dfilter);
 
 // The oneDNN path of float32 (batched) matrix products (matmul_onednn.cc): c = activation(op(a)
-// x op(b) + bias), op transposing where transpose_a/_b say, over batch dimensions a_batch and
-// b_batch (padded with leading 1s to out_batch's rank; a 1 broadcasts), a [m, k] or [k, m] per
-// batch, b [k, n] or [n, k], c [m, n], bias null or a vector of n. Returns true when oneDNN
-// computed c, false when this build has no oneDNN or oneDNN does not serve the shape well (the
-// caller then runs its Eigen kernel), an error when oneDNN failed while running. Shapes must be
-// checked against the buffers first; thread-safe.
-struct OnednnMatmulShape {
-  bool transpose_a = false, transpose_b = false;
-  int64_t m = 0, n = 0, k = 0;
-  std::vector<int64_t> a_batch, b_batch, out_batch;
-};
+// x op(b) + bias) as `geometry` describes it (from matmul_launch::ReadMatmulLaunch or
+// ReadMatmulBiasActivationLaunch), bias null or a vector of n. Returns true when oneDNN computed
+// c, false when this build has no oneDNN or oneDNN does not serve the shape well (the caller
+// then runs its Eigen kernel), an error when oneDNN failed while running. Shapes must be checked
+// against the buffers first; thread-safe.
 absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
-                                  const OnednnMatmulShape& shape, const float* a, const float* b,
-                                  const float* bias, std::optional<ActivationMode> activation,
-                                  float* c);
+                                  const matmul_launch::MatmulGeometry& geometry, const float* a,
+                                  const float* b, const float* bias,
+                                  std::optional<ActivationMode> activation, float* c);
 
 }  // namespace vgpu::cpu_kernels
 

@@ -3,7 +3,6 @@
 // counters.
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 
-#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string_view>
@@ -15,23 +14,20 @@
 #endif
 
 namespace vgpu {
-namespace {
-
-std::atomic<uint64_t> primitives_created{0};
-std::atomic<uint64_t> primitives_reused{0};
-
-}  // namespace
 
 ExecutorPrimitiveCounts ExecutorPrimitiveCounters() {
   ExecutorPrimitiveCounts counts;
-  counts.created = primitives_created.load(std::memory_order_relaxed);
-  counts.reused = primitives_reused.load(std::memory_order_relaxed);
+#if VGPU_HAVE_ONEDNN
+  counts.created = onednn::Cache().created();
+  counts.reused = onednn::Cache().reused();
+#endif
   return counts;
 }
 
 void ResetExecutorPrimitiveCounters() {
-  primitives_created.store(0, std::memory_order_relaxed);
-  primitives_reused.store(0, std::memory_order_relaxed);
+#if VGPU_HAVE_ONEDNN
+  onednn::Cache().ResetCounts();
+#endif
 }
 
 bool ExecutorUsesOnednn() {
@@ -81,46 +77,6 @@ void UseThreads(int threads) {
   omp_set_num_threads(threads);
   current = threads;
 }
-
-std::shared_ptr<const void> PrimitiveCache::Find(const std::string& key, bool* found) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  auto it = index_.find(key);
-  if (it == index_.end()) {
-    *found = false;
-    return nullptr;
-  }
-  *found = true;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  return it->second->second;
-}
-
-void PrimitiveCache::Insert(const std::string& key, std::shared_ptr<const void> entry) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (index_.contains(key)) return;  // another thread built it meanwhile
-  lru_.emplace_front(key, std::move(entry));
-  index_[key] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-}
-
-size_t PrimitiveCache::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return lru_.size();
-}
-
-void PrimitiveCache::Clear() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  index_.clear();
-  lru_.clear();
-}
-
-void PrimitiveCache::CountCreated() {
-  primitives_created.fetch_add(1, std::memory_order_relaxed);
-}
-
-void PrimitiveCache::CountReused() { primitives_reused.fetch_add(1, std::memory_order_relaxed); }
 
 PrimitiveCache& Cache() {
   static PrimitiveCache* cache = new PrimitiveCache(1024);

@@ -29,7 +29,8 @@ struct ExecutorPrimitiveCounts {
   uint64_t reused = 0;   // launches served by an entry built earlier
 };
 
-// The counts of this process's CPU executors since the start or the last reset. Thread-safe.
+// The counts of this process's CPU executors (of the primitive cache they share, Cache()) since
+// the start or the last reset. Thread-safe.
 ExecutorPrimitiveCounts ExecutorPrimitiveCounters();
 // Zeroes the counts (the cached primitives stay). Thread-safe.
 void ResetExecutorPrimitiveCounters();
@@ -41,17 +42,13 @@ bool ExecutorUsesOnednn();
 }  // namespace vgpu
 
 #if VGPU_HAVE_ONEDNN
-#include <list>
 #include <memory>
-#include <mutex>
-#include <string>
 #include <unordered_map>
-#include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "oneapi/dnnl/dnnl.hpp"
+#include "plugin/backend/launch/plan_cache.h"
 
 namespace vgpu::onednn {
 
@@ -65,19 +62,15 @@ dnnl::stream& ThreadStream();
 // (at least 1). Cheap when unchanged.
 void UseThreads(int threads);
 
-// The settings a primitive depends on, as bytes (a cache key). Append every field that changes
-// what the primitive computes or how it was tuned.
-class PrimitiveKey {
+// The settings a primitive depends on (a PlanKey, launch/plan_cache.h) starting with its
+// PrimitiveKind. Append every field that changes what the primitive computes or how it was tuned.
+class PrimitiveKey : public PlanKey {
  public:
   explicit PrimitiveKey(int kind) { Add(kind); }
   PrimitiveKey& Add(int64_t value) {
-    bytes_.append(reinterpret_cast<const char*>(&value), sizeof(value));
+    AddValue(value);
     return *this;
   }
-  const std::string& bytes() const { return bytes_; }
-
- private:
-  std::string bytes_;
 };
 
 // Primitive kinds (the first field of every key).
@@ -88,52 +81,42 @@ enum PrimitiveKind : int {
   kMatmul = 4,
 };
 
-// A bounded LRU map from settings to immutable entries (primitives are thread-safe to execute
-// concurrently with user-managed scratchpads). Entries are shared: evicting one that a kernel is
-// running stays safe. Thread-safe.
+// The executors' bounded LRU plan cache (launch/plan_cache.h) holding immutable entries of any
+// type (primitives are thread-safe to execute concurrently with user-managed scratchpads).
+// Thread-safe.
 class PrimitiveCache {
  public:
-  explicit PrimitiveCache(size_t capacity) : capacity_(capacity) {}
+  explicit PrimitiveCache(size_t capacity) : entries_(capacity) {}
 
   // The entry cached under `key`, or the one `create()` builds (std::shared_ptr<Entry>; null
   // means oneDNN does not serve these settings, which is remembered too, so the caller's
   // fallback is chosen without retrying). Counts a reuse for a cached non-null entry and a
   // creation for a new non-null one. `create` runs without the lock; a dnnl::error it throws
   // is treated as "not served". Other exceptions propagate (RunKernel turns them into errors).
+  // One key must always hold one Entry type (the key's PrimitiveKind chooses it).
   template <typename Entry, typename Create>
   std::shared_ptr<const Entry> FindOrCreate(const PrimitiveKey& key, Create&& create) {
-    bool found = false;
-    std::shared_ptr<const void> cached = Find(key.bytes(), &found);
-    if (found) {
-      if (cached != nullptr) CountReused();
-      return std::static_pointer_cast<const Entry>(cached);
-    }
-    std::shared_ptr<const Entry> made;
-    try {
-      made = create();
-    } catch (const dnnl::error&) {
-      made = nullptr;
-    }
-    if (made != nullptr) CountCreated();
-    Insert(key.bytes(), made);
-    return made;
+    absl::StatusOr<std::shared_ptr<const void>> entry = entries_.FindOrCreate(
+        key, [&]() -> absl::StatusOr<std::shared_ptr<const void>> {
+          try {
+            return std::shared_ptr<const void>(create());
+          } catch (const dnnl::error&) {
+            return std::shared_ptr<const void>();
+          }
+        });
+    // `create` reports no error but as "not served": the status is always OK.
+    return entry.ok() ? std::static_pointer_cast<const Entry>(*std::move(entry)) : nullptr;
   }
 
-  size_t size() const;
+  uint64_t created() const { return entries_.created(); }
+  uint64_t reused() const { return entries_.reused(); }
+  void ResetCounts() { entries_.ResetCounts(); }
+  size_t size() const { return entries_.size(); }
   // Drops every entry (tests).
-  void Clear();
+  void Clear() { entries_.Clear(); }
 
  private:
-  using Lru = std::list<std::pair<std::string, std::shared_ptr<const void>>>;
-  std::shared_ptr<const void> Find(const std::string& key, bool* found);
-  void Insert(const std::string& key, std::shared_ptr<const void> entry);
-  static void CountCreated();
-  static void CountReused();
-
-  const size_t capacity_;
-  mutable std::mutex mutex_;
-  Lru lru_;  // most recently used first
-  absl::flat_hash_map<std::string, Lru::iterator> index_;
+  PlanCache<const void> entries_;
 };
 
 // The process-wide cache of the CPU executor's primitives (1024 entries).
