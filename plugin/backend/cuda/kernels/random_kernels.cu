@@ -33,23 +33,30 @@
 // for several keys/counters (including a counter near 2^64 so the Skip carry is exercised) and
 // counts not a multiple of 4; float64 normal within a relative 1e-15 (and count how many differ
 // bitwise); the first normal launch's latency (table build) is acceptable.
+//
+// The launch layer (launch/random_launch.h) reads and validates every launch, as for the CPU
+// executor; these kernels only compute.
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <type_traits>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/element_helpers.cuh"
+#include "plugin/backend/launch/random_launch.h"
 #include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/random.h"
 
 namespace vgpu::cuda {
 namespace {
+
+using random_launch::RandomOutput;
+using random_launch::ReadPhiloxLaunch;
+using random_launch::ReadUniformIntLaunch;
+using random_launch::UniformIntLaunch;
 
 // --- Philox4x32-10 on the device (philox.h's arithmetic) --------------------------------------
 
@@ -365,14 +372,6 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
 
 // --- Kernels --------------------------------------------------------------------------------
 
-absl::StatusOr<random::PhiloxParams> ReadPhiloxParams(ParamReader& reader) {
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, reader.Get<random::PhiloxParams>());
-  if (params.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(absl::StrCat("too many random numbers: ", params.count));
-  }
-  return params;
-}
-
 template <typename T, typename Distribution>
 absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
                          const random::PhiloxParams& params, const Distribution& distribution,
@@ -391,9 +390,8 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
   constexpr const char* kName = kKind == FloatingKind::kUniform  ? "random_uniform"
                                 : kKind == FloatingKind::kNormal ? "random_normal"
                                                                  : "random_truncated_normal";
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kFloating));
   return elements::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
@@ -420,37 +418,21 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
 
 // random::kUniformInt.
 absl::Status UniformInt(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(random::UniformIntParams params,
-                        context.Params().Get<random::UniformIntParams>());
-  if (params.philox.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("too many random numbers: ", params.philox.count));
-  }
-  return elements::Dispatch::Int32Or64(params.philox.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const UniformIntLaunch launch, ReadUniformIntLaunch(context));
+  return elements::Dispatch::Int32Or64(launch.philox.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    using Unsigned = std::make_unsigned_t<T>;
-    if (params.minval < std::numeric_limits<T>::min() ||
-        params.maxval > std::numeric_limits<T>::max() || params.minval >= params.maxval) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "uniform integers need minval < maxval within the dtype, got ", params.minval, " and ",
-          params.maxval));
-    }
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.philox.count));
-    if (params.philox.count == 0) return absl::OkStatus();
-    const T minval = static_cast<T>(params.minval);
+    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, launch.philox.count));
+    if (launch.philox.count == 0) return absl::OkStatus();
     const UniformIntDistribution<T> distribution{
-        minval, static_cast<Unsigned>(static_cast<Unsigned>(static_cast<T>(params.maxval)) -
-                                      static_cast<Unsigned>(minval))};
-    return EnqueueFill<T>(context, "random_uniform_int", params.philox, distribution, out);
+        static_cast<T>(launch.minval), static_cast<std::make_unsigned_t<T>>(launch.range)};
+    return EnqueueFill<T>(context, "random_uniform_int", launch.philox, distribution, out);
   });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kInt32Or64));
   return elements::Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
