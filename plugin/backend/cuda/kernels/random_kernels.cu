@@ -254,7 +254,8 @@ struct FullIntDistribution {
 template <typename T, typename Distribution>
 __global__ void FillFromBlocksKernel(DevicePhilox base, Distribution distribution, int64_t count,
                                      int64_t blocks, T* __restrict__ out) {
-  for (int64_t block = elements::GridThreadIndex(); block < blocks; block += elements::GridStride()) {
+  for (int64_t block = elements::GridThreadIndex(); block < blocks;
+       block += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(block));
     const uint4 bits = generator.Next();
@@ -272,7 +273,8 @@ __global__ void TruncatedNormalKernel(DevicePhilox base, NormalTables tables, in
   constexpr bool kDouble = std::is_same_v<T, double>;
   constexpr int kPerGroup = kDouble ? 2 : 4;
   constexpr uint64_t kBlocksPerGroup = kDouble ? 128 : 256;
-  for (int64_t group = elements::GridThreadIndex(); group < groups; group += elements::GridStride()) {
+  for (int64_t group = elements::GridThreadIndex(); group < groups;
+       group += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(group) * kBlocksPerGroup);
     DeviceWords words{&generator};
@@ -344,10 +346,11 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
   float* radius_device = nullptr;
   float2* sincos_device = nullptr;
   auto upload = [&]() -> absl::Status {
-    VGPU_RETURN_IF_ERROR(elements::CudaError(cudaMalloc(&radius_device, kMantissaValues * sizeof(float)),
-                                       "cudaMalloc (normal tables)"));
     VGPU_RETURN_IF_ERROR(elements::CudaError(
-        cudaMalloc(&sincos_device, kMantissaValues * sizeof(float2)), "cudaMalloc (normal tables)"));
+        cudaMalloc(&radius_device, kMantissaValues * sizeof(float)), "cudaMalloc (normal tables)"));
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
+        cudaMalloc(&sincos_device, kMantissaValues * sizeof(float2)),
+        "cudaMalloc (normal tables)"));
     VGPU_RETURN_IF_ERROR(elements::CudaError(
         cudaMemcpyAsync(radius_device, radius.data(), kMantissaValues * sizeof(float),
                         cudaMemcpyHostToDevice, device.stream),
@@ -379,7 +382,7 @@ absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
   const int64_t count = static_cast<int64_t>(params.count);
   const int64_t blocks = (count + Distribution::kPerBlock - 1) / Distribution::kPerBlock;
   return elements::Launch(name, *context.device, blocks, FillFromBlocksKernel<T, Distribution>,
-                    MakePhilox(params), distribution, count, blocks, out);
+                          MakePhilox(params), distribution, count, blocks, out);
 }
 
 enum class FloatingKind { kUniform, kNormal, kTruncatedNormal };
@@ -410,7 +413,7 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
         const int64_t count = static_cast<int64_t>(params.count);
         const int64_t groups = (count + kPerGroup - 1) / kPerGroup;
         return elements::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
-                          MakePhilox(params), tables, count, groups, out);
+                                MakePhilox(params), tables, count, groups, out);
       }
     }
   });
