@@ -3,18 +3,19 @@
 // bfloat16 data with float32 per-channel parameters, in channels-last and channels-first
 // layouts. Arithmetic follows TensorFlow's CPU kernel (float math per element); per-channel sums
 // are accumulated in double over a fixed partition of the data, so results do not depend on the
-// number of threads (and the batch statistics need one pass over x, not two).
+// number of threads (and the batch statistics need one pass over x, not two). The launches are
+// read and validated by the launch layer (launch/normalization_launch.h), as for the CUDA
+// executor.
 #define EIGEN_USE_THREADS
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/normalization_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/normalization.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -22,57 +23,12 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using normalization::BatchNormParams;
-
-// No tensor has more elements than this (it keeps every product far from overflowing).
-constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
-
-// x viewed as [outer, channels, inner]: element (o, c, i) at (o * channels + c) * inner + i.
-// Channels last: outer = all other dimensions, inner = 1. Channels first: outer = batch,
-// inner = spatial size.
-struct ChannelLayout {
-  int64_t outer = 0, channels = 0, inner = 0;
-  int64_t per_channel() const { return outer * inner; }  // n, the statistics' sample count
-  int64_t elements() const { return outer * channels * inner; }
-};
-
-absl::StatusOr<ChannelLayout> LayoutOf(const TensorDescriptorSettings& x,
-                                       const TensorDescriptorSettings& parameters,
-                                       DataFormat format) {
-  if (x.rank != 4 && x.rank != 5) {
-    return absl::InvalidArgumentError(absl::StrCat("x must be 4-D or 5-D, got rank ", x.rank));
-  }
-  if (parameters.dtype != DType::kFloat32 || parameters.rank != 1) {
-    return absl::InvalidArgumentError("the parameter descriptor must be float32 of rank 1");
-  }
-  __int128 elements = 1;
-  for (int d = 0; d < x.rank; ++d) {
-    if (x.dims[d] < 0) return absl::InvalidArgumentError("negative dimension");
-    elements *= x.dims[d];
-    if (elements > kMaxElements || x.dims[d] > kMaxElements) {
-      return absl::InvalidArgumentError("x is too large");
-    }
-  }
-  ChannelLayout layout;
-  if (format == DataFormat::kNHWC) {
-    layout.channels = x.dims[x.rank - 1];
-    layout.outer = 1;
-    for (int d = 0; d < x.rank - 1; ++d) layout.outer *= x.dims[d];
-    layout.inner = 1;
-  } else if (format == DataFormat::kNCHW) {
-    layout.outer = x.dims[0];
-    layout.channels = x.dims[1];
-    layout.inner = 1;
-    for (int d = 2; d < x.rank; ++d) layout.inner *= x.dims[d];
-  } else {
-    return absl::InvalidArgumentError("unknown data format");
-  }
-  if (parameters.dims[0] != layout.channels) {
-    return absl::InvalidArgumentError(absl::StrCat("parameters have ", parameters.dims[0],
-                                                   " channels, x has ", layout.channels));
-  }
-  return layout;
-}
+using normalization_launch::BatchNormBackwardLaunch;
+using normalization_launch::BatchNormForwardLaunch;
+using normalization_launch::ChannelLayout;
+using normalization_launch::DispatchBatchNormData;
+using normalization_launch::ReadBatchNormBackwardLaunch;
+using normalization_launch::ReadBatchNormForwardLaunch;
 
 // Per channel c, sums[k][c] = sum over (o, i) of term(c, index)[k] for K terms at once, where
 // index is the element's flat index. The data is cut into a partition that depends only on the
@@ -182,212 +138,166 @@ float ToFloat(T value) {
   return static_cast<float>(value);
 }
 
-struct BatchNormLaunch {
-  TensorDescriptorSettings x;
-  ChannelLayout layout;
-  BatchNormParams params;
-};
-
-absl::StatusOr<BatchNormLaunch> ReadLaunch(const KernelContext& context, size_t buffers) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(buffers));
-  BatchNormLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings parameters,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.params, context.Params().Get<BatchNormParams>());
-  VGPU_ASSIGN_OR_RETURN(launch.layout, LayoutOf(launch.x, parameters, launch.params.data_format));
-  return launch;
-}
-
-// The per-channel float32 buffers of a launch, by buffer index.
-absl::StatusOr<std::vector<float*>> ChannelBuffers(const KernelContext& context,
-                                                   std::initializer_list<size_t> indices,
-                                                   int64_t channels) {
-  std::vector<float*> result;
-  for (size_t index : indices) {
-    VGPU_ASSIGN_OR_RETURN(float* buffer, context.Buffer<float>(index, channels));
-    result.push_back(buffer);
-  }
-  return result;
-}
-
 // normalization::kForwardTraining.
 absl::Status ForwardTraining(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 10));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout& layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p,
-                        ChannelBuffers(context, {1, 2, 3, 4, 6, 7, 8, 9}, channels));
-  const float* scale = p[0];
-  const float* offset = p[1];
-  const float* old_mean = p[2];
-  const float* old_variance = p[3];
-  float* running_mean = p[4];
-  float* running_variance = p[5];
-  float* saved_mean = p[6];
-  float* saved_variance = p[7];
+  const float* scale = launch.channel.scale;
+  const float* offset = launch.channel.offset;
+  const float* old_mean = launch.channel.mean;
+  const float* old_variance = launch.channel.variance;
+  float* running_mean = launch.channel.mean_out;
+  float* running_variance = launch.channel.variance_out;
+  float* saved_mean = launch.channel.saved_mean;
+  float* saved_variance = launch.channel.saved_variance;
   const float epsilon = launch.params.epsilon;
   const float factor = launch.params.exponential_avg_factor;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    if constexpr (std::is_same_v<T, double>) {
-      return absl::InvalidArgumentError("batch normalization of float64 is not supported");
-    } else {
-      VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-      VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
-      const int64_t n = layout.per_channel();
-      if (layout.elements() == 0) {
-        // As TensorFlow: no statistics from an empty batch.
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        for (int64_t c = 0; c < channels; ++c) {
-          running_mean[c] = running_variance[c] = nan;
-          saved_mean[c] = saved_variance[c] = 0.0f;
-        }
-        return absl::OkStatus();
-      }
-      // One pass for sum(x) and sum(x^2): in double, E[x^2] - E[x]^2 keeps float accuracy.
-      std::vector<double> sums[2];
-      ChannelSums<2>(*context.device, layout,
-                     [&](int64_t, int64_t i) {
-                       const double value = ToFloat(x[i]);
-                       return std::array<double, 2>{value, value * value};
-                     },
-                     sums);
-      std::vector<float> mean(channels), variance(channels), multiplier(channels);
-      // Bessel's correction for the running variance, as TensorFlow: n / max(n - 1, 1).
-      const float adjust = static_cast<float>(n) / static_cast<float>(n > 1 ? n - 1 : 1);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
+    const int64_t n = layout.per_channel();
+    if (layout.elements() == 0) {
+      // As TensorFlow: no statistics from an empty batch.
+      const float nan = std::numeric_limits<float>::quiet_NaN();
       for (int64_t c = 0; c < channels; ++c) {
-        const double batch_mean = sums[0][c] / static_cast<double>(n);
-        const double batch_variance = sums[1][c] / static_cast<double>(n) - batch_mean * batch_mean;
-        mean[c] = static_cast<float>(batch_mean);
-        variance[c] = static_cast<float>(std::max(batch_variance, 0.0));
-        multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
-      }
-      ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
-        y[i] = static_cast<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
-      });
-      for (int64_t c = 0; c < channels; ++c) {
-        if (factor == 1.0f) {
-          running_mean[c] = mean[c];
-          running_variance[c] = variance[c] * adjust;
-        } else {
-          const float keep = 1.0f - factor;
-          running_mean[c] = keep * old_mean[c] + factor * mean[c];
-          running_variance[c] = keep * old_variance[c] + (factor * adjust) * variance[c];
-        }
-        saved_mean[c] = mean[c];
-        saved_variance[c] = variance[c];
+        running_mean[c] = running_variance[c] = nan;
+        saved_mean[c] = saved_variance[c] = 0.0f;
       }
       return absl::OkStatus();
     }
+    // One pass for sum(x) and sum(x^2): in double, E[x^2] - E[x]^2 keeps float accuracy.
+    std::vector<double> sums[2];
+    ChannelSums<2>(*context.device, layout,
+                   [&](int64_t, int64_t i) {
+                     const double value = ToFloat(x[i]);
+                     return std::array<double, 2>{value, value * value};
+                   },
+                   sums);
+    std::vector<float> mean(channels), variance(channels), multiplier(channels);
+    // Bessel's correction for the running variance, as TensorFlow: n / max(n - 1, 1).
+    const float adjust = static_cast<float>(n) / static_cast<float>(n > 1 ? n - 1 : 1);
+    for (int64_t c = 0; c < channels; ++c) {
+      const double batch_mean = sums[0][c] / static_cast<double>(n);
+      const double batch_variance = sums[1][c] / static_cast<double>(n) - batch_mean * batch_mean;
+      mean[c] = static_cast<float>(batch_mean);
+      variance[c] = static_cast<float>(std::max(batch_variance, 0.0));
+      multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
+    }
+    ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
+      y[i] = static_cast<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
+    });
+    for (int64_t c = 0; c < channels; ++c) {
+      if (factor == 1.0f) {
+        running_mean[c] = mean[c];
+        running_variance[c] = variance[c] * adjust;
+      } else {
+        const float keep = 1.0f - factor;
+        running_mean[c] = keep * old_mean[c] + factor * mean[c];
+        running_variance[c] = keep * old_variance[c] + (factor * adjust) * variance[c];
+      }
+      saved_mean[c] = mean[c];
+      saved_variance[c] = variance[c];
+    }
+    return absl::OkStatus();
   });
 }
 
 // normalization::kForwardInference.
 absl::Status ForwardInference(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 10));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout& layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p,
-                        ChannelBuffers(context, {1, 2, 3, 4, 6, 7, 8, 9}, channels));
-  const float* scale = p[0];
-  const float* offset = p[1];
-  const float* mean = p[2];
-  const float* variance = p[3];
-  float* mean_out = p[4];
-  float* variance_out = p[5];
-  float* saved_mean = p[6];
-  float* saved_variance = p[7];
+  const float* scale = launch.channel.scale;
+  const float* offset = launch.channel.offset;
+  const float* mean = launch.channel.mean;
+  const float* variance = launch.channel.variance;
+  float* mean_out = launch.channel.mean_out;
+  float* variance_out = launch.channel.variance_out;
+  float* saved_mean = launch.channel.saved_mean;
+  float* saved_variance = launch.channel.saved_variance;
   const float epsilon = launch.params.epsilon;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    if constexpr (std::is_same_v<T, double>) {
-      return absl::InvalidArgumentError("batch normalization of float64 is not supported");
-    } else {
-      VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-      VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
-      if (layout.elements() == 0) {
-        const float nan = std::numeric_limits<float>::quiet_NaN();
-        for (int64_t c = 0; c < channels; ++c) {
-          saved_mean[c] = mean[c];
-          saved_variance[c] = variance[c];
-          mean_out[c] = variance_out[c] = nan;
-        }
-        return absl::OkStatus();
-      }
-      std::vector<float> multiplier(channels), shift(channels);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
+    if (layout.elements() == 0) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
       for (int64_t c = 0; c < channels; ++c) {
-        multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
-      }
-      ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
-        y[i] = static_cast<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
-      });
-      for (int64_t c = 0; c < channels; ++c) {
-        const float m = mean[c], v = variance[c];  // mean_out and variance_out may alias them
-        saved_mean[c] = m;
-        saved_variance[c] = v;
-        mean_out[c] = m;
-        variance_out[c] = v;
+        saved_mean[c] = mean[c];
+        saved_variance[c] = variance[c];
+        mean_out[c] = variance_out[c] = nan;
       }
       return absl::OkStatus();
     }
+    std::vector<float> multiplier(channels), shift(channels);
+    for (int64_t c = 0; c < channels; ++c) {
+      multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
+    }
+    ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
+      y[i] = static_cast<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
+    });
+    for (int64_t c = 0; c < channels; ++c) {
+      const float m = mean[c], v = variance[c];  // mean_out and variance_out may alias them
+      saved_mean[c] = m;
+      saved_variance[c] = v;
+      mean_out[c] = m;
+      variance_out[c] = v;
+    }
+    return absl::OkStatus();
   });
 }
 
 // normalization::kBackwardTraining (kTraining) and kBackwardInference.
 template <bool kTraining>
 absl::Status Backward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 8));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormBackwardLaunch launch,
+                        ReadBatchNormBackwardLaunch(context));
   const ChannelLayout& layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p,
-                        ChannelBuffers(context, {2, 3, 4, 6, 7}, channels));
-  const float* scale = p[0];
-  const float* mean = p[1];
-  const float* variance = p[2];
-  float* dscale = p[3];
-  float* doffset = p[4];
+  const float* scale = launch.channel.scale;
+  const float* mean = launch.channel.mean;
+  const float* variance = launch.channel.variance;
+  float* dscale = launch.channel.dscale;
+  float* doffset = launch.channel.doffset;
   const float epsilon = launch.params.epsilon;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    if constexpr (std::is_same_v<T, double>) {
-      return absl::InvalidArgumentError("batch normalization of float64 is not supported");
-    } else {
-      VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, layout.elements()));
-      VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(1, layout.elements()));
-      VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(5, layout.elements()));
-      // sums[0] = sum(dy), sums[1] = sum(dy * (x - mean)).
-      std::vector<double> sums[2];
-      ChannelSums<2>(*context.device, layout,
-                     [&](int64_t c, int64_t i) {
-                       const float g = ToFloat(dy[i]);
-                       return std::array<double, 2>{g, g * (ToFloat(x[i]) - mean[c])};
-                     },
-                     sums);
-      std::vector<float> inv_std(channels), mean_dy(channels), projection(channels);
-      const int64_t n = layout.per_channel();
-      const float n_inverse = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
-      for (int64_t c = 0; c < channels; ++c) {
-        inv_std[c] = 1.0f / std::sqrt(variance[c] + epsilon);
-        doffset[c] = static_cast<float>(sums[0][c]);
-        dscale[c] = static_cast<float>(sums[1][c]) * inv_std[c];
-        mean_dy[c] = doffset[c] * n_inverse;
-        // (x - mean) * projection is the part of dy along x's centred direction.
-        projection[c] = inv_std[c] * inv_std[c] * static_cast<float>(sums[1][c]) * n_inverse;
-      }
-      if constexpr (kTraining) {
-        ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
-          const float centered = ToFloat(x[i]) - mean[c];
-          dx[i] = static_cast<T>(scale[c] * inv_std[c] *
-                                 (ToFloat(dy[i]) - mean_dy[c] - centered * projection[c]));
-        });
-      } else {
-        ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
-          dx[i] = static_cast<T>(ToFloat(dy[i]) * (scale[c] * inv_std[c]));
-        });
-      }
-      return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(1, layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(5, layout.elements()));
+    // sums[0] = sum(dy), sums[1] = sum(dy * (x - mean)).
+    std::vector<double> sums[2];
+    ChannelSums<2>(*context.device, layout,
+                   [&](int64_t c, int64_t i) {
+                     const float g = ToFloat(dy[i]);
+                     return std::array<double, 2>{g, g * (ToFloat(x[i]) - mean[c])};
+                   },
+                   sums);
+    std::vector<float> inv_std(channels), mean_dy(channels), projection(channels);
+    const int64_t n = layout.per_channel();
+    const float n_inverse = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
+    for (int64_t c = 0; c < channels; ++c) {
+      inv_std[c] = 1.0f / std::sqrt(variance[c] + epsilon);
+      doffset[c] = static_cast<float>(sums[0][c]);
+      dscale[c] = static_cast<float>(sums[1][c]) * inv_std[c];
+      mean_dy[c] = doffset[c] * n_inverse;
+      // (x - mean) * projection is the part of dy along x's centred direction.
+      projection[c] = inv_std[c] * inv_std[c] * static_cast<float>(sums[1][c]) * n_inverse;
     }
+    if constexpr (kTraining) {
+      ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
+        const float centered = ToFloat(x[i]) - mean[c];
+        dx[i] = static_cast<T>(scale[c] * inv_std[c] *
+                               (ToFloat(dy[i]) - mean_dy[c] - centered * projection[c]));
+      });
+    } else {
+      ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
+        dx[i] = static_cast<T>(ToFloat(dy[i]) * (scale[c] * inv_std[c]));
+      });
+    }
+    return absl::OkStatus();
   });
 }
 

@@ -9,16 +9,17 @@
 // words per group; TensorFlow reserves 256 blocks' worth of words (4 * 256 / 4 = 256 blocks, or
 // 128 for float64) to each output group, so group g starts at block g * 256 whatever the
 // threads do, and the groups are again independent.
+//
+// The launches are read and validated by the launch layer (launch/random_launch.h), as for the
+// CUDA executor; these kernels only compute.
 #define EIGEN_USE_THREADS
 #include <algorithm>
-#include <array>
-#include <limits>
-#include <type_traits>
 #include <cmath>
+#include <type_traits>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/random_launch.h"
 #include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/random.h"
@@ -26,6 +27,11 @@
 
 namespace vgpu::cpu_kernels {
 namespace {
+
+using random_launch::RandomOutput;
+using random_launch::ReadPhiloxLaunch;
+using random_launch::ReadUniformIntLaunch;
+using random_launch::UniformIntLaunch;
 
 // Rounds a float result to T as TensorFlow's distributions do (Eigen's conversions).
 template <typename T>
@@ -238,22 +244,13 @@ void FillTruncatedNormal(const Eigen::ThreadPoolDevice& device,
   device.parallelFor(groups, Eigen::TensorOpCost(0, Group::kPerGroup * sizeof(T), 400), fill);
 }
 
-// --- Kernels. ---
-
-absl::StatusOr<random::PhiloxParams> ReadPhiloxParams(ParamReader& reader) {
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, reader.Get<random::PhiloxParams>());
-  if (params.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(absl::StrCat("too many random numbers: ", params.count));
-  }
-  return params;
-}
+// --- Kernels: their launches are read by the launch layer (launch/random_launch.h). ---
 
 // random::kUniform, kNormal and kTruncatedNormal.
 template <template <typename> class Distribution>
 absl::Status FloatingKernel(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kFloating));
   return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
@@ -269,38 +266,22 @@ absl::Status FloatingKernel(const KernelContext& context) {
 
 // random::kUniformInt.
 absl::Status UniformInt(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(random::UniformIntParams params,
-                        context.Params().Get<random::UniformIntParams>());
-  if (params.philox.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("too many random numbers: ", params.philox.count));
-  }
-  return Dispatch::Int32Or64(params.philox.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const UniformIntLaunch launch, ReadUniformIntLaunch(context));
+  return Dispatch::Int32Or64(launch.philox.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    using Unsigned = std::make_unsigned_t<T>;
-    if (params.minval < std::numeric_limits<T>::min() ||
-        params.maxval > std::numeric_limits<T>::max() || params.minval >= params.maxval) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "uniform integers need minval < maxval within the dtype, got ", params.minval, " and ",
-          params.maxval));
-    }
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.philox.count));
-    if (params.philox.count == 0) return absl::OkStatus();
-    const T minval = static_cast<T>(params.minval);
-    const UniformIntFromBlock<T> convert{
-        minval, static_cast<Unsigned>(static_cast<Unsigned>(static_cast<T>(params.maxval)) -
-                                      static_cast<Unsigned>(minval))};
-    FillFromBlocks<T>(*context.device, params.philox, convert, out);
+    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, launch.philox.count));
+    if (launch.philox.count == 0) return absl::OkStatus();
+    const UniformIntFromBlock<T> convert{static_cast<T>(launch.minval),
+                                         static_cast<std::make_unsigned_t<T>>(launch.range)};
+    FillFromBlocks<T>(*context.device, launch.philox, convert, out);
     return absl::OkStatus();
   });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kInt32Or64));
   return Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));

@@ -10,7 +10,8 @@
 // backward pass walks the steps in reverse: per step one pass over the rows for the gates'
 // gradients and one GEMM carrying the state gradient back; per block of steps one GEMM each
 // for the recurrent weights', the input weights' and the input gradients. Blocks bound the
-// scratch memory: it stays a small multiple of the launch's own buffers whatever T is.
+// scratch memory: it stays a small multiple of the launch's own buffers whatever T is. The
+// launches are read and validated by the launch layer (launch/rnn_launch.h).
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -21,10 +22,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/rnn_launch.h"
 #include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/rnn.h"
@@ -35,6 +35,11 @@ namespace {
 
 using Index = Eigen::DenseIndex;
 using Device = Eigen::ThreadPoolDevice;
+using rnn_launch::CheckReserveHeader;
+using rnn_launch::ReadRnnBackwardLaunch;
+using rnn_launch::ReadRnnForwardLaunch;
+using rnn_launch::ReserveHeaderOf;
+using rnn_launch::RnnLaunch;
 
 template <typename T, int kRank>
 using RowMajorMap =
@@ -51,149 +56,10 @@ constexpr Index kBlockElements = Index{1} << 22;
 // GEMMs with at least this many multiply-adds run on the thread pool; smaller ones inline.
 constexpr double kParallelGemmWork = 32.0 * 32.0 * 32.0;
 
+// The math type of element type T: double for double, float for the others (the rnn
+// descriptor's math_dtype, which the launch reader checks).
 template <typename T>
-struct MathTypeOf {
-  using type = float;
-};
-template <>
-struct MathTypeOf<double> {
-  using type = double;
-};
-template <typename T>
-using MathType = typename MathTypeOf<T>::type;
-
-// ---------------------------------------------------------------------------------------------
-// The launch, read and checked.
-
-struct RnnLaunch {
-  RnnDescriptorSettings rnn;
-  rnn::Geometry g;
-  bool batch_major = false;
-  float dropout = 0.0f;
-  uint64_t seed = 0;
-  std::vector<int32_t> lengths;  // batch_size effective lengths, each in [0, T]
-  int64_t x_elements = 0, y_elements = 0, h_elements = 0, c_elements = 0, params_elements = 0;
-};
-
-bool IsFloatingDType(DType dtype) {
-  return dtype == DType::kFloat32 || dtype == DType::kFloat64 || dtype == DType::kFloat16 ||
-         dtype == DType::kBFloat16;
-}
-
-absl::Status ExpectDims(const char* what, const TensorDescriptorSettings& t, DType dtype,
-                        std::initializer_list<int64_t> dims) {
-  bool same = t.dtype == dtype && t.rank == static_cast<int32_t>(dims.size());
-  int i = 0;
-  for (int64_t d : dims) {
-    if (!same) break;
-    same = t.dims[i++] == d;
-  }
-  if (same) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      absl::StrCat("rnn: the ", what, " tensor descriptor does not match the rnn descriptor"));
-}
-
-uint64_t LengthsHash(const std::vector<int32_t>& lengths) {
-  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a
-  for (int32_t length : lengths) {
-    uint8_t bytes[4];
-    std::memcpy(bytes, &length, sizeof(bytes));
-    for (uint8_t byte : bytes) hash = (hash ^ byte) * 0x100000001b3ull;
-  }
-  return hash;
-}
-
-// Reads the descriptors [rnn, dropout, x, y, h, c, w] and the sequence lengths (the next
-// parameter of `reader`), and checks them against each other.
-absl::StatusOr<RnnLaunch> ReadRnnLaunch(const KernelContext& context, ParamReader& reader,
-                                        bool training) {
-  RnnLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.rnn, context.Descriptor<RnnDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(DropoutDescriptorSettings dropout,
-                        context.Descriptor<DropoutDescriptorSettings>(1));
-  TensorDescriptorSettings t[5];
-  for (int i = 0; i < 5; ++i) {
-    VGPU_ASSIGN_OR_RETURN(t[i], context.Descriptor<TensorDescriptorSettings>(2 + i));
-  }
-  const RnnDescriptorSettings& r = launch.rnn;
-  if (!IsFloatingDType(r.dtype)) {
-    return absl::InvalidArgumentError("rnn: the data type must be a floating-point type");
-  }
-  const DType math = r.dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32;
-  if (r.math_dtype != math) {
-    return absl::InvalidArgumentError(
-        "rnn: the math type must be float64 for float64 data and float32 otherwise");
-  }
-  if (r.input_mode == RnnInputMode::kSkip) {
-    return absl::UnimplementedError("rnn: input_mode skip_input is not supported");
-  }
-  if (r.input_mode != RnnInputMode::kLinear) {
-    return absl::InvalidArgumentError("rnn: unknown input mode");
-  }
-  if (r.direction != RnnDirection::kUnidirectional &&
-      r.direction != RnnDirection::kBidirectional) {
-    return absl::InvalidArgumentError("rnn: unknown direction mode");
-  }
-  if (r.data_layout != RnnDataLayout::kTimeMajor && r.data_layout != RnnDataLayout::kBatchMajor) {
-    return absl::InvalidArgumentError("rnn: unknown data layout");
-  }
-  launch.batch_major = r.data_layout == RnnDataLayout::kBatchMajor;
-  if (!(dropout.dropout >= 0.0f && dropout.dropout < 1.0f)) {
-    return absl::InvalidArgumentError("rnn: dropout must be in [0, 1)");
-  }
-  launch.dropout = dropout.dropout;
-  launch.seed = dropout.seed;
-  const TensorDescriptorSettings& x = t[0];
-  if (x.rank != 3) return absl::InvalidArgumentError("rnn: x must be 3-dimensional");
-  rnn::Geometry& g = launch.g;
-  g.mode = r.mode;
-  g.num_layers = r.num_layers;
-  g.directions = r.direction == RnnDirection::kBidirectional ? 2 : 1;
-  g.input_size = r.input_size;
-  g.hidden_size = r.hidden_size;
-  g.proj_size = r.proj_size;
-  g.max_seq_length = launch.batch_major ? x.dims[1] : x.dims[0];
-  g.batch_size = launch.batch_major ? x.dims[0] : x.dims[1];
-  g.dropout_masks = training && launch.dropout > 0.0f && g.num_layers > 1;
-  if (!rnn::GeometryIsValid(g)) {
-    return absl::InvalidArgumentError(
-        "rnn: invalid or too large sizes (mode, layers, input/hidden/projection sizes, "
-        "sequence length, batch)");
-  }
-  const int64_t T = g.max_seq_length, B = g.batch_size, P = g.pseudo_layers();
-  const int64_t out = g.directions * g.proj_size;
-  const int64_t c_width = g.mode == RnnMode::kLstm ? g.hidden_size : g.proj_size;
-  VGPU_RETURN_IF_ERROR(ExpectDims("x", x, r.dtype, {x.dims[0], x.dims[1], g.input_size}));
-  VGPU_RETURN_IF_ERROR(
-      ExpectDims("y", t[1], r.dtype, {x.dims[0], x.dims[1], out}));
-  VGPU_RETURN_IF_ERROR(ExpectDims("h", t[2], r.dtype, {P, B, g.proj_size}));
-  VGPU_RETURN_IF_ERROR(ExpectDims("c", t[3], r.dtype, {P, B, c_width}));
-  launch.params_elements = rnn::ParamsSize(g);
-  VGPU_RETURN_IF_ERROR(ExpectDims("w", t[4], r.dtype, {launch.params_elements}));
-  launch.x_elements = T * B * g.input_size;
-  launch.y_elements = T * B * out;
-  launch.h_elements = P * B * g.proj_size;
-  launch.c_elements = P * B * c_width;
-
-  VGPU_ASSIGN_OR_RETURN(std::vector<int32_t> lengths,
-                        reader.GetArray<int32_t>(static_cast<uint32_t>(rnn::kMaxDimension)));
-  if (lengths.empty()) {
-    launch.lengths.assign(B, static_cast<int32_t>(T));
-  } else {
-    if (static_cast<int64_t>(lengths.size()) != B) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "rnn: ", lengths.size(), " sequence lengths for a batch of ", B));
-    }
-    for (int32_t length : lengths) {
-      if (length < 0 || length > T) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rnn: sequence length ", length, " is not in [0, ", T, "]"));
-      }
-    }
-    launch.lengths = std::move(lengths);
-  }
-  return launch;
-}
+using MathType = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // ---------------------------------------------------------------------------------------------
 // Dense building blocks in the math type A.
@@ -512,7 +378,9 @@ void ForwardDirection(const Device& device, const StepSizes& s, const DirectionW
           for (Index b = begin; b < end; ++b) {
             const bool active = s.active(t, b);
             A* h_row = h.data() + b * Hp;
-            if (active) std::copy(projected.data() + b * Hp, projected.data() + (b + 1) * Hp, h_row);
+            if (active) {
+              std::copy(projected.data() + b * Hp, projected.data() + (b + 1) * Hp, h_row);
+            }
             if (record.unprojected) {
               A* rec = record.unprojected + (t * B + b) * C;
               if (active) {
@@ -580,7 +448,8 @@ void BackwardDirection(const Device& device, const StepSizes& s, const Direction
   const Index block_rows = std::min(block_steps, T) * B;
   // Per block: the gates' pre-activation gradients on the input side and (gru: different) on
   // the recurrent side, and the states the recurrent weights multiplied.
-  std::vector<A> dgx(block_rows * GC), dgh(kGru ? block_rows * GC : 0), h_prev_block(block_rows * Hp);
+  std::vector<A> dgx(block_rows * GC), dgh(kGru ? block_rows * GC : 0);
+  std::vector<A> h_prev_block(block_rows * Hp);
   const Eigen::TensorOpCost row_cost(5 * GC * sizeof(A), (GC + 2 * C + Hp) * sizeof(A), 12 * GC);
 
   for (Index s_end = T; s_end > 0;) {
@@ -726,7 +595,8 @@ void FillDropoutMask(const Device& device, const RnnLaunch& launch, uint64_t cal
   const float p = launch.dropout;
   const uint64_t counter_high = (call << 16) | static_cast<uint64_t>(layer);
   const Index blocks = (count + 3) / 4;
-  device.parallelFor(blocks, Eigen::TensorOpCost(0, 4 * sizeof(A), 60), [&](Index begin, Index end) {
+  device.parallelFor(blocks, Eigen::TensorOpCost(0, 4 * sizeof(A), 60),
+                     [&](Index begin, Index end) {
     for (Index q = begin; q < end; ++q) {
       const uint64_t counter[2] = {static_cast<uint64_t>(q), counter_high};
       Philox4x32 philox(launch.seed, counter);
@@ -738,71 +608,29 @@ void FillDropoutMask(const Device& device, const RnnLaunch& launch, uint64_t cal
   });
 }
 
-template <typename A>
-void WriteHeader(const RnnLaunch& launch, uint8_t* reserve) {
-  const rnn::Geometry& g = launch.g;
-  rnn::ReserveHeader header;
-  header.mode = static_cast<int32_t>(g.mode);
-  header.math_dtype = static_cast<int32_t>(launch.rnn.math_dtype);
-  header.num_layers = g.num_layers;
-  header.directions = g.directions;
-  header.input_size = g.input_size;
-  header.hidden_size = g.hidden_size;
-  header.proj_size = g.proj_size;
-  header.max_seq_length = g.max_seq_length;
-  header.batch_size = g.batch_size;
-  header.dropout_masks = g.dropout_masks ? 1 : 0;
-  header.seq_lengths_hash = LengthsHash(launch.lengths);
-  std::memset(reserve, 0, rnn::kReserveHeaderBytes);
-  std::memcpy(reserve, &header, sizeof(header));
-}
-
-absl::Status CheckHeader(const RnnLaunch& launch, const uint8_t* reserve) {
-  rnn::ReserveHeader header;
-  std::memcpy(&header, reserve, sizeof(header));
-  const rnn::Geometry& g = launch.g;
-  if (header.magic != rnn::kReserveMagic || header.version != rnn::kReserveVersion) {
-    return absl::InvalidArgumentError(
-        "rnn: reserve_space does not come from a training forward pass");
-  }
-  if (header.mode != static_cast<int32_t>(g.mode) ||
-      header.math_dtype != static_cast<int32_t>(launch.rnn.math_dtype) ||
-      header.num_layers != g.num_layers || header.directions != g.directions ||
-      header.input_size != g.input_size || header.hidden_size != g.hidden_size ||
-      header.proj_size != g.proj_size || header.max_seq_length != g.max_seq_length ||
-      header.batch_size != g.batch_size || header.dropout_masks != (g.dropout_masks ? 1u : 0u)) {
-    return absl::InvalidArgumentError(
-        "rnn: reserve_space comes from a forward pass of another configuration");
-  }
-  if (header.seq_lengths_hash != LengthsHash(launch.lengths)) {
-    return absl::InvalidArgumentError(
-        "rnn: reserve_space comes from a forward pass with other sequence lengths");
-  }
-  return absl::OkStatus();
-}
-
 // ---------------------------------------------------------------------------------------------
 // The kernels.
 
 template <typename T>
-absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch, bool training,
-                          uint64_t dropout_call) {
+absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch) {
   using A = MathType<T>;
   const Device& device = *context.device;
   const rnn::Geometry& g = launch.g;
   const bool lstm = g.mode == RnnMode::kLstm;
+  const bool training = launch.training;
   VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
   VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, launch.c_buffer_elements));
   VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(4, launch.y_elements));
   VGPU_ASSIGN_OR_RETURN(T* hy, context.Buffer<T>(5, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(T* cy, context.Buffer<T>(6, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(T* cy, context.Buffer<T>(6, launch.c_buffer_elements));
   A* reserve_data = nullptr;
   if (training) {
-    const int64_t bytes = rnn::ReserveBytes(g, sizeof(A));
-    VGPU_ASSIGN_OR_RETURN(uint8_t* reserve, context.Buffer<uint8_t>(7, bytes));
-    WriteHeader<A>(launch, reserve);
+    VGPU_ASSIGN_OR_RETURN(uint8_t* reserve, context.Buffer<uint8_t>(7, launch.reserve_bytes));
+    const rnn::ReserveHeader header = ReserveHeaderOf(launch);
+    std::memset(reserve, 0, rnn::kReserveHeaderBytes);
+    std::memcpy(reserve, &header, sizeof(header));
     reserve_data = reinterpret_cast<A*>(reserve + rnn::kReserveHeaderBytes);
   }
   if (!lstm) {  // the placeholder output_c
@@ -838,7 +666,7 @@ absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch,
       }
       if (training && g.dropout_masks) {
         A* mask = reserve_data + layer_record.mask;
-        FillDropoutMask(device, launch, dropout_call, layer, mask, count);
+        FillDropoutMask(device, launch, launch.dropout_call, layer, mask, count);
         RowMajorMap<A, 1>(destination, count).device(device) =
             RowMajorMap<const A, 1>(outputs.data(), count) * RowMajorMap<const A, 1>(mask, count);
       } else {
@@ -873,18 +701,20 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
   const bool lstm = g.mode == RnnMode::kLstm;
   VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
   VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, launch.c_buffer_elements));
   VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
   VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(4, launch.y_elements));
   VGPU_ASSIGN_OR_RETURN(const T* dhy, context.Buffer<const T>(5, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* dcy, context.Buffer<const T>(6, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(const T* dcy, context.Buffer<const T>(6, launch.c_buffer_elements));
   VGPU_ASSIGN_OR_RETURN(const uint8_t* reserve,
-                        context.Buffer<const uint8_t>(7, rnn::ReserveBytes(g, sizeof(A))));
+                        context.Buffer<const uint8_t>(7, launch.reserve_bytes));
   VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(8, launch.x_elements));
   VGPU_ASSIGN_OR_RETURN(T* dhx, context.Buffer<T>(9, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(T* dcx, context.Buffer<T>(10, lstm ? launch.c_elements : 0));
+  VGPU_ASSIGN_OR_RETURN(T* dcx, context.Buffer<T>(10, launch.c_buffer_elements));
   VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(11, launch.params_elements));
-  VGPU_RETURN_IF_ERROR(CheckHeader(launch, reserve));
+  rnn::ReserveHeader header;
+  std::memcpy(&header, reserve, sizeof(header));
+  VGPU_RETURN_IF_ERROR(CheckReserveHeader(launch, header));
   const A* records = reinterpret_cast<const A*>(reserve + rnn::kReserveHeaderBytes);
   if (!lstm) std::fill(dcx, dcx + context.buffer_sizes[10] / sizeof(T), T(0));
 
@@ -950,23 +780,15 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
 
 // rnn::kForward (see protocol/kernels/rnn.h).
 absl::Status RnnForward(const KernelContext& context) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t flags, reader.Get<uint32_t>());
-  if (flags & ~1u) return absl::InvalidArgumentError("rnn: unknown forward flags");
-  const bool training = (flags & 1u) != 0;
-  VGPU_ASSIGN_OR_RETURN(uint64_t dropout_call, reader.Get<uint64_t>());
-  VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, training));
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(training ? 8 : 7));
+  VGPU_ASSIGN_OR_RETURN(const RnnLaunch launch, ReadRnnForwardLaunch(context));
   return Dispatch::Floating(launch.rnn.dtype, [&](auto zero) {
-    return ForwardTyped<decltype(zero)>(context, launch, training, dropout_call);
+    return ForwardTyped<decltype(zero)>(context, launch);
   });
 }
 
 // rnn::kBackward (see protocol/kernels/rnn.h).
 absl::Status RnnBackward(const KernelContext& context) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(RnnLaunch launch, ReadRnnLaunch(context, reader, /*training=*/true));
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(12));
+  VGPU_ASSIGN_OR_RETURN(const RnnLaunch launch, ReadRnnBackwardLaunch(context));
   return Dispatch::Floating(launch.rnn.dtype, [&](auto zero) {
     return BackwardTyped<decltype(zero)>(context, launch);
   });

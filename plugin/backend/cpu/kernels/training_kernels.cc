@@ -1,12 +1,13 @@
 // CPU kernels of the training family: in-place optimizer updates (protocol/kernels/training.h),
 // with the expressions of TensorFlow's CPU functors so that results match them.
 //
-// Every kernel first checks its launch against a layout string, one letter per buffer in the
-// op's input order ('v' a variable updated in place, 'g' the read-only gradient, 's' a scalar,
-// 'i' the indices of a sparse update), then works on typed views of the checked buffers. Dense
-// kernels are Eigen expressions on the executor's thread pool. Sparse kernels split the columns
-// of the variables over the pool and apply the indexed rows in index order within each worker,
-// so duplicate indices update a row in the same order as TensorFlow's serial CPU loop.
+// The launch layer (launch/training_launch.h) lists the family's kernels with the layout of
+// their buffers, reads and validates every launch and registers the kernels; this file holds the
+// arithmetic of each update (Update<id>) and the loops that apply it to typed views of the
+// checked buffers. Dense kernels are Eigen expressions on the executor's thread pool. Sparse
+// kernels split the columns of the variables over the pool and apply the indexed rows in index
+// order within each worker, so duplicate indices update a row in the same order as
+// TensorFlow's serial CPU loop.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -14,10 +15,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/launch/training_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/training.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -28,10 +28,18 @@ namespace {
 using cpu_kernels::ConstFlatMap;
 using cpu_kernels::FlatMap;
 using training::SparseUpdateParams;
-using training::UpdateParams;
+using training_launch::DenseUpdateLaunch;
+using training_launch::SparseUpdateLaunch;
+using training_launch::UpdateKernelSpec;
 
-// No variable has more elements than this (keeps byte counts far from overflowing).
-constexpr int64_t kMaxElements = kMaxLaunchElements;  // kernel_registry.h
+// The arithmetic of kernel `kId`: a dense kernel's Update has
+//   template <typename Operands> static void Apply(const Operands& o)   (o: DenseOperands<T>),
+// a sparse kernel's
+//   static void Apply(const Operands& o, int64_t row, int64_t n, int64_t begin, int64_t end)
+// (o: SparseOperands<T>), which updates columns [begin, end) of variable row `row` with
+// gradient row `n`.
+template <KernelId kId>
+struct Update;
 
 // The checked buffers of a dense launch, viewed as T.
 template <typename T>
@@ -53,60 +61,21 @@ class DenseOperands {
   uint32_t flags_;
 };
 
-// Checks every buffer of the launch against `layout` for `count` elements of `element_size`.
-absl::Status CheckLayout(const KernelContext& context, absl::string_view layout,
-                         uint64_t element_size, int64_t count, int64_t grad_count,
-                         int64_t index_count, uint64_t index_size) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(layout.size()));
-  for (size_t i = 0; i < layout.size(); ++i) {
-    uint64_t bytes = 0;
-    uint64_t alignment = element_size;
-    switch (layout[i]) {
-      case 'v': bytes = static_cast<uint64_t>(count) * element_size; break;
-      case 'g': bytes = static_cast<uint64_t>(grad_count) * element_size; break;
-      case 's': bytes = element_size; break;
-      case 'i':
-        bytes = static_cast<uint64_t>(index_count) * index_size;
-        alignment = index_size;
-        break;
-      default: return absl::InternalError("bad operand layout");
-    }
-    VGPU_RETURN_IF_ERROR(context.ExpectAligned(i, alignment));
-    VGPU_RETURN_IF_ERROR(context.Buffer<uint8_t>(i, bytes).status());
-  }
-  return absl::OkStatus();
-}
-
-// Runs a dense update: reads UpdateParams, checks the buffers against `layout` and calls
-// body(DenseOperands<T>) for the launch's floating-point dtype.
-template <typename Body>
-absl::Status RunDense(const KernelContext& context, absl::string_view layout, Body&& body) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(UpdateParams params, reader.Get<UpdateParams>());
-  if (params.count > static_cast<uint64_t>(kMaxElements)) {
-    return absl::InvalidArgumentError("variable has too many elements");
-  }
-  const int64_t count = static_cast<int64_t>(params.count);
-  return cpu_kernels::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), count, count, 0, 0));
-    if (count == 0) return absl::OkStatus();
-    body(DenseOperands<T>(context, count, params.flags));
-    return absl::OkStatus();
-  });
-}
-
 // kApplyGradientDescent: [var, alpha, delta].
-absl::Status ApplyGradientDescent(const KernelContext& context) {
-  return RunDense(context, "vsg", [](const auto& o) {
+template <>
+struct Update<training::kApplyGradientDescent> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     var.device(o.device()) -= o.Grad(2) * o.Scalar(1);
-  });
-}
+  }
+};
 
 // kApplyMomentum: [var, accum, lr, grad, momentum].
-absl::Status ApplyMomentum(const KernelContext& context) {
-  return RunDense(context, "vvsgs", [](const auto& o) {
+template <>
+struct Update<training::kApplyMomentum> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     auto accum = o.Var(1);
     const auto lr = o.Scalar(2);
@@ -118,12 +87,14 @@ absl::Status ApplyMomentum(const KernelContext& context) {
     } else {
       var.device(o.device()) -= accum * lr;
     }
-  });
-}
+  }
+};
 
 // kApplyAdam: [var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad].
-absl::Status ApplyAdam(const KernelContext& context) {
-  return RunDense(context, "vvvssssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdam> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto m = o.Var(1);
@@ -140,24 +111,28 @@ absl::Status ApplyAdam(const KernelContext& context) {
     } else {
       var.device(o.device()) -= (m * alpha) / (v.sqrt() + epsilon);
     }
-  });
-}
+  }
+};
 
 // kApplyAdagrad: [var, accum, lr, grad].
-absl::Status ApplyAdagrad(const KernelContext& context) {
-  return RunDense(context, "vvsg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdagrad> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     auto accum = o.Var(1);
     const auto lr = o.Scalar(2);
     const auto grad = o.Grad(3);
     if (o.Flag(training::kUpdateSlots)) accum.device(o.device()) += grad.square();
     var.device(o.device()) -= grad * lr * accum.rsqrt();
-  });
-}
+  }
+};
 
 // kApplyAdagradV2: [var, accum, lr, epsilon, grad].
-absl::Status ApplyAdagradV2(const KernelContext& context) {
-  return RunDense(context, "vvssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdagradV2> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     auto accum = o.Var(1);
     const auto lr = o.Scalar(2);
@@ -165,8 +140,8 @@ absl::Status ApplyAdagradV2(const KernelContext& context) {
     const auto grad = o.Grad(4);
     if (o.Flag(training::kUpdateSlots)) accum.device(o.device()) += grad.square();
     var.device(o.device()) -= grad * lr / (accum.sqrt() + epsilon);
-  });
-}
+  }
+};
 
 // The proximal step of the Fobos update shared by ProximalAdagrad and ProximalGradientDescent:
 // var = sign(var) * max(|var| - rate * l1, 0) / (1 + l2 * rate) if l1 > 0, else
@@ -182,8 +157,10 @@ void ProximalStep(const Eigen::ThreadPoolDevice& device, Var& var, const Rate& r
 }
 
 // kApplyProximalAdagrad: [var, accum, lr, l1, l2, grad].
-absl::Status ApplyProximalAdagrad(const KernelContext& context) {
-  return RunDense(context, "vvsssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyProximalAdagrad> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     auto accum = o.Var(1);
     const auto lr = o.Scalar(2), l1 = o.Scalar(3), l2 = o.Scalar(4);
@@ -192,22 +169,26 @@ absl::Status ApplyProximalAdagrad(const KernelContext& context) {
     const auto rate = accum.constant(lr) * accum.rsqrt();
     var.device(o.device()) -= grad * rate;
     ProximalStep(o.device(), var, rate, l1, l2);
-  });
-}
+  }
+};
 
 // kApplyProximalGradientDescent: [var, alpha, l1, l2, delta].
-absl::Status ApplyProximalGradientDescent(const KernelContext& context) {
-  return RunDense(context, "vsssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyProximalGradientDescent> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     const auto alpha = o.Scalar(1), l1 = o.Scalar(2), l2 = o.Scalar(3);
     var.device(o.device()) -= o.Grad(4) * alpha;
     ProximalStep(o.device(), var, var.constant(alpha), l1, l2);
-  });
-}
+  }
+};
 
 // kApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad].
-absl::Status ApplyAdadelta(const KernelContext& context) {
-  return RunDense(context, "vvvsssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdadelta> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto accum = o.Var(1);
@@ -218,12 +199,14 @@ absl::Status ApplyAdadelta(const KernelContext& context) {
     const auto update = (accum_update + epsilon).sqrt() * (accum + epsilon).rsqrt() * grad;
     var.device(o.device()) -= update * lr;
     accum_update.device(o.device()) = accum_update * rho + update.square() * (T(1) - rho);
-  });
-}
+  }
+};
 
 // kApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad].
-absl::Status ApplyRMSProp(const KernelContext& context) {
-  return RunDense(context, "vvvssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyRMSProp> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto ms = o.Var(1);
@@ -233,12 +216,14 @@ absl::Status ApplyRMSProp(const KernelContext& context) {
     ms.device(o.device()) += (grad.square() - ms) * (T(1) - rho);
     mom.device(o.device()) = mom * momentum + (grad * lr) / ((ms + epsilon).sqrt());
     var.device(o.device()) -= mom;
-  });
-}
+  }
+};
 
 // kApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad].
-absl::Status ApplyCenteredRMSProp(const KernelContext& context) {
-  return RunDense(context, "vvvvssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyCenteredRMSProp> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto mg = o.Var(1);
@@ -251,13 +236,15 @@ absl::Status ApplyCenteredRMSProp(const KernelContext& context) {
     const auto denom = (ms - mg.square()) + epsilon;
     mom.device(o.device()) = mom * momentum + (grad * lr) / denom.sqrt();
     var.device(o.device()) -= mom;
-  });
-}
+  }
+};
 
 // kApplyAdamWithAmsgrad: [var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2, epsilon,
 // grad].
-absl::Status ApplyAdamWithAmsgrad(const KernelContext& context) {
-  return RunDense(context, "vvvvssssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdamWithAmsgrad> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto m = o.Var(1);
@@ -271,12 +258,14 @@ absl::Status ApplyAdamWithAmsgrad(const KernelContext& context) {
     v.device(o.device()) += (grad.square() - v) * (T(1) - beta2);
     vhat.device(o.device()) = vhat.cwiseMax(v);
     var.device(o.device()) -= (m * alpha) / (vhat.sqrt() + epsilon);
-  });
-}
+  }
+};
 
 // kApplyAdaMax: [var, m, v, beta1_power, lr, beta1, beta2, epsilon, grad].
-absl::Status ApplyAdaMax(const KernelContext& context) {
-  return RunDense(context, "vvvsssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAdaMax> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto m = o.Var(1);
@@ -287,8 +276,8 @@ absl::Status ApplyAdaMax(const KernelContext& context) {
     m.device(o.device()) += (grad - m) * (T(1) - beta1);
     v.device(o.device()) = (v * beta2).cwiseMax(grad.abs());
     var.device(o.device()) -= lr / (T(1) - beta1_power) * (m / (v + epsilon));
-  });
-}
+  }
+};
 
 // The dense Ftrl update (kApplyFtrl, kApplyFtrlV2): `shrinkage` is the l2_shrinkage scalar's
 // buffer index, or 0 for none; lr is buffer 4, l1 5, l2 6 and lr_power the last one.
@@ -349,18 +338,24 @@ void DenseFtrl(const DenseOperands<T>& o, size_t shrinkage, size_t lr_power_inde
 }
 
 // kApplyFtrl: [var, accum, linear, grad, lr, l1, l2, lr_power].
-absl::Status ApplyFtrl(const KernelContext& context) {
-  return RunDense(context, "vvvgssss", [](const auto& o) { DenseFtrl(o, 0, 7); });
-}
+template <>
+struct Update<training::kApplyFtrl> {
+  template <typename Operands>
+  static void Apply(const Operands& o) { DenseFtrl(o, 0, 7); }
+};
 
 // kApplyFtrlV2: [var, accum, linear, grad, lr, l1, l2, l2_shrinkage, lr_power].
-absl::Status ApplyFtrlV2(const KernelContext& context) {
-  return RunDense(context, "vvvgsssss", [](const auto& o) { DenseFtrl(o, 7, 8); });
-}
+template <>
+struct Update<training::kApplyFtrlV2> {
+  template <typename Operands>
+  static void Apply(const Operands& o) { DenseFtrl(o, 7, 8); }
+};
 
 // kApplyKerasMomentum: [var, accum, lr, grad, momentum].
-absl::Status ApplyKerasMomentum(const KernelContext& context) {
-  return RunDense(context, "vvsgs", [](const auto& o) {
+template <>
+struct Update<training::kApplyKerasMomentum> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     auto var = o.Var(0);
     auto accum = o.Var(1);
     const auto lr = o.Scalar(2);
@@ -372,12 +367,14 @@ absl::Status ApplyKerasMomentum(const KernelContext& context) {
     } else {
       var.device(o.device()) += accum;
     }
-  });
-}
+  }
+};
 
 // kApplyAddSign: [var, m, lr, alpha, sign_decay, beta, grad].
-absl::Status ApplyAddSign(const KernelContext& context) {
-  return RunDense(context, "vvssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyAddSign> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto m = o.Var(1);
@@ -386,12 +383,14 @@ absl::Status ApplyAddSign(const KernelContext& context) {
     m.device(o.device()) = m * beta + grad * (T(1) - beta);
     const auto sign_gm = grad.sign() * m.sign();
     var.device(o.device()) -= lr * (alpha + sign_decay * sign_gm) * grad;
-  });
-}
+  }
+};
 
 // kApplyPowerSign: [var, m, lr, logbase, sign_decay, beta, grad].
-absl::Status ApplyPowerSign(const KernelContext& context) {
-  return RunDense(context, "vvssssg", [](const auto& o) {
+template <>
+struct Update<training::kApplyPowerSign> {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Var(0);
     auto m = o.Var(1);
@@ -401,8 +400,8 @@ absl::Status ApplyPowerSign(const KernelContext& context) {
     const auto sign_gm = grad.sign() * m.sign();
     const auto grad_scale = (logbase * sign_decay * sign_gm).exp();
     var.device(o.device()) -= lr * grad_scale * grad;
-  });
-}
+  }
+};
 
 // ---------------------------------------------------------------------------------------------
 // Sparse updates
@@ -429,84 +428,39 @@ class SparseOperands {
   const SparseUpdateParams& params_;
 };
 
-// Runs a sparse update: reads SparseUpdateParams, checks the buffers against `layout` (indices
-// at buffer `indices_index`) and calls row_update(operands, row, n, begin, end) for every index
-// n in range, in index order, on column ranges [begin, end) split over the pool.
-template <typename RowUpdate>
-absl::Status RunSparse(const KernelContext& context, absl::string_view layout,
-                       size_t indices_index, RowUpdate&& row_update) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(SparseUpdateParams params, reader.Get<SparseUpdateParams>());
-  if (params.rows < 0 || params.inner < 0 || params.num_indices < 0) {
-    return absl::InvalidArgumentError("negative sparse update size");
-  }
-  const __int128 var_count = static_cast<__int128>(params.rows) * params.inner;
-  const __int128 grad_count = static_cast<__int128>(params.num_indices) * params.inner;
-  if (var_count > kMaxElements || grad_count > kMaxElements || params.num_indices > kMaxElements) {
-    return absl::InvalidArgumentError("sparse update has too many elements");
-  }
-  if (params.index_dtype != DType::kInt32 && params.index_dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("indices must be int32 or int64");
-  }
-  const uint64_t index_size = DTypeSize(params.index_dtype);
-  return cpu_kernels::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), static_cast<int64_t>(var_count),
-                                     static_cast<int64_t>(grad_count), params.num_indices,
-                                     index_size));
-    if (grad_count == 0) return absl::OkStatus();
-    // The row of every index (-1: out of range, skipped), read once.
-    std::vector<int64_t> rows(static_cast<size_t>(params.num_indices));
-    const uint8_t* indices = context.buffers[indices_index];
-    for (int64_t n = 0; n < params.num_indices; ++n) {
-      const int64_t row = params.index_dtype == DType::kInt32
-                              ? reinterpret_cast<const int32_t*>(indices)[n]
-                              : reinterpret_cast<const int64_t*>(indices)[n];
-      rows[n] = row < 0 || row >= params.rows ? -1 : row;
-    }
-    const SparseOperands<T> operands(context, params);
-    const double per_column = 8.0 * static_cast<double>(params.num_indices);
-    context.device->parallelFor(params.inner,
-                                Eigen::TensorOpCost(per_column * sizeof(T), per_column, per_column),
-                                [&](Eigen::Index begin, Eigen::Index end) {
-      for (int64_t n = 0; n < params.num_indices; ++n) {
-        if (rows[n] >= 0) row_update(operands, rows[n], n, begin, end);
-      }
-    });
-    return absl::OkStatus();
-  });
-}
-
 // kSparseApplyAdagrad: [var, accum, lr, grad, indices].
-absl::Status SparseApplyAdagrad(const KernelContext& context) {
-  return RunSparse(context, "vvsgi", 4,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyAdagrad> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
     const auto lr = o.Scalar(2);
     const auto grad = o.GradRow(3, n, b, e);
     if (o.Flag(training::kUpdateSlots)) accum += grad.square();
     var -= grad.constant(lr) * grad * accum.rsqrt();
-  });
-}
+  }
+};
 
 // kSparseApplyAdagradV2: [var, accum, lr, epsilon, grad, indices].
-absl::Status SparseApplyAdagradV2(const KernelContext& context) {
-  return RunSparse(context, "vvssgi", 5,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyAdagradV2> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
     const auto lr = o.Scalar(2), epsilon = o.Scalar(3);
     const auto grad = o.GradRow(4, n, b, e);
     if (o.Flag(training::kUpdateSlots)) accum += grad.square();
     var -= grad.constant(lr) * grad / (accum.sqrt() + accum.constant(epsilon));
-  });
-}
+  }
+};
 
 // kSparseApplyProximalAdagrad: [var, accum, lr, l1, l2, grad, indices].
-absl::Status SparseApplyProximalAdagrad(const KernelContext& context) {
-  return RunSparse(context, "vvsssgi", 6,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyProximalAdagrad> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
@@ -521,8 +475,8 @@ absl::Status SparseApplyProximalAdagrad(const KernelContext& context) {
     } else {
       var = var / (var.constant(T(1)) + var.constant(l2) * rate);
     }
-  });
-}
+  }
+};
 
 // The sparse Ftrl row update (TensorFlow's ComputeFtrl). `shrinkage` is the l2_shrinkage
 // scalar's buffer index, or 0 for none; lr is buffer 5, l1 6, l2 7.
@@ -578,25 +532,28 @@ void SparseFtrlRow(const Operands& o, size_t shrinkage, size_t lr_power_index, i
 }
 
 // kSparseApplyFtrl: [var, accum, linear, grad, indices, lr, l1, l2, lr_power].
-absl::Status SparseApplyFtrl(const KernelContext& context) {
-  return RunSparse(context, "vvvgissss", 4,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyFtrl> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     SparseFtrlRow(o, 0, 8, r, n, b, e);
-  });
-}
+  }
+};
 
 // kSparseApplyFtrlV2: [var, accum, linear, grad, indices, lr, l1, l2, l2_shrinkage, lr_power].
-absl::Status SparseApplyFtrlV2(const KernelContext& context) {
-  return RunSparse(context, "vvvgisssss", 4,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyFtrlV2> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     SparseFtrlRow(o, 8, 9, r, n, b, e);
-  });
-}
+  }
+};
 
 // kSparseApplyKerasMomentum: [var, accum, lr, grad, indices, momentum].
-absl::Status SparseApplyKerasMomentum(const KernelContext& context) {
-  return RunSparse(context, "vvsgis", 4,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyKerasMomentum> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
     const auto lr = o.Scalar(2);
@@ -608,13 +565,14 @@ absl::Status SparseApplyKerasMomentum(const KernelContext& context) {
     } else {
       var += accum;
     }
-  });
-}
+  }
+};
 
 // kSparseApplyMomentum: [var, accum, lr, grad, indices, momentum].
-absl::Status SparseApplyMomentum(const KernelContext& context) {
-  return RunSparse(context, "vvsgis", 4,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyMomentum> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
     const auto lr = o.Scalar(2);
@@ -627,13 +585,14 @@ absl::Status SparseApplyMomentum(const KernelContext& context) {
     } else {
       var -= accum.constant(lr) * accum;
     }
-  });
-}
+  }
+};
 
 // kSparseApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad, indices].
-absl::Status SparseApplyAdadelta(const KernelContext& context) {
-  return RunSparse(context, "vvvsssgi", 7,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyAdadelta> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Row(0, r, b, e);
     auto accum = o.Row(1, r, b, e);
@@ -646,13 +605,14 @@ absl::Status SparseApplyAdadelta(const KernelContext& context) {
     var -= update * update.constant(lr);
     accum_update =
         accum_update * accum_update.constant(rho) + update.square() * update.constant(T(1) - rho);
-  });
-}
+  }
+};
 
 // kSparseApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-absl::Status SparseApplyRMSProp(const KernelContext& context) {
-  return RunSparse(context, "vvvssssgi", 8,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyRMSProp> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Row(0, r, b, e);
     auto ms = o.Row(1, r, b, e);
@@ -663,13 +623,14 @@ absl::Status SparseApplyRMSProp(const KernelContext& context) {
     mom = mom * mom.constant(momentum) +
           (ms + ms.constant(epsilon)).rsqrt() * ms.constant(lr) * grad;
     var -= mom;
-  });
-}
+  }
+};
 
 // kSparseApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-absl::Status SparseApplyCenteredRMSProp(const KernelContext& context) {
-  return RunSparse(context, "vvvvssssgi", 9,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyCenteredRMSProp> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Row(0, r, b, e);
     auto mg = o.Row(1, r, b, e);
@@ -682,13 +643,14 @@ absl::Status SparseApplyCenteredRMSProp(const KernelContext& context) {
     const auto denom = ms + ms.constant(epsilon) - mg.square();
     mom = mom * mom.constant(momentum) + denom.rsqrt() * ms.constant(lr) * grad;
     var -= mom;
-  });
-}
+  }
+};
 
 // kSparseApplyProximalGradientDescent: [var, alpha, l1, l2, grad, indices].
-absl::Status SparseApplyProximalGradientDescent(const KernelContext& context) {
-  return RunSparse(context, "vsssgi", 5,
-                   [](const auto& o, int64_t r, int64_t n, int64_t b, int64_t e) {
+template <>
+struct Update<training::kSparseApplyProximalGradientDescent> {
+  template <typename Operands>
+  static void Apply(const Operands& o, int64_t r, int64_t n, int64_t b, int64_t e) {
     using T = std::remove_reference_t<decltype(o.Scalar(0))>;
     auto var = o.Row(0, r, b, e);
     const T lr = o.Scalar(1), l1 = o.Scalar(2), l2 = o.Scalar(3);
@@ -701,45 +663,54 @@ absl::Status SparseApplyProximalGradientDescent(const KernelContext& context) {
     } else {
       var = var / (var.constant(T(1)) + var.constant(l2) * rate);
     }
-  });
-}
+  }
+};
+
+// How the CPU executor computes a validated, non-empty update launch (the Runner of
+// training_launch::AddUpdateKernels).
+struct UpdateRunner {
+  using Dispatch = cpu_kernels::Dispatch;
+
+  // A dense update: DenseUpdate's Eigen expressions over the whole variables, on the pool.
+  template <typename DenseUpdate, typename T>
+  static absl::Status Dense(const KernelContext& context, const UpdateKernelSpec&,
+                            const DenseUpdateLaunch& launch) {
+    DenseUpdate::Apply(DenseOperands<T>(context, launch.count, launch.params.flags));
+    return absl::OkStatus();
+  }
+
+  // A sparse update: RowUpdate::Apply(operands, row, n, begin, end) for every index n in
+  // range, in index order, on column ranges [begin, end) split over the pool.
+  template <typename RowUpdate, typename T>
+  static absl::Status Sparse(const KernelContext& context, const UpdateKernelSpec&,
+                             const SparseUpdateLaunch& launch) {
+    const SparseUpdateParams& params = launch.params;
+    // The row of every index (-1: out of range, skipped), read once.
+    std::vector<int64_t> rows(static_cast<size_t>(params.num_indices));
+    const uint8_t* indices = context.buffers[launch.indices_buffer];
+    for (int64_t n = 0; n < params.num_indices; ++n) {
+      const int64_t row = params.index_dtype == DType::kInt32
+                              ? reinterpret_cast<const int32_t*>(indices)[n]
+                              : reinterpret_cast<const int64_t*>(indices)[n];
+      rows[n] = row < 0 || row >= params.rows ? -1 : row;
+    }
+    const SparseOperands<T> operands(context, params);
+    const double per_column = 8.0 * static_cast<double>(params.num_indices);
+    context.device->parallelFor(
+        params.inner, Eigen::TensorOpCost(per_column * sizeof(T), per_column, per_column),
+        [&](Eigen::Index begin, Eigen::Index end) {
+          for (int64_t n = 0; n < params.num_indices; ++n) {
+            if (rows[n] >= 0) RowUpdate::Apply(operands, rows[n], n, begin, end);
+          }
+        });
+    return absl::OkStatus();
+  }
+};
 
 }  // namespace
 
 void AddTrainingKernels(KernelTable& table) {
-  table.Add(training::kApplyGradientDescent, "apply_gradient_descent", ApplyGradientDescent);
-  table.Add(training::kApplyMomentum, "apply_momentum", ApplyMomentum);
-  table.Add(training::kApplyAdam, "apply_adam", ApplyAdam);
-  table.Add(training::kApplyAdagrad, "apply_adagrad", ApplyAdagrad);
-  table.Add(training::kApplyAdagradV2, "apply_adagrad_v2", ApplyAdagradV2);
-  table.Add(training::kApplyProximalAdagrad, "apply_proximal_adagrad", ApplyProximalAdagrad);
-  table.Add(training::kApplyProximalGradientDescent, "apply_proximal_gradient_descent",
-            ApplyProximalGradientDescent);
-  table.Add(training::kApplyAdadelta, "apply_adadelta", ApplyAdadelta);
-  table.Add(training::kApplyRMSProp, "apply_rms_prop", ApplyRMSProp);
-  table.Add(training::kApplyCenteredRMSProp, "apply_centered_rms_prop", ApplyCenteredRMSProp);
-  table.Add(training::kApplyAdamWithAmsgrad, "apply_adam_with_amsgrad", ApplyAdamWithAmsgrad);
-  table.Add(training::kApplyAdaMax, "apply_ada_max", ApplyAdaMax);
-  table.Add(training::kApplyFtrl, "apply_ftrl", ApplyFtrl);
-  table.Add(training::kApplyFtrlV2, "apply_ftrl_v2", ApplyFtrlV2);
-  table.Add(training::kApplyKerasMomentum, "apply_keras_momentum", ApplyKerasMomentum);
-  table.Add(training::kApplyAddSign, "apply_add_sign", ApplyAddSign);
-  table.Add(training::kApplyPowerSign, "apply_power_sign", ApplyPowerSign);
-  table.Add(training::kSparseApplyAdagrad, "sparse_apply_adagrad", SparseApplyAdagrad);
-  table.Add(training::kSparseApplyAdagradV2, "sparse_apply_adagrad_v2", SparseApplyAdagradV2);
-  table.Add(training::kSparseApplyProximalAdagrad, "sparse_apply_proximal_adagrad",
-            SparseApplyProximalAdagrad);
-  table.Add(training::kSparseApplyFtrl, "sparse_apply_ftrl", SparseApplyFtrl);
-  table.Add(training::kSparseApplyFtrlV2, "sparse_apply_ftrl_v2", SparseApplyFtrlV2);
-  table.Add(training::kSparseApplyKerasMomentum, "sparse_apply_keras_momentum",
-            SparseApplyKerasMomentum);
-  table.Add(training::kSparseApplyMomentum, "sparse_apply_momentum", SparseApplyMomentum);
-  table.Add(training::kSparseApplyAdadelta, "sparse_apply_adadelta", SparseApplyAdadelta);
-  table.Add(training::kSparseApplyRMSProp, "sparse_apply_rms_prop", SparseApplyRMSProp);
-  table.Add(training::kSparseApplyCenteredRMSProp, "sparse_apply_centered_rms_prop",
-            SparseApplyCenteredRMSProp);
-  table.Add(training::kSparseApplyProximalGradientDescent,
-            "sparse_apply_proximal_gradient_descent", SparseApplyProximalGradientDescent);
+  training_launch::AddUpdateKernels<Update, UpdateRunner>(table);
 }
 
 }  // namespace vgpu

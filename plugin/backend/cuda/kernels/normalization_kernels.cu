@@ -14,6 +14,9 @@
 // Three steps per launch, all on the stream: a per-channel sum kernel (one block per channel,
 // double accumulation, a fixed tree reduction: deterministic), a per-channel finalisation
 // kernel (statistics and the outputs of C floats), and an element-wise kernel.
+//
+// The launch layer (launch/normalization_launch.h) reads and validates every launch, as for the
+// CPU executor; these kernels only compute.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -23,17 +26,26 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/cuda_libraries.h"
+#include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/normalization_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/normalization.h"
 
 namespace vgpu::cuda {
 namespace {
 
-using normalization::BatchNormParams;
+using kernels::Dispatch;
+using normalization_launch::BackwardChannelBuffers;
+using normalization_launch::BatchNormBackwardLaunch;
+using normalization_launch::BatchNormForwardLaunch;
+using normalization_launch::ChannelLayout;
+using normalization_launch::DispatchBatchNormData;
+using normalization_launch::ForwardChannelBuffers;
+using normalization_launch::ReadBatchNormBackwardLaunch;
+using normalization_launch::ReadBatchNormForwardLaunch;
 
 __device__ __forceinline__ float ToFloat(float v) { return v; }
 __device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
@@ -47,51 +59,6 @@ __device__ __forceinline__ T FromFloat(float v) {
   } else {
     return v;
   }
-}
-
-// x viewed as [outer, channels, inner] (the CPU executor's ChannelLayout).
-struct ChannelLayout {
-  int64_t outer = 0, channels = 0, inner = 0;
-  __host__ __device__ int64_t per_channel() const { return outer * inner; }
-  __host__ __device__ int64_t elements() const { return outer * channels * inner; }
-};
-
-absl::StatusOr<ChannelLayout> LayoutOf(const TensorDescriptorSettings& x,
-                                       const TensorDescriptorSettings& parameters,
-                                       DataFormat format) {
-  if (x.rank != 4 && x.rank != 5) {
-    return absl::InvalidArgumentError(absl::StrCat("x must be 4-D or 5-D, got rank ", x.rank));
-  }
-  if (parameters.dtype != DType::kFloat32 || parameters.rank != 1) {
-    return absl::InvalidArgumentError("the parameter descriptor must be float32 of rank 1");
-  }
-  __int128 elements = 1;
-  for (int d = 0; d < x.rank; ++d) {
-    if (x.dims[d] < 0) return absl::InvalidArgumentError("negative dimension");
-    elements *= x.dims[d];
-    if (elements > kMaxLaunchElements || x.dims[d] > kMaxLaunchElements) {
-      return absl::InvalidArgumentError("x is too large");
-    }
-  }
-  ChannelLayout layout;
-  if (format == DataFormat::kNHWC) {
-    layout.channels = x.dims[x.rank - 1];
-    layout.outer = 1;
-    for (int d = 0; d < x.rank - 1; ++d) layout.outer *= x.dims[d];
-    layout.inner = 1;
-  } else if (format == DataFormat::kNCHW) {
-    layout.outer = x.dims[0];
-    layout.channels = x.dims[1];
-    layout.inner = 1;
-    for (int d = 2; d < x.rank; ++d) layout.inner *= x.dims[d];
-  } else {
-    return absl::InvalidArgumentError("unknown data format");
-  }
-  if (parameters.dims[0] != layout.channels) {
-    return absl::InvalidArgumentError(absl::StrCat("parameters have ", parameters.dims[0],
-                                                   " channels, x has ", layout.channels));
-  }
-  return layout;
 }
 
 constexpr int kSumThreads = 256;
@@ -151,76 +118,61 @@ __global__ void ChannelSumsKernel(ChannelLayout layout, Terms terms, double* sum
   }
 }
 
-struct TrainingOutputs {
-  const float* scale;
-  const float* old_mean;
-  const float* old_variance;
-  float* running_mean;
-  float* running_variance;
-  float* saved_mean;
-  float* saved_variance;
-  float* mean;        // workspace: per channel, for the element-wise pass
+// The per-channel buffers of a forward launch and the workspace of its element-wise pass.
+struct ForwardChannels {
+  ForwardChannelBuffers buffer;  // the launch's (training: the running statistics in and out)
+  float* mean;        // workspace: the mean y subtracts (for inference a copy, as mean_out may
+                      // alias the input mean)
   float* multiplier;  // workspace
 };
 
 __global__ void FinalizeTrainingKernel(ChannelLayout layout, const double* sums, float epsilon,
-                                       float factor, TrainingOutputs out) {
+                                       float factor, ForwardChannels out) {
   const int64_t channels = layout.channels;
   const int64_t n = layout.per_channel();
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < channels;
        c += int64_t{blockDim.x} * gridDim.x) {
     if (n == 0) {
-      out.running_mean[c] = out.running_variance[c] = __int_as_float(0x7fc00000);
-      out.saved_mean[c] = out.saved_variance[c] = 0.0f;
+      out.buffer.mean_out[c] = out.buffer.variance_out[c] = __int_as_float(0x7fc00000);
+      out.buffer.saved_mean[c] = out.buffer.saved_variance[c] = 0.0f;
       continue;
     }
     const float adjust = static_cast<float>(n) / static_cast<float>(n > 1 ? n - 1 : 1);
     const double batch_mean = sums[c] / static_cast<double>(n);
-    const double batch_variance = sums[channels + c] / static_cast<double>(n) - batch_mean * batch_mean;
+    const double batch_variance =
+        sums[channels + c] / static_cast<double>(n) - batch_mean * batch_mean;
     const float mean = static_cast<float>(batch_mean);
     const float variance = static_cast<float>(batch_variance > 0.0 ? batch_variance : 0.0);
     out.mean[c] = mean;
-    out.multiplier[c] = out.scale[c] / sqrtf(variance + epsilon);
+    out.multiplier[c] = out.buffer.scale[c] / sqrtf(variance + epsilon);
     if (factor == 1.0f) {
-      out.running_mean[c] = mean;
-      out.running_variance[c] = variance * adjust;
+      out.buffer.mean_out[c] = mean;
+      out.buffer.variance_out[c] = variance * adjust;
     } else {
       const float keep = 1.0f - factor;
-      out.running_mean[c] = keep * out.old_mean[c] + factor * mean;
-      out.running_variance[c] = keep * out.old_variance[c] + (factor * adjust) * variance;
+      out.buffer.mean_out[c] = keep * out.buffer.mean[c] + factor * mean;
+      out.buffer.variance_out[c] = keep * out.buffer.variance[c] + (factor * adjust) * variance;
     }
-    out.saved_mean[c] = mean;
-    out.saved_variance[c] = variance;
+    out.buffer.saved_mean[c] = mean;
+    out.buffer.saved_variance[c] = variance;
   }
 }
 
-struct InferenceOutputs {
-  const float* scale;
-  const float* mean;
-  const float* variance;
-  float* mean_out;
-  float* variance_out;
-  float* saved_mean;
-  float* saved_variance;
-  float* multiplier;  // workspace
-  float* mean_copy;   // workspace: the mean, as mean_out may alias it
-};
-
 __global__ void FinalizeInferenceKernel(ChannelLayout layout, float epsilon, bool empty,
-                                        InferenceOutputs out) {
+                                        ForwardChannels out) {
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < layout.channels;
        c += int64_t{blockDim.x} * gridDim.x) {
-    const float m = out.mean[c], v = out.variance[c];
-    out.saved_mean[c] = m;
-    out.saved_variance[c] = v;
+    const float m = out.buffer.mean[c], v = out.buffer.variance[c];
+    out.buffer.saved_mean[c] = m;
+    out.buffer.saved_variance[c] = v;
     if (empty) {
-      out.mean_out[c] = out.variance_out[c] = __int_as_float(0x7fc00000);
+      out.buffer.mean_out[c] = out.buffer.variance_out[c] = __int_as_float(0x7fc00000);
       continue;
     }
-    out.mean_copy[c] = m;
-    out.multiplier[c] = out.scale[c] / sqrtf(v + epsilon);
-    out.mean_out[c] = m;
-    out.variance_out[c] = v;
+    out.mean[c] = m;
+    out.multiplier[c] = out.buffer.scale[c] / sqrtf(v + epsilon);
+    out.buffer.mean_out[c] = m;
+    out.buffer.variance_out[c] = v;
   }
 }
 
@@ -236,11 +188,9 @@ __global__ void NormalizeKernel(ChannelLayout layout, const T* x, const float* m
   }
 }
 
+// The per-channel buffers of a backward launch and the workspace of its element-wise pass.
 struct BackwardChannels {
-  const float* scale;
-  const float* variance;
-  float* dscale;
-  float* doffset;
+  BackwardChannelBuffers buffer;  // the launch's
   float* inv_std;     // workspace
   float* mean_dy;     // workspace
   float* projection;  // workspace
@@ -253,12 +203,12 @@ __global__ void FinalizeBackwardKernel(ChannelLayout layout, const double* sums,
   const float n_inverse = n > 0 ? 1.0f / static_cast<float>(n) : 0.0f;
   for (int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; c < channels;
        c += int64_t{blockDim.x} * gridDim.x) {
-    const float inv_std = 1.0f / sqrtf(out.variance[c] + epsilon);
+    const float inv_std = 1.0f / sqrtf(out.buffer.variance[c] + epsilon);
     const float doffset = static_cast<float>(sums[c]);
     const float projected = static_cast<float>(sums[channels + c]);
     out.inv_std[c] = inv_std;
-    out.doffset[c] = doffset;
-    out.dscale[c] = projected * inv_std;
+    out.buffer.doffset[c] = doffset;
+    out.buffer.dscale[c] = projected * inv_std;
     out.mean_dy[c] = doffset * n_inverse;
     out.projection[c] = inv_std * inv_std * projected * n_inverse;
   }
@@ -273,58 +223,16 @@ __global__ void BackwardElementsKernel(ChannelLayout layout, const T* dy, const 
     const int64_t c = (i / layout.inner) % layout.channels;
     if (kTraining) {
       const float centered = ToFloat(x[i]) - mean[c];
-      dx[i] = FromFloat<T>(channels.scale[c] * channels.inv_std[c] *
-                           (ToFloat(dy[i]) - channels.mean_dy[c] - centered * channels.projection[c]));
+      dx[i] = FromFloat<T>(channels.buffer.scale[c] * channels.inv_std[c] *
+                           (ToFloat(dy[i]) - channels.mean_dy[c] -
+                            centered * channels.projection[c]));
     } else {
-      dx[i] = FromFloat<T>(ToFloat(dy[i]) * (channels.scale[c] * channels.inv_std[c]));
+      dx[i] = FromFloat<T>(ToFloat(dy[i]) * (channels.buffer.scale[c] * channels.inv_std[c]));
     }
   }
 }
 
 // --- Launches --------------------------------------------------------------------------------
-
-// Invokes fn(T{}) for the data types of batch normalization; float64 is refused as on the CPU.
-template <typename Fn>
-absl::Status DispatchData(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::kFloat32: return fn(float{});
-    case DType::kFloat16: return fn(__half{});
-    case DType::kBFloat16: return fn(__nv_bfloat16{});
-    case DType::kFloat64:
-      return absl::InvalidArgumentError("batch normalization of float64 is not supported");
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("dtype ", static_cast<uint32_t>(dtype), " is not a floating-point type"));
-  }
-}
-
-struct BatchNormLaunch {
-  TensorDescriptorSettings x;
-  ChannelLayout layout;
-  BatchNormParams params;
-};
-
-absl::StatusOr<BatchNormLaunch> ReadLaunch(const CudaKernelContext& context, size_t buffers) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(buffers));
-  BatchNormLaunch launch;
-  VGPU_ASSIGN_OR_RETURN(launch.x, context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings parameters,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(launch.params, context.Params().Get<BatchNormParams>());
-  VGPU_ASSIGN_OR_RETURN(launch.layout, LayoutOf(launch.x, parameters, launch.params.data_format));
-  return launch;
-}
-
-absl::StatusOr<std::vector<float*>> ChannelBuffers(const CudaKernelContext& context,
-                                                   std::initializer_list<size_t> indices,
-                                                   int64_t channels) {
-  std::vector<float*> result;
-  for (size_t index : indices) {
-    VGPU_ASSIGN_OR_RETURN(float* buffer, context.Buffer<float>(index, channels));
-    result.push_back(buffer);
-  }
-  return result;
-}
 
 // Workspace of `doubles` doubles followed by `floats` floats (both 256-byte aligned).
 struct Scratch {
@@ -354,21 +262,17 @@ absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t el
 }
 
 absl::Status ForwardTraining(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 10));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p,
-                        ChannelBuffers(context, {1, 2, 3, 4, 6, 7, 8, 9}, channels));
-  const float* offset = p[1];
-  return DispatchData(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
     if (channels == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
     VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 2 * channels, 2 * channels));
-    TrainingOutputs out{p[0], p[2], p[3], p[4], p[5], p[6], p[7], scratch.floats,
-                        scratch.floats + channels};
+    const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
     if (layout.elements() > 0) {
       ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
           layout, StatisticTerms<T>{x}, scratch.doubles);
@@ -381,43 +285,39 @@ absl::Status ForwardTraining(const CudaKernelContext& context) {
                                 out));
     return Launch("batch_norm_forward_training", device, layout.elements(), NormalizeKernel<T>,
                   layout, x, static_cast<const float*>(out.mean),
-                  static_cast<const float*>(out.multiplier), offset, y);
+                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
   });
 }
 
 absl::Status ForwardInference(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 10));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p,
-                        ChannelBuffers(context, {1, 2, 3, 4, 6, 7, 8, 9}, channels));
-  const float* offset = p[1];
-  return DispatchData(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
     if (channels == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
     VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 0, 2 * channels));
-    InferenceOutputs out{p[0], p[2], p[3], p[4], p[5], p[6], p[7], scratch.floats,
-                         scratch.floats + channels};
+    const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
     VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
                                 FinalizeInferenceKernel, layout, launch.params.epsilon,
                                 layout.elements() == 0, out));
     return Launch("batch_norm_forward_inference", device, layout.elements(), NormalizeKernel<T>,
-                  layout, x, static_cast<const float*>(out.mean_copy),
-                  static_cast<const float*>(out.multiplier), offset, y);
+                  layout, x, static_cast<const float*>(out.mean),
+                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
   });
 }
 
 template <bool kTraining>
 absl::Status Backward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BatchNormLaunch launch, ReadLaunch(context, 8));
+  VGPU_ASSIGN_OR_RETURN(const BatchNormBackwardLaunch launch,
+                        ReadBatchNormBackwardLaunch(context));
   const ChannelLayout layout = launch.layout;
   const int64_t channels = layout.channels;
-  VGPU_ASSIGN_OR_RETURN(std::vector<float*> p, ChannelBuffers(context, {2, 3, 4, 6, 7}, channels));
-  const float* mean = p[1];
-  return DispatchData(launch.x.dtype, [&](auto zero) -> absl::Status {
+  const float* mean = launch.channel.mean;
+  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, layout.elements()));
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(1, layout.elements()));
@@ -425,8 +325,8 @@ absl::Status Backward(const CudaKernelContext& context) {
     if (channels == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
     VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 2 * channels, 3 * channels));
-    BackwardChannels out{p[0], p[2], p[3], p[4], scratch.floats, scratch.floats + channels,
-                         scratch.floats + 2 * channels};
+    const BackwardChannels out{launch.channel, scratch.floats, scratch.floats + channels,
+                               scratch.floats + 2 * channels};
     if (layout.elements() > 0) {
       ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
           layout, GradientTerms<T>{dy, x, mean}, scratch.doubles);

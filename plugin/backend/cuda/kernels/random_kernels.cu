@@ -33,23 +33,30 @@
 // for several keys/counters (including a counter near 2^64 so the Skip carry is exercised) and
 // counts not a multiple of 4; float64 normal within a relative 1e-15 (and count how many differ
 // bitwise); the first normal launch's latency (table build) is acceptable.
+//
+// The launch layer (launch/random_launch.h) reads and validates every launch, as for the CPU
+// executor; these kernels only compute.
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <map>
 #include <mutex>
 #include <type_traits>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/element_helpers.cuh"
+#include "plugin/backend/launch/random_launch.h"
 #include "plugin/common/philox.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/random.h"
 
 namespace vgpu::cuda {
 namespace {
+
+using random_launch::RandomOutput;
+using random_launch::ReadPhiloxLaunch;
+using random_launch::ReadUniformIntLaunch;
+using random_launch::UniformIntLaunch;
 
 // --- Philox4x32-10 on the device (philox.h's arithmetic) --------------------------------------
 
@@ -247,7 +254,8 @@ struct FullIntDistribution {
 template <typename T, typename Distribution>
 __global__ void FillFromBlocksKernel(DevicePhilox base, Distribution distribution, int64_t count,
                                      int64_t blocks, T* __restrict__ out) {
-  for (int64_t block = elements::GridThreadIndex(); block < blocks; block += elements::GridStride()) {
+  for (int64_t block = elements::GridThreadIndex(); block < blocks;
+       block += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(block));
     const uint4 bits = generator.Next();
@@ -265,7 +273,8 @@ __global__ void TruncatedNormalKernel(DevicePhilox base, NormalTables tables, in
   constexpr bool kDouble = std::is_same_v<T, double>;
   constexpr int kPerGroup = kDouble ? 2 : 4;
   constexpr uint64_t kBlocksPerGroup = kDouble ? 128 : 256;
-  for (int64_t group = elements::GridThreadIndex(); group < groups; group += elements::GridStride()) {
+  for (int64_t group = elements::GridThreadIndex(); group < groups;
+       group += elements::GridStride()) {
     DevicePhilox generator = base;
     generator.Skip(static_cast<uint64_t>(group) * kBlocksPerGroup);
     DeviceWords words{&generator};
@@ -337,10 +346,11 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
   float* radius_device = nullptr;
   float2* sincos_device = nullptr;
   auto upload = [&]() -> absl::Status {
-    VGPU_RETURN_IF_ERROR(elements::CudaError(cudaMalloc(&radius_device, kMantissaValues * sizeof(float)),
-                                       "cudaMalloc (normal tables)"));
     VGPU_RETURN_IF_ERROR(elements::CudaError(
-        cudaMalloc(&sincos_device, kMantissaValues * sizeof(float2)), "cudaMalloc (normal tables)"));
+        cudaMalloc(&radius_device, kMantissaValues * sizeof(float)), "cudaMalloc (normal tables)"));
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
+        cudaMalloc(&sincos_device, kMantissaValues * sizeof(float2)),
+        "cudaMalloc (normal tables)"));
     VGPU_RETURN_IF_ERROR(elements::CudaError(
         cudaMemcpyAsync(radius_device, radius.data(), kMantissaValues * sizeof(float),
                         cudaMemcpyHostToDevice, device.stream),
@@ -365,14 +375,6 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
 
 // --- Kernels --------------------------------------------------------------------------------
 
-absl::StatusOr<random::PhiloxParams> ReadPhiloxParams(ParamReader& reader) {
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, reader.Get<random::PhiloxParams>());
-  if (params.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(absl::StrCat("too many random numbers: ", params.count));
-  }
-  return params;
-}
-
 template <typename T, typename Distribution>
 absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
                          const random::PhiloxParams& params, const Distribution& distribution,
@@ -380,7 +382,7 @@ absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
   const int64_t count = static_cast<int64_t>(params.count);
   const int64_t blocks = (count + Distribution::kPerBlock - 1) / Distribution::kPerBlock;
   return elements::Launch(name, *context.device, blocks, FillFromBlocksKernel<T, Distribution>,
-                    MakePhilox(params), distribution, count, blocks, out);
+                          MakePhilox(params), distribution, count, blocks, out);
 }
 
 enum class FloatingKind { kUniform, kNormal, kTruncatedNormal };
@@ -391,9 +393,8 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
   constexpr const char* kName = kKind == FloatingKind::kUniform  ? "random_uniform"
                                 : kKind == FloatingKind::kNormal ? "random_normal"
                                                                  : "random_truncated_normal";
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kFloating));
   return elements::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
@@ -412,7 +413,7 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
         const int64_t count = static_cast<int64_t>(params.count);
         const int64_t groups = (count + kPerGroup - 1) / kPerGroup;
         return elements::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
-                          MakePhilox(params), tables, count, groups, out);
+                                MakePhilox(params), tables, count, groups, out);
       }
     }
   });
@@ -420,37 +421,21 @@ absl::Status FloatingKernel(const CudaKernelContext& context) {
 
 // random::kUniformInt.
 absl::Status UniformInt(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(random::UniformIntParams params,
-                        context.Params().Get<random::UniformIntParams>());
-  if (params.philox.count > static_cast<uint64_t>(kMaxLaunchElements)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("too many random numbers: ", params.philox.count));
-  }
-  return elements::Dispatch::Int32Or64(params.philox.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const UniformIntLaunch launch, ReadUniformIntLaunch(context));
+  return elements::Dispatch::Int32Or64(launch.philox.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    using Unsigned = std::make_unsigned_t<T>;
-    if (params.minval < std::numeric_limits<T>::min() ||
-        params.maxval > std::numeric_limits<T>::max() || params.minval >= params.maxval) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "uniform integers need minval < maxval within the dtype, got ", params.minval, " and ",
-          params.maxval));
-    }
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.philox.count));
-    if (params.philox.count == 0) return absl::OkStatus();
-    const T minval = static_cast<T>(params.minval);
+    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, launch.philox.count));
+    if (launch.philox.count == 0) return absl::OkStatus();
     const UniformIntDistribution<T> distribution{
-        minval, static_cast<Unsigned>(static_cast<Unsigned>(static_cast<T>(params.maxval)) -
-                                      static_cast<Unsigned>(minval))};
-    return EnqueueFill<T>(context, "random_uniform_int", params.philox, distribution, out);
+        static_cast<T>(launch.minval), static_cast<std::make_unsigned_t<T>>(launch.range)};
+    return EnqueueFill<T>(context, "random_uniform_int", launch.philox, distribution, out);
   });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(random::PhiloxParams params, ReadPhiloxParams(reader));
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                        ReadPhiloxLaunch(context, RandomOutput::kInt32Or64));
   return elements::Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));

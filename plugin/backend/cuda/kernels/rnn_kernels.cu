@@ -10,7 +10,9 @@
 // and dropout RNG differ, so a cuDNN implementation needs a weight repacking kernel (weight
 // space -> cudnnGetRNNWeightParams' matrices), and either a reserve space that carries cuDNN's
 // opaque reserve after the protocol's header or kernels of this executor's own. Left for a
-// later change.
+// later change, which starts from the launch layer's reader (launch/rnn_launch.h: the launch
+// validated, the reserve header built and checked) as the CPU executor does; until then a
+// launch is refused before it is read.
 #include "absl/status/status.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/protocol/kernels/rnn.h"

@@ -15,8 +15,11 @@
 // indices update a row in TensorFlow's serial order, deterministically. The parallelism is the
 // row width (`inner`); a launch with narrow rows and many indices runs long serial loops.
 //
-// Validation is the CPU's CheckLayout: buffer count, alignment and size of every buffer
-// ('v' variable, 'g' gradient, 's' scalar, 'i' indices) before anything is enqueued.
+// The launch layer (launch/training_launch.h) lists the family's kernels with the layout of
+// their buffers ('v' variable, 'g' gradient, 's' scalar, 'i' indices), reads and validates every
+// launch (buffer count, alignment and size of every buffer) before anything is enqueued, as for
+// the CPU executor, and registers the kernels: this file holds each kernel's arithmetic
+// (Update<id>) and the grid loops that apply it.
 //
 // What the GPU run must confirm: every id against the CPU executor for all four dtypes and
 // every flag (use_nesterov, update_slots, multiply_linear_by_lr, lr_power == -0.5 or not,
@@ -26,10 +29,9 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/string_view.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/element_helpers.cuh"
+#include "plugin/backend/launch/training_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/training.h"
 
@@ -37,11 +39,12 @@ namespace vgpu::cuda {
 namespace {
 
 using namespace elements;  // NOLINT: the element types and functions of this family's helpers
-using training::SparseUpdateParams;
-using training::UpdateParams;
+using training_launch::DenseUpdateLaunch;
+using training_launch::SparseUpdateLaunch;
+using training_launch::UpdateKernelSpec;
 
-constexpr int64_t kMaxElements = kMaxLaunchElements;
-constexpr int kMaxOperands = 11;  // kApplyAdamWithAmsgrad
+// Every buffer of any kernel of the family (kApplyAdamWithAmsgrad has the most, 11).
+constexpr size_t kMaxOperands = training_launch::MaxUpdateBuffers();
 
 // The launch's buffers as T, passed by value. V(k, offset) is element `offset` of buffer k (a
 // variable or the gradient), S(k) the scalar in buffer k.
@@ -54,30 +57,6 @@ struct Operands {
   __device__ bool Flag(uint32_t bit) const { return (flags & bit) != 0; }
 };
 
-// Checks every buffer against `layout` (the CPU executor's CheckLayout).
-absl::Status CheckLayout(const CudaKernelContext& context, absl::string_view layout,
-                         uint64_t element_size, int64_t count, int64_t grad_count,
-                         int64_t index_count, uint64_t index_size) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(layout.size()));
-  for (size_t i = 0; i < layout.size(); ++i) {
-    uint64_t bytes = 0;
-    uint64_t alignment = element_size;
-    switch (layout[i]) {
-      case 'v': bytes = static_cast<uint64_t>(count) * element_size; break;
-      case 'g': bytes = static_cast<uint64_t>(grad_count) * element_size; break;
-      case 's': bytes = element_size; break;
-      case 'i':
-        bytes = static_cast<uint64_t>(index_count) * index_size;
-        alignment = index_size;
-        break;
-      default: return absl::InternalError("bad operand layout");
-    }
-    VGPU_RETURN_IF_ERROR(context.ExpectAligned(i, alignment));
-    VGPU_RETURN_IF_ERROR(context.Buffer<uint8_t>(i, bytes).status());
-  }
-  return absl::OkStatus();
-}
-
 template <typename T>
 Operands<T> OperandsOf(const CudaKernelContext& context, uint32_t flags) {
   Operands<T> operands{};
@@ -87,6 +66,11 @@ Operands<T> OperandsOf(const CudaKernelContext& context, uint32_t flags) {
   operands.flags = flags;
   return operands;
 }
+
+// The arithmetic of kernel `kId`, for one element: Update<kId>::Apply(o, v, g) updates element
+// v of the variables with element g of the gradient (v == g for a dense kernel).
+template <KernelId kId>
+struct Update;
 
 // ---------------------------------------------------------------------------------------------
 // Dense updates: Apply(o, e, e) for element e. The sparse ones reuse some with (row element,
@@ -107,7 +91,8 @@ __device__ inline T ProximalStep(T var, T rate, T l1, T l2) {
 }
 
 // kApplyGradientDescent: [var, alpha, delta].
-struct GradientDescent {
+template <>
+struct Update<training::kApplyGradientDescent> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     o.V(0, v) = o.V(0, v) - o.V(2, g) * o.S(1);
@@ -115,7 +100,8 @@ struct GradientDescent {
 };
 
 // kApplyMomentum: [var, accum, lr, grad, momentum].
-struct Momentum {
+template <>
+struct Update<training::kApplyMomentum> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -131,7 +117,8 @@ struct Momentum {
 };
 
 // kApplyAdam: [var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad].
-struct Adam {
+template <>
+struct Update<training::kApplyAdam> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
     T& var = o.V(0, e);
@@ -152,7 +139,8 @@ struct Adam {
 };
 
 // kApplyAdagrad: [var, accum, lr, grad].
-struct Adagrad {
+template <>
+struct Update<training::kApplyAdagrad> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -164,7 +152,8 @@ struct Adagrad {
 };
 
 // kApplyAdagradV2: [var, accum, lr, epsilon, grad].
-struct AdagradV2 {
+template <>
+struct Update<training::kApplyAdagradV2> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -176,7 +165,8 @@ struct AdagradV2 {
 };
 
 // kApplyProximalAdagrad: [var, accum, lr, l1, l2, grad].
-struct ProximalAdagrad {
+template <>
+struct Update<training::kApplyProximalAdagrad> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -190,7 +180,8 @@ struct ProximalAdagrad {
 };
 
 // kApplyProximalGradientDescent: [var, alpha, l1, l2, delta].
-struct ProximalGradientDescent {
+template <>
+struct Update<training::kApplyProximalGradientDescent> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -201,7 +192,8 @@ struct ProximalGradientDescent {
 };
 
 // kApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad].
-struct Adadelta {
+template <>
+struct Update<training::kApplyAdadelta> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -216,7 +208,8 @@ struct Adadelta {
 };
 
 // kApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad].
-struct RMSProp {
+template <>
+struct Update<training::kApplyRMSProp> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -230,7 +223,8 @@ struct RMSProp {
 };
 
 // kApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad].
-struct CenteredRMSProp {
+template <>
+struct Update<training::kApplyCenteredRMSProp> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -248,7 +242,8 @@ struct CenteredRMSProp {
 
 // kApplyAdamWithAmsgrad: [var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2,
 // epsilon, grad].
-struct AdamWithAmsgrad {
+template <>
+struct Update<training::kApplyAdamWithAmsgrad> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
     T& var = o.V(0, e);
@@ -267,7 +262,8 @@ struct AdamWithAmsgrad {
 };
 
 // kApplyAdaMax: [var, m, v, beta1_power, lr, beta1, beta2, epsilon, grad].
-struct AdaMax {
+template <>
+struct Update<training::kApplyAdaMax> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
     T& var = o.V(0, e);
@@ -350,8 +346,24 @@ struct KerasMomentum {
   }
 };
 
+// Dense Ftrl: [var, accum, linear, grad, lr, l1, l2, (l2_shrinkage,) lr_power]; sparse Ftrl:
+// [var, accum, linear, grad, indices, lr, l1, l2, (l2_shrinkage,) lr_power].
+template <>
+struct Update<training::kApplyFtrl> : Ftrl<4, 5, 6, 0, 7, false> {};
+template <>
+struct Update<training::kApplyFtrlV2> : Ftrl<4, 5, 6, 7, 8, false> {};
+template <>
+struct Update<training::kSparseApplyFtrl> : Ftrl<5, 6, 7, 0, 8, true> {};
+template <>
+struct Update<training::kSparseApplyFtrlV2> : Ftrl<5, 6, 7, 8, 9, true> {};
+template <>
+struct Update<training::kApplyKerasMomentum> : KerasMomentum<4> {};
+template <>
+struct Update<training::kSparseApplyKerasMomentum> : KerasMomentum<5> {};
+
 // kApplyAddSign: [var, m, lr, alpha, sign_decay, beta, grad].
-struct AddSign {
+template <>
+struct Update<training::kApplyAddSign> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -364,7 +376,8 @@ struct AddSign {
 };
 
 // kApplyPowerSign: [var, m, lr, logbase, sign_decay, beta, grad].
-struct PowerSign {
+template <>
+struct Update<training::kApplyPowerSign> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -381,7 +394,8 @@ struct PowerSign {
 // Sparse-only row updates (formulas of the CPU's sparse kernels). Buffers as training.h lists.
 
 // kSparseApplyAdagrad: [var, accum, lr, grad, indices].
-struct SparseAdagrad {
+template <>
+struct Update<training::kSparseApplyAdagrad> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -393,7 +407,8 @@ struct SparseAdagrad {
 };
 
 // kSparseApplyAdagradV2: [var, accum, lr, epsilon, grad, indices].
-struct SparseAdagradV2 {
+template <>
+struct Update<training::kSparseApplyAdagradV2> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -406,10 +421,12 @@ struct SparseAdagradV2 {
 
 // kSparseApplyProximalAdagrad: [var, accum, lr, l1, l2, grad, indices] (same arithmetic as
 // the dense kernel).
-using SparseProximalAdagrad = ProximalAdagrad;
+template <>
+struct Update<training::kSparseApplyProximalAdagrad> : Update<training::kApplyProximalAdagrad> {};
 
 // kSparseApplyMomentum: [var, accum, lr, grad, indices, momentum].
-struct SparseMomentum {
+template <>
+struct Update<training::kSparseApplyMomentum> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -425,10 +442,12 @@ struct SparseMomentum {
 };
 
 // kSparseApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad, indices].
-using SparseAdadelta = Adadelta;
+template <>
+struct Update<training::kSparseApplyAdadelta> : Update<training::kApplyAdadelta> {};
 
 // kSparseApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-struct SparseRMSProp {
+template <>
+struct Update<training::kSparseApplyRMSProp> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -442,7 +461,8 @@ struct SparseRMSProp {
 };
 
 // kSparseApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-struct SparseCenteredRMSProp {
+template <>
+struct Update<training::kSparseApplyCenteredRMSProp> {
   template <typename T>
   __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
     T& var = o.V(0, v);
@@ -459,176 +479,65 @@ struct SparseCenteredRMSProp {
 };
 
 // kSparseApplyProximalGradientDescent: [var, alpha, l1, l2, grad, indices].
-using SparseProximalGradientDescent = ProximalGradientDescent;
+template <>
+struct Update<training::kSparseApplyProximalGradientDescent>
+    : Update<training::kApplyProximalGradientDescent> {};
 
 // ---------------------------------------------------------------------------------------------
 // Kernels and launchers
 
-template <typename T, typename Update>
+template <typename T, typename ElementUpdate>
 __global__ void DenseUpdateKernel(Operands<T> operands, int64_t count) {
   for (int64_t i = GridThreadIndex(); i < count; i += GridStride()) {
-    Update::Apply(operands, i, i);
+    ElementUpdate::Apply(operands, i, i);
   }
 }
 
-template <typename T, typename Index, typename Update>
+template <typename T, typename Index, typename ElementUpdate>
 __global__ void SparseUpdateKernel(Operands<T> operands, const Index* __restrict__ indices,
                                    int64_t rows, int64_t inner, int64_t num_indices) {
   for (int64_t column = GridThreadIndex(); column < inner; column += GridStride()) {
     for (int64_t n = 0; n < num_indices; ++n) {
       const int64_t row = static_cast<int64_t>(indices[n]);
       if (row < 0 || row >= rows) continue;  // out of range: skipped
-      Update::Apply(operands, row * inner + column, n * inner + column);
+      ElementUpdate::Apply(operands, row * inner + column, n * inner + column);
     }
   }
 }
 
-// A dense update: UpdateParams, CheckLayout, then one kernel.
-template <typename Update>
-absl::Status RunDense(const CudaKernelContext& context, absl::string_view layout,
-                      const char* name) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(UpdateParams params, reader.Get<UpdateParams>());
-  if (params.count > static_cast<uint64_t>(kMaxElements)) {
-    return absl::InvalidArgumentError("variable has too many elements");
-  }
-  const int64_t count = static_cast<int64_t>(params.count);
-  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), count, count, 0, 0));
-    if (count == 0) return absl::OkStatus();
-    return Launch(name, *context.device, count, DenseUpdateKernel<T, Update>,
-                  OperandsOf<T>(context, params.flags), count);
-  });
-}
+// How the CUDA executor computes a validated, non-empty update launch (the Runner of
+// training_launch::AddUpdateKernels): one kernel on the stream.
+struct UpdateRunner {
+  using Dispatch = elements::Dispatch;
 
-// A sparse update: SparseUpdateParams, CheckLayout (indices at `indices_index`), one kernel.
-template <typename Update>
-absl::Status RunSparse(const CudaKernelContext& context, absl::string_view layout,
-                       size_t indices_index, const char* name) {
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(SparseUpdateParams params, reader.Get<SparseUpdateParams>());
-  if (params.rows < 0 || params.inner < 0 || params.num_indices < 0) {
-    return absl::InvalidArgumentError("negative sparse update size");
+  // A dense update: one thread per element.
+  template <typename DenseUpdate, typename T>
+  static absl::Status Dense(const CudaKernelContext& context, const UpdateKernelSpec& kernel,
+                            const DenseUpdateLaunch& launch) {
+    return Launch(kernel.name, *context.device, launch.count, DenseUpdateKernel<T, DenseUpdate>,
+                  OperandsOf<T>(context, launch.params.flags), launch.count);
   }
-  const __int128 var_count = static_cast<__int128>(params.rows) * params.inner;
-  const __int128 grad_count = static_cast<__int128>(params.num_indices) * params.inner;
-  if (var_count > kMaxElements || grad_count > kMaxElements || params.num_indices > kMaxElements) {
-    return absl::InvalidArgumentError("sparse update has too many elements");
-  }
-  if (params.index_dtype != DType::kInt32 && params.index_dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("indices must be int32 or int64");
-  }
-  const uint64_t index_size = DTypeSize(params.index_dtype);
-  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_RETURN_IF_ERROR(CheckLayout(context, layout, sizeof(T), static_cast<int64_t>(var_count),
-                                     static_cast<int64_t>(grad_count), params.num_indices,
-                                     index_size));
-    if (grad_count == 0) return absl::OkStatus();
+
+  // A sparse update: one thread per column, applying the indices in order.
+  template <typename RowUpdate, typename T>
+  static absl::Status Sparse(const CudaKernelContext& context, const UpdateKernelSpec& kernel,
+                             const SparseUpdateLaunch& launch) {
+    const training::SparseUpdateParams& params = launch.params;
     const Operands<T> operands = OperandsOf<T>(context, params.flags);
     return Dispatch::Index(params.index_dtype, [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
-      return Launch(name, *context.device, params.inner, SparseUpdateKernel<T, Index, Update>,
-                    operands, reinterpret_cast<const Index*>(context.buffers[indices_index]),
+      return Launch(kernel.name, *context.device, params.inner,
+                    SparseUpdateKernel<T, Index, RowUpdate>, operands,
+                    reinterpret_cast<const Index*>(context.buffers[launch.indices_buffer]),
                     params.rows, params.inner, params.num_indices);
     });
-  });
-}
-
-// Dense Ftrl: [var, accum, linear, grad, lr, l1, l2, (l2_shrinkage,) lr_power]; sparse Ftrl:
-// [var, accum, linear, grad, indices, lr, l1, l2, (l2_shrinkage,) lr_power].
-using DenseFtrl = Ftrl<4, 5, 6, 0, 7, false>;
-using DenseFtrlV2 = Ftrl<4, 5, 6, 7, 8, false>;
-using SparseFtrl = Ftrl<5, 6, 7, 0, 8, true>;
-using SparseFtrlV2 = Ftrl<5, 6, 7, 8, 9, true>;
-
-#define VGPU_DENSE_KERNEL(Function, Update, layout, name)       \
-  absl::Status Function(const CudaKernelContext& context) {      \
-    return RunDense<Update>(context, layout, name);              \
   }
-#define VGPU_SPARSE_KERNEL(Function, Update, layout, indices, name) \
-  absl::Status Function(const CudaKernelContext& context) {          \
-    return RunSparse<Update>(context, layout, indices, name);        \
-  }
-
-VGPU_DENSE_KERNEL(ApplyGradientDescent, GradientDescent, "vsg", "apply_gradient_descent")
-VGPU_DENSE_KERNEL(ApplyMomentum, Momentum, "vvsgs", "apply_momentum")
-VGPU_DENSE_KERNEL(ApplyAdam, Adam, "vvvssssssg", "apply_adam")
-VGPU_DENSE_KERNEL(ApplyAdagrad, Adagrad, "vvsg", "apply_adagrad")
-VGPU_DENSE_KERNEL(ApplyAdagradV2, AdagradV2, "vvssg", "apply_adagrad_v2")
-VGPU_DENSE_KERNEL(ApplyProximalAdagrad, ProximalAdagrad, "vvsssg", "apply_proximal_adagrad")
-VGPU_DENSE_KERNEL(ApplyProximalGradientDescent, ProximalGradientDescent, "vsssg",
-                  "apply_proximal_gradient_descent")
-VGPU_DENSE_KERNEL(ApplyAdadelta, Adadelta, "vvvsssg", "apply_adadelta")
-VGPU_DENSE_KERNEL(ApplyRMSProp, RMSProp, "vvvssssg", "apply_rms_prop")
-VGPU_DENSE_KERNEL(ApplyCenteredRMSProp, CenteredRMSProp, "vvvvssssg", "apply_centered_rms_prop")
-VGPU_DENSE_KERNEL(ApplyAdamWithAmsgrad, AdamWithAmsgrad, "vvvvssssssg",
-                  "apply_adam_with_amsgrad")
-VGPU_DENSE_KERNEL(ApplyAdaMax, AdaMax, "vvvsssssg", "apply_ada_max")
-VGPU_DENSE_KERNEL(ApplyFtrl, DenseFtrl, "vvvgssss", "apply_ftrl")
-VGPU_DENSE_KERNEL(ApplyFtrlV2, DenseFtrlV2, "vvvgsssss", "apply_ftrl_v2")
-VGPU_DENSE_KERNEL(ApplyKerasMomentum, KerasMomentum<4>, "vvsgs", "apply_keras_momentum")
-VGPU_DENSE_KERNEL(ApplyAddSign, AddSign, "vvssssg", "apply_add_sign")
-VGPU_DENSE_KERNEL(ApplyPowerSign, PowerSign, "vvssssg", "apply_power_sign")
-
-VGPU_SPARSE_KERNEL(SparseApplyAdagrad, SparseAdagrad, "vvsgi", 4, "sparse_apply_adagrad")
-VGPU_SPARSE_KERNEL(SparseApplyAdagradV2, SparseAdagradV2, "vvssgi", 5, "sparse_apply_adagrad_v2")
-VGPU_SPARSE_KERNEL(SparseApplyProximalAdagrad, SparseProximalAdagrad, "vvsssgi", 6,
-                   "sparse_apply_proximal_adagrad")
-VGPU_SPARSE_KERNEL(SparseApplyFtrl, SparseFtrl, "vvvgissss", 4,
-                   "sparse_apply_ftrl")
-VGPU_SPARSE_KERNEL(SparseApplyFtrlV2, SparseFtrlV2, "vvvgisssss", 4,
-                   "sparse_apply_ftrl_v2")
-VGPU_SPARSE_KERNEL(SparseApplyKerasMomentum, KerasMomentum<5>, "vvsgis", 4,
-                   "sparse_apply_keras_momentum")
-VGPU_SPARSE_KERNEL(SparseApplyMomentum, SparseMomentum, "vvsgis", 4, "sparse_apply_momentum")
-VGPU_SPARSE_KERNEL(SparseApplyAdadelta, SparseAdadelta, "vvvsssgi", 7, "sparse_apply_adadelta")
-VGPU_SPARSE_KERNEL(SparseApplyRMSProp, SparseRMSProp, "vvvssssgi", 8, "sparse_apply_rms_prop")
-VGPU_SPARSE_KERNEL(SparseApplyCenteredRMSProp, SparseCenteredRMSProp, "vvvvssssgi", 9,
-                   "sparse_apply_centered_rms_prop")
-VGPU_SPARSE_KERNEL(SparseApplyProximalGradientDescent, SparseProximalGradientDescent, "vsssgi",
-                   5, "sparse_apply_proximal_gradient_descent")
-
-#undef VGPU_DENSE_KERNEL
-#undef VGPU_SPARSE_KERNEL
+};
 
 }  // namespace
 
 void AddCudaTrainingKernels(CudaKernelTable& table) {
-  table.Add(training::kApplyGradientDescent, "apply_gradient_descent", ApplyGradientDescent);
-  table.Add(training::kApplyMomentum, "apply_momentum", ApplyMomentum);
-  table.Add(training::kApplyAdam, "apply_adam", ApplyAdam);
-  table.Add(training::kApplyAdagrad, "apply_adagrad", ApplyAdagrad);
-  table.Add(training::kApplyAdagradV2, "apply_adagrad_v2", ApplyAdagradV2);
-  table.Add(training::kApplyProximalAdagrad, "apply_proximal_adagrad", ApplyProximalAdagrad);
-  table.Add(training::kApplyProximalGradientDescent, "apply_proximal_gradient_descent",
-            ApplyProximalGradientDescent);
-  table.Add(training::kApplyAdadelta, "apply_adadelta", ApplyAdadelta);
-  table.Add(training::kApplyRMSProp, "apply_rms_prop", ApplyRMSProp);
-  table.Add(training::kApplyCenteredRMSProp, "apply_centered_rms_prop", ApplyCenteredRMSProp);
-  table.Add(training::kApplyAdamWithAmsgrad, "apply_adam_with_amsgrad", ApplyAdamWithAmsgrad);
-  table.Add(training::kApplyAdaMax, "apply_ada_max", ApplyAdaMax);
-  table.Add(training::kApplyFtrl, "apply_ftrl", ApplyFtrl);
-  table.Add(training::kApplyFtrlV2, "apply_ftrl_v2", ApplyFtrlV2);
-  table.Add(training::kApplyKerasMomentum, "apply_keras_momentum", ApplyKerasMomentum);
-  table.Add(training::kApplyAddSign, "apply_add_sign", ApplyAddSign);
-  table.Add(training::kApplyPowerSign, "apply_power_sign", ApplyPowerSign);
-  table.Add(training::kSparseApplyAdagrad, "sparse_apply_adagrad", SparseApplyAdagrad);
-  table.Add(training::kSparseApplyAdagradV2, "sparse_apply_adagrad_v2", SparseApplyAdagradV2);
-  table.Add(training::kSparseApplyProximalAdagrad, "sparse_apply_proximal_adagrad",
-            SparseApplyProximalAdagrad);
-  table.Add(training::kSparseApplyFtrl, "sparse_apply_ftrl", SparseApplyFtrl);
-  table.Add(training::kSparseApplyFtrlV2, "sparse_apply_ftrl_v2", SparseApplyFtrlV2);
-  table.Add(training::kSparseApplyKerasMomentum, "sparse_apply_keras_momentum",
-            SparseApplyKerasMomentum);
-  table.Add(training::kSparseApplyMomentum, "sparse_apply_momentum", SparseApplyMomentum);
-  table.Add(training::kSparseApplyAdadelta, "sparse_apply_adadelta", SparseApplyAdadelta);
-  table.Add(training::kSparseApplyRMSProp, "sparse_apply_rms_prop", SparseApplyRMSProp);
-  table.Add(training::kSparseApplyCenteredRMSProp, "sparse_apply_centered_rms_prop",
-            SparseApplyCenteredRMSProp);
-  table.Add(training::kSparseApplyProximalGradientDescent,
-            "sparse_apply_proximal_gradient_descent", SparseApplyProximalGradientDescent);
+  training_launch::AddUpdateKernels<Update, UpdateRunner>(table);
 }
 
 }  // namespace vgpu::cuda
