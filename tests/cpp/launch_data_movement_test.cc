@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "param_only_launch.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/backend/launch/element_bytes.h"
 #include "plugin/backend/launch/launch_view.h"
@@ -29,21 +30,6 @@ using data_movement_launch::PadLaunch;
 using data_movement_launch::ReverseSequenceGeometry;
 using data_movement_launch::SimplifyStridedCopy;
 using data_movement_launch::StridedCopy;
-
-// A launch of `buffer_count` buffers (nothing behind them: readers only count them) carrying the
-// parameter block the test writes.
-class TestLaunch {
- public:
-  explicit TestLaunch(size_t buffer_count)
-      : pointers_(buffer_count, nullptr), sizes_(buffer_count, 0) {}
-  ParamWriter Params() { return ParamWriter(&params_); }
-  LaunchView View() const { return LaunchView{pointers_, sizes_, params_}; }
-
- private:
-  std::vector<uint8_t*> pointers_;
-  std::vector<uint64_t> sizes_;
-  ParamBlock params_;
-};
 
 void PutDims(ParamWriter& writer, std::initializer_list<int64_t> dims) {
   writer.PutArray<int64_t>(std::vector<int64_t>(dims));
@@ -125,7 +111,7 @@ TEST(StridedCopyPlan, APlanWithAZeroDimensionCountsNoElement) {
 }
 
 TEST(TransposeLaunch, ReadsAPermutationIntoPermutedSourceStrides) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(2);
   PutDims(params, {2, 3, 4});
@@ -143,20 +129,20 @@ TEST(TransposeLaunch, ReadsAPermutationIntoPermutedSourceStrides) {
 }
 
 TEST(TransposeLaunch, RefusesARepeatedAxisAndAWrongBufferCount) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   PutDims(params, {2, 3});
   params.PutArray<int32_t>(std::vector<int32_t>{1, 1});
   EXPECT_EQ(data_movement_launch::ReadTransposeLaunch(launch.View()).status().message(),
             "perm is no permutation");
-  TestLaunch three(3);
+  ParamOnlyLaunch three(3);
   EXPECT_EQ(data_movement_launch::ReadTransposeLaunch(three.View()).status().message(),
             "expected 2 buffers, got 3");
 }
 
 TEST(StridedSliceLaunch, RefusesASliceThatLeavesItsDimension) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   PutDims(params, {5});   // x_dims
@@ -168,7 +154,7 @@ TEST(StridedSliceLaunch, RefusesASliceThatLeavesItsDimension) {
   EXPECT_EQ(inside->plan.src_offset, 4);
   EXPECT_EQ(inside->plan.src_strides[0], -2);
 
-  TestLaunch outside(2);
+  ParamOnlyLaunch outside(2);
   ParamWriter more = outside.Params();
   more.Put<uint32_t>(4);
   PutDims(more, {5});
@@ -180,7 +166,7 @@ TEST(StridedSliceLaunch, RefusesASliceThatLeavesItsDimension) {
 }
 
 TEST(StridedSliceLaunch, TheGradientWritesWhereTheSliceReads) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(8);
   PutDims(params, {6});
@@ -197,7 +183,7 @@ TEST(StridedSliceLaunch, TheGradientWritesWhereTheSliceReads) {
 }
 
 TEST(PadLaunch, RefusesAnOutputWhoseElementCountOverflows) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(1);
   // Every array is bounded (the pads' products are 0), the padded dims [2^40, 2^40] are not.
@@ -211,7 +197,7 @@ TEST(PadLaunch, RefusesAnOutputWhoseElementCountOverflows) {
 }
 
 TEST(PadLaunch, PlacesXAtThePadsOfY) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(2);
   PutDims(params, {2, 2});
@@ -228,7 +214,7 @@ TEST(PadLaunch, PlacesXAtThePadsOfY) {
 }
 
 TEST(TileLaunch, AnEmptyOutputIsNotCheckedForMultiples) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   PutDims(params, {3, 2});
@@ -237,7 +223,7 @@ TEST(TileLaunch, AnEmptyOutputIsNotCheckedForMultiples) {
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->Empty());
 
-  TestLaunch odd(2);
+  ParamOnlyLaunch odd(2);
   ParamWriter more = odd.Params();
   more.Put<uint32_t>(4);
   PutDims(more, {3, 2});
@@ -247,7 +233,7 @@ TEST(TileLaunch, AnEmptyOutputIsNotCheckedForMultiples) {
 }
 
 TEST(ConcatLaunch, CopiesEachPieceIntoItsColumnsAndCountsItsBuffers) {
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   params.Put<int64_t>(2);
@@ -268,7 +254,7 @@ TEST(ConcatLaunch, CopiesEachPieceIntoItsColumnsAndCountsItsBuffers) {
   EXPECT_EQ((*split)[0].src_buffer, 0u);
   EXPECT_EQ((*split)[0].dst_buffer, 1u);
 
-  TestLaunch four(4);
+  ParamOnlyLaunch four(4);
   ParamWriter same = four.Params();
   same.Put<uint32_t>(4);
   same.Put<int64_t>(2);
@@ -278,7 +264,7 @@ TEST(ConcatLaunch, CopiesEachPieceIntoItsColumnsAndCountsItsBuffers) {
 }
 
 TEST(ReverseLaunch, FlagsAreZeroOrOne) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(1);
   PutDims(params, {4, 2});
@@ -286,7 +272,7 @@ TEST(ReverseLaunch, FlagsAreZeroOrOne) {
   EXPECT_EQ(data_movement_launch::ReadReverseLaunch(launch.View()).status().message(),
             "reverse: flags must be 0 or 1");
 
-  TestLaunch good(2);
+  ParamOnlyLaunch good(2);
   ParamWriter more = good.Params();
   more.Put<uint32_t>(1);
   PutDims(more, {4, 2});
@@ -299,7 +285,7 @@ TEST(ReverseLaunch, FlagsAreZeroOrOne) {
 
 ReverseSequenceGeometry SequenceGeometry(std::initializer_list<int64_t> dims, int32_t batch_dim,
                                          int32_t seq_dim) {
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   params.Put<uint32_t>(4);
@@ -313,13 +299,13 @@ ReverseSequenceGeometry SequenceGeometry(std::initializer_list<int64_t> dims, in
 }
 
 TEST(ReverseSequenceLaunch, RefusesBadDimensionsAndLengthSizes) {
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   params.Put<uint32_t>(2);
   EXPECT_EQ(data_movement_launch::ReadReverseSequenceLaunch(launch.View()).status().message(),
             "reverse_sequence: lengths must be int32 or int64");
-  TestLaunch same(3);
+  ParamOnlyLaunch same(3);
   ParamWriter more = same.Params();
   more.Put<uint32_t>(4);
   more.Put<uint32_t>(8);
@@ -356,7 +342,7 @@ TEST(ReverseSequenceLaunch, AnEmptyInputHasNoRuns) {
 }
 
 TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(4);
   PutDims(params, {3});
@@ -366,7 +352,7 @@ TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
   EXPECT_EQ(data_movement_launch::ReadMirrorPadLaunch(launch.View()).status().message(),
             "mirror pad: dimension 0 of size 3 cannot be padded by 3 and 0");
 
-  TestLaunch symmetric(2);
+  ParamOnlyLaunch symmetric(2);
   ParamWriter more = symmetric.Params();
   more.Put<uint32_t>(4);
   PutDims(more, {3});
@@ -382,7 +368,7 @@ TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
 }
 
 TEST(MirrorPadLaunch, TheGradientFoldsEveryPaddedDimensionTheLastIntoDx) {
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put<uint32_t>(static_cast<uint32_t>(DType::kFloat32));
   PutDims(params, {2, 3, 4});

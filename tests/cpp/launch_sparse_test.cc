@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
+#include "param_only_launch.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/backend/launch/sparse_launch.h"
 #include "plugin/protocol/kernels/sparse.h"
@@ -19,25 +20,10 @@ namespace {
 using sparse::ScatterOp;
 using sparse::SegmentOp;
 
-// A launch of `buffer_count` buffers (nothing behind them: readers only count them) carrying the
-// parameter block the test writes.
-class TestLaunch {
- public:
-  explicit TestLaunch(size_t buffer_count)
-      : pointers_(buffer_count, nullptr), sizes_(buffer_count, 0) {}
-  ParamWriter Params() { return ParamWriter(&params_); }
-  LaunchView View() const { return LaunchView{pointers_, sizes_, params_}; }
-
- private:
-  std::vector<uint8_t*> pointers_;
-  std::vector<uint64_t> sizes_;
-  ParamBlock params_;
-};
-
 TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   sparse::GatherParams p;
   p.element_size = 3;
-  TestLaunch bad(3);
+  ParamOnlyLaunch bad(3);
   bad.Params().Put(p);
   EXPECT_EQ(sparse_launch::ReadGatherLaunch(bad.View()).status().message(),
             "element size 3 is not 1, 2, 4 or 8");
@@ -48,7 +34,7 @@ TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   p.gather_size = 5;
   p.inner = 4;
   p.indices_per_batch = 6;
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   launch.Params().Put(p);
   absl::StatusOr<sparse_launch::GatherLaunch> gather =
       sparse_launch::ReadGatherLaunch(launch.View());
@@ -69,7 +55,7 @@ TEST(SparseLaunch, CountsThatOverflowAreRefused) {
   p.batch = int64_t{1} << 40;
   p.outer = int64_t{1} << 40;
   p.gather_size = 1;
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   launch.Params().Put(p);
   const absl::Status status = sparse_launch::ReadGatherLaunch(launch.View()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
@@ -102,7 +88,7 @@ TEST(SparseLaunch, ScatterOpsAreCheckedAgainstTheDtype) {
   sparse::ScatterParams p;
   p.dtype = DType::kBool;
   p.op = ScatterOp::kSub;
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   launch.Params().Put(p);
   EXPECT_EQ(sparse_launch::ReadScatterLaunch(launch.View()).status().message(),
             "bool scatters can only assign, add, min or max");
@@ -111,7 +97,7 @@ TEST(SparseLaunch, ScatterOpsAreCheckedAgainstTheDtype) {
 
   sparse::ScatterNdParams nd;
   nd.index_depth = 0;
-  TestLaunch shallow(3);
+  ParamOnlyLaunch shallow(3);
   shallow.Params().Put(nd);
   EXPECT_EQ(sparse_launch::ReadScatterNdLaunch(shallow.View()).status().message(),
             "index depth must be at least 1");
@@ -123,7 +109,7 @@ TEST(SparseLaunch, ScalarScatterUpdatesHoldOneElement) {
   p.inner = 3;
   p.num_indices = 5;
   p.scalar_update = 1;
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   launch.Params().Put(p);
   absl::StatusOr<sparse_launch::ScatterLaunch> scatter =
       sparse_launch::ReadScatterLaunch(launch.View());
@@ -151,7 +137,7 @@ TEST(SparseLaunch, IntegerScatterUpdatesWrapAndDivisionByMinusOneNegates) {
 TEST(SparseLaunch, SegmentReductionsFollowTensorFlowsFunctors) {
   sparse::SegmentReduceParams p;
   p.op = static_cast<SegmentOp>(5);
-  TestLaunch launch(3);
+  ParamOnlyLaunch launch(3);
   launch.Params().Put(p);
   EXPECT_EQ(sparse_launch::ReadSegmentReduceLaunch(launch.View()).status().message(),
             "unknown segment op 5");
@@ -166,7 +152,7 @@ TEST(SparseLaunch, WhereSizesItsCoordinatesAndWritesThemRowMajor) {
   sparse::WhereParams p;
   p.rank = 3;
   p.num_true = 2;
-  TestLaunch launch(2);
+  ParamOnlyLaunch launch(2);
   ParamWriter params = launch.Params();
   params.Put(p);
   params.PutArray<int64_t>(std::vector<int64_t>{2, 3, 4});
@@ -181,7 +167,7 @@ TEST(SparseLaunch, WhereSizesItsCoordinatesAndWritesThemRowMajor) {
   EXPECT_EQ(coordinates[2], 3);
 
   p.rank = 9;
-  TestLaunch deep(2);
+  ParamOnlyLaunch deep(2);
   deep.Params().Put(p);
   EXPECT_EQ(sparse_launch::ReadCountTrueLaunch(deep.View()).status().message(),
             "rank 9 exceeds 8");
