@@ -144,6 +144,8 @@ TEST(SparseLaunch, SegmentReductionsFollowTensorFlowsFunctors) {
   EXPECT_EQ(sparse_launch::SegmentReduceStep<int32_t>(SegmentOp::kProd, 3, 4), 12);
   EXPECT_EQ(sparse_launch::SegmentReduceStep<float>(SegmentOp::kMax, 2.0f, 1.0f), 2.0f);
   EXPECT_EQ(sparse_launch::SegmentReduceStep<float>(SegmentOp::kMean, 2.0f, 1.0f), 3.0f);
+  EXPECT_EQ(sparse_launch::SegmentMean<float>(3.0f, 2.0f), 1.5f);
+  EXPECT_EQ(sparse_launch::SegmentMean<uint8_t>(7, 0), 7);  // a count of 256 rows held in uint8
   EXPECT_EQ(sparse_launch::SegmentOf(3, 3), -1);
   EXPECT_EQ(sparse_launch::SegmentOf(2, 3), 2);
 }

@@ -211,6 +211,17 @@ VGPU_HOST_DEVICE inline T SegmentReduceStep(sparse::SegmentOp op, T data, T outp
   }
 }
 
+// The mean of a segment from its sum and its row count held in T. A count that T holds as 0 (a
+// uint8 count of a multiple of 256 rows wraps) keeps the sum: an integer division by zero would
+// trap (and stop a CPU executor's process).
+template <typename T>
+VGPU_HOST_DEVICE inline T SegmentMean(T sum, T rows) {
+  if constexpr (std::is_integral_v<T>) {
+    if (rows == T(0)) return sum;
+  }
+  return sum / rows;
+}
+
 // The segment of segment id `id`, or -1 (the row is dropped) when outside [0, num_segments).
 VGPU_HOST_DEVICE inline int64_t SegmentOf(int64_t id, int64_t num_segments) {
   return id < 0 || id >= num_segments ? -1 : id;

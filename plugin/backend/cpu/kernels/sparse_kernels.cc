@@ -251,9 +251,9 @@ absl::Status SegmentReduce(const KernelContext& context) {
         for (int64_t s = begin; s < end; ++s) {
           const int64_t count = rows_in_segment[s - begin];
           if (count == 0) continue;
-          const T divisor = static_cast<T>(count);
+          const T rows = static_cast<T>(count);
           T* dst = output + s * p.inner;
-          for (int64_t c = 0; c < p.inner; ++c) dst[c] = dst[c] / divisor;
+          for (int64_t c = 0; c < p.inner; ++c) dst[c] = sparse_launch::SegmentMean(dst[c], rows);
         }
       }
     });

@@ -364,11 +364,7 @@ __global__ void SegmentMeanKernel(T* __restrict__ output, int64_t count, int64_t
   for (int64_t e = GridThreadIndex(); e < count; e += GridStride()) {
     const int64_t rows = static_cast<int64_t>(rows_in_segment[e / inner]);
     if (rows == 0) continue;
-    const T divisor = CastFromInt<T>(rows);
-    if constexpr (std::is_integral_v<T>) {
-      if (divisor == T(0)) continue;  // uint8 counts that wrap to 0 (the CPU would trap)
-    }
-    output[e] = output[e] / divisor;
+    output[e] = sparse_launch::SegmentMean(output[e], CastFromInt<T>(rows));
   }
 }
 
