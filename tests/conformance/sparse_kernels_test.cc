@@ -187,6 +187,25 @@ TEST_P(SparseKernelsTest, SegmentReduceDropsOutOfRangeIdsAndFillsEmptySegments) 
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_P(SparseKernelsTest, SegmentMeanOfUint8WhoseRowCountWrapsToZeroDoesNotDivideByZero) {
+  // 256 rows in segment 0: the count held in uint8 is 0. The segment keeps its (wrapped) sum, as
+  // on the CUDA executor; an integer division by zero would stop the executor's process.
+  GuardedBuffer data = GuardedBuffer::Of<uint8_t>(std::vector<uint8_t>(257, 1));
+  std::vector<int32_t> segment_ids(257, 0);
+  segment_ids[256] = 1;
+  GuardedBuffer ids = GuardedBuffer::Of<int32_t>(segment_ids);
+  GuardedBuffer output(2);
+  sparse::SegmentReduceParams p;
+  p.dtype = DType::kUInt8;
+  p.op = sparse::SegmentOp::kMean;
+  p.num_ids = 257;
+  p.inner = 1;
+  p.num_segments = 2;
+  ASSERT_TRUE(Launch().Buffers({&data, &ids, &output}).Param(p)
+                  .Run(sparse::kSegmentReduce).ok());
+  EXPECT_EQ(output.As<uint8_t>(), (std::vector<uint8_t>{0, 1}));
+}
+
 TEST_P(SparseKernelsTest, WhereWritesNoMoreCoordinatesThanItWasGivenRoomFor) {
   GuardedBuffer input = GuardedBuffer::Of<uint8_t>({0, 1, 1, 0, 1, 1});  // bool [2, 3]
   sparse::WhereParams p;

@@ -1,15 +1,14 @@
 // Helpers of the CUDA data movement, random, sparse and training kernels: the stored element
 // types of the protocol dtypes (Half, BFloat16, Bool8), with arithmetic that rounds like the
-// CPU executor's Eigen types, for the shared dtype dispatch; the byte-generic element types of
-// the data movement and gather kernels (word-sized when aligned, bytewise when a tenant placed a
-// tensor at an odd address); grid-stride launches; a stream-ordered scratch allocation; and the
-// synchronous read-back of a device error flag. (The element-wise, reduction and softmax
-// families compute with device_types.cuh's Narrow types instead.)
+// CPU executor's Eigen types, for the shared dtype dispatch; grid-stride launches; a
+// stream-ordered scratch allocation; and the synchronous read-back of a device error flag. (The
+// byte-generic element types of the data movement and gather kernels, word-sized when aligned
+// and bytewise when a tenant placed a tensor at an odd address, are launch/element_bytes.h's;
+// the element-wise, reduction and softmax families compute with device_types.cuh's Narrow types.)
 #ifndef VGPU_BACKEND_CUDA_KERNELS_ELEMENT_HELPERS_CUH_
 #define VGPU_BACKEND_CUDA_KERNELS_ELEMENT_HELPERS_CUH_
 
 #include <cstdint>
-#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -164,32 +163,6 @@ struct StoredElementTypes {
 
 // Dispatch::Floating, Numeric, All, Int32Or64, Index, ElementSize (launch/dtype_dispatch.h).
 using Dispatch = DTypeDispatch<StoredElementTypes>;
-
-// An element of N bytes with byte alignment: the path for tensors a tenant placed at an
-// address that is not a multiple of the element size (the CPU copies those bytewise too).
-template <int N>
-struct UnalignedElement {
-  uint8_t bytes[N];
-};
-
-// Calls fn(E{}) with the element type for `element_size` bytes at the given addresses: a word
-// type when every address is a multiple of the size, a bytewise one otherwise.
-template <typename Fn>
-absl::Status DispatchElement(size_t element_size, std::initializer_list<const void*> addresses,
-                             Fn&& fn) {
-  uintptr_t bits = 0;
-  for (const void* address : addresses) bits |= reinterpret_cast<uintptr_t>(address);
-  const bool aligned = (bits & (element_size - 1)) == 0;
-  switch (element_size) {
-    case 1: return fn(uint8_t{});
-    case 2: return aligned ? fn(uint16_t{}) : fn(UnalignedElement<2>{});
-    case 4: return aligned ? fn(uint32_t{}) : fn(UnalignedElement<4>{});
-    case 8: return aligned ? fn(uint64_t{}) : fn(UnalignedElement<8>{});
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("element size ", element_size, " is not 1, 2, 4 or 8"));
-  }
-}
 
 // --- Launches ------------------------------------------------------------------------------
 
