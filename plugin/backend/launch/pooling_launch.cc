@@ -104,17 +104,28 @@ absl::StatusOr<PoolGeometry> PoolGeometryOf(const PoolingDescriptorSettings& poo
   return g;
 }
 
-absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch) {
+absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, PoolingKernel kernel) {
+  if (kernel == PoolingKernel::kForward) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
+  if (kernel == PoolingKernel::kGradGrad) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
   PoolingLaunch read;
+  read.kernel = kernel;
   VGPU_ASSIGN_OR_RETURN(read.pooling, launch.Descriptor<PoolingDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(read.x, launch.Descriptor<TensorDescriptorSettings>(1));
   VGPU_ASSIGN_OR_RETURN(read.y, launch.Descriptor<TensorDescriptorSettings>(2));
   VGPU_ASSIGN_OR_RETURN(read.geometry, PoolGeometryOf(read.pooling, read.x, read.y));
+  if (kernel == PoolingKernel::kBackward) {
+    VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(read.pooling.mode == PoolingMode::kMax ? 3 : 2));
+  }
+  if (kernel == PoolingKernel::kGradGrad && read.pooling.mode != PoolingMode::kMax) {
+    return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
+  }
   return read;
 }
 
-absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch) {
+absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch, ArgmaxKernel kernel) {
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
   ArgmaxLaunch read;
+  read.kernel = kernel;
   VGPU_ASSIGN_OR_RETURN(read.pooling, launch.Descriptor<PoolingDescriptorSettings>(0));
   VGPU_ASSIGN_OR_RETURN(read.x, launch.Descriptor<TensorDescriptorSettings>(1));
   VGPU_ASSIGN_OR_RETURN(read.y, launch.Descriptor<TensorDescriptorSettings>(2));
@@ -137,6 +148,11 @@ absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch) {
     return absl::InvalidArgumentError("include_batch_in_index must be 0 or 1");
   }
   read.a.include_batch_in_index = include_batch == 1;
+  if (kernel != ArgmaxKernel::kForward && read.argmax.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError(kernel == ArgmaxKernel::kBackward
+                                          ? "MaxPoolGradWithArgmax needs an int64 argmax"
+                                          : "MaxPoolGradGradWithArgmax needs an int64 argmax");
+  }
   read.a.input_image = read.a.g.InputPositions() * read.a.g.channels;
   read.a.output_image = read.a.g.OutputPositions() * read.a.g.channels;
   return read;

@@ -7,11 +7,14 @@
 #ifndef VGPU_BACKEND_LAUNCH_POOLING_LAUNCH_H_
 #define VGPU_BACKEND_LAUNCH_POOLING_LAUNCH_H_
 
+#include <cstddef>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/launch/host_device.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 
 namespace vgpu::pooling_launch {
@@ -54,13 +57,71 @@ absl::StatusOr<PoolGeometry> PoolGeometryOf(const PoolingDescriptorSettings& poo
                                             const TensorDescriptorSettings& x,
                                             const TensorDescriptorSettings& y);
 
-// pooling::kForward, kBackward, kGradGrad: descriptors [pooling, x, y].
+// The kernels of the family, for the readers' buffer rules.
+enum class PoolingKernel {
+  kForward,   // buffers [x, y]
+  kBackward,  // [x, dy, dx] for max pooling, [dy, dx] for average pooling
+  kGradGrad,  // [x, y, ddx, ddy]; max pooling only
+};
+
+// pooling::kForward, kBackward, kGradGrad: descriptors [pooling, x, y], the buffer count of
+// `kernel` (checked first for kForward and kGradGrad, after the descriptors for kBackward,
+// whose count depends on the mode).
 struct PoolingLaunch {
+  PoolingKernel kernel = PoolingKernel::kForward;
   PoolingDescriptorSettings pooling;
   TensorDescriptorSettings x, y;
   PoolGeometry geometry;
 };
-absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch);
+absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, PoolingKernel kernel);
+
+// A pooling launch's buffers, typed and checked against its geometry. `out` is y (kForward),
+// dx (kBackward) or ddy (kGradGrad); the inputs a kernel does not have are null (x of average
+// pooling's backward pass).
+template <typename T>
+struct PoolingBuffers {
+  const T* x = nullptr;
+  const T* y = nullptr;
+  const T* dy = nullptr;
+  const T* ddx = nullptr;
+  T* out = nullptr;
+};
+
+// Calls fn(PoolingBuffers<T>{...}) with T the element type `Dispatch` (an executor's
+// DTypeDispatch) gives the launch's floating-point dtype, the buffers taken from `context` in
+// the kernel's order. Returns fn's status, or the first dtype or buffer error.
+template <typename Dispatch, typename Context, typename Fn>
+absl::Status WithPoolingBuffers(const Context& context, const PoolingLaunch& launch, Fn&& fn) {
+  const PoolGeometry& g = launch.geometry;
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    PoolingBuffers<T> b;
+    size_t next = 0;
+    switch (launch.kernel) {
+      case PoolingKernel::kForward: {
+        VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
+        VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.output_elements));
+        break;
+      }
+      case PoolingKernel::kBackward: {
+        if (launch.pooling.mode == PoolingMode::kMax) {
+          VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
+        }
+        VGPU_ASSIGN_OR_RETURN(b.dy, context.template Buffer<const T>(next++, g.output_elements));
+        VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.input_elements));
+        break;
+      }
+      case PoolingKernel::kGradGrad: {
+        VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
+        VGPU_ASSIGN_OR_RETURN(b.y, context.template Buffer<const T>(next++, g.output_elements));
+        VGPU_ASSIGN_OR_RETURN(b.ddx, context.template Buffer<const T>(next++, g.input_elements));
+        VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.output_elements));
+        break;
+      }
+    }
+    return fn(b);
+  });
+}
 
 // What the argmax kernels compute with: 2-D NHWC max pooling and where argmax values point.
 struct ArgmaxGeometry {
@@ -77,15 +138,84 @@ VGPU_HOST_DEVICE inline int64_t ArgmaxTarget(const ArgmaxGeometry& a, int64_t i,
   return offset + value;
 }
 
-// pooling::kForwardWithArgmax, kBackwardWithArgmax, kGradGradWithArgmax: descriptors
-// [pooling, x, y, argmax] and the int32 include_batch_in_index parameter, validated: 2-D NHWC
-// max pooling, an int32/int64 argmax tensor of y's shape.
+// The argmax kernels: three buffers each.
+enum class ArgmaxKernel {
+  kForward,   // [x, y, argmax]; argmax int32 or int64
+  kBackward,  // [dy, argmax, dx]; argmax int64
+  kGradGrad,  // [ddx, argmax, ddy]; argmax int64
+};
+
+// pooling::kForwardWithArgmax, kBackwardWithArgmax, kGradGradWithArgmax: three buffers,
+// descriptors [pooling, x, y, argmax] and the int32 include_batch_in_index parameter,
+// validated: 2-D NHWC max pooling, an argmax tensor of y's shape and of the kernel's dtype.
 struct ArgmaxLaunch {
+  ArgmaxKernel kernel = ArgmaxKernel::kForward;
   PoolingDescriptorSettings pooling;
   TensorDescriptorSettings x, y, argmax;
   ArgmaxGeometry a;
 };
-absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch);
+absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch, ArgmaxKernel kernel);
+
+// An argmax launch's buffers, typed and checked against its geometry: `in` is x, dy or ddx and
+// `out` y, dx or ddy, in the kernel's order (see ArgmaxKernel).
+template <typename T, typename Targmax>
+struct ArgmaxBuffers {
+  const T* in = nullptr;
+  T* out = nullptr;
+  Targmax* argmax = nullptr;  // written by kForward, read by the gradients
+};
+
+// The buffers of `launch` as ArgmaxBuffers<T, Targmax>, taken from `context` in the kernel's
+// order.
+template <typename T, typename Targmax, typename Context>
+absl::StatusOr<ArgmaxBuffers<T, Targmax>> TakeArgmaxBuffers(const Context& context,
+                                                            const ArgmaxLaunch& launch) {
+  const PoolGeometry& g = launch.a.g;
+  ArgmaxBuffers<T, Targmax> b;
+  if (launch.kernel == ArgmaxKernel::kForward) {
+    VGPU_ASSIGN_OR_RETURN(b.in, context.template Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(b.argmax, context.template Buffer<Targmax>(2, g.output_elements));
+    return b;
+  }
+  const bool backward = launch.kernel == ArgmaxKernel::kBackward;
+  VGPU_ASSIGN_OR_RETURN(
+      b.in, context.template Buffer<const T>(0, backward ? g.output_elements : g.input_elements));
+  VGPU_ASSIGN_OR_RETURN(b.argmax, context.template Buffer<Targmax>(1, g.output_elements));
+  VGPU_ASSIGN_OR_RETURN(
+      b.out, context.template Buffer<T>(2, backward ? g.input_elements : g.output_elements));
+  return b;
+}
+
+// Calls fn(ArgmaxBuffers<T, Targmax>{...}) with T the element type `Dispatch` (an executor's
+// DTypeDispatch) gives the launch's dtype and Targmax the argmax tensor's type: int32_t or
+// int64_t for kForward, int64_t for the gradients (ReadArgmaxLaunch checked it). Returns fn's
+// status, or the first dtype or buffer error.
+template <typename Dispatch, typename Context, typename Fn>
+absl::Status WithArgmaxBuffers(const Context& context, const ArgmaxLaunch& launch, Fn&& fn) {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    auto run = [&](auto typed) -> absl::Status {
+      using Targmax = decltype(typed);
+      VGPU_ASSIGN_OR_RETURN(auto buffers, (TakeArgmaxBuffers<T, Targmax>(context, launch)));
+      return fn(buffers);
+    };
+    if (launch.argmax.dtype == DType::kInt32) return run(int32_t{});
+    return run(int64_t{});
+  });
+}
+
+// As WithArgmaxBuffers for the gradient kernels, whose argmax is int64 (fn is instantiated for
+// int64_t only).
+template <typename Dispatch, typename Context, typename Fn>
+absl::Status WithArgmaxGradientBuffers(const Context& context, const ArgmaxLaunch& launch,
+                                       Fn&& fn) {
+  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(auto buffers, (TakeArgmaxBuffers<T, int64_t>(context, launch)));
+    return fn(buffers);
+  });
+}
 
 }  // namespace vgpu::pooling_launch
 

@@ -20,6 +20,8 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
+using pooling_launch::ArgmaxKernel;
+
 // Forward max pooling with argmax, TensorFlow's CPU rule: the window's first element, replaced
 // by every larger one (and with NaN propagation by a NaN over a non-NaN), in window order.
 template <typename T, typename Targmax, bool kPropagateNan>
@@ -71,43 +73,30 @@ void MaxPoolWithArgmax(const Eigen::ThreadPoolDevice& device, const ArgmaxLaunch
 
 // pooling::kForwardWithArgmax (see protocol/kernels/pooling.h).
 absl::Status PoolingForwardWithArgmax(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kForward));
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.a.g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.a.g.output_elements));
-    auto run = [&](auto* argmax) -> absl::Status {
-      using Targmax = std::remove_pointer_t<decltype(argmax)>;
-      VGPU_ASSIGN_OR_RETURN(argmax, context.Buffer<Targmax>(2, launch.a.g.output_elements));
-      if (launch.a.g.output_elements == 0) return absl::OkStatus();
-      if (propagate) {
-        MaxPoolWithArgmax<T, Targmax, true>(*context.device, launch, x, y, argmax);
-      } else {
-        MaxPoolWithArgmax<T, Targmax, false>(*context.device, launch, x, y, argmax);
-      }
-      return absl::OkStatus();
-    };
-    if (launch.argmax.dtype == DType::kInt64) return run(static_cast<int64_t*>(nullptr));
-    return run(static_cast<int32_t*>(nullptr));
+  return WithArgmaxBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    using Targmax = std::remove_pointer_t<decltype(b.argmax)>;
+    if (launch.a.g.output_elements == 0) return absl::OkStatus();
+    if (propagate) {
+      MaxPoolWithArgmax<T, Targmax, true>(*context.device, launch, b.in, b.out, b.argmax);
+    } else {
+      MaxPoolWithArgmax<T, Targmax, false>(*context.device, launch, b.in, b.out, b.argmax);
+    }
+    return absl::OkStatus();
   });
 }
 
 // pooling::kBackwardWithArgmax (see protocol/kernels/pooling.h).
 absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
-  if (launch.argmax.dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("MaxPoolGradWithArgmax needs an int64 argmax");
-  }
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kBackward));
   const PoolGeometry& g = launch.a.g;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
-                          context.Buffer<const int64_t>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
+  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    const T* dy = b.in;
+    const auto* argmax = b.argmax;
+    T* dx = b.out;
     if (g.input_elements == 0) return absl::OkStatus();
     // Every target is checked before dx is touched; when each lies in its own image, images are
     // independent and scatter in parallel (each in output order, as serially).
@@ -143,18 +132,13 @@ absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
 
 // pooling::kGradGradWithArgmax (see protocol/kernels/pooling.h).
 absl::Status PoolingGradGradWithArgmax(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
-  if (launch.argmax.dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("MaxPoolGradGradWithArgmax needs an int64 argmax");
-  }
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kGradGrad));
   const PoolGeometry& g = launch.a.g;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
-                          context.Buffer<const int64_t>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(2, g.output_elements));
+  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    const T* ddx = b.in;
+    const auto* argmax = b.argmax;
+    T* ddy = b.out;
     if (g.output_elements == 0) return absl::OkStatus();
     context.device->parallelFor(
         g.output_elements, Eigen::TensorOpCost(2 * sizeof(T) + 8, sizeof(T), 2),

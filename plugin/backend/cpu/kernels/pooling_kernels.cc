@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -333,22 +334,23 @@ void MaxPoolGradGrad(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
 
 // pooling::kForward (see protocol/kernels/pooling.h).
 absl::Status PoolingForward(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, pooling_launch::PoolingKernel::kForward));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     if (g.output_elements == 0) return absl::OkStatus();
     const Eigen::ThreadPoolDevice& device = *context.device;
     WithBool(g.channels == 1, [&](auto single) {
+      constexpr bool kSingle = decltype(single)::value;
       if (launch.pooling.mode == PoolingMode::kAverage) {
-        AvgPoolForward<T, decltype(single)::value>(device, g, x, y);
+        AvgPoolForward<T, kSingle>(device, g, b.x, b.out);
         return;
       }
-      WithBool(propagate, [&](auto nan) { MaxPoolForward<T, decltype(single)::value, decltype(nan)::value>(device, g, x, y); });
+      WithBool(propagate, [&](auto nan) {
+        MaxPoolForward<T, kSingle, decltype(nan)::value>(device, g, b.x, b.out);
+      });
     });
     return absl::OkStatus();
   });
@@ -356,29 +358,23 @@ absl::Status PoolingForward(const KernelContext& context) {
 
 // pooling::kBackward (see protocol/kernels/pooling.h).
 absl::Status PoolingBackward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, pooling_launch::PoolingKernel::kBackward));
   const PoolGeometry& g = launch.geometry;
-  const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    size_t next = 0;
-    const T* x = nullptr;
-    if (max_mode) {
-      VGPU_ASSIGN_OR_RETURN(x, context.Buffer<const T>(next++, g.input_elements));
-    }
-    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.input_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     if (g.input_elements == 0) return absl::OkStatus();
     const Eigen::ThreadPoolDevice& device = *context.device;
     WithBool(g.channels == 1, [&](auto single) {
-      if (!max_mode) {
-        AvgPoolBackward<T, decltype(single)::value>(device, g, dy, dx);
+      constexpr bool kSingle = decltype(single)::value;
+      if (launch.pooling.mode != PoolingMode::kMax) {
+        AvgPoolBackward<T, kSingle>(device, g, b.dy, b.out);
         return;
       }
-      WithBool(propagate,
-               [&](auto nan) { MaxPoolBackward<T, decltype(single)::value, decltype(nan)::value>(device, g, x, dy, dx); });
+      WithBool(propagate, [&](auto nan) {
+        MaxPoolBackward<T, kSingle, decltype(nan)::value>(device, g, b.x, b.dy, b.out);
+      });
     });
     return absl::OkStatus();
   });
@@ -386,21 +382,14 @@ absl::Status PoolingBackward(const KernelContext& context) {
 
 // pooling::kGradGrad (see protocol/kernels/pooling.h).
 absl::Status PoolingGradGrad(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, pooling_launch::PoolingKernel::kGradGrad));
   const PoolGeometry& g = launch.geometry;
-  if (launch.pooling.mode != PoolingMode::kMax) {
-    return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
-  }
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(2, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(3, g.output_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     if (g.output_elements == 0) return absl::OkStatus();
     WithBool(g.channels == 1, [&](auto single) {
-      MaxPoolGradGrad<T, decltype(single)::value>(*context.device, g, x, y, ddx, ddy);
+      MaxPoolGradGrad<T, decltype(single)::value>(*context.device, g, b.x, b.y, b.ddx, b.out);
     });
     return absl::OkStatus();
   });

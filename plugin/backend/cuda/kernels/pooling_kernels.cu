@@ -42,15 +42,20 @@ namespace {
 
 using kernels::Dispatch;
 using pooling_launch::ArgmaxGeometry;
+using pooling_launch::ArgmaxKernel;
 using pooling_launch::ArgmaxLaunch;
 using pooling_launch::ArgmaxTarget;
 using pooling_launch::OutputsCovering;
 using pooling_launch::PoolGeometry;
+using pooling_launch::PoolingKernel;
 using pooling_launch::PoolingLaunch;
 using pooling_launch::ReadArgmaxLaunch;
 using pooling_launch::ReadPoolingLaunch;
 using pooling_launch::WindowOf;
 using pooling_launch::WindowRange;
+using pooling_launch::WithArgmaxBuffers;
+using pooling_launch::WithArgmaxGradientBuffers;
+using pooling_launch::WithPoolingBuffers;
 
 using dnn::RuntimeStatus;
 
@@ -388,112 +393,81 @@ absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t el
 }
 
 absl::Status PoolingForward(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, PoolingKernel::kForward));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     const CudaLaunchDevice& device = *context.device;
     if (launch.pooling.mode == PoolingMode::kAverage) {
-      return Launch("pooling_forward", device, g.output_elements, AvgPoolForwardKernel<T>, g, x,
-                    y);
+      return Launch("pooling_forward", device, g.output_elements, AvgPoolForwardKernel<T>, g,
+                    b.x, b.out);
     }
     if (propagate) {
       return Launch("pooling_forward", device, g.output_elements,
-                    MaxPoolForwardKernel<T, true>, g, x, y);
+                    MaxPoolForwardKernel<T, true>, g, b.x, b.out);
     }
     return Launch("pooling_forward", device, g.output_elements, MaxPoolForwardKernel<T, false>,
-                  g, x, y);
+                  g, b.x, b.out);
   });
 }
 
 absl::Status PoolingBackward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, PoolingKernel::kBackward));
   const PoolGeometry& g = launch.geometry;
-  const bool max_mode = launch.pooling.mode == PoolingMode::kMax;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(max_mode ? 3 : 2));
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    size_t next = 0;
-    const T* x = nullptr;
-    if (max_mode) {
-      VGPU_ASSIGN_OR_RETURN(x, context.Buffer<const T>(next++, g.input_elements));
-    }
-    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(next++, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(next++, g.input_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     const CudaLaunchDevice& device = *context.device;
-    if (!max_mode) {
+    if (launch.pooling.mode != PoolingMode::kMax) {
       return Launch("pooling_backward", device, g.input_elements, AvgPoolBackwardKernel<T>, g,
-                    dy, dx);
+                    b.dy, b.out);
     }
     if (propagate) {
       return Launch("pooling_backward", device, g.input_elements,
-                    MaxPoolBackwardKernel<T, true>, g, x, dy, dx);
+                    MaxPoolBackwardKernel<T, true>, g, b.x, b.dy, b.out);
     }
     return Launch("pooling_backward", device, g.input_elements, MaxPoolBackwardKernel<T, false>,
-                  g, x, dy, dx);
+                  g, b.x, b.dy, b.out);
   });
 }
 
 absl::Status PoolingGradGrad(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, PoolingKernel::kGradGrad));
   const PoolGeometry& g = launch.geometry;
-  if (launch.pooling.mode != PoolingMode::kMax) {
-    return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
-  }
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(const T* y, context.Buffer<const T>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(2, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(3, g.output_elements));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     return Launch("pooling_grad_grad", *context.device, g.output_elements,
-                  MaxPoolGradGradKernel<T>, g, x, y, ddx, ddy);
+                  MaxPoolGradGradKernel<T>, g, b.x, b.y, b.ddx, b.out);
   });
 }
 
 absl::Status PoolingForwardWithArgmax(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kForward));
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   const PoolGeometry& g = launch.a.g;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.output_elements));
-    auto run = [&](auto* typed) -> absl::Status {
-      using Targmax = std::remove_pointer_t<decltype(typed)>;
-      VGPU_ASSIGN_OR_RETURN(Targmax * argmax, context.Buffer<Targmax>(2, g.output_elements));
-      if (propagate) {
-        return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
-                      MaxPoolWithArgmaxKernel<T, Targmax, true>, launch.a, x, y, argmax);
-      }
+  return WithArgmaxBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    using Targmax = std::remove_pointer_t<decltype(b.argmax)>;
+    if (propagate) {
       return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
-                    MaxPoolWithArgmaxKernel<T, Targmax, false>, launch.a, x, y, argmax);
-    };
-    if (launch.argmax.dtype == DType::kInt64) return run(static_cast<int64_t*>(nullptr));
-    return run(static_cast<int32_t*>(nullptr));
+                    MaxPoolWithArgmaxKernel<T, Targmax, true>, launch.a, b.in, b.out, b.argmax);
+    }
+    return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
+                  MaxPoolWithArgmaxKernel<T, Targmax, false>, launch.a, b.in, b.out, b.argmax);
   });
 }
 
 absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
-  if (launch.argmax.dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("MaxPoolGradWithArgmax needs an int64 argmax");
-  }
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kBackward));
   const PoolGeometry& g = launch.a.g;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(0, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
-                          context.Buffer<const int64_t>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
+  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    const T* dy = b.in;
+    const int64_t* argmax = b.argmax;
+    T* dx = b.out;
     if (g.input_elements == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
     if (g.output_elements > 0) {
@@ -528,20 +502,12 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
 }
 
 absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context));
-  if (launch.argmax.dtype != DType::kInt64) {
-    return absl::InvalidArgumentError("MaxPoolGradGradWithArgmax needs an int64 argmax");
-  }
+  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kGradGrad));
   const PoolGeometry& g = launch.a.g;
-  return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* ddx, context.Buffer<const T>(0, g.input_elements));
-    VGPU_ASSIGN_OR_RETURN(const int64_t* argmax,
-                          context.Buffer<const int64_t>(1, g.output_elements));
-    VGPU_ASSIGN_OR_RETURN(T* ddy, context.Buffer<T>(2, g.output_elements));
+  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
     return Launch("pooling_grad_grad_with_argmax", *context.device, g.output_elements,
-                  GatherArgmaxKernel<T>, launch.a, ddx, argmax, ddy);
+                  GatherArgmaxKernel<T>, launch.a, b.in, b.argmax, b.out);
   });
 }
 
