@@ -1,16 +1,17 @@
 // The activation family (protocol/kernels/activation.h) on the CPU backing executor, vectorised
 // and multi-threaded with Eigen's tensor module on the executor's thread pool. Each mode is the
 // Eigen expression TensorFlow's CPU kernel evaluates (relu_op_functor.h, softplus_op.h,
-// softsign_op.h), so results round as TensorFlow's do.
+// softsign_op.h), so results round as TensorFlow's do. The launch layer
+// (launch/activation_launch.h) reads and validates every launch; these only compute.
 #include "plugin/backend/cpu/kernel_registry.h"
 
 #define EIGEN_USE_THREADS
 #include <cstring>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/launch/activation_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/activation.h"
@@ -19,14 +20,14 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-// SELU's constants (Klambauer et al.), as TensorFlow spells them.
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
-constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
+using activation_launch::ActivationLaunch;
+using activation_launch::kSeluScale;
+using activation_launch::kSeluScaleAlpha;
 
 // The leaky relu's alpha as TensorFlow's kernel holds it: the float attribute cast to T.
 template <typename T>
-T Coefficient(const ActivationDescriptorSettings& activation) {
-  return T(static_cast<float>(activation.coef));
+T Coefficient(const ActivationLaunch& launch) {
+  return T(launch.LeakyAlpha());
 }
 
 // Below this x, softplus(x) == exp(x) within epsilon; above -threshold, softplus(x) == x.
@@ -36,11 +37,10 @@ T SoftplusThreshold() {
 }
 
 template <typename T>
-absl::Status Forward(const Eigen::ThreadPoolDevice& device,
-                     const ActivationDescriptorSettings& activation, ConstFlatMap<T> x,
-                     FlatMap<T> y) {
+absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaunch& launch,
+                     ConstFlatMap<T> x, FlatMap<T> y) {
   const T zero(0), one(1);
-  switch (activation.mode) {
+  switch (launch.activation.mode) {
     case ActivationMode::kRelu:
       y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero);
       break;
@@ -69,21 +69,18 @@ absl::Status Forward(const Eigen::ThreadPoolDevice& device,
       y.device(device) = x / (x.abs() + x.constant(one));
       break;
     case ActivationMode::kLeakyRelu:
-      y.device(device) = (x > zero).select(x, x * Coefficient<T>(activation));
+      y.device(device) = (x > zero).select(x, x * Coefficient<T>(launch));
       break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
+    default: return activation_launch::UnknownActivationMode(launch.activation.mode);
   }
   return absl::OkStatus();
 }
 
 template <typename T>
-absl::Status Backward(const Eigen::ThreadPoolDevice& device,
-                      const ActivationDescriptorSettings& activation, ConstFlatMap<T> a,
-                      ConstFlatMap<T> b, FlatMap<T> out) {
+absl::Status Backward(const Eigen::ThreadPoolDevice& device, const ActivationLaunch& launch,
+                      ConstFlatMap<T> a, ConstFlatMap<T> b, FlatMap<T> out) {
   const T zero(0), one(1);
-  switch (activation.mode) {
+  switch (launch.activation.mode) {
     case ActivationMode::kRelu:  // a = gradients, b = features
       out.device(device) = a * (b > zero).template cast<T>();
       break;
@@ -91,7 +88,7 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device,
       out.device(device) = a * ((b > zero) && (b < T(6))).template cast<T>();
       break;
     case ActivationMode::kLeakyRelu:
-      out.device(device) = (b > zero).select(a, a * Coefficient<T>(activation));
+      out.device(device) = (b > zero).select(a, a * Coefficient<T>(launch));
       break;
     case ActivationMode::kSigmoid:  // a = y, b = dy
       out.device(device) = b * a * (one - a);
@@ -112,70 +109,48 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device,
     case ActivationMode::kSoftsign:
       out.device(device) = a / (b.abs() + b.constant(one)).square();
       break;
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
+    default: return activation_launch::UnknownActivationMode(launch.activation.mode);
   }
   return absl::OkStatus();
 }
 
 // activation::kForward: y = f(x).
 absl::Status ActivationForward(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
-                        context.Descriptor<ActivationDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (activation.dtype != tensor.dtype) {
-    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch, activation_launch::ReadActivationForward(context));
+  const int64_t n = launch.count;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, n));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, n));
     if (n == 0) return absl::OkStatus();
-    return Forward<T>(*context.device, activation, ConstFlatMap<T>(x, n), FlatMap<T>(y, n));
+    return Forward<T>(*context.device, launch, ConstFlatMap<T>(x, n), FlatMap<T>(y, n));
   });
 }
 
 // activation::kBackward (see protocol/kernels/activation.h for the buffer order).
 absl::Status ActivationBackward(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
-                        context.Descriptor<ActivationDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (activation.dtype != tensor.dtype) {
-    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch,
+                        activation_launch::ReadActivationBackward(context));
+  const int64_t n = launch.count;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, n));
     VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, n));
     VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(2, n));
     if (n == 0) return absl::OkStatus();
-    return Backward<T>(*context.device, activation, ConstFlatMap<T>(a, n), ConstFlatMap<T>(b, n),
+    return Backward<T>(*context.device, launch, ConstFlatMap<T>(a, n), ConstFlatMap<T>(b, n),
                        FlatMap<T>(out, n));
   });
 }
 
 // activation::kReluInt8: y = max(x, 0) over signed bytes.
 absl::Status ReluInt8(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(activation::ReluInt8Params params,
-                        reader.Get<activation::ReluInt8Params>());
-  if (params.count < 0 || params.count > kMaxLaunchElements || params.count % 4 != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("Tensor size must be a multiple of 4 for Relu<qint8>. Got ", params.count));
-  }
-  VGPU_ASSIGN_OR_RETURN(const int8_t* x, context.Buffer<const int8_t>(0, params.count));
-  VGPU_ASSIGN_OR_RETURN(int8_t* y, context.Buffer<int8_t>(1, params.count));
-  if (params.count == 0) return absl::OkStatus();
-  FlatMap<int8_t>(y, params.count).device(*context.device) =
-      ConstFlatMap<int8_t>(x, params.count).cwiseMax(int8_t{0});
+  VGPU_ASSIGN_OR_RETURN(const int64_t count, activation_launch::ReadReluInt8Launch(context));
+  VGPU_ASSIGN_OR_RETURN(const int8_t* x, context.Buffer<const int8_t>(0, count));
+  VGPU_ASSIGN_OR_RETURN(int8_t* y, context.Buffer<int8_t>(1, count));
+  if (count == 0) return absl::OkStatus();
+  FlatMap<int8_t>(y, count).device(*context.device) =
+      ConstFlatMap<int8_t>(x, count).cwiseMax(int8_t{0});
   return absl::OkStatus();
 }
 

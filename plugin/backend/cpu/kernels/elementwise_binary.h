@@ -66,11 +66,12 @@ absl::Status RunBinary(const KernelContext& context, const BroadcastLayout<2>& l
 }
 
 // The arithmetic half of kBinary (elementwise_binary_kernels.cc): every op that is neither a
-// comparison nor a logical op.
+// comparison nor a logical op, for a launch ReadBinaryLaunch (launch/elementwise_launch.h) has
+// validated.
 absl::Status RunBinaryArithmetic(const KernelContext& context, ElementwiseOp op, DType dtype,
                                  const BroadcastLayout<2>& layout);
 
-// Comparisons (bool output) and logical ops (elementwise_compare_kernels.cc).
+// Comparisons (bool output) and logical ops (elementwise_compare_kernels.cc), likewise.
 absl::Status RunBinaryPredicate(const KernelContext& context, ElementwiseOp op, DType dtype,
                                 const BroadcastLayout<2>& layout);
 

@@ -1,15 +1,17 @@
 // Binary arithmetic of the op-tensor kernel (elementwise::kBinary) on the CPU backing executor,
 // with TensorFlow's CPU semantics: Eigen's own functors where TensorFlow uses them (so results
-// round identically), and functors written here for floor division/modulo, safe integer
-// division, integer powers, DivNoNan, SquaredDifference, Xlogy/Xdivy/Xlog1py and the
-// Rsqrt/Sqrt/Reciprocal gradients.
+// round identically), functors written here for floating floor division/modulo, DivNoNan,
+// SquaredDifference, Xlogy/Xdivy/Xlog1py and the Rsqrt/Sqrt/Reciprocal gradients, and the
+// launch layer's integer arithmetic (launch/integer_arithmetic.h: division, floor division and
+// modulo, powers) that the CUDA executor computes with too. The op/dtype pairs served are
+// launch/elementwise_launch.h's; its reader has refused every other one.
 #define EIGEN_USE_THREADS
 #include <cstdint>
-#include <type_traits>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/elementwise_binary.h"
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
+#include "plugin/backend/launch/elementwise_launch.h"
+#include "plugin/backend/launch/integer_arithmetic.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
@@ -18,97 +20,24 @@ namespace {
 template <typename T>
 inline constexpr bool kIsFloating = !Eigen::NumTraits<T>::IsInteger;
 
-// -a with two's-complement wrap-around (the most negative value stays itself), as TensorFlow's
-// kernels behave in practice, without signed-overflow undefined behaviour.
-template <typename T>
-T WrappingNegate(T a) {
-  using Unsigned = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<Unsigned>(Unsigned{0} - static_cast<Unsigned>(a)));
-}
-
-// Truncating integer division (TensorFlow's Div on integers). A zero divisor raises the flag;
-// INT_MIN / -1 wraps instead of trapping.
-template <typename T>
-struct IntegerDivide {
+// An integer op that can meet a zero divisor (launch/integer_arithmetic.h: IntegerDivide,
+// IntegerFloorDivide, IntegerFloorModulo) as an Eigen functor: a zero divisor raises the flag.
+template <typename T, T (*kCompute)(T, T, bool*)>
+struct ZeroDivisorChecked {
   const ErrorFlag* error;
   T operator()(const T& a, const T& b) const {
-    if (b == T(0)) {
-      error->Raise();
-      return T(0);
-    }
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return WrappingNegate(a);
-    }
-    return static_cast<T>(a / b);
+    bool zero_divisor = false;
+    const T result = kCompute(a, b, &zero_divisor);
+    if (zero_divisor) error->Raise();
+    return result;
   }
 };
 
-// Integer division rounding toward negative infinity (FloorDiv on integers).
+// a ** b for integers (IntegerPower: a negative exponent gives TensorFlow's CUDA kernel's 0 or
+// +-1, no error).
 template <typename T>
-struct IntegerFloorDivide {
-  const ErrorFlag* error;
-  T operator()(const T& a, const T& b) const {
-    if (b == T(0)) {
-      error->Raise();
-      return T(0);
-    }
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return WrappingNegate(a);
-      const T quotient = static_cast<T>(a / b);
-      const bool inexact = static_cast<T>(quotient * b) != a;
-      return inexact && ((a < 0) != (b < 0)) ? static_cast<T>(quotient - 1) : quotient;
-    } else {
-      return static_cast<T>(a / b);
-    }
-  }
-};
-
-// Integer remainder with the sign of the divisor (FloorMod on integers).
-template <typename T>
-struct IntegerFloorModulo {
-  const ErrorFlag* error;
-  T operator()(const T& a, const T& b) const {
-    if (b == T(0)) {
-      error->Raise();
-      return T(0);
-    }
-    if constexpr (std::is_signed_v<T>) {
-      if (b == T(-1)) return T(0);
-      const T remainder = static_cast<T>(a % b);
-      return remainder != 0 && ((remainder < 0) != (b < 0)) ? static_cast<T>(remainder + b)
-                                                             : remainder;
-    } else {
-      return static_cast<T>(a % b);
-    }
-  }
-};
-
-// a ** b for integers by repeated squaring, wrapping on overflow. A negative exponent gives
-// what TensorFlow's CUDA kernel gives (its safe_pow_ignore_error: a GPU kernel cannot raise):
-// 1 for a base of 1, +-1 for a base of -1 (by the exponent's parity), else 0. TensorFlow's CPU
-// kernel refuses it ("Integers to negative integer powers are not allowed"); the virtual GPU
-// behaves like a GPU, and an error found while the stream runs could only surface as a failed
-// synchronisation.
-template <typename T>
-struct IntegerPower {
-  T operator()(const T& a, const T& b) const {
-    if constexpr (std::is_signed_v<T>) {
-      if (b < 0) {
-        if (a == T(1)) return T(1);
-        if (a == T(-1)) return (b % 2 == 0) ? T(1) : T(-1);
-        return T(0);
-      }
-    }
-    using Unsigned = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-    Unsigned base = static_cast<Unsigned>(a);
-    Unsigned result = 1;
-    for (std::make_unsigned_t<T> exponent = static_cast<std::make_unsigned_t<T>>(b); exponent != 0;
-         exponent >>= 1) {
-      if (exponent & 1) result *= base;
-      base *= base;
-    }
-    return static_cast<T>(result);
-  }
+struct IntegerPowerOp {
+  T operator()(const T& a, const T& b) const { return IntegerPower(a, b); }
 };
 
 // floor(a / b) for floating point (FloorDiv).
@@ -298,16 +227,17 @@ struct functor_traits<vgpu::cpu_kernels::SqrtGradient<T>> {
 namespace vgpu::cpu_kernels {
 namespace {
 
-template <template <typename> class Functor, typename T>
+template <typename T, T (*kCompute)(T, T, bool*)>
 absl::Status RunChecked(const KernelContext& context, const BroadcastLayout<2>& layout,
                         const char* error_message) {
   ErrorFlag error;
-  VGPU_RETURN_IF_ERROR((RunBinary<T, T>(context, layout, Functor<T>{&error})));
+  VGPU_RETURN_IF_ERROR(
+      (RunBinary<T, T>(context, layout, ZeroDivisorChecked<T, kCompute>{&error})));
   if (error.raised()) return absl::InvalidArgumentError(error_message);
   return absl::OkStatus();
 }
 
-constexpr char kIntegerDivisionByZero[] = "Integer division by zero";
+using elementwise_launch::kIntegerDivisionByZero;
 
 template <typename T>
 absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType dtype,
@@ -328,25 +258,25 @@ absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType
       if constexpr (kIsFloating<T>) {
         return RunBinary<T, T>(context, layout, ei::scalar_quotient_op<T>());
       } else {
-        return RunChecked<IntegerDivide, T>(context, layout, kIntegerDivisionByZero);
+        return RunChecked<T, IntegerDivide<T>>(context, layout, kIntegerDivisionByZero);
       }
     case ElementwiseOp::kFloorDiv:
       if constexpr (kIsFloating<T>) {
         return RunBinary<T, T>(context, layout, FloatFloorDivide<T>());
       } else {
-        return RunChecked<IntegerFloorDivide, T>(context, layout, kIntegerDivisionByZero);
+        return RunChecked<T, IntegerFloorDivide<T>>(context, layout, kIntegerDivisionByZero);
       }
     case ElementwiseOp::kFloorMod:
       if constexpr (kIsFloating<T>) {
         return RunBinary<T, T>(context, layout, FloatFloorModulo<T>());
       } else {
-        return RunChecked<IntegerFloorModulo, T>(context, layout, kIntegerDivisionByZero);
+        return RunChecked<T, IntegerFloorModulo<T>>(context, layout, kIntegerDivisionByZero);
       }
     case ElementwiseOp::kPow:
       if constexpr (kIsFloating<T>) {
         return RunBinary<T, T>(context, layout, ei::scalar_pow_op<T, T>());
       } else {
-        return RunBinary<T, T>(context, layout, IntegerPower<T>());
+        return RunBinary<T, T>(context, layout, IntegerPowerOp<T>());
       }
     case ElementwiseOp::kDivNoNan:
       if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, DivideNoNan<T>());
@@ -363,7 +293,9 @@ absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType
       }
       break;
     case ElementwiseOp::kAtan2:
-      if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, ei::scalar_atan2_op<T>());
+      if constexpr (kIsFloating<T>) {
+        return RunBinary<T, T>(context, layout, ei::scalar_atan2_op<T>());
+      }
       break;
     case ElementwiseOp::kXlogy:
       if constexpr (kIsFloating<T>) return RunBinary<T, T>(context, layout, XLogY<T, false>());
@@ -376,9 +308,7 @@ absl::Status RunArithmetic(const KernelContext& context, ElementwiseOp op, DType
       break;
     default: break;
   }
-  return absl::InvalidArgumentError(absl::StrCat("element-wise op ", static_cast<int>(op),
-                                                 " is not a binary arithmetic op for dtype ",
-                                                 static_cast<uint32_t>(dtype)));
+  return elementwise_launch::UnservedBinaryArithmetic(op, dtype);  // the reader refused it
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The iteration machinery shared by the element-wise kernels of the CPU backing executor:
 //   ParallelBlocks      splits a flat range over the executor's thread pool;
-//   BroadcastLayout     an element-wise launch's broadcast, with adjacent dimensions merged
-//                       where every input broadcasts alike (numpy rules, rank <= kMaxRank);
-//   ForEachSegment      walks the output in contiguous segments, in parallel, handing each
+//   ForEachSegment      walks the output of a BroadcastLayout (launch/broadcast_layout.h: an
+//                       element-wise launch's broadcast, adjacent dimensions merged where every
+//                       input broadcasts alike) in contiguous segments, in parallel, handing each
 //                       segment the matching input offsets. Along a segment every input is
 //                       either contiguous (stride 1) or one repeated element (stride 0), so a
 //                       segment is computed with a flat Eigen expression and a broadcast is
@@ -20,10 +20,9 @@
 #include <cstdint>
 #include <functional>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
+#include "plugin/backend/launch/broadcast_layout.h"
+#include "plugin/backend/launch/dense_tensor.h"
 #include "plugin/protocol/descriptors.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
@@ -52,97 +51,19 @@ inline Eigen::TensorOpCost ElementCost(double bytes_in, double bytes_out, double
 // The most elements a launch may describe (keeps byte counts of any dtype within 64 bits).
 inline constexpr int64_t kMaxElements = kMaxLaunchElements;
 
-// The element count of a dense tensor descriptor; InvalidArgument if its rank or a dimension
-// is out of range.
-inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings& tensor) {
-  return CheckedElementCount("tensor", tensor.dims, tensor.rank, kMaxElements);
-}
+// The launch layer's dense-tensor count and broadcast layout (launch/dense_tensor.h,
+// launch/broadcast_layout.h), under the names the CPU kernels use.
+using ::vgpu::BroadcastLayout;
+using ::vgpu::DenseElementCount;
+using ::vgpu::MakeBroadcastLayout;
 
-template <int kInputs>
-struct BroadcastLayout {
-  int rank = 1;                                  // >= 1 after merging
-  int64_t dims[kMaxRank] = {1};                  // merged output dimensions
-  int64_t strides[kInputs][kMaxRank] = {};       // element strides per input, 0 = broadcast
-  int64_t output_count = 0;
-  std::array<int64_t, kInputs> input_counts = {};
-};
-
-// The layout of an element-wise launch whose output descriptor is `output` and whose inputs
-// are `inputs` (see protocol/kernels/elementwise.h for the broadcasting rules it checks).
-// InvalidArgument if a shape is malformed or an input does not broadcast to the output.
-template <int kInputs>
-absl::StatusOr<BroadcastLayout<kInputs>> MakeBroadcastLayout(
-    const TensorDescriptorSettings& output,
-    const std::array<TensorDescriptorSettings, kInputs>& inputs) {
-  BroadcastLayout<kInputs> layout;
-  const int rank = output.rank;
-  if (rank < 0 || rank > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat("output rank ", rank, " is out of range"));
-  }
-  // in_dims[k][d]: input k's dimension aligned to output dimension d (1 where it has none).
-  int64_t in_dims[kInputs][kMaxRank];
-  {
-    absl::StatusOr<int64_t> count = DenseElementCount(output);
-    if (!count.ok()) return count.status();
-    layout.output_count = *count;
-  }
-  for (int k = 0; k < kInputs; ++k) {
-    const TensorDescriptorSettings& input = inputs[k];
-    if (input.rank < 0 || input.rank > rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", k, " has rank ", input.rank, ", the output ", rank));
-    }
-    const int pad = rank - input.rank;
-    layout.input_counts[k] = 1;
-    for (int d = 0; d < rank; ++d) {
-      const int64_t dim = d < pad ? 1 : input.dims[d - pad];
-      if (dim != output.dims[d] && dim != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "input ", k, " dimension ", d - pad, " (", dim,
-            ") does not broadcast to the output's (", output.dims[d], ")"));
-      }
-      if (dim != 0 && layout.input_counts[k] > kMaxElements / dim) {
-        return absl::InvalidArgumentError("tensor has too many elements");
-      }
-      in_dims[k][d] = dim;
-      layout.input_counts[k] *= dim;
-    }
-  }
-  if (layout.output_count == 0) return layout;
-
-  // Merge: drop output dimensions of size 1, join neighbours every input treats alike.
-  bool broadcast[kInputs][kMaxRank] = {};
-  int merged = 0;
-  for (int d = 0; d < rank; ++d) {
-    if (output.dims[d] == 1) continue;
-    bool same_as_previous = merged > 0;
-    for (int k = 0; k < kInputs && same_as_previous; ++k) {
-      same_as_previous = broadcast[k][merged - 1] == (in_dims[k][d] == 1);
-    }
-    if (same_as_previous) {
-      layout.dims[merged - 1] *= output.dims[d];
-      continue;
-    }
-    layout.dims[merged] = output.dims[d];
-    for (int k = 0; k < kInputs; ++k) broadcast[k][merged] = in_dims[k][d] == 1;
-    ++merged;
-  }
-  if (merged == 0) {  // a single element
-    layout.rank = 1;
-    layout.dims[0] = 1;
-    for (int k = 0; k < kInputs; ++k) layout.strides[k][0] = 1;
-    return layout;
-  }
-  layout.rank = merged;
-  for (int k = 0; k < kInputs; ++k) {
-    int64_t stride = 1;
-    for (int d = merged - 1; d >= 0; --d) {
-      layout.strides[k][d] = broadcast[k][d] ? 0 : stride;
-      if (!broadcast[k][d]) stride *= layout.dims[d];
-    }
-  }
-  return layout;
-}
+// The launch readers size buffers with ReaderDispatch's storage types: the CPU kernels' element
+// types must match them in size and alignment, as LaunchContext::Buffer<T> checks with them.
+static_assert(sizeof(Eigen::half) == sizeof(ReaderElementTypes::Float16) &&
+              alignof(Eigen::half) == alignof(ReaderElementTypes::Float16));
+static_assert(sizeof(Eigen::bfloat16) == sizeof(ReaderElementTypes::BFloat16) &&
+              alignof(Eigen::bfloat16) == alignof(ReaderElementTypes::BFloat16));
+static_assert(sizeof(bool) == sizeof(ReaderElementTypes::Bool));
 
 // Input positions of one output segment: element offsets into each input and each input's
 // stride along the segment (1: contiguous, 0: the same element repeated).

@@ -3,9 +3,9 @@
 // to integer truncates toward zero, float to half/bfloat16 rounds to nearest even, and bool
 // maps to and from 0/1. With `truncate`, the narrowing floating conversions TensorFlow's Cast
 // truncates first drop the source mantissa bits the destination cannot hold (NaN untouched).
+// The launch layer (launch/elementwise_launch.h) reads and validates the launch.
 #define EIGEN_USE_THREADS
 #include <cstdint>
-#include <climits>
 #include <cstring>
 #include <type_traits>
 
@@ -17,6 +17,8 @@
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
+#include "plugin/backend/launch/element_conversions.h"
+#include "plugin/backend/launch/elementwise_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -49,31 +51,11 @@ constexpr int MantissaBits() {
   return 0;
 }
 
-// Floating point to integer as TensorFlow's CPU Cast converts on x86: truncation toward zero,
-// where NaN and values outside int32 (int64 for an int64 result) give the most negative
-// integer; uint8 results are that int32 clamped to [0, 255] (what TensorFlow's vectorised path
-// gives; its scalar path keeps the low byte instead, so out-of-range floating -> uint8 casts
-// are not reproducible there). Written out because C++ leaves out-of-range conversions
-// undefined.
+// Floating point to integer as TensorFlow's CPU Cast converts on x86
+// (launch/element_conversions.h), as an Eigen functor.
 template <typename In, typename Out>
-struct FloatingToInteger {
-  Out operator()(const In& x) const {
-    const double value = static_cast<double>(x);
-    if constexpr (sizeof(Out) == 8) {
-      constexpr double kLimit = 9223372036854775808.0;  // 2^63
-      if (!(value >= -kLimit && value < kLimit)) return static_cast<Out>(INT64_MIN);
-      return static_cast<Out>(static_cast<int64_t>(value));
-    } else {
-      const int32_t truncated = value > -2147483649.0 && value < 2147483648.0
-                                    ? static_cast<int32_t>(value)
-                                    : INT32_MIN;
-      if constexpr (std::is_same_v<Out, uint8_t>) {
-        return static_cast<uint8_t>(truncated < 0 ? 0 : truncated > 255 ? 255 : truncated);
-      } else {
-        return static_cast<Out>(truncated);
-      }
-    }
-  }
+struct FloatingToIntegerFunctor {
+  Out operator()(const In& x) const { return FloatingToInteger<Out>(static_cast<double>(x)); }
 };
 
 template <typename T>
@@ -149,7 +131,7 @@ absl::Status RunCast(const KernelContext& context, int64_t count, bool truncate)
       if (HasF16c()) return HalfToFloatF16c(x + begin, y + begin, end - begin);
     }
     if constexpr (kIsFloating<In> && !kIsFloating<Out> && !std::is_same_v<Out, bool>) {
-      output = input.unaryExpr(FloatingToInteger<In, Out>());
+      output = input.unaryExpr(FloatingToIntegerFunctor<In, Out>());
     } else {
       output = input.template cast<Out>();
     }
@@ -161,21 +143,12 @@ absl::Status RunCast(const KernelContext& context, int64_t count, bool truncate)
 
 // elementwise::kCast: y = cast(x).
 absl::Status ElementwiseCast(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings source,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings destination,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(source));
-  VGPU_ASSIGN_OR_RETURN(const int64_t destination_count, DenseElementCount(destination));
-  if (count != destination_count) {
-    return absl::InvalidArgumentError("cast source and destination differ in element count");
-  }
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const uint8_t truncate, params.Get<uint8_t>());
-  return Dispatch::All(source.dtype, [&](auto in_zero) -> absl::Status {
-    return Dispatch::All(destination.dtype, [&](auto out_zero) -> absl::Status {
-      return RunCast<decltype(in_zero), decltype(out_zero)>(context, count, truncate != 0);
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::CastLaunch launch,
+                        elementwise_launch::ReadCastLaunch(context));
+  return Dispatch::All(launch.source, [&](auto in_zero) -> absl::Status {
+    return Dispatch::All(launch.destination, [&](auto out_zero) -> absl::Status {
+      return RunCast<decltype(in_zero), decltype(out_zero)>(context, launch.count,
+                                                            launch.truncate);
     });
   });
 }

@@ -1,6 +1,7 @@
 // Comparisons (bool results) and logical ops of the op-tensor kernel (elementwise::kBinary) on
 // the CPU backing executor. Floating comparisons follow IEEE rules (NaN compares unequal and
-// unordered), as TensorFlow's CPU kernels do.
+// unordered), as TensorFlow's CPU kernels do. The launch layer's reader has checked the
+// operands (launch/elementwise_launch.h: bool for the logical ops).
 #define EIGEN_USE_THREADS
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/elementwise_binary.h"
@@ -61,15 +62,8 @@ absl::Status RunComparison(const KernelContext& context, ElementwiseOp op,
 
 absl::Status RunBinaryPredicate(const KernelContext& context, ElementwiseOp op, DType dtype,
                                 const BroadcastLayout<2>& layout) {
-  if (op == ElementwiseOp::kLogicalAnd || op == ElementwiseOp::kLogicalOr) {
-    if (dtype != DType::kBool) {
-      return absl::InvalidArgumentError("logical ops take bool operands");
-    }
-    if (op == ElementwiseOp::kLogicalAnd) {
-      return RunBinary<bool, bool>(context, layout, LogicalAnd());
-    }
-    return RunBinary<bool, bool>(context, layout, LogicalOr());
-  }
+  if (op == ElementwiseOp::kLogicalAnd) return RunBinary<bool, bool>(context, layout, LogicalAnd());
+  if (op == ElementwiseOp::kLogicalOr) return RunBinary<bool, bool>(context, layout, LogicalOr());
   return Dispatch::All(dtype, [&](auto zero) -> absl::Status {
     return RunComparison<decltype(zero)>(context, op, layout);
   });

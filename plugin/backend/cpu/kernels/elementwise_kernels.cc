@@ -1,8 +1,8 @@
 // Element-wise kernels of the CPU backing executor, vectorised and multi-threaded with Eigen's
-// tensor module: the entry of the op-tensor binary kernel, select, add-n, fill and set-tensor,
-// and the family's registration.
-// The binary functors, unary ops and casts live in elementwise_{binary,compare,unary,cast}_
-// kernels.cc.
+// tensor module: the entry of the op-tensor binary kernel, select, add-n, fill, set-tensor and
+// range, and the family's registration. The launch layer (launch/elementwise_launch.h) reads
+// and validates every launch; these only compute. The binary functors, unary ops and casts live
+// in elementwise_{binary,compare,unary,cast}_kernels.cc.
 #define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
 
@@ -17,6 +17,9 @@
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_binary.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/element_conversions.h"
+#include "plugin/backend/launch/elementwise_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/elementwise.h"
@@ -24,20 +27,21 @@
 
 namespace vgpu::cpu_kernels {
 
+using elementwise_launch::AddNLaunch;
+using elementwise_launch::BinaryKind;
+using elementwise_launch::BinaryLaunch;
+using elementwise_launch::FillLaunch;
+using elementwise_launch::RangeLaunch;
+using elementwise_launch::SelectLaunch;
+using elementwise_launch::SetTensorLaunch;
+using elementwise_launch::ReadAddNLaunch;
+using elementwise_launch::ReadBinaryLaunch;
+using elementwise_launch::ReadFillLaunch;
+using elementwise_launch::ReadRangeLaunch;
+using elementwise_launch::ReadSelectLaunch;
+using elementwise_launch::ReadSetTensorLaunch;
+
 namespace {
-
-bool IsComparison(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::kEqual: case ElementwiseOp::kNotEqual: case ElementwiseOp::kGreater:
-    case ElementwiseOp::kGreaterEqual: case ElementwiseOp::kLess: case ElementwiseOp::kLessEqual:
-      return true;
-    default: return false;
-  }
-}
-
-bool IsLogical(ElementwiseOp op) {
-  return op == ElementwiseOp::kLogicalAnd || op == ElementwiseOp::kLogicalOr;
-}
 
 // out[i] = condition[i] ? then[i] : else[i] over n elements, where an operand that is not
 // contiguous is one element repeated. Branch-free (bit masks) so that random conditions cost no
@@ -103,17 +107,15 @@ absl::Status RunSelect(const KernelContext& context, const BroadcastLayout<3>& l
 // out = inputs[0] + ... + inputs[n-1] with TensorFlow's AddN association: a first group of
 // 2..9 inputs summed left to right, then out += (sum of the next 8) until all are added.
 template <typename T>
-absl::Status RunAddN(const KernelContext& context, int64_t count) {
-  const size_t n = context.buffers.size() - 1;
+absl::Status RunAddN(const KernelContext& context, const AddNLaunch& launch) {
+  const size_t n = launch.inputs;
+  const int64_t count = launch.count;
   std::vector<const T*> inputs(n);
   for (size_t i = 0; i < n; ++i) {
     VGPU_ASSIGN_OR_RETURN(inputs[i], context.Buffer<const T>(i, count));
   }
   VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(n, count));
-  size_t first_group = n % 8;
-  if (first_group == 0) first_group = 8;
-  if (first_group == 1) first_group = 9;
-  first_group = std::min(first_group, n);
+  const size_t first_group = launch.first_group;
   constexpr int64_t kChunk = 1024;  // elements summed through the stack buffer at a time
   const Eigen::TensorOpCost cost = ElementCost(n * sizeof(T), sizeof(T), n);
   ParallelBlocks(*context.device, count, cost, [&](int64_t begin, int64_t end) {
@@ -148,14 +150,7 @@ T FromDouble(double value) {
   } else if constexpr (std::is_integral_v<T>) {
     // Converting a double that is NaN or out of T's range is undefined behaviour; a tenant can
     // send any bits, so saturate (NaN becomes 0).
-    if (std::isnan(value)) return T(0);
-    if (value <= static_cast<double>(std::numeric_limits<T>::min())) {
-      return std::numeric_limits<T>::min();
-    }
-    if (value >= static_cast<double>(std::numeric_limits<T>::max())) {
-      return std::numeric_limits<T>::max();
-    }
-    return static_cast<T>(value);
+    return SaturatingInteger<T>(value);
   } else {
     return static_cast<T>(value);
   }
@@ -194,110 +189,57 @@ absl::Status RunRange(const KernelContext& context, int64_t count, uint64_t star
 
 // elementwise::kBinary (see protocol/kernels/elementwise.h).
 absl::Status ElementwiseBinary(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        context.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        context.Descriptor<TensorDescriptorSettings>(3));
-  if (a.dtype != op.dtype || b.dtype != op.dtype) {
-    return absl::InvalidArgumentError("the operands' dtypes differ from the op-tensor's");
+  VGPU_ASSIGN_OR_RETURN(BinaryLaunch launch, ReadBinaryLaunch(context));
+  if (launch.kind == BinaryKind::kArithmetic) {
+    return RunBinaryArithmetic(context, launch.op, launch.dtype, launch.layout);
   }
-  const bool predicate = IsComparison(op.op) || IsLogical(op.op);
-  if (out.dtype != (predicate ? DType::kBool : op.dtype)) {
-    return absl::InvalidArgumentError("the output descriptor has the wrong dtype for the op");
-  }
-  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<2> layout, MakeBroadcastLayout<2>(out, {a, b}));
-  if (predicate) return RunBinaryPredicate(context, op.op, op.dtype, layout);
-  return RunBinaryArithmetic(context, op.op, op.dtype, layout);
+  return RunBinaryPredicate(context, launch.op, launch.dtype, launch.layout);
 }
 
 // elementwise::kSelect.
 absl::Status ElementwiseSelect(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings condition,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings then_tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings else_tensor,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        context.Descriptor<TensorDescriptorSettings>(3));
-  if (condition.dtype != DType::kBool) {
-    return absl::InvalidArgumentError("select's condition must be bool");
-  }
-  if (then_tensor.dtype != out.dtype || else_tensor.dtype != out.dtype) {
-    return absl::InvalidArgumentError("select's then, else and output dtypes differ");
-  }
-  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<3> layout,
-                        MakeBroadcastLayout<3>(out, {condition, then_tensor, else_tensor}));
-  return Dispatch::All(out.dtype, [&](auto zero) -> absl::Status {
-    return RunSelect<decltype(zero)>(context, layout);
+  VGPU_ASSIGN_OR_RETURN(SelectLaunch launch, ReadSelectLaunch(context));
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunSelect<decltype(zero)>(context, launch.layout);
   });
 }
 
 // elementwise::kAddN.
 absl::Status ElementwiseAddN(const KernelContext& context) {
-  if (context.buffers.size() < 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("add-n needs at least 2 inputs and an output, got ", context.buffers.size(),
-                     " buffers"));
-  }
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
-    return RunAddN<decltype(zero)>(context, count);
+  VGPU_ASSIGN_OR_RETURN(AddNLaunch launch, ReadAddNLaunch(context));
+  return Dispatch::Numeric(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunAddN<decltype(zero)>(context, launch);
   });
 }
 
 // elementwise::kFill.
 absl::Status ElementwiseFill(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(FillLaunch launch, ReadFillLaunch(context));
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, 1));
-    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(1, count));
-    if (count > 0) FillWith<T>(context, out, count, *value);
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(1, launch.count));
+    if (launch.count > 0) FillWith<T>(context, out, launch.count, *value);
     return absl::OkStatus();
   });
 }
 
 // elementwise::kSetTensor.
 absl::Status ElementwiseSetTensor(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const double value, params.Get<double>());
-  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(SetTensorLaunch launch, ReadSetTensorLaunch(context));
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(0, count));
-    if (count > 0) FillWith<T>(context, out, count, FromDouble<T>(value));
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(0, launch.count));
+    if (launch.count > 0) FillWith<T>(context, out, launch.count, FromDouble<T>(launch.value));
     return absl::OkStatus();
   });
 }
 
 // elementwise::kRange.
 absl::Status ElementwiseRange(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  if (tensor.rank != 1) return absl::InvalidArgumentError("range takes a rank-1 output");
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const uint64_t start, params.Get<uint64_t>());
-  VGPU_ASSIGN_OR_RETURN(const uint64_t delta, params.Get<uint64_t>());
-  if (tensor.dtype == DType::kUInt8) {
-    return absl::InvalidArgumentError("range takes floating, int32 or int64 dtypes");
-  }
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
-    return RunRange<decltype(zero)>(context, count, start, delta);
+  VGPU_ASSIGN_OR_RETURN(RangeLaunch launch, ReadRangeLaunch(context));
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunRange<decltype(zero)>(context, launch.count, launch.start_bits, launch.delta_bits);
   });
 }
 

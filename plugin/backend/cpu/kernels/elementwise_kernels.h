@@ -1,7 +1,8 @@
 // CPU implementations of the element-wise kernels of protocol/kernels/elementwise.h (op-tensor
-// binary and unary ops with broadcasting, select, cast, add-n, fill, set-tensor, range). Every
-// kernel validates its descriptors and buffer sizes and returns InvalidArgument on a malformed
-// launch; none keeps state between launches.
+// binary and unary ops with broadcasting, select, cast, add-n, fill, set-tensor, range). The
+// launch layer (launch/elementwise_launch.h) reads every launch's descriptors, parameters and
+// buffer sizes and returns InvalidArgument on a malformed one; the kernels only compute and
+// keep no state between launches.
 #ifndef VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 #define VGPU_BACKEND_CPU_KERNELS_ELEMENTWISE_KERNELS_H_
 

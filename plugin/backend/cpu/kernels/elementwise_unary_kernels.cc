@@ -2,38 +2,40 @@
 // Eigen's own functors where TensorFlow's CPU kernels use them (so results round identically):
 // arithmetic, exponentials and logarithms, erf/erfc, trigonometric and hyperbolic functions, and
 // the IsFinite/IsNan/IsInf predicates (bool results). Round is half-to-even (rint); integer
-// Neg/Abs wrap at the most negative value.
+// Neg/Abs wrap at the most negative value. The launch layer (launch/elementwise_launch.h) reads
+// and validates the launch, with the op/dtype pairs served; these only compute.
 #define EIGEN_USE_THREADS
 #include <cstdint>
 #include <type_traits>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
+#include "plugin/backend/launch/elementwise_launch.h"
+#include "plugin/backend/launch/integer_arithmetic.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
+
+using elementwise_launch::ReadUnaryLaunch;
+using elementwise_launch::UnaryKind;
+using elementwise_launch::UnaryLaunch;
+using elementwise_launch::UnservedUnary;
+
 namespace {
 
 template <typename T>
 inline constexpr bool kIsFloating = !Eigen::NumTraits<T>::IsInteger;
 
 template <typename T>
-T WrappingNegateValue(T a) {
-  using Unsigned = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<Unsigned>(Unsigned{0} - static_cast<Unsigned>(a)));
-}
-
-template <typename T>
 struct IntegerNegate {
-  T operator()(const T& a) const { return WrappingNegateValue(a); }
+  T operator()(const T& a) const { return WrapNegate(a); }
 };
 template <typename T>
 struct IntegerAbs {
-  T operator()(const T& a) const { return a < 0 ? WrappingNegateValue(a) : a; }
+  T operator()(const T& a) const { return a < 0 ? WrapNegate(a) : a; }
 };
 template <typename T>
 struct Identity {
@@ -115,8 +117,7 @@ absl::Status RunUnaryOp(const KernelContext& context, ElementwiseOp op, int64_t 
       default: break;
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "element-wise op ", static_cast<int>(op), " is not a unary op for this dtype"));
+  return UnservedUnary(op);  // the reader refused it
 }
 
 // The predicates (bool y) of a floating x.
@@ -130,39 +131,24 @@ absl::Status RunPredicate(const KernelContext& context, ElementwiseOp op, int64_
       default: break;
     }
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "element-wise op ", static_cast<int>(op), " is not a predicate for this dtype"));
-}
-
-bool IsPredicate(ElementwiseOp op) {
-  return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
-         op == ElementwiseOp::kIsInf;
+  return UnservedUnary(op);  // the reader refused it
 }
 
 }  // namespace
 
 // elementwise::kUnary: y = op(x).
 absl::Status ElementwiseUnary(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        context.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (tensor.dtype != op.dtype) {
-    return absl::InvalidArgumentError("the op-tensor and tensor descriptors disagree on dtype");
+  VGPU_ASSIGN_OR_RETURN(UnaryLaunch launch, ReadUnaryLaunch(context));
+  switch (launch.kind) {
+    case UnaryKind::kLogicalNot: return RunUnary<bool>(context, launch.count, LogicalNot());
+    case UnaryKind::kPredicate:
+      return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
+        return RunPredicate<decltype(zero)>(context, launch.op, launch.count);
+      });
+    case UnaryKind::kMath: break;
   }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  if (op.op == ElementwiseOp::kLogicalNot) {
-    if (op.dtype != DType::kBool) return absl::InvalidArgumentError("LogicalNot takes bool");
-    return RunUnary<bool>(context, count, LogicalNot());
-  }
-  if (IsPredicate(op.op)) {
-    return Dispatch::Floating(op.dtype, [&](auto zero) -> absl::Status {
-      return RunPredicate<decltype(zero)>(context, op.op, count);
-    });
-  }
-  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
-    return RunUnaryOp<decltype(zero)>(context, op.op, count);
+  return Dispatch::Numeric(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunUnaryOp<decltype(zero)>(context, launch.op, launch.count);
   });
 }
 

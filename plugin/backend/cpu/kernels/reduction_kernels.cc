@@ -3,7 +3,8 @@
 // TensorFlow's ReductionHelper layout (alternating reduced / kept runs, see
 // protocol/kernels/reduction.h) and is reduced with the same Eigen expressions as TensorFlow's
 // CPU kernels for each layout, so the results agree with them up to the order in which the
-// thread pool combines partial sums.
+// thread pool combines partial sums. The launch layer (launch/reduction_launch.h) reads and
+// validates every launch; these only compute.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -15,17 +16,25 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
-#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
 #include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
 #include "plugin/backend/cpu/kernels/softmax_kernels.h"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/reduction_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
+
+using reduction_launch::ArgReduceLaunch;
+using reduction_launch::ReadArgReduceLaunch;
+using reduction_launch::ReadReduceLaunch;
+using reduction_launch::ReduceGeometry;
+using reduction_launch::ReduceLaunch;
+using reduction_launch::ReduceWork;
+
 namespace {
 
 template <typename T, int kRank>
@@ -130,11 +139,11 @@ template <typename T>
 constexpr bool kAccumulatesInFloat =
     std::is_same_v<T, Eigen::bfloat16> || std::is_same_v<T, Eigen::half>;
 
+// `per_output`: the elements reduced into each output.
 template <typename T>
 absl::Status ReduceNumeric(const Eigen::ThreadPoolDevice& device, ReduceOp op, const T* in,
                            T* out, const std::vector<int64_t>& runs, bool reduce_first,
-                           int64_t in_count, int64_t out_count) {
-  const int64_t per_output = out_count == 0 ? 0 : in_count / out_count;
+                           int64_t per_output) {
   switch (op) {
     case ReduceOp::kSum:
       ReduceInLayout<T>(device, in, out, runs, reduce_first, [&](auto y, auto x, auto axes) {
@@ -175,9 +184,7 @@ absl::Status ReduceNumeric(const Eigen::ThreadPoolDevice& device, ReduceOp op, c
         y.device(device) = x.reduce(axes, Eigen::internal::MinReducer<T, Eigen::PropagateNaN>());
       });
       return absl::OkStatus();
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("reduce op ", static_cast<int>(op), " does not apply to this dtype"));
+    default: return reduction_launch::UnservedReduceOp(op);  // the reader refused it
   }
 }
 
@@ -194,133 +201,70 @@ absl::Status ReduceBool(const Eigen::ThreadPoolDevice& device, ReduceOp op, cons
         y.device(device) = x.reduce(axes, Eigen::internal::OrReducer());
       });
       return absl::OkStatus();
-    default:
-      return absl::InvalidArgumentError("bool tensors reduce only with all/any");
+    default: return reduction_launch::UnservedReduceOp(op);  // the reader refused it
   }
-}
-
-// Invokes fn(T{}) for the numeric dtypes the reduction kernels are built for.
-template <typename Fn>
-absl::Status DispatchReducible(DType dtype, Fn&& fn) {
-  if (dtype == DType::kInt64) return fn(int64_t{});
-  return Dispatch::Floating(dtype, fn);
 }
 
 }  // namespace
 
 // reduction::kReduce (see protocol/kernels/reduction.h).
 absl::Status Reduce(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(reduction::ReduceLayoutParams params,
-                        context.Params().Get<reduction::ReduceLayoutParams>());
-  if (x_desc.dtype != reduce.dtype || y_desc.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("reduce descriptor and tensor dtypes differ");
-  }
-  const bool reduce_first = params.reduce_first_axis != 0;
-  // Validates both ranks and bounds every product of dimensions.
-  VGPU_ASSIGN_OR_RETURN(const int64_t in_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(y_desc));
-  std::vector<int64_t> runs(x_desc.dims, x_desc.dims + x_desc.rank);
-  int64_t kept_count = 1;
-  for (int i = 0; i < x_desc.rank; ++i) {
-    if ((i % 2 == 0) == reduce_first) continue;
-    if (runs[i] != 0 && kept_count > kMaxElements / runs[i]) {
-      return absl::InvalidArgumentError("reduce layout keeps too many elements");
-    }
-    kept_count *= runs[i];
-  }
-  if (out_count != kept_count) {
-    return absl::InvalidArgumentError(absl::StrCat("reduce output holds ", out_count,
-                                                   " elements, the layout keeps ", kept_count));
-  }
-  const bool copies = runs.empty() || (runs.size() == 1 && !reduce_first);
+  VGPU_ASSIGN_OR_RETURN(ReduceLaunch launch, ReadReduceLaunch(context));
+  const ReduceGeometry& g = launch.geometry;
+  const std::vector<int64_t> runs(g.runs, g.runs + g.rank);
   const auto& device = *context.device;
 
   auto run = [&](auto zero, auto&& reduce_fn) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, in_count));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, out_count));
-    if (out_count == 0) return absl::OkStatus();
-    if (copies) {
-      std::memcpy(y, x, out_count * sizeof(T));
-      return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.in_count));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, g.out_count));
+    switch (launch.work) {
+      case ReduceWork::kNothing: return absl::OkStatus();
+      case ReduceWork::kCopy:
+        std::memcpy(y, x, g.out_count * sizeof(T));
+        return absl::OkStatus();
+      case ReduceWork::kFillIdentity:
+        Map<T, 1>(y, g.out_count).device(device) =
+            Map<T, 1>(y, g.out_count).constant(IdentityOf<T>(launch.op));
+        return absl::OkStatus();
+      case ReduceWork::kReduce: break;
     }
-    if (in_count == 0) {
-      Map<T, 1>(y, out_count).device(device) =
-          Map<T, 1>(y, out_count).constant(IdentityOf<T>(reduce.op));
-      return absl::OkStatus();
-    }
-    return reduce_fn(x, y, in_count);
+    return reduce_fn(x, y);
   };
 
-  if (reduce.dtype == DType::kBool) {
-    if (reduce.op != ReduceOp::kAll && reduce.op != ReduceOp::kAny) {
-      return absl::InvalidArgumentError("bool tensors reduce only with all/any");
-    }
-    return run(bool{}, [&](const bool* x, bool* y, int64_t) {
-      return ReduceBool(device, reduce.op, x, y, runs, reduce_first);
+  if (launch.dtype == DType::kBool) {
+    return run(bool{}, [&](const bool* x, bool* y) {
+      return ReduceBool(device, launch.op, x, y, runs, g.reduce_first);
     });
   }
-  return DispatchReducible(reduce.dtype, [&](auto zero) -> absl::Status {
+  return DispatchReducible<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    return run(zero, [&](const T* x, T* y, int64_t count) {
-      return ReduceNumeric<T>(device, reduce.op, x, y, runs, reduce_first, count, out_count);
+    return run(zero, [&](const T* x, T* y) {
+      return ReduceNumeric<T>(device, launch.op, x, y, runs, g.reduce_first, g.per_output);
     });
   });
 }
 
 // reduction::kArgReduce (see protocol/kernels/reduction.h).
 absl::Status ArgReduce(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  if (x_desc.rank != 3 || y_desc.rank != 2 || x_desc.dims[0] != y_desc.dims[0] ||
-      x_desc.dims[2] != y_desc.dims[1] || x_desc.dims[1] <= 0 || x_desc.dims[0] < 0 ||
-      x_desc.dims[2] < 0) {
-    return absl::InvalidArgumentError(
-        "arg-reduce takes x [outer, n > 0, inner] and y [outer, inner]");
-  }
-  if (reduce.op != ReduceOp::kMax && reduce.op != ReduceOp::kMin) {
-    return absl::InvalidArgumentError("arg-reduce supports max and min only");
-  }
-  if (x_desc.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("reduce descriptor and input dtypes differ");
-  }
-  const int64_t outer = x_desc.dims[0], n = x_desc.dims[1], inner = x_desc.dims[2];
-  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t y_count, DenseElementCount(y_desc));
+  VGPU_ASSIGN_OR_RETURN(ArgReduceLaunch launch, ReadArgReduceLaunch(context));
   const auto& device = *context.device;
-  return DispatchReducible(x_desc.dtype, [&](auto zero) -> absl::Status {
+  return DispatchReducible<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, x_count));
-    Map<const T, 3> x(x_data, outer, n, inner);
-    auto write = [&](auto index_zero) -> absl::Status {
+    VGPU_ASSIGN_OR_RETURN(const T* x_data, context.Buffer<const T>(0, launch.x_count));
+    Map<const T, 3> x(x_data, launch.outer, launch.n, launch.inner);
+    return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
-      VGPU_ASSIGN_OR_RETURN(Index * y_data, context.Buffer<Index>(1, y_count));
-      if (y_count == 0) return absl::OkStatus();
-      Map<Index, 2> y(y_data, outer, inner);
-      if (reduce.op == ReduceOp::kMax) {
+      VGPU_ASSIGN_OR_RETURN(Index * y_data, context.Buffer<Index>(1, launch.y_count));
+      if (launch.y_count == 0) return absl::OkStatus();
+      Map<Index, 2> y(y_data, launch.outer, launch.inner);
+      if (launch.op == ReduceOp::kMax) {
         y.device(device) = x.argmax(1).template cast<Index>();
       } else {
         y.device(device) = x.argmin(1).template cast<Index>();
       }
       return absl::OkStatus();
-    };
-    switch (y_desc.dtype) {
-      case DType::kInt32: return write(int32_t{});
-      case DType::kInt64: return write(int64_t{});
-      default: return absl::InvalidArgumentError("arg-reduce output must be int32 or int64");
-    }
+    });
   });
 }
 

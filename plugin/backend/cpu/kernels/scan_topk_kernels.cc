@@ -3,7 +3,8 @@
 // sequentially in the dtype, in TensorFlow's order of operations (Eigen's scan), lines in
 // parallel; top-k sorts the indices of each row by (value descending, index ascending; NaN
 // first), partially when k is small; in-top-k counts the classes predicted above the target.
-// Rows run in parallel on the thread pool.
+// Rows run in parallel on the thread pool. The launch layer (launch/scan_topk_launch.h) reads
+// and validates every launch; these only compute.
 #define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
 
@@ -13,15 +14,22 @@
 #include <numeric>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
-#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/scan_topk_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
 namespace {
+
+using scan_topk_launch::InTopKLaunch;
+using scan_topk_launch::ReadInTopKLaunch;
+using scan_topk_launch::ReadScanLaunch;
+using scan_topk_launch::ReadTopKLaunch;
+using scan_topk_launch::ScanLaunch;
+using scan_topk_launch::TopKLaunch;
 
 template <typename T>
 void ScanLines(const Eigen::ThreadPoolDevice& device, const T* x, T* y, int64_t outer, int64_t n,
@@ -50,30 +58,14 @@ void ScanLines(const Eigen::ThreadPoolDevice& device, const T* x, T* y, int64_t 
 
 // reduction::kScan.
 absl::Status Scan(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(reduction::ScanParams params,
-                        context.Params().Get<reduction::ScanParams>());
-  if (reduce.op != ReduceOp::kSum && reduce.op != ReduceOp::kProd) {
-    return absl::InvalidArgumentError("a scan is a cumulative sum or product");
-  }
-  if (tensor.rank != 3 || tensor.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("a scan takes x [outer, n, inner] of the reduce's dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  if (tensor.dtype == DType::kUInt8 || tensor.dtype == DType::kBool) {
-    return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
-  }
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ScanLaunch launch, ReadScanLaunch(context));
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
-    if (count == 0) return absl::OkStatus();
-    ScanLines<T>(*context.device, x, y, tensor.dims[0], tensor.dims[1], tensor.dims[2],
-                 reduce.op == ReduceOp::kProd, params.exclusive != 0, params.reverse != 0);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.count));
+    if (launch.count == 0) return absl::OkStatus();
+    ScanLines<T>(*context.device, x, y, launch.outer, launch.n, launch.inner, launch.product,
+                 launch.exclusive, launch.reverse);
     return absl::OkStatus();
   });
 }
@@ -112,37 +104,19 @@ void TopKRows(const Eigen::ThreadPoolDevice& device, const T* x, T* values, Inde
 
 // reduction::kTopK.
 absl::Status TopK(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings index_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (x_desc.rank != 2 || index_desc.rank != 2 || x_desc.dims[0] != index_desc.dims[0]) {
-    return absl::InvalidArgumentError("top-k takes x [rows, cols] and indices [rows, k]");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(index_desc));
-  const int64_t rows = x_desc.dims[0], cols = x_desc.dims[1], k = index_desc.dims[1];
-  if (k > cols) return absl::InvalidArgumentError("top-k needs k <= cols");
-  if (x_desc.dtype == DType::kBool || x_desc.dtype == DType::kUInt8) {
-    return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
-  }
-  return Dispatch::Numeric(x_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(TopKLaunch launch, ReadTopKLaunch(context));
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, x_count));
-    VGPU_ASSIGN_OR_RETURN(T* values, context.Buffer<T>(1, out_count));
-    auto run = [&](auto index_zero) -> absl::Status {
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_count));
+    VGPU_ASSIGN_OR_RETURN(T* values, context.Buffer<T>(1, launch.out_count));
+    return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
-      VGPU_ASSIGN_OR_RETURN(Index * indices, context.Buffer<Index>(2, out_count));
-      if (out_count == 0) return absl::OkStatus();
-      TopKRows<T, Index>(*context.device, x, values, indices, rows, cols, k);
+      VGPU_ASSIGN_OR_RETURN(Index * indices, context.Buffer<Index>(2, launch.out_count));
+      if (launch.out_count == 0) return absl::OkStatus();
+      TopKRows<T, Index>(*context.device, x, values, indices, launch.rows, launch.cols,
+                         launch.k);
       return absl::OkStatus();
-    };
-    switch (index_desc.dtype) {
-      case DType::kInt32: return run(int32_t{});
-      case DType::kInt64: return run(int64_t{});
-      default: return absl::InvalidArgumentError("top-k indices must be int32 or int64");
-    }
+    });
   });
 }
 
@@ -173,32 +147,18 @@ void InTopKRows(const Eigen::ThreadPoolDevice& device, const float* predictions,
 
 // reduction::kInTopK.
 absl::Status InTopK(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings predictions_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings targets_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(const int64_t k, context.Params().Get<int64_t>());
-  if (predictions_desc.rank != 2 || predictions_desc.dtype != DType::kFloat32 ||
-      targets_desc.rank != 1 || targets_desc.dims[0] != predictions_desc.dims[0]) {
-    return absl::InvalidArgumentError(
-        "in-top-k takes float32 predictions [batch, classes] and targets [batch]");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(predictions_desc));
-  const int64_t batch = predictions_desc.dims[0], classes = predictions_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, count));
-  VGPU_ASSIGN_OR_RETURN(bool* out, context.Buffer<bool>(2, batch));
-  auto run = [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(InTopKLaunch launch, ReadInTopKLaunch(context));
+  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, launch.count));
+  VGPU_ASSIGN_OR_RETURN(bool* out, context.Buffer<bool>(2, launch.batch));
+  return Dispatch::Index(launch.target_dtype, [&](auto zero) -> absl::Status {
     using Target = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Target* targets, context.Buffer<const Target>(1, batch));
-    if (batch > 0) InTopKRows<Target>(*context.device, predictions, targets, out, batch, classes, k);
+    VGPU_ASSIGN_OR_RETURN(const Target* targets, context.Buffer<const Target>(1, launch.batch));
+    if (launch.batch > 0) {
+      InTopKRows<Target>(*context.device, predictions, targets, out, launch.batch,
+                         launch.classes, launch.k);
+    }
     return absl::OkStatus();
-  };
-  switch (targets_desc.dtype) {
-    case DType::kInt32: return run(int32_t{});
-    case DType::kInt64: return run(int64_t{});
-    default: return absl::InvalidArgumentError("in-top-k targets must be int32 or int64");
-  }
+  });
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // the CPU backing executor. Rows are independent: they are spread over the executor's thread
 // pool and each row is computed with Eigen's vectorised array operations, in float for the
 // 16-bit dtypes (double for double). Numerically stable as TensorFlow's kernels: the row maximum
-// is subtracted before exponentiating.
+// is subtracted before exponentiating. The launch layer (launch/softmax_launch.h) reads and
+// validates every launch; these only compute.
 #include "plugin/backend/cpu/kernels/softmax_kernels.h"
 
 #define EIGEN_USE_THREADS
@@ -15,15 +16,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
-#include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/launch/softmax_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/reduction.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
 namespace {
+
+using softmax_launch::Broadcast2D;
+using softmax_launch::CrossEntropyLaunch;
+using softmax_launch::ReadCrossEntropyLaunch;
+using softmax_launch::ReadSoftmaxLaunch;
+using softmax_launch::ReadSparseCrossEntropyLaunch;
+using softmax_launch::SoftmaxLaunch;
+using softmax_launch::SparseCrossEntropyLaunch;
 
 // The type a row is computed in.
 template <typename T>
@@ -74,21 +82,6 @@ void SoftmaxRows(const Eigen::ThreadPoolDevice& device, const T* x, T* y, int64_
       StoreRow<T, C>(row, y + b * classes);
     }
   });
-}
-
-// Strides of a rank-2 operand stored as [rows, cols] and broadcast to [batch, classes].
-struct Broadcast2D {
-  int64_t row_stride, col_stride;
-};
-
-absl::StatusOr<Broadcast2D> BroadcastOf(const TensorDescriptorSettings& operand, int64_t batch,
-                                        int64_t classes) {
-  if (operand.rank != 2 || (operand.dims[0] != batch && operand.dims[0] != 1) ||
-      (operand.dims[1] != classes && operand.dims[1] != 1)) {
-    return absl::InvalidArgumentError(
-        "cross-entropy operands must be rank 2 and broadcastable to the backprop shape");
-  }
-  return Broadcast2D{operand.dims[0] == 1 ? 0 : operand.dims[1], operand.dims[1] == 1 ? 0 : 1};
 }
 
 template <typename T>
@@ -144,90 +137,49 @@ void SparseSoftmaxCrossEntropyRows(const Eigen::ThreadPoolDevice& device, const 
 
 // reduction::kSoftmax.
 absl::Status Softmax(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(reduction::SoftmaxParams params,
-                        context.Params().Get<reduction::SoftmaxParams>());
-  if (tensor.rank != 2 || tensor.dims[0] < 0 || tensor.dims[1] < 0) {
-    return absl::InvalidArgumentError("softmax takes a [batch, classes] tensor");
-  }
-  const int64_t batch = tensor.dims[0], classes = tensor.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(SoftmaxLaunch launch, ReadSoftmaxLaunch(context));
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, count));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, count));
-    if (count == 0) return absl::OkStatus();
-    SoftmaxRows<T>(*context.device, x, y, batch, classes, params.log != 0);
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.count));
+    if (launch.count == 0) return absl::OkStatus();
+    SoftmaxRows<T>(*context.device, x, y, launch.batch, launch.classes, launch.log);
     return absl::OkStatus();
   });
 }
 
 // reduction::kSoftmaxCrossEntropy.
 absl::Status SoftmaxCrossEntropy(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings backprop_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  if (backprop_desc.rank != 2 || backprop_desc.dims[0] < 0 || backprop_desc.dims[1] < 0) {
-    return absl::InvalidArgumentError("cross-entropy backprop must be [batch, classes]");
-  }
-  if (logits_desc.dtype != backprop_desc.dtype || labels_desc.dtype != backprop_desc.dtype) {
-    return absl::InvalidArgumentError("cross-entropy operand dtypes differ");
-  }
-  const int64_t batch = backprop_desc.dims[0], classes = backprop_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(backprop_desc));
-  VGPU_ASSIGN_OR_RETURN(Broadcast2D logits_layout, BroadcastOf(logits_desc, batch, classes));
-  VGPU_ASSIGN_OR_RETURN(Broadcast2D labels_layout, BroadcastOf(labels_desc, batch, classes));
-  VGPU_ASSIGN_OR_RETURN(const int64_t logits_count, DenseElementCount(logits_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t labels_count, DenseElementCount(labels_desc));
-  return Dispatch::Floating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(CrossEntropyLaunch launch, ReadCrossEntropyLaunch(context));
+  const int64_t batch = launch.batch;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, logits_count));
-    VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, labels_count));
+    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, launch.logits_count));
+    VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, launch.labels_count));
     VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(2, batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(3, count));
+    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(3, launch.count));
     if (batch == 0) return absl::OkStatus();
-    if (classes == 0) {
+    if (launch.classes == 0) {
       std::fill(loss, loss + batch, T(0));
       return absl::OkStatus();
     }
-    SoftmaxCrossEntropyRows<T>(*context.device, logits, logits_layout, labels, labels_layout,
-                               loss, backprop, batch, classes);
+    SoftmaxCrossEntropyRows<T>(*context.device, logits, launch.logits_layout, labels,
+                               launch.labels_layout, loss, backprop, batch, launch.classes);
     return absl::OkStatus();
   });
 }
 
 // reduction::kSparseSoftmaxCrossEntropy.
 absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  if (logits_desc.rank != 2 || logits_desc.dims[0] < 0 || logits_desc.dims[1] <= 0) {
-    return absl::InvalidArgumentError(
-        "sparse cross-entropy takes logits [batch, classes > 0]");
-  }
-  const int64_t batch = logits_desc.dims[0], classes = logits_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(logits_desc));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> labels,
-                        reader.GetArray<int64_t>(static_cast<uint32_t>(batch)));
-  if (static_cast<int64_t>(labels.size()) != batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
-  }
-  return Dispatch::Floating(logits_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch launch, ReadSparseCrossEntropyLaunch(context));
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, count));
-    VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(1, batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(2, count));
-    if (batch == 0) return absl::OkStatus();
-    SparseSoftmaxCrossEntropyRows<T>(*context.device, logits, labels.data(), loss, backprop,
-                                     batch, classes);
+    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(1, launch.batch));
+    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(2, launch.count));
+    if (launch.batch == 0) return absl::OkStatus();
+    SparseSoftmaxCrossEntropyRows<T>(*context.device, logits, launch.labels.data(), loss,
+                                     backprop, launch.batch, launch.classes);
     return absl::OkStatus();
   });
 }

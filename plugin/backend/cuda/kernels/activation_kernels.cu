@@ -3,7 +3,8 @@
 // softplus, softsign, leaky relu) for float32, float64, float16 and bfloat16, one grid-stride
 // kernel per launch. The formulas are the CPU executor's (TensorFlow's CPU expressions), computed
 // in the dtype (float16/bfloat16 rounded per operation, see device_types.cuh), with CUDA's math
-// library for exp/log1p/tanh.
+// library for exp/log1p/tanh. The launch layer (launch/activation_launch.h) reads and validates
+// every launch on the host, as for the CPU executor.
 //
 // GPU run must confirm: every mode and dtype within rtol 1e-3 of the CPU executor (sigmoid: the
 // CPU's float path is Eigen's rational approximation, here 1 / (1 + exp(-x))); softplus at the
@@ -11,9 +12,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/activation_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/activation.h"
@@ -23,20 +24,9 @@ namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
 
-// SELU's constants, as TensorFlow spells them.
-constexpr double kSeluScale = 1.0507009873554804934193349852946;
-constexpr double kSeluScaleAlpha = 1.7580993408473768599402175208123;
-
-bool KnownMode(ActivationMode mode) {
-  switch (mode) {
-    case ActivationMode::kRelu: case ActivationMode::kRelu6: case ActivationMode::kSigmoid:
-    case ActivationMode::kTanh: case ActivationMode::kElu: case ActivationMode::kSelu:
-    case ActivationMode::kSoftplus: case ActivationMode::kSoftsign:
-    case ActivationMode::kLeakyRelu:
-      return true;
-    default: return false;
-  }
-}
+using activation_launch::ActivationLaunch;
+using activation_launch::kSeluScale;
+using activation_launch::kSeluScaleAlpha;
 
 // max(x, 0) / min(x, 6) that keep a NaN x (Eigen's PropagateNaN).
 template <typename C>
@@ -76,7 +66,7 @@ __global__ void ForwardKernel(ActivationMode mode, float coef, const Storage<T>*
       }
       case ActivationMode::kSoftsign: result = v / (dmath::Fabs(v) + one); break;
       case ActivationMode::kLeakyRelu: result = v > zero ? v : v * C(coef); break;
-      default: result = v; break;  // unreachable: the host checked the mode
+      default: result = v; break;  // unreachable: the reader checked the mode
     }
     Store<T>(y, i, result);
   }
@@ -118,61 +108,40 @@ __global__ void BackwardKernel(ActivationMode mode, float coef, const Storage<T>
         result = a / (denominator * denominator);
         break;
       }
-      default: result = a; break;  // unreachable: the host checked the mode
+      default: result = a; break;  // unreachable: the reader checked the mode
     }
     Store<T>(out, i, result);
   }
 }
 
-absl::Status UnknownMode(const ActivationDescriptorSettings& activation) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown activation mode ", static_cast<int>(activation.mode)));
-}
-
-// activation::kForward: y = f(x). Validates as the CPU kernel (buffers first; an empty tensor
-// succeeds before the mode is looked at, as there).
+// activation::kForward: y = f(x).
 absl::Status ActivationForward(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
-                        context.Descriptor<ActivationDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (activation.dtype != tensor.dtype) {
-    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch, activation_launch::ReadActivationForward(context));
+  const int64_t n = launch.count;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, n));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, n));
     if (n == 0) return absl::OkStatus();
-    if (!KnownMode(activation.mode)) return UnknownMode(activation);
     // The leaky relu's alpha as TensorFlow holds it: the float attribute, cast to T on device.
-    return LaunchGrid(context, "activation_forward", n, ForwardKernel<T>, activation.mode,
-                      static_cast<float>(activation.coef), x, y, n);
+    return LaunchGrid(context, "activation_forward", n, ForwardKernel<T>, launch.activation.mode,
+                      launch.LeakyAlpha(), x, y, n);
   });
 }
 
 // activation::kBackward (buffer order in protocol/kernels/activation.h).
 absl::Status ActivationBackward(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(ActivationDescriptorSettings activation,
-                        context.Descriptor<ActivationDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (activation.dtype != tensor.dtype) {
-    return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t n, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch,
+                        activation_launch::ReadActivationBackward(context));
+  const int64_t n = launch.count;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, n));
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, n));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 2, n));
     if (n == 0) return absl::OkStatus();
-    if (!KnownMode(activation.mode)) return UnknownMode(activation);
-    return LaunchGrid(context, "activation_backward", n, BackwardKernel<T>, activation.mode,
-                      static_cast<float>(activation.coef), a, b, out, n);
+    return LaunchGrid(context, "activation_backward", n, BackwardKernel<T>,
+                      launch.activation.mode, launch.LeakyAlpha(), a, b, out, n);
   });
 }
 

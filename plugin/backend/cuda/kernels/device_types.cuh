@@ -8,8 +8,9 @@
 //     Eigen::half / Eigen::bfloat16 operators compute (in float, rounded per operation);
 //   - device math overloads (dmath::) over float, double and Narrow, using CUDA's math library
 //     (within about 1 ulp of glibc's; results are compared to the CPU executor with a tolerance);
-//   - the broadcast layout of an element-wise launch (host checks identical to the CPU
-//     executor's MakeBroadcastLayout) and its device-side indexer;
+//   - the launch layer's dense-tensor count, broadcast layout and integer arithmetic
+//     (launch/dense_tensor.h, broadcast_layout.h, integer_arithmetic.h) under these kernels'
+//     names;
 //   - grid-stride loop and launch helpers (GridFor / LastLaunchStatus of cuda_kernel_registry.h).
 // Header-only; include from .cu files only. Nothing here keeps state.
 //
@@ -34,8 +35,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/launch/broadcast_layout.h"
+#include "plugin/backend/launch/dense_tensor.h"
 #include "plugin/backend/launch/dtype_dispatch.h"
+#include "plugin/backend/launch/integer_arithmetic.h"
 #include "plugin/backend/launch/launch_context.h"
+#include "plugin/backend/launch/reader_dispatch.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 
@@ -53,10 +58,15 @@ struct CudaElementTypes {
 // Dispatch::Floating, Numeric, All, Int32Or64, Index, ElementSize (launch/dtype_dispatch.h).
 using Dispatch = DTypeDispatch<CudaElementTypes>;
 
-// The element count of a dense tensor descriptor (InvalidArgument on a bad rank or dimension).
-inline absl::StatusOr<int64_t> DenseElementCount(const TensorDescriptorSettings& tensor) {
-  return CheckedElementCount("tensor", tensor.dims, tensor.rank, kMaxLaunchElements);
-}
+// The launch readers size buffers with ReaderDispatch's storage types: these kernels' element
+// types must match them in size and alignment, as LaunchContext::Buffer<T> checks with them.
+static_assert(sizeof(__half) == sizeof(ReaderElementTypes::Float16) &&
+              alignof(__half) == alignof(ReaderElementTypes::Float16));
+static_assert(sizeof(__nv_bfloat16) == sizeof(ReaderElementTypes::BFloat16) &&
+              alignof(__nv_bfloat16) == alignof(ReaderElementTypes::BFloat16));
+
+using ::vgpu::BroadcastLayout;
+using ::vgpu::DenseElementCount;
 
 // --- Type traits --------------------------------------------------------------------------------
 
@@ -317,30 +327,8 @@ __device__ inline C Infinity() {
 
 }  // namespace dmath
 
-// Integer arithmetic with two's-complement wrap-around (no signed-overflow undefined
-// behaviour), as TensorFlow's CPU kernels behave in practice.
-template <typename T>
-__host__ __device__ inline T WrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(static_cast<U>(a) + static_cast<U>(b)));
-}
-template <typename T>
-__host__ __device__ inline T WrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(static_cast<U>(a) - static_cast<U>(b)));
-}
-template <typename T>
-__host__ __device__ inline T WrapMul(T a, T b) {
-  // uint8 and the like promote to int: multiply in a wide unsigned type.
-  using U = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-  return static_cast<T>(static_cast<U>(static_cast<U>(a) * static_cast<U>(b)));
-}
-template <typename T>
-__host__ __device__ inline T WrapNegate(T a) {
-  return WrapSub(T(0), a);
-}
-
-// a + b, a * b in the compute type C: wrapping for integers, rounded per operation otherwise.
+// a + b, a * b in the compute type C: wrapping for integers (launch/integer_arithmetic.h),
+// rounded per operation otherwise.
 template <typename C>
 __device__ inline C Add(C a, C b) {
   if constexpr (std::is_integral_v<C> && !std::is_same_v<C, bool>) {
@@ -364,111 +352,6 @@ __device__ inline C Multiply(C a, C b) {
   } else {
     return a * b;
   }
-}
-
-// --- Broadcasting -------------------------------------------------------------------------------
-
-// The device view of an element-wise launch's broadcast: merged output dimensions and each
-// input's element strides along them (0 along a broadcast dimension). Passed by value.
-template <int kInputs>
-struct BroadcastIndexer {
-  int rank = 1;
-  int64_t dims[kMaxRank] = {1};
-  int64_t strides[kInputs][kMaxRank] = {};
-
-  // The element offset of output element `index` in each input.
-  __device__ void Offsets(int64_t index, int64_t (&offsets)[kInputs]) const {
-    for (int k = 0; k < kInputs; ++k) offsets[k] = 0;
-    for (int d = rank - 1; d >= 0; --d) {
-      const int64_t dim = dims[d];
-      const int64_t position = d == 0 ? index : index % dim;
-      if (d != 0) index /= dim;
-      for (int k = 0; k < kInputs; ++k) offsets[k] += position * strides[k][d];
-    }
-  }
-};
-
-template <int kInputs>
-struct BroadcastLayout {
-  BroadcastIndexer<kInputs> indexer;
-  int64_t output_count = 0;
-  std::array<int64_t, kInputs> input_counts = {};
-};
-
-// The layout of an element-wise launch with output descriptor `output` and inputs `inputs`:
-// the same checks and InvalidArgument messages as the CPU executor's MakeBroadcastLayout
-// (protocol/kernels/elementwise.h states the rules), and the same merging of dimensions.
-template <int kInputs>
-absl::StatusOr<BroadcastLayout<kInputs>> MakeBroadcastLayout(
-    const TensorDescriptorSettings& output,
-    const std::array<TensorDescriptorSettings, kInputs>& inputs) {
-  BroadcastLayout<kInputs> layout;
-  const int rank = output.rank;
-  if (rank < 0 || rank > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrCat("output rank ", rank, " is out of range"));
-  }
-  int64_t in_dims[kInputs][kMaxRank];
-  {
-    absl::StatusOr<int64_t> count = DenseElementCount(output);
-    if (!count.ok()) return count.status();
-    layout.output_count = *count;
-  }
-  for (int k = 0; k < kInputs; ++k) {
-    const TensorDescriptorSettings& input = inputs[k];
-    if (input.rank < 0 || input.rank > rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input ", k, " has rank ", input.rank, ", the output ", rank));
-    }
-    const int pad = rank - input.rank;
-    layout.input_counts[k] = 1;
-    for (int d = 0; d < rank; ++d) {
-      const int64_t dim = d < pad ? 1 : input.dims[d - pad];
-      if (dim != output.dims[d] && dim != 1) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "input ", k, " dimension ", d - pad, " (", dim,
-            ") does not broadcast to the output's (", output.dims[d], ")"));
-      }
-      if (dim != 0 && layout.input_counts[k] > kMaxLaunchElements / dim) {
-        return absl::InvalidArgumentError("tensor has too many elements");
-      }
-      in_dims[k][d] = dim;
-      layout.input_counts[k] *= dim;
-    }
-  }
-  if (layout.output_count == 0) return layout;
-
-  BroadcastIndexer<kInputs>& indexer = layout.indexer;
-  bool broadcast[kInputs][kMaxRank] = {};
-  int merged = 0;
-  for (int d = 0; d < rank; ++d) {
-    if (output.dims[d] == 1) continue;
-    bool same_as_previous = merged > 0;
-    for (int k = 0; k < kInputs && same_as_previous; ++k) {
-      same_as_previous = broadcast[k][merged - 1] == (in_dims[k][d] == 1);
-    }
-    if (same_as_previous) {
-      indexer.dims[merged - 1] *= output.dims[d];
-      continue;
-    }
-    indexer.dims[merged] = output.dims[d];
-    for (int k = 0; k < kInputs; ++k) broadcast[k][merged] = in_dims[k][d] == 1;
-    ++merged;
-  }
-  if (merged == 0) {  // a single element
-    indexer.rank = 1;
-    indexer.dims[0] = 1;
-    for (int k = 0; k < kInputs; ++k) indexer.strides[k][0] = 1;
-    return layout;
-  }
-  indexer.rank = merged;
-  for (int k = 0; k < kInputs; ++k) {
-    int64_t stride = 1;
-    for (int d = merged - 1; d >= 0; --d) {
-      indexer.strides[k][d] = broadcast[k][d] ? 0 : stride;
-      if (!broadcast[k][d]) stride *= indexer.dims[d];
-    }
-  }
-  return layout;
 }
 
 // --- Launching ----------------------------------------------------------------------------------

@@ -22,6 +22,8 @@
 #include "absl/status/status.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/element_conversions.h"
+#include "plugin/backend/launch/elementwise_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/elementwise.h"
@@ -64,25 +66,6 @@ __device__ T ClearLowMantissaBits(T x) {
   }
 }
 
-// Floating value (as double: exact for every floating source) to integer Out, as the CPU.
-template <typename Out>
-__device__ Out FloatingToInteger(double value) {
-  if constexpr (sizeof(Out) == 8) {
-    constexpr double kLimit = 9223372036854775808.0;  // 2^63
-    if (!(value >= -kLimit && value < kLimit)) return static_cast<Out>(INT64_MIN);
-    return static_cast<Out>(static_cast<int64_t>(value));
-  } else {
-    const int32_t truncated = value > -2147483649.0 && value < 2147483648.0
-                                  ? static_cast<int32_t>(value)
-                                  : INT32_MIN;
-    if constexpr (std::is_same_v<Out, uint8_t>) {
-      return static_cast<uint8_t>(truncated < 0 ? 0 : truncated > 255 ? 255 : truncated);
-    } else {
-      return static_cast<Out>(truncated);
-    }
-  }
-}
-
 // One element's conversion from In's stored bits to Out's.
 template <typename In, typename Out>
 __device__ Storage<Out> CastValue(Storage<In> raw, bool truncate) {
@@ -105,7 +88,7 @@ __device__ Storage<Out> CastValue(Storage<In> raw, bool truncate) {
       Store<Out>(&result, 0, Compute<Out>(value ? 1 : 0));
       return result;
     } else if constexpr (kIsFloating<In> && kIsInteger<Out>) {
-      return FloatingToInteger<Out>(static_cast<double>(value));
+      return FloatingToInteger<Out>(static_cast<double>(value));  // element_conversions.h
     } else if constexpr (kIsFloating<In> && kIsFloating<Out>) {
       // The source as float (exact for the narrow types) or double.
       using Wide = std::conditional_t<std::is_same_v<In, double>, double, float>;
@@ -137,29 +120,20 @@ __global__ void CastKernel(int64_t count, bool truncate, const Storage<In>* x, S
 
 }  // namespace
 
-// elementwise::kCast: y = cast(x). Validates as the CPU kernel.
+// elementwise::kCast: y = cast(x), read and validated by the launch layer.
 absl::Status CudaElementwiseCast(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings source,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings destination,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(source));
-  VGPU_ASSIGN_OR_RETURN(const int64_t destination_count, DenseElementCount(destination));
-  if (count != destination_count) {
-    return absl::InvalidArgumentError("cast source and destination differ in element count");
-  }
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const uint8_t truncate, params.Get<uint8_t>());
-  return Dispatch::All(source.dtype, [&](auto in_zero) -> absl::Status {
-    return Dispatch::All(destination.dtype, [&](auto out_zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::CastLaunch launch,
+                        elementwise_launch::ReadCastLaunch(context));
+  const int64_t count = launch.count;
+  return Dispatch::All(launch.source, [&](auto in_zero) -> absl::Status {
+    return Dispatch::All(launch.destination, [&](auto out_zero) -> absl::Status {
       using In = decltype(in_zero);
       using Out = decltype(out_zero);
       VGPU_ASSIGN_OR_RETURN(const Storage<In>* x, ConstDeviceBuffer<In>(context, 0, count));
       VGPU_ASSIGN_OR_RETURN(Storage<Out>* y, DeviceBuffer<Out>(context, 1, count));
       if (count == 0) return absl::OkStatus();
       return LaunchGrid(context, "elementwise_cast", count, CastKernel<In, Out>, count,
-                        truncate != 0, x, y);
+                        launch.truncate, x, y);
     });
   });
 }

@@ -1,19 +1,19 @@
 // The element-wise family (protocol/kernels/elementwise.h) on the CUDA executor: the op-tensor
 // binary kernel (arithmetic with numpy broadcasting, comparisons into bool, logical ops), the
 // unary kernel, select with broadcasting, add-n in TensorFlow's order, fill, set-tensor and
-// range, and the family's registration (cast lives in elementwise_cast_kernels.cu). Each kernel
-// checks its launch on the host exactly as the CPU executor's kernel of the same id
-// (cpu/kernels/elementwise_*.cc) before enqueuing anything, then runs one grid-stride kernel on
-// the launch's stream; the op is a runtime switch inside the kernel (uniform across a warp).
+// range, and the family's registration (cast lives in elementwise_cast_kernels.cu). The launch
+// layer (launch/elementwise_launch.h) reads and validates every launch on the host, as for the
+// CPU executor, before anything is enqueued; each kernel then runs one grid-stride kernel on the
+// launch's stream; the op is a runtime switch inside the kernel (uniform across a warp).
 //
 // Semantics follow the CPU executor: integer division truncates (Div) or floors (FloorDiv,
 // FloorMod: the remainder takes the divisor's sign), INT_MIN / -1 wraps, integer arithmetic
 // wraps, integer powers square repeatedly; float16/bfloat16 compute in float rounded per
-// operation (device_types.cuh). The math functions are CUDA's (erf, erfc, expm1, log1p,
-// trigonometric and hyperbolic), within about 1 ulp of glibc's used by the CPU executor.
-// Exactly the CPU's op/dtype sets are served: the ElementwiseOp values the CPU kernel refuses
-// (kSigmoidGrad, kTanhGrad, kRelu6Grad as binary ops; lgamma/digamma, which have no op value)
-// are refused here with the same InvalidArgument.
+// operation (device_types.cuh); the integer arithmetic is launch/integer_arithmetic.h's, as on
+// the CPU. The math functions are CUDA's (erf, erfc, expm1, log1p, trigonometric and
+// hyperbolic), within about 1 ulp of glibc's used by the CPU executor. The op/dtype sets served
+// are the launch layer's, the CPU's (kSigmoidGrad, kTanhGrad, kRelu6Grad as binary ops are
+// refused by the reader).
 //
 // The one synchronous path: integer Div/FloorDiv/FloorMod must fail with InvalidArgument
 // when a divisor is 0, which only the device can see (integer Pow with a negative exponent does
@@ -39,6 +39,9 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/element_conversions.h"
+#include "plugin/backend/launch/elementwise_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/elementwise.h"
@@ -51,6 +54,8 @@ absl::Status CudaElementwiseCast(const CudaKernelContext& context);
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
+using elementwise_launch::BinaryKind;
+using elementwise_launch::UnaryKind;
 
 absl::Status CudaCallStatus(cudaError_t error, const char* what) {
   if (error == cudaSuccess) return absl::OkStatus();
@@ -60,39 +65,6 @@ absl::Status CudaCallStatus(cudaError_t error, const char* what) {
   return absl::InternalError(message);
 }
 
-bool IsComparison(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::kEqual: case ElementwiseOp::kNotEqual: case ElementwiseOp::kGreater:
-    case ElementwiseOp::kGreaterEqual: case ElementwiseOp::kLess: case ElementwiseOp::kLessEqual:
-      return true;
-    default: return false;
-  }
-}
-
-bool IsLogical(ElementwiseOp op) {
-  return op == ElementwiseOp::kLogicalAnd || op == ElementwiseOp::kLogicalOr;
-}
-
-// The binary arithmetic ops the CPU kernel serves for every numeric dtype / floating only.
-bool IsNumericArithmetic(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::kAdd: case ElementwiseOp::kSub: case ElementwiseOp::kMul:
-    case ElementwiseOp::kMaximum: case ElementwiseOp::kMinimum:
-    case ElementwiseOp::kSquaredDifference: case ElementwiseOp::kDiv:
-    case ElementwiseOp::kFloorDiv: case ElementwiseOp::kFloorMod: case ElementwiseOp::kPow:
-      return true;
-    default: return false;
-  }
-}
-bool IsFloatingArithmetic(ElementwiseOp op) {
-  switch (op) {
-    case ElementwiseOp::kDivNoNan: case ElementwiseOp::kRsqrtGrad: case ElementwiseOp::kSqrtGrad:
-    case ElementwiseOp::kReciprocalGrad: case ElementwiseOp::kAtan2: case ElementwiseOp::kXlogy:
-    case ElementwiseOp::kXlog1py: case ElementwiseOp::kXdivy:
-      return true;
-    default: return false;
-  }
-}
 // Integer ops that can fail on a value (a zero divisor).
 bool IsCheckedIntegerOp(ElementwiseOp op) {
   return op == ElementwiseOp::kDiv || op == ElementwiseOp::kFloorDiv ||
@@ -114,9 +86,10 @@ __device__ C MinPropagateNaN(C a, C b) {
   return b < a ? b : a;
 }
 
-// Integer ops; *error = 1 on a zero divisor (the result is then 0).
+// Integer ops (launch/integer_arithmetic.h); *zero_divisor = true on a zero divisor (the
+// result is then 0).
 template <typename T>
-__device__ T IntegerArithmetic(ElementwiseOp op, T a, T b, unsigned* error) {
+__device__ T IntegerArithmetic(ElementwiseOp op, T a, T b, bool* zero_divisor) {
   switch (op) {
     case ElementwiseOp::kAdd: return WrapAdd(a, b);
     case ElementwiseOp::kSub: return WrapSub(a, b);
@@ -127,61 +100,11 @@ __device__ T IntegerArithmetic(ElementwiseOp op, T a, T b, unsigned* error) {
       const T difference = WrapSub(a, b);
       return WrapMul(difference, difference);
     }
-    case ElementwiseOp::kDiv:
-      if (b == T(0)) {
-        *error = 1;
-        return T(0);
-      }
-      if constexpr (std::is_signed_v<T>) {
-        if (b == T(-1)) return WrapNegate(a);
-      }
-      return static_cast<T>(a / b);
-    case ElementwiseOp::kFloorDiv:
-      if (b == T(0)) {
-        *error = 1;
-        return T(0);
-      }
-      if constexpr (std::is_signed_v<T>) {
-        if (b == T(-1)) return WrapNegate(a);
-        const T quotient = static_cast<T>(a / b);
-        const bool inexact = static_cast<T>(quotient * b) != a;
-        return inexact && ((a < 0) != (b < 0)) ? static_cast<T>(quotient - 1) : quotient;
-      } else {
-        return static_cast<T>(a / b);
-      }
-    case ElementwiseOp::kFloorMod:
-      if (b == T(0)) {
-        *error = 1;
-        return T(0);
-      }
-      if constexpr (std::is_signed_v<T>) {
-        if (b == T(-1)) return T(0);
-        const T remainder = static_cast<T>(a % b);
-        return remainder != 0 && ((remainder < 0) != (b < 0)) ? static_cast<T>(remainder + b)
-                                                               : remainder;
-      } else {
-        return static_cast<T>(a % b);
-      }
-    case ElementwiseOp::kPow: {
-      // A negative exponent: 1 for a base of 1, +-1 for -1, else 0 (TensorFlow's CUDA kernel).
-      if constexpr (std::is_signed_v<T>) {
-        if (b < 0) {
-          if (a == T(1)) return T(1);
-          if (a == T(-1)) return (b % 2 == 0) ? T(1) : T(-1);
-          return T(0);
-        }
-      }
-      using Unsigned = std::make_unsigned_t<std::common_type_t<T, unsigned>>;
-      Unsigned base = static_cast<Unsigned>(a);
-      Unsigned result = 1;
-      for (std::make_unsigned_t<T> exponent = static_cast<std::make_unsigned_t<T>>(b);
-           exponent != 0; exponent >>= 1) {
-        if (exponent & 1) result *= base;
-        base *= base;
-      }
-      return static_cast<T>(result);
-    }
-    default: return T(0);  // unreachable: the host checked the op
+    case ElementwiseOp::kDiv: return IntegerDivide(a, b, zero_divisor);
+    case ElementwiseOp::kFloorDiv: return IntegerFloorDivide(a, b, zero_divisor);
+    case ElementwiseOp::kFloorMod: return IntegerFloorModulo(a, b, zero_divisor);
+    case ElementwiseOp::kPow: return IntegerPower(a, b);
+    default: return T(0);  // unreachable: the reader checked the op
   }
 }
 
@@ -220,27 +143,26 @@ __device__ C FloatingArithmetic(ElementwiseOp op, C a, C b) {
     case ElementwiseOp::kXlogy: return a == zero ? zero : C(a * dmath::Log(b));
     case ElementwiseOp::kXlog1py: return a == zero ? zero : C(a * dmath::Log1p(b));
     case ElementwiseOp::kXdivy: return a == zero ? zero : C(a / b);
-    default: return zero;  // unreachable: the host checked the op
+    default: return zero;  // unreachable: the reader checked the op
   }
 }
 
 template <typename T>
-__global__ void ArithmeticKernel(ElementwiseOp op, BroadcastIndexer<2> indexer, int64_t count,
-                                 const Storage<T>* a, const Storage<T>* b, Storage<T>* out,
-                                 unsigned* error) {
-  unsigned local_error = 0;
-  for (int64_t i = GridStart(); i < count; i += GridStride()) {
+__global__ void ArithmeticKernel(ElementwiseOp op, BroadcastLayout<2> layout, const Storage<T>* a,
+                                 const Storage<T>* b, Storage<T>* out, unsigned* error) {
+  bool zero_divisor = false;
+  for (int64_t i = GridStart(); i < layout.output_count; i += GridStride()) {
     int64_t offsets[2];
-    indexer.Offsets(i, offsets);
+    layout.Offsets(i, offsets);
     const Compute<T> x = Load<T>(a, offsets[0]);
     const Compute<T> y = Load<T>(b, offsets[1]);
     if constexpr (kIsInteger<T>) {
-      Store<T>(out, i, IntegerArithmetic<T>(op, x, y, &local_error));
+      Store<T>(out, i, IntegerArithmetic<T>(op, x, y, &zero_divisor));
     } else {
       Store<T>(out, i, FloatingArithmetic<Compute<T>>(op, x, y));
     }
   }
-  if (local_error != 0 && error != nullptr) *error = 1;  // racing writers all write 1
+  if (zero_divisor && error != nullptr) *error = 1;  // racing writers all write 1
 }
 
 // Runs a kernel that may raise *error, waits for it, and returns `message` as InvalidArgument
@@ -269,42 +191,38 @@ absl::Status RunWithErrorFlag(const CudaKernelContext& context, const char* name
   return absl::OkStatus();
 }
 
-constexpr char kIntegerDivisionByZero[] = "Integer division by zero";
+using elementwise_launch::kIntegerDivisionByZero;
 
 template <typename T>
-absl::Status RunArithmetic(const CudaKernelContext& context, ElementwiseOp op, DType dtype,
+absl::Status RunArithmetic(const CudaKernelContext& context, ElementwiseOp op,
                            const BroadcastLayout<2>& layout) {
-  const bool supported = IsNumericArithmetic(op) || (kIsFloating<T> && IsFloatingArithmetic(op));
-  if (!supported) {
-    return absl::InvalidArgumentError(absl::StrCat("element-wise op ", static_cast<int>(op),
-                                                   " is not a binary arithmetic op for dtype ",
-                                                   static_cast<uint32_t>(dtype)));
-  }
-  VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, layout.input_counts[0]));
-  VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
+  VGPU_ASSIGN_OR_RETURN(const Storage<T>* a,
+                        ConstDeviceBuffer<T>(context, 0, layout.input_counts[0]));
+  VGPU_ASSIGN_OR_RETURN(const Storage<T>* b,
+                        ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
   VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 2, layout.output_count));
   if (layout.output_count == 0) return absl::OkStatus();
   constexpr char kName[] = "elementwise_binary";
   if constexpr (kIsInteger<T>) {
     if (IsCheckedIntegerOp(op)) {
       return RunWithErrorFlag(context, kName, kIntegerDivisionByZero, [&](unsigned* flag) {
-        return LaunchGrid(context, kName, layout.output_count, ArithmeticKernel<T>, op,
-                          layout.indexer, layout.output_count, a, b, out, flag);
+        return LaunchGrid(context, kName, layout.output_count, ArithmeticKernel<T>, op, layout,
+                          a, b, out, flag);
       });
     }
   }
-  return LaunchGrid(context, kName, layout.output_count, ArithmeticKernel<T>, op, layout.indexer,
-                    layout.output_count, a, b, out, static_cast<unsigned*>(nullptr));
+  return LaunchGrid(context, kName, layout.output_count, ArithmeticKernel<T>, op, layout, a, b, out,
+                    static_cast<unsigned*>(nullptr));
 }
 
 // --- Comparisons and logical ops ----------------------------------------------------------------
 
 template <typename T>
-__global__ void PredicateKernel(ElementwiseOp op, BroadcastIndexer<2> indexer, int64_t count,
-                                const Storage<T>* a, const Storage<T>* b, uint8_t* out) {
-  for (int64_t i = GridStart(); i < count; i += GridStride()) {
+__global__ void PredicateKernel(ElementwiseOp op, BroadcastLayout<2> layout, const Storage<T>* a,
+                                const Storage<T>* b, uint8_t* out) {
+  for (int64_t i = GridStart(); i < layout.output_count; i += GridStride()) {
     int64_t offsets[2];
-    indexer.Offsets(i, offsets);
+    layout.Offsets(i, offsets);
     const Compute<T> x = Load<T>(a, offsets[0]);
     const Compute<T> y = Load<T>(b, offsets[1]);
     bool result = false;
@@ -330,72 +248,34 @@ __global__ void PredicateKernel(ElementwiseOp op, BroadcastIndexer<2> indexer, i
 template <typename T>
 absl::Status RunPredicate(const CudaKernelContext& context, ElementwiseOp op,
                           const BroadcastLayout<2>& layout) {
-  VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, layout.input_counts[0]));
-  VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
+  VGPU_ASSIGN_OR_RETURN(const Storage<T>* a,
+                        ConstDeviceBuffer<T>(context, 0, layout.input_counts[0]));
+  VGPU_ASSIGN_OR_RETURN(const Storage<T>* b,
+                        ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
   VGPU_ASSIGN_OR_RETURN(uint8_t* out, DeviceBuffer<bool>(context, 2, layout.output_count));
   if (layout.output_count == 0) return absl::OkStatus();
   return LaunchGrid(context, "elementwise_binary", layout.output_count, PredicateKernel<T>, op,
-                    layout.indexer, layout.output_count, a, b, out);
+                    layout, a, b, out);
 }
 
 // elementwise::kBinary.
 absl::Status ElementwiseBinary(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        context.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        context.Descriptor<TensorDescriptorSettings>(3));
-  if (a.dtype != op.dtype || b.dtype != op.dtype) {
-    return absl::InvalidArgumentError("the operands' dtypes differ from the op-tensor's");
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::BinaryLaunch launch,
+                        elementwise_launch::ReadBinaryLaunch(context));
+  switch (launch.kind) {
+    case BinaryKind::kLogical: return RunPredicate<bool>(context, launch.op, launch.layout);
+    case BinaryKind::kComparison:
+      return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
+        return RunPredicate<decltype(zero)>(context, launch.op, launch.layout);
+      });
+    case BinaryKind::kArithmetic: break;
   }
-  const bool predicate = IsComparison(op.op) || IsLogical(op.op);
-  if (out.dtype != (predicate ? DType::kBool : op.dtype)) {
-    return absl::InvalidArgumentError("the output descriptor has the wrong dtype for the op");
-  }
-  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<2> layout, MakeBroadcastLayout<2>(out, {a, b}));
-  if (IsLogical(op.op)) {
-    if (op.dtype != DType::kBool) {
-      return absl::InvalidArgumentError("logical ops take bool operands");
-    }
-    return RunPredicate<bool>(context, op.op, layout);
-  }
-  if (predicate) {
-    return Dispatch::All(op.dtype, [&](auto zero) -> absl::Status {
-      return RunPredicate<decltype(zero)>(context, op.op, layout);
-    });
-  }
-  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
-    return RunArithmetic<decltype(zero)>(context, op.op, op.dtype, layout);
+  return Dispatch::Numeric(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunArithmetic<decltype(zero)>(context, launch.op, launch.layout);
   });
 }
 
-// --- Unary ----------------------------------------------------------------------------------------
-
-bool IsPredicateOp(ElementwiseOp op) {
-  return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
-         op == ElementwiseOp::kIsInf;
-}
-
-// Whether the CPU kernel serves unary `op` for T (not LogicalNot or the predicates).
-template <typename T>
-bool UnarySupported(ElementwiseOp op) {
-  if constexpr (kIsFloating<T>) {
-    const int value = static_cast<int>(op);
-    return value >= static_cast<int>(ElementwiseOp::kNeg) &&
-           value <= static_cast<int>(ElementwiseOp::kAtanh) && op != ElementwiseOp::kLogicalNot;
-  } else if constexpr (std::is_same_v<T, int32_t> || std::is_same_v<T, int64_t>) {
-    switch (op) {
-      case ElementwiseOp::kNeg: case ElementwiseOp::kAbs: case ElementwiseOp::kSquare:
-      case ElementwiseOp::kSign: case ElementwiseOp::kRound:
-        return true;
-      default: return false;
-    }
-  } else {
-    return false;
-  }
-}
+// --- Unary ---------------------------------------------------------------------------------------
 
 template <typename C>
 __device__ C FloatingUnary(ElementwiseOp op, C x) {
@@ -429,7 +309,7 @@ __device__ C FloatingUnary(ElementwiseOp op, C x) {
     case ElementwiseOp::kAsinh: return dmath::Asinh(x);
     case ElementwiseOp::kAcosh: return dmath::Acosh(x);
     case ElementwiseOp::kAtanh: return dmath::Atanh(x);
-    default: return x;  // unreachable: the host checked the op
+    default: return x;  // unreachable: the reader checked the op
   }
 }
 
@@ -441,7 +321,7 @@ __device__ T IntegerUnary(ElementwiseOp op, T x) {
     case ElementwiseOp::kSquare: return WrapMul(x, x);
     case ElementwiseOp::kSign: return static_cast<T>((x > 0) - (x < 0));
     case ElementwiseOp::kRound: return x;
-    default: return x;  // unreachable: the host checked the op
+    default: return x;  // unreachable: the reader checked the op
   }
 }
 
@@ -478,54 +358,45 @@ __global__ void LogicalNotKernel(int64_t count, const uint8_t* x, uint8_t* y) {
 
 // elementwise::kUnary.
 absl::Status ElementwiseUnary(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        context.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (tensor.dtype != op.dtype) {
-    return absl::InvalidArgumentError("the op-tensor and tensor descriptors disagree on dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::UnaryLaunch launch,
+                        elementwise_launch::ReadUnaryLaunch(context));
+  const int64_t count = launch.count;
   constexpr char kName[] = "elementwise_unary";
-  if (op.op == ElementwiseOp::kLogicalNot) {
-    if (op.dtype != DType::kBool) return absl::InvalidArgumentError("LogicalNot takes bool");
-    VGPU_ASSIGN_OR_RETURN(const uint8_t* x, ConstDeviceBuffer<bool>(context, 0, count));
-    VGPU_ASSIGN_OR_RETURN(uint8_t* y, DeviceBuffer<bool>(context, 1, count));
-    if (count == 0) return absl::OkStatus();
-    return LaunchGrid(context, kName, count, LogicalNotKernel, count, x, y);
-  }
-  if (IsPredicateOp(op.op)) {
-    return Dispatch::Floating(op.dtype, [&](auto zero) -> absl::Status {
-      using T = decltype(zero);
-      VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
+  switch (launch.kind) {
+    case UnaryKind::kLogicalNot: {
+      VGPU_ASSIGN_OR_RETURN(const uint8_t* x, ConstDeviceBuffer<bool>(context, 0, count));
       VGPU_ASSIGN_OR_RETURN(uint8_t* y, DeviceBuffer<bool>(context, 1, count));
       if (count == 0) return absl::OkStatus();
-      return LaunchGrid(context, kName, count, UnaryPredicateKernel<T>, op.op, count, x, y);
-    });
-  }
-  return Dispatch::Numeric(op.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    if (!UnarySupported<T>(op.op)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "element-wise op ", static_cast<int>(op.op), " is not a unary op for this dtype"));
+      return LaunchGrid(context, kName, count, LogicalNotKernel, count, x, y);
     }
+    case UnaryKind::kPredicate:
+      return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
+        using T = decltype(zero);
+        VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
+        VGPU_ASSIGN_OR_RETURN(uint8_t* y, DeviceBuffer<bool>(context, 1, count));
+        if (count == 0) return absl::OkStatus();
+        return LaunchGrid(context, kName, count, UnaryPredicateKernel<T>, launch.op, count, x, y);
+      });
+    case UnaryKind::kMath: break;
+  }
+  return Dispatch::Numeric(launch.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, count));
     if (count == 0) return absl::OkStatus();
-    return LaunchGrid(context, kName, count, UnaryKernel<T>, op.op, count, x, y);
+    return LaunchGrid(context, kName, count, UnaryKernel<T>, launch.op, count, x, y);
   });
 }
 
-// --- Select ---------------------------------------------------------------------------------------
+// --- Select --------------------------------------------------------------------------------------
 
 template <typename T>
-__global__ void SelectKernel(BroadcastIndexer<3> indexer, int64_t count, const uint8_t* condition,
+__global__ void SelectKernel(BroadcastLayout<3> layout, const uint8_t* condition,
                              const Storage<T>* then_values, const Storage<T>* else_values,
                              Storage<T>* out) {
-  for (int64_t i = GridStart(); i < count; i += GridStride()) {
+  for (int64_t i = GridStart(); i < layout.output_count; i += GridStride()) {
     int64_t offsets[3];
-    indexer.Offsets(i, offsets);
+    layout.Offsets(i, offsets);
     const bool take_then = condition[offsets[0]] != 0;
     if constexpr (std::is_same_v<T, bool>) {
       out[i] = (take_then ? then_values[offsets[1]] : else_values[offsets[2]]) != 0 ? 1 : 0;
@@ -537,36 +408,25 @@ __global__ void SelectKernel(BroadcastIndexer<3> indexer, int64_t count, const u
 
 // elementwise::kSelect.
 absl::Status ElementwiseSelect(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings condition,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings then_tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings else_tensor,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        context.Descriptor<TensorDescriptorSettings>(3));
-  if (condition.dtype != DType::kBool) {
-    return absl::InvalidArgumentError("select's condition must be bool");
-  }
-  if (then_tensor.dtype != out.dtype || else_tensor.dtype != out.dtype) {
-    return absl::InvalidArgumentError("select's then, else and output dtypes differ");
-  }
-  VGPU_ASSIGN_OR_RETURN(BroadcastLayout<3> layout,
-                        MakeBroadcastLayout<3>(out, {condition, then_tensor, else_tensor}));
-  return Dispatch::All(out.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::SelectLaunch launch,
+                        elementwise_launch::ReadSelectLaunch(context));
+  const BroadcastLayout<3>& layout = launch.layout;
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const uint8_t* c, ConstDeviceBuffer<bool>(context, 0, layout.input_counts[0]));
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* t, ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* e, ConstDeviceBuffer<T>(context, 2, layout.input_counts[2]));
+    VGPU_ASSIGN_OR_RETURN(const uint8_t* c,
+                          ConstDeviceBuffer<bool>(context, 0, layout.input_counts[0]));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* t,
+                          ConstDeviceBuffer<T>(context, 1, layout.input_counts[1]));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* e,
+                          ConstDeviceBuffer<T>(context, 2, layout.input_counts[2]));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* result, DeviceBuffer<T>(context, 3, layout.output_count));
     if (layout.output_count == 0) return absl::OkStatus();
-    return LaunchGrid(context, "elementwise_select", layout.output_count, SelectKernel<T>,
-                      layout.indexer, layout.output_count, c, t, e, result);
+    return LaunchGrid(context, "elementwise_select", layout.output_count, SelectKernel<T>, layout,
+                      c, t, e, result);
   });
 }
 
-// --- Add-n ----------------------------------------------------------------------------------------
+// --- Add-n ---------------------------------------------------------------------------------------
 
 // The input pointers of one add-n launch (kernel parameters; 1 KiB).
 inline constexpr int kAddNPointers = 128;
@@ -602,18 +462,17 @@ __global__ void AddNKernel(AddNInputs<T> inputs, int first_group, int groups, in
 }
 
 template <typename T>
-absl::Status RunAddN(const CudaKernelContext& context, int64_t count) {
-  const size_t n = context.buffers.size() - 1;
+absl::Status RunAddN(const CudaKernelContext& context,
+                     const elementwise_launch::AddNLaunch& launch) {
+  const size_t n = launch.inputs;
+  const int64_t count = launch.count;
   std::vector<const Storage<T>*> inputs(n);
   for (size_t i = 0; i < n; ++i) {
     VGPU_ASSIGN_OR_RETURN(inputs[i], ConstDeviceBuffer<T>(context, i, count));
   }
   VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, n, count));
   if (count == 0) return absl::OkStatus();
-  size_t first_group = n % 8;
-  if (first_group == 0) first_group = 8;
-  if (first_group == 1) first_group = 9;
-  first_group = std::min(first_group, n);
+  const size_t first_group = launch.first_group;
   // Launch 1: the first group and as many groups of 8 as fit; later launches continue from out
   // (each element's chain of additions stays in the same order, launches are stream-ordered).
   size_t next = 0;
@@ -635,20 +494,14 @@ absl::Status RunAddN(const CudaKernelContext& context, int64_t count) {
 
 // elementwise::kAddN.
 absl::Status ElementwiseAddN(const CudaKernelContext& context) {
-  if (context.buffers.size() < 3) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("add-n needs at least 2 inputs and an output, got ", context.buffers.size(),
-                     " buffers"));
-  }
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
-    return RunAddN<decltype(zero)>(context, count);
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::AddNLaunch launch,
+                        elementwise_launch::ReadAddNLaunch(context));
+  return Dispatch::Numeric(launch.dtype, [&](auto zero) -> absl::Status {
+    return RunAddN<decltype(zero)>(context, launch);
   });
 }
 
-// --- Fill, set-tensor, range ----------------------------------------------------------------------
+// --- Fill, set-tensor, range ---------------------------------------------------------------------
 
 template <typename T>
 __global__ void FillFromDeviceKernel(const Storage<T>* value, int64_t count, Storage<T>* out) {
@@ -668,11 +521,10 @@ __global__ void FillWithKernel(S value, int64_t count, S* out) {
 
 // elementwise::kFill.
 absl::Status ElementwiseFill(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::FillLaunch launch,
+                        elementwise_launch::ReadFillLaunch(context));
+  const int64_t count = launch.count;
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* value, ConstDeviceBuffer<T>(context, 0, 1));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 1, count));
@@ -693,14 +545,7 @@ Storage<T> StorageFromDouble(double value) {
   } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
     return __float2bfloat16_rn(static_cast<float>(value));
   } else if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(value)) return T(0);
-    if (value <= static_cast<double>(std::numeric_limits<T>::min())) {
-      return std::numeric_limits<T>::min();
-    }
-    if (value >= static_cast<double>(std::numeric_limits<T>::max())) {
-      return std::numeric_limits<T>::max();
-    }
-    return static_cast<T>(value);
+    return SaturatingInteger<T>(value);  // launch/element_conversions.h
   } else {
     return static_cast<T>(value);
   }
@@ -708,18 +553,15 @@ Storage<T> StorageFromDouble(double value) {
 
 // elementwise::kSetTensor.
 absl::Status ElementwiseSetTensor(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const double value, params.Get<double>());
-  return Dispatch::All(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::SetTensorLaunch launch,
+                        elementwise_launch::ReadSetTensorLaunch(context));
+  const int64_t count = launch.count;
+  return Dispatch::All(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 0, count));
     if (count == 0) return absl::OkStatus();
     return LaunchGrid(context, "elementwise_set_tensor", count, FillWithKernel<Storage<T>>,
-                      StorageFromDouble<T>(value), count, out);
+                      StorageFromDouble<T>(launch.value), count, out);
   });
 }
 
@@ -744,23 +586,15 @@ __global__ void RangeKernel(Storage<T> start_bits, Storage<T> delta_bits, int64_
 
 // elementwise::kRange.
 absl::Status ElementwiseRange(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  if (tensor.rank != 1) return absl::InvalidArgumentError("range takes a rank-1 output");
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  ParamReader params = context.Params();
-  VGPU_ASSIGN_OR_RETURN(const uint64_t start, params.Get<uint64_t>());
-  VGPU_ASSIGN_OR_RETURN(const uint64_t delta, params.Get<uint64_t>());
-  if (tensor.dtype == DType::kUInt8) {
-    return absl::InvalidArgumentError("range takes floating, int32 or int64 dtypes");
-  }
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(elementwise_launch::RangeLaunch launch,
+                        elementwise_launch::ReadRangeLaunch(context));
+  const int64_t count = launch.count;
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     Storage<T> start_value, delta_value;
     // The low DTypeSize bytes of each parameter (little endian).
-    std::memcpy(static_cast<void*>(&start_value), &start, sizeof(T));
-    std::memcpy(static_cast<void*>(&delta_value), &delta, sizeof(T));
+    std::memcpy(static_cast<void*>(&start_value), &launch.start_bits, sizeof(T));
+    std::memcpy(static_cast<void*>(&delta_value), &launch.delta_bits, sizeof(T));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 0, count));
     if (count == 0) return absl::OkStatus();
     return LaunchGrid(context, "elementwise_range", count, RangeKernel<T>, start_value,

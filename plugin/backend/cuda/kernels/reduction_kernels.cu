@@ -1,11 +1,11 @@
 // Tensor reductions (reduction::kReduce: sum, mean, prod, max, min, all, any) and arg-max/arg-min
 // (reduction::kArgReduce) on the CUDA executor, and the reduction family's registration (softmax
 // and the cross-entropy losses live in softmax_kernels.cu, scan and top-k in
-// scan_topk_kernels.cu). Launches are validated on the host exactly as the CPU executor's
-// kernels (cpu/kernels/reduction_kernels.cc) before anything is enqueued.
+// scan_topk_kernels.cu). The launch layer (launch/reduction_launch.h) reads and validates every
+// launch on the host, as for the CPU executor, before anything is enqueued.
 //
-// Reduce: the input's ReductionHelper layout (alternating reduced / kept runs) becomes a kept
-// index space and a reduced index space with element strides. Each output is reduced in a fixed
+// Reduce: the launch layer's ReduceGeometry describes the input's layout as a kept index space
+// and a reduced index space with element strides. Each output is reduced in a fixed
 // order: either by one thread sequentially (few elements per output, or a layout whose last run
 // is kept, so neighbouring threads read neighbouring elements), or by one block of 256 threads,
 // each summing a fixed strided subset, then a fixed shared-memory tree; or, for a few outputs
@@ -35,6 +35,8 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/reduction_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/reduction.h"
@@ -48,40 +50,12 @@ void AddCudaScanTopKKernels(CudaKernelTable& table);
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
+using reduction_launch::ArgReduceLaunch;
+using reduction_launch::ReduceGeometry;
+using reduction_launch::ReduceLaunch;
+using reduction_launch::ReduceWork;
 
 constexpr unsigned kBlockThreads = 256;  // the tree reductions assume exactly this many
-constexpr int kMaxRuns = (kMaxRank + 1) / 2;  // runs of one kind in a rank-kMaxRank layout
-
-// A reduction's index spaces: output o has the kept coordinates of o (row-major over
-// kept_dims) and reads the elements at those plus every reduced coordinate.
-struct ReduceGeometry {
-  int kept_rank = 0;
-  int64_t kept_dims[kMaxRuns] = {};
-  int64_t kept_strides[kMaxRuns] = {};
-  int reduced_rank = 0;
-  int64_t reduced_dims[kMaxRuns] = {};
-  int64_t reduced_strides[kMaxRuns] = {};
-  int64_t per_output = 1;  // elements reduced into each output
-
-  __device__ int64_t KeptOffset(int64_t output) const {
-    int64_t offset = 0;
-    for (int d = kept_rank - 1; d >= 0; --d) {
-      offset += (output % kept_dims[d]) * kept_strides[d];
-      output /= kept_dims[d];
-    }
-    return offset;
-  }
-  __device__ int64_t ReducedOffset(int64_t index) const {
-    if (reduced_rank == 1) return index * reduced_strides[0];
-    int64_t offset = 0;
-    for (int d = reduced_rank - 1; d >= 0; --d) {
-      offset += (index % reduced_dims[d]) * reduced_strides[d];
-      index /= reduced_dims[d];
-    }
-    return offset;
-  }
-};
-
 // The accumulator of one reduce op over T: Acc, its identity, how an element enters it, how two
 // combine, and the output value.
 template <typename T, ReduceOp kOp>
@@ -294,13 +268,13 @@ absl::Status LaunchSplitReduce(const CudaKernelContext& context, const ReduceGeo
 
 template <typename T, ReduceOp kOp>
 absl::Status LaunchReduce(const CudaKernelContext& context, const ReduceGeometry& geometry,
-                          bool last_run_kept, int64_t outputs, const Storage<T>* x,
-                          Storage<T>* y) {
+                          int64_t outputs, const Storage<T>* x, Storage<T>* y) {
   constexpr char kName[] = "reduce";
   // Thread per output when each output is small, or when neighbouring outputs are neighbouring
   // elements (coalesced) and there are enough of them to fill the device.
   const bool per_thread =
-      geometry.per_output <= 32 || (last_run_kept && outputs >= 4096 && geometry.per_output <= 65536);
+      geometry.per_output <= 32 ||
+      (geometry.last_run_kept && outputs >= 4096 && geometry.per_output <= 65536);
   if (outputs <= kSplitMaximumOutputs && geometry.per_output >= kSplitMinimumPerOutput) {
     return LaunchSplitReduce<T, kOp>(context, geometry, outputs, x, y);
   }
@@ -374,121 +348,57 @@ absl::Status CopyStatus(cudaError_t error) {
       absl::StrCat("reduce: copy: ", cudaGetErrorName(error), ": ", cudaGetErrorString(error)));
 }
 
-// Invokes fn(T{}) for the numeric dtypes the CPU executor's reduction kernels are built for
-// (int64 and the floating types; int32 and uint8 are refused there too).
-template <typename Fn>
-absl::Status DispatchReducible(DType dtype, Fn&& fn) {
-  if (dtype == DType::kInt64) return fn(int64_t{});
-  return Dispatch::Floating(dtype, fn);
-}
-
 // reduction::kReduce (see protocol/kernels/reduction.h).
 absl::Status Reduce(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(reduction::ReduceLayoutParams params,
-                        context.Params().Get<reduction::ReduceLayoutParams>());
-  if (x_desc.dtype != reduce.dtype || y_desc.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("reduce descriptor and tensor dtypes differ");
-  }
-  const bool reduce_first = params.reduce_first_axis != 0;
-  VGPU_ASSIGN_OR_RETURN(const int64_t in_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(y_desc));
-  const int rank = x_desc.rank;
-  int64_t kept_count = 1;
-  for (int i = 0; i < rank; ++i) {
-    if ((i % 2 == 0) == reduce_first) continue;
-    const int64_t run = x_desc.dims[i];
-    if (run != 0 && kept_count > kMaxLaunchElements / run) {
-      return absl::InvalidArgumentError("reduce layout keeps too many elements");
-    }
-    kept_count *= run;
-  }
-  if (out_count != kept_count) {
-    return absl::InvalidArgumentError(absl::StrCat("reduce output holds ", out_count,
-                                                   " elements, the layout keeps ", kept_count));
-  }
-  const bool copies = rank == 0 || (rank == 1 && !reduce_first);
-
-  // The index spaces (meaningful when in_count > 0: every run is then positive).
-  ReduceGeometry geometry;
-  {
-    int64_t stride = 1;
-    int64_t strides[kMaxRank] = {};
-    for (int i = rank - 1; i >= 0; --i) {
-      strides[i] = stride;
-      stride *= in_count > 0 ? x_desc.dims[i] : 1;
-    }
-    for (int i = 0; i < rank; ++i) {
-      const bool reduced = (i % 2 == 0) == reduce_first;
-      if (reduced) {
-        geometry.reduced_dims[geometry.reduced_rank] = x_desc.dims[i];
-        geometry.reduced_strides[geometry.reduced_rank++] = strides[i];
-        geometry.per_output *= in_count > 0 ? x_desc.dims[i] : 1;
-      } else {
-        geometry.kept_dims[geometry.kept_rank] = x_desc.dims[i];
-        geometry.kept_strides[geometry.kept_rank++] = strides[i];
-      }
-    }
-  }
-  const bool last_run_kept = rank > 0 && ((rank - 1) % 2 == 0) != reduce_first;
+  VGPU_ASSIGN_OR_RETURN(ReduceLaunch launch, reduction_launch::ReadReduceLaunch(context));
+  const ReduceGeometry& geometry = launch.geometry;
+  const int64_t out_count = geometry.out_count;
 
   auto run = [&](auto zero, auto&& reduce_fn) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, in_count));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, geometry.in_count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, out_count));
-    if (out_count == 0) return absl::OkStatus();
-    if (copies) {
-      if constexpr (std::is_same_v<T, bool>) {
-        return LaunchGrid(context, "reduce", out_count, CopyKernel<bool>, out_count, x, y);
-      } else {
-        return CopyStatus(cudaMemcpyAsync(y, x, out_count * sizeof(Storage<T>),
-                                          cudaMemcpyDeviceToDevice, context.device->stream));
-      }
-    }
-    if (in_count == 0) {
-      return LaunchGrid(context, "reduce", out_count, FillKernel<Storage<T>>,
-                        IdentityBits<T>(reduce.op), out_count, y);
+    switch (launch.work) {
+      case ReduceWork::kNothing: return absl::OkStatus();
+      case ReduceWork::kCopy:
+        if constexpr (std::is_same_v<T, bool>) {
+          return LaunchGrid(context, "reduce", out_count, CopyKernel<bool>, out_count, x, y);
+        } else {
+          return CopyStatus(cudaMemcpyAsync(y, x, out_count * sizeof(Storage<T>),
+                                            cudaMemcpyDeviceToDevice, context.device->stream));
+        }
+      case ReduceWork::kFillIdentity:
+        return LaunchGrid(context, "reduce", out_count, FillKernel<Storage<T>>,
+                          IdentityBits<T>(launch.op), out_count, y);
+      case ReduceWork::kReduce: break;
     }
     return reduce_fn(x, y);
   };
 
-  if (reduce.dtype == DType::kBool) {
-    if (reduce.op != ReduceOp::kAll && reduce.op != ReduceOp::kAny) {
-      return absl::InvalidArgumentError("bool tensors reduce only with all/any");
-    }
+  if (launch.dtype == DType::kBool) {
     return run(bool{}, [&](const uint8_t* x, uint8_t* y) -> absl::Status {
-      if (reduce.op == ReduceOp::kAll) {
-        return LaunchReduce<bool, ReduceOp::kAll>(context, geometry, last_run_kept, out_count, x,
-                                                  y);
+      if (launch.op == ReduceOp::kAll) {
+        return LaunchReduce<bool, ReduceOp::kAll>(context, geometry, out_count, x, y);
       }
-      return LaunchReduce<bool, ReduceOp::kAny>(context, geometry, last_run_kept, out_count, x, y);
+      return LaunchReduce<bool, ReduceOp::kAny>(context, geometry, out_count, x, y);
     });
   }
-  return DispatchReducible(reduce.dtype, [&](auto zero) -> absl::Status {
+  return DispatchReducible<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     return run(zero, [&](const Storage<T>* x, Storage<T>* y) -> absl::Status {
-      switch (reduce.op) {
+      switch (launch.op) {
         case ReduceOp::kSum:
-          return LaunchReduce<T, ReduceOp::kSum>(context, geometry, last_run_kept, out_count, x, y);
+          return LaunchReduce<T, ReduceOp::kSum>(context, geometry, out_count, x, y);
         case ReduceOp::kMean:
-          return LaunchReduce<T, ReduceOp::kMean>(context, geometry, last_run_kept, out_count, x,
-                                                  y);
+          return LaunchReduce<T, ReduceOp::kMean>(context, geometry, out_count, x, y);
         case ReduceOp::kProd:
-          return LaunchReduce<T, ReduceOp::kProd>(context, geometry, last_run_kept, out_count, x,
-                                                  y);
+          return LaunchReduce<T, ReduceOp::kProd>(context, geometry, out_count, x, y);
         case ReduceOp::kMax:
-          return LaunchReduce<T, ReduceOp::kMax>(context, geometry, last_run_kept, out_count, x, y);
+          return LaunchReduce<T, ReduceOp::kMax>(context, geometry, out_count, x, y);
         case ReduceOp::kMin:
-          return LaunchReduce<T, ReduceOp::kMin>(context, geometry, last_run_kept, out_count, x, y);
+          return LaunchReduce<T, ReduceOp::kMin>(context, geometry, out_count, x, y);
         default:
-          return absl::InvalidArgumentError(absl::StrCat(
-              "reduce op ", static_cast<int>(reduce.op), " does not apply to this dtype"));
+          return reduction_launch::UnservedReduceOp(launch.op);  // the reader refused it
       }
     });
   });
@@ -593,45 +503,21 @@ absl::Status LaunchArgReduce(const CudaKernelContext& context, int64_t outer, in
 
 // reduction::kArgReduce (see protocol/kernels/reduction.h).
 absl::Status ArgReduce(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  if (x_desc.rank != 3 || y_desc.rank != 2 || x_desc.dims[0] != y_desc.dims[0] ||
-      x_desc.dims[2] != y_desc.dims[1] || x_desc.dims[1] <= 0 || x_desc.dims[0] < 0 ||
-      x_desc.dims[2] < 0) {
-    return absl::InvalidArgumentError(
-        "arg-reduce takes x [outer, n > 0, inner] and y [outer, inner]");
-  }
-  if (reduce.op != ReduceOp::kMax && reduce.op != ReduceOp::kMin) {
-    return absl::InvalidArgumentError("arg-reduce supports max and min only");
-  }
-  if (x_desc.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("reduce descriptor and input dtypes differ");
-  }
-  const int64_t outer = x_desc.dims[0], n = x_desc.dims[1], inner = x_desc.dims[2];
-  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t y_count, DenseElementCount(y_desc));
-  return DispatchReducible(x_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ArgReduceLaunch launch, reduction_launch::ReadArgReduceLaunch(context));
+  return DispatchReducible<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, x_count));
-    auto write = [&](auto index_zero) -> absl::Status {
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.x_count));
+    return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
       using Index = decltype(index_zero);
-      VGPU_ASSIGN_OR_RETURN(Index * y, context.Buffer<Index>(1, y_count));
-      if (y_count == 0) return absl::OkStatus();
-      if (reduce.op == ReduceOp::kMax) {
-        return LaunchArgReduce<T, Index, true>(context, outer, n, inner, x, y);
+      VGPU_ASSIGN_OR_RETURN(Index * y, context.Buffer<Index>(1, launch.y_count));
+      if (launch.y_count == 0) return absl::OkStatus();
+      if (launch.op == ReduceOp::kMax) {
+        return LaunchArgReduce<T, Index, true>(context, launch.outer, launch.n, launch.inner, x,
+                                               y);
       }
-      return LaunchArgReduce<T, Index, false>(context, outer, n, inner, x, y);
-    };
-    switch (y_desc.dtype) {
-      case DType::kInt32: return write(int32_t{});
-      case DType::kInt64: return write(int64_t{});
-      default: return absl::InvalidArgumentError("arg-reduce output must be int32 or int64");
-    }
+      return LaunchArgReduce<T, Index, false>(context, launch.outer, launch.n, launch.inner, x,
+                                              y);
+    });
   });
 }
 

@@ -1,6 +1,6 @@
 // Cumulative sums/products (reduction::kScan), top-k (reduction::kTopK) and in-top-k
-// (reduction::kInTopK) on the CUDA executor, checked on the host as the CPU executor's kernels
-// (cpu/kernels/scan_topk_kernels.cc) before anything is enqueued.
+// (reduction::kInTopK) on the CUDA executor. The launch layer (launch/scan_topk_launch.h) reads
+// and validates every launch on the host, as for the CPU executor, before anything is enqueued.
 //
 // Scan: one thread per [outer, inner] line, sequential along the scanned dimension in the dtype,
 // in the CPU kernel's (Eigen's) order of operations, so results equal the CPU's bit for bit
@@ -26,9 +26,10 @@
 #include <type_traits>
 
 #include "absl/status/status.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/dtype_sets.h"
+#include "plugin/backend/launch/scan_topk_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/reduction.h"
@@ -40,8 +41,11 @@ void AddCudaScanTopKKernels(CudaKernelTable& table);
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
+using scan_topk_launch::InTopKLaunch;
+using scan_topk_launch::ScanLaunch;
+using scan_topk_launch::TopKLaunch;
 
-// --- Scan -----------------------------------------------------------------------------------------
+// --- Scan ----------------------------------------------------------------------------------------
 
 template <typename T>
 __global__ void ScanKernel(int64_t outer, int64_t n, int64_t inner, bool product, bool exclusive,
@@ -69,40 +73,19 @@ __global__ void ScanKernel(int64_t outer, int64_t n, int64_t inner, bool product
 
 // reduction::kScan.
 absl::Status Scan(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        context.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(reduction::ScanParams params,
-                        context.Params().Get<reduction::ScanParams>());
-  if (reduce.op != ReduceOp::kSum && reduce.op != ReduceOp::kProd) {
-    return absl::InvalidArgumentError("a scan is a cumulative sum or product");
-  }
-  if (tensor.rank != 3 || tensor.dtype != reduce.dtype) {
-    return absl::InvalidArgumentError("a scan takes x [outer, n, inner] of the reduce's dtype");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  if (tensor.dtype == DType::kUInt8 || tensor.dtype == DType::kBool) {
-    return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
-  }
-  return Dispatch::Numeric(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(ScanLaunch launch, scan_topk_launch::ReadScanLaunch(context));
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    if constexpr (std::is_same_v<T, uint8_t>) {
-      return absl::InvalidArgumentError("scans take floating, int32 or int64 dtypes");
-    } else {
-      VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
-      VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, count));
-      if (count == 0) return absl::OkStatus();
-      const int64_t outer = tensor.dims[0], n = tensor.dims[1], inner = tensor.dims[2];
-      return LaunchGrid(context, "scan", outer * inner, ScanKernel<T>, outer, n, inner,
-                        reduce.op == ReduceOp::kProd, params.exclusive != 0, params.reverse != 0,
-                        x, y);
-    }
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, launch.count));
+    if (launch.count == 0) return absl::OkStatus();
+    return LaunchGrid(context, "scan", launch.outer * launch.inner, ScanKernel<T>, launch.outer,
+                      launch.n, launch.inner, launch.product, launch.exclusive, launch.reverse, x,
+                      y);
   });
 }
 
-// --- Top-k ----------------------------------------------------------------------------------------
+// --- Top-k ---------------------------------------------------------------------------------------
 
 constexpr unsigned kTopKThreads = 256;
 
@@ -154,45 +137,22 @@ __global__ void TopKKernel(int64_t rows, int64_t cols, int64_t k, const Storage<
 
 // reduction::kTopK.
 absl::Status TopK(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings index_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  if (x_desc.rank != 2 || index_desc.rank != 2 || x_desc.dims[0] != index_desc.dims[0]) {
-    return absl::InvalidArgumentError("top-k takes x [rows, cols] and indices [rows, k]");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t x_count, DenseElementCount(x_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t out_count, DenseElementCount(index_desc));
-  const int64_t rows = x_desc.dims[0], cols = x_desc.dims[1], k = index_desc.dims[1];
-  if (k > cols) return absl::InvalidArgumentError("top-k needs k <= cols");
-  if (x_desc.dtype == DType::kBool || x_desc.dtype == DType::kUInt8) {
-    return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
-  }
-  return Dispatch::Numeric(x_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(TopKLaunch launch, scan_topk_launch::ReadTopKLaunch(context));
+  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    if constexpr (std::is_same_v<T, uint8_t>) {
-      return absl::InvalidArgumentError("top-k takes floating, int32 or int64 values");
-    } else {
-      VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, x_count));
-      VGPU_ASSIGN_OR_RETURN(Storage<T>* values, DeviceBuffer<T>(context, 1, out_count));
-      auto run = [&](auto index_zero) -> absl::Status {
-        using Index = decltype(index_zero);
-        VGPU_ASSIGN_OR_RETURN(Index * indices, context.Buffer<Index>(2, out_count));
-        if (out_count == 0) return absl::OkStatus();
-        return LaunchRows(context, "top_k", rows, kTopKThreads, TopKKernel<T, Index>, rows, cols,
-                          k, x, values, indices);
-      };
-      switch (index_desc.dtype) {
-        case DType::kInt32: return run(int32_t{});
-        case DType::kInt64: return run(int64_t{});
-        default: return absl::InvalidArgumentError("top-k indices must be int32 or int64");
-      }
-    }
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.x_count));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* values, DeviceBuffer<T>(context, 1, launch.out_count));
+    return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
+      using Index = decltype(index_zero);
+      VGPU_ASSIGN_OR_RETURN(Index * indices, context.Buffer<Index>(2, launch.out_count));
+      if (launch.out_count == 0) return absl::OkStatus();
+      return LaunchRows(context, "top_k", launch.rows, kTopKThreads, TopKKernel<T, Index>,
+                        launch.rows, launch.cols, launch.k, x, values, indices);
+    });
   });
 }
 
-// --- In-top-k -------------------------------------------------------------------------------------
+// --- In-top-k ------------------------------------------------------------------------------------
 
 template <typename Target>
 __global__ void InTopKKernel(int64_t batch, int64_t classes, int64_t k, const float* predictions,
@@ -218,33 +178,17 @@ __global__ void InTopKKernel(int64_t batch, int64_t classes, int64_t k, const fl
 
 // reduction::kInTopK.
 absl::Status InTopK(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings predictions_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings targets_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(const int64_t k, context.Params().Get<int64_t>());
-  if (predictions_desc.rank != 2 || predictions_desc.dtype != DType::kFloat32 ||
-      targets_desc.rank != 1 || targets_desc.dims[0] != predictions_desc.dims[0]) {
-    return absl::InvalidArgumentError(
-        "in-top-k takes float32 predictions [batch, classes] and targets [batch]");
-  }
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(predictions_desc));
-  const int64_t batch = predictions_desc.dims[0], classes = predictions_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, count));
+  VGPU_ASSIGN_OR_RETURN(InTopKLaunch launch, scan_topk_launch::ReadInTopKLaunch(context));
+  const int64_t batch = launch.batch;
+  VGPU_ASSIGN_OR_RETURN(const float* predictions, context.Buffer<const float>(0, launch.count));
   VGPU_ASSIGN_OR_RETURN(uint8_t* out, DeviceBuffer<bool>(context, 2, batch));
-  auto run = [&](auto zero) -> absl::Status {
+  return Dispatch::Index(launch.target_dtype, [&](auto zero) -> absl::Status {
     using Target = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const Target* targets, context.Buffer<const Target>(1, batch));
     if (batch == 0) return absl::OkStatus();
-    return LaunchGrid(context, "in_top_k", batch, InTopKKernel<Target>, batch, classes, k,
-                      predictions, targets, out);
-  };
-  switch (targets_desc.dtype) {
-    case DType::kInt32: return run(int32_t{});
-    case DType::kInt64: return run(int64_t{});
-    default: return absl::InvalidArgumentError("in-top-k targets must be int32 or int64");
-  }
+    return LaunchGrid(context, "in_top_k", batch, InTopKKernel<Target>, batch, launch.classes,
+                      launch.k, predictions, targets, out);
+  });
 }
 
 }  // namespace

@@ -3,27 +3,26 @@
 // (reduction::kSparseSoftmaxCrossEntropy) on the CUDA executor. One block of 256 threads per row
 // (blocks loop over rows): the row maximum, then the sum of exp(x - max), each by a fixed-order
 // block tree (deterministic), computed in float for the 16-bit dtypes and double for double, as
-// the CPU executor (cpu/kernels/softmax_kernels.cc); then each element is written. The host
-// checks every launch exactly as the CPU kernel does before enqueuing.
+// the CPU executor (cpu/kernels/softmax_kernels.cc); then each element is written. The launch
+// layer (launch/softmax_launch.h) reads and validates every launch on the host, as for the CPU
+// executor, before anything is enqueued.
 //
-// The sparse labels arrive in the launch's parameter block (host memory, validated there as the
-// CPU kernel does: a label outside [0, classes) is InvalidArgument); they travel to the device as
+// The sparse labels arrive in the launch's parameter block (host memory; a label outside
+// [0, classes) gives a NaN loss and backprop row, as on the CPU); they travel to the device as
 // kernel parameters, kLabelsPerLaunch per launch, so no device copy or allocation is needed.
 //
 // GPU run must confirm: each kernel x dtype against the CPU executor (rtol 1e-3 float32), rows of
 // 1..100k classes, broadcast logits/labels (dims of 1) for the dense loss, classes == 0 (loss 0),
-// batches above kLabelsPerLaunch (several launches), the label range error, and that kernel
-// parameter blocks of ~8 KiB launch (CUDA 12.1+ allows 32 KiB on sm_70+).
+// batches above kLabelsPerLaunch (several launches), out-of-range labels (NaN rows), and that
+// kernel parameter blocks of ~8 KiB launch (CUDA 12.1+ allows 32 KiB on sm_70+).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
-#include <vector>
 
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
+#include "plugin/backend/launch/softmax_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/reduction.h"
@@ -35,6 +34,10 @@ void AddCudaSoftmaxKernels(CudaKernelTable& table);
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
+using softmax_launch::Broadcast2D;
+using softmax_launch::CrossEntropyLaunch;
+using softmax_launch::SoftmaxLaunch;
+using softmax_launch::SparseCrossEntropyLaunch;
 
 constexpr unsigned kRowThreads = 256;  // the block trees assume exactly this many
 
@@ -111,39 +114,15 @@ __global__ void SoftmaxKernel(int64_t batch, int64_t classes, bool log, const St
 
 // reduction::kSoftmax.
 absl::Status Softmax(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(reduction::SoftmaxParams params,
-                        context.Params().Get<reduction::SoftmaxParams>());
-  if (tensor.rank != 2 || tensor.dims[0] < 0 || tensor.dims[1] < 0) {
-    return absl::InvalidArgumentError("softmax takes a [batch, classes] tensor");
-  }
-  const int64_t batch = tensor.dims[0], classes = tensor.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(tensor));
-  return Dispatch::Floating(tensor.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(SoftmaxLaunch launch, softmax_launch::ReadSoftmaxLaunch(context));
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, count));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, count));
-    if (count == 0) return absl::OkStatus();
-    return LaunchRows(context, "softmax", batch, kRowThreads, SoftmaxKernel<T>, batch, classes,
-                      params.log != 0, x, y);
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, launch.count));
+    if (launch.count == 0) return absl::OkStatus();
+    return LaunchRows(context, "softmax", launch.batch, kRowThreads, SoftmaxKernel<T>,
+                      launch.batch, launch.classes, launch.log, x, y);
   });
-}
-
-// Strides of a rank-2 operand stored as [rows, cols] and broadcast to [batch, classes].
-struct Broadcast2D {
-  int64_t row_stride, col_stride;
-};
-
-absl::StatusOr<Broadcast2D> BroadcastOf(const TensorDescriptorSettings& operand, int64_t batch,
-                                        int64_t classes) {
-  if (operand.rank != 2 || (operand.dims[0] != batch && operand.dims[0] != 1) ||
-      (operand.dims[1] != classes && operand.dims[1] != 1)) {
-    return absl::InvalidArgumentError(
-        "cross-entropy operands must be rank 2 and broadcastable to the backprop shape");
-  }
-  return Broadcast2D{operand.dims[0] == 1 ? 0 : operand.dims[1], operand.dims[1] == 1 ? 0 : 1};
 }
 
 template <typename T>
@@ -180,39 +159,25 @@ __global__ void ZeroKernel(int64_t count, S* out) {
 
 // reduction::kSoftmaxCrossEntropy.
 absl::Status SoftmaxCrossEntropy(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels_desc,
-                        context.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings backprop_desc,
-                        context.Descriptor<TensorDescriptorSettings>(2));
-  if (backprop_desc.rank != 2 || backprop_desc.dims[0] < 0 || backprop_desc.dims[1] < 0) {
-    return absl::InvalidArgumentError("cross-entropy backprop must be [batch, classes]");
-  }
-  if (logits_desc.dtype != backprop_desc.dtype || labels_desc.dtype != backprop_desc.dtype) {
-    return absl::InvalidArgumentError("cross-entropy operand dtypes differ");
-  }
-  const int64_t batch = backprop_desc.dims[0], classes = backprop_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(backprop_desc));
-  VGPU_ASSIGN_OR_RETURN(Broadcast2D logits_layout, BroadcastOf(logits_desc, batch, classes));
-  VGPU_ASSIGN_OR_RETURN(Broadcast2D labels_layout, BroadcastOf(labels_desc, batch, classes));
-  VGPU_ASSIGN_OR_RETURN(const int64_t logits_count, DenseElementCount(logits_desc));
-  VGPU_ASSIGN_OR_RETURN(const int64_t labels_count, DenseElementCount(labels_desc));
-  return Dispatch::Floating(backprop_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(CrossEntropyLaunch launch,
+                        softmax_launch::ReadCrossEntropyLaunch(context));
+  const int64_t batch = launch.batch;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, logits_count));
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* labels, ConstDeviceBuffer<T>(context, 1, labels_count));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits,
+                          ConstDeviceBuffer<T>(context, 0, launch.logits_count));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* labels,
+                          ConstDeviceBuffer<T>(context, 1, launch.labels_count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* loss, DeviceBuffer<T>(context, 2, batch));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 3, count));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 3, launch.count));
     if (batch == 0) return absl::OkStatus();
-    if (classes == 0) {
+    if (launch.classes == 0) {
       return LaunchGrid(context, "softmax_cross_entropy", batch, ZeroKernel<Storage<T>>, batch,
                         loss);
     }
     return LaunchRows(context, "softmax_cross_entropy", batch, kRowThreads,
-                      SoftmaxCrossEntropyKernel<T>, batch, classes, logits, logits_layout, labels,
-                      labels_layout, loss, backprop);
+                      SoftmaxCrossEntropyKernel<T>, batch, launch.classes, logits,
+                      launch.logits_layout, labels, launch.labels_layout, loss, backprop);
   });
 }
 
@@ -257,34 +222,21 @@ __global__ void SparseSoftmaxCrossEntropyKernel(int64_t first_row, int64_t rows,
 
 // reduction::kSparseSoftmaxCrossEntropy.
 absl::Status SparseSoftmaxCrossEntropy(const CudaKernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits_desc,
-                        context.Descriptor<TensorDescriptorSettings>(0));
-  if (logits_desc.rank != 2 || logits_desc.dims[0] < 0 || logits_desc.dims[1] <= 0) {
-    return absl::InvalidArgumentError(
-        "sparse cross-entropy takes logits [batch, classes > 0]");
-  }
-  const int64_t batch = logits_desc.dims[0], classes = logits_desc.dims[1];
-  VGPU_ASSIGN_OR_RETURN(const int64_t count, DenseElementCount(logits_desc));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> labels,
-                        reader.GetArray<int64_t>(static_cast<uint32_t>(batch)));
-  if (static_cast<int64_t>(labels.size()) != batch) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("expected ", batch, " labels, the launch carries ", labels.size()));
-  }
-  return Dispatch::Floating(logits_desc.dtype, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch launch,
+                        softmax_launch::ReadSparseCrossEntropyLaunch(context));
+  const int64_t batch = launch.batch;
+  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, count));
+    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, launch.count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* loss, DeviceBuffer<T>(context, 1, batch));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 2, count));
+    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 2, launch.count));
     for (int64_t first = 0; first < batch; first += kLabelsPerLaunch) {
       const int64_t rows = std::min(kLabelsPerLaunch, batch - first);
       LabelChunk chunk = {};
-      for (int64_t r = 0; r < rows; ++r) chunk.labels[r] = labels[first + r];
+      for (int64_t r = 0; r < rows; ++r) chunk.labels[r] = launch.labels[first + r];
       VGPU_RETURN_IF_ERROR(LaunchRows(context, "sparse_softmax_cross_entropy", rows, kRowThreads,
-                                      SparseSoftmaxCrossEntropyKernel<T>, first, rows, classes,
-                                      chunk, logits, loss, backprop));
+                                      SparseSoftmaxCrossEntropyKernel<T>, first, rows,
+                                      launch.classes, chunk, logits, loss, backprop));
     }
     return absl::OkStatus();
   });
