@@ -29,10 +29,21 @@ NVIDIA=$(python3 -c 'import nvidia, os; print(os.path.abspath(list(nvidia.__path
 echo "NVIDIA packages: $NVIDIA"; nvidia-smi -L 2>/dev/null || true
 export LD_LIBRARY_PATH="$NVIDIA/cu13/lib:$NVIDIA/cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
+# The toolkit: NVIDIA's pip packages when they hold nvcc; otherwise the system's (/usr/local/cuda),
+# with cuDNN (and cuBLAS, if the system lacks it) still taken from the packages.
+CUDA_ARGS=(-DVGPU_CUDA_PACKAGES="$NVIDIA")
+if [ ! -x "$NVIDIA/cu13/bin/nvcc" ]; then
+  NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+  echo "toolkit: $NVCC (the packages hold no nvcc)"
+  CUDA_ARGS=(-DVGPU_CUDA_PACKAGES= -DCMAKE_CUDA_COMPILER="$NVCC"
+             -DCMAKE_LIBRARY_PATH="$NVIDIA/cudnn/lib;$NVIDIA/cu13/lib"
+             -DCMAKE_INCLUDE_PATH="$NVIDIA/cudnn/include")
+fi
+
 step "configure"
 mkdir -p "$BUILD"
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DVGPU_STANDALONE_ONLY=ON \
-  -DVGPU_CUDA=ON -DVGPU_CUDA_PACKAGES="$NVIDIA" -DVGPU_ONEDNN=OFF -DVGPU_BUILD_TESTS=ON \
+  -DVGPU_CUDA=ON "${CUDA_ARGS[@]}" -DVGPU_ONEDNN=OFF -DVGPU_BUILD_TESTS=ON \
   -DVGPU_EIGEN_INCLUDE_DIR="$KIT/eigen" -DVGPU_ABSEIL_ROOT="$KIT/abseil" \
   -DCMAKE_PREFIX_PATH="$KIT/gtest" -DGTEST_ROOT="$KIT/gtest" > "$BUILD/configure.log" 2>&1 || { cat "$BUILD/configure.log"; exit 1; }
 step "build"
