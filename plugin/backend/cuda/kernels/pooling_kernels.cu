@@ -41,21 +41,7 @@ namespace vgpu::cuda {
 namespace {
 
 using kernels::Dispatch;
-using pooling_launch::ArgmaxGeometry;
-using pooling_launch::ArgmaxKernel;
-using pooling_launch::ArgmaxLaunch;
-using pooling_launch::ArgmaxTarget;
-using pooling_launch::OutputsCovering;
-using pooling_launch::PoolGeometry;
-using pooling_launch::PoolingKernel;
-using pooling_launch::PoolingLaunch;
-using pooling_launch::ReadArgmaxLaunch;
-using pooling_launch::ReadPoolingLaunch;
-using pooling_launch::WindowOf;
-using pooling_launch::WindowRange;
-using pooling_launch::WithArgmaxBuffers;
-using pooling_launch::WithArgmaxGradientBuffers;
-using pooling_launch::WithPoolingBuffers;
+using namespace pooling_launch;  // NOLINT: the family's geometry, readers and buffers
 
 using dnn::RuntimeStatus;
 
