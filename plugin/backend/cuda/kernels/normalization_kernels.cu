@@ -23,11 +23,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/cuda/cuda_libraries.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/launch/normalization_launch.h"
@@ -38,6 +40,12 @@ namespace vgpu::cuda {
 namespace {
 
 using kernels::Dispatch;
+
+// The grid-stride launch of float_compute.cuh, under this file's short name.
+template <typename... Args>
+absl::Status Launch(Args&&... args) {
+  return LaunchGridStride(std::forward<Args>(args)...);
+}
 using normalization_launch::BackwardChannelBuffers;
 using normalization_launch::BatchNormBackwardLaunch;
 using normalization_launch::BatchNormForwardLaunch;
@@ -250,15 +258,6 @@ absl::StatusOr<Scratch> ScratchFor(const CudaLaunchDevice& device, int64_t doubl
 
 unsigned ChannelBlocks(int64_t channels) {
   return static_cast<unsigned>(std::clamp<int64_t>(channels, 1, int64_t{1} << 16));
-}
-
-template <typename Kernel, typename... Args>
-absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t elements,
-                    Kernel kernel, Args... args) {
-  if (elements <= 0) return absl::OkStatus();
-  const GridShape grid = GridFor(device, elements);
-  kernel<<<grid.blocks, grid.threads, 0, device.stream>>>(args...);
-  return LastLaunchStatus(name);
 }
 
 absl::Status ForwardTraining(const CudaKernelContext& context) {

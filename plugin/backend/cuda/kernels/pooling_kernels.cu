@@ -25,12 +25,14 @@
 #include <cstdint>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
+#include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/launch/pooling_launch.h"
 #include "plugin/backend/cuda/cuda_libraries.h"
@@ -41,6 +43,12 @@ namespace vgpu::cuda {
 namespace {
 
 using kernels::Dispatch;
+
+// The grid-stride launch of float_compute.cuh, under this file's short name.
+template <typename... Args>
+absl::Status Launch(Args&&... args) {
+  return LaunchGridStride(std::forward<Args>(args)...);
+}
 using namespace pooling_launch;  // NOLINT: the family's geometry, readers and buffers
 
 using dnn::RuntimeStatus;
@@ -368,15 +376,6 @@ __global__ void GatherArgmaxKernel(ArgmaxGeometry a, const T* ddx, const int64_t
 }
 
 // --- Launches --------------------------------------------------------------------------------
-
-template <typename Kernel, typename... Args>
-absl::Status Launch(const char* name, const CudaLaunchDevice& device, int64_t elements,
-                    Kernel kernel, Args... args) {
-  if (elements <= 0) return absl::OkStatus();
-  const GridShape grid = GridFor(device, elements);
-  kernel<<<grid.blocks, grid.threads, 0, device.stream>>>(args...);
-  return LastLaunchStatus(name);
-}
 
 absl::Status PoolingForward(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, PoolingKernel::kForward));
