@@ -444,8 +444,14 @@ class ServerConnection final : public CompletionSink {
     uint64_t freed = 0;
     std::unique_ptr<ExecutorSession> session;
     {
+      // Cancelled here too: when another thread's Close() set closing_ first, the Close() above
+      // returned at once, and that thread may not have reached the session yet (it would find
+      // none once it is swapped out, and the queued work would run to the end).
       std::lock_guard<std::mutex> lock(session_mu_);
-      if (session_ != nullptr) freed = session_->BytesInUse();
+      if (session_ != nullptr) {
+        freed = session_->BytesInUse();
+        session_->Cancel();
+      }
       session.swap(session_);
     }
     if (tenant_.load()) {
