@@ -1,0 +1,118 @@
+// The process-wide activity log (see activity.h).
+#include "plugin/common/activity.h"
+
+#include <ctime>
+#include <mutex>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace vgpu::activity {
+namespace {
+
+std::atomic<bool> enabled{false};
+
+struct Log {
+  std::mutex mu;
+  std::vector<Record> records;
+  uint64_t dropped = 0;
+  size_t capacity = kDefaultCapacity;
+};
+
+Log& TheLog() {
+  static Log* log = new Log();  // never destroyed: records may come from exiting threads
+  return *log;
+}
+
+struct Names {
+  std::mutex mu;
+  absl::flat_hash_map<std::string, NameId> ids;
+  std::vector<std::string> names;  // [id - 1]
+};
+
+Names& TheNames() {
+  static Names* names = new Names();
+  return *names;
+}
+
+thread_local NameId current_op = kNoName;
+
+}  // namespace
+
+int64_t NowNs() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return int64_t{now.tv_sec} * 1'000'000'000 + now.tv_nsec;
+}
+
+bool Enabled() { return enabled.load(std::memory_order_relaxed); }
+
+void Start(size_t capacity) {
+  Log& log = TheLog();
+  {
+    std::lock_guard<std::mutex> lock(log.mu);
+    log.records.clear();
+    log.dropped = 0;
+    log.capacity = capacity;
+  }
+  enabled.store(true, std::memory_order_release);
+}
+
+void Stop() { enabled.store(false, std::memory_order_release); }
+
+std::vector<Record> Take(uint64_t* dropped) {
+  Log& log = TheLog();
+  std::lock_guard<std::mutex> lock(log.mu);
+  if (dropped != nullptr) *dropped = log.dropped;
+  log.dropped = 0;
+  return std::exchange(log.records, {});
+}
+
+void Add(const Record& record) {
+  if (!Enabled()) return;
+  Log& log = TheLog();
+  std::lock_guard<std::mutex> lock(log.mu);
+  if (log.records.size() >= log.capacity) {
+    ++log.dropped;
+    return;
+  }
+  log.records.push_back(record);
+}
+
+NameId Intern(absl::string_view name) {
+  if (name.empty()) return kNoName;
+  Names& names = TheNames();
+  std::lock_guard<std::mutex> lock(names.mu);
+  auto [it, inserted] = names.ids.try_emplace(name, static_cast<NameId>(names.names.size() + 1));
+  if (inserted) names.names.emplace_back(name);
+  return it->second;
+}
+
+std::string NameOf(NameId id) {
+  Names& names = TheNames();
+  std::lock_guard<std::mutex> lock(names.mu);
+  return id == kNoName || id > names.names.size() ? std::string() : names.names[id - 1];
+}
+
+NameId CurrentOp() { return current_op; }
+
+ScopedOp::ScopedOp(NameId op, uint32_t device)
+    : op_(op), outer_(current_op), device_(device), start_ns_(Enabled() ? NowNs() : 0) {
+  current_op = op;
+}
+
+ScopedOp::~ScopedOp() {
+  current_op = outer_;
+  if (start_ns_ != 0 && Enabled()) {
+    Record record;
+    record.kind = Kind::kOp;
+    record.device = device_;
+    record.name = op_;
+    record.op = op_;
+    record.start_ns = start_ns_;
+    record.end_ns = NowNs();
+    Add(record);
+  }
+}
+
+}  // namespace vgpu::activity

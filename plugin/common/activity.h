@@ -1,0 +1,97 @@
+// The activity log: while a profile is being taken, what ran where and when — the op kernels
+// TensorFlow ran on the virtual device (host side), and the kernels, copies and memsets the
+// executor ran for them (executor side), each with its start and end and the TensorFlow op that
+// issued it. The pluggable profiler turns it into TensorFlow's trace format; `vgpu bench
+// --profile` into a per-op account.
+//
+// Off unless a profile is being taken: then Enabled() is one relaxed atomic load and nothing is
+// recorded or paid. The log is process-wide (the in-process executor writes to the same log as
+// the client); bounded (records past the capacity are counted as dropped, not kept).
+//
+// Thread-safe throughout.
+#ifndef VGPU_COMMON_ACTIVITY_H_
+#define VGPU_COMMON_ACTIVITY_H_
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace vgpu::activity {
+
+enum class Kind : uint8_t {
+  kOp,            // an op kernel's Compute on the host (name: the op type)
+  kKernel,        // an executor kernel (name: the kernel's name)
+  kCopyToDevice,  // host to device
+  kCopyToHost,    // device to host
+  kCopyOnDevice,  // device to device
+  kMemset,
+};
+
+// Names (op types, kernel names) are interned: a record carries a small id.
+using NameId = uint32_t;
+inline constexpr NameId kNoName = 0;
+
+struct Record {
+  Kind kind = Kind::kOp;
+  uint32_t device = 0;
+  uint64_t stream = 0;    // the executor stream (0 for host-side records)
+  NameId name = kNoName;  // what ran
+  NameId op = kNoName;    // the op type of the TensorFlow op that issued it (kNoName: unknown)
+  int64_t start_ns = 0;   // NowNs() clock
+  int64_t end_ns = 0;
+  uint64_t bytes = 0;     // copies and memsets: their size
+};
+
+// The records a profile keeps by default (about 200 MiB at most).
+inline constexpr size_t kDefaultCapacity = size_t{1} << 22;
+
+// The clock of every record: nanoseconds since the Unix epoch (the clock TensorFlow's profiler
+// stamps its own events with, so the two line up).
+int64_t NowNs();
+
+// Whether a profile is being taken. Lock-free; call it before doing any work for a record.
+bool Enabled();
+
+// Starts a profile keeping at most `capacity` records: clears the log and the dropped count,
+// then enables recording.
+void Start(size_t capacity = kDefaultCapacity);
+// Stops recording; what was recorded stays until Take() or the next Start().
+void Stop();
+
+// Moves the recorded records out (in the order they were recorded); `dropped` (if given)
+// receives how many did not fit.
+std::vector<Record> Take(uint64_t* dropped = nullptr);
+
+// Appends a record (nothing when not Enabled()).
+void Add(const Record& record);
+
+// The id of `name`, interned for the process's lifetime (kNoName for an empty name).
+NameId Intern(absl::string_view name);
+// The name of an id (empty for kNoName or an unknown id).
+std::string NameOf(NameId id);
+
+// The op type the calling thread is computing (kNoName outside an op kernel).
+NameId CurrentOp();
+
+// Marks the calling thread as computing op type `op` for its lifetime and, when a profile is
+// being taken, records the span as a kOp record of `device`. Nests (the outer op is restored).
+class ScopedOp {
+ public:
+  ScopedOp(NameId op, uint32_t device);
+  ~ScopedOp();
+  ScopedOp(const ScopedOp&) = delete;
+  ScopedOp& operator=(const ScopedOp&) = delete;
+
+ private:
+  NameId op_;
+  NameId outer_;
+  uint32_t device_;
+  int64_t start_ns_;
+};
+
+}  // namespace vgpu::activity
+
+#endif  // VGPU_COMMON_ACTIVITY_H_
