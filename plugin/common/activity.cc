@@ -36,6 +36,7 @@ Names& TheNames() {
 }
 
 thread_local NameId current_op = kNoName;
+thread_local NameId current_op_name = kNoName;
 
 }  // namespace
 
@@ -95,20 +96,29 @@ std::string NameOf(NameId id) {
 }
 
 NameId CurrentOp() { return current_op; }
+NameId CurrentOpName() { return current_op_name; }
 
-ScopedOp::ScopedOp(NameId op, uint32_t device)
-    : op_(op), outer_(current_op), device_(device), start_ns_(Enabled() ? NowNs() : 0) {
+ScopedOp::ScopedOp(NameId op, NameId op_name, uint32_t device)
+    : op_(op),
+      op_name_(op_name),
+      outer_(current_op),
+      outer_name_(current_op_name),
+      device_(device),
+      start_ns_(Enabled() ? NowNs() : 0) {
   current_op = op;
+  current_op_name = op_name;
 }
 
 ScopedOp::~ScopedOp() {
   current_op = outer_;
+  current_op_name = outer_name_;
   if (start_ns_ != 0 && Enabled()) {
     Record record;
     record.kind = Kind::kOp;
     record.device = device_;
     record.name = op_;
     record.op = op_;
+    record.op_name = op_name_;
     record.start_ns = start_ns_;
     record.end_ns = NowNs();
     Add(record);

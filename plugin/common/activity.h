@@ -39,7 +39,8 @@ struct Record {
   uint32_t device = 0;
   uint64_t stream = 0;    // the executor stream (0 for host-side records)
   NameId name = kNoName;  // what ran
-  NameId op = kNoName;    // the op type of the TensorFlow op that issued it (kNoName: unknown)
+  NameId op = kNoName;       // the op type of the TensorFlow op that issued it (kNoName: unknown)
+  NameId op_name = kNoName;  // that op's node name
   int64_t start_ns = 0;   // NowNs() clock
   int64_t end_ns = 0;
   uint64_t bytes = 0;     // copies and memsets: their size
@@ -73,21 +74,23 @@ NameId Intern(absl::string_view name);
 // The name of an id (empty for kNoName or an unknown id).
 std::string NameOf(NameId id);
 
-// The op type the calling thread is computing (kNoName outside an op kernel).
+// The op type and node name the calling thread is computing (kNoName outside an op kernel).
 NameId CurrentOp();
+NameId CurrentOpName();
 
-// Marks the calling thread as computing op type `op` for its lifetime and, when a profile is
-// being taken, records the span as a kOp record of `device`. Nests (the outer op is restored).
+// Marks the calling thread as computing op type `op` (node `op_name`) for its lifetime and,
+// when a profile is being taken, records the span as a kOp record of `device`. Nests (the outer
+// op is restored).
 class ScopedOp {
  public:
-  ScopedOp(NameId op, uint32_t device);
+  ScopedOp(NameId op, NameId op_name, uint32_t device);
   ~ScopedOp();
   ScopedOp(const ScopedOp&) = delete;
   ScopedOp& operator=(const ScopedOp&) = delete;
 
  private:
-  NameId op_;
-  NameId outer_;
+  NameId op_, op_name_;
+  NameId outer_, outer_name_;
   uint32_t device_;
   int64_t start_ns_;
 };

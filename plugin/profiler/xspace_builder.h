@@ -46,8 +46,10 @@ class XLineBuilder {
   XEventRecord& AddEvent(int64_t metadata_id, int64_t start_ns, int64_t duration_ps);
 
   int64_t id() const { return id_; }
+  const std::string& name() const { return name_; }
   int64_t timestamp_ns() const { return timestamp_ns_; }
   size_t event_count() const { return events_.size(); }
+  const std::vector<XEventRecord>& events() const { return events_; }
 
   // Appends this line's wire encoding (an XLine message body) to `out`.
   void Serialize(std::string* out) const;
@@ -73,12 +75,20 @@ class XPlaneBuilder {
   // A statistic of the plane itself (e.g. the device's totals).
   void AddStat(XStatValue stat) { stats_.push_back(std::move(stat)); }
 
+  int64_t id() const { return id_; }
   const std::string& name() const { return name_; }
+  const std::deque<XLineBuilder>& lines() const { return lines_; }
+  // The name of event / stat metadata `id` ("" if there is none).
+  std::string EventName(int64_t id) const { return NameAt(event_names_, id); }
+  std::string StatName(int64_t id) const { return NameAt(stat_names_, id); }
 
   // Appends this plane's wire encoding (an XPlane message body) to `out`.
   void Serialize(std::string* out) const;
 
  private:
+  static std::string NameAt(const std::vector<std::string>& names, int64_t id) {
+    return id >= 1 && id <= static_cast<int64_t>(names.size()) ? names[id - 1] : std::string();
+  }
   static int64_t Intern(absl::string_view name, absl::flat_hash_map<std::string, int64_t>* ids,
                         std::vector<std::string>* names);
 
@@ -95,6 +105,9 @@ class XSpaceBuilder {
   // A new plane; the reference stays valid for the space's lifetime.
   XPlaneBuilder& AddPlane(int64_t id, std::string name);
   void AddWarning(std::string warning) { warnings_.push_back(std::move(warning)); }
+
+  const std::deque<XPlaneBuilder>& planes() const { return planes_; }
+  const std::vector<std::string>& warnings() const { return warnings_; }
 
   // The serialised XSpace.
   std::string Serialize() const;

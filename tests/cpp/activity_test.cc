@@ -24,7 +24,7 @@ TEST(ActivityTest, NothingIsRecordedOutsideAProfile) {
   Stop();
   Take();
   Add(KernelRecord(Intern("relu"), 1));
-  { ScopedOp op(Intern("Relu"), 0); }
+  { ScopedOp op(Intern("Relu"), Intern("model/relu"), 0); }
   EXPECT_FALSE(Enabled());
   EXPECT_TRUE(Take().empty());
 }
@@ -59,19 +59,24 @@ TEST(ActivityTest, StartClearsWhatAnEarlierProfileLeft) {
 
 TEST(ActivityTest, ScopedOpTagsTheThreadsWorkAndRecordsItsSpanNestingRestoresTheOuterOp) {
   const NameId outer = Intern("Conv2D"), inner = Intern("Relu");
+  const NameId outer_name = Intern("model/conv"), inner_name = Intern("model/conv/relu");
   Start();
   {
-    ScopedOp op(outer, /*device=*/1);
+    ScopedOp op(outer, outer_name, /*device=*/1);
     EXPECT_EQ(CurrentOp(), outer);
+    EXPECT_EQ(CurrentOpName(), outer_name);
     {
-      ScopedOp nested(inner, 1);
+      ScopedOp nested(inner, inner_name, 1);
+      EXPECT_EQ(CurrentOpName(), inner_name);
       Add(KernelRecord(Intern("relu_kernel"), NowNs()));
     }
     EXPECT_EQ(CurrentOp(), outer);
+    EXPECT_EQ(CurrentOpName(), outer_name);
     std::thread other([&] { EXPECT_EQ(CurrentOp(), kNoName); });  // per thread
     other.join();
   }
   EXPECT_EQ(CurrentOp(), kNoName);
+  EXPECT_EQ(CurrentOpName(), kNoName);
   Stop();
   std::vector<Record> records = Take();
   ASSERT_EQ(records.size(), 3u);  // the kernel, the inner op's span, the outer op's span
@@ -79,7 +84,9 @@ TEST(ActivityTest, ScopedOpTagsTheThreadsWorkAndRecordsItsSpanNestingRestoresThe
   EXPECT_EQ(records[0].op, inner);
   EXPECT_EQ(records[1].kind, Kind::kOp);
   EXPECT_EQ(records[1].name, inner);
+  EXPECT_EQ(records[1].op_name, inner_name);
   EXPECT_EQ(records[2].name, outer);
+  EXPECT_EQ(records[2].op_name, outer_name);
   EXPECT_EQ(records[2].device, 1u);
   EXPECT_LE(records[2].start_ns, records[1].start_ns);
   EXPECT_GE(records[2].end_ns, records[1].end_ns);

@@ -1,0 +1,30 @@
+// Turns the activity log's records (plugin/common/activity.h) into TensorFlow profiler planes:
+// one XPlane per virtual device, "/device:GPU:<n>" as TensorFlow names a GPU's plane, with a
+// line per executor stream ("Stream #<id>": kernels, copies and memsets, each event named by
+// what ran and carrying the TensorFlow op that issued it as its "tf_op" stat) and a line of
+// the op kernels TensorFlow ran on the device, measured on the host (their client-side cost).
+#ifndef VGPU_PROFILER_DEVICE_PLANES_H_
+#define VGPU_PROFILER_DEVICE_PLANES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/types/span.h"
+#include "plugin/common/activity.h"
+#include "plugin/profiler/xspace_builder.h"
+
+namespace vgpu::profiler {
+
+// The name of the host-side line of op kernels on each device plane.
+inline constexpr char kOpKernelsLineName[] = "Op kernels (host)";
+// Its line id: above any stream id a client uses.
+inline constexpr int64_t kOpKernelsLineId = int64_t{1} << 40;
+
+// Adds to `space` a plane per device that has any of `records`; `dropped` records that did not
+// fit in the log are reported as a warning of the space. Thread-compatible.
+void AddDevicePlanes(absl::Span<const activity::Record> records, uint64_t dropped,
+                     XSpaceBuilder* space);
+
+}  // namespace vgpu::profiler
+
+#endif  // VGPU_PROFILER_DEVICE_PLANES_H_

@@ -1,0 +1,99 @@
+// Activity records -> TensorFlow profiler planes (plugin/profiler/device_planes.h): a plane per
+// device named as TensorFlow names a GPU's, a line per stream plus the host-side op line, events
+// named by what ran with the issuing op as "tf_op", copies with their bytes, dropped records
+// reported.
+#include "plugin/profiler/device_planes.h"
+
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace vgpu::profiler {
+namespace {
+
+using activity::Intern;
+using activity::Kind;
+using activity::Record;
+
+Record Make(Kind kind, uint32_t device, uint64_t stream, const char* name, int64_t start,
+            int64_t end, uint64_t bytes = 0) {
+  Record record;
+  record.kind = kind;
+  record.device = device;
+  record.stream = stream;
+  record.name = Intern(name);
+  record.op = Intern("MatMul");
+  record.op_name = Intern("dense/MatMul");
+  record.start_ns = start;
+  record.end_ns = end;
+  record.bytes = bytes;
+  return record;
+}
+
+// The string value of stat `name` of `event` on `plane` ("" if absent).
+std::string StatString(const XPlaneBuilder& plane, const XEventRecord& event,
+                       const std::string& name) {
+  for (const XStatValue& stat : event.stats) {
+    if (plane.StatName(stat.metadata_id) != name) continue;
+    if (const auto* text = std::get_if<std::string>(&stat.value)) return *text;
+    if (const auto* number = std::get_if<uint64_t>(&stat.value)) return std::to_string(*number);
+  }
+  return "";
+}
+
+TEST(DevicePlanesTest, APlanePerDeviceALinePerStreamAndTheHostSideOpLine) {
+  const std::vector<Record> records = {
+      Make(Kind::kKernel, 0, 2, "matmul", 2000, 2500),
+      Make(Kind::kOp, 0, 0, "MatMul", 1500, 1900),
+      Make(Kind::kCopyToDevice, 0, 1, "", 1000, 1400, 4096),
+      Make(Kind::kKernel, 1, 1, "relu", 3000, 3100),
+      Make(Kind::kKernel, 0, 2, "bias_add", 1800, 1900),  // earlier on the same line
+  };
+  XSpaceBuilder space;
+  AddDevicePlanes(records, /*dropped=*/0, &space);
+  ASSERT_EQ(space.planes().size(), 2u);
+  EXPECT_TRUE(space.warnings().empty());
+  const XPlaneBuilder& gpu0 = space.planes()[0];
+  EXPECT_EQ(gpu0.name(), "/device:GPU:0");
+  EXPECT_EQ(space.planes()[1].name(), "/device:GPU:1");
+  ASSERT_EQ(gpu0.lines().size(), 3u);  // streams 1 and 2, then the op line
+  EXPECT_EQ(gpu0.lines()[0].name(), "Stream #1");
+  EXPECT_EQ(gpu0.lines()[1].name(), "Stream #2");
+  EXPECT_EQ(gpu0.lines()[2].name(), kOpKernelsLineName);
+
+  const XLineBuilder& copies = gpu0.lines()[0];
+  ASSERT_EQ(copies.events().size(), 1u);
+  EXPECT_EQ(gpu0.EventName(copies.events()[0].metadata_id), "MemcpyH2D");
+  EXPECT_EQ(StatString(gpu0, copies.events()[0], "bytes"), "4096");
+
+  const XLineBuilder& kernels = gpu0.lines()[1];
+  EXPECT_EQ(kernels.timestamp_ns(), 1800);  // the line starts with its first event
+  ASSERT_EQ(kernels.events().size(), 2u);
+  EXPECT_EQ(gpu0.EventName(kernels.events()[0].metadata_id), "bias_add");
+  EXPECT_EQ(kernels.events()[0].offset_ps, 0);
+  EXPECT_EQ(kernels.events()[0].duration_ps, 100'000);
+  EXPECT_EQ(gpu0.EventName(kernels.events()[1].metadata_id), "matmul");
+  EXPECT_EQ(kernels.events()[1].offset_ps, 200'000);
+  EXPECT_EQ(StatString(gpu0, kernels.events()[1], "tf_op"), "dense/MatMul:MatMul");
+  EXPECT_EQ(StatString(gpu0, kernels.events()[1], "bytes"), "");
+}
+
+TEST(DevicePlanesTest, DroppedRecordsAreAWarningAndNoRecordsNoPlanes) {
+  XSpaceBuilder space;
+  AddDevicePlanes({}, /*dropped=*/12, &space);
+  EXPECT_TRUE(space.planes().empty());
+  ASSERT_EQ(space.warnings().size(), 1u);
+  EXPECT_NE(space.warnings()[0].find("12 device events"), std::string::npos);
+}
+
+TEST(DevicePlanesTest, AnEventEndingBeforeItStartsLastsNothing) {
+  XSpaceBuilder space;
+  AddDevicePlanes({Make(Kind::kMemset, 0, 1, "", 500, 400, 8)}, 0, &space);
+  const XEventRecord& event = space.planes()[0].lines()[0].events()[0];
+  EXPECT_EQ(event.duration_ps, 0);
+  EXPECT_EQ(space.planes()[0].EventName(event.metadata_id), "Memset");
+}
+
+}  // namespace
+}  // namespace vgpu::profiler
