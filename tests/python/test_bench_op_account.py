@@ -1,5 +1,6 @@
-"""vgpu.bench.op_account: dividing a profiled window between TensorFlow op types, checked on
-hand-built XSpaces whose answer is known."""
+"""vgpu.bench.op_account: dividing a profiled window between TensorFlow op types (TensorFlow's
+host plane, the virtual GPU's device planes), checked on hand-built XSpaces whose answer is
+known."""
 from __future__ import annotations
 
 import pytest
@@ -9,18 +10,26 @@ from vgpu.bench import op_account
 xplane_pb2 = pytest.importorskip("tensorflow.tsl.profiler.protobuf.xplane_pb2")
 
 
-def _space(lines: dict[str, list[tuple[str, int, int]]]):
-    """An XSpace with one /host:CPU plane: per line name, events (name, start_ps, end_ps)."""
-    space = xplane_pb2.XSpace()
-    plane = space.planes.add(name="/host:CPU")
+BASE_PS = 1000 * 1000  # every line's timestamp (1 µs), in ps
+
+
+def _space(lines: dict[str, list[tuple]], plane_name: str = "/host:CPU", space=None):
+    """An XSpace with a plane `plane_name`: per line name, events (name, start_ps, end_ps) or
+    (name, start_ps, end_ps, tf_op) relative to the line's timestamp."""
+    space = space if space is not None else xplane_pb2.XSpace()
+    plane = space.planes.add(name=plane_name)
+    plane.stat_metadata[1].name = "tf_op"
     ids: dict[str, int] = {}
     for line_name, events in lines.items():
-        line = plane.lines.add(name=line_name, timestamp_ns=1000)  # 1 µs base, in ps below
-        for name, start, end in events:
+        line = plane.lines.add(name=line_name, timestamp_ns=BASE_PS // 1000)
+        for name, start, end, *tf_op in events:
             if name not in ids:
                 ids[name] = len(ids) + 1
                 plane.event_metadata[ids[name]].name = name
-            line.events.add(metadata_id=ids[name], offset_ps=start, duration_ps=end - start)
+            event = line.events.add(metadata_id=ids[name], offset_ps=start,
+                                    duration_ps=end - start)
+            if tf_op:
+                event.stats.add(metadata_id=1, str_value=tf_op[0])
     return space
 
 
@@ -52,8 +61,7 @@ def test_instants_with_no_op_running_are_idle_and_a_window_clips_the_ops():
                     "python": [("x:NotOnAnOpLine", 0, 50)]})
     whole = op_account.account_host_ops(space)
     assert (whole.window_ps, whole.idle_ps) == (50, 20)
-    base = 1000 * 1000  # the line's timestamp, in ps
-    clipped = op_account.account_host_ops(space, window=(base + 5, base + 40))
+    clipped = op_account.account_host_ops(space, window=(BASE_PS + 5, BASE_PS + 40))
     assert clipped.window_ps == 35
     assert clipped.shares_ps == pytest.approx({"Add": 5, "Mul": 10})
     assert clipped.idle_ps == 20
@@ -63,3 +71,37 @@ def test_instants_with_no_op_running_are_idle_and_a_window_clips_the_ops():
 def test_a_space_without_host_ops_gives_an_empty_account():
     account = op_account.account_host_ops(xplane_pb2.XSpace())
     assert (account.window_ps, account.idle_ps, account.shares_ps) == (0, 0, {})
+
+
+def test_the_device_account_divides_the_executors_work_by_issuing_op_and_splits_its_idle_time():
+    # Executor: stream 1 runs a MatMul kernel 10-30 and a copy (no op) 50-60; stream 2 a Relu
+    # kernel 20-40. Client: the MatMul op kernel computes 0-12, the Relu's 40-55.
+    space = _space({
+        "Stream #1": [("matmul", 10, 30, "d/MatMul:MatMul"), ("MemcpyH2D", 50, 60)],
+        "Stream #2": [("relu", 20, 40, "d/Relu:Relu")],
+        "Op kernels (host)": [("MatMul", 0, 12), ("Relu", 40, 55)],
+    }, plane_name="/device:GPU:0")
+    account = op_account.account_device(space)
+    assert account.executor.window_ps == 60
+    # MatMul alone 10-20, shared 20-30; Relu shared 20-30, alone 30-40; the copy 50-60.
+    assert account.executor.shares_ps == pytest.approx(
+        {"MatMul": 15, "Relu": 15, op_account.UNATTRIBUTED: 10})
+    assert account.client_ps == {"MatMul": 12, "Relu": 15}
+    # Idle: 0-10 (client busy 0-10) and 40-50 (client busy 40-50): all while the client works.
+    assert account.executor.idle_ps == 20
+    assert (account.idle_while_client_ps, account.idle_otherwise_ps) == (20, 0)
+
+
+def test_device_idle_with_no_op_kernel_running_is_the_runtimes_and_host_planes_are_ignored():
+    space = _space({"Stream #1": [("k", 0, 10, "a:Add"), ("k", 40, 50, "a:Add")],
+                    "Op kernels (host)": [("Add", 10, 20)]}, plane_name="/device:GPU:0")
+    _space({"tf_Compute/1": [("x:Mul", 0, 500)]}, space=space)  # TensorFlow's host plane
+    account = op_account.account_device(space)
+    assert account.executor.shares_ps == pytest.approx({"Add": 20})
+    assert (account.idle_while_client_ps, account.idle_otherwise_ps) == (10, 20)
+    assert op_account.account_host_ops(space).shares_ps == pytest.approx({"Mul": 500})
+
+
+def test_a_space_without_device_planes_gives_an_empty_device_account():
+    account = op_account.account_device(xplane_pb2.XSpace())
+    assert account.executor.window_ps == 0 and account.client_ps == {}

@@ -1,4 +1,6 @@
-"""Where a training step's time goes, per TensorFlow op type, from a TensorFlow profiler trace.
+"""Where a training step's time goes, per TensorFlow op type, from a TensorFlow profiler trace:
+TensorFlow-CPU's own kernels from its host plane, the virtual GPU's from the plugin's device
+planes (plugin/profiler/device_planes.h).
 
 TensorFlow's profiler (``tf.profiler.experimental.start/stop``) writes an XSpace
 (``*.xplane.pb``). On the CPU, each op kernel TensorFlow's executor runs is one event on a
@@ -9,6 +11,11 @@ step. This module divides each instant of the profiled window between the ops ru
 instant (an op running alone for 1 ms owns 1 ms; two running together for 1 ms own 0.5 ms
 each): the shares of all op types plus the instants with no op running ("idle") add up to the
 window exactly, which is what lets two runs' accounts be subtracted line by line.
+
+On the virtual GPU, the same division applies to the executor's work (its kernels, copies and
+memsets, each tagged with the TensorFlow op that issued it); the time the executor is idle is
+split by whether the client was computing an op kernel meanwhile (the client is the
+bottleneck) or not (TensorFlow's runtime, waits, thread hand-offs).
 """
 from __future__ import annotations
 
@@ -32,11 +39,11 @@ def op_type(event_name: str) -> str | None:
 
 
 @dataclasses.dataclass
-class HostOpAccount:
-    """The profiled window divided between op types. All times are picoseconds of wall time."""
+class Account:
+    """A window divided between op types. All times are picoseconds of wall time."""
 
     window_ps: int = 0
-    idle_ps: int = 0  # instants inside the window with no op running
+    idle_ps: int = 0  # instants inside the window with nothing running
     shares_ps: dict[str, float] = dataclasses.field(default_factory=dict)
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
 
@@ -46,47 +53,31 @@ class HostOpAccount:
         return {name: share / steps / 1e9 for name, share in items}
 
 
-def _op_intervals(plane) -> list[tuple[int, int, str]]:
-    """(start_ps, end_ps, op type) of every op event on the plane's op-running lines."""
-    names = {key: meta.name for key, meta in plane.event_metadata.items()}
-    intervals = []
-    for line in plane.lines:
-        if not line.name.startswith(_OP_LINE_PREFIXES):
-            continue
-        base_ps = line.timestamp_ns * 1000
-        for event in line.events:
-            kind = op_type(names.get(event.metadata_id, ""))
-            if kind is None or event.duration_ps <= 0:
-                continue
-            start = base_ps + event.offset_ps
-            intervals.append((start, start + event.duration_ps, kind))
-    return intervals
+Interval = tuple[int, int, str]  # (start_ps, end_ps, op type)
 
 
-def account_host_ops(xspace, window: tuple[int, int] | None = None) -> HostOpAccount:
-    """Divides the window (start_ps, end_ps) of the ``/host:CPU`` plane of `xspace` (an
-    ``xplane_pb2.XSpace``) between the op types running in it; the window defaults to the span
-    from the first op's start to the last op's end."""
-    plane = next((p for p in xspace.planes if p.name == "/host:CPU"), None)
-    intervals = _op_intervals(plane) if plane is not None else []
+def share_window(intervals: list[Interval], window: tuple[int, int] | None = None) -> Account:
+    """Divides `window` (start_ps, end_ps; default: from the first start to the last end)
+    between the labels of `intervals`: each instant goes in equal parts to the intervals
+    covering it, or to idle when none does."""
     if not intervals:
-        return HostOpAccount()
+        return Account()
     if window is None:
         window = (min(i[0] for i in intervals), max(i[1] for i in intervals))
     begin, end = window
-    # Sweep: +1/-1 at each op's edges, clipped to the window; between two consecutive edges
-    # the set of running ops is constant and shares the gap evenly.
+    # Sweep: +1/-1 at each interval's edges, clipped to the window; between two consecutive
+    # edges the set of running intervals is constant and shares the gap evenly.
     edges = []
-    for start, stop, kind in intervals:
+    for start, stop, label in intervals:
         start, stop = max(start, begin), min(stop, end)
         if start < stop:
-            edges.append((start, 1, kind))
-            edges.append((stop, -1, kind))
+            edges.append((start, 1, label))
+            edges.append((stop, -1, label))
     edges.sort(key=lambda edge: (edge[0], edge[1]))
-    account = HostOpAccount(window_ps=end - begin)
+    account = Account(window_ps=end - begin)
     running: dict[str, int] = {}
     active, previous = 0, begin
-    for time_ps, delta, kind in edges:
+    for time_ps, delta, label in edges:
         gap = time_ps - previous
         if gap > 0:
             if active == 0:
@@ -96,14 +87,136 @@ def account_host_ops(xspace, window: tuple[int, int] | None = None) -> HostOpAcc
                     account.shares_ps[name] = (account.shares_ps.get(name, 0.0) +
                                                gap * count / active)
         previous = time_ps
-        running[kind] = running.get(kind, 0) + delta
-        if running[kind] == 0:
-            del running[kind]
+        running[label] = running.get(label, 0) + delta
+        if running[label] == 0:
+            del running[label]
         active += delta
         if delta > 0:
-            account.counts[kind] = account.counts.get(kind, 0) + 1
+            account.counts[label] = account.counts.get(label, 0) + 1
     account.idle_ps += max(0, end - previous)
     return account
+
+
+def _line_events(plane, line):
+    """(start_ps, end_ps, event name, {stat name: value}) of each event of `line`."""
+    names = {key: meta.name for key, meta in plane.event_metadata.items()}
+    stat_names = {key: meta.name for key, meta in plane.stat_metadata.items()}
+    base_ps = line.timestamp_ns * 1000
+    for event in line.events:
+        stats = {stat_names.get(stat.metadata_id, ""): getattr(stat, stat.WhichOneof("value"))
+                 for stat in event.stats if stat.WhichOneof("value")}
+        start = base_ps + event.offset_ps
+        yield start, start + event.duration_ps, names.get(event.metadata_id, ""), stats
+
+
+def host_op_intervals(xspace) -> list[Interval]:
+    """The op kernels TensorFlow ran on the host, from the ``/host:CPU`` plane's op lines."""
+    intervals = []
+    for plane in xspace.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            if not line.name.startswith(_OP_LINE_PREFIXES):
+                continue
+            for start, end, name, _ in _line_events(plane, line):
+                kind = op_type(name)
+                if kind is not None and end > start:
+                    intervals.append((start, end, kind))
+    return intervals
+
+
+def account_host_ops(xspace, window: tuple[int, int] | None = None) -> Account:
+    """The window of the ``/host:CPU`` plane of `xspace` (an ``xplane_pb2.XSpace``) divided
+    between the op types TensorFlow ran on the host (TensorFlow-CPU's own kernels)."""
+    return share_window(host_op_intervals(xspace), window)
+
+
+# The virtual GPU's planes (the plugin's profiler, plugin/profiler/device_planes.h).
+DEVICE_PLANE_PREFIX = "/device:GPU:"
+OP_KERNELS_LINE = "Op kernels (host)"
+UNATTRIBUTED = "(no op)"
+
+
+def device_intervals(xspace) -> tuple[list[Interval], list[Interval]]:
+    """(executor work, host-side op kernels) of the virtual GPU's planes: each executor event
+    (kernel, copy, memset) labelled with the op type of its "tf_op" stat, and each op kernel's
+    Compute on the host (the client's cost) labelled with its op type."""
+    executor, client = [], []
+    for plane in xspace.planes:
+        if not plane.name.startswith(DEVICE_PLANE_PREFIX):
+            continue
+        for line in plane.lines:
+            on_host = line.name == OP_KERNELS_LINE
+            for start, end, name, stats in _line_events(plane, line):
+                if on_host:
+                    client.append((start, end, name))
+                else:
+                    tf_op = stats.get("tf_op", "")
+                    executor.append((start, end, tf_op.rpartition(":")[2] or UNATTRIBUTED))
+    return executor, client
+
+
+@dataclasses.dataclass
+class DeviceAccount:
+    """The virtual GPU's side of a profiled window, picoseconds of wall time."""
+
+    executor: Account  # the window divided between the op types whose work the executor ran
+    client_ps: dict[str, int]  # per op type, the host time its op kernels took (not shared)
+    idle_while_client_ps: int  # executor idle while an op kernel ran on the host
+    idle_otherwise_ps: int  # executor idle and no op kernel running: runtime, waits, hand-offs
+
+
+def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
+    merged: list[list[int]] = []
+    for start, end, _ in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return [(a, b) for a, b in merged]
+
+
+def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    """The total length of the intersection of two sorted, disjoint interval lists."""
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        total += max(0, min(a[i][1], b[j][1]) - max(a[i][0], b[j][0]))
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccount:
+    """The virtual GPU's account of the window (default: from the first to the last event of
+    its planes): the executor's time per op type, the client's time per op type, and the
+    executor's idle time split by whether the client was computing an op kernel meanwhile."""
+    executor, client = device_intervals(xspace)
+    everything = executor + client
+    if window is None and everything:
+        window = (min(i[0] for i in everything), max(i[1] for i in everything))
+    shares = share_window(executor, window)
+    client_ps: dict[str, int] = {}
+    for start, end, kind in client:
+        client_ps[kind] = client_ps.get(kind, 0) + (end - start)
+    if window is None:
+        return DeviceAccount(shares, client_ps, 0, 0)
+    begin, end = window
+
+    def clip(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+        return [(max(a, begin), min(b, end)) for a, b in spans if min(b, end) > max(a, begin)]
+
+    busy = clip(_union(executor))
+    idle, cursor = [], begin
+    for start, stop in busy:
+        if start > cursor:
+            idle.append((cursor, start))
+        cursor = max(cursor, stop)
+    if cursor < end:
+        idle.append((cursor, end))
+    while_client = _overlap(idle, clip(_union(client)))
+    return DeviceAccount(shares, client_ps, while_client, shares.idle_ps - while_client)
 
 
 def load_xspace(logdir: str):
