@@ -12,6 +12,7 @@
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/common/activity.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/launch_params.h"
 
@@ -621,8 +622,54 @@ absl::Status ClientSession::ResolveDescriptorReferencesLocked(Command& command) 
   return absl::OkStatus();
 }
 
+namespace {
+
+// The activity kind of a command: its copy or memset kind, kKernel for any other.
+activity::Kind ActivityKind(CommandKind kind) {
+  switch (kind) {
+    case CommandKind::kMemcpyHtoD:
+      return activity::Kind::kCopyToDevice;
+    case CommandKind::kMemcpyDtoH:
+      return activity::Kind::kCopyToHost;
+    case CommandKind::kMemcpyDtoD:
+      return activity::Kind::kCopyOnDevice;
+    case CommandKind::kMemset:
+      return activity::Kind::kMemset;
+    default:
+      return activity::Kind::kKernel;
+  }
+}
+
+}  // namespace
+
 absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& work,
                                     const absl::Status& stream_status) {
+  const Command& command = work.command;
+  const bool timed = command.activity.recorded && activity::Enabled() &&
+                     (command.kind == CommandKind::kLaunch ||
+                      ActivityKind(command.kind) != activity::Kind::kKernel);
+  if (!timed) return ExecuteCommand(stream, work, stream_status);
+  // The executor's own call on the stream worker: for an executor that computes on the calling
+  // thread (cpu), the kernel's or copy's duration.
+  activity::Record record;
+  record.kind = ActivityKind(command.kind);
+  record.device = command.activity.device;
+  record.stream = command.stream;
+  record.op = command.activity.op;
+  record.op_name = command.activity.op_name;
+  record.bytes = command.kind == CommandKind::kLaunch ? 0 : command.size;
+  if (command.kind == CommandKind::kLaunch) {
+    record.name = activity::Intern(KernelLabel(command.object));
+  }
+  record.start_ns = activity::NowNs();
+  absl::Status status = ExecuteCommand(stream, work, stream_status);
+  record.end_ns = activity::NowNs();
+  activity::Add(record);
+  return status;
+}
+
+absl::Status ClientSession::ExecuteCommand(ExecutorStream* stream, StreamQueue::Work& work,
+                                           const absl::Status& stream_status) {
   Command& command = work.command;
   switch (command.kind) {
     case CommandKind::kMemcpyHtoD:

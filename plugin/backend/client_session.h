@@ -59,9 +59,12 @@ class ClientSession final : public ExecutorSession {
   };
 
   // Runs one stream-ordered command on a stream's worker thread, on the memory pinned for it,
-  // by calling the executor.
+  // by calling the executor (ExecuteCommand); while a profile is taken, records a command the
+  // client tagged (Command::activity) in the activity log with its start and end.
   absl::Status Execute(ExecutorStream* stream, StreamQueue::Work& work,
                        const absl::Status& stream_status);
+  absl::Status ExecuteCommand(ExecutorStream* stream, StreamQueue::Work& work,
+                              const absl::Status& stream_status);
   // A copy with both ends resolved: the pinned executor addresses of command.src / command.dst,
   // or the command's host pointers where it names host memory.
   absl::Status Copy(ExecutorStream* stream, const Command& command, PinnedRanges& pins);

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/device_address.h"
+#include "plugin/common/activity.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/wire_format.h"
 
@@ -66,6 +67,12 @@ Command DeviceClient::MakeCommand(CommandKind kind) const {
   Command command;
   command.kind = kind;
   command.device = backend_device_;
+  if (activity::Enabled()) {
+    command.activity.recorded = true;
+    command.activity.op = activity::CurrentOp();
+    command.activity.op_name = activity::CurrentOpName();
+    command.activity.device = static_cast<uint32_t>(ordinal_);
+  }
   return command;
 }
 

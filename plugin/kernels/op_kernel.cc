@@ -1,10 +1,13 @@
 // OpConstruction, OpContext and kernel registration (see op_kernel.h).
 #include "plugin/kernels/op_kernel.h"
 
+#include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/common/activity.h"
 #include "plugin/common/log.h"
 #include "plugin/kernels/op_catalog.h"
 #include "xla/tsl/util/determinism.h"
@@ -218,6 +221,62 @@ absl::StatusOr<TensorDescriptorSettings> TensorSettings(const TF_Tensor* tensor)
 }
 
 namespace internal {
+namespace {
+
+// Field `field` of wire type "length-delimited" of a serialised protobuf message, as bytes
+// ("" if absent or the message is malformed): enough to read a NodeDef's op (field 2).
+std::string_view StringField(std::string_view message, uint32_t field) {
+  size_t at = 0;
+  auto varint = [&](uint64_t* value) {
+    *value = 0;
+    for (int shift = 0; shift < 64 && at < message.size(); shift += 7) {
+      const uint8_t byte = static_cast<uint8_t>(message[at++]);
+      *value |= uint64_t{byte & 0x7fu} << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  uint64_t tag = 0, length = 0;
+  while (at < message.size() && varint(&tag)) {
+    switch (tag & 7) {
+      case 0:  // varint
+        if (!varint(&length)) return {};
+        break;
+      case 1:  // fixed64
+        at += 8;
+        break;
+      case 5:  // fixed32
+        at += 4;
+        break;
+      case 2:  // length-delimited
+        if (!varint(&length) || length > message.size() - std::min(at, message.size())) return {};
+        if ((tag >> 3) == field) return message.substr(at, length);
+        at += length;
+        break;
+      default:
+        return {};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+NodeActivityNames ActivityNamesOfNode(TF_OpKernelConstruction* construction) {
+  NodeActivityNames names;
+  TF_StringView node = TF_OpKernelConstruction_GetName(construction);
+  names.op_name = activity::Intern(std::string_view(node.data, node.len));
+  ScopedTfStatus status;
+  TF_Buffer* node_def = TF_OpKernelConstruction_GetNodeDef(construction, status.get());
+  if (node_def != nullptr) {
+    if (TF_GetCode(status.get()) == TF_OK) {
+      names.op = activity::Intern(StringField(
+          std::string_view(static_cast<const char*>(node_def->data), node_def->length), 2));
+    }
+    TF_DeleteBuffer(node_def);
+  }
+  return names;
+}
 
 LaunchRole RoleOfNode(TF_OpKernelConstruction* construction) {
   TF_StringView name = TF_OpKernelConstruction_GetName(construction);

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "plugin/client/device_client.h"
+#include "plugin/common/activity.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/kernels/dtype_map.h"
 #include "plugin/kernels/kernel_launch.h"
@@ -113,11 +114,20 @@ void FailConstruction(TF_OpKernelConstruction* construction, const absl::Status&
 // Read once, when TensorFlow constructs the node's kernel.
 LaunchRole RoleOfNode(TF_OpKernelConstruction* construction);
 
-// What TensorFlow holds for one node: the kernel and the node's role.
+// A node's op type and name as activity-log names (plugin/common/activity.h), read once when
+// TensorFlow constructs the node's kernel.
+struct NodeActivityNames {
+  activity::NameId op = activity::kNoName;
+  activity::NameId op_name = activity::kNoName;
+};
+NodeActivityNames ActivityNamesOfNode(TF_OpKernelConstruction* construction);
+
+// What TensorFlow holds for one node: the kernel, the node's role and activity names.
 template <typename K>
 struct KernelInstance {
   std::unique_ptr<K> kernel;
   LaunchRole role;
+  NodeActivityNames names;
 };
 }  // namespace internal
 
@@ -134,11 +144,15 @@ void RegisterKernel(const char* op_name, const char* device_type,
       internal::FailConstruction(raw, kernel.status());
       return nullptr;
     }
-    return new internal::KernelInstance<K>{*std::move(kernel), internal::RoleOfNode(raw)};
+    return new internal::KernelInstance<K>{*std::move(kernel), internal::RoleOfNode(raw),
+                                           internal::ActivityNamesOfNode(raw)};
   };
   auto compute = [](void* instance, TF_OpKernelContext* raw) {
     auto* node = static_cast<internal::KernelInstance<K>*>(instance);
     ScopedLaunchRole role(node->role);
+    // Tags the commands the kernel issues with its op; records its span while profiling.
+    activity::ScopedOp op(node->names.op, node->names.op_name,
+                          activity::Enabled() ? static_cast<uint32_t>(TF_GetDeviceId(raw)) : 0);
     OpContext context(raw);
     FailOp(raw, node->kernel->Compute(context));
   };

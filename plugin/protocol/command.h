@@ -88,6 +88,15 @@ struct Command {
   // In forward mode an entry names an executor-side descriptor instead: kind | 0x80, size 8,
   // uint64 id (kDescriptorReference).
   absl::InlinedVector<uint8_t, 128> descriptors;
+  // While a profile is taken (plugin/common/activity.h): the TensorFlow op that issued the
+  // command and the TensorFlow device it was issued for, so that the executor's record of it
+  // names them. Set by the client, read by an in-process session; never encoded.
+  struct ActivityTag {
+    bool recorded = false;  // record this command's execution
+    uint32_t op = 0;        // activity::NameId of the op type
+    uint32_t op_name = 0;   // activity::NameId of the node name
+    uint32_t device = 0;    // the TensorFlow device ordinal
+  } activity;
 };
 
 // Device memory accounting of one device, as the backing executor sees it.
