@@ -233,25 +233,22 @@ using StreamExecutorCopy = StreamExecutorTest;
 
 TEST_F(StreamExecutorCopy, MemcpyRoundTripsHostToDeviceToDeviceToHost) {
   constexpr uint64_t kSize = 1 << 20;
-  const std::vector<uint8_t> data = Pattern(kSize, 1);
-  uint8_t* source = HostBytes(kSize);
-  std::memcpy(source, data.data(), kSize);
-  uint8_t* result = HostBytes(kSize, 0);
+  const HostTransfer io = PrepareTransfer(kSize, 1);
   SP_DeviceMemoryBase a = Allocate(kSize);
   SP_DeviceMemoryBase b = Allocate(kSize);
   ASSERT_TRUE(a.opaque && b.opaque);
   SP_Stream stream = CreateStream();
 
   TfStatus status;
-  se().memcpy_htod(device(), stream, &a, source, kSize, status);
+  se().memcpy_htod(device(), stream, &a, io.source, kSize, status);
   EXPECT_TF_OK(status);
   se().memcpy_dtod(device(), stream, &b, &a, kSize, status);
   EXPECT_TF_OK(status);
-  se().memcpy_dtoh(device(), stream, result, &b, kSize, status);
+  se().memcpy_dtoh(device(), stream, io.result, &b, kSize, status);
   EXPECT_TF_OK(status);
   se().block_host_until_done(device(), stream, status);
   ASSERT_TF_OK(status);
-  EXPECT_EQ(0, std::memcmp(result, data.data(), kSize));
+  EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
 
 TEST_F(StreamExecutorCopy, SyncMemcpysRoundTrip) {

@@ -91,6 +91,14 @@ class StreamExecutorTest : public testing::Test {
 
   // Host memory that outlives every stream of the test (async copies may still target it).
   uint8_t* HostBytes(size_t size, uint8_t fill = 0);
+  // What a copy test moves through the device: `data` (Pattern(size, seed)), host memory
+  // `source` holding it and a zeroed host `result` of the same size, both like HostBytes().
+  struct HostTransfer {
+    std::vector<uint8_t> data;
+    uint8_t* source;
+    uint8_t* result;
+  };
+  HostTransfer PrepareTransfer(uint64_t size, uint8_t seed);
   template <typename T>
   T* Host(size_t count) {
     return reinterpret_cast<T*>(HostBytes(count * sizeof(T)));
