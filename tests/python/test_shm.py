@@ -17,7 +17,8 @@ import pytest
 
 from raw_tenant import (
     ALLOCATE, COMMAND, MEMCPY_HTOD, MEMCPY_NOW, OK, SHM_DATA, WANTS_HOST_DATA,
-    RawTenant, ServerProcess, bystander_round_trip, command_payload, frame, sealed_memfd,
+    RawTenant, ServerProcess, backend_env, bystander_round_trip, command_payload, frame,
+    sealed_memfd,
 )
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -31,12 +32,6 @@ def server(tmp_path):
     process = ServerProcess(tmp_path, memory_limit="512MiB")
     yield process
     process.stop()
-
-
-def _child_env(backend, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
-    env.update({"VGPU_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}, **extra)
-    return env
 
 
 # Copies of several sizes (below the shared-memory threshold, at it, chunked) onto GPU:0 and
@@ -72,11 +67,11 @@ def _digests(env):
 def test_tensorflow_copies_through_shared_memory_match_the_socket_path_and_in_process(tmp_path):
     server = ServerProcess(tmp_path, memory_limit="512MiB")
     try:
-        with_shm, _ = _digests(_child_env(server.address))
-        without_shm, _ = _digests(_child_env(server.address, VGPU_SHM="0"))
+        with_shm, _ = _digests(backend_env(server.address))
+        without_shm, _ = _digests(backend_env(server.address, VGPU_SHM="0"))
     finally:
         server.stop()
-    in_process, _ = _digests(_child_env("inproc"))
+    in_process, _ = _digests(backend_env("inproc"))
     assert with_shm == without_shm == in_process
 
 
@@ -88,8 +83,8 @@ def test_the_server_reports_the_region_and_vgpu_shm_0_goes_without(server):
         print("READY", flush=True)
         sys.stdin.readline()
     """
-    for env, expected in ((_child_env(server.address), 64 * MIB),
-                          (_child_env(server.address, VGPU_SHM="0"), 0)):
+    for env, expected in ((backend_env(server.address), 64 * MIB),
+                          (backend_env(server.address, VGPU_SHM="0"), 0)):
         child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(holder)], env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
@@ -106,10 +101,10 @@ def test_tcp_copies_go_through_the_socket(tmp_path):
         port = s.getsockname()[1]
     server = ServerProcess(tmp_path, listen=f"tcp://127.0.0.1:{port}", memory_limit="512MiB")
     try:
-        over_tcp, _ = _digests(_child_env(server.address))
+        over_tcp, _ = _digests(backend_env(server.address))
     finally:
         server.stop()
-    assert over_tcp == _digests(_child_env("inproc"))[0]
+    assert over_tcp == _digests(backend_env("inproc"))[0]
 
 
 # -- raw-socket attacks on the region ---------------------------------------------------------
@@ -369,11 +364,11 @@ def test_a_server_that_takes_no_region_still_copies_everything_right(tmp_path, f
     and every byte goes through the socket, with the same results."""
     server = ServerProcess(tmp_path, memory_limit="512MiB", flags=[flag])
     try:
-        digests, stderr = _digests(_child_env(server.address))
+        digests, stderr = _digests(backend_env(server.address))
         assert server.alive()
     finally:
         server.stop()
-    assert digests == _digests(_child_env("inproc"))[0]
+    assert digests == _digests(backend_env("inproc"))[0]
     assert "shared memory" in stderr or "shm" in stderr, stderr[-2000:]  # the refusal is logged
 
 
