@@ -5,6 +5,7 @@ descriptors of the wrong size or kind, no descriptor, unsealed memfds) are error
 attacker's connection only: the server stays alive and a bystander's work is intact."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import socket
@@ -122,6 +123,20 @@ def _assert_unharmed(server):
     bystander_round_trip(server.address)
 
 
+@contextlib.contextmanager
+def _closes_only_that_connection(server, tenant, fd):
+    """Around an attack by `tenant`: afterwards the server has closed the tenant's connection
+    (its next call fails) and still serves a bystander. Closes the tenant and `fd` either way."""
+    try:
+        yield
+        with pytest.raises((ConnectionError, TimeoutError)):
+            tenant.call(ALLOCATE, size=16, timeout=10)
+    finally:
+        tenant.close()
+        os.close(fd)
+    _assert_unharmed(server)
+
+
 def test_an_honest_raw_tenant_copies_through_its_region(server):
     tenant, fd = _attached(server)
     with tenant:
@@ -176,16 +191,10 @@ def test_copies_outside_the_region_are_refused(server, offset, size):
 @pytest.mark.parametrize("size", [2**64 - 4, 40 * MIB])
 def test_copy_lengths_past_the_chunk_limit_close_only_that_connection(server, size):
     tenant, fd = _attached(server)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         stream = tenant.create_stream()
         address = tenant.allocate(4096)
         tenant.write_shm(stream, address, 8, size)
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_shared_memory_copies_without_a_region_are_refused(server):
@@ -275,15 +284,9 @@ def test_an_oversized_region_and_a_second_attach_are_refused(server):
 def test_a_malformed_attach_frame_closes_only_that_connection(server):
     tenant = RawTenant(server.address)
     fd = sealed_memfd(REGION)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         data = frame(10, 1, struct.pack("<QQ", REGION, 0))  # 16 bytes instead of 8
         socket.send_fds(tenant.sock, [data], [fd])
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_the_tenant_rewriting_and_punching_its_region_mid_copy_harms_nobody(server):
@@ -308,18 +311,12 @@ def test_the_tenant_rewriting_and_punching_its_region_mid_copy_harms_nobody(serv
 
 def test_flags_naming_shared_memory_on_the_wrong_side_close_only_that_connection(server):
     tenant, fd = _attached(server)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         stream = tenant.create_stream()
         address = tenant.allocate(4096)
         tenant.send_raw(frame(COMMAND, 99, command_payload(
             MEMCPY_HTOD, stream=stream, dst=address, size=4096, shm_offset=0,
             flags=SHM_DATA | WANTS_HOST_DATA)))
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_descriptors_sent_with_other_frames_do_not_pile_up_in_the_server(server):
