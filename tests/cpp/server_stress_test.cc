@@ -49,11 +49,13 @@
 #include "plugin/protocol/wire_format.h"
 #include "plugin/server/server.h"
 #include "plugin/transport/socket_transport.h"
+#include "notification_log.h"
 
 namespace vgpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using vgpu_test::NotificationLog;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -86,35 +88,6 @@ constexpr auto kWaitBound = std::chrono::seconds(60);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the tenants
-
-// Notifications of one client, by token; waits are bounded.
-class NotificationLog : public CompletionSink {
- public:
-  void OnNotify(uint64_t token, const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    statuses_[token] = status;
-    cv_.notify_all();
-  }
-  // The notification's status, or DeadlineExceeded if it never came.
-  absl::Status WaitFor(uint64_t token) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, kWaitBound, [&] { return statuses_.contains(token); })) {
-      return absl::DeadlineExceededError(absl::StrCat("notification ", token, " never came"));
-    }
-    absl::Status status = statuses_[token];
-    statuses_.erase(token);
-    return status;
-  }
-  void Forget(uint64_t token) {
-    std::lock_guard<std::mutex> lock(mu_);
-    statuses_.erase(token);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  absl::flat_hash_map<uint64_t, absl::Status> statuses_;
-};
 
 // Addresses the honest tenants hold now: the hostile tenants' targets. An honest tenant removes
 // an address before it frees it.
@@ -695,7 +668,7 @@ class HonestTenant : public ClientTenant {
     c.stream = RandomStream();
     c.token = next_token_++;
     EXPECT_TRUE(client_.Post(c).ok());
-    absl::Status status = client_.log().WaitFor(c.token);
+    absl::Status status = client_.log().WaitFor(c.token, kWaitBound);
     EXPECT_TRUE(status.ok()) << "tenant " << band_ << ": notify: " << status;
   }
 
@@ -727,7 +700,7 @@ class HonestTenant : public ClientTenant {
   void CollectNotifications() {
     Doing("CollectNotifications");
     for (uint64_t token : pending_tokens_) {
-      absl::Status status = client_.log().WaitFor(token);
+      absl::Status status = client_.log().WaitFor(token, kWaitBound);
       EXPECT_TRUE(status.ok()) << "tenant " << band_ << ": event: " << status;
     }
     pending_tokens_.clear();

@@ -31,10 +31,13 @@
 #include "plugin/trace/trace_recorder.h"
 #include "plugin/trace/trace_replay.h"
 #include "plugin/transport/inproc_transport.h"
+#include "test_commands.h"
 
 namespace vgpu {
 namespace trace {
 namespace {
+
+using namespace vgpu_test;  // NOLINT: the command builders of test_commands.h
 
 std::string TempPath(const std::string& name) {
   return absl::StrCat(testing::TempDir(), "/trace_test_", ::getpid(), "_", name);
@@ -70,43 +73,6 @@ void ExpectMentions(const absl::Status& status, std::initializer_list<std::strin
   }
 }
 
-// The commands the tests record or write: every field they do not name stays zero.
-Command MakeCommand(CommandKind kind, uint64_t stream = 0, uint64_t size = 0,
-                    uint32_t device = 0) {
-  Command command;
-  command.kind = kind;
-  command.device = device;
-  command.stream = stream;
-  command.size = size;
-  return command;
-}
-
-// Copies `size` bytes from host `source` to device address `dst`, queued on `stream`.
-Command CopyIn(uint64_t stream, uint64_t dst, const void* source, uint64_t size,
-               uint32_t device = 0) {
-  Command command = MakeCommand(CommandKind::kMemcpyHtoD, stream, size, device);
-  command.dst = dst;
-  command.host_src = source;
-  return command;
-}
-
-// Copies `size` bytes from device address `src` to host `destination`: kMemcpyDtoH queued on
-// `stream`, or kMemcpyNow (stream 0) at once.
-Command CopyOut(CommandKind kind, uint64_t stream, uint64_t src, void* destination,
-                uint64_t size, uint32_t device = 0) {
-  Command command = MakeCommand(kind, stream, size, device);
-  command.src = src;
-  command.host_dst = destination;
-  return command;
-}
-
-// Frees the allocation at `address`.
-Command FreeCommand(uint64_t address, uint32_t device = 0) {
-  Command command = MakeCommand(CommandKind::kFree, 0, 0, device);
-  command.dst = address;
-  return command;
-}
-
 // A small trace written record by record: header, allocate call, host-to-device post, a
 // device-to-host post and its result, a step.
 std::string WriteSampleTrace(const std::string& name) {
@@ -129,7 +95,8 @@ std::string WriteSampleTrace(const std::string& name) {
   EncodeRecord(RecordType::kCall, 1, 10, body, &record);
 
   const std::vector<uint8_t> data = {1, 2, 3, 4, 5, 6, 7, 8};
-  const Command copy = CopyIn(7, 0x10010, data.data(), data.size(), /*device=*/1);
+  const Command copy =
+      CopyIn(CommandKind::kMemcpyHtoD, 7, 0x10010, data.data(), data.size(), /*device=*/1);
   body.clear();
   EncodeCommandBody(copy, HostSide::kSource, data, &body);
   EncodeRecord(RecordType::kPost, 1, 20, body, &record);
@@ -404,7 +371,8 @@ std::string RecordCpuRun(const std::string& name) {
     Reply allocated = transport.Call(MakeCommand(CommandKind::kAllocate, 0, 64));
     EXPECT_TRUE(allocated.status.ok());
     std::vector<float> in = {1, 2, 3, 4, 5, 6, 7, 8};
-    EXPECT_TRUE(transport.Post(CopyIn(41, allocated.value, in.data(), 32)).ok());
+    EXPECT_TRUE(
+        transport.Post(CopyIn(CommandKind::kMemcpyHtoD, 41, allocated.value, in.data(), 32)).ok());
     Command memset = MakeCommand(CommandKind::kMemset, 41, 8);
     memset.dst = allocated.value + 8;  // inside the allocation: translated by its offset
     memset.pattern_bytes = 1;
@@ -413,9 +381,7 @@ std::string RecordCpuRun(const std::string& name) {
     EXPECT_TRUE(
         transport.Post(CopyOut(CommandKind::kMemcpyDtoH, 41, allocated.value, out.data(), 32))
             .ok());
-    Command notify = MakeCommand(CommandKind::kNotify, 41);
-    notify.token = 5;
-    EXPECT_TRUE(transport.Post(notify).ok());
+    EXPECT_TRUE(transport.Post(NotifyCommand(41, 5)).ok());
     EXPECT_TRUE(transport.Call(MakeCommand(CommandKind::kSynchronizeStream, 41)).status.ok());
     std::vector<float> now(2, -1);
     EXPECT_TRUE(
@@ -692,9 +658,7 @@ TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
   // A token posted once comes once: the second record naming it fails at once.
   HostileTrace twice;
   twice.Call(MakeCommand(CommandKind::kCreateStream, 1));
-  Command notify = MakeCommand(CommandKind::kNotify, 1);
-  notify.token = 7;
-  twice.Post(notify);
+  twice.Post(NotifyCommand(1, 7));
   twice.Notified(7);
   twice.Notified(7);
   report = ReplayTrace(twice.Write("twice"), ReplayOptions());
@@ -705,9 +669,7 @@ TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
 TEST(TraceUntrusted, RefusesARecordedTokenInTheRangeTheReplayKeeps) {
   HostileTrace trace;
   trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
-  Command notify = MakeCommand(CommandKind::kNotify, 1);
-  notify.token = (uint64_t{1} << 62) | 2;
-  trace.Post(notify);
+  trace.Post(NotifyCommand(1, (uint64_t{1} << 62) | 2));
   absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("token_bits"), ReplayOptions());
   ASSERT_FALSE(report.ok());
   ExpectMentions(report.status(), {"bits 62-63"});
@@ -821,7 +783,10 @@ TEST(TraceRecorderThreads, ManyThreadsRecordAReadableTraceThatReplaysEqual) {
           ASSERT_TRUE(allocated.status.ok());
           std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
           std::vector<uint8_t> out(256, 0);
-          ASSERT_TRUE(transport.Post(CopyIn(stream, allocated.value, in.data(), 256, device)).ok());
+          ASSERT_TRUE(transport
+                          .Post(CopyIn(CommandKind::kMemcpyHtoD, stream, allocated.value,
+                                       in.data(), 256, device))
+                          .ok());
           ASSERT_TRUE(transport
                           .Post(CopyOut(CommandKind::kMemcpyDtoH, stream, allocated.value,
                                         out.data(), 256, device))
