@@ -68,6 +68,26 @@ def gradients_of(fn):
     return gradients
 
 
+def pooling_gradient(pool, ksize, strides, padding, data_format):
+    """A function of t: the gradient with respect to t of
+    pool(t, ksize, strides, padding, data_format=data_format) for a fixed random upstream gradient
+    (seed 99) drawn in the channels-last layout, so it is the same whichever the data format (a
+    channels-first one, NCHW or NCDHW, gets it transposed)."""
+
+    def gradient(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            out = pool(t, ksize, strides, padding, data_format=data_format)
+        channels_first = data_format.startswith("NC")
+        shape = np.moveaxis(np.empty(out.shape), 1, -1).shape if channels_first else out.shape
+        weights = random_array(shape, out.dtype.as_numpy_dtype, seed=99)
+        if channels_first:
+            weights = np.moveaxis(weights, -1, 1)
+        return tape.gradient(out, t, output_gradients=tf.constant(weights))
+
+    return gradient
+
+
 def assert_gradients_match_cpu(fn, *args, **tol):
     """Compares d(sum(fn(*args) * w))/d(args) between CPU and GPU for floating inputs, with a
     fixed random upstream gradient w."""
