@@ -53,17 +53,19 @@ def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
     return actual
 
 
-def gradients_of(fn):
+def gradients_of(fn, seed=99, with_values=False):
     """A function of tensors that returns d(sum(fn(*tensors) * w))/d(tensors) for a fixed random
-    upstream gradient w."""
+    upstream gradient w (drawn with `seed`); with `with_values`, a tuple of fn(*tensors) and
+    those gradients."""
 
     def gradients(*tensors):
         with tf.GradientTape() as tape:
             for t in tensors:
                 tape.watch(t)
             out = fn(*tensors)
-        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=99))
-        return tape.gradient(out, tensors, output_gradients=weights)
+        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=seed))
+        grads = tape.gradient(out, tensors, output_gradients=weights)
+        return (out,) + tuple(grads) if with_values else grads
 
     return gradients
 
