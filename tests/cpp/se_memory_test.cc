@@ -271,10 +271,9 @@ TEST_F(StreamExecutorCopy, SyncMemcpysRoundTrip) {
 TEST_F(StreamExecutorCopy, CopiesAtOffsetsInsideAnAllocation) {
   // TensorFlow's BFC allocator carves sub-buffers by pointer arithmetic on device addresses.
   constexpr uint64_t kSize = 8192;
-  SP_DeviceMemoryBase memory = Allocate(kSize);
-  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> zeros(kSize, 0);
-  Upload(memory, zeros.data(), kSize);
+  SP_DeviceMemoryBase memory = AllocateHolding(zeros.data(), kSize);
+  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> data = Pattern(100, 3);
   Upload(Slice(memory, 1000, 100), data.data(), 100);
   SP_Stream stream = CreateStream();
@@ -339,10 +338,9 @@ using StreamExecutorMemset = StreamExecutorTest;
 
 TEST_F(StreamExecutorMemset, MemsetMemset32AndMemZeroFillTheirRanges) {
   constexpr uint64_t kSize = 4096;
-  SP_DeviceMemoryBase memory = Allocate(kSize);
-  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> ones(kSize, 0x11);
-  Upload(memory, ones.data(), kSize);
+  SP_DeviceMemoryBase memory = AllocateHolding(ones.data(), kSize);
+  ASSERT_NE(memory.opaque, nullptr);
   SP_Stream stream = CreateStream();
   TfStatus status;
 

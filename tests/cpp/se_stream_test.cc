@@ -181,11 +181,7 @@ TEST_F(StreamExecutorStream, WaitForEventOrdersWorkAcrossStreams) {
   se().record_event(device(), consumer, consumed, status);
   ASSERT_TF_OK(status);
 
-  hold->reached.Wait();
-  EXPECT_EQ(se().get_event_status(device(), consumed), SE_EVENT_PENDING);
-  hold->release.Open();
-  se().block_host_until_done(device(), consumer, status);
-  ASSERT_TF_OK(status);
+  ASSERT_NO_FATAL_FAILURE(ExpectPendingUntilReleased(hold, consumed, consumer));
   EXPECT_EQ(se().get_event_status(device(), produced), SE_EVENT_COMPLETE);
   EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
@@ -210,11 +206,7 @@ TEST_F(StreamExecutorStream, StreamDependencyOrdersWorkAcrossStreams) {
   se().record_event(device(), second, second_done, status);
   ASSERT_TF_OK(status);
 
-  hold->reached.Wait();
-  EXPECT_EQ(se().get_event_status(device(), second_done), SE_EVENT_PENDING);
-  hold->release.Open();
-  se().block_host_until_done(device(), second, status);
-  ASSERT_TF_OK(status);
+  ASSERT_NO_FATAL_FAILURE(ExpectPendingUntilReleased(hold, second_done, second));
   EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
 

@@ -114,6 +114,13 @@ void StreamExecutorTest::Free(SP_DeviceMemoryBase* memory, int ordinal) {
   memory_.erase(it);
 }
 
+SP_DeviceMemoryBase StreamExecutorTest::AllocateHolding(const void* data, uint64_t size,
+                                                        int ordinal) {
+  SP_DeviceMemoryBase memory = Allocate(size, ordinal);
+  if (memory.opaque != nullptr) Upload(memory, data, size, ordinal);
+  return memory;
+}
+
 SP_DeviceMemoryBase StreamExecutorTest::Slice(const SP_DeviceMemoryBase& memory, uint64_t offset,
                                               uint64_t size) {
   SP_DeviceMemoryBase slice = memory;
@@ -183,6 +190,16 @@ StreamHold* StreamExecutorTest::HoldStream(SP_Stream stream, int ordinal) {
   StreamHold* hold = holds_.back().get();
   EXPECT_TRUE(se(ordinal).host_callback(device(ordinal), stream, HoldCallback, hold));
   return hold;
+}
+
+void StreamExecutorTest::ExpectPendingUntilReleased(StreamHold* hold, SP_Event event,
+                                                    SP_Stream stream, int ordinal) {
+  hold->reached.Wait();
+  EXPECT_EQ(se(ordinal).get_event_status(device(ordinal), event), SE_EVENT_PENDING);
+  hold->release.Open();
+  TfStatus status;
+  se(ordinal).block_host_until_done(device(ordinal), stream, status);
+  ASSERT_TF_OK(status);
 }
 
 void StreamExecutorTest::Upload(const SP_DeviceMemoryBase& memory, const void* data,

@@ -82,6 +82,9 @@ class StreamExecutorTest : public testing::Test {
   // has opaque == nullptr.
   SP_DeviceMemoryBase Allocate(uint64_t size, int ordinal = 0);
   void Free(SP_DeviceMemoryBase* memory, int ordinal = 0);
+  // Device memory like Allocate(size) that holds a copy of the `size` bytes at `data` (uploaded,
+  // asserting success, when the allocation succeeded).
+  SP_DeviceMemoryBase AllocateHolding(const void* data, uint64_t size, int ordinal = 0);
   // `size` bytes at `offset` inside `memory` (device addresses are linear within an allocation).
   static SP_DeviceMemoryBase Slice(const SP_DeviceMemoryBase& memory, uint64_t offset,
                                    uint64_t size);
@@ -106,6 +109,10 @@ class StreamExecutorTest : public testing::Test {
 
   // Puts a host callback on `stream` that holds it until the returned hold's `release` opens.
   StreamHold* HoldStream(SP_Stream stream, int ordinal = 0);
+  // Once the stream `hold` holds has reached it, expects `event` (recorded after the hold) to be
+  // pending still, opens the hold and synchronises `stream`, asserting success.
+  void ExpectPendingUntilReleased(StreamHold* hold, SP_Event event, SP_Stream stream,
+                                  int ordinal = 0);
 
   // Synchronous helpers (sync_memcpy_*), asserting success.
   void Upload(const SP_DeviceMemoryBase& memory, const void* data, uint64_t size, int ordinal = 0);
