@@ -216,49 +216,28 @@ TEST_P(ElemKernelsTest, MirrorPadMirrorsAndItsGradientFolds) {
 TEST_P(ElemKernelsTest, MirrorPadRefusesPadsBeyondTheModeAndMalformedBlocks) {
   using data_movement::MirrorPadMode;
   GuardedBuffer x(3 * sizeof(float)), y(64 * sizeof(float));
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {3}, {3}, {0}, MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {3}, {0}, {4}, MirrorPadMode::kSymmetric))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {3}, {-1}, {0}, MirrorPadMode::kSymmetric))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {-3}, {0}, {0}, MirrorPadMode::kSymmetric))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {3}, {1}, {1}, static_cast<MirrorPadMode>(9)))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(3, {3}, {1}, {1}, MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {3, 1}, {1}, {1}, MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
+  // The status code of a MirrorPad (or `kernel`) launch from `in` to `out` with `params`.
+  auto pad = [&](GuardedBuffer& in, GuardedBuffer& out, const ParamBlock& params,
+                 KernelId kernel = data_movement::kMirrorPad) {
+    return Launch().Buffers({&in, &out}).Params(params).Run(kernel).code();
+  };
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {3}, {0}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {0}, {4}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {-1}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {-3}, {0}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {1}, {1}, static_cast<MirrorPadMode>(9))), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(3, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorParams(4, {3, 1}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
   GuardedBuffer small_y(4 * sizeof(float));
-  EXPECT_EQ(Launch().Buffers({&x, &small_y})
-                .Params(MirrorParams(4, {3}, {1}, {1}, MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
+  EXPECT_EQ(pad(x, small_y, MirrorParams(4, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
   const int64_t big = int64_t{1} << 30;
-  EXPECT_EQ(Launch().Buffers({&x, &y})
-                .Params(MirrorParams(4, {big, big, big}, {1, 1, 1}, {1, 1, 1},
-                                     MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPad).code(),
-            kInvalid);
-  EXPECT_EQ(Launch().Buffers({&y, &x})
-                .Params(MirrorParams(static_cast<uint32_t>(DType::kBool), {3}, {1}, {1},
-                                     MirrorPadMode::kReflect))
-                .Run(data_movement::kMirrorPadGrad).code(),
+  EXPECT_EQ(
+      pad(x, y, MirrorParams(4, {big, big, big}, {1, 1, 1}, {1, 1, 1}, MirrorPadMode::kReflect)),
+      kInvalid);
+  EXPECT_EQ(pad(y, x,
+                MirrorParams(static_cast<uint32_t>(DType::kBool), {3}, {1}, {1},
+                             MirrorPadMode::kReflect),
+                data_movement::kMirrorPadGrad),
             kInvalid);
 }
 

@@ -168,16 +168,24 @@ TEST_P(SparseKernelsTest, ScatterNdZeroesItsOutputAndSkipsOutOfRangeTuples) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// The mean over rows of one element (inner 1) of `num_ids` ids into `num_segments` segments.
+sparse::SegmentReduceParams SegmentMeanOf(DType dtype, DType index_dtype, int64_t num_ids,
+                                          int64_t num_segments) {
+  sparse::SegmentReduceParams p;
+  p.dtype = dtype;
+  p.index_dtype = index_dtype;
+  p.op = sparse::SegmentOp::kMean;
+  p.num_ids = num_ids;
+  p.inner = 1;
+  p.num_segments = num_segments;
+  return p;
+}
+
 TEST_P(SparseKernelsTest, SegmentReduceDropsOutOfRangeIdsAndFillsEmptySegments) {
   GuardedBuffer data = GuardedBuffer::Of<float>({1, 2, 3, 4, 5});
   GuardedBuffer ids = GuardedBuffer::Of<int64_t>({0, 2, 0, -1, 3});
   GuardedBuffer output(3 * sizeof(float));
-  sparse::SegmentReduceParams p;
-  p.index_dtype = DType::kInt64;
-  p.op = sparse::SegmentOp::kMean;
-  p.num_ids = 5;
-  p.inner = 1;
-  p.num_segments = 3;
+  sparse::SegmentReduceParams p = SegmentMeanOf(DType::kFloat32, DType::kInt64, 5, 3);
   ASSERT_TRUE(Launch().Buffers({&data, &ids, &output}).Param(p)
                   .Run(sparse::kSegmentReduce).ok());
   EXPECT_EQ(output.As<float>(), (std::vector<float>{2, 0, 2}));
@@ -195,12 +203,7 @@ TEST_P(SparseKernelsTest, SegmentMeanOfUint8WhoseRowCountWrapsToZeroDoesNotDivid
   segment_ids[256] = 1;
   GuardedBuffer ids = GuardedBuffer::Of<int32_t>(segment_ids);
   GuardedBuffer output(2);
-  sparse::SegmentReduceParams p;
-  p.dtype = DType::kUInt8;
-  p.op = sparse::SegmentOp::kMean;
-  p.num_ids = 257;
-  p.inner = 1;
-  p.num_segments = 2;
+  const sparse::SegmentReduceParams p = SegmentMeanOf(DType::kUInt8, DType::kInt32, 257, 2);
   ASSERT_TRUE(Launch().Buffers({&data, &ids, &output}).Param(p)
                   .Run(sparse::kSegmentReduce).ok());
   EXPECT_EQ(output.As<uint8_t>(), (std::vector<uint8_t>{0, 1}));

@@ -13,12 +13,19 @@
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/descriptors.h"
+#include "test_commands.h"
 #include "test_sync.h"
 
 namespace vgpu {
 namespace {
 
+using vgpu_test::CopyIn;
+using vgpu_test::CopyOut;
+using vgpu_test::EventCommand;
+using vgpu_test::FreeCommand;
 using vgpu_test::Gate;
+using vgpu_test::MakeCommand;
+using vgpu_test::NotifyCommand;
 
 // Notifications land here; a notification with token kBlockingToken holds its stream's worker
 // until `release` opens, which stalls that stream deterministically.
@@ -34,12 +41,6 @@ class GatedSink : public CompletionSink {
   Gate reached;
   Gate release;
 };
-
-Command Make(CommandKind kind) {
-  Command command;
-  command.kind = kind;
-  return command;
-}
 
 class ClientSessionTest : public ::testing::Test {
  protected:
@@ -60,21 +61,15 @@ class ClientSessionTest : public ::testing::Test {
   }
 
   static uint64_t Allocate(ExecutorSession& session, uint64_t size) {
-    Command command = Make(CommandKind::kAllocate);
-    command.size = size;
-    Reply reply = session.Handle(std::move(command));
+    Reply reply = session.Handle(MakeCommand(CommandKind::kAllocate, 0, size));
     EXPECT_TRUE(reply.status.ok()) << reply.status;
     return reply.value;
   }
   static absl::Status CreateStream(ExecutorSession& session, uint64_t id) {
-    Command command = Make(CommandKind::kCreateStream);
-    command.stream = id;
-    return session.Handle(std::move(command)).status;
+    return session.Handle(MakeCommand(CommandKind::kCreateStream, id)).status;
   }
   static absl::Status Synchronize(ExecutorSession& session, uint64_t stream) {
-    Command command = Make(CommandKind::kSynchronizeStream);
-    command.stream = stream;
-    return session.Handle(std::move(command)).status;
+    return session.Handle(MakeCommand(CommandKind::kSynchronizeStream, stream)).status;
   }
   // Queues a host-to-device copy of a copy of `bytes`, which the command keeps alive until the
   // stream has run it (as a decoded remote command keeps its frame): callers may pass
@@ -82,35 +77,38 @@ class ClientSessionTest : public ::testing::Test {
   static void Write(ExecutorSession& session, uint64_t stream, uint64_t address,
                     const std::vector<uint8_t>& bytes) {
     auto kept = std::make_shared<const std::vector<uint8_t>>(bytes);
-    Command command = Make(CommandKind::kMemcpyHtoD);
-    command.stream = stream;
-    command.dst = address;
-    command.size = kept->size();
-    command.host_src = kept->data();
+    Command command =
+        CopyIn(CommandKind::kMemcpyHtoD, stream, address, kept->data(), kept->size());
     command.host_storage = kept;
     ASSERT_TRUE(session.Handle(std::move(command)).status.ok());
   }
   static std::vector<uint8_t> ReadNow(ExecutorSession& session, uint64_t address, uint64_t size) {
     std::vector<uint8_t> bytes(size, 0xEE);
-    Command command = Make(CommandKind::kMemcpyNow);
-    command.src = address;
-    command.size = size;
-    command.host_dst = bytes.data();
-    Reply reply = session.Handle(std::move(command));
+    Reply reply =
+        session.Handle(CopyOut(CommandKind::kMemcpyNow, 0, address, bytes.data(), size));
     EXPECT_TRUE(reply.status.ok()) << reply.status;
     return bytes;
   }
   static absl::Status Free(ExecutorSession& session, uint64_t address) {
-    Command command = Make(CommandKind::kFree);
-    command.dst = address;
-    return session.Handle(std::move(command)).status;
+    return session.Handle(FreeCommand(address)).status;
+  }
+  // Opens the sessions with a quota of 8192 bytes and `pending_free_wait`, and fills the
+  // attacker's quota with one allocation that it frees while a write on its stalled stream 1
+  // still uses it: the free pends until sink_.release opens.
+  void OpenWithAPendingFree(std::chrono::milliseconds pending_free_wait) {
+    CpuExecutor::Options options;
+    options.session_limits.pending_free_wait = pending_free_wait;
+    Open(options, /*quota=*/8192);
+    const uint64_t x = Allocate(*attacker_, 8192);
+    ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+    Stall(1);
+    Write(*attacker_, 1, x, std::vector<uint8_t>(8192, 1));
+    ASSERT_TRUE(Free(*attacker_, x).ok());
   }
   // Stalls `stream` of the attacker until sink_.release opens.
   void Stall(uint64_t stream) {
-    Command notify = Make(CommandKind::kNotify);
-    notify.stream = stream;
-    notify.token = GatedSink::kBlockingToken;
-    ASSERT_TRUE(attacker_->Handle(std::move(notify)).status.ok());
+    ASSERT_TRUE(
+        attacker_->Handle(NotifyCommand(stream, GatedSink::kBlockingToken)).status.ok());
     sink_.reached.Wait();
   }
 
@@ -167,7 +165,7 @@ TEST_F(ClientSessionTest, WorkNamingFreedMemoryFailsTheStreamWithoutTouchingIt) 
 TEST_F(ClientSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) {
   Open();
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
-  Command launch = Make(CommandKind::kLaunch);
+  Command launch = MakeCommand(CommandKind::kLaunch);
   launch.stream = 1;
   launch.object = 100;  // activation forward
   launch.buffers.push_back({0x1234, 16});
@@ -179,18 +177,10 @@ TEST_F(ClientSessionTest, ABadLaunchBufferFailsTheStreamInOrderNamingTheKernel) 
 }
 
 TEST_F(ClientSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
-  CpuExecutor::Options options;
-  options.session_limits.pending_free_wait = std::chrono::milliseconds(30'000);
-  Open(options, /*quota=*/8192);
-  const uint64_t x = Allocate(*attacker_, 8192);
-  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
-  Stall(1);
-  Write(*attacker_, 1, x, std::vector<uint8_t>(8192, 1));
-  ASSERT_TRUE(Free(*attacker_, x).ok());
+  ASSERT_NO_FATAL_FAILURE(OpenWithAPendingFree(std::chrono::milliseconds(30'000)));
   Reply reply;
   std::thread allocator([&] {
-    Command command = Make(CommandKind::kAllocate);
-    command.size = 8192;
+    Command command = MakeCommand(CommandKind::kAllocate, 0, 8192);
     reply = attacker_->Handle(std::move(command));
   });
   sink_.release.Open();
@@ -199,16 +189,8 @@ TEST_F(ClientSessionTest, AnAllocationWaitsForItsOwnPendingFreesThenSucceeds) {
 }
 
 TEST_F(ClientSessionTest, WithoutWaitingAPendingFreeStaysChargedToTheQuota) {
-  CpuExecutor::Options options;
-  options.session_limits.pending_free_wait = std::chrono::milliseconds(0);
-  Open(options, /*quota=*/8192);
-  const uint64_t x = Allocate(*attacker_, 8192);
-  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
-  Stall(1);
-  Write(*attacker_, 1, x, std::vector<uint8_t>(8192, 1));
-  ASSERT_TRUE(Free(*attacker_, x).ok());
-  Command command = Make(CommandKind::kAllocate);
-  command.size = 8192;
+  ASSERT_NO_FATAL_FAILURE(OpenWithAPendingFree(std::chrono::milliseconds(0)));
+  Command command = MakeCommand(CommandKind::kAllocate, 0, 8192);
   Reply reply = attacker_->Handle(std::move(command));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(reply.status.message().find("freed but still used by queued work"), std::string::npos)
@@ -219,17 +201,15 @@ TEST_F(ClientSessionTest, TheQuotaChargesZeroByteAndRoundedAllocations) {
   Open({}, /*quota=*/4096);
   for (int i = 0; i < 16; ++i) Allocate(*attacker_, i % 2 == 0 ? 0 : 1);  // 16 x 256 bytes
   EXPECT_EQ(attacker_->BytesInUse(), 4096u);
-  Command command = Make(CommandKind::kAllocate);
-  command.size = 0;
+  Command command = MakeCommand(CommandKind::kAllocate, 0, 0);
   Reply reply = attacker_->Handle(std::move(command));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(reply.status.message().find("--client_quota"), std::string::npos) << reply.status;
   // Odd sizes: 4096 - 1 rounds to 4096, which a fresh quota of 4096 holds exactly once.
   Allocate(*victim_, 4095);
-  Command odd = Make(CommandKind::kAllocate);
-  odd.size = 1;
+  Command odd = MakeCommand(CommandKind::kAllocate, 0, 1);
   EXPECT_EQ(victim_->Handle(std::move(odd)).status.code(), absl::StatusCode::kResourceExhausted);
-  Command info = Make(CommandKind::kMemoryInfo);
+  Command info = MakeCommand(CommandKind::kMemoryInfo);
   EXPECT_EQ(victim_->Handle(std::move(info)).memory.bytes_in_use, 4096u);
 }
 
@@ -237,24 +217,15 @@ TEST_F(ClientSessionTest, AWaitOnAnEventOfADestroyedStreamIgnoresANewStreamWithI
   Open();
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
   for (int i = 0; i < 5; ++i) {
-    Command notify = Make(CommandKind::kNotify);
-    notify.stream = 1;
-    notify.token = 1;
-    ASSERT_TRUE(attacker_->Handle(std::move(notify)).status.ok());
+    ASSERT_TRUE(attacker_->Handle(NotifyCommand(1, 1)).status.ok());
   }
-  Command record = Make(CommandKind::kRecordEvent);
-  record.stream = 1;
-  record.object = 77;
-  ASSERT_TRUE(attacker_->Handle(std::move(record)).status.ok());  // position 6 on stream 1
-  Command destroy = Make(CommandKind::kDestroyStream);
-  destroy.stream = 1;
-  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  // Position 6 on stream 1.
+  ASSERT_TRUE(
+      attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 1, 77)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(MakeCommand(CommandKind::kDestroyStream, 1)).status.ok());
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());  // the id again: a stream with nothing queued
   ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
-  Command wait = Make(CommandKind::kWaitEvent);
-  wait.stream = 2;
-  wait.object = 77;
-  ASSERT_TRUE(attacker_->Handle(std::move(wait)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 77)).status.ok());
   // The old stream's work has run: the wait is over, whatever the new stream 1 holds.
   EXPECT_TRUE(Synchronize(*attacker_, 2).ok());
 }
@@ -266,14 +237,8 @@ TEST_F(ClientSessionTest, CancelEndsWaitsOnQueuedWorkAndTheTeardownSkipsIt) {
   const uint64_t address = Allocate(*attacker_, 4096);
   Stall(1);
   for (int i = 0; i < 100; ++i) Write(*attacker_, 1, address, std::vector<uint8_t>(4096, 1));
-  Command record = Make(CommandKind::kRecordEvent);
-  record.stream = 1;
-  record.object = 5;
-  ASSERT_TRUE(attacker_->Handle(std::move(record)).status.ok());
-  Command wait = Make(CommandKind::kWaitEvent);
-  wait.stream = 2;
-  wait.object = 5;
-  ASSERT_TRUE(attacker_->Handle(std::move(wait)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 1, 5)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 5)).status.ok());
   // A synchronisation in flight on the stream that waits, as a server's helper thread has.
   absl::Status synchronized;
   std::thread helper([&] { synchronized = Synchronize(*attacker_, 2); });
@@ -289,7 +254,7 @@ TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {
   options.session_limits.max_allocations = 3;
   Open(options);
   for (int i = 0; i < 3; ++i) Allocate(*attacker_, 0);
-  Command command = Make(CommandKind::kAllocate);
+  Command command = MakeCommand(CommandKind::kAllocate);
   Reply reply = attacker_->Handle(std::move(command));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(reply.status.message().find("max_allocations"), absl::string_view::npos);
@@ -305,9 +270,7 @@ TEST_F(ClientSessionTest, StreamsPerSessionAreCapped) {
   EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_NE(refused.message().find("--max_streams_per_client=4"), std::string::npos) << refused;
   EXPECT_TRUE(CreateStream(*victim_, 1).ok());  // another session has its own budget
-  Command destroy = Make(CommandKind::kDestroyStream);
-  destroy.stream = 2;
-  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(MakeCommand(CommandKind::kDestroyStream, 2)).status.ok());
   EXPECT_TRUE(CreateStream(*attacker_, 5).ok());
 }
 
@@ -317,18 +280,14 @@ TEST_F(ClientSessionTest, RecordedEventsPerSessionAreCapped) {
   Open(options);
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
   auto record = [&](uint64_t event) {
-    Command command = Make(CommandKind::kRecordEvent);
-    command.stream = 1;
-    command.object = event;
+    Command command = EventCommand(CommandKind::kRecordEvent, 1, event);
     command.token = event;
     return attacker_->Handle(std::move(command)).status;
   };
   for (uint64_t event = 1; event <= 3; ++event) ASSERT_TRUE(record(event).ok());
   EXPECT_TRUE(record(2).ok());  // re-recording an event takes no new entry
   EXPECT_EQ(record(4).code(), absl::StatusCode::kResourceExhausted);
-  Command destroy = Make(CommandKind::kDestroyEvent);
-  destroy.object = 1;
-  ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kDestroyEvent, 0, 1)).status.ok());
   EXPECT_TRUE(record(4).ok());
 }
 
@@ -337,7 +296,7 @@ TEST_F(ClientSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
   options.session_limits.max_descriptors = 2;
   Open(options);
   auto create = [&](uint64_t id) {
-    Command command = Make(CommandKind::kDescriptorCreate);
+    Command command = MakeCommand(CommandKind::kDescriptorCreate);
     command.object = id;
     command.params.push_back(1);  // a tensor descriptor
     return attacker_->Handle(std::move(command)).status;
@@ -345,7 +304,7 @@ TEST_F(ClientSessionTest, ForwardModeDescriptorsPerSessionAreCapped) {
   ASSERT_TRUE(create(1).ok());
   ASSERT_TRUE(create(2).ok());
   EXPECT_EQ(create(3).code(), absl::StatusCode::kResourceExhausted);
-  Command destroy = Make(CommandKind::kDescriptorDestroy);
+  Command destroy = MakeCommand(CommandKind::kDescriptorDestroy);
   destroy.object = 1;
   ASSERT_TRUE(attacker_->Handle(std::move(destroy)).status.ok());
   EXPECT_TRUE(create(3).ok());
@@ -376,8 +335,7 @@ TEST(SharedQuotaTest, ATenantsConnectionsTogetherStayWithinItsQuota) {
   std::unique_ptr<ExecutorSession> second = executor->OpenSession(nullptr, 0, tenant);
   std::unique_ptr<ExecutorSession> other_tenant = executor->OpenSession(nullptr);
   auto allocate = [](ExecutorSession& session, uint64_t size) {
-    Command command = Make(CommandKind::kAllocate);
-    command.size = size;
+    Command command = MakeCommand(CommandKind::kAllocate, 0, size);
     return session.Handle(std::move(command));
   };
   Reply a = allocate(*first, 600 << 10);
@@ -388,7 +346,7 @@ TEST(SharedQuotaTest, ATenantsConnectionsTogetherStayWithinItsQuota) {
       << b.status;
   EXPECT_TRUE(allocate(*other_tenant, 4 << 20).status.ok());  // another tenant: unaffected
   // What the tenant may still use is what its memory info says.
-  Reply info = second->Handle(Make(CommandKind::kMemoryInfo));
+  Reply info = second->Handle(MakeCommand(CommandKind::kMemoryInfo));
   EXPECT_EQ(info.memory.limit_bytes, 1ull << 20);
   EXPECT_LE(info.memory.largest_free_block, (1ull << 20) - (600 << 10));
   first.reset();  // its connection ends: its memory returns to the tenant's budget

@@ -33,6 +33,12 @@ void ExpectError(const absl::StatusOr<T>& result, absl::StatusCode code, const s
   EXPECT_NE(result.status().message().find(text), std::string::npos) << result.status();
 }
 
+// Expects the configuration `env` to be refused as InvalidArgument with a message that mentions
+// `text`.
+void ExpectInvalid(const std::map<std::string, std::string>& env, const std::string& text) {
+  ExpectError(LoadFrom(env), absl::StatusCode::kInvalidArgument, text);
+}
+
 TEST(ParseByteSize, ParsesBinaryUnits) {
   EXPECT_EQ(*ParseByteSize("512MiB"), 512 * kMiB);
   EXPECT_EQ(*ParseByteSize("4GiB"), 4 * kGiB);
@@ -125,8 +131,7 @@ TEST(LoadConfig, DeviceCountGivesOneBackendPerDevice) {
 TEST(LoadConfig, RejectsDeviceCountOutsideOneToSixteen) {
   for (const char* count : {"0", "17", "-1", "two", "2x", "", "1.5"}) {
     SCOPED_TRACE(count);
-    ExpectError(LoadFrom({{"VGPU_DEVICE_COUNT", count}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_DEVICE_COUNT");
+    ExpectInvalid({{"VGPU_DEVICE_COUNT", count}}, "VGPU_DEVICE_COUNT");
   }
 }
 
@@ -138,15 +143,12 @@ TEST(LoadConfig, BackendListSetsTheDeviceCount) {
 }
 
 TEST(LoadConfig, RejectsBackendListThatDisagreesWithDeviceCount) {
-  ExpectError(LoadFrom({{"VGPU_BACKEND", "inproc,inproc"}, {"VGPU_DEVICE_COUNT", "3"}}),
-              absl::StatusCode::kInvalidArgument, "VGPU_BACKEND");
+  ExpectInvalid({{"VGPU_BACKEND", "inproc,inproc"}, {"VGPU_DEVICE_COUNT", "3"}}, "VGPU_BACKEND");
 }
 
 TEST(LoadConfig, RejectsUnknownBackend) {
-  ExpectError(LoadFrom({{"VGPU_BACKEND", "cuda"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_BACKEND");
-  ExpectError(LoadFrom({{"VGPU_BACKEND", "inproc,"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_BACKEND");
+  ExpectInvalid({{"VGPU_BACKEND", "cuda"}}, "VGPU_BACKEND");
+  ExpectInvalid({{"VGPU_BACKEND", "inproc,"}}, "VGPU_BACKEND");
 }
 
 TEST(LoadConfig, AcceptsRemoteBackends) {
@@ -161,8 +163,7 @@ TEST(LoadConfig, RejectsMalformedRemoteBackends) {
   for (const char* bad : {"unix://relative.sock", "unix://", "tcp://localhost", "tcp://:7000",
                           "tcp://localhost:99999", "tcp://localhost:0",
                           "unix:///tmp/a.sock?dev=1"}) {
-    ExpectError(LoadFrom({{"VGPU_BACKEND", bad}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_BACKEND");
+    ExpectInvalid({{"VGPU_BACKEND", bad}}, "VGPU_BACKEND");
   }
 }
 
@@ -173,8 +174,7 @@ TEST(LoadConfig, ReadsDescriptorMode) {
             DescriptorMode::kForward);
   EXPECT_EQ(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "reuse"}})->descriptor_mode,
             DescriptorMode::kReuse);
-  ExpectError(LoadFrom({{"VGPU_DESCRIPTOR_MODE", "cache"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_DESCRIPTOR_MODE");
+  ExpectInvalid({{"VGPU_DESCRIPTOR_MODE", "cache"}}, "VGPU_DESCRIPTOR_MODE");
   EXPECT_STREQ(DescriptorModeName(DescriptorMode::kReuse), "reuse");
   EXPECT_STREQ(DescriptorModeName(DescriptorMode::kForward), "forward");
 }
@@ -182,11 +182,9 @@ TEST(LoadConfig, ReadsDescriptorMode) {
 TEST(LoadConfig, ReadsTheTenantNameAndRefusesOneThatIsNotAPlainName) {
   EXPECT_EQ(LoadFrom({})->tenant, "");
   EXPECT_EQ(LoadFrom({{"VGPU_TENANT", "team-a.prod_1"}})->tenant, "team-a.prod_1");
-  ExpectError(LoadFrom({{"VGPU_TENANT", "team a"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_TENANT");
-  ExpectError(LoadFrom({{"VGPU_TENANT", ""}}), absl::StatusCode::kInvalidArgument, "1 to 64");
-  ExpectError(LoadFrom({{"VGPU_TENANT", std::string(65, 'x')}}),
-              absl::StatusCode::kInvalidArgument, "VGPU_TENANT");
+  ExpectInvalid({{"VGPU_TENANT", "team a"}}, "VGPU_TENANT");
+  ExpectInvalid({{"VGPU_TENANT", ""}}, "1 to 64");
+  ExpectInvalid({{"VGPU_TENANT", std::string(65, 'x')}}, "VGPU_TENANT");
   EXPECT_TRUE(ValidateTenantName(std::string(64, 'x')).ok());
   EXPECT_FALSE(ValidateTenantName("a\nb").ok());
 }
@@ -199,17 +197,13 @@ TEST(LoadConfig, ReadsMemoryLimit) {
 }
 
 TEST(LoadConfig, RejectsMemoryLimitBelowOneMiB) {
-  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "512KiB"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_MEMORY_LIMIT");
-  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "100"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_MEMORY_LIMIT");
+  ExpectInvalid({{"VGPU_MEMORY_LIMIT", "512KiB"}}, "VGPU_MEMORY_LIMIT");
+  ExpectInvalid({{"VGPU_MEMORY_LIMIT", "100"}}, "VGPU_MEMORY_LIMIT");
 }
 
 TEST(LoadConfig, RejectsUnparsableMemoryLimit) {
-  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "lots"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_MEMORY_LIMIT");
-  ExpectError(LoadFrom({{"VGPU_MEMORY_LIMIT", "4XiB"}}), absl::StatusCode::kInvalidArgument,
-              "VGPU_MEMORY_LIMIT");
+  ExpectInvalid({{"VGPU_MEMORY_LIMIT", "lots"}}, "VGPU_MEMORY_LIMIT");
+  ExpectInvalid({{"VGPU_MEMORY_LIMIT", "4XiB"}}, "VGPU_MEMORY_LIMIT");
 }
 
 TEST(LoadConfig, ValidatesDeviceType) {
@@ -217,8 +211,7 @@ TEST(LoadConfig, ValidatesDeviceType) {
   EXPECT_EQ(LoadFrom({{"VGPU_DEVICE_TYPE", "MY_GPU"}})->device_type, "MY_GPU");
   for (const char* type : {"gpu", "", "1GPU", "_GPU", "G-PU", "GPU2", "GPU "}) {
     SCOPED_TRACE(type);
-    ExpectError(LoadFrom({{"VGPU_DEVICE_TYPE", type}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_DEVICE_TYPE");
+    ExpectInvalid({{"VGPU_DEVICE_TYPE", type}}, "VGPU_DEVICE_TYPE");
   }
 }
 
@@ -269,8 +262,7 @@ TEST(LoadConfig, TraceIsOffByDefaultAndReadsThePath) {
 
 TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
   for (const char* bad : {"", "soon", "-1", "10s", "nan", "inf", "1e9"}) {
-    ExpectError(LoadFrom({{"VGPU_TIMEOUT", bad}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_TIMEOUT");
+    ExpectInvalid({{"VGPU_TIMEOUT", bad}}, "VGPU_TIMEOUT");
   }
 }
 
@@ -285,8 +277,7 @@ TEST(ComputeThreads, DefaultIsZeroMeaningTheUsableCpus) {
 
 TEST(ComputeThreads, RejectsWhatIsNotAThreadCount) {
   for (const char* bad : {"-1", "two", "1.5", "", "100000"}) {
-    ExpectError(LoadFrom({{"VGPU_THREADS", bad}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_THREADS");
+    ExpectInvalid({{"VGPU_THREADS", bad}}, "VGPU_THREADS");
   }
 }
 
@@ -304,8 +295,7 @@ TEST(InlineLaunchBytes, UnsetLeavesTheExecutorsDefaultAndSizesParse) {
 
 TEST(InlineLaunchBytes, RejectsWhatIsNotASizeAndHugeSizes) {
   for (const char* bad : {"-1", "lots", "", "1TiB"}) {
-    ExpectError(LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", bad}}), absl::StatusCode::kInvalidArgument,
-                "VGPU_INLINE_LAUNCH_BYTES");
+    ExpectInvalid({{"VGPU_INLINE_LAUNCH_BYTES", bad}}, "VGPU_INLINE_LAUNCH_BYTES");
   }
 }
 

@@ -20,12 +20,18 @@
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/random.h"
 #include "plugin/transport/inproc_transport.h"
+#include "test_commands.h"
 #include "test_sync.h"
 
 namespace vgpu {
 namespace {
 
+using vgpu_test::CopyIn;
+using vgpu_test::CopyOut;
+using vgpu_test::FreeCommand;
 using vgpu_test::Gate;
+using vgpu_test::MakeCommand;
+using vgpu_test::NotifyCommand;
 using vgpu_test::OrderLog;
 
 constexpr uint64_t kHoldTokenBit = 1ull << 63;  // hub tokens count up from 1 and never get here
@@ -64,14 +70,6 @@ class HoldingSink final : public CompletionSink {
   std::map<uint64_t, std::pair<Gate*, Gate*>> holds_;
   uint64_t next_ = 1;
 };
-
-Command NotifyCommand(uint64_t stream, uint64_t token) {
-  Command command;
-  command.kind = CommandKind::kNotify;
-  command.stream = stream;
-  command.token = token;
-  return command;
-}
 
 class DeviceClientTest : public testing::Test {
  protected:
@@ -339,40 +337,27 @@ TEST_F(DeviceClientTest, CountsCommandsRoundTripsAndBytes) {
 
 // --- the CPU session, below the client --------------------------------------------------------
 
-Command StreamCommand(CommandKind kind, uint64_t stream) {
-  Command command;
-  command.kind = kind;
-  command.stream = stream;
-  return command;
-}
-
 TEST_F(DeviceClientTest, AnotherSessionCannotUseOrFreeThisSessionsMemory) {
   const uint64_t mine = NewBuffer(4096);
   std::unique_ptr<ExecutorSession> other = executor_->OpenSession(nullptr);
   constexpr uint64_t kOtherStream = 1ull << 40;
-  Command create = StreamCommand(CommandKind::kCreateStream, kOtherStream);
+  Command create = MakeCommand(CommandKind::kCreateStream, kOtherStream);
   ASSERT_TRUE(other->Handle(create).status.ok());
 
   std::vector<uint8_t> host(16, 0xEE);
-  Command write = StreamCommand(CommandKind::kMemcpyHtoD, kOtherStream);
-  write.dst = mine;
-  write.host_src = host.data();
-  write.size = host.size();
-  ASSERT_TRUE(other->Handle(write).status.ok());  // posted; fails when executed
-  Reply sync = other->Handle(StreamCommand(CommandKind::kSynchronizeStream, kOtherStream));
+  // Posted; fails when executed.
+  ASSERT_TRUE(other
+                  ->Handle(CopyIn(CommandKind::kMemcpyHtoD, kOtherStream, mine, host.data(),
+                                  host.size()))
+                  .status.ok());
+  Reply sync = other->Handle(MakeCommand(CommandKind::kSynchronizeStream, kOtherStream));
   EXPECT_EQ(sync.status.code(), absl::StatusCode::kInvalidArgument) << sync.status;
 
-  Command read_now;
-  read_now.kind = CommandKind::kMemcpyNow;
-  read_now.src = mine;
-  read_now.host_dst = host.data();
-  read_now.size = host.size();
-  EXPECT_EQ(other->Handle(read_now).status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(other->Handle(CopyOut(CommandKind::kMemcpyNow, 0, mine, host.data(), host.size()))
+                .status.code(),
+            absl::StatusCode::kInvalidArgument);
 
-  Command free;
-  free.kind = CommandKind::kFree;
-  free.dst = mine;
-  EXPECT_EQ(other->Handle(free).status.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(other->Handle(FreeCommand(mine)).status.code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(executor_->arena(0).Info().bytes_in_use, 4096u);
 }
 
@@ -394,12 +379,12 @@ TEST_F(DeviceClientTest, ClosingASessionReleasesItsMemory) {
 
 TEST_F(DeviceClientTest, SessionRejectsUnknownStreamsDevicesAndKinds) {
   std::unique_ptr<ExecutorSession> session = executor_->OpenSession(nullptr);
-  Reply unknown_stream = session->Handle(StreamCommand(CommandKind::kMemset, 12345));
+  Reply unknown_stream = session->Handle(MakeCommand(CommandKind::kMemset, 12345));
   EXPECT_EQ(unknown_stream.status.code(), absl::StatusCode::kNotFound);
   EXPECT_NE(unknown_stream.status.message().find("memset"), std::string::npos);
-  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kSynchronizeStream, 12345)).status.code(),
+  EXPECT_EQ(session->Handle(MakeCommand(CommandKind::kSynchronizeStream, 12345)).status.code(),
             absl::StatusCode::kNotFound);
-  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kDestroyStream, 12345)).status.code(),
+  EXPECT_EQ(session->Handle(MakeCommand(CommandKind::kDestroyStream, 12345)).status.code(),
             absl::StatusCode::kNotFound);
 
   Command allocate;
@@ -408,10 +393,10 @@ TEST_F(DeviceClientTest, SessionRejectsUnknownStreamsDevicesAndKinds) {
   allocate.size = 256;
   EXPECT_EQ(session->Handle(allocate).status.code(), absl::StatusCode::kInvalidArgument);
 
-  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kCreateStream, 0)).status.code(),
+  EXPECT_EQ(session->Handle(MakeCommand(CommandKind::kCreateStream, 0)).status.code(),
             absl::StatusCode::kAlreadyExists);
-  ASSERT_TRUE(session->Handle(StreamCommand(CommandKind::kCreateStream, 5)).status.ok());
-  EXPECT_EQ(session->Handle(StreamCommand(CommandKind::kCreateStream, 5)).status.code(),
+  ASSERT_TRUE(session->Handle(MakeCommand(CommandKind::kCreateStream, 5)).status.ok());
+  EXPECT_EQ(session->Handle(MakeCommand(CommandKind::kCreateStream, 5)).status.code(),
             absl::StatusCode::kAlreadyExists);
 
   Command bogus;

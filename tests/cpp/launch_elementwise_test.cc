@@ -70,12 +70,7 @@ class HandLaunch {
     for (size_t i = 0; i < kinds_.size(); ++i) {
       descriptors_.push_back(DescriptorView{kinds_[i], settings_[i]});
     }
-    LaunchView view;
-    view.buffers = pointers_;
-    view.buffer_sizes = sizes_;
-    view.params = params_;
-    view.descriptors = descriptors_;
-    return view;
+    return LaunchView{pointers_, sizes_, params_, descriptors_};
   }
 
  private:

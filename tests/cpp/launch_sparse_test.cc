@@ -23,8 +23,7 @@ using sparse::SegmentOp;
 TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   sparse::GatherParams p;
   p.element_size = 3;
-  ParamOnlyLaunch bad(3);
-  bad.Params().Put(p);
+  const ParamOnlyLaunch bad = ParamOnlyLaunch::Of(3, p);
   EXPECT_EQ(sparse_launch::ReadGatherLaunch(bad.View()).status().message(),
             "element size 3 is not 1, 2, 4 or 8");
 
@@ -34,8 +33,7 @@ TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   p.gather_size = 5;
   p.inner = 4;
   p.indices_per_batch = 6;
-  ParamOnlyLaunch launch(3);
-  launch.Params().Put(p);
+  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   absl::StatusOr<sparse_launch::GatherLaunch> gather =
       sparse_launch::ReadGatherLaunch(launch.View());
   ASSERT_TRUE(gather.ok()) << gather.status();
@@ -55,8 +53,7 @@ TEST(SparseLaunch, CountsThatOverflowAreRefused) {
   p.batch = int64_t{1} << 40;
   p.outer = int64_t{1} << 40;
   p.gather_size = 1;
-  ParamOnlyLaunch launch(3);
-  launch.Params().Put(p);
+  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   const absl::Status status = sparse_launch::ReadGatherLaunch(launch.View()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("params"), std::string::npos) << status;
@@ -88,8 +85,7 @@ TEST(SparseLaunch, ScatterOpsAreCheckedAgainstTheDtype) {
   sparse::ScatterParams p;
   p.dtype = DType::kBool;
   p.op = ScatterOp::kSub;
-  ParamOnlyLaunch launch(3);
-  launch.Params().Put(p);
+  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   EXPECT_EQ(sparse_launch::ReadScatterLaunch(launch.View()).status().message(),
             "bool scatters can only assign, add, min or max");
   EXPECT_EQ(sparse_launch::CheckScatterOp(static_cast<ScatterOp>(9), DType::kFloat32).message(),
@@ -97,8 +93,7 @@ TEST(SparseLaunch, ScatterOpsAreCheckedAgainstTheDtype) {
 
   sparse::ScatterNdParams nd;
   nd.index_depth = 0;
-  ParamOnlyLaunch shallow(3);
-  shallow.Params().Put(nd);
+  const ParamOnlyLaunch shallow = ParamOnlyLaunch::Of(3, nd);
   EXPECT_EQ(sparse_launch::ReadScatterNdLaunch(shallow.View()).status().message(),
             "index depth must be at least 1");
 }
@@ -109,8 +104,7 @@ TEST(SparseLaunch, ScalarScatterUpdatesHoldOneElement) {
   p.inner = 3;
   p.num_indices = 5;
   p.scalar_update = 1;
-  ParamOnlyLaunch launch(3);
-  launch.Params().Put(p);
+  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   absl::StatusOr<sparse_launch::ScatterLaunch> scatter =
       sparse_launch::ReadScatterLaunch(launch.View());
   ASSERT_TRUE(scatter.ok()) << scatter.status();
@@ -137,8 +131,7 @@ TEST(SparseLaunch, IntegerScatterUpdatesWrapAndDivisionByMinusOneNegates) {
 TEST(SparseLaunch, SegmentReductionsFollowTensorFlowsFunctors) {
   sparse::SegmentReduceParams p;
   p.op = static_cast<SegmentOp>(5);
-  ParamOnlyLaunch launch(3);
-  launch.Params().Put(p);
+  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   EXPECT_EQ(sparse_launch::ReadSegmentReduceLaunch(launch.View()).status().message(),
             "unknown segment op 5");
   EXPECT_EQ(sparse_launch::SegmentReduceStep<int32_t>(SegmentOp::kProd, 3, 4), 12);
@@ -169,8 +162,7 @@ TEST(SparseLaunch, WhereSizesItsCoordinatesAndWritesThemRowMajor) {
   EXPECT_EQ(coordinates[2], 3);
 
   p.rank = 9;
-  ParamOnlyLaunch deep(2);
-  deep.Params().Put(p);
+  const ParamOnlyLaunch deep = ParamOnlyLaunch::Of(2, p);
   EXPECT_EQ(sparse_launch::ReadCountTrueLaunch(deep.View()).status().message(),
             "rank 9 exceeds 8");
 }

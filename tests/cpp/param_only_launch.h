@@ -22,6 +22,15 @@ class ParamOnlyLaunch {
   explicit ParamOnlyLaunch(size_t buffer_count)
       : pointers_(buffer_count, nullptr), sizes_(buffer_count, 0) {}
 
+  // A launch of `buffer_count` buffers whose parameter block holds `params` (one kernel's
+  // parameter struct).
+  template <typename Params>
+  static ParamOnlyLaunch Of(size_t buffer_count, const Params& params) {
+    ParamOnlyLaunch launch(buffer_count);
+    launch.Params().Put(params);
+    return launch;
+  }
+
   // A writer appending to the launch's parameter block.
   ParamWriter Params() { return ParamWriter(&params_); }
 

@@ -33,9 +33,8 @@ std::vector<float> Features(size_t count, uint32_t seed) {
 class DeviceKernels : public StreamExecutorTest {
  protected:
   SP_DeviceMemoryBase UploadFloats(const std::vector<float>& values) {
-    SP_DeviceMemoryBase memory = Allocate(values.size() * sizeof(float));
+    SP_DeviceMemoryBase memory = AllocateHolding(values.data(), values.size() * sizeof(float));
     EXPECT_NE(memory.opaque, nullptr);
-    if (memory.opaque != nullptr) Upload(memory, values.data(), values.size() * sizeof(float));
     return memory;
   }
   std::vector<float> DownloadFloats(const SP_DeviceMemoryBase& memory, size_t count) {

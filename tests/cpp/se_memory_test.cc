@@ -233,25 +233,22 @@ using StreamExecutorCopy = StreamExecutorTest;
 
 TEST_F(StreamExecutorCopy, MemcpyRoundTripsHostToDeviceToDeviceToHost) {
   constexpr uint64_t kSize = 1 << 20;
-  const std::vector<uint8_t> data = Pattern(kSize, 1);
-  uint8_t* source = HostBytes(kSize);
-  std::memcpy(source, data.data(), kSize);
-  uint8_t* result = HostBytes(kSize, 0);
+  const HostTransfer io = PrepareTransfer(kSize, 1);
   SP_DeviceMemoryBase a = Allocate(kSize);
   SP_DeviceMemoryBase b = Allocate(kSize);
   ASSERT_TRUE(a.opaque && b.opaque);
   SP_Stream stream = CreateStream();
 
   TfStatus status;
-  se().memcpy_htod(device(), stream, &a, source, kSize, status);
+  se().memcpy_htod(device(), stream, &a, io.source, kSize, status);
   EXPECT_TF_OK(status);
   se().memcpy_dtod(device(), stream, &b, &a, kSize, status);
   EXPECT_TF_OK(status);
-  se().memcpy_dtoh(device(), stream, result, &b, kSize, status);
+  se().memcpy_dtoh(device(), stream, io.result, &b, kSize, status);
   EXPECT_TF_OK(status);
   se().block_host_until_done(device(), stream, status);
   ASSERT_TF_OK(status);
-  EXPECT_EQ(0, std::memcmp(result, data.data(), kSize));
+  EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
 
 TEST_F(StreamExecutorCopy, SyncMemcpysRoundTrip) {
@@ -274,10 +271,9 @@ TEST_F(StreamExecutorCopy, SyncMemcpysRoundTrip) {
 TEST_F(StreamExecutorCopy, CopiesAtOffsetsInsideAnAllocation) {
   // TensorFlow's BFC allocator carves sub-buffers by pointer arithmetic on device addresses.
   constexpr uint64_t kSize = 8192;
-  SP_DeviceMemoryBase memory = Allocate(kSize);
-  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> zeros(kSize, 0);
-  Upload(memory, zeros.data(), kSize);
+  SP_DeviceMemoryBase memory = AllocateHolding(zeros.data(), kSize);
+  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> data = Pattern(100, 3);
   Upload(Slice(memory, 1000, 100), data.data(), 100);
   SP_Stream stream = CreateStream();
@@ -342,10 +338,9 @@ using StreamExecutorMemset = StreamExecutorTest;
 
 TEST_F(StreamExecutorMemset, MemsetMemset32AndMemZeroFillTheirRanges) {
   constexpr uint64_t kSize = 4096;
-  SP_DeviceMemoryBase memory = Allocate(kSize);
-  ASSERT_NE(memory.opaque, nullptr);
   const std::vector<uint8_t> ones(kSize, 0x11);
-  Upload(memory, ones.data(), kSize);
+  SP_DeviceMemoryBase memory = AllocateHolding(ones.data(), kSize);
+  ASSERT_NE(memory.opaque, nullptr);
   SP_Stream stream = CreateStream();
   TfStatus status;
 

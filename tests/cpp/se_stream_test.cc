@@ -153,10 +153,7 @@ TEST_F(StreamExecutorStream, EventStatusGoesFromPendingToComplete) {
 
 TEST_F(StreamExecutorStream, WaitForEventOrdersWorkAcrossStreams) {
   constexpr uint64_t kSize = 512 << 10;
-  const std::vector<uint8_t> data = Pattern(kSize, 21);
-  uint8_t* source = HostBytes(kSize);
-  std::memcpy(source, data.data(), kSize);
-  uint8_t* result = HostBytes(kSize, 0);
+  const HostTransfer io = PrepareTransfer(kSize, 21);
   constexpr int kChain = 8;
   std::vector<SP_DeviceMemoryBase> chain;
   for (int i = 0; i < kChain; ++i) {
@@ -171,7 +168,7 @@ TEST_F(StreamExecutorStream, WaitForEventOrdersWorkAcrossStreams) {
 
   // The producer: held, then a long chain of copies, then the event.
   StreamHold* hold = HoldStream(producer);
-  se().memcpy_htod(device(), producer, &chain[0], source, kSize, status);
+  se().memcpy_htod(device(), producer, &chain[0], io.source, kSize, status);
   for (int i = 1; i < kChain; ++i) {
     se().memcpy_dtod(device(), producer, &chain[i], &chain[i - 1], kSize, status);
   }
@@ -180,25 +177,18 @@ TEST_F(StreamExecutorStream, WaitForEventOrdersWorkAcrossStreams) {
   // The consumer waits for it, then reads the end of the chain.
   se().wait_for_event(device(), consumer, produced, status);
   ASSERT_TF_OK(status);
-  se().memcpy_dtoh(device(), consumer, result, &chain[kChain - 1], kSize, status);
+  se().memcpy_dtoh(device(), consumer, io.result, &chain[kChain - 1], kSize, status);
   se().record_event(device(), consumer, consumed, status);
   ASSERT_TF_OK(status);
 
-  hold->reached.Wait();
-  EXPECT_EQ(se().get_event_status(device(), consumed), SE_EVENT_PENDING);
-  hold->release.Open();
-  se().block_host_until_done(device(), consumer, status);
-  ASSERT_TF_OK(status);
+  ASSERT_NO_FATAL_FAILURE(ExpectPendingUntilReleased(hold, consumed, consumer));
   EXPECT_EQ(se().get_event_status(device(), produced), SE_EVENT_COMPLETE);
-  EXPECT_EQ(0, std::memcmp(result, data.data(), kSize));
+  EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
 
 TEST_F(StreamExecutorStream, StreamDependencyOrdersWorkAcrossStreams) {
   constexpr uint64_t kSize = 256 << 10;
-  const std::vector<uint8_t> data = Pattern(kSize, 33);
-  uint8_t* source = HostBytes(kSize);
-  std::memcpy(source, data.data(), kSize);
-  uint8_t* result = HostBytes(kSize, 0);
+  const HostTransfer io = PrepareTransfer(kSize, 33);
   SP_DeviceMemoryBase a = Allocate(kSize);
   SP_DeviceMemoryBase b = Allocate(kSize);
   ASSERT_TRUE(a.opaque && b.opaque);
@@ -208,36 +198,29 @@ TEST_F(StreamExecutorStream, StreamDependencyOrdersWorkAcrossStreams) {
   TfStatus status;
 
   StreamHold* hold = HoldStream(first);
-  se().memcpy_htod(device(), first, &a, source, kSize, status);
+  se().memcpy_htod(device(), first, &a, io.source, kSize, status);
   se().memcpy_dtod(device(), first, &b, &a, kSize, status);
   se().create_stream_dependency(device(), second, first, status);
   ASSERT_TF_OK(status);
-  se().memcpy_dtoh(device(), second, result, &b, kSize, status);
+  se().memcpy_dtoh(device(), second, io.result, &b, kSize, status);
   se().record_event(device(), second, second_done, status);
   ASSERT_TF_OK(status);
 
-  hold->reached.Wait();
-  EXPECT_EQ(se().get_event_status(device(), second_done), SE_EVENT_PENDING);
-  hold->release.Open();
-  se().block_host_until_done(device(), second, status);
-  ASSERT_TF_OK(status);
-  EXPECT_EQ(0, std::memcmp(result, data.data(), kSize));
+  ASSERT_NO_FATAL_FAILURE(ExpectPendingUntilReleased(hold, second_done, second));
+  EXPECT_EQ(0, std::memcmp(io.result, io.data.data(), kSize));
 }
 
 TEST_F(StreamExecutorStream, BlockHostUntilDoneWaitsForQueuedWork) {
   constexpr uint64_t kSize = 2 << 20;
-  const std::vector<uint8_t> data = Pattern(kSize, 45);
-  uint8_t* source = HostBytes(kSize);
-  std::memcpy(source, data.data(), kSize);
-  uint8_t* result = HostBytes(kSize, 0);
+  const HostTransfer io = PrepareTransfer(kSize, 45);
   SP_DeviceMemoryBase x = Allocate(kSize);
   ASSERT_NE(x.opaque, nullptr);
   SP_Stream stream = CreateStream();
   TfStatus status;
 
   StreamHold* hold = HoldStream(stream);
-  se().memcpy_htod(device(), stream, &x, source, kSize, status);
-  se().memcpy_dtoh(device(), stream, result, &x, kSize, status);
+  se().memcpy_htod(device(), stream, &x, io.source, kSize, status);
+  se().memcpy_dtoh(device(), stream, io.result, &x, kSize, status);
   ASSERT_TF_OK(status);
   std::atomic<bool> returned{false};
   bool result_complete_on_return = false;
@@ -245,7 +228,7 @@ TEST_F(StreamExecutorStream, BlockHostUntilDoneWaitsForQueuedWork) {
     TfStatus sync_status;
     se().block_host_until_done(device(), stream, sync_status);
     EXPECT_TF_OK(sync_status);
-    result_complete_on_return = std::memcmp(result, data.data(), kSize) == 0;
+    result_complete_on_return = std::memcmp(io.result, io.data.data(), kSize) == 0;
     returned = true;
   });
   hold->reached.Wait();

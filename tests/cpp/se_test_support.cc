@@ -114,6 +114,13 @@ void StreamExecutorTest::Free(SP_DeviceMemoryBase* memory, int ordinal) {
   memory_.erase(it);
 }
 
+SP_DeviceMemoryBase StreamExecutorTest::AllocateHolding(const void* data, uint64_t size,
+                                                        int ordinal) {
+  SP_DeviceMemoryBase memory = Allocate(size, ordinal);
+  if (memory.opaque != nullptr) Upload(memory, data, size, ordinal);
+  return memory;
+}
+
 SP_DeviceMemoryBase StreamExecutorTest::Slice(const SP_DeviceMemoryBase& memory, uint64_t offset,
                                               uint64_t size) {
   SP_DeviceMemoryBase slice = memory;
@@ -122,22 +129,34 @@ SP_DeviceMemoryBase StreamExecutorTest::Slice(const SP_DeviceMemoryBase& memory,
   return slice;
 }
 
-SP_Stream StreamExecutorTest::CreateStream(int ordinal) {
-  SP_Stream stream = nullptr;
+namespace {
+
+// Calls `create(&handle, status)` (an SE create_stream or create_event) and expects it to
+// succeed with a handle; returns the handle, null if it failed.
+template <typename Handle, typename CreateFn>
+Handle CreateExpectingSuccess(CreateFn create) {
+  Handle handle = nullptr;
   TfStatus status;
-  se(ordinal).create_stream(device(ordinal), &stream, status);
+  create(&handle, status.get());
   EXPECT_TF_OK(status);
-  EXPECT_NE(stream, nullptr);
+  EXPECT_NE(handle, nullptr);
+  return handle;
+}
+
+}  // namespace
+
+SP_Stream StreamExecutorTest::CreateStream(int ordinal) {
+  SP_Stream stream = CreateExpectingSuccess<SP_Stream>([&](SP_Stream* out, TF_Status* status) {
+    se(ordinal).create_stream(device(ordinal), out, status);
+  });
   if (stream != nullptr) streams_.push_back({ordinal, stream});
   return stream;
 }
 
 SP_Event StreamExecutorTest::CreateEvent(int ordinal) {
-  SP_Event event = nullptr;
-  TfStatus status;
-  se(ordinal).create_event(device(ordinal), &event, status);
-  EXPECT_TF_OK(status);
-  EXPECT_NE(event, nullptr);
+  SP_Event event = CreateExpectingSuccess<SP_Event>([&](SP_Event* out, TF_Status* status) {
+    se(ordinal).create_event(device(ordinal), out, status);
+  });
   if (event != nullptr) events_.push_back({ordinal, event});
   return event;
 }
@@ -145,6 +164,15 @@ SP_Event StreamExecutorTest::CreateEvent(int ordinal) {
 uint8_t* StreamExecutorTest::HostBytes(size_t size, uint8_t fill) {
   host_buffers_.emplace_back(size, fill);
   return host_buffers_.back().data();
+}
+
+StreamExecutorTest::HostTransfer StreamExecutorTest::PrepareTransfer(uint64_t size,
+                                                                     uint8_t seed) {
+  HostTransfer transfer{Pattern(size, seed), nullptr, nullptr};
+  host_buffers_.push_back(transfer.data);
+  transfer.source = host_buffers_.back().data();
+  transfer.result = HostBytes(size, 0);
+  return transfer;
 }
 
 namespace {
@@ -162,6 +190,16 @@ StreamHold* StreamExecutorTest::HoldStream(SP_Stream stream, int ordinal) {
   StreamHold* hold = holds_.back().get();
   EXPECT_TRUE(se(ordinal).host_callback(device(ordinal), stream, HoldCallback, hold));
   return hold;
+}
+
+void StreamExecutorTest::ExpectPendingUntilReleased(StreamHold* hold, SP_Event event,
+                                                    SP_Stream stream, int ordinal) {
+  hold->reached.Wait();
+  EXPECT_EQ(se(ordinal).get_event_status(device(ordinal), event), SE_EVENT_PENDING);
+  hold->release.Open();
+  TfStatus status;
+  se(ordinal).block_host_until_done(device(ordinal), stream, status);
+  ASSERT_TF_OK(status);
 }
 
 void StreamExecutorTest::Upload(const SP_DeviceMemoryBase& memory, const void* data,

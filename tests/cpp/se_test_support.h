@@ -82,6 +82,9 @@ class StreamExecutorTest : public testing::Test {
   // has opaque == nullptr.
   SP_DeviceMemoryBase Allocate(uint64_t size, int ordinal = 0);
   void Free(SP_DeviceMemoryBase* memory, int ordinal = 0);
+  // Device memory like Allocate(size) that holds a copy of the `size` bytes at `data` (uploaded,
+  // asserting success, when the allocation succeeded).
+  SP_DeviceMemoryBase AllocateHolding(const void* data, uint64_t size, int ordinal = 0);
   // `size` bytes at `offset` inside `memory` (device addresses are linear within an allocation).
   static SP_DeviceMemoryBase Slice(const SP_DeviceMemoryBase& memory, uint64_t offset,
                                    uint64_t size);
@@ -91,6 +94,14 @@ class StreamExecutorTest : public testing::Test {
 
   // Host memory that outlives every stream of the test (async copies may still target it).
   uint8_t* HostBytes(size_t size, uint8_t fill = 0);
+  // What a copy test moves through the device: `data` (Pattern(size, seed)), host memory
+  // `source` holding it and a zeroed host `result` of the same size, both like HostBytes().
+  struct HostTransfer {
+    std::vector<uint8_t> data;
+    uint8_t* source;
+    uint8_t* result;
+  };
+  HostTransfer PrepareTransfer(uint64_t size, uint8_t seed);
   template <typename T>
   T* Host(size_t count) {
     return reinterpret_cast<T*>(HostBytes(count * sizeof(T)));
@@ -98,6 +109,10 @@ class StreamExecutorTest : public testing::Test {
 
   // Puts a host callback on `stream` that holds it until the returned hold's `release` opens.
   StreamHold* HoldStream(SP_Stream stream, int ordinal = 0);
+  // Once the stream `hold` holds has reached it, expects `event` (recorded after the hold) to be
+  // pending still, opens the hold and synchronises `stream`, asserting success.
+  void ExpectPendingUntilReleased(StreamHold* hold, SP_Event event, SP_Stream stream,
+                                  int ordinal = 0);
 
   // Synchronous helpers (sync_memcpy_*), asserting success.
   void Upload(const SP_DeviceMemoryBase& memory, const void* data, uint64_t size, int ordinal = 0);

@@ -49,11 +49,13 @@
 #include "plugin/protocol/wire_format.h"
 #include "plugin/server/server.h"
 #include "plugin/transport/socket_transport.h"
+#include "notification_log.h"
 
 namespace vgpu {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using vgpu_test::NotificationLog;
 
 // ---------------------------------------------------------------------------------------------
 // Configuration
@@ -86,35 +88,6 @@ constexpr auto kWaitBound = std::chrono::seconds(60);
 
 // ---------------------------------------------------------------------------------------------
 // Helpers shared by the tenants
-
-// Notifications of one client, by token; waits are bounded.
-class NotificationLog : public CompletionSink {
- public:
-  void OnNotify(uint64_t token, const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    statuses_[token] = status;
-    cv_.notify_all();
-  }
-  // The notification's status, or DeadlineExceeded if it never came.
-  absl::Status WaitFor(uint64_t token) {
-    std::unique_lock<std::mutex> lock(mu_);
-    if (!cv_.wait_for(lock, kWaitBound, [&] { return statuses_.contains(token); })) {
-      return absl::DeadlineExceededError(absl::StrCat("notification ", token, " never came"));
-    }
-    absl::Status status = statuses_[token];
-    statuses_.erase(token);
-    return status;
-  }
-  void Forget(uint64_t token) {
-    std::lock_guard<std::mutex> lock(mu_);
-    statuses_.erase(token);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  absl::flat_hash_map<uint64_t, absl::Status> statuses_;
-};
 
 // Addresses the honest tenants hold now: the hostile tenants' targets. An honest tenant removes
 // an address before it frees it.
@@ -333,22 +306,80 @@ bool ServerHasClients(Server& server) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The honest tenant
+// What every tenant thread has
 
-class HonestTenant {
+// One tenant thread's random source, the server's address and the test's tally, and its
+// progress for the watchdog (set before Run()).
+class TenantThread {
  public:
-  HonestTenant(int band, uint64_t seed, const std::string& address, VictimAddresses* victims,
-               Tally* tally, const StressConfig& config)
-      : band_(band), rng_(seed), address_(address), victims_(victims), tally_(tally),
-        config_(config) {}
+  Progress* progress_ = nullptr;
 
+ protected:
+  TenantThread(uint64_t seed, const std::string& address, Tally* tally)
+      : rng_(seed), address_(address), tally_(tally) {}
+
+  // Records the step this thread is taking now, for the watchdog.
+  void Doing(const char* what) {
+    progress_->doing = what;
+    progress_->steps++;
+  }
+
+  std::mt19937_64 rng_;
+  const std::string address_;
+  Tally* tally_;
+};
+
+// A tenant that talks to the server through its own Client and knows the honest tenants'
+// addresses (the victims).
+class ClientTenant : public TenantThread {
+ public:
+  virtual ~ClientTenant() = default;
+
+  // Connects and Start()s, then takes Step()s until the deadline, a fatal failure, or more than
+  // 20 steps after a failure, and then Finish()es (not after a failed connect or start).
   void Run(Clock::time_point deadline) {
     ASSERT_TRUE(client_.Connect(address_).ok());
-    ASSERT_TRUE(NewStream());
+    ASSERT_TRUE(Start());
     while (Clock::now() < deadline && !::testing::Test::HasFatalFailure()) {
       Step();
       if (::testing::Test::HasFailure() && failures_reported_++ > 20) break;
     }
+    Finish();
+  }
+
+ protected:
+  ClientTenant(uint64_t seed, const std::string& address, VictimAddresses* victims, Tally* tally,
+               const StressConfig& config)
+      : TenantThread(seed, address, tally), victims_(victims), config_(config) {}
+
+  // Creates what the steps need; false (after a test failure) stops the tenant.
+  virtual bool Start() = 0;
+  // One random command (or a few).
+  virtual void Step() = 0;
+  // Leaves the server, cleanly or not.
+  virtual void Finish() = 0;
+
+  VictimAddresses* victims_;
+  const StressConfig config_;
+  Client client_;
+
+ private:
+  int failures_reported_ = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// The honest tenant
+
+class HonestTenant : public ClientTenant {
+ public:
+  HonestTenant(int band, uint64_t seed, const std::string& address, VictimAddresses* victims,
+               Tally* tally, const StressConfig& config)
+      : ClientTenant(seed, address, victims, tally, config), band_(band) {}
+
+ private:
+  bool Start() override { return NewStream(); }
+
+  void Finish() override {
     // Half of the tenants clean up; the others just vanish with memory and streams held (the
     // server reclaims them).
     if (band_ % 2 == 0) {
@@ -360,7 +391,6 @@ class HonestTenant {
     client_.Disconnect();
   }
 
- private:
   struct Buffer {
     uint64_t address = 0;
     uint32_t count = 0;          // float32 elements
@@ -426,7 +456,7 @@ class HonestTenant {
                   << ")";
   }
 
-  void Step() {
+  void Step() override {
     tally_->legal++;
     const int op = static_cast<int>(rng_() % 100);
     if (buffers_.size() < 2 || (op < 12 && buffers_.size() < kMaxAllocationsPerTenant)) {
@@ -638,7 +668,7 @@ class HonestTenant {
     c.stream = RandomStream();
     c.token = next_token_++;
     EXPECT_TRUE(client_.Post(c).ok());
-    absl::Status status = client_.log().WaitFor(c.token);
+    absl::Status status = client_.log().WaitFor(c.token, kWaitBound);
     EXPECT_TRUE(status.ok()) << "tenant " << band_ << ": notify: " << status;
   }
 
@@ -670,7 +700,7 @@ class HonestTenant {
   void CollectNotifications() {
     Doing("CollectNotifications");
     for (uint64_t token : pending_tokens_) {
-      absl::Status status = client_.log().WaitFor(token);
+      absl::Status status = client_.log().WaitFor(token, kWaitBound);
       EXPECT_TRUE(status.ok()) << "tenant " << band_ << ": event: " << status;
     }
     pending_tokens_.clear();
@@ -689,48 +719,28 @@ class HonestTenant {
     EXPECT_LE(reply.memory.bytes_in_use, kClientQuota);
   }
 
-  void Doing(const char* what) {
-    progress_->doing = what;
-    progress_->steps++;
-  }
-
- public:
-  Progress* progress_ = nullptr;
-
- private:
   const int band_;
-  std::mt19937_64 rng_;
-  const std::string address_;
-  VictimAddresses* victims_;
-  Tally* tally_;
-  const StressConfig config_;
-  Client client_;
   std::map<uint64_t, bool> streams_;
   std::vector<Buffer> buffers_;
   std::vector<uint64_t> pending_tokens_;
   uint64_t next_stream_ = 1;
   uint64_t next_event_ = 1;
   uint64_t next_token_ = 1;
-  int failures_reported_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
 // The hostile tenant
 
-class HostileTenant {
+class HostileTenant : public ClientTenant {
  public:
   HostileTenant(int index, uint64_t seed, const std::string& address, VictimAddresses* victims,
                 Tally* tally, const StressConfig& config)
-      : index_(index), rng_(seed), address_(address), victims_(victims), tally_(tally),
-        config_(config) {}
+      : ClientTenant(seed, address, victims, tally, config), index_(index) {}
 
-  void Run(Clock::time_point deadline) {
-    ASSERT_TRUE(client_.Connect(address_).ok());
-    ASSERT_TRUE(client_.CreateStream(stream_).ok());
-    while (Clock::now() < deadline && !::testing::Test::HasFatalFailure()) {
-      Step();
-      if (::testing::Test::HasFailure() && failures_reported_++ > 20) break;
-    }
+ private:
+  bool Start() override { return client_.CreateStream(stream_).ok(); }
+
+  void Finish() override {
     client_.Disconnect();  // with whatever it still holds: the server reclaims it
   }
 
@@ -796,7 +806,7 @@ class HostileTenant {
     return {ForgedAddress(), 4 + rng_() % 4096};
   }
 
-  void Step() {
+  void Step() override {
     const int op = static_cast<int>(rng_() % 22);
     tally_->illegal++;
     switch (op) {
@@ -1235,35 +1245,19 @@ class HostileTenant {
     EXPECT_TRUE(client_.Free(*delay).ok());
   }
 
-  void Doing(const char* what) {
-    progress_->doing = what;
-    progress_->steps++;
-  }
-
- public:
-  Progress* progress_ = nullptr;
-
- private:
   const int index_;
-  std::mt19937_64 rng_;
-  const std::string address_;
-  VictimAddresses* victims_;
-  Tally* tally_;
-  const StressConfig config_;
-  Client client_;
   const uint64_t stream_ = 1;
   std::vector<Own> own_;
   std::vector<uint64_t> freed_;
-  int failures_reported_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
 // The raw-socket attacker: frames no honest client sends, and abrupt disconnects.
 
-class RawAttacker {
+class RawAttacker : public TenantThread {
  public:
   RawAttacker(uint64_t seed, const std::string& address, Tally* tally)
-      : rng_(seed), address_(address), tally_(tally) {}
+      : TenantThread(seed, address, tally) {}
 
   void Run(Clock::time_point deadline) {
     absl::StatusOr<SocketAddress> parsed = ParseSocketAddress(address_);
@@ -1431,19 +1425,7 @@ class RawAttacker {
     }
   }
 
-  void Doing(const char* what) {
-    progress_->doing = what;
-    progress_->steps++;
-  }
-
- public:
-  Progress* progress_ = nullptr;
-
- private:
-  std::mt19937_64 rng_;
-  const std::string address_;
   SocketAddress socket_address_;
-  Tally* tally_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -17,28 +17,13 @@
 #include "gtest/gtest.h"
 #include "plugin/transport/reconnecting_transport.h"
 #include "plugin/transport/socket_transport.h"
+#include "notification_log.h"
+#include "test_commands.h"
 
 namespace vgpu {
 namespace {
 
-class RecordingSink : public CompletionSink {
- public:
-  void OnNotify(uint64_t token, const absl::Status& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    statuses_[token] = status;
-    cv_.notify_all();
-  }
-  absl::Status WaitFor(uint64_t token) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return statuses_.contains(token); });
-    return statuses_[token];
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  absl::flat_hash_map<uint64_t, absl::Status> statuses_;
-};
+using namespace vgpu_test;  // NOLINT: test_commands.h's builders, NotificationLog
 
 // A server on a fresh Unix socket, serving on its own thread.
 class RunningServer {
@@ -75,54 +60,43 @@ Server::Options SmallServer() {
 }
 
 struct Client {
-  RecordingSink sink;
+  NotificationLog sink;
   std::unique_ptr<SocketTransport> transport;
   uint64_t next_stream = 100;
 
-  absl::Status Connect(const std::string& address, const std::string& token = "") {
-    auto t = SocketTransport::Connect(address, token, &sink, nullptr, 2000);
+  // Connects within 2 s; `shm_bytes` as SocketTransport::Connect takes it (-1: its default).
+  absl::Status Connect(const std::string& address, const std::string& token = "",
+                       int64_t shm_bytes = -1) {
+    auto t = SocketTransport::Connect(address, token, &sink, nullptr, 2000, 0, shm_bytes);
     if (!t.ok()) return t.status();
     transport = *std::move(t);
     return absl::OkStatus();
   }
   uint64_t Allocate(uint64_t size) {
-    Command c;
-    c.kind = CommandKind::kAllocate;
-    c.size = size;
-    Reply r = transport->Call(c);
+    Reply r = transport->Call(MakeCommand(CommandKind::kAllocate, 0, size));
     EXPECT_TRUE(r.status.ok()) << r.status;
     return r.value;
   }
   uint64_t CreateStream() {
-    Command c;
-    c.kind = CommandKind::kCreateStream;
-    c.stream = next_stream++;
-    EXPECT_TRUE(transport->Call(c).status.ok());
-    return c.stream;
+    const uint64_t stream = next_stream++;
+    EXPECT_TRUE(transport->Call(MakeCommand(CommandKind::kCreateStream, stream)).status.ok());
+    return stream;
   }
   absl::Status Sync(uint64_t stream) {
-    Command c;
-    c.kind = CommandKind::kSynchronizeStream;
-    c.stream = stream;
-    return transport->Call(c).status;
+    return transport->Call(MakeCommand(CommandKind::kSynchronizeStream, stream)).status;
   }
   absl::Status Write(uint64_t stream, uint64_t dst, const std::vector<uint8_t>& data) {
-    Command c;
-    c.kind = CommandKind::kMemcpyHtoD;
-    c.stream = stream;
-    c.dst = dst;
-    c.size = data.size();
-    c.host_src = data.data();
-    return transport->Post(c);
+    return transport->Post(
+        CopyIn(CommandKind::kMemcpyHtoD, stream, dst, data.data(), data.size()));
   }
   absl::Status Read(uint64_t stream, uint64_t src, std::vector<uint8_t>* data) {
-    Command c;
-    c.kind = CommandKind::kMemcpyDtoH;
-    c.stream = stream;
-    c.src = src;
-    c.size = data->size();
-    c.host_dst = data->data();
-    return transport->Post(c);
+    return transport->Post(
+        CopyOut(CommandKind::kMemcpyDtoH, stream, src, data->data(), data->size()));
+  }
+  // kMemcpyNow of `data->size()` bytes from `src`: the data rides on the reply.
+  absl::Status ReadNow(uint64_t src, std::vector<uint8_t>* data) {
+    return transport->Call(CopyOut(CommandKind::kMemcpyNow, 0, src, data->data(), data->size()))
+        .status;
   }
 };
 
@@ -140,12 +114,7 @@ TEST(Server, CopiesRoundTripThroughTheServer) {
   EXPECT_EQ(back, data);
   // Synchronous copy back (data rides on the reply).
   std::vector<uint8_t> now(4096);
-  Command c;
-  c.kind = CommandKind::kMemcpyNow;
-  c.src = address;
-  c.size = now.size();
-  c.host_dst = now.data();
-  ASSERT_TRUE(client.transport->Call(c).status.ok());
+  ASSERT_TRUE(client.ReadNow(address, &now).ok());
   EXPECT_TRUE(std::equal(now.begin(), now.end(), data.begin()));
 }
 
@@ -160,21 +129,13 @@ void ExpectCopiesRoundTrip(Client& client, size_t bytes) {
   ASSERT_TRUE(client.Read(stream, address, &back).ok());
   ASSERT_TRUE(client.Sync(stream).ok());
   EXPECT_TRUE(back == data) << bytes << " bytes";
-  Command c;
-  c.kind = CommandKind::kMemcpyNow;
-  c.src = address;
-  c.size = now.size();
-  c.host_dst = now.data();
-  ASSERT_TRUE(client.transport->Call(c).status.ok());
+  ASSERT_TRUE(client.ReadNow(address, &now).ok());
   EXPECT_TRUE(now == data) << bytes << " bytes";
   // A synchronous host-to-device copy, then read back again.
   data = std::vector<uint8_t>(data.rbegin(), data.rend());
-  Command put;
-  put.kind = CommandKind::kMemcpyNow;
-  put.dst = address;
-  put.size = data.size();
-  put.host_src = data.data();
-  ASSERT_TRUE(client.transport->Call(put).status.ok());
+  ASSERT_TRUE(client.transport
+                  ->Call(CopyIn(CommandKind::kMemcpyNow, 0, address, data.data(), data.size()))
+                  .status.ok());
   ASSERT_TRUE(client.Read(stream, address, &back).ok());
   ASSERT_TRUE(client.Sync(stream).ok());
   EXPECT_TRUE(back == data) << bytes << " bytes";
@@ -189,10 +150,8 @@ Server::Options ShmServer() {
 TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
   RunningServer server(ShmServer());
   Client client;
-  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
-                                    16 << 20);
-  ASSERT_TRUE(t.ok()) << t.status();
-  client.transport = *std::move(t);
+  const absl::Status connected = client.Connect(server.address(), "", 16 << 20);
+  ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_EQ(client.transport->shm_bytes(), 16u << 20);
   for (size_t bytes : {size_t{1000}, size_t{64 << 10}, size_t{(1 << 20) + 3},
                        size_t{(20 << 20) + 5}}) {  // the last is chunked and exceeds the region
@@ -204,10 +163,8 @@ TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
 TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeepTheirOrder) {
   RunningServer server(ShmServer());
   Client client;
-  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
-                                    1 << 20);
-  ASSERT_TRUE(t.ok()) << t.status();
-  client.transport = *std::move(t);
+  const absl::Status connected = client.Connect(server.address(), "", 1 << 20);
+  ASSERT_TRUE(connected.ok()) << connected;
   ASSERT_EQ(client.transport->shm_bytes(), 1u << 20);
   const uint64_t stream = client.CreateStream();
   constexpr size_t kCopy = 384 << 10;  // two fit the region at once
@@ -227,9 +184,8 @@ TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeep
 TEST(ServerSharedMemory, WithoutARegionTheSocketPathGivesTheSameBytes) {
   RunningServer server(ShmServer());
   Client client;
-  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0, 0);
-  ASSERT_TRUE(t.ok()) << t.status();
-  client.transport = *std::move(t);
+  const absl::Status connected = client.Connect(server.address(), "", 0);
+  ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_EQ(client.transport->shm_bytes(), 0u);
   ExpectCopiesRoundTrip(client, (3 << 20) + 1);
   EXPECT_EQ(client.transport->shm_copies(), 0u);
@@ -250,17 +206,14 @@ TEST(ServerSharedMemory, ARegionOverHalfTheStagingBudgetIsDeclined) {
   options.max_staging_bytes = 16 << 20;  // at most 8 MiB of region
   RunningServer server(options);
   Client client;
-  auto t = SocketTransport::Connect(server.address(), "", &client.sink, nullptr, 2000, 0,
-                                    16 << 20);
-  ASSERT_TRUE(t.ok()) << t.status();
-  client.transport = *std::move(t);
+  const absl::Status connected = client.Connect(server.address(), "", 16 << 20);
+  ASSERT_TRUE(connected.ok()) << connected;
   EXPECT_EQ(client.transport->shm_bytes(), 0u);
   ExpectCopiesRoundTrip(client, 1 << 20);
   // The region counts against the staging budget while the connection lasts.
   Client small;
-  auto u = SocketTransport::Connect(server.address(), "", &small.sink, nullptr, 2000, 0, 4 << 20);
-  ASSERT_TRUE(u.ok()) << u.status();
-  small.transport = *std::move(u);
+  const absl::Status small_connected = small.Connect(server.address(), "", 4 << 20);
+  ASSERT_TRUE(small_connected.ok()) << small_connected;
   EXPECT_EQ(small.transport->shm_bytes(), 4u << 20);
   EXPECT_NE(server.server().StatsJson().find("\"shm_bytes\": 4194304"), std::string::npos);
 }
@@ -270,11 +223,7 @@ TEST(Server, NotificationsArriveAfterTheWorkBeforeThem) {
   Client client;
   ASSERT_TRUE(client.Connect(server.address()).ok());
   uint64_t stream = client.CreateStream();
-  Command notify;
-  notify.kind = CommandKind::kNotify;
-  notify.stream = stream;
-  notify.token = 5;
-  ASSERT_TRUE(client.transport->Post(notify).ok());
+  ASSERT_TRUE(client.transport->Post(NotifyCommand(stream, 5)).ok());
   EXPECT_TRUE(client.sink.WaitFor(5).ok());
 }
 
@@ -303,10 +252,7 @@ TEST(Server, AForgedAddressIsAnErrorNeverAnotherTenantsData) {
   ASSERT_TRUE(owner.Sync(owner_stream).ok());
   EXPECT_EQ(mine, std::vector<uint8_t>(64, 0x5A));
   // Freeing it is refused.
-  Command free_command;
-  free_command.kind = CommandKind::kFree;
-  free_command.dst = secret;
-  EXPECT_FALSE(intruder.transport->Call(free_command).status.ok());
+  EXPECT_FALSE(intruder.transport->Call(FreeCommand(secret)).status.ok());
 }
 
 TEST(Server, AllocationsBeyondTheClientQuotaAreResourceExhausted) {
@@ -316,9 +262,7 @@ TEST(Server, AllocationsBeyondTheClientQuotaAreResourceExhausted) {
   Client client;
   ASSERT_TRUE(client.Connect(server.address()).ok());
   client.Allocate(768 << 10);
-  Command c;
-  c.kind = CommandKind::kAllocate;
-  c.size = 512 << 10;
+  const Command c = MakeCommand(CommandKind::kAllocate, 0, 512 << 10);
   Reply reply = client.transport->Call(c);
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kResourceExhausted) << reply.status;
   // Another client has its own quota.
@@ -335,7 +279,7 @@ TEST(Server, StatsShowATenantViewerOnlyItsOwnTenantAndTheOperatorEverything) {
   options.operator_token = "operator-token";
   options.tenant_quotas = {{"team-b", 1 << 20}};
   RunningServer server(options);
-  RecordingSink sink_a, sink_b;
+  NotificationLog sink_a, sink_b;
   auto a = SocketTransport::Connect(server.address(), "tenant-token", &sink_a, nullptr, 2000, 0,
                                     0, "team-a");
   auto b = SocketTransport::Connect(server.address(), "tenant-token", &sink_b, nullptr, 2000, 0,
@@ -433,17 +377,11 @@ TEST(Server, ADeadServerTurnsCallsIntoErrorsQuickly) {
   Client client;
   ASSERT_TRUE(client.Connect(server.address()).ok());
   uint64_t stream = client.CreateStream();
-  Command notify;
-  notify.kind = CommandKind::kNotify;
-  notify.stream = stream;
-  notify.token = 9;
+  const Command notify = NotifyCommand(stream, 9);
   const std::string address = server.address();
   server.Shutdown();
   const auto start = std::chrono::steady_clock::now();
-  Command c;
-  c.kind = CommandKind::kAllocate;
-  c.size = 16;
-  Reply reply = client.transport->Call(c);
+  Reply reply = client.transport->Call(MakeCommand(CommandKind::kAllocate, 0, 16));
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kUnavailable) << reply.status;
   EXPECT_NE(reply.status.message().find("unreachable"), std::string::npos) << reply.status;
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
@@ -604,19 +542,14 @@ class SilentServer {
 
 TEST(ServerTimeout, ACallToASilentServerFailsWithDeadlineExceededNamingServerAndVariable) {
   SilentServer server([](const Command&) { return false; });
-  RecordingSink sink;
+  NotificationLog sink;
   auto transport = SocketTransport::Connect(server.address(), "", &sink, nullptr, 2000,
                                             /*silence_timeout_ms=*/300);
   ASSERT_TRUE(transport.ok()) << transport.status();
-  Command notify;
-  notify.kind = CommandKind::kNotify;
-  notify.stream = 1;
-  notify.token = 77;
+  const Command notify = NotifyCommand(1, 77);
   ASSERT_TRUE((*transport)->Post(notify).ok());
   const auto start = std::chrono::steady_clock::now();
-  Command sync;
-  sync.kind = CommandKind::kSynchronizeDevice;
-  Reply reply = (*transport)->Call(sync);
+  Reply reply = (*transport)->Call(MakeCommand(CommandKind::kSynchronizeDevice));
   const auto waited = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(reply.status.code(), absl::StatusCode::kDeadlineExceeded) << reply.status;
   EXPECT_NE(reply.status.message().find(server.address()), std::string::npos) << reply.status;
@@ -633,16 +566,14 @@ TEST(ServerTimeout, AServerThatAnswersProbesIsNotTimedOutWhileAWaitLastsLonger) 
   // The "long kernel": the synchronisation is never answered, but the server is alive (it
   // answers the keep-alive probes), so the wait outlives several deadlines.
   SilentServer server([](const Command& c) { return c.kind == CommandKind::kMemoryInfo; });
-  RecordingSink sink;
+  NotificationLog sink;
   auto transport = SocketTransport::Connect(server.address(), "", &sink, nullptr, 2000,
                                             /*silence_timeout_ms=*/200);
   ASSERT_TRUE(transport.ok()) << transport.status();
   std::atomic<bool> returned{false};
   absl::Status status;
   std::thread waiter([&] {
-    Command sync;
-    sync.kind = CommandKind::kSynchronizeDevice;
-    status = (*transport)->Call(sync).status;
+    status = (*transport)->Call(MakeCommand(CommandKind::kSynchronizeDevice)).status;
     returned = true;
   });
   // Wait until the server has answered probes over more than three deadlines.
@@ -668,27 +599,19 @@ TEST(ServerTimeout, NewWorkReconnectsAfterTheServerCameBackAndTheOldAddressesSti
   ASSERT_TRUE(first.ok()) << first.status();
   std::thread first_thread([&] { (void)(*first)->Serve(); });
 
-  RecordingSink sink;
+  NotificationLog sink;
   auto transport = ReconnectingTransport::Connect(address, "", &sink, nullptr, 2000, 2000);
   ASSERT_TRUE(transport.ok()) << transport.status();
   ReconnectingTransport& client = **transport;
-  Command allocate;
-  allocate.kind = CommandKind::kAllocate;
-  allocate.size = 4096;
-  Reply allocated = client.Call(allocate);
+  Reply allocated = client.Call(MakeCommand(CommandKind::kAllocate, 0, 4096));
   ASSERT_TRUE(allocated.status.ok()) << allocated.status;
   const uint64_t buffer = allocated.value;  // what TensorFlow would hold
-  Command create;
-  create.kind = CommandKind::kCreateStream;
-  create.stream = 500;
-  ASSERT_TRUE(client.Call(create).status.ok());
+  ASSERT_TRUE(client.Call(MakeCommand(CommandKind::kCreateStream, 500)).status.ok());
 
   (*first)->Stop();  // the server goes away
   first_thread.join();
   first->reset();
-  Command sync;
-  sync.kind = CommandKind::kSynchronizeStream;
-  sync.stream = 500;
+  const Command sync = MakeCommand(CommandKind::kSynchronizeStream, 500);
   Reply lost = client.Call(sync);  // waits for work queued before: the loss is reported
   EXPECT_FALSE(lost.status.ok());
   EXPECT_NE(lost.status.message().find(address), std::string::npos) << lost.status;
@@ -699,28 +622,18 @@ TEST(ServerTimeout, NewWorkReconnectsAfterTheServerCameBackAndTheOldAddressesSti
   std::thread second_thread([&] { (void)(*second)->Serve(); });
   std::vector<uint8_t> data(4096);
   for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 7);
-  Command write;  // new work on the old stream and the old address
-  write.kind = CommandKind::kMemcpyHtoD;
-  write.stream = 500;
-  write.dst = buffer + 0;
-  write.size = data.size();
-  write.host_src = data.data();
-  EXPECT_TRUE(client.Post(write).ok());
+  // New work on the old stream and the old address.
+  EXPECT_TRUE(
+      client.Post(CopyIn(CommandKind::kMemcpyHtoD, 500, buffer + 0, data.data(), data.size()))
+          .ok());
   EXPECT_EQ(client.sessions(), 2);
   EXPECT_TRUE(client.Call(sync).status.ok());
   std::vector<uint8_t> back(4096, 0);
-  Command read;
-  read.kind = CommandKind::kMemcpyNow;
-  read.src = buffer + 16;
-  read.size = back.size() - 16;
-  read.host_dst = back.data();
-  Reply read_reply = client.Call(read);
+  Reply read_reply =
+      client.Call(CopyOut(CommandKind::kMemcpyNow, 0, buffer + 16, back.data(), back.size() - 16));
   EXPECT_TRUE(read_reply.status.ok()) << read_reply.status;
   EXPECT_TRUE(std::equal(back.begin(), back.end() - 16, data.begin() + 16));
-  Command free_buffer;
-  free_buffer.kind = CommandKind::kFree;
-  free_buffer.dst = buffer;
-  EXPECT_TRUE(client.Call(free_buffer).status.ok());
+  EXPECT_TRUE(client.Call(FreeCommand(buffer)).status.ok());
 
   transport->reset();
   (*second)->Stop();

@@ -31,10 +31,13 @@
 #include "plugin/trace/trace_recorder.h"
 #include "plugin/trace/trace_replay.h"
 #include "plugin/transport/inproc_transport.h"
+#include "test_commands.h"
 
 namespace vgpu {
 namespace trace {
 namespace {
+
+using namespace vgpu_test;  // NOLINT: the command builders of test_commands.h
 
 std::string TempPath(const std::string& name) {
   return absl::StrCat(testing::TempDir(), "/trace_test_", ::getpid(), "_", name);
@@ -63,6 +66,13 @@ absl::Status ReadAll(const std::string& path, std::vector<TraceRecord>* records 
   }
 }
 
+// Expects `status`'s message to mention each of `parts`.
+void ExpectMentions(const absl::Status& status, std::initializer_list<std::string> parts) {
+  for (const std::string& part : parts) {
+    EXPECT_NE(status.message().find(part), std::string::npos) << part << " in: " << status;
+  }
+}
+
 // A small trace written record by record: header, allocate call, host-to-device post, a
 // device-to-host post and its result, a step.
 std::string WriteSampleTrace(const std::string& name) {
@@ -77,10 +87,7 @@ std::string WriteSampleTrace(const std::string& name) {
   EXPECT_TRUE(writer.ok()) << writer.status();
 
   std::vector<uint8_t> body, record;
-  Command allocate;
-  allocate.kind = CommandKind::kAllocate;
-  allocate.device = 1;
-  allocate.size = 4096;
+  const Command allocate = MakeCommand(CommandKind::kAllocate, 0, 4096, /*device=*/1);
   Reply reply;
   reply.value = 0x10000;
   EncodeCommandBody(allocate, HostSide::kNone, {}, &body);
@@ -88,23 +95,14 @@ std::string WriteSampleTrace(const std::string& name) {
   EncodeRecord(RecordType::kCall, 1, 10, body, &record);
 
   const std::vector<uint8_t> data = {1, 2, 3, 4, 5, 6, 7, 8};
-  Command copy;
-  copy.kind = CommandKind::kMemcpyHtoD;
-  copy.device = 1;
-  copy.stream = 7;
-  copy.dst = 0x10010;
-  copy.size = data.size();
-  copy.host_src = data.data();
+  const Command copy =
+      CopyIn(CommandKind::kMemcpyHtoD, 7, 0x10010, data.data(), data.size(), /*device=*/1);
   body.clear();
   EncodeCommandBody(copy, HostSide::kSource, data, &body);
   EncodeRecord(RecordType::kPost, 1, 20, body, &record);
 
-  Command back;
-  back.kind = CommandKind::kMemcpyDtoH;
-  back.device = 1;
-  back.stream = 7;
-  back.src = 0x10010;
-  back.size = data.size();
+  const Command back =
+      CopyOut(CommandKind::kMemcpyDtoH, 7, 0x10010, nullptr, data.size(), /*device=*/1);
   body.clear();
   EncodeCommandBody(back, HostSide::kDestination, {}, &body);
   EncodeRecord(RecordType::kPost, 1, 30, body, &record);
@@ -369,60 +367,29 @@ std::string RecordCpuRun(const std::string& name) {
   {
     InprocTransport inner((*executor)->OpenSession(&sink));
     TracingTransport transport(&inner, recorder->get(), 0);
-    Command command;
-    command.kind = CommandKind::kCreateStream;
-    command.stream = 41;
-    EXPECT_TRUE(transport.Call(command).status.ok());
-    command = Command();
-    command.kind = CommandKind::kAllocate;
-    command.size = 64;
-    Reply allocated = transport.Call(command);
+    EXPECT_TRUE(transport.Call(MakeCommand(CommandKind::kCreateStream, 41)).status.ok());
+    Reply allocated = transport.Call(MakeCommand(CommandKind::kAllocate, 0, 64));
     EXPECT_TRUE(allocated.status.ok());
     std::vector<float> in = {1, 2, 3, 4, 5, 6, 7, 8};
-    command = Command();
-    command.kind = CommandKind::kMemcpyHtoD;
-    command.stream = 41;
-    command.dst = allocated.value;
-    command.size = 32;
-    command.host_src = in.data();
-    EXPECT_TRUE(transport.Post(command).ok());
-    command = Command();
-    command.kind = CommandKind::kMemset;
-    command.stream = 41;
-    command.dst = allocated.value + 8;  // inside the allocation: translated by its offset
-    command.size = 8;
-    command.pattern_bytes = 1;
-    EXPECT_TRUE(transport.Post(command).ok());
+    EXPECT_TRUE(
+        transport.Post(CopyIn(CommandKind::kMemcpyHtoD, 41, allocated.value, in.data(), 32)).ok());
+    Command memset = MakeCommand(CommandKind::kMemset, 41, 8);
+    memset.dst = allocated.value + 8;  // inside the allocation: translated by its offset
+    memset.pattern_bytes = 1;
+    EXPECT_TRUE(transport.Post(memset).ok());
     std::vector<float> out(8, -1);
-    command = Command();
-    command.kind = CommandKind::kMemcpyDtoH;
-    command.stream = 41;
-    command.src = allocated.value;
-    command.size = 32;
-    command.host_dst = out.data();
-    EXPECT_TRUE(transport.Post(command).ok());
-    command = Command();
-    command.kind = CommandKind::kNotify;
-    command.stream = 41;
-    command.token = 5;
-    EXPECT_TRUE(transport.Post(command).ok());
-    command = Command();
-    command.kind = CommandKind::kSynchronizeStream;
-    command.stream = 41;
-    EXPECT_TRUE(transport.Call(command).status.ok());
+    EXPECT_TRUE(
+        transport.Post(CopyOut(CommandKind::kMemcpyDtoH, 41, allocated.value, out.data(), 32))
+            .ok());
+    EXPECT_TRUE(transport.Post(NotifyCommand(41, 5)).ok());
+    EXPECT_TRUE(transport.Call(MakeCommand(CommandKind::kSynchronizeStream, 41)).status.ok());
     std::vector<float> now(2, -1);
-    command = Command();
-    command.kind = CommandKind::kMemcpyNow;
-    command.src = allocated.value + 24;
-    command.size = 8;
-    command.host_dst = now.data();
-    EXPECT_TRUE(transport.Call(command).status.ok());
+    EXPECT_TRUE(
+        transport.Call(CopyOut(CommandKind::kMemcpyNow, 0, allocated.value + 24, now.data(), 8))
+            .status.ok());
     EXPECT_EQ(now[0], 7);
     recorder->get()->RecordStep(0, 1);
-    command = Command();
-    command.kind = CommandKind::kFree;
-    command.dst = allocated.value;
-    EXPECT_TRUE(transport.Call(command).status.ok());
+    EXPECT_TRUE(transport.Call(FreeCommand(allocated.value)).status.ok());
   }
   recorder->reset();
   return path;
@@ -547,14 +514,6 @@ class HostileTrace {
   std::vector<uint8_t> bytes_;
 };
 
-Command MakeCommand(CommandKind kind, uint64_t stream = 0, uint64_t size = 0) {
-  Command command;
-  command.kind = kind;
-  command.stream = stream;
-  command.size = size;
-  return command;
-}
-
 // The header of a HostileTrace: 40 fixed bytes and two empty strings.
 constexpr size_t kHostileHeaderBytes = kFileHeaderFixedBytes + 8;
 
@@ -633,13 +592,8 @@ TEST(TraceUntrusted, RefusesAHugeDeviceToHostCopyOutsideEveryAllocationWithoutAl
     absl::StatusOr<ReplayReport> report = ReplayTrace(path, ReplayOptions());
     ASSERT_FALSE(report.ok()) << size;
     EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
-    EXPECT_NE(report.status().message().find("record 0"), std::string::npos) << report.status();
-    EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", kHostileHeaderBytes)),
-              std::string::npos)
-        << report.status();
-    EXPECT_NE(report.status().message().find("does not lie inside one recorded allocation"),
-              std::string::npos)
-        << report.status();
+    ExpectMentions(report.status(), {"record 0", absl::StrCat("byte offset ", kHostileHeaderBytes),
+                                     "does not lie inside one recorded allocation"});
     std::ostringstream out, err;
     EXPECT_EQ(RunTraceTool({"stats", path}, out, err), 1);
     EXPECT_NE(err.str().find("recorded allocation"), std::string::npos) << err.str();
@@ -649,38 +603,31 @@ TEST(TraceUntrusted, RefusesAHugeDeviceToHostCopyOutsideEveryAllocationWithoutAl
   now.Call(MakeCommand(CommandKind::kMemcpyNow, 0, uint64_t{1} << 62), 0, HostSide::kDestination);
   absl::StatusOr<ReplayReport> report = ReplayTrace(now.Write("huge_now"), ReplayOptions());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("memcpy_sync"), std::string::npos) << report.status();
-  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"memcpy_sync", "recorded allocation"});
 }
 
 TEST(TraceUntrusted, RefusesACopyLongerThanTheAllocationItReadsFrom) {
   HostileTrace trace;
   AddAllocationAndStream(trace);
-  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
-  copy.src = 0x10000 + 16;  // 16 bytes past the start: 16 bytes too long
-  trace.Post(copy, HostSide::kDestination);
+  // 16 bytes past the start: 16 bytes too long.
+  trace.Post(CopyOut(CommandKind::kMemcpyDtoH, 1, 0x10000 + 16, nullptr, 1 << 20),
+             HostSide::kDestination);
   absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("long_copy"), ReplayOptions());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("record 2"), std::string::npos) << report.status();
-  EXPECT_NE(report.status().message().find("recorded allocation"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"record 2", "recorded allocation"});
 }
 
 TEST(TraceUntrusted, BoundsHostMemoryOfCopiesInFlightByTheMemoryLimit) {
   HostileTrace trace;
   AddAllocationAndStream(trace);
-  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1, 1 << 20);
-  copy.src = 0x10000;
+  const Command copy = CopyOut(CommandKind::kMemcpyDtoH, 1, 0x10000, nullptr, 1 << 20);
   for (int i = 0; i < 4; ++i) trace.Post(copy, HostSide::kDestination);  // no results follow
   ReplayOptions options;
   options.memory_limit = 3ull << 20;
   absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("in_flight"), options);
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted) << report.status();
-  EXPECT_NE(report.status().message().find("record 5"), std::string::npos) << report.status();
-  EXPECT_NE(report.status().message().find("--memory_limit"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"record 5", "--memory_limit"});
 }
 
 TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedOne) {
@@ -690,8 +637,7 @@ TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedO
   options.memory_limit = 64ull << 20;
   absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("big_limit"), options);
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("failed on replay"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"failed on replay"});
   // Without --memory_limit the recorded petabyte is capped at the host's default.
   EXPECT_LE(DefaultReplayMemoryLimit(1), uint64_t{1} << 50);
   HostileTrace empty(uint64_t{1} << 50);
@@ -706,36 +652,27 @@ TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
   ASSERT_FALSE(report.ok());
   EXPECT_EQ(report.status().code(), absl::StatusCode::kInvalidArgument) << report.status();
-  EXPECT_NE(report.status().message().find("record 0 (notified, token 12345"), std::string::npos)
-      << report.status();
-  EXPECT_NE(report.status().message().find(absl::StrCat("byte offset ", at)), std::string::npos)
-      << report.status();
-  EXPECT_NE(report.status().message().find("can never come"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"record 0 (notified, token 12345",
+                                   absl::StrCat("byte offset ", at), "can never come"});
 
   // A token posted once comes once: the second record naming it fails at once.
   HostileTrace twice;
   twice.Call(MakeCommand(CommandKind::kCreateStream, 1));
-  Command notify = MakeCommand(CommandKind::kNotify, 1);
-  notify.token = 7;
-  twice.Post(notify);
+  twice.Post(NotifyCommand(1, 7));
   twice.Notified(7);
   twice.Notified(7);
   report = ReplayTrace(twice.Write("twice"), ReplayOptions());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("record 3 (notified, token 7"), std::string::npos)
-      << report.status();
+  ExpectMentions(report.status(), {"record 3 (notified, token 7"});
 }
 
 TEST(TraceUntrusted, RefusesARecordedTokenInTheRangeTheReplayKeeps) {
   HostileTrace trace;
   trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
-  Command notify = MakeCommand(CommandKind::kNotify, 1);
-  notify.token = (uint64_t{1} << 62) | 2;
-  trace.Post(notify);
+  trace.Post(NotifyCommand(1, (uint64_t{1} << 62) | 2));
   absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("token_bits"), ReplayOptions());
   ASSERT_FALSE(report.ok());
-  EXPECT_NE(report.status().message().find("bits 62-63"), std::string::npos) << report.status();
+  ExpectMentions(report.status(), {"bits 62-63"});
 }
 
 TEST(TraceUntrusted, ReplaysFromMemoryAsFromAFile) {
@@ -839,47 +776,26 @@ TEST(TraceRecorderThreads, ManyThreadsRecordAReadableTraceThatReplaysEqual) {
         TracingTransport& transport = t % 2 == 0 ? device0 : device1;
         const uint32_t device = t % 2;
         const uint64_t stream = 1000 + t;
-        Command command;
-        command.kind = CommandKind::kCreateStream;
-        command.device = device;
-        command.stream = stream;
-        ASSERT_TRUE(transport.Call(command).status.ok());
+        ASSERT_TRUE(
+            transport.Call(MakeCommand(CommandKind::kCreateStream, stream, 0, device)).status.ok());
         for (int round = 0; round < kRounds; ++round) {
-          command = Command();
-          command.kind = CommandKind::kAllocate;
-          command.device = device;
-          command.size = 256;
-          Reply allocated = transport.Call(command);
+          Reply allocated = transport.Call(MakeCommand(CommandKind::kAllocate, 0, 256, device));
           ASSERT_TRUE(allocated.status.ok());
           std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
           std::vector<uint8_t> out(256, 0);
-          command = Command();
-          command.kind = CommandKind::kMemcpyHtoD;
-          command.device = device;
-          command.stream = stream;
-          command.dst = allocated.value;
-          command.size = 256;
-          command.host_src = in.data();
-          ASSERT_TRUE(transport.Post(command).ok());
-          command = Command();
-          command.kind = CommandKind::kMemcpyDtoH;
-          command.device = device;
-          command.stream = stream;
-          command.src = allocated.value;
-          command.size = 256;
-          command.host_dst = out.data();
-          ASSERT_TRUE(transport.Post(command).ok());
-          command = Command();
-          command.kind = CommandKind::kSynchronizeStream;
-          command.device = device;
-          command.stream = stream;
-          ASSERT_TRUE(transport.Call(command).status.ok());
+          ASSERT_TRUE(transport
+                          .Post(CopyIn(CommandKind::kMemcpyHtoD, stream, allocated.value,
+                                       in.data(), 256, device))
+                          .ok());
+          ASSERT_TRUE(transport
+                          .Post(CopyOut(CommandKind::kMemcpyDtoH, stream, allocated.value,
+                                        out.data(), 256, device))
+                          .ok());
+          ASSERT_TRUE(
+              transport.Call(MakeCommand(CommandKind::kSynchronizeStream, stream, 0, device))
+                  .status.ok());
           EXPECT_EQ(out, in);
-          command = Command();
-          command.kind = CommandKind::kFree;
-          command.device = device;
-          command.dst = allocated.value;
-          ASSERT_TRUE(transport.Call(command).status.ok());
+          ASSERT_TRUE(transport.Call(FreeCommand(allocated.value, device)).status.ok());
         }
         recorder->get()->RecordStep(static_cast<uint16_t>(device), t);
       });

@@ -368,25 +368,12 @@ def descriptor_main(name: str) -> None:
     the descriptor calls forwarded to the executor and answered locally in each step."""
     import keras
     import tensorflow as tf
-
-    import vgpu
-
-    class PerStep(keras.callbacks.Callback):
-        def __init__(self):
-            super().__init__()
-            self.steps = []
-
-        def on_train_batch_begin(self, batch, logs=None):
-            self.before = vgpu.stats()
-
-        def on_train_batch_end(self, batch, logs=None):
-            after = vgpu.stats()
-            self.steps.append({k: after[k] - self.before[k] for k in (
-                "descriptor_calls_forwarded", "descriptor_calls_local", "launches")})
+    import training_probe
 
     model = MODELS[name]
     x, y = model.data()
-    callback = PerStep()
+    callback = training_probe.per_step_counters(
+        ("descriptor_calls_forwarded", "descriptor_calls_local", "launches"))
     with tf.device("/GPU:0"):
         keras.utils.set_random_seed(5)
         net = model.build()

@@ -67,9 +67,33 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def backend_env(backend, **extra):
+    """This process's environment without its VGPU_* settings, for a TensorFlow child whose
+    VGPU_BACKEND is `backend` (a server address or "inproc"), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env.update({"VGPU_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}, **extra)
+    return env
+
+
 class ChildProcess:
     """A child process (`self.process`) with its log file (`self.log`): SIGTERM on stop (then
     SIGKILL after 15 s), usable as a context manager."""
+
+    def _start_server(self, command, ready, log_path, what, **popen_args):
+        """Starts `command` with its output in the file `log_path` and waits (30 s at most) for
+        the server to write its address to the file `ready`; that address is `self.address`."""
+        self.log = open(log_path, "w+")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT,
+                                        **popen_args)
+        wait_for(lambda: ready.exists() or self.process.poll() is not None, 30, what)
+        assert self.process.poll() is None, self.output()
+        self.address = ready.read_text()
+
+    def output(self):
+        """Everything the child has written to its log so far."""
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
 
     def stop(self):
         if self.process.poll() is None:
@@ -103,16 +127,7 @@ class ServerProcess(ChildProcess):
             token_file = tmp_path / f"token-{tag}"
             token_file.write_text(token)
             command.append(f"--token_file={token_file}")
-        self.log = open(tmp_path / f"server-{tag}.log", "w+")
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: ready.exists() or self.process.poll() is not None, 30, "the server")
-        assert self.process.poll() is None, self.output()
-        self.address = ready.read_text()
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
+        self._start_server(command, ready, tmp_path / f"server-{tag}.log", "the server")
 
     def alive(self):
         return self.process.poll() is None

@@ -9,10 +9,8 @@ import struct
 import numpy as np
 import pytest
 
-from raw_tenant import (ALLOCATE, CREATE_STREAM, LAUNCH, ACTIVATION_FORWARD, ACTIVATION_DESCRIPTOR,
-                        TENSOR_DESCRIPTOR, RawTenant, ServerProcess, activation_settings,
-                        bystander_round_trip, descriptor_section, pipelined_calls,
-                        tensor_settings, wait_for)
+from raw_tenant import (ALLOCATE, CREATE_STREAM, RawTenant, ServerProcess, bystander_round_trip,
+                        pipelined_calls, wait_for)
 
 RESOURCE_EXHAUSTED, INVALID_ARGUMENT, PERMISSION_DENIED = 8, 3, 7
 
@@ -25,11 +23,7 @@ def server(tmp_path):
 
 def relu_in_place(tenant, stream, address, count):
     """Queues x = relu(x) over `count` float32 elements (reads and writes x)."""
-    return tenant.post(
-        LAUNCH, stream=stream, obj=ACTIVATION_FORWARD,
-        buffers=[(address, 4 * count), (address, 4 * count)],
-        descriptors=descriptor_section((ACTIVATION_DESCRIPTOR, activation_settings()),
-                                       (TENSOR_DESCRIPTOR, tensor_settings([count]))))
+    return tenant.relu(stream, address, address, count)
 
 
 def test_free_while_in_flight_never_hands_the_memory_to_another_tenant(server):

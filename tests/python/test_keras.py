@@ -59,21 +59,26 @@ def test_tf_function_with_jit_compile_runs_on_the_virtual_gpu():
     np.testing.assert_allclose(result.numpy(), np.maximum(a @ b, 0) * 2.0, rtol=1e-5)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
-def test_assign_add_and_sub_on_device_variables_match_the_cpu(dtype):
+def _updated_variable_on(device, dtype, update):
+    """update(variable, delta) on `device`, for a new 4x6 `dtype` variable there and a `delta` of
+    the same shape (small values, the same on every device); returns what `update` returns."""
     start = (np.arange(24).reshape(4, 6) % 7).astype(dtype)
     delta = (np.arange(24).reshape(4, 6) % 5).astype(dtype)
+    with tf.device(device):
+        return update(tf.Variable(start), delta)
 
-    def run(device):
-        with tf.device(device):
-            variable = tf.Variable(start)
-            variable.assign_add(delta)
-            variable.assign_add(delta)
-            variable.assign_sub(tf.constant(delta) * 3 if dtype != np.int32 else delta * 3)
-            return variable.read_value()
 
-    on_gpu = run("/GPU:0")
-    np.testing.assert_array_equal(on_gpu.numpy(), run("/CPU:0").numpy())
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int32, np.int64])
+def test_assign_add_and_sub_on_device_variables_match_the_cpu(dtype):
+    def update(variable, delta):
+        variable.assign_add(delta)
+        variable.assign_add(delta)
+        variable.assign_sub(tf.constant(delta) * 3 if dtype != np.int32 else delta * 3)
+        return variable.read_value()
+
+    on_gpu = _updated_variable_on("/GPU:0", dtype, update)
+    np.testing.assert_array_equal(on_gpu.numpy(),
+                                  _updated_variable_on("/CPU:0", dtype, update).numpy())
 
 
 @pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int16, np.uint16, np.uint32, np.uint64,
@@ -81,21 +86,17 @@ def test_assign_add_and_sub_on_device_variables_match_the_cpu(dtype):
 def test_assign_add_and_sub_of_dtypes_the_executor_lacks_match_the_cpu(dtype):
     # These once fell to TensorFlow's DEFAULT kernel, which read device memory on the host: a
     # SIGSEGV of the process. Unsigned results wrap as on the CPU.
-    start = (np.arange(24).reshape(4, 6) % 7).astype(dtype)
-    delta = (np.arange(24).reshape(4, 6) % 5).astype(dtype)
+    def update(variable, delta):
+        variable.assign_add(delta)
+        variable.assign_sub(delta)
+        variable.assign_sub(delta)
+        variable.assign_sub(delta)
+        return variable
 
-    def run(device):
-        with tf.device(device):
-            variable = tf.Variable(start)
-            variable.assign_add(delta)
-            variable.assign_sub(delta)
-            variable.assign_sub(delta)
-            variable.assign_sub(delta)
-            return variable
-
-    on_gpu = run("/GPU:0")
+    on_gpu = _updated_variable_on("/GPU:0", dtype, update)
     assert "GPU:0" in on_gpu.device
-    np.testing.assert_array_equal(on_gpu.numpy(), run("/CPU:0").numpy())
+    np.testing.assert_array_equal(on_gpu.numpy(),
+                                  _updated_variable_on("/CPU:0", dtype, update).numpy())
 
 
 def test_update_does_not_change_a_value_read_before_it():

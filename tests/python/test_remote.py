@@ -1,14 +1,13 @@
 """The remote backing executor: a `vgpu server` started by the test on a temporary Unix socket
 and on 127.0.0.1 TCP, with TensorFlow processes as clients. Every wait is bounded."""
 import json
-import os
 import socket
 import subprocess
 import sys
 import textwrap
 
 import pytest
-from raw_tenant import ALLOCATE, MEMCPY_NOW, RawTenant, ServerProcess, wait_for
+from raw_tenant import ALLOCATE, MEMCPY_NOW, RawTenant, ServerProcess, backend_env, wait_for
 
 
 @pytest.fixture(params=["unix", "tcp"])
@@ -23,12 +22,6 @@ def server(request, tmp_path):
     process = ServerProcess(tmp_path, listen=listen, memory_limit="1GiB")
     yield process
     process.stop()
-
-
-def _child_env(backend, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
-    env.update({"VGPU_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}, **extra)
-    return env
 
 
 def _python(code, env, timeout=180, **kwargs):
@@ -68,11 +61,11 @@ def _losses(done):
 
 @pytest.fixture(scope="module")
 def inproc_losses():
-    return _losses(_python(TRAIN, _child_env("inproc")))
+    return _losses(_python(TRAIN, backend_env("inproc")))
 
 
 def test_keras_training_through_the_server_matches_in_process(server, inproc_losses):
-    done = _python(TRAIN, _child_env(server.address))
+    done = _python(TRAIN, backend_env(server.address))
     assert server.address in done.stdout
     assert _losses(done) == pytest.approx(inproc_losses, rel=1e-5, abs=1e-6)
 
@@ -91,7 +84,7 @@ CLIENT_WORK = """
 
 def test_four_concurrent_tensorflow_processes_share_one_server(server):
     children = [subprocess.Popen([sys.executable, "-c", textwrap.dedent(CLIENT_WORK.format(seed=i))],
-                                 env=_child_env(server.address), stdout=subprocess.PIPE,
+                                 env=backend_env(server.address), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True) for i in range(4)]
     for i, child in enumerate(children):
         out, err = child.communicate(timeout=240)
@@ -120,7 +113,7 @@ HOLDER = """
 
 def _start_holder(server):
     child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOLDER)],
-                             env=_child_env(server.address), stdin=subprocess.PIPE,
+                             env=backend_env(server.address), stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = child.stdout.readline()  # bounded: the child exits on failure, closing stdout
     assert line.startswith("READY"), child.stderr.read()[-3000:] if child.poll() else line
@@ -164,11 +157,11 @@ def test_a_wrong_token_is_refused(tmp_path):
                            token="s3cret")
     try:
         probe = "import vgpu, json; print('INFO ' + json.dumps(vgpu.info()))"
-        wrong = _python(probe, _child_env(server.address, VGPU_TOKEN="guess"))
+        wrong = _python(probe, backend_env(server.address, VGPU_TOKEN="guess"))
         info = json.loads(next(l for l in wrong.stdout.splitlines() if l.startswith("INFO "))[5:])
         assert info["device_count"] == 0
         assert "token" in info["declined"]
-        right = _python(probe, _child_env(server.address, VGPU_TOKEN="s3cret"))
+        right = _python(probe, backend_env(server.address, VGPU_TOKEN="s3cret"))
         info = json.loads(next(l for l in right.stdout.splitlines() if l.startswith("INFO "))[5:])
         assert info["device_count"] == 1, right.stderr[-2000:]
     finally:
@@ -238,5 +231,5 @@ FUZZ = """
 
 def test_fuzzing_the_frame_decoder_finds_no_crash():
     pytest.importorskip("atheris")
-    done = _python(FUZZ, _child_env("inproc"), timeout=120)
+    done = _python(FUZZ, backend_env("inproc"), timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]

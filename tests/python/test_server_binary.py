@@ -13,7 +13,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from raw_tenant import ALLOCATE, RawTenant, wait_for
+from raw_tenant import ALLOCATE, ChildProcess, RawTenant, wait_for
 
 from vgpu import server as vgpu_server
 
@@ -39,25 +39,22 @@ TENSORFLOW_DIR = os.path.realpath(os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(vgpu_server.__file__))), "tensorflow"))
 
 
-class BareServer:
+def _run_bare(*flags):
+    """Runs vgpu-server with `flags` in the bare environment to its end (60 s at most)."""
+    return subprocess.run([BINARY, *flags], env=BARE_ENVIRONMENT, capture_output=True, text=True,
+                          timeout=60, check=False)
+
+
+class BareServer(ChildProcess):
     """vgpu-server started with nothing from this environment, on a Unix socket in tmp_path."""
 
     def __init__(self, tmp_path, *flags):
         self.socket_path = tmp_path / "vgpu.sock"
         ready = tmp_path / "ready"
-        self.log = open(tmp_path / "server.log", "w+")
-        self.process = subprocess.Popen(
+        self._start_server(
             [BINARY, f"--listen=unix://{self.socket_path}", f"--ready_file={ready}",
              "--memory_limit=256MiB", "--compute_threads=2", *flags],
-            env=BARE_ENVIRONMENT, cwd=tmp_path, stdout=self.log, stderr=subprocess.STDOUT)
-        wait_for(lambda: ready.exists() or self.process.poll() is not None, 30, "vgpu-server")
-        assert self.process.poll() is None, self.output()
-        self.address = ready.read_text()
-
-    def output(self):
-        self.log.flush()
-        self.log.seek(0)
-        return self.log.read()
+            ready, tmp_path / "server.log", "vgpu-server", env=BARE_ENVIRONMENT, cwd=tmp_path)
 
     def stop(self):
         """SIGTERM; returns the exit code."""
@@ -125,9 +122,7 @@ def test_sigterm_stops_the_server_cleanly(bare_server):
 
 
 def test_an_unknown_executor_exits_nonzero_listing_the_known_ones(tmp_path):
-    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=quantum"],
-                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = _run_bare(f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=quantum")
     assert done.returncode != 0
     assert "unknown executor 'quantum'; this build offers: cpu" in done.stderr
     assert not (tmp_path / "vgpu.sock").exists()
@@ -135,17 +130,14 @@ def test_an_unknown_executor_exits_nonzero_listing_the_known_ones(tmp_path):
 
 def test_the_cuda_executor_of_a_build_without_cuda_exits_nonzero_naming_cuda(tmp_path):
     # The package's vgpu-server is built without VGPU_CUDA (scripts/build_cuda.sh builds one).
-    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=cuda"],
-                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = _run_bare(f"--listen=unix://{tmp_path}/vgpu.sock", "--executor=cuda")
     assert done.returncode != 0
     assert "this build has no CUDA executor; build it with scripts/build_cuda.sh" in done.stderr
     assert not (tmp_path / "vgpu.sock").exists()
 
 
 def test_help_lists_every_flag_of_vgpu_server():
-    done = subprocess.run([BINARY, "--help"], env=BARE_ENVIRONMENT, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = _run_bare("--help")
     assert done.returncode == 0, done.stderr
     for flag in vgpu_server.SERVER_FLAGS:
         assert re.search(rf"--(\[no\])?{flag}:", done.stdout), flag
@@ -156,9 +148,7 @@ def test_a_token_file_without_a_token_is_refused_at_start(tmp_path, contents):
     # Taken as "no token", it would silently serve without authentication.
     token_file = tmp_path / "token"
     token_file.write_text(contents)
-    done = subprocess.run([BINARY, f"--listen=unix://{tmp_path}/vgpu.sock",
-                           f"--token_file={token_file}"], env=BARE_ENVIRONMENT,
-                          capture_output=True, text=True, timeout=60, check=False)
+    done = _run_bare(f"--listen=unix://{tmp_path}/vgpu.sock", f"--token_file={token_file}")
     assert done.returncode != 0
     assert f"--token_file {token_file} holds no token" in done.stderr, done.stderr
     assert not (tmp_path / "vgpu.sock").exists()
@@ -173,13 +163,9 @@ def test_flags_take_byte_sizes_and_refuse_unknown_flags(tmp_path):
             assert not tenant.call(ALLOCATE, size=1 << 20).ok  # past 1.5 MiB
     finally:
         assert server.stop() == 0
-    done = subprocess.run([BINARY, "--listen=unix:///tmp/x.sock", "--bogus=1"],
-                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = _run_bare("--listen=unix:///tmp/x.sock", "--bogus=1")
     assert done.returncode == 2 and "unknown flag --bogus" in done.stderr
-    done = subprocess.run([BINARY, "--listen=unix:///tmp/x.sock", "--memory_limit=lots"],
-                          env=BARE_ENVIRONMENT, capture_output=True, text=True, timeout=60,
-                          check=False)
+    done = _run_bare("--listen=unix:///tmp/x.sock", "--memory_limit=lots")
     assert done.returncode == 1 and "--memory_limit" in done.stderr
 
 

@@ -5,6 +5,7 @@ descriptors of the wrong size or kind, no descriptor, unsealed memfds) are error
 attacker's connection only: the server stays alive and a bystander's work is intact."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import socket
@@ -17,7 +18,8 @@ import pytest
 
 from raw_tenant import (
     ALLOCATE, COMMAND, MEMCPY_HTOD, MEMCPY_NOW, OK, SHM_DATA, WANTS_HOST_DATA,
-    RawTenant, ServerProcess, bystander_round_trip, command_payload, frame, sealed_memfd,
+    RawTenant, ServerProcess, backend_env, bystander_round_trip, command_payload, frame,
+    sealed_memfd,
 )
 
 LIBC = ctypes.CDLL(None, use_errno=True)
@@ -31,12 +33,6 @@ def server(tmp_path):
     process = ServerProcess(tmp_path, memory_limit="512MiB")
     yield process
     process.stop()
-
-
-def _child_env(backend, **extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
-    env.update({"VGPU_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "2"}, **extra)
-    return env
 
 
 # Copies of several sizes (below the shared-memory threshold, at it, chunked) onto GPU:0 and
@@ -72,11 +68,11 @@ def _digests(env):
 def test_tensorflow_copies_through_shared_memory_match_the_socket_path_and_in_process(tmp_path):
     server = ServerProcess(tmp_path, memory_limit="512MiB")
     try:
-        with_shm, _ = _digests(_child_env(server.address))
-        without_shm, _ = _digests(_child_env(server.address, VGPU_SHM="0"))
+        with_shm, _ = _digests(backend_env(server.address))
+        without_shm, _ = _digests(backend_env(server.address, VGPU_SHM="0"))
     finally:
         server.stop()
-    in_process, _ = _digests(_child_env("inproc"))
+    in_process, _ = _digests(backend_env("inproc"))
     assert with_shm == without_shm == in_process
 
 
@@ -88,8 +84,8 @@ def test_the_server_reports_the_region_and_vgpu_shm_0_goes_without(server):
         print("READY", flush=True)
         sys.stdin.readline()
     """
-    for env, expected in ((_child_env(server.address), 64 * MIB),
-                          (_child_env(server.address, VGPU_SHM="0"), 0)):
+    for env, expected in ((backend_env(server.address), 64 * MIB),
+                          (backend_env(server.address, VGPU_SHM="0"), 0)):
         child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(holder)], env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         try:
@@ -106,10 +102,10 @@ def test_tcp_copies_go_through_the_socket(tmp_path):
         port = s.getsockname()[1]
     server = ServerProcess(tmp_path, listen=f"tcp://127.0.0.1:{port}", memory_limit="512MiB")
     try:
-        over_tcp, _ = _digests(_child_env(server.address))
+        over_tcp, _ = _digests(backend_env(server.address))
     finally:
         server.stop()
-    assert over_tcp == _digests(_child_env("inproc"))[0]
+    assert over_tcp == _digests(backend_env("inproc"))[0]
 
 
 # -- raw-socket attacks on the region ---------------------------------------------------------
@@ -125,6 +121,20 @@ def _attached(server, size=REGION):
 def _assert_unharmed(server):
     assert server.alive(), server.output()
     bystander_round_trip(server.address)
+
+
+@contextlib.contextmanager
+def _closes_only_that_connection(server, tenant, fd):
+    """Around an attack by `tenant`: afterwards the server has closed the tenant's connection
+    (its next call fails) and still serves a bystander. Closes the tenant and `fd` either way."""
+    try:
+        yield
+        with pytest.raises((ConnectionError, TimeoutError)):
+            tenant.call(ALLOCATE, size=16, timeout=10)
+    finally:
+        tenant.close()
+        os.close(fd)
+    _assert_unharmed(server)
 
 
 def test_an_honest_raw_tenant_copies_through_its_region(server):
@@ -181,16 +191,10 @@ def test_copies_outside_the_region_are_refused(server, offset, size):
 @pytest.mark.parametrize("size", [2**64 - 4, 40 * MIB])
 def test_copy_lengths_past_the_chunk_limit_close_only_that_connection(server, size):
     tenant, fd = _attached(server)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         stream = tenant.create_stream()
         address = tenant.allocate(4096)
         tenant.write_shm(stream, address, 8, size)
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_shared_memory_copies_without_a_region_are_refused(server):
@@ -280,15 +284,9 @@ def test_an_oversized_region_and_a_second_attach_are_refused(server):
 def test_a_malformed_attach_frame_closes_only_that_connection(server):
     tenant = RawTenant(server.address)
     fd = sealed_memfd(REGION)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         data = frame(10, 1, struct.pack("<QQ", REGION, 0))  # 16 bytes instead of 8
         socket.send_fds(tenant.sock, [data], [fd])
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_the_tenant_rewriting_and_punching_its_region_mid_copy_harms_nobody(server):
@@ -313,18 +311,12 @@ def test_the_tenant_rewriting_and_punching_its_region_mid_copy_harms_nobody(serv
 
 def test_flags_naming_shared_memory_on_the_wrong_side_close_only_that_connection(server):
     tenant, fd = _attached(server)
-    try:
+    with _closes_only_that_connection(server, tenant, fd):
         stream = tenant.create_stream()
         address = tenant.allocate(4096)
         tenant.send_raw(frame(COMMAND, 99, command_payload(
             MEMCPY_HTOD, stream=stream, dst=address, size=4096, shm_offset=0,
             flags=SHM_DATA | WANTS_HOST_DATA)))
-        with pytest.raises((ConnectionError, TimeoutError)):
-            tenant.call(ALLOCATE, size=16, timeout=10)
-    finally:
-        tenant.close()
-        os.close(fd)
-    _assert_unharmed(server)
 
 
 def test_descriptors_sent_with_other_frames_do_not_pile_up_in_the_server(server):
@@ -369,11 +361,11 @@ def test_a_server_that_takes_no_region_still_copies_everything_right(tmp_path, f
     and every byte goes through the socket, with the same results."""
     server = ServerProcess(tmp_path, memory_limit="512MiB", flags=[flag])
     try:
-        digests, stderr = _digests(_child_env(server.address))
+        digests, stderr = _digests(backend_env(server.address))
         assert server.alive()
     finally:
         server.stop()
-    assert digests == _digests(_child_env("inproc"))[0]
+    assert digests == _digests(backend_env("inproc"))[0]
     assert "shared memory" in stderr or "shm" in stderr, stderr[-2000:]  # the refusal is logged
 
 

@@ -9,6 +9,29 @@ import sys
 import numpy as np
 
 
+def per_step_counters(keys):
+    """A Keras callback whose `steps` lists, for each training batch, how much each vgpu.stats()
+    counter named in `keys` grew during it. Imports keras and vgpu: call it in the probe's child
+    process, after the plugin's configuration is in place."""
+    import keras
+
+    import vgpu
+
+    class PerStep(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.steps = []
+
+        def on_train_batch_begin(self, batch, logs=None):
+            self.before = vgpu.stats()
+
+        def on_train_batch_end(self, batch, logs=None):
+            after = vgpu.stats()
+            self.steps.append({k: after[k] - self.before[k] for k in keys})
+
+    return PerStep()
+
+
 def main(device):
     import keras
     import tensorflow as tf
@@ -39,21 +62,9 @@ def main(device):
                   jit_compile=False if device == "cpu" else "auto")
     callbacks = []
     if device == "gpu":
-        class PerStep(keras.callbacks.Callback):
-            def __init__(self):
-                super().__init__()
-                self.steps = []
-
-            def on_train_batch_begin(self, batch, logs=None):
-                self.before = vgpu.stats()
-
-            def on_train_batch_end(self, batch, logs=None):
-                after = vgpu.stats()
-                self.steps.append({k: after[k] - self.before[k] for k in (
-                    "descriptor_calls_forwarded", "descriptor_calls_local", "round_trips",
-                    "launches", "descriptor_settings_updates")})
-
-        callbacks.append(PerStep())
+        callbacks.append(per_step_counters((
+            "descriptor_calls_forwarded", "descriptor_calls_local", "round_trips", "launches",
+            "descriptor_settings_updates")))
     history = model.fit(x, y, batch_size=64, epochs=3, shuffle=False, verbose=0,
                         callbacks=callbacks)
     result = {"losses": history.history["loss"]}

@@ -53,19 +53,41 @@ def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
     return actual
 
 
-def gradients_of(fn):
+def gradients_of(fn, seed=99, with_values=False):
     """A function of tensors that returns d(sum(fn(*tensors) * w))/d(tensors) for a fixed random
-    upstream gradient w."""
+    upstream gradient w (drawn with `seed`); with `with_values`, a tuple of fn(*tensors) and
+    those gradients."""
 
     def gradients(*tensors):
         with tf.GradientTape() as tape:
             for t in tensors:
                 tape.watch(t)
             out = fn(*tensors)
-        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=99))
-        return tape.gradient(out, tensors, output_gradients=weights)
+        weights = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=seed))
+        grads = tape.gradient(out, tensors, output_gradients=weights)
+        return (out,) + tuple(grads) if with_values else grads
 
     return gradients
+
+
+def pooling_gradient(pool, ksize, strides, padding, data_format):
+    """A function of t: the gradient with respect to t of
+    pool(t, ksize, strides, padding, data_format=data_format) for a fixed random upstream gradient
+    (seed 99) drawn in the channels-last layout, so it is the same whichever the data format (a
+    channels-first one, NCHW or NCDHW, gets it transposed)."""
+
+    def gradient(t):
+        with tf.GradientTape() as tape:
+            tape.watch(t)
+            out = pool(t, ksize, strides, padding, data_format=data_format)
+        channels_first = data_format.startswith("NC")
+        shape = np.moveaxis(np.empty(out.shape), 1, -1).shape if channels_first else out.shape
+        weights = random_array(shape, out.dtype.as_numpy_dtype, seed=99)
+        if channels_first:
+            weights = np.moveaxis(weights, -1, 1)
+        return tape.gradient(out, t, output_gradients=tf.constant(weights))
+
+    return gradient
 
 
 def assert_gradients_match_cpu(fn, *args, **tol):

@@ -390,16 +390,7 @@ def grouped_reference(groups, conv):
 def values_and_gradients(device, fn, *args):
     """fn(*args) and d(sum(fn(*args) * u))/d(args) on `device`, u a fixed random upstream
     gradient, as numpy arrays."""
-
-    def run(*tensors):
-        with tf.GradientTape() as tape:
-            for t in tensors:
-                tape.watch(t)
-            out = fn(*tensors)
-        upstream = tf.constant(random_array(out.shape, out.dtype.as_numpy_dtype, seed=98))
-        return (out,) + tuple(tape.gradient(out, tensors, output_gradients=upstream))
-
-    return on_device(device, run, *args)
+    return on_device(device, gradients_of(fn, seed=98, with_values=True), *args)
 
 
 GROUPED_CASES = [

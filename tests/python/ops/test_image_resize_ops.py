@@ -169,16 +169,24 @@ def test_scale_and_translate_kernel_type_is_case_insensitive():
 GRAD_SHAPES = [((2, 5, 7, 3), (9, 4)), ((1, 8, 6, 2), (3, 11)), ((1, 6, 1, 1), (13, 3))]
 
 
+def assert_original_image_grad_matches_cpu(op, shape, size, dtype, seed, align_corners,
+                                           half_pixel_centers):
+    """`op` (ResizeBilinearGrad or ResizeBicubicGrad) of float32 upstream gradients of the
+    resized `size` (drawn with `seed`) into an original image of `shape` and `dtype`, against the
+    CPU."""
+    grads = random_array((shape[0], *size, shape[3]), np.float32, seed=seed)
+    original = np.zeros(shape, dtype)
+    assert_matches_cpu(
+        lambda g, o: op(grads=g, original_image=o, **flags(align_corners, half_pixel_centers)),
+        grads, original, **tolerance(dtype))
+
+
 @pytest.mark.parametrize("align_corners,half_pixel_centers", FLAGS)
 @pytest.mark.parametrize("dtype", FLOATING)
 @pytest.mark.parametrize("shape,size", GRAD_SHAPES)
 def test_resize_bilinear_grad_matches_cpu(align_corners, half_pixel_centers, dtype, shape, size):
-    grads = random_array((shape[0], *size, shape[3]), np.float32, seed=2)
-    original = np.zeros(shape, dtype)
-    assert_matches_cpu(
-        lambda g, o: R.ResizeBilinearGrad(grads=g, original_image=o,
-                                          **flags(align_corners, half_pixel_centers)),
-        grads, original, **tolerance(dtype))
+    assert_original_image_grad_matches_cpu(R.ResizeBilinearGrad, shape, size, dtype, 2,
+                                           align_corners, half_pixel_centers)
 
 
 @pytest.mark.parametrize("align_corners,half_pixel_centers", FLAGS)
@@ -197,12 +205,8 @@ def test_resize_nearest_neighbor_grad_matches_cpu(align_corners, half_pixel_cent
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,size", GRAD_SHAPES)
 def test_resize_bicubic_grad_matches_cpu(align_corners, half_pixel_centers, dtype, shape, size):
-    grads = random_array((shape[0], *size, shape[3]), np.float32, seed=6)
-    original = np.zeros(shape, dtype)
-    assert_matches_cpu(
-        lambda g, o: R.ResizeBicubicGrad(grads=g, original_image=o,
-                                         **flags(align_corners, half_pixel_centers)),
-        grads, original, **tolerance(dtype))
+    assert_original_image_grad_matches_cpu(R.ResizeBicubicGrad, shape, size, dtype, 6,
+                                           align_corners, half_pixel_centers)
 
 
 @pytest.mark.parametrize("antialias", [True, False])

@@ -7,7 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ops.op_testing import assert_matches_cpu, random_array, run_on, tolerance
+from ops.op_testing import (
+    assert_matches_cpu, pooling_gradient, random_array, run_on, tolerance,
+)
 
 BF16 = tf.bfloat16.as_numpy_dtype
 DTYPES = [np.float32, np.float16, BF16]
@@ -78,18 +80,7 @@ def test_pool3d_ncdhw_on_gpu_matches_ndhwc_on_cpu(mode, padding):
 
 
 def pool3d_gradient(mode, ksize, strides, padding, data_format="NDHWC"):
-    def gradient(t):
-        with tf.GradientTape() as tape:
-            tape.watch(t)
-            out = POOLS[mode](t, ksize, strides, padding, data_format=data_format)
-        # The same upstream gradient in either layout (drawn in NDHWC).
-        shape = out.shape if data_format == "NDHWC" else to_ndhwc(np.empty(out.shape)).shape
-        weights = random_array(shape, out.dtype.as_numpy_dtype, seed=99)
-        if data_format == "NCDHW":
-            weights = to_ncdhw(weights)
-        return tape.gradient(out, t, output_gradients=tf.constant(weights))
-
-    return gradient
+    return pooling_gradient(POOLS[mode], ksize, strides, padding, data_format)
 
 
 @pytest.mark.parametrize("mode", sorted(POOLS))

@@ -92,25 +92,35 @@ def test_gradient_of_max_pool_with_argmax_matches_cpu():
     assert_matches_cpu(gradient, x, rtol=0, atol=0)
 
 
+# TensorFlow's own argmax tests pool 2x2 windows of stride 1 over two 3x3 images; the argmax of
+# their eight windows, counted per image and over the batch.
+DOCUMENTED_ARGMAX = [(False, [0, 1, 3, 5, 0, 2, 6, 8]), (True, [0, 1, 3, 5, 9, 11, 15, 17])]
+
+
+def run_documented_case_on_gpu(op, x, upstream, argmax, include_batch):
+    """`op` (tf.raw_ops.MaxPoolGradWithArgmax or MaxPoolGradGradWithArgmax) on GPU:0 over the
+    2x2 windows of stride 1 of TensorFlow's tests, with the eight `argmax` indices given."""
+    return run_on("/GPU:0", lambda a, g, m: op(
+        input=a, grad=g, argmax=m, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID",
+        include_batch_in_index=include_batch),
+        x, upstream, np.array(argmax, np.int64).reshape(2, 2, 2, 1))
+
+
 def test_max_pool_grad_with_argmax_adds_up_gradients_routed_to_one_element():
     # TensorFlow's testMaxPoolingGradWithArgmax: several windows pick element 0 or 2.
     x = np.ones((2, 3, 3, 1), np.float32)
     dy = np.array([11.0, 12.0, 13.0, 14.0, 21.0, 22.0, 23.0, 24.0], np.float32).reshape(2, 2, 2, 1)
     expected = [11.0, 12.0, 0.0, 13.0, 0.0, 14.0, 0.0, 0.0, 0.0,
                 21.0, 0.0, 22.0, 0.0, 0.0, 0.0, 23.0, 0.0, 24.0]
-    for include_batch, argmax in [(False, [0, 1, 3, 5, 0, 2, 6, 8]),
-                                  (True, [0, 1, 3, 5, 9, 11, 15, 17])]:
-        dx = run_on("/GPU:0", lambda a, g, m: tf.raw_ops.MaxPoolGradWithArgmax(
-            input=a, grad=g, argmax=m, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1],
-            padding="VALID", include_batch_in_index=include_batch),
-            x, dy, np.array(argmax, np.int64).reshape(2, 2, 2, 1))
+    for include_batch, argmax in DOCUMENTED_ARGMAX:
+        dx = run_documented_case_on_gpu(tf.raw_ops.MaxPoolGradWithArgmax, x, dy, argmax,
+                                        include_batch)
         assert dx.device.endswith("GPU:0")
         np.testing.assert_array_equal(dx.numpy().ravel(), expected)
     # Collisions: every output of both images routed to element 0 of the batch (legal with
     # include_batch_in_index), summed in output order.
-    dx = run_on("/GPU:0", lambda a, g, m: tf.raw_ops.MaxPoolGradWithArgmax(
-        input=a, grad=g, argmax=m, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1], padding="VALID",
-        include_batch_in_index=True), x, dy, np.zeros((2, 2, 2, 1), np.int64))
+    dx = run_documented_case_on_gpu(tf.raw_ops.MaxPoolGradWithArgmax, x, dy, [0] * 8,
+                                    include_batch=True)
     np.testing.assert_array_equal(dx.numpy().ravel(), [dy.sum()] + [0.0] * 17)
 
 
@@ -137,12 +147,9 @@ def test_max_pool_grad_grad_with_argmax_gives_tensorflows_documented_values():
     ddx = np.array([11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0,
                     21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0],
                    np.float32).reshape(2, 3, 3, 1)
-    for include_batch, argmax in [(False, [0, 1, 3, 5, 0, 2, 6, 8]),
-                                  (True, [0, 1, 3, 5, 9, 11, 15, 17])]:
-        ddy = run_on("/GPU:0", lambda a, g, m: tf.raw_ops.MaxPoolGradGradWithArgmax(
-            input=a, grad=g, argmax=m, ksize=[1, 2, 2, 1], strides=[1, 1, 1, 1],
-            padding="VALID", include_batch_in_index=include_batch),
-            x, ddx, np.array(argmax, np.int64).reshape(2, 2, 2, 1))
+    for include_batch, argmax in DOCUMENTED_ARGMAX:
+        ddy = run_documented_case_on_gpu(tf.raw_ops.MaxPoolGradGradWithArgmax, x, ddx, argmax,
+                                         include_batch)
         np.testing.assert_array_equal(ddy.numpy().ravel(),
                                       [11.0, 12.0, 14.0, 16.0, 21.0, 23.0, 27.0, 29.0])
 

@@ -9,7 +9,9 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_matches_cpu, random_array, run_on, tolerance
+from ops.op_testing import (
+    assert_matches_cpu, pooling_gradient, random_array, run_on, tolerance,
+)
 
 FLOATING = [np.float32, np.float64, np.float16, tf.bfloat16.as_numpy_dtype]
 POOLS = {"max": tf.nn.max_pool2d, "avg": tf.nn.avg_pool2d}
@@ -69,18 +71,7 @@ def test_max_pool_with_explicit_padding_matches_cpu():
 
 
 def pool_gradient(mode, ksize, strides, padding, data_format="NHWC"):
-    def gradient(t):
-        with tf.GradientTape() as tape:
-            tape.watch(t)
-            out = POOLS[mode](t, ksize, strides, padding, data_format=data_format)
-        # The same upstream gradient in either layout (drawn in NHWC).
-        shape = out.shape if data_format == "NHWC" else to_nhwc(np.empty(out.shape)).shape
-        weights = random_array(shape, out.dtype.as_numpy_dtype, seed=99)
-        if data_format == "NCHW":
-            weights = to_nchw(weights)
-        return tape.gradient(out, t, output_gradients=tf.constant(weights))
-
-    return gradient
+    return pooling_gradient(POOLS[mode], ksize, strides, padding, data_format)
 
 
 @pytest.mark.parametrize("mode", sorted(POOLS))

@@ -415,16 +415,23 @@ def _variable_on(device, value):
         return tf.Variable(value)
 
 
-@pytest.mark.parametrize("dtype", FLOATS + [np.int64, np.bool_])
-def test_resource_gather_matches_cpu(dtype):
-    value = random_array((6, 4), dtype, seed=24)
-    indices = np.array([[5, 0], [2, 2]], np.int32)
+def _on_cpu_and_gpu(value, use):
+    """use(variable) on a new variable holding `value`, run on the CPU and then on GPU:0 (each
+    with its own variable there): the two results, CPU first."""
     results = []
     for device in ("/CPU:0", "/GPU:0"):
         var = _variable_on(device, value)
         with tf.device(device):
-            results.append(raw.ResourceGather(resource=var.handle, indices=indices,
-                                              dtype=var.dtype))
+            results.append(use(var))
+    return results
+
+
+@pytest.mark.parametrize("dtype", FLOATS + [np.int64, np.bool_])
+def test_resource_gather_matches_cpu(dtype):
+    value = random_array((6, 4), dtype, seed=24)
+    indices = np.array([[5, 0], [2, 2]], np.int32)
+    results = _on_cpu_and_gpu(value, lambda var: raw.ResourceGather(
+        resource=var.handle, indices=indices, dtype=var.dtype))
     assert results[1].device.endswith("GPU:0")
     np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 
@@ -432,12 +439,8 @@ def test_resource_gather_matches_cpu(dtype):
 def test_resource_gather_with_batch_dims_matches_cpu():
     value = random_array((3, 5, 2), np.float32, seed=25)
     indices = np.array([[4, 0], [1, 1], [3, 2]], np.int64)
-    results = []
-    for device in ("/CPU:0", "/GPU:0"):
-        var = _variable_on(device, value)
-        with tf.device(device):
-            results.append(raw.ResourceGather(resource=var.handle, indices=indices,
-                                              dtype=tf.float32, batch_dims=1))
+    results = _on_cpu_and_gpu(value, lambda var: raw.ResourceGather(
+        resource=var.handle, indices=indices, dtype=tf.float32, batch_dims=1))
     np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 
 
@@ -452,12 +455,8 @@ def test_resource_gather_gives_zero_rows_for_out_of_range_indices():
 def test_resource_gather_nd_matches_cpu(dtype):
     value = random_array((4, 3, 2), dtype, seed=26)
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
-    results = []
-    for device in ("/CPU:0", "/GPU:0"):
-        var = _variable_on(device, value)
-        with tf.device(device):
-            results.append(raw.ResourceGatherNd(resource=var.handle, indices=indices,
-                                                dtype=var.dtype))
+    results = _on_cpu_and_gpu(value, lambda var: raw.ResourceGatherNd(
+        resource=var.handle, indices=indices, dtype=var.dtype))
     np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 
 
@@ -566,20 +565,24 @@ def test_resource_scatter_with_bad_inputs_is_invalid_argument():
                                    updates=tf.ones((1, 3), tf.float64))
 
 
+def _scatter_nd_on(device, name, value, indices, updates):
+    """ResourceScatterNd{name} of `updates` at `indices` into a new variable holding `value` on
+    `device`; returns the variable and its value read after the scatter."""
+    var = _variable_on(device, value)
+    with tf.device(device):
+        getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices, updates=updates)
+        return var, var.read_value()
+
+
 @pytest.mark.parametrize("name", ["Update", "Add", "Sub", "Min", "Max"])
 @pytest.mark.parametrize("dtype", FLOATS + [np.int64])
 def test_resource_scatter_nd_matches_cpu(name, dtype):
     value = random_array((4, 3), dtype, seed=30)
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
     updates = random_array((3,), dtype, seed=31)
-    results = []
-    for device in ("/CPU:0", "/GPU:0"):
-        var = _variable_on(device, value)
-        with tf.device(device):
-            getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
-                                                     updates=updates)
-            results.append(var.read_value())
-    np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
+    _, expected = _scatter_nd_on("/CPU:0", name, value, indices, updates)
+    _, actual = _scatter_nd_on("/GPU:0", name, value, indices, updates)
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
 
 
 @pytest.mark.parametrize("name", ["Update", "Add", "Sub"])
@@ -590,16 +593,11 @@ def test_resource_scatter_nd_of_complex_variables_matches_cpu(name, dtype):
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int64)
     updates = (random_array((3, 2), np.float64, seed=34) +
                1j * random_array((3, 2), np.float64, seed=35)).astype(dtype)
-    results = []
     vgpu.reset_stats()
-    for device in ("/CPU:0", "/GPU:0"):
-        var = _variable_on(device, value)
-        with tf.device(device):
-            getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
-                                                     updates=updates)
-            results.append(var.read_value())
+    _, expected = _scatter_nd_on("/CPU:0", name, value, indices, updates)
+    var, actual = _scatter_nd_on("/GPU:0", name, value, indices, updates)
     assert vgpu.stats()["launches"] >= 1
-    np.testing.assert_allclose(results[1].numpy(), results[0].numpy(), rtol=1e-6)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
     with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
                                             match=r"updates.shape"):
         getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
@@ -674,15 +672,10 @@ def test_resource_scatter_nd_of_small_integer_variables_matches_cpu(name, dtype)
     value = _wrapping_integers((4, 3, 2), dtype, seed=43)
     indices = np.array([[3, 2], [0, 1], [3, 2]], np.int32)
     updates = _wrapping_integers((3, 2), dtype, seed=44)
-    results = []
-    for device in ("/CPU:0", "/GPU:0"):
-        var = _variable_on(device, value)
-        with tf.device(device):
-            getattr(raw, f"ResourceScatterNd{name}")(ref=var.handle, indices=indices,
-                                                     updates=updates)
-            results.append(var.read_value())
-    assert results[1].device.endswith("GPU:0")
-    np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
+    _, expected = _scatter_nd_on("/CPU:0", name, value, indices, updates)
+    _, actual = _scatter_nd_on("/GPU:0", name, value, indices, updates)
+    assert actual.device.endswith("GPU:0")
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
 
 
 def test_resource_scatter_nd_of_a_small_integer_variable_ignores_out_of_range_tuples():
@@ -708,12 +701,8 @@ def test_resource_gathers_of_variables_of_every_device_dtype_match_cpu(dtype):
         gathers.append(lambda var: raw.ResourceGatherNd(resource=var.handle, indices=indices,
                                                         dtype=var.dtype))
     for gather in gathers:
-        results = []
         vgpu.reset_stats()
-        for device in ("/CPU:0", "/GPU:0"):
-            var = _variable_on(device, value)
-            with tf.device(device):
-                results.append(gather(var))
+        results = _on_cpu_and_gpu(value, gather)
         assert results[1].device.endswith("GPU:0") and vgpu.stats()["launches"] >= 1
         np.testing.assert_array_equal(results[1].numpy(), results[0].numpy())
 

@@ -274,14 +274,21 @@ BAD_DENSE = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(BAD_DENSE))
-def test_bad_dense_update_raises_the_cpu_error(case):
+def _assert_update_raises_the_cpu_error(update):
+    """update(var, slots) on a float32 variable with two slots ("a" and "b") raises on GPU:0 the
+    error it raises on the CPU."""
+
     def build(device):
         var, slots = _variables(device, np.float32, ["a", "b"])
         with tf.device(device):
-            BAD_DENSE[case](var, slots)
+            update(var, slots)
 
     _assert_same_error(build)
+
+
+@pytest.mark.parametrize("case", sorted(BAD_DENSE))
+def test_bad_dense_update_raises_the_cpu_error(case):
+    _assert_update_raises_the_cpu_error(BAD_DENSE[case])
 
 
 def test_mismatched_slot_shape_raises_the_cpu_error():
@@ -312,12 +319,7 @@ BAD_SPARSE = {
 
 @pytest.mark.parametrize("case", sorted(BAD_SPARSE))
 def test_bad_sparse_update_raises_the_cpu_error(case):
-    def build(device):
-        var, slots = _variables(device, np.float32, ["a", "b"])
-        with tf.device(device):
-            BAD_SPARSE[case](var, slots)
-
-    _assert_same_error(build)
+    _assert_update_raises_the_cpu_error(BAD_SPARSE[case])
 
 
 def test_update_of_a_variable_of_another_dtype_is_invalid_argument():
