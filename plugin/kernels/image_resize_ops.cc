@@ -63,24 +63,18 @@ struct ResizeGeometry {
   int64_t resized_height = 0, resized_width = 0;
   bool align_corners = false, half_pixel_centers = false;
 
-  // A geometry whose images have the NHWC shape `dims` (the resized size left 0).
-  static ResizeGeometry OfImages(const Dims& dims) {
+  // A geometry whose images (`of_images`) or resized images have the NHWC shape `dims` (the
+  // other size left 0).
+  static ResizeGeometry Of(const Dims& dims, bool of_images) {
     ResizeGeometry g;
     g.batch = dims[0];
-    g.image_height = dims[1];
-    g.image_width = dims[2];
     g.channels = dims[3];
+    (of_images ? g.image_height : g.resized_height) = dims[1];
+    (of_images ? g.image_width : g.resized_width) = dims[2];
     return g;
   }
-  // A geometry whose resized images have the NHWC shape `dims` (the image size left 0).
-  static ResizeGeometry OfResized(const Dims& dims) {
-    ResizeGeometry g;
-    g.batch = dims[0];
-    g.resized_height = dims[1];
-    g.resized_width = dims[2];
-    g.channels = dims[3];
-    return g;
-  }
+  static ResizeGeometry OfImages(const Dims& dims) { return Of(dims, true); }
+  static ResizeGeometry OfResized(const Dims& dims) { return Of(dims, false); }
 
   Dims image_dims() const { return {batch, image_height, image_width, channels}; }
   Dims resized_dims() const { return {batch, resized_height, resized_width, channels}; }
