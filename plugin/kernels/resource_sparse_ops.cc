@@ -297,18 +297,22 @@ absl::Status ScatterSlicesOnHost(ClientStream& stream, sparse::ScatterOp op,
                                  const tf::Tensor& params, const tf::Tensor& updates,
                                  bool scalar_update, absl::Span<const int64_t> starts,
                                  int64_t slice_size) {
-  // ScatterSlicesAs<T> for the element type of `zero` (a value-initialised T).
-  const auto scatter_as = [&](auto zero) {
-    return ScatterSlicesAs<decltype(zero)>(stream, op, params, updates, scalar_update, starts,
-                                           slice_size);
-  };
   switch (params.dtype()) {
-    case tf::DT_INT8: return scatter_as(int8_t{});
-    case tf::DT_UINT8: return scatter_as(uint8_t{});
-    case tf::DT_INT16: return scatter_as(int16_t{});
-    case tf::DT_UINT16: return scatter_as(uint16_t{});
-    case tf::DT_UINT32: return scatter_as(uint32_t{});
-    case tf::DT_UINT64: return scatter_as(uint64_t{});
+    case tf::DT_INT8:
+      return ScatterSlicesAs<int8_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_UINT8:
+      return ScatterSlicesAs<uint8_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_INT16:
+      return ScatterSlicesAs<int16_t>(stream, op, params, updates, scalar_update, starts, slice_size);
+    case tf::DT_UINT16:
+      return ScatterSlicesAs<uint16_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
+    case tf::DT_UINT32:
+      return ScatterSlicesAs<uint32_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
+    case tf::DT_UINT64:
+      return ScatterSlicesAs<uint64_t>(stream, op, params, updates, scalar_update, starts,
+                                       slice_size);
     default:
       return absl::InternalError(absl::StrCat("no host scatter for dtype ",
                                               tf::DataTypeString(params.dtype())));
