@@ -79,6 +79,29 @@ ParamBlock LayoutParams(uint32_t first, const Dims& dims, const Dims& before, co
   return params;
 }
 
+// TensorFlow's bounds on the paddings of one dimension of `size` (`what`: "dimension size", or
+// for the gradient "output dimension size"): at most the size for SYMMETRIC, below it for
+// REFLECT.
+absl::Status CheckPaddingBounds(MirrorPadMode mode, int64_t before, int64_t after, int64_t size,
+                                const char* what) {
+  if (mode == MirrorPadMode::kSymmetric && (before > size || after > size)) {
+    return absl::InvalidArgumentError(absl::StrCat("paddings must be no greater than the ", what,
+                                                   ": ", before, ", ", after, " greater than ",
+                                                   size));
+  }
+  if (mode == MirrorPadMode::kReflect && (before >= size || after >= size)) {
+    return absl::InvalidArgumentError(absl::StrCat("paddings must be less than the ", what, ": ",
+                                                   before, ", ", after, " not less than ", size));
+  }
+  return absl::OkStatus();
+}
+
+// Launches `kernel` from `x` into `y` with the layout parameter block `params`.
+absl::Status LaunchMirrorPad(OpContext& context, KernelId kernel, const TF_Tensor* x,
+                             const TF_Tensor* y, const ParamBlock& params) {
+  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(kernel);
+}
+
 // MirrorPad and MirrorPadGrad: their attributes_ are the mode.
 class MirrorPadOp : public WithAttributes<MirrorPadOp, MirrorPadMode, ModeOf> {
  public:
@@ -93,16 +116,7 @@ class MirrorPadOp : public WithAttributes<MirrorPadOp, MirrorPadMode, ModeOf> {
         return absl::InvalidArgumentError(
             absl::StrCat("paddings must be non-negative: ", before, " ", after));
       }
-      if (mode == MirrorPadMode::kSymmetric && (before > n || after > n)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be no greater than the dimension size: ", before, ", ",
-                         after, " greater than ", n));
-      }
-      if (mode == MirrorPadMode::kReflect && (before >= n || after >= n)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be less than the dimension size: ", before, ", ", after,
-                         " not less than ", n));
-      }
+      VGPU_RETURN_IF_ERROR(CheckPaddingBounds(mode, before, after, n, "dimension size"));
       y_dims[d] = before + n + after;
     }
     if (NumElements(y_dims) == NumElements(in.x_dims)) {
@@ -111,12 +125,9 @@ class MirrorPadOp : public WithAttributes<MirrorPadOp, MirrorPadMode, ModeOf> {
     }
     const TF_DataType dtype = TF_TensorType(in.x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
-    return KernelLaunch(context)
-        .Buffer(in.x.get())
-        .Buffer(y.get())
-        .Params(LayoutParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)), in.x_dims, in.before,
-                             in.after, mode))
-        .Run(data_movement::kMirrorPad);
+    return LaunchMirrorPad(context, data_movement::kMirrorPad, in.x.get(), y.get(),
+                           LayoutParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)), in.x_dims,
+                                        in.before, in.after, mode));
   }
 };
 
@@ -134,16 +145,8 @@ class MirrorPadGradOp : public WithAttributes<MirrorPadGradOp, MirrorPadMode, Mo
             absl::StrCat("Paddings must be non-negative: ", before, ", ", after));
       }
       const int64_t out_size = in.x_dims[d] - (before + after);
-      if (mode == MirrorPadMode::kSymmetric && (before > out_size || after > out_size)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "paddings must be no greater than the output dimension size: ", before, ", ", after,
-            " greater than ", out_size));
-      }
-      if (mode == MirrorPadMode::kReflect && (before >= out_size || after >= out_size)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be less than the output dimension size: ", before, ", ",
-                         after, " not less than ", out_size));
-      }
+      VGPU_RETURN_IF_ERROR(
+          CheckPaddingBounds(mode, before, after, out_size, "output dimension size"));
       dx_dims[d] = out_size;
     }
     if (dx_dims == in.x_dims) {
@@ -153,12 +156,9 @@ class MirrorPadGradOp : public WithAttributes<MirrorPadGradOp, MirrorPadMode, Mo
     VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, dx_dims));
     if (NumElements(dx_dims) == 0) return absl::OkStatus();
-    return KernelLaunch(context)
-        .Buffer(in.x.get())
-        .Buffer(dx.get())
-        .Params(LayoutParams(static_cast<uint32_t>(device_dtype), dx_dims, in.before, in.after,
-                             mode))
-        .Run(data_movement::kMirrorPadGrad);
+    return LaunchMirrorPad(context, data_movement::kMirrorPadGrad, in.x.get(), dx.get(),
+                           LayoutParams(static_cast<uint32_t>(device_dtype), dx_dims, in.before,
+                                        in.after, mode));
   }
 };
 
