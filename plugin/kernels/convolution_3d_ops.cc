@@ -47,14 +47,8 @@ absl::StatusOr<std::vector<int64_t>> ShapeArgument(OpContext& context, int index
 }
 
 // Conv3D: inputs (input, filter).
-class Convolution3DOp {
+class Convolution3DOp : public ConvolutionKernel<Convolution3DOp, ConvKind::kConv3D> {
  public:
-  static absl::StatusOr<std::unique_ptr<Convolution3DOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<Convolution3DOp>();
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadConvAttributes(construction, ConvKind::kConv3D));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
@@ -62,31 +56,18 @@ class Convolution3DOp {
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
                           ForwardProblem(ConvKind::kConv3D, attributes_, dtype,
                                          ShapeOf(input.get()), ShapeOf(filter.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
-    // An empty input gives zeros (only padding is convolved); the kernel writes them.
-    return LaunchConvolution(context, convolution::kForward, attributes_, p,
-                             {BufferOf(input.get()), BufferOf(filter.get()),
-                              BufferOf(output.get())});
+    // An empty input gives zeros (only padding is convolved).
+    return AllocateAndLaunchConvolution(context, convolution::kForward, attributes_, p, dtype,
+                                        p.output_shape, input.get(), filter.get());
   }
-
- private:
-  ConvAttributes attributes_;
 };
 
 // Conv3DBackpropInputV2 (inputs: input_sizes in host memory, filter, out_backprop) and
 // Conv3DBackpropInput (kV1: inputs input, filter, out_backprop; the input's shape is used).
 template <bool kV1>
-class Convolution3DBackpropInputOp {
+class Convolution3DBackpropInputOp
+    : public ConvolutionKernel<Convolution3DBackpropInputOp<kV1>, ConvKind::kConv3DBackprop> {
  public:
-  static absl::StatusOr<std::unique_ptr<Convolution3DBackpropInputOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::make_unique<Convolution3DBackpropInputOp>();
-    VGPU_ASSIGN_OR_RETURN(op->attributes_,
-                          ReadConvAttributes(construction, ConvKind::kConv3DBackprop));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
@@ -94,35 +75,22 @@ class Convolution3DBackpropInputOp {
     const TF_DataType dtype = TF_TensorType(out_backprop.get());
     VGPU_ASSIGN_OR_RETURN(
         ConvolutionProblem p,
-        BackpropProblem("Conv3DBackpropInputOp", attributes_, /*depthwise=*/false, dtype,
+        BackpropProblem("Conv3DBackpropInputOp", this->attributes_, /*depthwise=*/false, dtype,
                         std::move(input_shape), ShapeOf(filter.get()),
                         ShapeOf(out_backprop.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
-                          context.AllocateOutput(0, dtype, p.input_shape));
-    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
-    // An empty out_backprop or filter gives zeros; the kernel writes them.
-    return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
-                             {BufferOf(filter.get()), BufferOf(out_backprop.get()),
-                              BufferOf(in_backprop.get())});
+    // An empty out_backprop or filter gives zeros.
+    return AllocateAndLaunchConvolution(context, convolution::kBackwardInput, this->attributes_,
+                                        p, dtype, p.input_shape, filter.get(),
+                                        out_backprop.get());
   }
-
- private:
-  ConvAttributes attributes_;
 };
 
 // Conv3DBackpropFilterV2 (inputs: input, filter_sizes in host memory, out_backprop) and
 // Conv3DBackpropFilter (kV1: inputs input, filter, out_backprop; the filter's shape is used).
 template <bool kV1>
-class Convolution3DBackpropFilterOp {
+class Convolution3DBackpropFilterOp
+    : public ConvolutionKernel<Convolution3DBackpropFilterOp<kV1>, ConvKind::kConv3DBackprop> {
  public:
-  static absl::StatusOr<std::unique_ptr<Convolution3DBackpropFilterOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::make_unique<Convolution3DBackpropFilterOp>();
-    VGPU_ASSIGN_OR_RETURN(op->attributes_,
-                          ReadConvAttributes(construction, ConvKind::kConv3DBackprop));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
@@ -130,20 +98,14 @@ class Convolution3DBackpropFilterOp {
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(
         ConvolutionProblem p,
-        BackpropProblem("Conv3DBackpropFilterOp", attributes_, /*depthwise=*/false, dtype,
+        BackpropProblem("Conv3DBackpropFilterOp", this->attributes_, /*depthwise=*/false, dtype,
                         ShapeOf(input.get()), std::move(filter_shape),
                         ShapeOf(out_backprop.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
-                          context.AllocateOutput(0, dtype, p.filter_shape));
-    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
-    // An empty input or out_backprop gives zeros; the kernel writes them.
-    return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
-                             {BufferOf(input.get()), BufferOf(out_backprop.get()),
-                              BufferOf(filter_backprop.get())});
+    // An empty input or out_backprop gives zeros.
+    return AllocateAndLaunchConvolution(context, convolution::kBackwardFilter,
+                                        this->attributes_, p, dtype, p.filter_shape, input.get(),
+                                        out_backprop.get());
   }
-
- private:
-  ConvAttributes attributes_;
 };
 
 }  // namespace

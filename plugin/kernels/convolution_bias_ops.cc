@@ -46,15 +46,9 @@ absl::Status LaunchBias(OpContext& context, KernelId kernel, DataFormat format,
       .Run(kernel);
 }
 
-// BiasAdd / BiasAddV1: inputs (value, bias).
-class BiasAddOp {
+// BiasAdd / BiasAddV1: inputs (value, bias). Its attributes_ are the data format.
+class BiasAddOp : public WithAttributes<BiasAddOp, DataFormat, ReadDataFormat> {
  public:
-  static absl::StatusOr<std::unique_ptr<BiasAddOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<BiasAddOp>();
-    VGPU_ASSIGN_OR_RETURN(op->format_, ReadDataFormat(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(1));
@@ -68,7 +62,7 @@ class BiasAddOp {
       return absl::InvalidArgumentError(
           absl::StrCat("Biases must be 1D: ", ShapeString(bias_shape)));
     }
-    const int channel_dim = ChannelDim(format_, value_shape.size());
+    const int channel_dim = ChannelDim(attributes_, value_shape.size());
     if (bias_shape[0] != value_shape[channel_dim]) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Must provide as many biases as the last dimension of the input tensor: ",
@@ -80,23 +74,15 @@ class BiasAddOp {
     if (TF_TensorElementCount(value.get()) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings value_settings, TensorSettings(value.get()));
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings, TensorSettings(bias.get()));
-    return LaunchBias(context, convolution::kBiasAdd, format_, value_settings, bias_settings,
+    return LaunchBias(context, convolution::kBiasAdd, attributes_, value_settings, bias_settings,
                       {BufferOf(value.get()), BufferOf(bias.get()), BufferOf(out.get())});
   }
-
- private:
-  DataFormat format_ = DataFormat::kNHWC;
 };
 
 // BiasAddGrad: input out_backprop; output the sum over every dimension but the channel one.
-class BiasAddGradOp {
+// Its attributes_ are the data format.
+class BiasAddGradOp : public WithAttributes<BiasAddGradOp, DataFormat, ReadDataFormat> {
  public:
-  static absl::StatusOr<std::unique_ptr<BiasAddGradOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<BiasAddGradOp>();
-    VGPU_ASSIGN_OR_RETURN(op->format_, ReadDataFormat(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr gradient, context.Input(0));
     const std::vector<int64_t> shape = ShapeOf(gradient.get());
@@ -104,7 +90,7 @@ class BiasAddGradOp {
       return absl::InvalidArgumentError(
           absl::StrCat("Input tensor must be at least 2D: ", ShapeString(shape)));
     }
-    const int64_t channels = shape[ChannelDim(format_, shape.size())];
+    const int64_t channels = shape[ChannelDim(attributes_, shape.size())];
     const TF_DataType dtype = TF_TensorType(gradient.get());
     const std::vector<int64_t> bias_shape = {channels};
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, bias_shape));
@@ -114,12 +100,9 @@ class BiasAddGradOp {
                           TensorSettings(gradient.get()));
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings,
                           TensorSettings(dtype, bias_shape));
-    return LaunchBias(context, convolution::kBiasAddGrad, format_, gradient_settings,
+    return LaunchBias(context, convolution::kBiasAddGrad, attributes_, gradient_settings,
                       bias_settings, {BufferOf(gradient.get()), BufferOf(out.get())});
   }
-
- private:
-  DataFormat format_ = DataFormat::kNHWC;
 };
 
 }  // namespace

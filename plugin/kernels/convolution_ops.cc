@@ -131,16 +131,12 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
       return absl::InvalidArgumentError("Invalid data format");
     }
   }
-  VGPU_ASSIGN_OR_RETURN(std::string padding, construction.String("padding"));
-  if (padding == "VALID") {
-    a.padding = Padding::kValid;
-  } else if (padding == "SAME") {
-    a.padding = Padding::kSame;
-  } else if (padding == "EXPLICIT") {
-    a.padding = Padding::kExplicit;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Unknown padding type: ", padding));
-  }
+  VGPU_ASSIGN_OR_RETURN(a.padding, construction.StringChoice<Padding>(
+                                       "padding",
+                                       {{"VALID", Padding::kValid},
+                                        {"SAME", Padding::kSame},
+                                        {"EXPLICIT", Padding::kExplicit}},
+                                       "Unknown padding type: "));
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> strides, construction.IntList("strides"));
   std::vector<int64_t> dilations(rank, 1);
   if (construction.Has("dilations")) {
@@ -477,6 +473,17 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
   return launch.Buffers(buffers).Run(kernel);
 }
 
+absl::Status AllocateAndLaunchConvolution(OpContext& context, KernelId kernel,
+                                          const ConvAttributes& a, const ConvolutionProblem& p,
+                                          TF_DataType dtype,
+                                          absl::Span<const int64_t> output_shape,
+                                          const TF_Tensor* first, const TF_Tensor* second) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_shape));
+  if (NumElements(output_shape) == 0) return absl::OkStatus();
+  return LaunchConvolution(context, kernel, a, p,
+                           {BufferOf(first), BufferOf(second), BufferOf(output.get())});
+}
+
 namespace {
 
 // The values of a host-memory shape input of a 2-D op (input_sizes, filter_sizes), which must
@@ -507,15 +514,8 @@ absl::StatusOr<std::vector<int64_t>> TensorShapeInput(OpContext& context, int in
 
 // Conv2D (kKind kConv2D) and DepthwiseConv2dNative (kDepthwise): inputs (input, filter).
 template <ConvKind kKind>
-class ConvolutionOp {
+class ConvolutionOp : public ConvolutionKernel<ConvolutionOp<kKind>, kKind> {
  public:
-  static absl::StatusOr<std::unique_ptr<ConvolutionOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, kKind));
-    auto op = std::make_unique<ConvolutionOp>();
-    op->attributes_ = std::move(attributes);
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
@@ -535,8 +535,8 @@ class ConvolutionOp {
                               BufferOf(output.get())});
   }
 
- private:
-  ConvAttributes attributes_;
+ protected:
+  using ConvolutionKernel<ConvolutionOp<kKind>, kKind>::attributes_;
 };
 
 // What distinguishes the 2-D backprop ops sharing one kernel class.
@@ -553,19 +553,12 @@ struct DepthwiseBackprop {
 // memory, filter, out_backprop), and Conv2DBackpropInputV2 (kShapeFromTensor: inputs input,
 // filter, out_backprop; only the input's shape is used).
 template <typename Op, bool kShapeFromTensor = false>
-class ConvolutionBackpropInputOp {
+class ConvolutionBackpropInputOp
+    : public ConvolutionKernel<ConvolutionBackpropInputOp<Op, kShapeFromTensor>, Op::kKind> {
  public:
   static constexpr const char* kLabel =
       Op::kDepthwise ? "DepthwiseConv2DBackpropInput"
                      : (kShapeFromTensor ? "Conv2DBackpropInputV2" : "Conv2DBackpropInput");
-
-  static absl::StatusOr<std::unique_ptr<ConvolutionBackpropInputOp>> Create(
-      OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, Op::kKind));
-    auto op = std::make_unique<ConvolutionBackpropInputOp>();
-    op->attributes_ = std::move(attributes);
-    return op;
-  }
 
   absl::Status Compute(OpContext& context) {
     std::vector<int64_t> input_shape;
@@ -585,13 +578,8 @@ class ConvolutionBackpropInputOp {
                           BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
                                           std::move(input_shape), std::move(filter_shape),
                                           std::move(out_backprop_shape)));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr in_backprop,
-                          context.AllocateOutput(0, dtype, p.input_shape));
-    if (NumElements(p.input_shape) == 0) return absl::OkStatus();
-    // An empty out_backprop gives zeros; the kernel writes them.
-    return LaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
-                             {BufferOf(filter.get()), BufferOf(out_backprop.get()),
-                              BufferOf(in_backprop.get())});
+    return AllocateAndLaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
+                                        dtype, p.input_shape, filter.get(), out_backprop.get());
   }
 
  private:
@@ -617,26 +605,21 @@ class ConvolutionBackpropInputOp {
         sizes.size()));
   }
 
-  ConvAttributes attributes_;
+ protected:
+  using ConvolutionKernel<ConvolutionBackpropInputOp<Op, kShapeFromTensor>,
+                          Op::kKind>::attributes_;
 };
 
 // Conv2DBackpropFilter and DepthwiseConv2dNativeBackpropFilter (inputs: input, filter_sizes in
 // host memory, out_backprop), and Conv2DBackpropFilterV2 (kShapeFromTensor: inputs input,
 // filter, out_backprop; only the filter's shape is used).
 template <typename Op, bool kShapeFromTensor = false>
-class ConvolutionBackpropFilterOp {
+class ConvolutionBackpropFilterOp
+    : public ConvolutionKernel<ConvolutionBackpropFilterOp<Op, kShapeFromTensor>, Op::kKind> {
  public:
   static constexpr const char* kLabel =
       Op::kDepthwise ? "DepthwiseConv2DBackpropFilter"
                      : (kShapeFromTensor ? "Conv2DBackpropFilterV2" : "Conv2DBackpropFilter");
-
-  static absl::StatusOr<std::unique_ptr<ConvolutionBackpropFilterOp>> Create(
-      OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(ConvAttributes attributes, ReadConvAttributes(construction, Op::kKind));
-    auto op = std::make_unique<ConvolutionBackpropFilterOp>();
-    op->attributes_ = std::move(attributes);
-    return op;
-  }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
@@ -653,17 +636,13 @@ class ConvolutionBackpropFilterOp {
                           BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
                                           ShapeOf(input.get()), std::move(filter_shape),
                                           ShapeOf(out_backprop.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter_backprop,
-                          context.AllocateOutput(0, dtype, p.filter_shape));
-    if (NumElements(p.filter_shape) == 0) return absl::OkStatus();
-    // An empty input or out_backprop gives zeros; the kernel writes them.
-    return LaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
-                             {BufferOf(input.get()), BufferOf(out_backprop.get()),
-                              BufferOf(filter_backprop.get())});
+    return AllocateAndLaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
+                                        dtype, p.filter_shape, input.get(), out_backprop.get());
   }
 
- private:
-  ConvAttributes attributes_;
+ protected:
+  using ConvolutionKernel<ConvolutionBackpropFilterOp<Op, kShapeFromTensor>,
+                          Op::kKind>::attributes_;
 };
 
 // _FusedConv2D with fused_ops BiasAdd(+Relu/Relu6), which Grappler's remapper substitutes for

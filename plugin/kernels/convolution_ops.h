@@ -111,6 +111,26 @@ absl::Status LaunchConvolution(OpContext& context, KernelId kernel, const ConvAt
                                const TF_Tensor* bias = nullptr,
                                const FusedBiasActivation* fused = nullptr);
 
+// Allocates output 0, of `dtype` and `output_shape`, and unless it is empty launches `kernel`
+// for `p` with the buffers of `first` and `second`, then the output's (an empty operand gives
+// zeros, which the kernel writes).
+absl::Status AllocateAndLaunchConvolution(OpContext& context, KernelId kernel,
+                                          const ConvAttributes& a, const ConvolutionProblem& p,
+                                          TF_DataType dtype,
+                                          absl::Span<const int64_t> output_shape,
+                                          const TF_Tensor* first, const TF_Tensor* second);
+
+// ReadConvAttributes with the rules of `kKind`.
+template <ConvKind kKind>
+absl::StatusOr<ConvAttributes> ReadConvAttributesOf(OpConstruction& construction) {
+  return ReadConvAttributes(construction, kKind);
+}
+
+// The base of a convolution kernel class K whose state is its attributes, read with the rules
+// of `kKind`.
+template <typename K, ConvKind kKind>
+using ConvolutionKernel = WithAttributes<K, ConvAttributes, ReadConvAttributesOf<kKind>>;
+
 // The family's files (each registers its ops and documents them with DocumentOp); the op
 // registration's RegisterConvolutionOps calls them all.
 void RegisterConvolution2DOps(const char* device_type);  // convolution_ops.cc

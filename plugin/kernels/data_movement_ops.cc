@@ -67,20 +67,10 @@ absl::Status LaunchCopy(const OpContext& context, KernelId kernel,
 absl::Status ForwardInput(const OpContext& context, int input, int output,
                           absl::Span<const int64_t> dims) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr in, context.Input(input));
-  ScopedTfStatus status;
   if (dims == absl::Span<const int64_t>(ShapeOf(in.get()))) {
-    TF_SetOutput(context.raw(), output, in.get(), status.get());
-    return status.ToStatus();
+    return context.SetOutput(output, in.get());
   }
-  const TF_DataType dtype = TF_TensorType(in.get());
-  const int64_t empty_dims[] = {0};  // a placeholder; BitcastFrom gives it in's buffer and dims
-  TensorPtr view(TF_AllocateTensor(dtype, empty_dims, 1, 0));
-  if (view == nullptr) return absl::InternalError("could not create a tensor view");
-  TF_TensorBitcastFrom(in.get(), dtype, view.get(), dims.data(), static_cast<int>(dims.size()),
-                       status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  TF_SetOutput(context.raw(), output, view.get(), status.get());
-  return status.ToStatus();
+  return context.SetOutputView(output, in.get(), TF_TensorType(in.get()), dims);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -530,22 +520,36 @@ absl::StatusOr<StridedSliceMasks> ReadMasks(OpConstruction& construction) {
   return masks;
 }
 
-class StridedSliceOp {
- public:
-  static absl::StatusOr<std::unique_ptr<StridedSliceOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<StridedSliceOp>();
-    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
-    return op;
+// The base of the strided-slice kernel classes K: the masks, read when the kernel is built,
+// and the begin, end and strides host-memory inputs (1, 2 and 3) of each call.
+template <typename K>
+class StridedSliceKernel : public WithAttributes<K, StridedSliceMasks, ReadMasks> {
+ protected:
+  struct Bounds {
+    HostInts begin, end, strides;
+  };
+
+  static absl::StatusOr<Bounds> ReadBounds(const OpContext& context) {
+    Bounds bounds;
+    VGPU_ASSIGN_OR_RETURN(bounds.begin, ReadHostInts(context, 1));
+    VGPU_ASSIGN_OR_RETURN(bounds.end, ReadHostInts(context, 2));
+    VGPU_ASSIGN_OR_RETURN(bounds.strides, ReadHostInts(context, 3));
+    return bounds;
   }
 
+  // The slice `bounds` and the masks select of a tensor of `dims`.
+  absl::StatusOr<StridedSlicePlan> Plan(const Dims& dims, const Bounds& bounds) const {
+    return PlanStridedSlice(dims, bounds.begin, bounds.end, bounds.strides, this->attributes_);
+  }
+};
+
+class StridedSliceOp : public StridedSliceKernel<StridedSliceOp> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
-    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
-    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
     const Dims x_dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
-                          PlanStridedSlice(x_dims, begin, end, strides, masks_));
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(x_dims, bounds));
     if (plan.is_identity) return ForwardInput(context, 0, 0, plan.final_dims);
     VGPU_RETURN_IF_ERROR(CheckRank(x_dims.size()));
     const TF_DataType dtype = TF_TensorType(x.get());
@@ -554,25 +558,13 @@ class StridedSliceOp {
     return LaunchSlice(context, data_movement::kStridedSlice, dtype, x_dims, plan.begin,
                        plan.strides, plan.processing_dims, BufferOf(x.get()), BufferOf(y.get()));
   }
-
- private:
-  StridedSliceMasks masks_;
 };
 
-class StridedSliceGradOp {
+class StridedSliceGradOp : public StridedSliceKernel<StridedSliceGradOp> {
  public:
-  static absl::StatusOr<std::unique_ptr<StridedSliceGradOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::make_unique<StridedSliceGradOp>();
-    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(HostInts shape, ReadHostInts(context, 0));
-    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
-    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
-    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(4));
     if (shape.shape.size() != 1) {
       return absl::InvalidArgumentError(
@@ -582,8 +574,7 @@ class StridedSliceGradOp {
     for (int64_t d : dx_dims) {
       if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
     }
-    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
-                          PlanStridedSlice(dx_dims, begin, end, strides, masks_));
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(dx_dims, bounds));
     const Dims dy_dims = ShapeOf(dy.get());
     if (dy_dims != plan.final_dims) {
       return absl::InvalidArgumentError(absl::StrCat("shape of dy was ", ShapeString(dy_dims),
@@ -598,41 +589,22 @@ class StridedSliceGradOp {
     return LaunchSlice(context, data_movement::kStridedSliceGrad, dtype, dx_dims, plan.begin,
                        plan.strides, plan.processing_dims, BufferOf(dy.get()), BufferOf(dx.get()));
   }
-
- private:
-  StridedSliceMasks masks_;
 };
 
 // TensorStridedSliceUpdate: output = input with output[slice] = value (value broadcast to the
 // slice as TensorFlow's StridedSliceAssignBCast allows).
-class TensorStridedSliceUpdateOp {
+class TensorStridedSliceUpdateOp : public StridedSliceKernel<TensorStridedSliceUpdateOp> {
  public:
-  static absl::StatusOr<std::unique_ptr<TensorStridedSliceUpdateOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::make_unique<TensorStridedSliceUpdateOp>();
-    VGPU_ASSIGN_OR_RETURN(op->masks_, ReadMasks(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(HostInts begin, ReadHostInts(context, 1));
-    VGPU_ASSIGN_OR_RETURN(HostInts end, ReadHostInts(context, 2));
-    VGPU_ASSIGN_OR_RETURN(HostInts strides, ReadHostInts(context, 3));
+    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
     VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(4));
     const Dims dims = ShapeOf(input.get());
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.ForwardOrAllocateOutput({0}, 0, dtype, dims));
-    const BufferArg in_buffer = BufferOf(input.get());
-    const BufferArg out_buffer = BufferOf(output.get());
+    VGPU_RETURN_IF_ERROR(context.CopyUnlessForwarded(input.get(), output.get()));
     VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-    if (out_buffer.address != in_buffer.address && in_buffer.size > 0) {
-      VGPU_RETURN_IF_ERROR(stream->device().CopyDeviceToDevice(*stream, out_buffer.address,
-                                                               in_buffer.address,
-                                                               in_buffer.size));
-    }
-    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan,
-                          PlanStridedSlice(dims, begin, end, strides, masks_));
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(dims, bounds));
     if (NumElements(plan.processing_dims) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(Dims value_dims,
                           BroadcastAssignedValue(ShapeOf(value.get()), plan.final_dims));
@@ -643,11 +615,8 @@ class TensorStridedSliceUpdateOp {
     return LaunchSliceAssignment(*stream, static_cast<uint32_t>(TF_DataTypeSize(dtype)), plan,
                                  dims, value_dims, BufferOf(value.get()),
                                  scratch ? BufferOf(scratch.get()) : BufferArg{},
-                                 out_buffer);
+                                 BufferOf(output.get()));
   }
-
- private:
-  StridedSliceMasks masks_;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -90,13 +90,6 @@ std::string TypeName(TF_DataType dtype) {
   }
 }
 
-// Makes `output` the op's output `index` without copying (TensorFlow's set_output).
-absl::Status SetOutputTo(OpContext& context, int index, const TF_Tensor* tensor) {
-  ScopedTfStatus status;
-  TF_SetOutput(context.raw(), index, tensor, status.get());
-  return status.ToStatus();
-}
-
 // Sets every element of `tensor` to `value` (cudnnSetTensor).
 absl::Status LaunchSetTensor(KernelLaunch&& launch, const TF_Tensor* tensor, double value) {
   if (TF_TensorElementCount(tensor) == 0) return absl::OkStatus();
@@ -104,6 +97,51 @@ absl::Status LaunchSetTensor(KernelLaunch&& launch, const TF_Tensor* tensor, dou
       .Buffer(tensor)
       .Param(value)
       .Run(elementwise::kSetTensor);
+}
+
+// Launches elementwise::kBinary, out = op(a, b), on elements of `dtype`: each operand described
+// by its shape (broadcast-merged, or flat), the output's descriptor of `out_dtype`.
+absl::Status LaunchBinary(OpContext& context, ElementwiseOp op, TF_DataType dtype,
+                          absl::Span<const int64_t> a_shape, absl::Span<const int64_t> b_shape,
+                          TF_DataType out_dtype, absl::Span<const int64_t> out_shape,
+                          const TF_Tensor* a, const TF_Tensor* b, const TF_Tensor* out) {
+  OpTensorDescriptorSettings op_settings;
+  op_settings.op = op;
+  VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+  return KernelLaunch(context)
+      .Describe(op_settings)
+      .DescribeTensor(dtype, a_shape)
+      .DescribeTensor(dtype, b_shape)
+      .DescribeTensor(out_dtype, out_shape)
+      .Buffer(a)
+      .Buffer(b)
+      .Buffer(out)
+      .Run(elementwise::kBinary);
+}
+
+// Launches elementwise::kSelect: out = condition ? then : else, with the shapes merged from
+// (condition, then, else); the values are of `dtype`.
+absl::Status LaunchSelect(OpContext& context, TF_DataType dtype, const BroadcastShapes& shapes,
+                          const TF_Tensor* condition, const TF_Tensor* then_tensor,
+                          const TF_Tensor* else_tensor, const TF_Tensor* out) {
+  return KernelLaunch(context)
+      .DescribeTensor(TF_BOOL, shapes.merged_operands[0])
+      .DescribeTensor(dtype, shapes.merged_operands[1])
+      .DescribeTensor(dtype, shapes.merged_operands[2])
+      .DescribeTensor(dtype, shapes.merged_output)
+      .Buffer(condition)
+      .Buffer(then_tensor)
+      .Buffer(else_tensor)
+      .Buffer(out)
+      .Run(elementwise::kSelect);
+}
+
+// Unimplemented "Broadcast between <a> and <b> is not supported yet." when the merged shapes
+// have more dimensions than a descriptor holds.
+absl::Status CheckMergedRank(const BroadcastShapes& shapes, const Shape& a, const Shape& b) {
+  if (shapes.merged_output.size() <= static_cast<size_t>(kMaxRank)) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat("Broadcast between ", ShapeString(a), " and ",
+                                               ShapeString(b), " is not supported yet."));
 }
 
 // Binary element-wise ops (AddV2, Mul, Equal, LogicalAnd, ...) with broadcasting.
@@ -148,23 +186,10 @@ class BinaryElementwiseOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
                           context.ForwardOrAllocateOutput({0, 1}, 0, out_dtype, shapes->output));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
-    if (shapes->merged_output.size() > static_cast<size_t>(kMaxRank)) {
-      return absl::UnimplementedError(absl::StrCat("Broadcast between ", ShapeString(x_shape),
-                                                   " and ", ShapeString(y_shape),
-                                                   " is not supported yet."));
-    }
-    OpTensorDescriptorSettings op_settings;
-    op_settings.op = kOp;
-    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
-    return KernelLaunch(context)
-        .Describe(op_settings)
-        .DescribeTensor(dtype, shapes->merged_operands[0])
-        .DescribeTensor(dtype, shapes->merged_operands[1])
-        .DescribeTensor(out_dtype, shapes->merged_output)
-        .Buffer(x.get())
-        .Buffer(y.get())
-        .Buffer(out.get())
-        .Run(elementwise::kBinary);
+    VGPU_RETURN_IF_ERROR(CheckMergedRank(*shapes, x_shape, y_shape));
+    return LaunchBinary(context, kOp, dtype, shapes->merged_operands[0],
+                        shapes->merged_operands[1], out_dtype, shapes->merged_output, x.get(),
+                        y.get(), out.get());
   }
 
  private:
@@ -248,16 +273,8 @@ class SelectOp : public NoAttributes<SelectOp> {
       return absl::UnimplementedError(absl::StrCat("Select of shape ", ShapeString(then_shape),
                                                    " is not supported on the virtual GPU"));
     }
-    return KernelLaunch(context)
-        .DescribeTensor(TF_BOOL, shapes->merged_operands[0])
-        .DescribeTensor(dtype, shapes->merged_operands[1])
-        .DescribeTensor(dtype, shapes->merged_operands[2])
-        .DescribeTensor(dtype, shapes->merged_output)
-        .Buffer(condition.get())
-        .Buffer(then_tensor.get())
-        .Buffer(else_tensor.get())
-        .Buffer(out.get())
-        .Run(elementwise::kSelect);
+    return LaunchSelect(context, dtype, *shapes, condition.get(), then_tensor.get(),
+                        else_tensor.get(), out.get());
   }
 };
 
@@ -280,19 +297,9 @@ class SimpleBinaryOp : public NoAttributes<SimpleBinaryOp<kOp>> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
                           context.ForwardOrAllocateOutput({0, 1}, 0, dtype, ShapeOf(a.get())));
     if (count == 0) return absl::OkStatus();
-    OpTensorDescriptorSettings op_settings;
-    op_settings.op = kOp;
-    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
     const Shape flat = {count};
-    return KernelLaunch(context)
-        .Describe(op_settings)
-        .DescribeTensor(dtype, flat)
-        .DescribeTensor(dtype, flat)
-        .DescribeTensor(dtype, flat)
-        .Buffer(a.get())
-        .Buffer(b.get())
-        .Buffer(out.get())
-        .Run(elementwise::kBinary);
+    return LaunchBinary(context, kOp, dtype, flat, flat, dtype, flat, a.get(), b.get(),
+                        out.get());
   }
 };
 
@@ -318,30 +325,13 @@ class ClipByValueOp : public NoAttributes<ClipByValueOp> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, t_shape));
     const int64_t count = TF_TensorElementCount(t.get());
     if (count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(Launch(context, ElementwiseOp::kMinimum, dtype, count, t.get(), hi.get(),
-                                out.get()));
-    return Launch(context, ElementwiseOp::kMaximum, dtype, count, out.get(), lo.get(), out.get());
-  }
-
- private:
-  // out = op(a, bound) over [count] elements; bound is a scalar or has count elements.
-  static absl::Status Launch(OpContext& context, ElementwiseOp op, TF_DataType dtype,
-                             int64_t count, const TF_Tensor* a, const TF_Tensor* bound,
-                             const TF_Tensor* out) {
-    OpTensorDescriptorSettings op_settings;
-    op_settings.op = op;
-    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+    // Each bound is a scalar or has count elements.
     const Shape flat = {count};
-    const Shape bound_shape = {TF_TensorElementCount(bound)};
-    return KernelLaunch(context)
-        .Describe(op_settings)
-        .DescribeTensor(dtype, flat)
-        .DescribeTensor(dtype, bound_shape)
-        .DescribeTensor(dtype, flat)
-        .Buffer(a)
-        .Buffer(bound)
-        .Buffer(out)
-        .Run(elementwise::kBinary);
+    VGPU_RETURN_IF_ERROR(LaunchBinary(context, ElementwiseOp::kMinimum, dtype, flat,
+                                      FlatShape(hi.get()), dtype, flat, t.get(), hi.get(),
+                                      out.get()));
+    return LaunchBinary(context, ElementwiseOp::kMaximum, dtype, flat, FlatShape(lo.get()), dtype,
+                        flat, out.get(), lo.get(), out.get());
   }
 };
 
@@ -366,22 +356,9 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
                           context.ForwardOrAllocateOutput({1, 2}, 0, dtype, shapes->output));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
-    if (shapes->merged_output.size() > static_cast<size_t>(kMaxRank)) {
-      return absl::UnimplementedError(absl::StrCat("Broadcast between ",
-                                                   ShapeString(condition_shape), " and ",
-                                                   ShapeString(then_shape),
-                                                   " is not supported yet."));
-    }
-    return KernelLaunch(context)
-        .DescribeTensor(TF_BOOL, shapes->merged_operands[0])
-        .DescribeTensor(dtype, shapes->merged_operands[1])
-        .DescribeTensor(dtype, shapes->merged_operands[2])
-        .DescribeTensor(dtype, shapes->merged_output)
-        .Buffer(condition.get())
-        .Buffer(then_tensor.get())
-        .Buffer(else_tensor.get())
-        .Buffer(out.get())
-        .Run(elementwise::kSelect);
+    VGPU_RETURN_IF_ERROR(CheckMergedRank(*shapes, condition_shape, then_shape));
+    return LaunchSelect(context, dtype, *shapes, condition.get(), then_tensor.get(),
+                        else_tensor.get(), out.get());
   }
 };
 
@@ -400,7 +377,7 @@ class CastOp {
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    if (source_ == destination_) return SetOutputTo(context, 0, x.get());
+    if (source_ == destination_) return context.SetOutput(0, x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.AllocateOutput(0, destination_, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
@@ -452,14 +429,7 @@ class BitcastOp {
     } else if (out_size < in_size) {
       dims.push_back(static_cast<int64_t>(in_size / out_size));
     }
-    const int64_t empty_dims[1] = {0};
-    TensorPtr output(TF_AllocateTensor(output_, empty_dims, 1, 0));
-    if (output == nullptr) return absl::InternalError("could not create the output tensor");
-    ScopedTfStatus status;
-    TF_TensorBitcastFrom(x.get(), output_, output.get(), dims.data(),
-                         static_cast<int>(dims.size()), status.get());
-    VGPU_RETURN_IF_ERROR(status.ToStatus());
-    return SetOutputTo(context, 0, output.get());
+    return context.SetOutputView(0, x.get(), output_, dims);
   }
 
  private:
@@ -490,7 +460,7 @@ class AddNOp : public NoAttributes<AddNOp> {
             " != input ", i, ": ", ShapeString(other)));
       }
     }
-    if (count == 1) return SetOutputTo(context, 0, inputs[0].get());
+    if (count == 1) return context.SetOutput(0, inputs[0].get());
     const TF_DataType dtype = TF_TensorType(inputs[0].get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, shape));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();

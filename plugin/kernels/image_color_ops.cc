@@ -34,6 +34,15 @@ absl::Status CheckScalar(const TF_Tensor* tensor, const char* name) {
       absl::StrCat(name, " must be scalar: ", ShapeString(ShapeOf(tensor))));
 }
 
+// Launches `kernel`, which adjusts `images` by the scalar `amount` into `output`.
+template <typename Params>
+absl::Status LaunchAdjustment(OpContext& context, KernelId kernel, const TF_Tensor* images,
+                              const TF_Tensor* amount, const TF_Tensor* output,
+                              const Params& params) {
+  return KernelLaunch(context).Buffer(images).Buffer(amount).Buffer(output).Param(params).Run(
+      kernel);
+}
+
 class AdjustContrastOp : public NoAttributes<AdjustContrastOp> {
  public:
   // TensorFlow's GPU kernel refuses to run when op determinism is required; this one sums in
@@ -56,12 +65,8 @@ class AdjustContrastOp : public NoAttributes<AdjustContrastOp> {
     params.channels = dims[rank - 1];
     params.pixels = dims[rank - 3] * dims[rank - 2];
     params.batch = count / (params.pixels * params.channels);
-    return KernelLaunch(context)
-        .Buffer(images.get())
-        .Buffer(factor.get())
-        .Buffer(output.get())
-        .Param(params)
-        .Run(image_transform::kAdjustContrast);
+    return LaunchAdjustment(context, image_transform::kAdjustContrast, images.get(),
+                            factor.get(), output.get(), params);
   }
 };
 
@@ -93,12 +98,8 @@ class AdjustHsvOp : public NoAttributes<AdjustHsvOp<kAdjustment>> {
     VGPU_ASSIGN_OR_RETURN(params.dtype, DTypeOf(dtype));
     params.adjustment = kAdjustment;
     params.pixels = count / 3;
-    return KernelLaunch(context)
-        .Buffer(images.get())
-        .Buffer(amount.get())
-        .Buffer(output.get())
-        .Param(params)
-        .Run(image_transform::kAdjustHsv);
+    return LaunchAdjustment(context, image_transform::kAdjustHsv, images.get(), amount.get(),
+                            output.get(), params);
   }
 };
 

@@ -62,6 +62,22 @@ struct ResizeGeometry {
   int64_t image_height = 0, image_width = 0;
   int64_t resized_height = 0, resized_width = 0;
   bool align_corners = false, half_pixel_centers = false;
+
+  // A geometry whose images (`of_images`) or resized images have the NHWC shape `dims` (the
+  // other size left 0).
+  static ResizeGeometry Of(const Dims& dims, bool of_images) {
+    ResizeGeometry g;
+    g.batch = dims[0];
+    g.channels = dims[3];
+    (of_images ? g.image_height : g.resized_height) = dims[1];
+    (of_images ? g.image_width : g.resized_width) = dims[2];
+    return g;
+  }
+  static ResizeGeometry OfImages(const Dims& dims) { return Of(dims, true); }
+  static ResizeGeometry OfResized(const Dims& dims) { return Of(dims, false); }
+
+  Dims image_dims() const { return {batch, image_height, image_width, channels}; }
+  Dims resized_dims() const { return {batch, resized_height, resized_width, channels}; }
 };
 
 // The parameter block: the kernel's type field, then the geometry.
@@ -80,6 +96,12 @@ ParamBlock GeometryParams(uint32_t type_field, const ResizeGeometry& g) {
       .Put(g.resized_width)
       .Put(options);
   return params;
+}
+
+// Launches `kernel` from `input` into `output` with the parameter block `params`.
+absl::Status LaunchResize(OpContext& context, KernelId kernel, const TF_Tensor* input,
+                          const TF_Tensor* output, const ParamBlock& params) {
+  return KernelLaunch(context).Buffer(input).Buffer(output).Params(params).Run(kernel);
 }
 
 absl::Status CheckFlags(bool align_corners, bool half_pixel_centers) {
@@ -136,9 +158,7 @@ absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tenso
     return absl::InvalidArgumentError(
         absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
   }
-  ResizeGeometry g;
-  g.batch = dims[0];
-  g.channels = dims[3];
+  ResizeGeometry g = ResizeGeometry::OfImages(dims);
   g.align_corners = align_corners;
   g.half_pixel_centers = half_pixel_centers;
   if (g.channels <= 0) {
@@ -150,8 +170,6 @@ absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tenso
   if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
     return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
   }
-  g.image_height = dims[1];
-  g.image_width = dims[2];
   VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
   g.resized_height = size[0];
   g.resized_width = size[1];
@@ -181,11 +199,7 @@ absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_T
     return absl::InvalidArgumentError(
         absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
   }
-  ResizeGeometry g;
-  g.batch = dims[0];
-  g.channels = dims[3];
-  g.resized_height = dims[1];
-  g.resized_width = dims[2];
+  ResizeGeometry g = ResizeGeometry::OfResized(dims);
   g.align_corners = align_corners;
   g.half_pixel_centers = half_pixel_centers;
   if (g.resized_height <= 0 || g.resized_width <= 0) {
@@ -213,26 +227,37 @@ bool IsEmpty(const Dims& dims) { return NumElements(dims) == 0; }
 enum class ResizeMethod { kBilinear, kNearestNeighbor, kBicubic, kArea };
 
 // ResizeBilinear, ResizeNearestNeighbor, ResizeBicubic and ResizeArea.
-template <ResizeMethod kMethod>
-class ResizeOp {
- public:
-  static absl::StatusOr<std::unique_ptr<ResizeOp>> Create(OpConstruction& construction) {
-    auto op = std::unique_ptr<ResizeOp>(new ResizeOp());
-    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
-    if constexpr (kMethod != ResizeMethod::kArea) {
-      VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
-    }
-    return op;
-  }
+// The attributes of the resize ops: align_corners and half_pixel_centers.
+struct ResizeFlags {
+  bool align_corners = false;
+  bool half_pixel_centers = false;
+};
 
+// Reads them; an op without half_pixel_centers (ResizeArea: !kHalfPixelCenters) has it false.
+template <bool kHalfPixelCenters = true>
+absl::StatusOr<ResizeFlags> ReadResizeFlags(OpConstruction& construction) {
+  ResizeFlags flags;
+  VGPU_ASSIGN_OR_RETURN(flags.align_corners, construction.Bool("align_corners"));
+  if constexpr (kHalfPixelCenters) {
+    VGPU_ASSIGN_OR_RETURN(flags.half_pixel_centers, construction.Bool("half_pixel_centers"));
+  }
+  return flags;
+}
+
+template <ResizeMethod kMethod>
+class ResizeOp
+    : public WithAttributes<ResizeOp<kMethod>, ResizeFlags,
+                            ReadResizeFlags<kMethod != ResizeMethod::kArea>> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(
         ResizeGeometry g,
-        ValidateResize(context, images.get(), align_corners_, half_pixel_centers_));
+        ValidateResize(context, images.get(), this->attributes_.align_corners,
+                       this->attributes_.half_pixel_centers));
     const TF_DataType dtype = TF_TensorType(images.get());
     const TF_DataType output_dtype = kMethod == ResizeMethod::kNearestNeighbor ? dtype : TF_FLOAT;
-    const Dims output_dims = {g.batch, g.resized_height, g.resized_width, g.channels};
+    const Dims output_dims = g.resized_dims();
     VGPU_ASSIGN_OR_RETURN(TensorPtr output,
                           context.AllocateOutput(0, output_dtype, output_dims));
     uint32_t type_field = 0;
@@ -252,68 +277,49 @@ class ResizeOp {
                                                    : image_resize::kResizeArea;
     }
     if (IsEmpty(output_dims)) return absl::OkStatus();
-    return KernelLaunch(context)
-        .Buffer(images.get())
-        .Buffer(output.get())
-        .Params(GeometryParams(type_field, g))
-        .Run(kernel);
+    return LaunchResize(context, kernel, images.get(), output.get(),
+                        GeometryParams(type_field, g));
   }
-
- private:
-  ResizeOp() = default;
-  bool align_corners_ = false;
-  bool half_pixel_centers_ = false;
 };
 
-// ResizeBilinearGrad and ResizeBicubicGrad: the gradient of the image, of the image's dtype.
-template <ResizeMethod kMethod>
-class ResizeGradOp {
- public:
-  static absl::StatusOr<std::unique_ptr<ResizeGradOp>> Create(OpConstruction& construction) {
-    auto op = std::unique_ptr<ResizeGradOp>(new ResizeGradOp());
-    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
-    VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
-    VGPU_ASSIGN_OR_RETURN(op->dtype_, construction.Type("T"));
-    return op;
-  }
+// The end of a resize gradient: allocates the gradient of the image, output 0 of `dtype` and
+// `g`'s image shape, and unless it is empty launches `kernel` from `grads`.
+absl::Status LaunchResizeGrad(OpContext& context, KernelId kernel, TF_DataType dtype,
+                              const ResizeGeometry& g, const TF_Tensor* grads) {
+  const Dims output_dims = g.image_dims();
+  VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_dims));
+  if (IsEmpty(output_dims)) return absl::OkStatus();
+  VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype));
+  return LaunchResize(context, kernel, grads, output.get(),
+                      GeometryParams(static_cast<uint32_t>(device_dtype), g));
+}
 
+// ResizeBilinearGrad and ResizeBicubicGrad: the gradient of the image, of the image's dtype
+// (the node's T, its output's).
+template <ResizeMethod kMethod>
+class ResizeGradOp
+    : public WithAttributes<ResizeGradOp<kMethod>, ResizeFlags, ReadResizeFlags<>> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(
-        ResizeGeometry g,
-        ValidateResizeGrad(context, grads.get(), align_corners_, half_pixel_centers_));
-    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype_, output_dims));
-    if (IsEmpty(output_dims)) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype_));
-    return KernelLaunch(context)
-        .Buffer(grads.get())
-        .Buffer(output.get())
-        .Params(GeometryParams(static_cast<uint32_t>(device_dtype), g))
-        .Run(kMethod == ResizeMethod::kBilinear ? image_resize::kResizeBilinearGrad
-                                                : image_resize::kResizeBicubicGrad);
+    VGPU_ASSIGN_OR_RETURN(ResizeGeometry g,
+                          ValidateResizeGrad(context, grads.get(),
+                                             this->attributes_.align_corners,
+                                             this->attributes_.half_pixel_centers));
+    return LaunchResizeGrad(context,
+                            kMethod == ResizeMethod::kBilinear
+                                ? image_resize::kResizeBilinearGrad
+                                : image_resize::kResizeBicubicGrad,
+                            TF_ExpectedOutputDataType(context.raw(), 0), g, grads.get());
   }
-
- private:
-  ResizeGradOp() = default;
-  bool align_corners_ = false;
-  bool half_pixel_centers_ = false;
-  TF_DataType dtype_ = TF_FLOAT;
 };
 
 // ResizeNearestNeighborGrad: TensorFlow checks only the shapes here (align_corners and
 // half_pixel_centers may both be set; the index rule is then the CUDA kernel's, see the
 // protocol header).
-class ResizeNearestNeighborGradOp {
+class ResizeNearestNeighborGradOp
+    : public WithAttributes<ResizeNearestNeighborGradOp, ResizeFlags, ReadResizeFlags<>> {
  public:
-  static absl::StatusOr<std::unique_ptr<ResizeNearestNeighborGradOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<ResizeNearestNeighborGradOp>(new ResizeNearestNeighborGradOp());
-    VGPU_ASSIGN_OR_RETURN(op->align_corners_, construction.Bool("align_corners"));
-    VGPU_ASSIGN_OR_RETURN(op->half_pixel_centers_, construction.Bool("half_pixel_centers"));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     // TensorFlow's GPU kernel refuses under op determinism (atomic adds); this one gathers in a
     // fixed order but refuses too, as code written for a GPU expects.
@@ -330,31 +336,14 @@ class ResizeNearestNeighborGradOp {
     if (size[0] <= 0 || size[1] <= 0) {
       return absl::InvalidArgumentError("shape_t's elements must be positive");
     }
-    ResizeGeometry g;
-    g.batch = dims[0];
-    g.resized_height = dims[1];
-    g.resized_width = dims[2];
-    g.channels = dims[3];
+    ResizeGeometry g = ResizeGeometry::OfResized(dims);
     g.image_height = size[0];
     g.image_width = size[1];
-    g.align_corners = align_corners_;
-    g.half_pixel_centers = half_pixel_centers_;
-    const TF_DataType dtype = TF_TensorType(grads.get());
-    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, output_dims));
-    if (IsEmpty(output_dims)) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype));
-    return KernelLaunch(context)
-        .Buffer(grads.get())
-        .Buffer(output.get())
-        .Params(GeometryParams(static_cast<uint32_t>(device_dtype), g))
-        .Run(image_resize::kResizeNearestNeighborGrad);
+    g.align_corners = attributes_.align_corners;
+    g.half_pixel_centers = attributes_.half_pixel_centers;
+    return LaunchResizeGrad(context, image_resize::kResizeNearestNeighborGrad,
+                            TF_TensorType(grads.get()), g, grads.get());
   }
-
- private:
-  ResizeNearestNeighborGradOp() = default;
-  bool align_corners_ = false;
-  bool half_pixel_centers_ = false;
 };
 
 // The kernel_type attribute of ScaleAndTranslate(Grad), case-insensitive as in TensorFlow.
@@ -372,6 +361,19 @@ absl::StatusOr<SamplingKernel> SamplingKernelOf(OpConstruction& construction) {
   return absl::InvalidArgumentError(absl::StrCat("Unrecognized kernel type: ", name));
 }
 
+// The attributes of ScaleAndTranslate(Grad): antialias and kernel_type.
+struct SamplingAttributes {
+  bool antialias = true;
+  SamplingKernel kernel = SamplingKernel::kLanczos3;
+};
+
+absl::StatusOr<SamplingAttributes> ReadSamplingAttributes(OpConstruction& construction) {
+  SamplingAttributes attributes;
+  VGPU_ASSIGN_OR_RETURN(attributes.antialias, construction.Bool("antialias"));
+  VGPU_ASSIGN_OR_RETURN(attributes.kernel, SamplingKernelOf(construction));
+  return attributes;
+}
+
 // ScaleAndTranslate's inputs 2 and 3: row and column scales (both > 0) and translations.
 struct Sampling {
   std::array<float, 2> scale, translation;
@@ -387,12 +389,12 @@ absl::StatusOr<Sampling> ReadSampling(OpContext& context) {
   return sampling;
 }
 
-ParamBlock SamplingParams(uint32_t type_field, const ResizeGeometry& g, SamplingKernel kernel,
-                          bool antialias, const Sampling& sampling) {
+ParamBlock SamplingParams(uint32_t type_field, const ResizeGeometry& g,
+                          const SamplingAttributes& attributes, const Sampling& sampling) {
   ParamBlock params = GeometryParams(type_field, g);
   ParamWriter(&params)
-      .Put(static_cast<uint32_t>(kernel))
-      .Put(static_cast<uint32_t>(antialias ? 1 : 0))
+      .Put(static_cast<uint32_t>(attributes.kernel))
+      .Put(static_cast<uint32_t>(attributes.antialias ? 1 : 0))
       .Put(sampling.scale[0])
       .Put(sampling.scale[1])
       .Put(sampling.translation[0])
@@ -400,16 +402,9 @@ ParamBlock SamplingParams(uint32_t type_field, const ResizeGeometry& g, Sampling
   return params;
 }
 
-class ScaleAndTranslateOp {
+class ScaleAndTranslateOp
+    : public WithAttributes<ScaleAndTranslateOp, SamplingAttributes, ReadSamplingAttributes> {
  public:
-  static absl::StatusOr<std::unique_ptr<ScaleAndTranslateOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<ScaleAndTranslateOp>(new ScaleAndTranslateOp());
-    VGPU_ASSIGN_OR_RETURN(op->antialias_, construction.Bool("antialias"));
-    VGPU_ASSIGN_OR_RETURN(op->kernel_, SamplingKernelOf(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
     const Dims dims = ShapeOf(images.get());
@@ -421,11 +416,7 @@ class ScaleAndTranslateOp {
     if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
       return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
     }
-    ResizeGeometry g;
-    g.batch = dims[0];
-    g.image_height = dims[1];
-    g.image_width = dims[2];
-    g.channels = dims[3];
+    ResizeGeometry g = ResizeGeometry::OfImages(dims);
     g.resized_height = size[0];
     g.resized_width = size[1];
     if (g.resized_height <= 0 || g.resized_width <= 0) {
@@ -438,34 +429,19 @@ class ScaleAndTranslateOp {
       return absl::InvalidArgumentError("input image must be of non-zero size");
     }
     VGPU_ASSIGN_OR_RETURN(Sampling sampling, ReadSampling(context));
-    const Dims output_dims = {g.batch, g.resized_height, g.resized_width, g.channels};
+    const Dims output_dims = g.resized_dims();
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, TF_FLOAT, output_dims));
     if (IsEmpty(output_dims)) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(PixelType pixel_type, PixelTypeOf(TF_TensorType(images.get())));
-    return KernelLaunch(context)
-        .Buffer(images.get())
-        .Buffer(output.get())
-        .Params(SamplingParams(static_cast<uint32_t>(pixel_type), g, kernel_, antialias_,
-                               sampling))
-        .Run(image_resize::kScaleAndTranslate);
+    return LaunchResize(
+        context, image_resize::kScaleAndTranslate, images.get(), output.get(),
+        SamplingParams(static_cast<uint32_t>(pixel_type), g, attributes_, sampling));
   }
-
- private:
-  ScaleAndTranslateOp() = default;
-  bool antialias_ = true;
-  SamplingKernel kernel_ = SamplingKernel::kLanczos3;
 };
 
-class ScaleAndTranslateGradOp {
+class ScaleAndTranslateGradOp
+    : public WithAttributes<ScaleAndTranslateGradOp, SamplingAttributes, ReadSamplingAttributes> {
  public:
-  static absl::StatusOr<std::unique_ptr<ScaleAndTranslateGradOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<ScaleAndTranslateGradOp>(new ScaleAndTranslateGradOp());
-    VGPU_ASSIGN_OR_RETURN(op->antialias_, construction.Bool("antialias"));
-    VGPU_ASSIGN_OR_RETURN(op->kernel_, SamplingKernelOf(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
@@ -479,32 +455,20 @@ class ScaleAndTranslateGradOp {
       return absl::InvalidArgumentError(
           absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
     }
-    ResizeGeometry g;
-    g.batch = dims[0];
-    g.resized_height = dims[1];
-    g.resized_width = dims[2];
-    g.channels = dims[3];
+    ResizeGeometry g = ResizeGeometry::OfResized(dims);
     g.image_height = original_dims[1];
     g.image_width = original_dims[2];
     if (!BelowInt32Max(g.image_height) || !BelowInt32Max(g.image_width)) {
       return absl::InvalidArgumentError("original sizes must be between 0 and max int32");
     }
-    const Dims output_dims = {g.batch, g.image_height, g.image_width, g.channels};
+    const Dims output_dims = g.image_dims();
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, TF_FLOAT, output_dims));
     VGPU_ASSIGN_OR_RETURN(Sampling sampling, ReadSampling(context));
     if (IsEmpty(output_dims)) return absl::OkStatus();
-    return KernelLaunch(context)
-        .Buffer(grads.get())
-        .Buffer(output.get())
-        .Params(SamplingParams(static_cast<uint32_t>(DType::kFloat32), g, kernel_, antialias_,
-                               sampling))
-        .Run(image_resize::kScaleAndTranslateGrad);
+    return LaunchResize(context, image_resize::kScaleAndTranslateGrad, grads.get(), output.get(),
+                        SamplingParams(static_cast<uint32_t>(DType::kFloat32), g, attributes_,
+                                       sampling));
   }
-
- private:
-  ScaleAndTranslateGradOp() = default;
-  bool antialias_ = true;
-  SamplingKernel kernel_ = SamplingKernel::kLanczos3;
 };
 
 }  // namespace

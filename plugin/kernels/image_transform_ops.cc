@@ -65,28 +65,21 @@ class ImageProjectiveTransformOp {
     auto op = std::unique_ptr<ImageProjectiveTransformOp>(new ImageProjectiveTransformOp());
     // TensorFlow only logs an unknown interpolation or fill mode and then computes with an
     // uninitialised one; here the node fails instead.
-    VGPU_ASSIGN_OR_RETURN(std::string interpolation, construction.String("interpolation"));
-    if (interpolation == "NEAREST") {
-      op->interpolation_ = Interpolation::kNearest;
-    } else if (interpolation == "BILINEAR") {
-      op->interpolation_ = Interpolation::kBilinear;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Invalid interpolation ", interpolation, ". Supported types: NEAREST, BILINEAR"));
-    }
-    VGPU_ASSIGN_OR_RETURN(std::string mode, construction.String("fill_mode"));
-    if (mode == "REFLECT") {
-      op->fill_mode_ = FillMode::kReflect;
-    } else if (mode == "WRAP") {
-      op->fill_mode_ = FillMode::kWrap;
-    } else if (mode == "CONSTANT") {
-      op->fill_mode_ = FillMode::kConstant;
-    } else if (mode == "NEAREST") {
-      op->fill_mode_ = FillMode::kNearest;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "Invalid mode ", mode, ". Supported types: REFLECT, WRAP, CONSTANT, NEAREST"));
-    }
+    VGPU_ASSIGN_OR_RETURN(op->interpolation_,
+                          construction.StringChoice<Interpolation>(
+                              "interpolation",
+                              {{"NEAREST", Interpolation::kNearest},
+                               {"BILINEAR", Interpolation::kBilinear}},
+                              "Invalid interpolation ", ". Supported types: NEAREST, BILINEAR"));
+    VGPU_ASSIGN_OR_RETURN(op->fill_mode_,
+                          construction.StringChoice<FillMode>(
+                              "fill_mode",
+                              {{"REFLECT", FillMode::kReflect},
+                               {"WRAP", FillMode::kWrap},
+                               {"CONSTANT", FillMode::kConstant},
+                               {"NEAREST", FillMode::kNearest}},
+                              "Invalid mode ",
+                              ". Supported types: REFLECT, WRAP, CONSTANT, NEAREST"));
     return op;
   }
 
@@ -157,11 +150,9 @@ class ImageProjectiveTransformOp {
 // CropAndResize and its gradients
 
 absl::StatusOr<CropMethod> CropMethodOf(OpConstruction& construction) {
-  VGPU_ASSIGN_OR_RETURN(std::string method, construction.String("method"));
-  if (method == "bilinear") return CropMethod::kBilinear;
-  if (method == "nearest") return CropMethod::kNearest;
-  return absl::InvalidArgumentError(
-      absl::StrCat("method must be 'bilinear' or 'nearest'", method));
+  return construction.StringChoice<CropMethod>(
+      "method", {{"bilinear", CropMethod::kBilinear}, {"nearest", CropMethod::kNearest}},
+      "method must be 'bilinear' or 'nearest'");
 }
 
 // TensorFlow's ParseAndCheckBoxSizes: the number of boxes of `boxes` [num_boxes, 4] and
@@ -170,16 +161,10 @@ absl::StatusOr<int64_t> BoxCount(const TF_Tensor* boxes, const TF_Tensor* box_in
   const Dims boxes_dims = ShapeOf(boxes);
   const Dims index_dims = ShapeOf(box_index);
   if (NumElements(boxes_dims) == 0 && NumElements(index_dims) == 0) return 0;
-  if (boxes_dims.size() != 2) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("boxes must be 2-D", ShapeString(boxes_dims)));
-  }
+  VGPU_RETURN_IF_ERROR(ShapeOfRank(boxes, 2, "boxes must be 2-D").status());
   const int64_t num_boxes = boxes_dims[0];
   if (boxes_dims[1] != 4) return absl::InvalidArgumentError("boxes must have 4 columns");
-  if (index_dims.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("box_index must be 1-D", ShapeString(index_dims)));
-  }
+  VGPU_RETURN_IF_ERROR(ShapeOfRank(box_index, 1, "box_index must be 1-D").status());
   if (index_dims[0] != num_boxes) {
     return absl::InvalidArgumentError("box_index has incompatible shape");
   }
@@ -198,6 +183,42 @@ absl::Status CheckBoxIndices(const OpContext& context, const TF_Tensor* box_inde
     }
   }
   return absl::OkStatus();
+}
+
+// The dims of `tensor`, a 4-D NHWC image of positive height and width, after TensorFlow's checks:
+// "<name> must be 4-D[shape]", then "<dimensions> dimensions must be positive".
+absl::StatusOr<Dims> ImageDims(const TF_Tensor* tensor, absl::string_view name,
+                               absl::string_view dimensions) {
+  VGPU_ASSIGN_OR_RETURN(Dims dims, ShapeOfRank(tensor, 4, absl::StrCat(name, " must be 4-D")));
+  if (dims[1] <= 0 || dims[2] <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(dimensions, " dimensions must be positive"));
+  }
+  return dims;
+}
+
+// The number of boxes of a crop-and-resize gradient, which must be the batch of `grads_dims`.
+absl::StatusOr<int64_t> GradientBoxCount(const TF_Tensor* boxes, const TF_Tensor* box_index,
+                                         const Dims& grads_dims) {
+  VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes, BoxCount(boxes, box_index));
+  if (grads_dims[0] != num_boxes) {
+    return absl::InvalidArgumentError("boxes and grads have incompatible shape");
+  }
+  return num_boxes;
+}
+
+// The values of the host-memory size vector input `index` (crop_size, image_size): 1-D with
+// `count` elements, TensorFlow's "<name> must have <count_text>" otherwise.
+absl::StatusOr<std::vector<int64_t>> HostSizeVector(OpContext& context, int index,
+                                                    absl::string_view name, int64_t count,
+                                                    absl::string_view count_text) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
+  VGPU_ASSIGN_OR_RETURN(Dims dims,
+                        ShapeOfRank(tensor.get(), 1, absl::StrCat(name, " must be 1-D")));
+  if (dims[0] != count) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(name, " must have ", count_text, ShapeString(dims)));
+  }
+  return context.HostIntegers(index);
 }
 
 // The geometry of a CropAndResize launch: an image of `image_dims` (NHWC) of TensorFlow dtype
@@ -234,15 +255,7 @@ class CropAndResizeOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr crop_size, context.Input(3));
-    const Dims image_dims = ShapeOf(image.get());
-    if (image_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input image must be 4-D", ShapeString(image_dims)));
-    }
-    if (image_dims[1] <= 0 || image_dims[2] <= 0) {
-      return absl::InvalidArgumentError("image dimensions must be positive");
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (TF_NumDims(boxes.get()) != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("boxes must be 2-D, got: ", ShapeText(boxes.get())));
@@ -252,16 +265,8 @@ class CropAndResizeOp {
           absl::StrCat("box_indices must be rank 1 but is shape ", ShapeText(box_index.get())));
     }
     VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes, BoxCount(boxes.get(), box_index.get()));
-    const Dims size_dims = ShapeOf(crop_size.get());
-    if (size_dims.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("crop_size must be 1-D", ShapeString(size_dims)));
-    }
-    if (size_dims[0] != 2) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("crop_size must have two elements", ShapeString(size_dims)));
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> crop, context.HostIntegers(3));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> crop,
+                          HostSizeVector(context, 3, "crop_size", 2, "two elements"));
     if (crop[0] <= 0 || crop[1] <= 0) {
       return absl::InvalidArgumentError("crop dimensions must be positive");
     }
@@ -307,29 +312,11 @@ class CropAndResizeGradImageOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr image_size, context.Input(3));
-    const Dims grads_dims = ShapeOf(grads.get());
-    if (grads_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grads image must be 4-D", ShapeString(grads_dims)));
-    }
-    if (grads_dims[1] <= 0 || grads_dims[2] <= 0) {
-      return absl::InvalidArgumentError("grads dimensions must be positive");
-    }
-    VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes, BoxCount(boxes.get(), box_index.get()));
-    if (grads_dims[0] != num_boxes) {
-      return absl::InvalidArgumentError("boxes and grads have incompatible shape");
-    }
-    const Dims size_dims = ShapeOf(image_size.get());
-    if (size_dims.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("image_size must be 1-D", ShapeString(size_dims)));
-    }
-    if (size_dims[0] != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("image_size must have 4 elements", ShapeString(size_dims)));
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> size, context.HostIntegers(3));
+    VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
+    VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes,
+                          GradientBoxCount(boxes.get(), box_index.get(), grads_dims));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> size,
+                          HostSizeVector(context, 3, "image_size", 4, "4 elements"));
     if (size[1] <= 0 || size[2] <= 0) {
       return absl::InvalidArgumentError("image dimensions must be positive");
     }
@@ -378,29 +365,13 @@ class CropAndResizeGradBoxesOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(2));
     VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(3));
-    const Dims grads_dims = ShapeOf(grads.get());
-    if (grads_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grads image must be 4-D", ShapeString(grads_dims)));
-    }
-    if (grads_dims[1] <= 0 || grads_dims[2] <= 0) {
-      return absl::InvalidArgumentError("grads dimensions must be positive");
-    }
-    const Dims image_dims = ShapeOf(image.get());
-    if (image_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input image must be 4-D", ShapeString(image_dims)));
-    }
-    if (image_dims[1] <= 0 || image_dims[2] <= 0) {
-      return absl::InvalidArgumentError("image dimensions must be positive");
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
+    VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (image_dims[3] != grads_dims[3]) {
       return absl::InvalidArgumentError("image, grads depth differ");
     }
-    VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes, BoxCount(boxes.get(), box_index.get()));
-    if (grads_dims[0] != num_boxes) {
-      return absl::InvalidArgumentError("boxes and grads have incompatible shape");
-    }
+    VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes,
+                          GradientBoxCount(boxes.get(), box_index.get(), grads_dims));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads_boxes,
                           context.AllocateOutput(0, TF_FLOAT, {num_boxes, 4}));
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, image_dims[0]));

@@ -44,6 +44,15 @@ std::string ShapeString(absl::Span<const int64_t> dims) {
   return absl::StrCat("[", absl::StrJoin(dims, ","), "]");
 }
 
+absl::StatusOr<std::vector<int64_t>> ShapeOfRank(const TF_Tensor* tensor, size_t rank,
+                                                 absl::string_view message) {
+  std::vector<int64_t> dims = ShapeOf(tensor);
+  if (dims.size() != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(message, ShapeString(dims)));
+  }
+  return dims;
+}
+
 int64_t NumElements(absl::Span<const int64_t> dims) {
   int64_t n = 1;
   for (int64_t d : dims) n *= d;

@@ -3,12 +3,14 @@
 #ifndef VGPU_KERNELS_KERNEL_SUPPORT_H_
 #define VGPU_KERNELS_KERNEL_SUPPORT_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/device/se_handles.h"
@@ -34,6 +36,11 @@ std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
 
 // A shape as TensorFlow writes it in messages (TensorShape::DebugString): "[2,3]", "[]".
 std::string ShapeString(absl::Span<const int64_t> dims);
+
+// The shape of `tensor` when it has `rank` dimensions; otherwise InvalidArgument with `message`
+// followed by the shape as ShapeString writes it (TensorFlow's "images must be 4-D[2,3]").
+absl::StatusOr<std::vector<int64_t>> ShapeOfRank(const TF_Tensor* tensor, size_t rank,
+                                                 absl::string_view message);
 
 // The number of elements of `dims` (1 for a scalar). Dimensions are non-negative and their
 // product fits in int64, as in every shape TensorFlow hands a kernel.

@@ -29,19 +29,6 @@ absl::StatusOr<MirrorPadMode> ModeOf(OpConstruction& construction) {
   return absl::InvalidArgumentError("mode must be either REFLECT or SYMMETRIC.");
 }
 
-// Makes output 0 the input `x` reshaped to `dims` (same element count), sharing its buffer.
-absl::Status ForwardReshaped(OpContext& context, const TF_Tensor* x, const Dims& dims) {
-  const int64_t empty_dims[1] = {0};
-  TensorPtr output(TF_AllocateTensor(TF_TensorType(x), empty_dims, 1, 0));
-  if (output == nullptr) return absl::InternalError("could not create the output tensor");
-  ScopedTfStatus status;
-  TF_TensorBitcastFrom(x, TF_TensorType(x), output.get(), dims.data(),
-                       static_cast<int>(dims.size()), status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  TF_SetOutput(context.raw(), 0, output.get(), status.get());
-  return status.ToStatus();
-}
-
 // The input and its paddings, checked as TensorFlow's MirrorPad(Grad)Op::Compute does before
 // it looks at the padding values.
 struct MirrorPadInputs {
@@ -92,14 +79,34 @@ ParamBlock LayoutParams(uint32_t first, const Dims& dims, const Dims& before, co
   return params;
 }
 
-class MirrorPadOp {
- public:
-  static absl::StatusOr<std::unique_ptr<MirrorPadOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(MirrorPadMode mode, ModeOf(construction));
-    return std::unique_ptr<MirrorPadOp>(new MirrorPadOp(mode));
+// TensorFlow's bounds on the paddings of one dimension of `size` (`what`: "dimension size", or
+// for the gradient "output dimension size"): at most the size for SYMMETRIC, below it for
+// REFLECT.
+absl::Status CheckPaddingBounds(MirrorPadMode mode, int64_t before, int64_t after, int64_t size,
+                                const char* what) {
+  if (mode == MirrorPadMode::kSymmetric && (before > size || after > size)) {
+    return absl::InvalidArgumentError(absl::StrCat("paddings must be no greater than the ", what,
+                                                   ": ", before, ", ", after, " greater than ",
+                                                   size));
   }
+  if (mode == MirrorPadMode::kReflect && (before >= size || after >= size)) {
+    return absl::InvalidArgumentError(absl::StrCat("paddings must be less than the ", what, ": ",
+                                                   before, ", ", after, " not less than ", size));
+  }
+  return absl::OkStatus();
+}
 
+// Launches `kernel` from `x` into `y` with the layout parameter block `params`.
+absl::Status LaunchMirrorPad(OpContext& context, KernelId kernel, const TF_Tensor* x,
+                             const TF_Tensor* y, const ParamBlock& params) {
+  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(kernel);
+}
+
+// MirrorPad and MirrorPadGrad: their attributes_ are the mode.
+class MirrorPadOp : public WithAttributes<MirrorPadOp, MirrorPadMode, ModeOf> {
+ public:
   absl::Status Compute(OpContext& context) {
+    const MirrorPadMode mode = attributes_;
     VGPU_ASSIGN_OR_RETURN(MirrorPadInputs in, ReadInputs(context, ", "));
     const int rank = static_cast<int>(in.x_dims.size());
     Dims y_dims(rank);
@@ -109,44 +116,25 @@ class MirrorPadOp {
         return absl::InvalidArgumentError(
             absl::StrCat("paddings must be non-negative: ", before, " ", after));
       }
-      if (mode_ == MirrorPadMode::kSymmetric && (before > n || after > n)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be no greater than the dimension size: ", before, ", ",
-                         after, " greater than ", n));
-      }
-      if (mode_ == MirrorPadMode::kReflect && (before >= n || after >= n)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be less than the dimension size: ", before, ", ", after,
-                         " not less than ", n));
-      }
+      VGPU_RETURN_IF_ERROR(CheckPaddingBounds(mode, before, after, n, "dimension size"));
       y_dims[d] = before + n + after;
     }
     if (NumElements(y_dims) == NumElements(in.x_dims)) {
-      return ForwardReshaped(context, in.x.get(), y_dims);
+      // The input reshaped, sharing its buffer.
+      return context.SetOutputView(0, in.x.get(), TF_TensorType(in.x.get()), y_dims);
     }
     const TF_DataType dtype = TF_TensorType(in.x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
-    return KernelLaunch(context)
-        .Buffer(in.x.get())
-        .Buffer(y.get())
-        .Params(LayoutParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)), in.x_dims, in.before,
-                             in.after, mode_))
-        .Run(data_movement::kMirrorPad);
+    return LaunchMirrorPad(context, data_movement::kMirrorPad, in.x.get(), y.get(),
+                           LayoutParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)), in.x_dims,
+                                        in.before, in.after, mode));
   }
-
- private:
-  explicit MirrorPadOp(MirrorPadMode mode) : mode_(mode) {}
-  MirrorPadMode mode_;
 };
 
-class MirrorPadGradOp {
+class MirrorPadGradOp : public WithAttributes<MirrorPadGradOp, MirrorPadMode, ModeOf> {
  public:
-  static absl::StatusOr<std::unique_ptr<MirrorPadGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(MirrorPadMode mode, ModeOf(construction));
-    return std::unique_ptr<MirrorPadGradOp>(new MirrorPadGradOp(mode));
-  }
-
   absl::Status Compute(OpContext& context) {
+    const MirrorPadMode mode = attributes_;
     VGPU_ASSIGN_OR_RETURN(MirrorPadInputs in, ReadInputs(context, " "));
     const int rank = static_cast<int>(in.x_dims.size());
     Dims dx_dims(rank);
@@ -157,34 +145,21 @@ class MirrorPadGradOp {
             absl::StrCat("Paddings must be non-negative: ", before, ", ", after));
       }
       const int64_t out_size = in.x_dims[d] - (before + after);
-      if (mode_ == MirrorPadMode::kSymmetric && (before > out_size || after > out_size)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "paddings must be no greater than the output dimension size: ", before, ", ", after,
-            " greater than ", out_size));
-      }
-      if (mode_ == MirrorPadMode::kReflect && (before >= out_size || after >= out_size)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("paddings must be less than the output dimension size: ", before, ", ",
-                         after, " not less than ", out_size));
-      }
+      VGPU_RETURN_IF_ERROR(
+          CheckPaddingBounds(mode, before, after, out_size, "output dimension size"));
       dx_dims[d] = out_size;
     }
-    if (dx_dims == in.x_dims) return ForwardReshaped(context, in.x.get(), dx_dims);
+    if (dx_dims == in.x_dims) {
+      return context.SetOutputView(0, in.x.get(), TF_TensorType(in.x.get()), dx_dims);
+    }
     const TF_DataType dtype = TF_TensorType(in.x.get());
     VGPU_ASSIGN_OR_RETURN(DType device_dtype, DTypeOf(dtype));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, dx_dims));
     if (NumElements(dx_dims) == 0) return absl::OkStatus();
-    return KernelLaunch(context)
-        .Buffer(in.x.get())
-        .Buffer(dx.get())
-        .Params(LayoutParams(static_cast<uint32_t>(device_dtype), dx_dims, in.before, in.after,
-                             mode_))
-        .Run(data_movement::kMirrorPadGrad);
+    return LaunchMirrorPad(context, data_movement::kMirrorPadGrad, in.x.get(), dx.get(),
+                           LayoutParams(static_cast<uint32_t>(device_dtype), dx_dims, in.before,
+                                        in.after, mode));
   }
-
- private:
-  explicit MirrorPadGradOp(MirrorPadMode mode) : mode_(mode) {}
-  MirrorPadMode mode_;
 };
 
 }  // namespace

@@ -35,11 +35,12 @@ struct BatchNormAttributes {
   bool is_training = true;
 };
 
-absl::StatusOr<BatchNormAttributes> ReadAttributes(OpConstruction& construction,
-                                                   bool forward) {
+// The attributes of the forward ops (kForward) or of the gradients.
+template <bool kForward>
+absl::StatusOr<BatchNormAttributes> ReadAttributes(OpConstruction& construction) {
   BatchNormAttributes attributes;
   VGPU_ASSIGN_OR_RETURN(attributes.params.epsilon, construction.Float("epsilon"));
-  if (forward && construction.Has("exponential_avg_factor")) {
+  if (kForward && construction.Has("exponential_avg_factor")) {
     VGPU_ASSIGN_OR_RETURN(attributes.params.exponential_avg_factor,
                           construction.Float("exponential_avg_factor"));
   }
@@ -57,6 +58,13 @@ absl::StatusOr<BatchNormAttributes> ReadAttributes(OpConstruction& construction,
 
 int64_t ChannelsOf(const Dims& x_dims, DataFormat format) {
   return format == DataFormat::kNHWC ? x_dims.back() : x_dims[1];
+}
+
+// Fails unless `dims` has rank 4 or 5 (TensorFlow's "input must be 4 or 5-dimensional[shape]").
+absl::Status CheckInputRank(const Dims& dims) {
+  if (dims.size() == 4 || dims.size() == 5) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("input must be 4 or 5-dimensional", ShapeString(dims)));
 }
 
 // Fails unless `dims` has rank 1 (TensorFlow's "<what> must be 1-dimensional[shape]").
@@ -96,14 +104,9 @@ absl::Status ZeroFill(const OpContext& context, const TF_Tensor* tensor) {
 }
 
 template <Version kVersion>
-class FusedBatchNormOp {
+class FusedBatchNormOp : public WithAttributes<FusedBatchNormOp<kVersion>, BatchNormAttributes,
+                                               ReadAttributes<true>> {
  public:
-  static absl::StatusOr<std::unique_ptr<FusedBatchNormOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<FusedBatchNormOp>();
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadAttributes(construction, true));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr scale, context.Input(1));
@@ -112,23 +115,20 @@ class FusedBatchNormOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr variance, context.Input(4));
     const Dims x_dims = ShapeOf(x.get());
     const Dims scale_dims = ShapeOf(scale.get());
-    if (x_dims.size() != 4 && x_dims.size() != 5) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4 or 5-dimensional", ShapeString(x_dims)));
-    }
+    VGPU_RETURN_IF_ERROR(CheckInputRank(x_dims));
     VGPU_RETURN_IF_ERROR(CheckVector(scale_dims, "scale"));
     VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(offset.get()), "offset"));
     VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(mean.get()), "estimated_mean"));
     VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(variance.get()), "estimated_variance"));
-    const BatchNormParams& params = attributes_.params;
+    const BatchNormParams& params = this->attributes_.params;
+    const bool is_training = this->attributes_.is_training;
     const int64_t channels = ChannelsOf(x_dims, params.data_format);
     VGPU_RETURN_IF_ERROR(CheckChannels(scale_dims, channels, "scale"));
     VGPU_RETURN_IF_ERROR(CheckChannels(ShapeOf(offset.get()), channels, "offset"));
-    const bool reads_old_statistics =
-        !attributes_.is_training || params.exponential_avg_factor != 1.0f;
+    const bool reads_old_statistics = !is_training || params.exponential_avg_factor != 1.0f;
     if (reads_old_statistics) {
-      const std::string prefix = attributes_.is_training ? "When exponential_avg_factor != 1"
-                                                         : "When is_training=false";
+      const std::string prefix =
+          is_training ? "When exponential_avg_factor != 1" : "When is_training=false";
       VGPU_RETURN_IF_ERROR(
           CheckChannels(ShapeOf(mean.get()), channels, prefix + ", mean"));
       VGPU_RETURN_IF_ERROR(
@@ -151,7 +151,7 @@ class FusedBatchNormOp {
     }
     if (channels == 0) return absl::OkStatus();
 
-    if (!attributes_.is_training) {
+    if (!is_training) {
       return LaunchBatchNorm(
           context, normalization::kForwardInference, x.get(), channels, params,
           {BufferOf(x.get()), BufferOf(scale.get()), BufferOf(offset.get()),
@@ -170,21 +170,13 @@ class FusedBatchNormOp {
          BufferOf(batch_variance.get()), BufferOf(saved_mean.get()),
          BufferOf(saved_variance.get())});
   }
-
- private:
-  BatchNormAttributes attributes_;
 };
 
 template <Version kVersion>
-class FusedBatchNormGradOp {
+class FusedBatchNormGradOp
+    : public WithAttributes<FusedBatchNormGradOp<kVersion>, BatchNormAttributes,
+                            ReadAttributes<false>> {
  public:
-  static absl::StatusOr<std::unique_ptr<FusedBatchNormGradOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::make_unique<FusedBatchNormGradOp>();
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadAttributes(construction, false));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(1));
@@ -196,14 +188,8 @@ class FusedBatchNormGradOp {
     const Dims dy_dims = ShapeOf(dy.get());
     const Dims x_dims = ShapeOf(x.get());
     const Dims scale_dims = ShapeOf(scale.get());
-    if (dy_dims.size() != 4 && dy_dims.size() != 5) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4 or 5-dimensional", ShapeString(dy_dims)));
-    }
-    if (x_dims.size() != 4 && x_dims.size() != 5) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4 or 5-dimensional", ShapeString(x_dims)));
-    }
+    VGPU_RETURN_IF_ERROR(CheckInputRank(dy_dims));
+    VGPU_RETURN_IF_ERROR(CheckInputRank(x_dims));
     VGPU_RETURN_IF_ERROR(CheckVector(scale_dims, "scale"));
     VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(mean.get()), "saved mean"));
     VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(variance.get()), "saved variance"));
@@ -212,7 +198,7 @@ class FusedBatchNormGradOp {
           "x and y_backprop must have same shape, but x has shape ", ShapeString(x_dims),
           " and y_backprop has shape ", ShapeString(dy_dims)));
     }
-    const BatchNormParams& params = attributes_.params;
+    const BatchNormParams& params = this->attributes_.params;
     const int64_t channels = ChannelsOf(x_dims, params.data_format);
     VGPU_RETURN_IF_ERROR(CheckChannels(scale_dims, channels, "scale"));
     VGPU_RETURN_IF_ERROR(CheckChannels(ShapeOf(mean.get()), channels, "reserve_space_1"));
@@ -230,16 +216,13 @@ class FusedBatchNormGradOp {
       VGPU_RETURN_IF_ERROR(ZeroFill(context, dscale.get()));
       return ZeroFill(context, doffset.get());
     }
-    const KernelId kernel = attributes_.is_training ? normalization::kBackwardTraining
+    const KernelId kernel = this->attributes_.is_training ? normalization::kBackwardTraining
                                                     : normalization::kBackwardInference;
     return LaunchBatchNorm(context, kernel, x.get(), channels, params,
                            {BufferOf(dy.get()), BufferOf(x.get()), BufferOf(scale.get()),
                             BufferOf(mean.get()), BufferOf(variance.get()), BufferOf(dx.get()),
                             BufferOf(dscale.get()), BufferOf(doffset.get())});
   }
-
- private:
-  BatchNormAttributes attributes_;
 };
 
 template <typename K>

@@ -14,43 +14,65 @@
 
 namespace vgpu {
 
+namespace {
+
+// Reads the scalar attribute `name` through `get`, one of TensorFlow's
+// TF_OpKernelConstruction_GetAttr* functions for a single value of type `Value`.
+template <typename Value>
+absl::StatusOr<Value> ScalarAttribute(TF_OpKernelConstruction* construction, const char* name,
+                                      void (*get)(TF_OpKernelConstruction*, const char*, Value*,
+                                                  TF_Status*)) {
+  ScopedTfStatus status;
+  Value value{};
+  get(construction, name, &value, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return value;
+}
+
+// The size of attribute `name`: the length of a list, or the bytes of a string (TensorFlow's
+// TF_OpKernelConstruction_GetAttrSize), never negative.
+struct AttributeSize {
+  size_t list_size = 0;
+  size_t total_size = 0;
+};
+
+absl::StatusOr<AttributeSize> SizeOfAttribute(TF_OpKernelConstruction* construction,
+                                              const char* name) {
+  ScopedTfStatus status;
+  int32_t list_size = 0;
+  int32_t total_size = 0;
+  TF_OpKernelConstruction_GetAttrSize(construction, name, &list_size, &total_size, status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return AttributeSize{static_cast<size_t>(list_size < 0 ? 0 : list_size),
+                       static_cast<size_t>(total_size < 0 ? 0 : total_size)};
+}
+
+}  // namespace
+
 bool OpConstruction::Has(const char* name) {
   ScopedTfStatus status;
   return TF_OpKernelConstruction_HasAttr(construction_, name, status.get());
 }
 
 absl::StatusOr<int64_t> OpConstruction::Int(const char* name) {
-  ScopedTfStatus status;
-  int64_t value = 0;
-  TF_OpKernelConstruction_GetAttrInt64(construction_, name, &value, status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  return value;
+  return ScalarAttribute<int64_t>(construction_, name, TF_OpKernelConstruction_GetAttrInt64);
 }
 
 absl::StatusOr<float> OpConstruction::Float(const char* name) {
-  ScopedTfStatus status;
-  float value = 0;
-  TF_OpKernelConstruction_GetAttrFloat(construction_, name, &value, status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  return value;
+  return ScalarAttribute<float>(construction_, name, TF_OpKernelConstruction_GetAttrFloat);
 }
 
 absl::StatusOr<bool> OpConstruction::Bool(const char* name) {
-  ScopedTfStatus status;
-  TF_Bool value = 0;
-  TF_OpKernelConstruction_GetAttrBool(construction_, name, &value, status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  VGPU_ASSIGN_OR_RETURN(
+      TF_Bool value,
+      ScalarAttribute<TF_Bool>(construction_, name, TF_OpKernelConstruction_GetAttrBool));
   return value != 0;
 }
 
 absl::StatusOr<std::string> OpConstruction::String(const char* name) {
+  VGPU_ASSIGN_OR_RETURN(AttributeSize size, SizeOfAttribute(construction_, name));
+  std::string value(size.total_size, '\0');
   ScopedTfStatus status;
-  int32_t list_size = 0;
-  int32_t total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(construction_, name, &list_size, &total_size,
-                                      status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  std::string value(static_cast<size_t>(total_size), '\0');
   TF_OpKernelConstruction_GetAttrString(construction_, name, value.data(), value.size(),
                                         status.get());
   VGPU_RETURN_IF_ERROR(status.ToStatus());
@@ -58,21 +80,13 @@ absl::StatusOr<std::string> OpConstruction::String(const char* name) {
 }
 
 absl::StatusOr<TF_DataType> OpConstruction::Type(const char* name) {
-  ScopedTfStatus status;
-  TF_DataType value = TF_FLOAT;
-  TF_OpKernelConstruction_GetAttrType(construction_, name, &value, status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  return value;
+  return ScalarAttribute<TF_DataType>(construction_, name, TF_OpKernelConstruction_GetAttrType);
 }
 
 absl::StatusOr<std::vector<int64_t>> OpConstruction::IntList(const char* name) {
+  VGPU_ASSIGN_OR_RETURN(AttributeSize size, SizeOfAttribute(construction_, name));
+  std::vector<int64_t> values(size.list_size);
   ScopedTfStatus status;
-  int32_t list_size = 0;
-  int32_t total_size = 0;
-  TF_OpKernelConstruction_GetAttrSize(construction_, name, &list_size, &total_size,
-                                      status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  std::vector<int64_t> values(static_cast<size_t>(list_size < 0 ? 0 : list_size));
   TF_OpKernelConstruction_GetAttrInt64List(construction_, name, values.data(),
                                            static_cast<int>(values.size()), status.get());
   VGPU_RETURN_IF_ERROR(status.ToStatus());
@@ -191,6 +205,33 @@ absl::StatusOr<TensorPtr> OpContext::AllocateTemp(TF_DataType dtype,
   TensorPtr owned(tensor);
   VGPU_RETURN_IF_ERROR(status.ToStatus());
   return owned;
+}
+
+absl::Status OpContext::CopyUnlessForwarded(const TF_Tensor* from, const TF_Tensor* to) const {
+  const BufferArg source = BufferOf(from);
+  const BufferArg destination = BufferOf(to);
+  if (destination.address == source.address || source.size == 0) return absl::OkStatus();
+  VGPU_ASSIGN_OR_RETURN(ClientStream * stream, Stream());
+  return stream->device().CopyDeviceToDevice(*stream, destination.address, source.address,
+                                             source.size);
+}
+
+absl::Status OpContext::SetOutput(int index, const TF_Tensor* tensor) const {
+  ScopedTfStatus status;
+  TF_SetOutput(context_, index, tensor, status.get());
+  return status.ToStatus();
+}
+
+absl::Status OpContext::SetOutputView(int index, const TF_Tensor* tensor, TF_DataType dtype,
+                                      absl::Span<const int64_t> dims) const {
+  const int64_t empty_dims[] = {0};  // a placeholder; BitcastFrom gives it tensor's buffer
+  TensorPtr view(TF_AllocateTensor(dtype, empty_dims, 1, 0));
+  if (view == nullptr) return absl::InternalError("could not create the output tensor");
+  ScopedTfStatus status;
+  TF_TensorBitcastFrom(tensor, dtype, view.get(), dims.data(), static_cast<int>(dims.size()),
+                       status.get());
+  VGPU_RETURN_IF_ERROR(status.ToStatus());
+  return SetOutput(index, view.get());
 }
 
 absl::StatusOr<DType> DTypeOf(TF_DataType dtype) {

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/client/device_client.h"
 #include "plugin/common/activity.h"
@@ -40,6 +42,19 @@ class OpConstruction {
   absl::StatusOr<std::string> String(const char* name);
   absl::StatusOr<TF_DataType> Type(const char* name);
   absl::StatusOr<std::vector<int64_t>> IntList(const char* name);
+  // The value `choices` pairs with the text of string attribute `name`; InvalidArgument
+  // StrCat(message_prefix, text, message_suffix) when the text is none of theirs.
+  template <typename T>
+  absl::StatusOr<T> StringChoice(const char* name,
+                                 std::initializer_list<std::pair<absl::string_view, T>> choices,
+                                 absl::string_view message_prefix,
+                                 absl::string_view message_suffix = "") {
+    VGPU_ASSIGN_OR_RETURN(std::string text, String(name));
+    for (const auto& [choice, value] : choices) {
+      if (text == choice) return value;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(message_prefix, text, message_suffix));
+  }
   TF_OpKernelConstruction* raw() const { return construction_; }
 
  private:
@@ -78,6 +93,17 @@ class OpContext {
   // A scratch device buffer that lives until the kernel returns (stream order keeps it valid
   // for the work launched before that).
   absl::StatusOr<TensorPtr> AllocateTemp(TF_DataType dtype, absl::Span<const int64_t> dims) const;
+
+  // Copies `from`'s bytes into `to` on the op's stream, unless `to` holds `from`'s buffer (an
+  // output TensorFlow let take over an input's buffer) or `from` is empty.
+  absl::Status CopyUnlessForwarded(const TF_Tensor* from, const TF_Tensor* to) const;
+
+  // Makes `tensor` output `index` as it is, without copying (TensorFlow's set_output).
+  absl::Status SetOutput(int index, const TF_Tensor* tensor) const;
+  // Makes output `index` a view of `tensor`'s bytes as `dtype` and `dims` (a bitcast: the byte
+  // size must stay the same), sharing its buffer; nothing is launched.
+  absl::Status SetOutputView(int index, const TF_Tensor* tensor, TF_DataType dtype,
+                             absl::Span<const int64_t> dims) const;
 
   // The stream this op runs on, and its device's DNN API.
   absl::StatusOr<ClientStream*> Stream() const { return GetClientStream(context_); }
@@ -177,6 +203,23 @@ struct NoAttributes {
   static absl::StatusOr<std::unique_ptr<K>> Create(OpConstruction&) {
     return std::make_unique<K>();
   }
+};
+
+// The base of a kernel class K whose state is one `Attributes` value, which kRead reads (and
+// checks) when TensorFlow builds the node's kernel: gives K its Create and `attributes_`.
+template <typename K, typename Attributes,
+          absl::StatusOr<Attributes> (*kRead)(OpConstruction&)>
+class WithAttributes {
+ public:
+  static absl::StatusOr<std::unique_ptr<K>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(Attributes attributes, kRead(construction));
+    auto kernel = std::make_unique<K>();
+    static_cast<WithAttributes&>(*kernel).attributes_ = std::move(attributes);
+    return kernel;
+  }
+
+ protected:
+  Attributes attributes_;
 };
 
 }  // namespace vgpu

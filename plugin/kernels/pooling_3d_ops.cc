@@ -89,11 +89,7 @@ class Pool3dOp {
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, kMode,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));
-    const TF_DataType dtype = TF_TensorType(x.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
-    if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
-    return LaunchPooling(context, pooling::kForward, plan, dtype, x_dims,
-                         {BufferOf(x.get()), BufferOf(y.get())});
+    return LaunchPoolingForward(context, plan, x.get(), x_dims);
   }
 
  private:
@@ -116,14 +112,8 @@ class MaxPool3dGradOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
-    const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    if (x_dims.size() != 5) return absl::InvalidArgumentError(kRank5);
-    if (TF_NumDims(y.get()) != 5) {
-      return absl::InvalidArgumentError("tensor_out must be 5-dimensional");
-    }
-    if (TF_NumDims(dy.get()) != 5) {
-      return absl::InvalidArgumentError("out_backprop must be 5-dimensional");
-    }
+    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
+                          MaxPoolGradInputDims(5, x.get(), y.get(), dy.get(), "out_backprop"));
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));
@@ -171,12 +161,7 @@ class AvgPool3dGradOp {
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));
-    VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
-    const TF_DataType dtype = TF_TensorType(dy.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
-    if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
-    return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
-                         {BufferOf(dy.get()), BufferOf(dx.get())});
+    return LaunchAvgPoolingBackward(context, plan, dy.get(), x_dims);
   }
 
  private:
@@ -202,14 +187,9 @@ class MaxPool3dGradGradOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
-    const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    if (x_dims.size() != 5) return absl::InvalidArgumentError(kRank5);
-    if (TF_NumDims(y.get()) != 5) {
-      return absl::InvalidArgumentError("tensor_out must be 5-dimensional");
-    }
-    if (TF_NumDims(ddx.get()) != 5) {
-      return absl::InvalidArgumentError("out_grad_backprop must be 5-dimensional");
-    }
+    VGPU_ASSIGN_OR_RETURN(
+        const std::vector<int64_t> x_dims,
+        MaxPoolGradInputDims(5, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));

@@ -33,6 +33,40 @@ absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                                                  ShapeString(actual)));
 }
 
+absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
+                                                          const TF_Tensor* orig_output,
+                                                          const TF_Tensor* grad,
+                                                          const char* grad_name) {
+  const std::vector<int64_t> dims = ShapeOf(orig_input);
+  const auto rank_message = [rank](const char* name) {
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be ", rank, "-dimensional"));
+  };
+  if (dims.size() != static_cast<size_t>(rank)) return rank_message("tensor_in");
+  if (TF_NumDims(orig_output) != rank) return rank_message("tensor_out");
+  if (TF_NumDims(grad) != rank) return rank_message(grad_name);
+  return dims;
+}
+
+absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
+                                  absl::Span<const int64_t> x_dims) {
+  const TF_DataType dtype = TF_TensorType(x);
+  VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
+  if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
+  return LaunchPooling(context, pooling::kForward, plan, dtype, x_dims,
+                       {BufferOf(x), BufferOf(y.get())});
+}
+
+absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
+                                      const TF_Tensor* grad,
+                                      absl::Span<const int64_t> input_dims) {
+  VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(grad)));
+  const TF_DataType dtype = TF_TensorType(grad);
+  VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, input_dims));
+  if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
+  return LaunchPooling(context, pooling::kBackward, plan, dtype, input_dims,
+                       {BufferOf(grad), BufferOf(dx.get())});
+}
+
 absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spatial_dims) {
   PoolWindow window;
   window.spatial_dims = spatial_dims;
@@ -50,16 +84,14 @@ absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spat
         "Invalid data format: ", format, " (the virtual GPU pools ",
         three_d ? "NDHWC and NCDHW" : "NHWC and NCHW", ")"));
   }
-  VGPU_ASSIGN_OR_RETURN(std::string padding, construction.String("padding"));
-  if (padding == "VALID") {
-    window.padding = Padding::kValid;
-  } else if (padding == "SAME") {
-    window.padding = Padding::kSame;
-  } else if (padding == "EXPLICIT") {
-    window.padding = Padding::kExplicit;
+  VGPU_ASSIGN_OR_RETURN(window.padding, construction.StringChoice<Padding>(
+                                            "padding",
+                                            {{"VALID", Padding::kValid},
+                                             {"SAME", Padding::kSame},
+                                             {"EXPLICIT", Padding::kExplicit}},
+                                            "Invalid padding: "));
+  if (window.padding == Padding::kExplicit) {
     VGPU_ASSIGN_OR_RETURN(window.explicit_paddings, construction.IntList("explicit_paddings"));
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid padding: ", padding));
   }
   return window;
 }
@@ -302,34 +334,68 @@ absl::Status CheckWindow2d(const PoolWindow& window, const char* stride_word,
   return CheckNoDepthPooling2d(window);
 }
 
+// The window checks of the 2-D gradient ops.
+absl::Status CheckGradWindow2d(const PoolWindow& window) {
+  return CheckWindow2d(window, "strides", kKsizePositive, false);
+}
+
+// The window of a 2-D pooling op: its ksize and strides attributes, read and checked when the
+// kernel is built, or, for the V2 ops (which have no ksize attribute), its ksize and strides
+// host-memory inputs, read and checked by each Compute.
+class Window2dSource {
+ public:
+  using Check = absl::Status (*)(const PoolWindow&);
+
+  // Reads the layout and, unless the op is a V2 op, the window attributes; `check` runs on every
+  // window, CheckExplicitPadding too on attribute windows where `check_explicit_padding`.
+  static absl::StatusOr<Window2dSource> Read(OpConstruction& construction, Check check,
+                                             bool check_explicit_padding) {
+    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
+    const bool dynamic = !construction.Has("ksize");
+    if (!dynamic) {
+      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
+      VGPU_RETURN_IF_ERROR(check(window));
+      if (check_explicit_padding) VGPU_RETURN_IF_ERROR(CheckExplicitPadding(window));
+    }
+    return Window2dSource(std::move(window), dynamic, check);
+  }
+
+  // The window of this Compute: the attributes' or that of inputs `ksize_input` and
+  // `strides_input`, checked.
+  absl::StatusOr<PoolWindow> Window(const OpContext& context, int ksize_input,
+                                    int strides_input) const {
+    if (!dynamic_) return window_;
+    PoolWindow window = window_;
+    VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, ksize_input, strides_input, window));
+    VGPU_RETURN_IF_ERROR(check_(window));
+    return window;
+  }
+
+ private:
+  Window2dSource(PoolWindow window, bool dynamic, Check check)
+      : window_(std::move(window)), dynamic_(dynamic), check_(check) {}
+  PoolWindow window_;
+  bool dynamic_;
+  Check check_;
+};
+
 // MaxPool / MaxPoolV2 / AvgPool. V2 takes ksize and strides as host-memory inputs 1 and 2.
 template <PoolingMode kMode>
 class PoolOp {
  public:
   static absl::StatusOr<std::unique_ptr<PoolOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
-    const bool dynamic = !construction.Has("ksize");
-    if (!dynamic) {
-      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
-      VGPU_RETURN_IF_ERROR(CheckAttributes(window));
-      VGPU_RETURN_IF_ERROR(CheckExplicitPadding(window));
-    }
+    VGPU_ASSIGN_OR_RETURN(Window2dSource window,
+                          Window2dSource::Read(construction, CheckAttributes, true));
     NanPropagation nan = NanPropagation::kNotPropagate;
     if (kMode == PoolingMode::kMax) {
       VGPU_ASSIGN_OR_RETURN(nan, MaxPoolNanPropagationFromEnvironment());
     }
-    return std::unique_ptr<PoolOp>(new PoolOp(std::move(window), dynamic, nan));
+    return std::unique_ptr<PoolOp>(new PoolOp(std::move(window), nan));
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    PoolWindow dynamic_window;
-    if (dynamic_) {
-      dynamic_window = window_;
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 1, 2, dynamic_window));
-      VGPU_RETURN_IF_ERROR(CheckAttributes(dynamic_window));
-    }
-    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
+    VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 1, 2));
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
     if (x_dims.size() != 4) {
       return absl::InvalidArgumentError(
@@ -337,16 +403,11 @@ class PoolOp {
                        static_cast<int>(window.format)));
     }
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, kMode, nan_, x_dims, kRank4));
-    const TF_DataType dtype = TF_TensorType(x.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
-    if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
-    return LaunchPooling(context, pooling::kForward, plan, dtype, x_dims,
-                         {BufferOf(x.get()), BufferOf(y.get())});
+    return LaunchPoolingForward(context, plan, x.get(), x_dims);
   }
 
  private:
-  PoolOp(PoolWindow window, bool dynamic, NanPropagation nan)
-      : window_(std::move(window)), dynamic_(dynamic), nan_(nan) {}
+  PoolOp(Window2dSource window, NanPropagation nan) : window_(std::move(window)), nan_(nan) {}
 
   static absl::Status CheckAttributes(const PoolWindow& window) {
     if (kMode == PoolingMode::kMax) {
@@ -355,8 +416,7 @@ class PoolOp {
     return CheckWindow2d(window, "stride", "ksize must be a positive int32 value, got:", true);
   }
 
-  PoolWindow window_;
-  bool dynamic_;
+  Window2dSource window_;
   NanPropagation nan_;
 };
 
@@ -365,36 +425,19 @@ class PoolOp {
 class MaxPoolGradOp {
  public:
   static absl::StatusOr<std::unique_ptr<MaxPoolGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
-    const bool dynamic = !construction.Has("ksize");
-    if (!dynamic) {
-      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
-      VGPU_RETURN_IF_ERROR(CheckExplicitPadding(window));
-    }
+    VGPU_ASSIGN_OR_RETURN(Window2dSource window,
+                          Window2dSource::Read(construction, CheckGradWindow2d, true));
     VGPU_ASSIGN_OR_RETURN(NanPropagation nan, MaxPoolNanPropagationFromEnvironment());
-    return std::unique_ptr<MaxPoolGradOp>(new MaxPoolGradOp(std::move(window), dynamic, nan));
+    return std::unique_ptr<MaxPoolGradOp>(new MaxPoolGradOp(std::move(window), nan));
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
-    const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    if (x_dims.size() != 4) return absl::InvalidArgumentError(kRank4);
-    if (TF_NumDims(y.get()) != 4) {
-      return absl::InvalidArgumentError("tensor_out must be 4-dimensional");
-    }
-    if (TF_NumDims(dy.get()) != 4) {
-      return absl::InvalidArgumentError("out_backprop must be 4-dimensional");
-    }
-    PoolWindow dynamic_window;
-    if (dynamic_) {
-      dynamic_window = window_;
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
-    }
-    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
+    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
+                          MaxPoolGradInputDims(4, x.get(), y.get(), dy.get(), "out_backprop"));
+    VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
     const TF_DataType dtype = TF_TensorType(x.get());
     // Never forwarded into x: the kernel reads x while it writes dx.
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
@@ -409,10 +452,9 @@ class MaxPoolGradOp {
   }
 
  private:
-  MaxPoolGradOp(PoolWindow window, bool dynamic, NanPropagation nan)
-      : window_(std::move(window)), dynamic_(dynamic), nan_(nan) {}
-  PoolWindow window_;
-  bool dynamic_;
+  MaxPoolGradOp(Window2dSource window, NanPropagation nan)
+      : window_(std::move(window)), nan_(nan) {}
+  Window2dSource window_;
   NanPropagation nan_;
 };
 
@@ -422,34 +464,19 @@ class MaxPoolGradGradOp {
  public:
   static absl::StatusOr<std::unique_ptr<MaxPoolGradGradOp>> Create(
       OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolWindow window, ReadPoolLayout(construction, 2));
-    const bool dynamic = !construction.Has("ksize");
-    if (!dynamic) {
-      VGPU_RETURN_IF_ERROR(ReadWindowAttributes(construction, window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(window, "strides", kKsizePositive, false));
-    }
-    return std::unique_ptr<MaxPoolGradGradOp>(new MaxPoolGradGradOp(std::move(window), dynamic));
+    VGPU_ASSIGN_OR_RETURN(Window2dSource window,
+                          Window2dSource::Read(construction, CheckGradWindow2d, false));
+    return std::unique_ptr<MaxPoolGradGradOp>(new MaxPoolGradGradOp(std::move(window)));
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
-    const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    if (x_dims.size() != 4) return absl::InvalidArgumentError(kRank4);
-    if (TF_NumDims(y.get()) != 4) {
-      return absl::InvalidArgumentError("tensor_out must be 4-dimensional");
-    }
-    if (TF_NumDims(ddx.get()) != 4) {
-      return absl::InvalidArgumentError("out_grad_backprop must be 4-dimensional");
-    }
-    PoolWindow dynamic_window;
-    if (dynamic_) {
-      dynamic_window = window_;
-      VGPU_RETURN_IF_ERROR(ReadWindowInputs(context, 3, 4, dynamic_window));
-      VGPU_RETURN_IF_ERROR(CheckWindow2d(dynamic_window, "strides", kKsizePositive, false));
-    }
-    const PoolWindow& window = dynamic_ ? dynamic_window : window_;
+    VGPU_ASSIGN_OR_RETURN(
+        const std::vector<int64_t> x_dims,
+        MaxPoolGradInputDims(4, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
+    VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank4));
@@ -464,10 +491,8 @@ class MaxPoolGradGradOp {
   }
 
  private:
-  MaxPoolGradGradOp(PoolWindow window, bool dynamic)
-      : window_(std::move(window)), dynamic_(dynamic) {}
-  PoolWindow window_;
-  bool dynamic_;
+  explicit MaxPoolGradGradOp(Window2dSource window) : window_(std::move(window)) {}
+  Window2dSource window_;
 };
 
 // AvgPoolGrad(orig_input_shape (host int32), grad) -> gradient with respect to the input.
@@ -502,12 +527,7 @@ class AvgPoolGradOp {
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank4));
-    VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
-    const TF_DataType dtype = TF_TensorType(dy.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
-    if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
-    return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
-                         {BufferOf(dy.get()), BufferOf(dx.get())});
+    return LaunchAvgPoolingBackward(context, plan, dy.get(), x_dims);
   }
 
  private:

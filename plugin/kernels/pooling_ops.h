@@ -94,9 +94,30 @@ absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& 
                            TF_DataType dtype, absl::Span<const int64_t> input_dims,
                            std::initializer_list<BufferArg> buffers);
 
+// Allocates the pooled output (output 0: `x`'s dtype, `plan`'s shape) and, unless it is empty,
+// launches the forward pooling of `x` (of `x_dims`).
+absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
+                                  absl::Span<const int64_t> x_dims);
+
+// The rest of an average-pooling gradient once `plan` is made: checks `grad` has the pooled
+// shape, allocates the gradient (output 0: `grad`'s dtype, `input_dims`) and, unless it is
+// empty, launches the backward kernel.
+absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
+                                      const TF_Tensor* grad,
+                                      absl::Span<const int64_t> input_dims);
+
 // InvalidArgument "Expected <what> shape to be <expected>, but got <actual>" unless equal.
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                          absl::Span<const int64_t> actual);
+
+// TensorFlow's rank checks of a max-pooling gradient's inputs (orig_input, orig_output, grad),
+// each of `rank` dimensions: "tensor_in must be 4-dimensional", then tensor_out, then
+// `grad_name` (out_backprop; out_grad_backprop for the second-order gradient). Returns
+// orig_input's dims.
+absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
+                                                          const TF_Tensor* orig_output,
+                                                          const TF_Tensor* grad,
+                                                          const char* grad_name);
 
 // MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax (pooling_argmax_ops.cc).
 void RegisterPoolingArgmaxOps(const char* device_type);

@@ -84,36 +84,26 @@ absl::StatusOr<ReductionPlan> PlanReduction(absl::Span<const int64_t> dims,
   return plan;
 }
 
-// Makes output 0 the input `x` reshaped to `dims`, sharing its buffer (no data is touched).
-absl::Status ForwardReshaped(OpContext& context, const TF_Tensor* x,
-                             absl::Span<const int64_t> dims) {
-  const int64_t empty_dims[1] = {0};
-  TensorPtr output(TF_AllocateTensor(TF_TensorType(x), empty_dims, 1, 0));
-  if (output == nullptr) return absl::InternalError("could not create the output tensor");
-  ScopedTfStatus status;
-  TF_TensorBitcastFrom(x, TF_TensorType(x), output.get(), dims.data(),
-                       static_cast<int>(dims.size()), status.get());
-  VGPU_RETURN_IF_ERROR(status.ToStatus());
-  TF_SetOutput(context.raw(), 0, output.get(), status.get());
-  return status.ToStatus();
+absl::StatusOr<bool> ReadKeepDims(OpConstruction& construction) {
+  return construction.Bool("keep_dims");
 }
 
-// Sum, Mean, Prod, Max, Min (T numeric) and All, Any (bool).
-template <ReduceOp kOp>
-class ReductionOp {
- public:
-  static absl::StatusOr<std::unique_ptr<ReductionOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(bool keep_dims, construction.Bool("keep_dims"));
-    return std::unique_ptr<ReductionOp>(new ReductionOp(keep_dims));
-  }
+absl::StatusOr<TF_DataType> ReadOutputType(OpConstruction& construction) {
+  return construction.Type("output_type");
+}
 
+// Sum, Mean, Prod, Max, Min (T numeric) and All, Any (bool). Its attributes_ are keep_dims.
+template <ReduceOp kOp>
+class ReductionOp : public WithAttributes<ReductionOp<kOp>, bool, ReadKeepDims> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes, context.HostIntegers(1));
     const std::vector<int64_t> dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(ReductionPlan plan, PlanReduction(dims, axes, keep_dims_));
-    if (plan.IsCopy()) return ForwardReshaped(context, x.get(), plan.output_dims);
+    VGPU_ASSIGN_OR_RETURN(ReductionPlan plan, PlanReduction(dims, axes, this->attributes_));
     const TF_DataType dtype = TF_TensorType(x.get());
+    // A copy: output 0 is the input reshaped, sharing its buffer (no data is touched).
+    if (plan.IsCopy()) return context.SetOutputView(0, x.get(), dtype, plan.output_dims);
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
 
@@ -131,22 +121,14 @@ class ReductionOp {
         .Param(layout)
         .Run(reduction::kReduce);
   }
-
- private:
-  explicit ReductionOp(bool keep_dims) : keep_dims_(keep_dims) {}
-  bool keep_dims_;
 };
 
-// ArgMax / ArgMin(input, dimension) with output_type int32 or int64.
+// ArgMax / ArgMin(input, dimension) with output_type int32 or int64, its attributes_.
 template <ReduceOp kOp>
-class ArgReductionOp {
+class ArgReductionOp : public WithAttributes<ArgReductionOp<kOp>, TF_DataType, ReadOutputType> {
  public:
-  static absl::StatusOr<std::unique_ptr<ArgReductionOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(TF_DataType output_type, construction.Type("output_type"));
-    return std::unique_ptr<ArgReductionOp>(new ArgReductionOp(output_type));
-  }
-
   absl::Status Compute(OpContext& context) {
+    const TF_DataType output_type = this->attributes_;
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr dimension, context.Input(1));
     if (TF_NumDims(dimension.get()) != 0) {
@@ -174,7 +156,7 @@ class ArgReductionOp {
       output_dims.push_back(dims[i]);
       (i < axis ? outer : inner) *= dims[i];
     }
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, output_type_, output_dims));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, output_type, output_dims));
     if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
 
     const int64_t x_view[3] = {outer, dims[axis], inner};
@@ -185,15 +167,11 @@ class ArgReductionOp {
     return KernelLaunch(context)
         .Describe(reduce_settings)
         .DescribeTensor(TF_TensorType(x.get()), x_view)
-        .DescribeTensor(output_type_, y_view)
+        .DescribeTensor(output_type, y_view)
         .Buffer(x.get())
         .Buffer(y.get())
         .Run(reduction::kArgReduce);
   }
-
- private:
-  explicit ArgReductionOp(TF_DataType output_type) : output_type_(output_type) {}
-  TF_DataType output_type_;
 };
 
 template <typename K>

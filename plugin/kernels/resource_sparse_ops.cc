@@ -69,26 +69,37 @@ class StatusOpKernel : public tf::OpKernel {
   virtual absl::Status ComputeWithStatus(tf::OpKernelContext* context) = 0;
 };
 
-// The variable of input 0, locked for the lifetime of the result and checked to hold `dtype`
+// One call of a resource-variable op: the op's stream and the variable of input 0, locked while
+// this object lives.
+struct VariableCall {
+  ClientStream* stream = nullptr;
+  std::unique_ptr<LockedVariables> locked;
+
+  // The tensor the variable holds.
+  const tf::Tensor& params() const { return *locked->get(0)->tensor(); }
+};
+
+// Finds the op's stream and locks the variable of input 0, checked to hold `dtype`
 // (InvalidArgument `mismatch_message` otherwise). For an update (`for_update`), its buffer is
 // made private first; a gather reads it as it is (the launch is stream-ordered before any later
 // in-place update).
-absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariable(tf::OpKernelContext* context,
-                                                                ClientStream& stream,
-                                                                tf::DataType dtype,
-                                                                const char* mismatch_message,
-                                                                bool for_update) {
-  VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
-                        LockedVariables::Acquire(context, {0}));
-  tf::Var* variable = locked->get(0);
+absl::StatusOr<VariableCall> BeginVariableCall(tf::OpKernelContext* context, tf::DataType dtype,
+                                               const char* mismatch_message, bool for_update) {
+  VariableCall call;
+  VGPU_ASSIGN_OR_RETURN(call.stream, variables::StreamOf(context));
+  VGPU_ASSIGN_OR_RETURN(call.locked, LockedVariables::Acquire(context, {0}));
+  tf::Var* variable = call.locked->get(0);
   if (variable->tensor()->dtype() != dtype) {
     return absl::InvalidArgumentError(mismatch_message);
   }
   if (for_update) {
-    VGPU_RETURN_IF_ERROR(variables::PrepareToUpdate(context, variable, stream));
+    VGPU_RETURN_IF_ERROR(variables::PrepareToUpdate(context, variable, *call.stream));
   }
-  return locked;
+  return call;
 }
+
+constexpr const char* kGatherDTypeMismatch =
+    "Trying to gather from a variable of another dtype than the op's";
 
 // ---------------------------------------------------------------------------------------------
 // Gathers
@@ -105,13 +116,10 @@ class ResourceGatherOp : public StatusOpKernel {
 
  protected:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
-    VGPU_ASSIGN_OR_RETURN(
-        std::unique_ptr<LockedVariables> locked,
-        LockedVariable(context, *stream, output_type(0),
-                       "Trying to gather from a variable of another dtype than the op's",
-                       /*for_update=*/false));
-    const tf::Tensor& params = *locked->get(0)->tensor();
+    VGPU_ASSIGN_OR_RETURN(VariableCall call,
+                          BeginVariableCall(context, output_type(0), kGatherDTypeMismatch,
+                                            /*for_update=*/false));
+    const tf::Tensor& params = call.params();
     const tf::Tensor& indices = context->input(1);
     const Dims params_dims = DimsOf(params.shape());
     const Dims indices_dims = DimsOf(indices.shape());
@@ -174,10 +182,8 @@ class ResourceGatherOp : public StatusOpKernel {
     VGPU_RETURN_IF_ERROR(context->allocate_output(0, output_shape, &out));
     if (out->NumElements() == 0) return absl::OkStatus();
     p.indices_per_batch = indices.NumElements() / p.batch;
-    return KernelLaunch(*stream)
-        .Buffer(BufferOf(params))
-        .Buffer(BufferOf(indices))
-        .Buffer(BufferOf(*out))
+    return KernelLaunch(*call.stream)
+        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(*out)})
         .Param(p)
         .Run(sparse::kGather);
   }
@@ -193,13 +199,10 @@ class ResourceGatherNdOp : public StatusOpKernel {
 
  protected:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
-    VGPU_ASSIGN_OR_RETURN(
-        std::unique_ptr<LockedVariables> locked,
-        LockedVariable(context, *stream, output_type(0),
-                       "Trying to gather from a variable of another dtype than the op's",
-                       /*for_update=*/false));
-    const tf::Tensor& params = *locked->get(0)->tensor();
+    VGPU_ASSIGN_OR_RETURN(VariableCall call,
+                          BeginVariableCall(context, output_type(0), kGatherDTypeMismatch,
+                                            /*for_update=*/false));
+    const tf::Tensor& params = call.params();
     const tf::Tensor& indices = context->input(1);
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
     VGPU_ASSIGN_OR_RETURN(
@@ -213,10 +216,8 @@ class ResourceGatherNdOp : public StatusOpKernel {
     tf::Tensor* out = nullptr;
     VGPU_RETURN_IF_ERROR(context->allocate_output(0, output_shape, &out));
     if (!plan.launch) return absl::OkStatus();
-    return KernelLaunch(*stream)
-        .Buffer(BufferOf(params))
-        .Buffer(BufferOf(indices))
-        .Buffer(BufferOf(*out))
+    return KernelLaunch(*call.stream)
+        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(*out)})
         .Param(plan.params)
         .ParamArray<int64_t>(plan.prefix_dims)
         .Run(sparse::kGatherNd);
@@ -318,21 +319,37 @@ absl::Status ScatterSlicesOnHost(ClientStream& stream, sparse::ScatterOp op,
   }
 }
 
-// ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates).
-template <sparse::ScatterOp kOp>
-class ResourceScatterOp : public StatusOpKernel {
+// The base of the resource scatters (inputs: resource, indices, updates): the variable is
+// locked and made private for the update, and checked to hold the updates' dtype, before
+// Scatter runs.
+class ResourceScatterKernel : public StatusOpKernel {
  public:
   using StatusOpKernel::StatusOpKernel;
 
  protected:
-  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) final {
     const tf::Tensor& indices = context->input(1);
     const tf::Tensor& updates = context->input(2);
-    VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
-                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
-                                         /*for_update=*/true));
-    const tf::Tensor& params = *locked->get(0)->tensor();
+    VGPU_ASSIGN_OR_RETURN(VariableCall call,
+                          BeginVariableCall(context, updates.dtype(), kDTypeMismatch,
+                                            /*for_update=*/true));
+    return Scatter(*call.stream, call.params(), indices, updates);
+  }
+
+  // Scatters `updates` at `indices` into the variable's tensor `params` on `stream`.
+  virtual absl::Status Scatter(ClientStream& stream, const tf::Tensor& params,
+                               const tf::Tensor& indices, const tf::Tensor& updates) = 0;
+};
+
+// ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates).
+template <sparse::ScatterOp kOp>
+class ResourceScatterOp : public ResourceScatterKernel {
+ public:
+  using ResourceScatterKernel::ResourceScatterKernel;
+
+ protected:
+  absl::Status Scatter(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
+                       const tf::Tensor& updates) override {
     const Dims params_dims = DimsOf(params.shape());
     const Dims indices_dims = DimsOf(indices.shape());
     const Dims updates_dims = DimsOf(updates.shape());
@@ -382,14 +399,14 @@ class ResourceScatterOp : public StatusOpKernel {
     const int64_t inner = params.NumElements() / std::max<int64_t>(params_dims[0], 1);
     if (ScattersOnHost(params.dtype())) {
       VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
-                            CheckedIndices(*stream, indices, params_dims[0]));
+                            CheckedIndices(stream, indices, params_dims[0]));
       for (int64_t& start : starts) start *= inner;
-      return ScatterSlicesOnHost(*stream, kOp, params, updates, scalar, starts, inner);
+      return ScatterSlicesOnHost(stream, kOp, params, updates, scalar, starts, inner);
     }
     VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
     if (tf::DataTypeIsInteger(params.dtype())) {
-      VGPU_RETURN_IF_ERROR(CheckedIndices(*stream, indices, params_dims[0]).status());
-      VGPU_RETURN_IF_ERROR(CheckDivisors(*stream, updates));
+      VGPU_RETURN_IF_ERROR(CheckedIndices(stream, indices, params_dims[0]).status());
+      VGPU_RETURN_IF_ERROR(CheckDivisors(stream, updates));
     }
     sparse::ScatterParams p;
     p.dtype = dtype;
@@ -399,10 +416,8 @@ class ResourceScatterOp : public StatusOpKernel {
     p.rows = params_dims[0];
     p.inner = inner;
     p.num_indices = n;
-    return KernelLaunch(*stream)
-        .Buffer(BufferOf(params))
-        .Buffer(BufferOf(indices))
-        .Buffer(BufferOf(updates))
+    return KernelLaunch(stream)
+        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
         .Param(p)
         .Run(sparse::kScatter);
   }
@@ -443,19 +458,13 @@ class ResourceScatterOp : public StatusOpKernel {
 
 // ResourceScatterNd{Update, Add, Sub, Min, Max}(ref, indices, updates).
 template <sparse::ScatterOp kOp>
-class ResourceScatterNdOp : public StatusOpKernel {
+class ResourceScatterNdOp : public ResourceScatterKernel {
  public:
-  using StatusOpKernel::StatusOpKernel;
+  using ResourceScatterKernel::ResourceScatterKernel;
 
  protected:
-  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, variables::StreamOf(context));
-    const tf::Tensor& indices = context->input(1);
-    const tf::Tensor& updates = context->input(2);
-    VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
-                          LockedVariable(context, *stream, updates.dtype(), kDTypeMismatch,
-                                         /*for_update=*/true));
-    const tf::Tensor& params = *locked->get(0)->tensor();
+  absl::Status Scatter(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
+                       const tf::Tensor& updates) override {
     // complex64 / complex128 (Update, Add, Sub only): pairs of float32 / float64 along an extra
     // last dimension, which the index tuples never reach; a complex sum is the sum of its parts.
     const bool complex = params.dtype() == tf::DT_COMPLEX64 || params.dtype() == tf::DT_COMPLEX128;
@@ -473,9 +482,9 @@ class ResourceScatterNdOp : public StatusOpKernel {
     if (!plan.launch) return absl::OkStatus();
     if (on_host) {
       VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
-                            SliceStarts(*stream, indices, plan.prefix_dims,
+                            SliceStarts(stream, indices, plan.prefix_dims,
                                         plan.params.slice_size));
-      return ScatterSlicesOnHost(*stream, kOp, params, updates, /*scalar_update=*/false, starts,
+      return ScatterSlicesOnHost(stream, kOp, params, updates, /*scalar_update=*/false, starts,
                                  plan.params.slice_size);
     }
     if (complex) {  // validated with the tensors' own shapes above
@@ -486,10 +495,8 @@ class ResourceScatterNdOp : public StatusOpKernel {
                                                                updates_dims, dtype, index_dtype));
     }
     plan.params.op = kOp;
-    return KernelLaunch(*stream)
-        .Buffer(BufferOf(params))
-        .Buffer(BufferOf(indices))
-        .Buffer(BufferOf(updates))
+    return KernelLaunch(stream)
+        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
         .Param(plan.params)
         .ParamArray<int64_t>(plan.prefix_dims)
         .Run(sparse::kScatterNd);

@@ -32,9 +32,7 @@ class ReverseV2Op : public NoAttributes<ReverseV2Op> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr axis, context.Input(1));
     const Dims dims = ShapeOf(input.get());
     if (dims.empty() || TF_TensorElementCount(input.get()) == 0) {
-      ScopedTfStatus status;
-      TF_SetOutput(context.raw(), 0, input.get(), status.get());
-      return status.ToStatus();
+      return context.SetOutput(0, input.get());
     }
     const int rank = static_cast<int>(dims.size());
     if (TF_NumDims(axis.get()) != 1) {

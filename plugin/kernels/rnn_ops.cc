@@ -64,36 +64,24 @@ absl::StatusOr<RnnAttributes> ReadRnnAttributes(OpConstruction& construction) {
   VGPU_ASSIGN_OR_RETURN(int64_t seed2, construction.Int("seed2"));
   a.seed = static_cast<int32_t>(seed);
   a.seed2 = static_cast<int32_t>(seed2);
-  VGPU_ASSIGN_OR_RETURN(std::string mode, construction.String("rnn_mode"));
-  if (mode == "rnn_relu") {
-    a.mode = RnnMode::kRelu;
-  } else if (mode == "rnn_tanh") {
-    a.mode = RnnMode::kTanh;
-  } else if (mode == "lstm") {
-    a.mode = RnnMode::kLstm;
-  } else if (mode == "gru") {
-    a.mode = RnnMode::kGru;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid RNN mode: ", mode));
-  }
-  VGPU_ASSIGN_OR_RETURN(std::string input_mode, construction.String("input_mode"));
-  if (input_mode == "linear_input") {
-    a.input_mode = InputModeAttribute::kLinear;
-  } else if (input_mode == "skip_input") {
-    a.input_mode = InputModeAttribute::kSkip;
-  } else if (input_mode == "auto_select") {
-    a.input_mode = InputModeAttribute::kAutoSelect;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid RNN input mode: ", input_mode));
-  }
-  VGPU_ASSIGN_OR_RETURN(std::string direction, construction.String("direction"));
-  if (direction == "unidirectional") {
-    a.direction = RnnDirection::kUnidirectional;
-  } else if (direction == "bidirectional") {
-    a.direction = RnnDirection::kBidirectional;
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("Invalid RNN direction mode: ", direction));
-  }
+  VGPU_ASSIGN_OR_RETURN(a.mode, construction.StringChoice<RnnMode>(
+                                    "rnn_mode",
+                                    {{"rnn_relu", RnnMode::kRelu},
+                                     {"rnn_tanh", RnnMode::kTanh},
+                                     {"lstm", RnnMode::kLstm},
+                                     {"gru", RnnMode::kGru}},
+                                    "Invalid RNN mode: "));
+  VGPU_ASSIGN_OR_RETURN(a.input_mode, construction.StringChoice<InputModeAttribute>(
+                                          "input_mode",
+                                          {{"linear_input", InputModeAttribute::kLinear},
+                                           {"skip_input", InputModeAttribute::kSkip},
+                                           {"auto_select", InputModeAttribute::kAutoSelect}},
+                                          "Invalid RNN input mode: "));
+  VGPU_ASSIGN_OR_RETURN(a.direction, construction.StringChoice<RnnDirection>(
+                                         "direction",
+                                         {{"unidirectional", RnnDirection::kUnidirectional},
+                                          {"bidirectional", RnnDirection::kBidirectional}},
+                                         "Invalid RNN direction mode: "));
   if (construction.Has("num_proj")) {
     VGPU_ASSIGN_OR_RETURN(a.num_proj, construction.Int("num_proj"));
   }
@@ -534,18 +522,12 @@ absl::StatusOr<rnn::Geometry> ParamsGeometry(const RnnAttributes& a, const Scala
 }
 
 template <typename Index>
-class CudnnRnnParamsSizeOp {
+class CudnnRnnParamsSizeOp
+    : public WithAttributes<CudnnRnnParamsSizeOp<Index>, RnnAttributes, ReadRnnAttributes> {
  public:
-  static absl::StatusOr<std::unique_ptr<CudnnRnnParamsSizeOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<CudnnRnnParamsSizeOp>(new CudnnRnnParamsSizeOp());
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadRnnAttributes(construction));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(ScalarSizes sizes, ReadScalarSizes(context));
-    VGPU_ASSIGN_OR_RETURN(rnn::Geometry g, ParamsGeometry(attributes_, sizes));
+    VGPU_ASSIGN_OR_RETURN(rnn::Geometry g, ParamsGeometry(this->attributes_, sizes));
     const int64_t params_size = rnn::ParamsSize(g);
     if constexpr (sizeof(Index) == 4) {
       if (params_size > INT32_MAX) {
@@ -558,10 +540,6 @@ class CudnnRnnParamsSizeOp {
     *static_cast<Index*>(TF_TensorData(output.get())) = static_cast<Index>(params_size);
     return absl::OkStatus();
   }
-
- private:
-  CudnnRnnParamsSizeOp() = default;
-  RnnAttributes attributes_;
 };
 
 // One canonical weight or bias: its offset in the weight space and its canonical shape.
@@ -663,25 +641,52 @@ absl::Status LaunchCanonicalCopy(const OpContext& context, KernelId kernel, TF_D
       .Run(kernel);
 }
 
-class CudnnRnnParamsToCanonicalOp {
- public:
-  static absl::StatusOr<std::unique_ptr<CudnnRnnParamsToCanonicalOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<CudnnRnnParamsToCanonicalOp>(new CudnnRnnParamsToCanonicalOp());
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadRnnAttributes(construction));
-    VGPU_RETURN_IF_ERROR(ReadCanonicalCounts(construction, &op->num_params_weights_,
-                                             &op->num_params_biases_));
-    return op;
-  }
+// The attributes of the conversions between the weight space and the canonical tensors: the
+// RNN's, and the numbers of canonical weights and biases.
+struct CanonicalAttributes {
+  RnnAttributes rnn;
+  int64_t num_params_weights = 0, num_params_biases = 0;
+};
 
-  absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(ScalarSizes sizes, ReadScalarSizes(context));
-    VGPU_ASSIGN_OR_RETURN(rnn::Geometry g, ParamsGeometry(attributes_, sizes));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr params, context.Input(3));
+absl::StatusOr<CanonicalAttributes> ReadCanonicalAttributes(OpConstruction& construction) {
+  CanonicalAttributes a;
+  VGPU_ASSIGN_OR_RETURN(a.rnn, ReadRnnAttributes(construction));
+  VGPU_RETURN_IF_ERROR(
+      ReadCanonicalCounts(construction, &a.num_params_weights, &a.num_params_biases));
+  return a;
+}
+
+// The base of the conversions' kernel classes K.
+template <typename K>
+class CanonicalConversionKernel
+    : public WithAttributes<K, CanonicalAttributes, ReadCanonicalAttributes> {
+ protected:
+  // A model's geometry (from the sizes in host-memory inputs 0 to 2) and its canonical weights
+  // and biases, in weight-space order.
+  struct Model {
+    rnn::Geometry g;
     std::vector<CanonicalPiece> weights, biases;
-    CanonicalPieces(g, &weights, &biases);
-    VGPU_RETURN_IF_ERROR(CheckCanonicalCounts(g, attributes_.num_proj != 0, num_params_weights_,
-                                              num_params_biases_, weights.size(),
+  };
+
+  absl::StatusOr<Model> ReadModel(OpContext& context) const {
+    Model model;
+    VGPU_ASSIGN_OR_RETURN(ScalarSizes sizes, ReadScalarSizes(context));
+    VGPU_ASSIGN_OR_RETURN(model.g, ParamsGeometry(this->attributes_.rnn, sizes));
+    CanonicalPieces(model.g, &model.weights, &model.biases);
+    return model;
+  }
+};
+
+class CudnnRnnParamsToCanonicalOp
+    : public CanonicalConversionKernel<CudnnRnnParamsToCanonicalOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(const Model model, ReadModel(context));
+    const auto& [g, weights, biases] = model;
+    VGPU_ASSIGN_OR_RETURN(TensorPtr params, context.Input(3));
+    VGPU_RETURN_IF_ERROR(CheckCanonicalCounts(g, attributes_.rnn.num_proj != 0,
+                                              attributes_.num_params_weights,
+                                              attributes_.num_params_biases, weights.size(),
                                               biases.size()));
     const int64_t params_size = rnn::ParamsSize(g);
     if (TF_TensorElementCount(params.get()) != params_size) {
@@ -702,35 +707,22 @@ class CudnnRnnParamsToCanonicalOp {
     }
     return LaunchCanonicalCopy(context, data_movement::kSplit, dtype, params.get(), pieces);
   }
-
- private:
-  CudnnRnnParamsToCanonicalOp() = default;
-  RnnAttributes attributes_;
-  int64_t num_params_weights_ = 0, num_params_biases_ = 0;
 };
 
-class CudnnRnnCanonicalToParamsOp {
+class CudnnRnnCanonicalToParamsOp
+    : public CanonicalConversionKernel<CudnnRnnCanonicalToParamsOp> {
  public:
-  static absl::StatusOr<std::unique_ptr<CudnnRnnCanonicalToParamsOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<CudnnRnnCanonicalToParamsOp>(new CudnnRnnCanonicalToParamsOp());
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadRnnAttributes(construction));
-    VGPU_RETURN_IF_ERROR(ReadCanonicalCounts(construction, &op->num_params_weights_,
-                                             &op->num_params_biases_));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(ScalarSizes sizes, ReadScalarSizes(context));
-    VGPU_ASSIGN_OR_RETURN(rnn::Geometry g, ParamsGeometry(attributes_, sizes));
-    std::vector<CanonicalPiece> weights, biases;
-    CanonicalPieces(g, &weights, &biases);
+    VGPU_ASSIGN_OR_RETURN(const Model model, ReadModel(context));
+    const auto& [g, weights, biases] = model;
     // TensorFlow CHECK-fails (aborts) here; the virtual GPU reports the mismatch.
-    if (num_params_weights_ != static_cast<int64_t>(weights.size()) ||
-        num_params_biases_ != static_cast<int64_t>(biases.size())) {
+    const int64_t num_params_weights = attributes_.num_params_weights;
+    const int64_t num_params_biases = attributes_.num_params_biases;
+    if (num_params_weights != static_cast<int64_t>(weights.size()) ||
+        num_params_biases != static_cast<int64_t>(biases.size())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Number of params mismatch. Expected ", weights.size(), " weights and ",
-          biases.size(), " biases, got ", num_params_weights_, " and ", num_params_biases_));
+          biases.size(), " biases, got ", num_params_weights, " and ", num_params_biases));
     }
     std::vector<TensorPtr> inputs;
     std::vector<const TF_Tensor*> pieces;
@@ -753,11 +745,6 @@ class CudnnRnnCanonicalToParamsOp {
                           context.AllocateOutput(0, dtype, {rnn::ParamsSize(g)}));
     return LaunchCanonicalCopy(context, data_movement::kConcat, dtype, params.get(), pieces);
   }
-
- private:
-  CudnnRnnCanonicalToParamsOp() = default;
-  RnnAttributes attributes_;
-  int64_t num_params_weights_ = 0, num_params_biases_ = 0;
 };
 
 constexpr char kRnnNotes[] =

@@ -77,14 +77,42 @@ std::vector<int64_t> AsMatrix(const std::vector<int64_t>& dims) {
   return matrix;
 }
 
+// The inputs of a cross-entropy op: the logits (features) and the labels, with their shapes.
+struct CrossEntropyInputs {
+  TensorPtr logits, labels;
+  std::vector<int64_t> logits_dims, labels_dims;
+};
+
+absl::StatusOr<CrossEntropyInputs> ReadCrossEntropyInputs(const OpContext& context) {
+  CrossEntropyInputs in;
+  VGPU_ASSIGN_OR_RETURN(in.logits, context.Input(0));
+  VGPU_ASSIGN_OR_RETURN(in.labels, context.Input(1));
+  in.logits_dims = ShapeOf(in.logits.get());
+  in.labels_dims = ShapeOf(in.labels.get());
+  return in;
+}
+
+// The outputs of a cross-entropy op over logits of `dtype` and [batch, classes] `shape`: the
+// loss [batch] (output 0) and the backprop of `shape` (output 1, in the logits' buffer where
+// TensorFlow allows).
+struct CrossEntropyOutputs {
+  TensorPtr loss, backprop;
+};
+
+absl::StatusOr<CrossEntropyOutputs> AllocateCrossEntropyOutputs(
+    OpContext& context, TF_DataType dtype, const std::vector<int64_t>& shape) {
+  CrossEntropyOutputs outputs;
+  VGPU_ASSIGN_OR_RETURN(outputs.loss, context.AllocateOutput(0, dtype, {shape[0]}));
+  VGPU_ASSIGN_OR_RETURN(outputs.backprop, context.ForwardOrAllocateOutput({0}, 1, dtype, shape));
+  return outputs;
+}
+
 // SoftmaxCrossEntropyWithLogits(features, labels) -> (loss, backprop).
 class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr logits, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr labels, context.Input(1));
-    const std::vector<int64_t> logits_dims = ShapeOf(logits.get());
-    const std::vector<int64_t> labels_dims = ShapeOf(labels.get());
+    VGPU_ASSIGN_OR_RETURN(const CrossEntropyInputs in, ReadCrossEntropyInputs(context));
+    const auto& [logits, labels, logits_dims, labels_dims] = in;
     std::vector<int64_t> shape = logits_dims;
     if (logits_dims != labels_dims) {
       std::optional<std::vector<int64_t>> broadcast = BroadcastShape(logits_dims, labels_dims);
@@ -101,9 +129,8 @@ class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
           "2-dimensional");
     }
     const TF_DataType dtype = TF_TensorType(logits.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr loss, context.AllocateOutput(0, dtype, {shape[0]}));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr backprop,
-                          context.ForwardOrAllocateOutput({0}, 1, dtype, shape));
+    VGPU_ASSIGN_OR_RETURN(CrossEntropyOutputs out,
+                          AllocateCrossEntropyOutputs(context, dtype, shape));
     if (shape[0] == 0) return absl::OkStatus();
 
     return KernelLaunch(context)
@@ -112,8 +139,8 @@ class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
         .DescribeTensor(dtype, shape)
         .Buffer(logits.get())
         .Buffer(labels.get())
-        .Buffer(loss.get())
-        .Buffer(backprop.get())
+        .Buffer(out.loss.get())
+        .Buffer(out.backprop.get())
         .Run(reduction::kSoftmaxCrossEntropy);
   }
 };
@@ -122,10 +149,8 @@ class SoftmaxCrossEntropyOp : public NoAttributes<SoftmaxCrossEntropyOp> {
 class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntropyOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr logits, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr labels, context.Input(1));
-    const std::vector<int64_t> logits_dims = ShapeOf(logits.get());
-    const std::vector<int64_t> labels_dims = ShapeOf(labels.get());
+    VGPU_ASSIGN_OR_RETURN(const CrossEntropyInputs in, ReadCrossEntropyInputs(context));
+    const auto& [logits, labels, logits_dims, labels_dims] = in;
     if (logits_dims.size() != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("logits must be 2-D, but got shape ", ShapeString(logits_dims)));
@@ -145,16 +170,15 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
     }
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> label_values, context.HostIntegers(1));
     const TF_DataType dtype = TF_TensorType(logits.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr loss, context.AllocateOutput(0, dtype, {logits_dims[0]}));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr backprop,
-                          context.ForwardOrAllocateOutput({0}, 1, dtype, logits_dims));
+    VGPU_ASSIGN_OR_RETURN(CrossEntropyOutputs out,
+                          AllocateCrossEntropyOutputs(context, dtype, logits_dims));
     if (logits_dims[0] == 0) return absl::OkStatus();
 
     return KernelLaunch(context)
         .DescribeTensor(dtype, logits_dims)
         .Buffer(logits.get())
-        .Buffer(loss.get())
-        .Buffer(backprop.get())
+        .Buffer(out.loss.get())
+        .Buffer(out.backprop.get())
         .ParamArray<int64_t>(label_values)
         .Run(reduction::kSparseSoftmaxCrossEntropy);
   }

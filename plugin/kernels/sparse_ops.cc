@@ -137,9 +137,7 @@ class GatherOp {
     p.element_size = static_cast<uint32_t>(TF_DataTypeSize(dtype));
     p.indices_per_batch = n / p.batch;  // p.batch > 0: the output is not empty
     return KernelLaunch(context)
-        .Buffer(BufferOf(params.get()))
-        .Buffer(BufferOf(indices.get()))
-        .Buffer(BufferOf(out.get()))
+        .Buffers({BufferOf(params.get()), BufferOf(indices.get()), BufferOf(out.get())})
         .Param(p)
         .Run(sparse::kGather);
   }
@@ -185,9 +183,7 @@ class GatherNdOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, plan.output_dims));
     if (!plan.launch) return absl::OkStatus();
     return KernelLaunch(context)
-        .Buffer(BufferOf(params.get()))
-        .Buffer(BufferOf(indices.get()))
-        .Buffer(BufferOf(out.get()))
+        .Buffers({BufferOf(params.get()), BufferOf(indices.get()), BufferOf(out.get())})
         .Param(plan.params)
         .ParamArray<int64_t>(plan.prefix_dims)
         .Run(sparse::kGatherNd);
@@ -283,14 +279,35 @@ absl::Status CheckIndicesAndUpdatesRank(const Dims& indices, const Dims& updates
   return absl::OkStatus();
 }
 
+// TensorFlow's check that a scatter into an empty output has nothing to scatter.
+absl::Status CheckEmptyOutput(int64_t output_elements, const Dims& indices, const Dims& updates) {
+  if (sparse_shapes::ValidEmptyOutputShape(output_elements, NumElements(indices),
+                                           NumElements(updates))) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError("Indices and updates specified for empty output shape");
+}
+
+// The plan of a ScatterNd-family scatter of `updates` (values of `dtype`) at `indices` into a
+// tensor of `shape`.
+absl::StatusOr<sparse_shapes::ScatterNdPlan> PlanScatter(TF_DataType dtype,
+                                                         const TF_Tensor* indices,
+                                                         const Dims& shape,
+                                                         const Dims& indices_dims,
+                                                         const Dims& updates_dims) {
+  VGPU_ASSIGN_OR_RETURN(DType data_dtype, DTypeOf(dtype));
+  VGPU_ASSIGN_OR_RETURN(DType index_dtype,
+                        sparse_shapes::IndexDTypeOf(TF_TensorType(indices)));
+  return sparse_shapes::PlanScatterNd(shape, indices_dims, updates_dims, data_dtype,
+                                      index_dtype);
+}
+
 // Launches a planned ScatterNd-family scatter into `output` (in place).
 absl::Status LaunchScatterNd(const OpContext& context, const sparse_shapes::ScatterNdPlan& plan,
                              const TF_Tensor* output, const TF_Tensor* indices,
                              const TF_Tensor* updates) {
   return KernelLaunch(context)
-      .Buffer(BufferOf(output))
-      .Buffer(BufferOf(indices))
-      .Buffer(BufferOf(updates))
+      .Buffers({BufferOf(output), BufferOf(indices), BufferOf(updates)})
       .Param(plan.params)
       .ParamArray<int64_t>(plan.prefix_dims)
       .Run(sparse::kScatterNd);
@@ -318,22 +335,15 @@ class ScatterNdOp : public NoAttributes<ScatterNdOp> {
       }
       elements *= d;
     }
-    if (!sparse_shapes::ValidEmptyOutputShape(TF_TensorElementCount(shape_tensor.get()),
-                                              NumElements(indices_dims),
-                                              NumElements(updates_dims))) {
-      return absl::InvalidArgumentError("Indices and updates specified for empty output shape");
-    }
+    VGPU_RETURN_IF_ERROR(
+        CheckEmptyOutput(TF_TensorElementCount(shape_tensor.get()), indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckOuterAndInnerDims(shape, indices_dims, updates_dims, false));
     if (TF_NumDims(shape_tensor.get()) != 1) {
       return absl::InvalidArgumentError("Shape must be a vector");
     }
     const TF_DataType dtype = TF_TensorType(updates.get());
-    VGPU_ASSIGN_OR_RETURN(DType data_dtype, DTypeOf(dtype));
-    VGPU_ASSIGN_OR_RETURN(DType index_dtype,
-                          sparse_shapes::IndexDTypeOf(TF_TensorType(indices.get())));
     VGPU_ASSIGN_OR_RETURN(sparse_shapes::ScatterNdPlan plan,
-                          sparse_shapes::PlanScatterNd(shape, indices_dims, updates_dims,
-                                                       data_dtype, index_dtype));
+                          PlanScatter(dtype, indices.get(), shape, indices_dims, updates_dims));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, shape));
     if (!plan.launch) return absl::OkStatus();
     plan.params.op = sparse::ScatterOp::kAdd;
@@ -355,26 +365,13 @@ class TensorScatterOp : public NoAttributes<TensorScatterOp<kOp>> {
     const Dims indices_dims = ShapeOf(indices.get());
     const Dims updates_dims = ShapeOf(updates.get());
     VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
-    if (!sparse_shapes::ValidEmptyOutputShape(NumElements(shape), NumElements(indices_dims),
-                                              NumElements(updates_dims))) {
-      return absl::InvalidArgumentError("Indices and updates specified for empty output shape");
-    }
+    VGPU_RETURN_IF_ERROR(CheckEmptyOutput(NumElements(shape), indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckOuterAndInnerDims(shape, indices_dims, updates_dims, true));
     const TF_DataType dtype = TF_TensorType(tensor.get());
-    VGPU_ASSIGN_OR_RETURN(DType data_dtype, DTypeOf(dtype));
-    VGPU_ASSIGN_OR_RETURN(DType index_dtype,
-                          sparse_shapes::IndexDTypeOf(TF_TensorType(indices.get())));
     VGPU_ASSIGN_OR_RETURN(sparse_shapes::ScatterNdPlan plan,
-                          sparse_shapes::PlanScatterNd(shape, indices_dims, updates_dims,
-                                                       data_dtype, index_dtype));
+                          PlanScatter(dtype, indices.get(), shape, indices_dims, updates_dims));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, shape));
-    const BufferArg in_buffer = BufferOf(tensor.get());
-    const BufferArg out_buffer = BufferOf(out.get());
-    if (out_buffer.address != in_buffer.address && in_buffer.size > 0) {
-      VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
-      VGPU_RETURN_IF_ERROR(stream->device().CopyDeviceToDevice(
-          *stream, out_buffer.address, in_buffer.address, in_buffer.size));
-    }
+    VGPU_RETURN_IF_ERROR(context.CopyUnlessForwarded(tensor.get(), out.get()));
     if (!plan.launch) return absl::OkStatus();
     plan.params.op = kOp;
     return LaunchScatterNd(context, plan, out.get(), indices.get(), updates.get());
@@ -396,9 +393,7 @@ absl::Status LaunchSegmentReduce(const OpContext& context, sparse::SegmentOp op,
   p.inner = NumElements(absl::Span<const int64_t>(data_dims).subspan(TF_NumDims(segment_ids)));
   p.num_segments = num_segments;
   return KernelLaunch(context)
-      .Buffer(BufferOf(data))
-      .Buffer(BufferOf(segment_ids))
-      .Buffer(BufferOf(output))
+      .Buffers({BufferOf(data), BufferOf(segment_ids), BufferOf(output)})
       .Param(p)
       .Run(sparse::kSegmentReduce);
 }

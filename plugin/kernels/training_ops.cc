@@ -123,6 +123,12 @@ class ApplyOptimizerOp : public tf::OpKernel {
             absl::StrCat(spec_.args[input].not_scalar, shape.DebugString()));
       }
     }
+    return CheckSlotShapes(locked, variable_inputs);
+  }
+
+  // Each slot variable (accum, m, ...) has var's shape.
+  absl::Status CheckSlotShapes(const LockedVariables& locked,
+                               const std::vector<int>& variable_inputs) const {
     const tf::TensorShape& var_shape = locked.get(0)->tensor()->shape();
     for (size_t v = 1; v < variable_inputs.size(); ++v) {
       const tf::TensorShape& shape = locked.get(v)->tensor()->shape();
@@ -174,14 +180,7 @@ class ApplyOptimizerOp : public tf::OpKernel {
                            ClientStream& stream) {
     const tf::Tensor& var = *locked.get(0)->tensor();
     const tf::TensorShape& var_shape = var.shape();
-    for (size_t v = 1; v < variable_inputs.size(); ++v) {
-      const tf::TensorShape& shape = locked.get(v)->tensor()->shape();
-      if (!var_shape.IsSameSize(shape)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "var and ", spec_.args[variable_inputs[v]].name, " do not have the same shape",
-            var_shape.DebugString(), " ", shape.DebugString()));
-      }
-    }
+    VGPU_RETURN_IF_ERROR(CheckSlotShapes(locked, variable_inputs));
     if (!tf::TensorShapeUtils::IsVectorOrHigher(var_shape)) {
       return absl::InvalidArgumentError("var must be at least 1 dimensional");
     }
