@@ -20,6 +20,7 @@
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/kernel_support.h"
 #include "plugin/kernels/op_catalog.h"
+#include "plugin/kernels/status_op_kernel.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
@@ -103,17 +104,12 @@ absl::Status ZerosLikeVariant(tf::OpKernelContext* context, ClientStream& stream
   return absl::OkStatus();
 }
 
-class VariantZerosLikeOp : public tf::OpKernel {
+class VariantZerosLikeOp : public StatusOpKernel {
  public:
-  explicit VariantZerosLikeOp(tf::OpKernelConstruction* context) : tf::OpKernel(context) {}
-
-  void Compute(tf::OpKernelContext* context) override {
-    absl::Status status = ZerosLike(context);
-    if (!status.ok()) context->SetStatus(status);
-  }
+  explicit VariantZerosLikeOp(tf::OpKernelConstruction* context) : StatusOpKernel(context) {}
 
  private:
-  static absl::Status ZerosLike(tf::OpKernelContext* context) {
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
     const tf::Tensor& input = context->input(0);
     if (input.dims() != 0) {
       return absl::InvalidArgumentError(

@@ -28,6 +28,7 @@
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/sparse_shapes.h"
+#include "plugin/kernels/status_op_kernel.h"
 #include "plugin/kernels/variable_support.h"
 #include "plugin/protocol/kernels/sparse.h"
 #include "tensorflow/core/framework/types.h"
@@ -55,19 +56,6 @@ absl::StatusOr<DType> DTypeOfTensor(const tf::Tensor& tensor) {
   }
   return *dtype;
 }
-
-// A C++ API kernel whose body returns an absl::Status (the op's status).
-class StatusOpKernel : public tf::OpKernel {
- public:
-  using tf::OpKernel::OpKernel;
-  void Compute(tf::OpKernelContext* context) final {
-    absl::Status status = ComputeWithStatus(context);
-    if (!status.ok()) context->SetStatus(status);
-  }
-
- protected:
-  virtual absl::Status ComputeWithStatus(tf::OpKernelContext* context) = 0;
-};
 
 // One call of a resource-variable op: the op's stream and the variable of input 0, locked while
 // this object lives.

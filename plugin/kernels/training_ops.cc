@@ -25,6 +25,7 @@
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_registration.h"
+#include "plugin/kernels/status_op_kernel.h"
 #include "plugin/kernels/variable_support.h"
 #include "plugin/protocol/kernels/training.h"
 #include "tensorflow/core/framework/types.h"
@@ -71,10 +72,10 @@ std::vector<int> InputsOf(const OptimizerSpec& spec, Arg kind) {
 }
 
 // ResourceApply* / ResourceSparseApply*, driven by an OptimizerSpec.
-class ApplyOptimizerOp : public tf::OpKernel {
+class ApplyOptimizerOp : public StatusOpKernel {
  public:
   ApplyOptimizerOp(tf::OpKernelConstruction* context, const OptimizerSpec& spec)
-      : tf::OpKernel(context), spec_(spec) {
+      : StatusOpKernel(context), spec_(spec) {
     for (const auto& [attribute, flag] :
          {std::pair<const char*, uint32_t>{"use_nesterov", training::kUseNesterov},
           {"update_slots", training::kUpdateSlots},
@@ -86,13 +87,9 @@ class ApplyOptimizerOp : public tf::OpKernel {
     }
   }
 
-  void Compute(tf::OpKernelContext* context) override {
-    absl::Status status = Apply(context);
-    if (!status.ok()) context->SetStatus(status);
-  }
 
  private:
-  absl::Status Apply(tf::OpKernelContext* context) {
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
     const std::vector<int> variable_inputs = InputsOf(spec_, Arg::kVariable);
     VGPU_ASSIGN_OR_RETURN(std::unique_ptr<LockedVariables> locked,
                           LockedVariables::Acquire(context, variable_inputs));

@@ -7,6 +7,7 @@
 // the device (int8, uint8, int16, uint16, uint32, uint64, complex64, complex128) the update is
 // a round trip through host memory (read both, add, write back), so that no dtype falls to
 // TensorFlow's DEFAULT kernel, which would touch device memory from the host (a SIGSEGV).
+#include "plugin/kernels/status_op_kernel.h"
 #include "plugin/kernels/variable_support.h"
 #include "tensorflow/core/framework/types.h"
 
@@ -36,17 +37,12 @@ using variables::StreamOf;
 // HostT void: the update runs as the executor's element-wise kernel; otherwise on the host, on
 // elements of type HostT.
 template <ElementwiseOp kOp, typename HostT = void>
-class AssignUpdateVariableOp : public tf::OpKernel {
+class AssignUpdateVariableOp : public StatusOpKernel {
  public:
-  explicit AssignUpdateVariableOp(tf::OpKernelConstruction* context) : tf::OpKernel(context) {}
-
-  void Compute(tf::OpKernelContext* context) override {
-    absl::Status status = Update(context);
-    if (!status.ok()) context->SetStatus(status);
-  }
+  explicit AssignUpdateVariableOp(tf::OpKernelConstruction* context) : StatusOpKernel(context) {}
 
  private:
-  absl::Status Update(tf::OpKernelContext* context) {
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
     tf::core::RefCountPtr<tf::Var> variable;
     absl::Status found = tf::LookupResource(context, tf::HandleFromInput(context, 0), &variable);
     if (!found.ok()) return found;
@@ -158,10 +154,10 @@ HostInts HostIntsOf(const tf::Tensor& tensor) {
 
 // ResourceStridedSliceAssign: the variable's slice takes `value`, broadcast to the slice as
 // TensorFlow's StridedSliceAssignBCast allows; the rest of the variable keeps its values.
-class ResourceStridedSliceAssignOp : public tf::OpKernel {
+class ResourceStridedSliceAssignOp : public StatusOpKernel {
  public:
   explicit ResourceStridedSliceAssignOp(tf::OpKernelConstruction* context)
-      : tf::OpKernel(context) {
+      : StatusOpKernel(context) {
     for (auto [name, mask] : {std::pair{"begin_mask", &masks_.begin},
                               std::pair{"end_mask", &masks_.end},
                               std::pair{"ellipsis_mask", &masks_.ellipsis},
@@ -171,13 +167,9 @@ class ResourceStridedSliceAssignOp : public tf::OpKernel {
     }
   }
 
-  void Compute(tf::OpKernelContext* context) override {
-    absl::Status status = Assign(context);
-    if (!status.ok()) context->SetStatus(status);
-  }
 
  private:
-  absl::Status Assign(tf::OpKernelContext* context) {
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
     tf::core::RefCountPtr<tf::Var> variable;
     absl::Status found = tf::LookupResource(context, tf::HandleFromInput(context, 0), &variable);
     if (!found.ok()) return found;

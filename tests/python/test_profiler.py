@@ -1,0 +1,117 @@
+"""The plugin's pluggable profiler (plugin/profiler/): a TensorFlow profiling session around
+Keras training steps on the virtual GPU writes, beside TensorFlow's host plane, a
+/device:GPU:0 plane with one event per kernel the executor ran (as many as vgpu.stats() counted
+launches), named by kernel, each carrying the TensorFlow op that issued it, inside the profiled
+window (TensorFlow's host plane); and the op kernels' host-side spans on their own line. Runs in a child process (a fresh
+TensorFlow)."""
+import json
+
+import pytest
+
+PROFILE_TWO_STEPS = r"""
+import glob, json, os, sys, tempfile, time
+import keras, numpy as np, tensorflow as tf
+import vgpu
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
+keras.utils.set_random_seed(1)
+model = keras.Sequential([
+    keras.Input(shape=(12, 12, 1)),
+    keras.layers.Conv2D(4, 3, activation="relu"),
+    keras.layers.MaxPooling2D(),
+    keras.layers.Flatten(),
+    keras.layers.Dense(10),
+])
+model.compile(optimizer="adam",
+              loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+x = np.random.default_rng(0).uniform(size=(64, 12, 12, 1)).astype("float32")
+y = (np.arange(64) % 10).astype("int32")
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # warm-up: tracing, descriptors
+logdir = tempfile.mkdtemp()
+before = vgpu.stats()["launches"]
+started = time.time_ns()
+tf.profiler.experimental.start(logdir)
+model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # two steps
+[w.numpy() for w in model.weights]  # every update has run
+tf.profiler.experimental.stop()
+stopped = time.time_ns()
+launches = vgpu.stats()["launches"] - before
+path = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)[0]
+space = xplane_pb2.XSpace()
+space.ParseFromString(open(path, "rb").read())
+planes = {}
+for plane in space.planes:
+    names = {k: m.name for k, m in plane.event_metadata.items()}
+    stat_names = {k: m.name for k, m in plane.stat_metadata.items()}
+    lines = {}
+    for line in plane.lines:
+        events = []
+        for event in line.events:
+            stats = {stat_names[s.metadata_id]: getattr(s, s.WhichOneof("value"))
+                     for s in event.stats}
+            start = line.timestamp_ns * 1000 + event.offset_ps
+            events.append({"name": names[event.metadata_id], "start_ps": start,
+                           "end_ps": start + event.duration_ps, "stats": stats})
+        lines[line.name] = events
+    planes[plane.name] = lines
+print("PROFILE " + json.dumps({"launches": launches, "started_ps": started * 1000,
+                               "stopped_ps": stopped * 1000, "planes": planes,
+                               "warnings": list(space.warnings)}))
+"""
+
+COPY_OR_MEMSET = {"MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "Memset"}
+
+
+@pytest.fixture(scope="module")
+def profile():
+    from conftest import run_python_code  # noqa: PLC0415
+
+    result = run_python_code(PROFILE_TWO_STEPS, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("PROFILE "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def _stream_events(profile):
+    lines = profile["planes"]["/device:GPU:0"]
+    return [event for name, events in lines.items() if name.startswith("Stream #")
+            for event in events]
+
+
+def test_a_profiling_session_writes_a_device_plane_beside_tensorflows_host_plane(profile):
+    assert "/host:CPU" in profile["planes"]
+    lines = profile["planes"]["/device:GPU:0"]
+    assert any(name.startswith("Stream #") for name in lines)
+    assert lines.get("Op kernels (host)"), "the op kernels' host-side line is missing"
+    assert profile["warnings"] == []
+
+
+def test_every_launch_the_client_counted_is_one_kernel_event(profile):
+    kernels = [e for e in _stream_events(profile) if e["name"] not in COPY_OR_MEMSET]
+    assert profile["launches"] > 0
+    assert len(kernels) == profile["launches"]
+
+
+def test_kernel_events_name_the_tensorflow_op_that_issued_them(profile):
+    kernels = [e for e in _stream_events(profile) if e["name"] not in COPY_OR_MEMSET]
+    op_types = {e["stats"]["tf_op"].rpartition(":")[2] for e in kernels}
+    assert all("tf_op" in e["stats"] for e in kernels)
+    assert op_types & {"Conv2D", "_FusedConv2D"}, op_types
+    assert op_types & {"MatMul", "_FusedMatMul"}, op_types
+    assert "Conv2DBackpropFilter" in op_types, op_types
+    host_ops = {e["name"] for e in profile["planes"]["/device:GPU:0"]["Op kernels (host)"]}
+    assert op_types <= host_ops | {""}
+
+
+def test_events_lie_inside_the_profiled_window_and_copies_carry_their_bytes(profile):
+    # TensorFlow rebases every plane's times on the session's start: the device planes' events
+    # must lie inside the span of the host plane's, and none may outlast the session.
+    host = [e for events in profile["planes"]["/host:CPU"].values() for e in events]
+    begin, end = min(e["start_ps"] for e in host), max(e["end_ps"] for e in host)
+    session_ps = profile["stopped_ps"] - profile["started_ps"]
+    events = _stream_events(profile) + profile["planes"]["/device:GPU:0"]["Op kernels (host)"]
+    for event in events:
+        assert begin <= event["start_ps"] <= event["end_ps"] <= end, event
+        assert event["end_ps"] - event["start_ps"] < session_ps
+    copies = [e for e in _stream_events(profile) if e["name"].startswith("Memcpy")]
+    assert copies and all(e["stats"].get("bytes", 0) > 0 for e in copies)
