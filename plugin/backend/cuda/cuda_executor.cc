@@ -20,7 +20,6 @@
 #include "plugin/backend/cuda/cuda_libraries.h"
 #include "plugin/backend/cuda/cuda_status.h"
 #include "plugin/backend/cuda/primitive_cache.h"
-#include "plugin/backend/device_address.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
 
@@ -325,15 +324,9 @@ CudaStream& AsCudaStream(ExecutorStream* stream) { return *static_cast<CudaStrea
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ExecutorOptions& options) {
-  if (options.device_count < 1 || options.device_count > static_cast<int>(kMaxDeviceIndex) + 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device count ", options.device_count, " is out of range"));
-  }
+  VGPU_RETURN_IF_ERROR(CheckDeviceCount(options));
   const SessionLimits& limits = options.session_limits;
-  if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
-      limits.max_allocations < 1 || limits.pending_free_wait.count() < 0) {
-    return absl::InvalidArgumentError("session limits must be positive");
-  }
+  VGPU_RETURN_IF_ERROR(CheckSessionLimits(limits));
   int gpus = 0;
   if (cudaError_t error = cudaGetDeviceCount(&gpus); error != cudaSuccess) {
     (void)cudaGetLastError();
@@ -381,29 +374,14 @@ CudaExecutor::~CudaExecutor() {
 }
 
 absl::string_view CudaExecutor::KernelName(uint32_t kernel_id) const {
-  const CudaKernelInfo* kernel = CudaKernels().Find(kernel_id);
-  return kernel == nullptr ? absl::string_view() : absl::string_view(kernel->name);
+  return NameOf(CudaKernels().Find(kernel_id));
 }
 
 ExecutorStats CudaExecutor::stats() const {
-  ExecutorStats stats;
-  stats.launches = launches_.load(std::memory_order_relaxed);
-  stats.copies = copies_.load(std::memory_order_relaxed);
-  stats.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);
-  stats.memsets = memsets_.load(std::memory_order_relaxed);
-  stats.descriptors_created = descriptors_created_.load(std::memory_order_relaxed);
+  ExecutorStats stats = CountedStats();
   stats.primitives_created = primitives_->created();
   stats.primitives_reused = primitives_->reused();
   return stats;
-}
-
-DeviceArena* CudaExecutor::ArenaForAddress(uint64_t address) {
-  uint32_t device;
-  uint64_t offset;
-  if (!DecodeDeviceAddress(address, &device, &offset) || device >= arenas_.size()) {
-    return nullptr;
-  }
-  return arenas_[device].get();
 }
 
 absl::StatusOr<std::unique_ptr<ExecutorStream>> CudaExecutor::CreateStream(uint32_t device) {
