@@ -55,19 +55,8 @@ using normalization_launch::ForwardChannelBuffers;
 using normalization_launch::ReadBatchNormBackwardLaunch;
 using normalization_launch::ReadBatchNormForwardLaunch;
 
-__device__ __forceinline__ float ToFloat(float v) { return v; }
-__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return v;
-  }
-}
+// Every dtype batch normalization takes (no float64) computes in float: float_compute.cuh's
+// ToAcc and FromAcc convert to and from it.
 
 constexpr int kSumThreads = 256;
 
@@ -76,7 +65,7 @@ template <typename T>
 struct StatisticTerms {
   const T* x;
   __device__ void operator()(int64_t, int64_t i, double* out) const {
-    const double v = ToFloat(x[i]);
+    const double v = ToAcc(x[i]);
     out[0] = v;
     out[1] = v * v;
   }
@@ -88,9 +77,9 @@ struct GradientTerms {
   const T* x;
   const float* mean;
   __device__ void operator()(int64_t c, int64_t i, double* out) const {
-    const float g = ToFloat(dy[i]);
+    const float g = ToAcc(dy[i]);
     out[0] = g;
-    out[1] = g * (ToFloat(x[i]) - mean[c]);
+    out[1] = g * (ToAcc(x[i]) - mean[c]);
   }
 };
 
@@ -192,7 +181,7 @@ __global__ void NormalizeKernel(ChannelLayout layout, const T* x, const float* m
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < elements;
        i += int64_t{blockDim.x} * gridDim.x) {
     const int64_t c = (i / layout.inner) % layout.channels;
-    y[i] = FromFloat<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
+    y[i] = FromAcc<T>((ToAcc(x[i]) - mean[c]) * multiplier[c] + offset[c]);
   }
 }
 
@@ -230,12 +219,12 @@ __global__ void BackwardElementsKernel(ChannelLayout layout, const T* dy, const 
        i += int64_t{blockDim.x} * gridDim.x) {
     const int64_t c = (i / layout.inner) % layout.channels;
     if (kTraining) {
-      const float centered = ToFloat(x[i]) - mean[c];
-      dx[i] = FromFloat<T>(channels.buffer.scale[c] * channels.inv_std[c] *
-                           (ToFloat(dy[i]) - channels.mean_dy[c] -
+      const float centered = ToAcc(x[i]) - mean[c];
+      dx[i] = FromAcc<T>(channels.buffer.scale[c] * channels.inv_std[c] *
+                           (ToAcc(dy[i]) - channels.mean_dy[c] -
                             centered * channels.projection[c]));
     } else {
-      dx[i] = FromFloat<T>(ToFloat(dy[i]) * (channels.buffer.scale[c] * channels.inv_std[c]));
+      dx[i] = FromAcc<T>(ToAcc(dy[i]) * (channels.buffer.scale[c] * channels.inv_std[c]));
     }
   }
 }
