@@ -215,41 +215,28 @@ class CudaStream final : public ExecutorStream {
   // Host-to-device through the staging chunks: each chunk waits until the GPU has consumed its
   // previous contents (its `ready` event), is filled on the host and enqueued.
   absl::Status CopyToDevice(uint8_t* destination, const uint8_t* source, uint64_t size) {
-    VGPU_RETURN_IF_ERROR(EnsureStaging());
-    for (uint64_t done = 0; done < size;) {
-      Staging& staging = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % kStagingChunks;
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
-      std::memcpy(staging.buffer.data(), source + done, chunk);
-      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination + done, staging.buffer.data(), chunk,
+    return ForEachStagedChunk(size, [&](Staging& staging, uint64_t offset, size_t chunk) {
+      std::memcpy(staging.buffer.data(), source + offset, chunk);
+      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination + offset, staging.buffer.data(), chunk,
                                                 cudaMemcpyHostToDevice, stream_),
                                 "cudaMemcpyAsync (host to device)");
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
-      done += chunk;
-    }
-    return absl::OkStatus();
+      return CudaStatus(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
+    });
   }
 
   // Device-to-host, complete on return: each chunk is enqueued into staging (behind everything
   // queued before on the stream), waited for and copied out.
   absl::Status CopyToHost(uint8_t* destination, const uint8_t* source, uint64_t size) {
-    VGPU_RETURN_IF_ERROR(EnsureStaging());
-    for (uint64_t done = 0; done < size;) {
-      Staging& staging = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % kStagingChunks;
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
-      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.buffer.data(), source + done, chunk,
+    return ForEachStagedChunk(size, [&](Staging& staging, uint64_t offset, size_t chunk) {
+      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.buffer.data(), source + offset, chunk,
                                                 cudaMemcpyDeviceToHost, stream_),
                                 "cudaMemcpyAsync (device to host)");
       VGPU_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
       VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready),
                                 "device-to-host copy (cudaEventSynchronize)");
-      std::memcpy(destination + done, staging.buffer.data(), chunk);
-      done += chunk;
-    }
-    return absl::OkStatus();
+      std::memcpy(destination + offset, staging.buffer.data(), chunk);
+      return absl::OkStatus();
+    });
   }
 
  private:
@@ -261,6 +248,23 @@ class CudaStream final : public ExecutorStream {
     PinnedHostBuffer buffer;
     cudaEvent_t ready = nullptr;  // recorded after the GPU's last use of `buffer`
   };
+
+  // Splits `size` bytes into staging-chunk pieces and runs copy_chunk(staging, offset, bytes)
+  // for each in order, with the staging chunks in turn, each once the GPU has finished with its
+  // previous contents (its `ready` event). copy_chunk returns absl::Status; stops at an error.
+  template <typename CopyChunk>
+  absl::Status ForEachStagedChunk(uint64_t size, CopyChunk copy_chunk) {
+    VGPU_RETURN_IF_ERROR(EnsureStaging());
+    for (uint64_t done = 0; done < size;) {
+      Staging& staging = staging_[next_staging_];
+      next_staging_ = (next_staging_ + 1) % kStagingChunks;
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
+      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
+      VGPU_RETURN_IF_ERROR(copy_chunk(staging, done, chunk));
+      done += chunk;
+    }
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<cudaEvent_t> TakeEvent() {
     if (!free_events_.empty()) {
