@@ -249,7 +249,10 @@ unsigned ChannelBlocks(int64_t channels) {
   return static_cast<unsigned>(std::clamp<int64_t>(channels, 1, int64_t{1} << 16));
 }
 
-absl::Status ForwardTraining(const CudaKernelContext& context) {
+// The forward pass: the channels' mean and multiplier (in training from x's sums, which also
+// update the running statistics; in inference from the running statistics), then y.
+template <bool kTraining>
+absl::Status Forward(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout layout = launch.layout;
   const int64_t channels = layout.channels;
@@ -259,42 +262,29 @@ absl::Status ForwardTraining(const CudaKernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
     if (channels == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
-    VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 2 * channels, 2 * channels));
+    VGPU_ASSIGN_OR_RETURN(Scratch scratch,
+                          ScratchFor(device, kTraining ? 2 * channels : 0, 2 * channels));
     const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
-    if (layout.elements() > 0) {
-      ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
-          layout, StatisticTerms<T>{x}, scratch.doubles);
-      VGPU_RETURN_IF_ERROR(LastLaunchStatus("batch_norm_forward_training sums"));
+    if constexpr (kTraining) {
+      if (layout.elements() > 0) {
+        ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
+            layout, StatisticTerms<T>{x}, scratch.doubles);
+        VGPU_RETURN_IF_ERROR(LastLaunchStatus("batch_norm_forward_training sums"));
+      }
+      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_training statistics", device, channels,
+                                  FinalizeTrainingKernel, layout,
+                                  static_cast<const double*>(scratch.doubles),
+                                  launch.params.epsilon, launch.params.exponential_avg_factor,
+                                  out));
+    } else {
+      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
+                                  FinalizeInferenceKernel, layout, launch.params.epsilon,
+                                  layout.elements() == 0, out));
     }
-    VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_training statistics", device, channels,
-                                FinalizeTrainingKernel, layout,
-                                static_cast<const double*>(scratch.doubles),
-                                launch.params.epsilon, launch.params.exponential_avg_factor,
-                                out));
-    return Launch("batch_norm_forward_training", device, layout.elements(), NormalizeKernel<T>,
-                  layout, x, static_cast<const float*>(out.mean),
-                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
-  });
-}
-
-absl::Status ForwardInference(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
-  const ChannelLayout layout = launch.layout;
-  const int64_t channels = layout.channels;
-  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
-    if (channels == 0) return absl::OkStatus();
-    const CudaLaunchDevice& device = *context.device;
-    VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 0, 2 * channels));
-    const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
-    VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
-                                FinalizeInferenceKernel, layout, launch.params.epsilon,
-                                layout.elements() == 0, out));
-    return Launch("batch_norm_forward_inference", device, layout.elements(), NormalizeKernel<T>,
-                  layout, x, static_cast<const float*>(out.mean),
-                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
+    return Launch(kTraining ? "batch_norm_forward_training" : "batch_norm_forward_inference",
+                  device, layout.elements(), NormalizeKernel<T>, layout, x,
+                  static_cast<const float*>(out.mean), static_cast<const float*>(out.multiplier),
+                  launch.channel.offset, y);
   });
 }
 
@@ -337,8 +327,8 @@ absl::Status Backward(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaNormalizationKernels(CudaKernelTable& table) {
-  table.Add(normalization::kForwardTraining, "batch_norm_forward_training", ForwardTraining);
-  table.Add(normalization::kForwardInference, "batch_norm_forward_inference", ForwardInference);
+  table.Add(normalization::kForwardTraining, "batch_norm_forward_training", Forward<true>);
+  table.Add(normalization::kForwardInference, "batch_norm_forward_inference", Forward<false>);
   table.Add(normalization::kBackwardTraining, "batch_norm_backward_training", Backward<true>);
   table.Add(normalization::kBackwardInference, "batch_norm_backward_inference",
             Backward<false>);
