@@ -146,6 +146,14 @@ __global__ void ReducePerThreadKernel(ReduceGeometry geometry, int64_t outputs,
   }
 }
 
+// The block's kBlockThreads partial results, in shared memory (raw bytes: Acc need not be
+// trivially constructible).
+template <typename Acc>
+__device__ Acc* BlockPartials() {
+  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
+  return reinterpret_cast<Acc*>(storage);
+}
+
 // One block's reduction of the reduced elements [begin, end) of output o: thread t combines
 // elements begin + t, begin + t + 256, ... in order into partial[t], then a fixed tree combines
 // the kBlockThreads partial results into partial[0]. Every thread of the block must call it.
@@ -175,8 +183,7 @@ __global__ void ReducePerBlockKernel(ReduceGeometry geometry, int64_t outputs,
                                      const Storage<T>* x, Storage<T>* y) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     BlockReduceRange<T, kOp>(geometry, x, o, 0, geometry.per_output, partial);
@@ -198,8 +205,7 @@ __global__ void ReduceSlicesKernel(ReduceGeometry geometry, int64_t outputs, int
                                    const Storage<T>* x, typename Reducer<T, kOp>::Acc* slices) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   const int64_t slice_length = (geometry.per_output + parts - 1) / parts;
   for (int64_t job = blockIdx.x; job < outputs * parts; job += gridDim.x) {
@@ -218,8 +224,7 @@ __global__ void CombineSlicesKernel(int64_t outputs, int64_t parts, int64_t per_
                                     const typename Reducer<T, kOp>::Acc* slices, Storage<T>* y) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     Acc acc = R::Identity();
