@@ -11,7 +11,7 @@
 #include "plugin/backend/cpu/fair_compute_pool.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
-#include "plugin/backend/device_address.h"
+#include "plugin/common/status_macros.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -35,10 +35,7 @@ struct CpuExecutor::ComputePool {
 };
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& options) {
-  if (options.device_count < 1 || options.device_count > static_cast<int>(kMaxDeviceIndex) + 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device count ", options.device_count, " is out of range"));
-  }
+  VGPU_RETURN_IF_ERROR(CheckDeviceCount(options));
   std::vector<std::unique_ptr<DeviceArena>> arenas;
   for (int i = 0; i < options.device_count; ++i) {
     absl::StatusOr<std::unique_ptr<DeviceArena>> arena =
@@ -49,10 +46,7 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& 
   int threads = options.compute_threads;
   if (threads <= 0) threads = UsableCpuCount();  // affinity and cgroup quota, not host cores
   const SessionLimits& limits = options.session_limits;
-  if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
-      limits.max_allocations < 1 || limits.pending_free_wait.count() < 0) {
-    return absl::InvalidArgumentError("session limits must be positive");
-  }
+  VGPU_RETURN_IF_ERROR(CheckSessionLimits(limits));
   int extra_threads = options.extra_compute_threads < 0 ? threads : options.extra_compute_threads;
   auto executor = std::unique_ptr<CpuExecutor>(
       new CpuExecutor(std::move(arenas), threads, extra_threads, options.shared_by_tenants));
@@ -69,23 +63,17 @@ absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(
 
 CpuExecutor::CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads,
                          int extra_threads, bool fair_scheduling)
-    : arenas_(std::move(arenas)),
+    : ArenaBackedExecutor(std::move(arenas)),
       pool_(std::make_unique<ComputePool>(threads, extra_threads, fair_scheduling)) {}
 
 CpuExecutor::~CpuExecutor() = default;
 
 absl::string_view CpuExecutor::KernelName(uint32_t kernel_id) const {
-  const KernelInfo* kernel = Kernels().Find(kernel_id);
-  return kernel == nullptr ? absl::string_view() : absl::string_view(kernel->name);
+  return NameOf(Kernels().Find(kernel_id));
 }
 
 ExecutorStats CpuExecutor::stats() const {
-  ExecutorStats stats;
-  stats.launches = launches_.load(std::memory_order_relaxed);
-  stats.copies = copies_.load(std::memory_order_relaxed);
-  stats.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);
-  stats.memsets = memsets_.load(std::memory_order_relaxed);
-  stats.descriptors_created = descriptors_created_.load(std::memory_order_relaxed);
+  ExecutorStats stats = CountedStats();
   // oneDNN primitives: one cache serves the process's CPU executors (onednn_primitives.h), so
   // these counts are the process's.
   const ExecutorPrimitiveCounts primitives = ExecutorPrimitiveCounters();
@@ -131,15 +119,6 @@ absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchR
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
   }
   return RunKernel(*kernel, KernelContext(request.launch, &compute_device()));
-}
-
-DeviceArena* CpuExecutor::ArenaForAddress(uint64_t address) {
-  uint32_t device;
-  uint64_t offset;
-  if (!DecodeDeviceAddress(address, &device, &offset) || device >= arenas_.size()) {
-    return nullptr;
-  }
-  return arenas_[device].get();
 }
 
 const Eigen::ThreadPoolDevice& CpuExecutor::compute_device() const { return pool_->device; }

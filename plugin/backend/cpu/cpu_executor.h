@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "plugin/backend/arena_backed_executor.h"
 #include "plugin/backend/device_arena.h"
-#include "plugin/backend/backing_executor.h"
 
 namespace Eigen {
 struct ThreadPoolDevice;
@@ -22,7 +22,7 @@ struct ThreadPoolDevice;
 
 namespace vgpu {
 
-class CpuExecutor final : public BackingExecutor {
+class CpuExecutor final : public ArenaBackedExecutor {
  public:
   struct Options : ExecutorOptions {
     // Threads the compute pool may add while a session's work starves behind another's long
@@ -39,13 +39,8 @@ class CpuExecutor final : public BackingExecutor {
   CpuExecutor& operator=(const CpuExecutor&) = delete;
 
   absl::string_view name() const override { return "cpu"; }
-  int device_count() const override { return static_cast<int>(arenas_.size()); }
-  SessionLimits session_limits() const override { return session_limits_; }
   absl::string_view KernelName(uint32_t kernel_id) const override;
   ExecutorStats stats() const override;
-
-  DeviceArena& arena(uint32_t device) override { return *arenas_[device]; }
-  DeviceArena* ArenaForAddress(uint64_t address) override;
 
   // No per-stream state (returns null).
   absl::StatusOr<std::unique_ptr<ExecutorStream>> CreateStream(uint32_t device) override;
@@ -66,13 +61,7 @@ class CpuExecutor final : public BackingExecutor {
   CpuExecutor(std::vector<std::unique_ptr<DeviceArena>> arenas, int threads, int extra_threads,
               bool fair_scheduling);
 
-  std::vector<std::unique_ptr<DeviceArena>> arenas_;
-  SessionLimits session_limits_;
   std::unique_ptr<ComputePool> pool_;
-  std::atomic<uint64_t> launches_{0};
-  std::atomic<uint64_t> copies_{0};
-  std::atomic<uint64_t> bytes_copied_{0};
-  std::atomic<uint64_t> memsets_{0};
 };
 
 }  // namespace vgpu

@@ -98,26 +98,20 @@ absl::StatusOr<cudaDataType_t> CudaDataType(DType dtype) {
 }
 
 absl::StatusOr<TensorDescriptor> MakeTensorDescriptor() {
-  cudnnTensorDescriptor_t handle = nullptr;
-  VGPU_CUDNN_RETURN_IF_ERROR(cudnnCreateTensorDescriptor(&handle), "cudnnCreateTensorDescriptor");
-  return TensorDescriptor(handle);
+  return MakeCudnnObject<TensorDescriptor>(cudnnCreateTensorDescriptor,
+                                           "cudnnCreateTensorDescriptor");
 }
 absl::StatusOr<FilterDescriptor> MakeFilterDescriptor() {
-  cudnnFilterDescriptor_t handle = nullptr;
-  VGPU_CUDNN_RETURN_IF_ERROR(cudnnCreateFilterDescriptor(&handle), "cudnnCreateFilterDescriptor");
-  return FilterDescriptor(handle);
+  return MakeCudnnObject<FilterDescriptor>(cudnnCreateFilterDescriptor,
+                                           "cudnnCreateFilterDescriptor");
 }
 absl::StatusOr<ConvolutionDescriptor> MakeConvolutionDescriptor() {
-  cudnnConvolutionDescriptor_t handle = nullptr;
-  VGPU_CUDNN_RETURN_IF_ERROR(cudnnCreateConvolutionDescriptor(&handle),
-                             "cudnnCreateConvolutionDescriptor");
-  return ConvolutionDescriptor(handle);
+  return MakeCudnnObject<ConvolutionDescriptor>(cudnnCreateConvolutionDescriptor,
+                                                "cudnnCreateConvolutionDescriptor");
 }
 absl::StatusOr<ActivationDescriptor> MakeActivationDescriptor() {
-  cudnnActivationDescriptor_t handle = nullptr;
-  VGPU_CUDNN_RETURN_IF_ERROR(cudnnCreateActivationDescriptor(&handle),
-                             "cudnnCreateActivationDescriptor");
-  return ActivationDescriptor(handle);
+  return MakeCudnnObject<ActivationDescriptor>(cudnnCreateActivationDescriptor,
+                                               "cudnnCreateActivationDescriptor");
 }
 
 absl::Status SetImageTensor(cudnnTensorDescriptor_t descriptor, cudnnDataType_t type,
@@ -385,14 +379,10 @@ absl::Status SetMatmul(DriverDescriptor& d, absl::Span<const uint8_t> bytes) {
   d.matmul = dnn::MatmulDesc(handle);
   const cublasOperation_t first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  VGPU_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(handle, CUBLASLT_MATMUL_DESC_TRANSA, &first, sizeof(first)),
-      "cublasLtMatmulDescSetAttribute(TRANSA)");
-  VGPU_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescSetAttribute(handle, CUBLASLT_MATMUL_DESC_TRANSB, &second,
-                                     sizeof(second)),
-      "cublasLtMatmulDescSetAttribute(TRANSB)");
-  return absl::OkStatus();
+  VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(handle, CUBLASLT_MATMUL_DESC_TRANSA, first,
+                                                   "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  return dnn::SetMatmulDescAttribute(handle, CUBLASLT_MATMUL_DESC_TRANSB, second,
+                                     "cublasLtMatmulDescSetAttribute(TRANSB)");
 }
 
 // RNN and dropout: cudnnSetRNNDescriptor_v8 and cudnnSetDropoutDescriptor need a handle and
@@ -420,10 +410,9 @@ absl::StatusOr<std::unique_ptr<ExecutorDescriptor>> CreateDriverDescriptor(uint8
       break;
     }
     case DescriptorKind::kPooling: {
-      cudnnPoolingDescriptor_t handle = nullptr;
-      VGPU_RETURN_IF_ERROR(
-          CudnnStatus(cudnnCreatePoolingDescriptor(&handle), "cudnnCreatePoolingDescriptor"));
-      d->pooling = dnn::PoolingDescriptor(handle);
+      VGPU_ASSIGN_OR_RETURN(d->pooling,
+                            dnn::MakeCudnnObject<dnn::PoolingDescriptor>(
+                                cudnnCreatePoolingDescriptor, "cudnnCreatePoolingDescriptor"));
       break;
     }
     case DescriptorKind::kActivation: {
@@ -431,33 +420,30 @@ absl::StatusOr<std::unique_ptr<ExecutorDescriptor>> CreateDriverDescriptor(uint8
       break;
     }
     case DescriptorKind::kOpTensor: {
-      cudnnOpTensorDescriptor_t handle = nullptr;
-      VGPU_RETURN_IF_ERROR(
-          CudnnStatus(cudnnCreateOpTensorDescriptor(&handle), "cudnnCreateOpTensorDescriptor"));
-      d->op_tensor = dnn::OpTensorDescriptor(handle);
+      VGPU_ASSIGN_OR_RETURN(d->op_tensor,
+                            dnn::MakeCudnnObject<dnn::OpTensorDescriptor>(
+                                cudnnCreateOpTensorDescriptor, "cudnnCreateOpTensorDescriptor"));
       break;
     }
     case DescriptorKind::kReduce: {
-      cudnnReduceTensorDescriptor_t handle = nullptr;
-      VGPU_RETURN_IF_ERROR(CudnnStatus(cudnnCreateReduceTensorDescriptor(&handle),
-                                       "cudnnCreateReduceTensorDescriptor"));
-      d->reduce = dnn::ReduceDescriptor(handle);
+      VGPU_ASSIGN_OR_RETURN(d->reduce,
+                            dnn::MakeCudnnObject<dnn::ReduceDescriptor>(
+                                cudnnCreateReduceTensorDescriptor,
+                                "cudnnCreateReduceTensorDescriptor"));
       break;
     }
     case DescriptorKind::kMatmul:
       break;  // created by SetDriverDescriptor
     case DescriptorKind::kRnn: {
-      cudnnRNNDescriptor_t handle = nullptr;
-      VGPU_RETURN_IF_ERROR(
-          CudnnStatus(cudnnCreateRNNDescriptor(&handle), "cudnnCreateRNNDescriptor"));
-      d->rnn = dnn::RnnDescriptor(handle);
+      VGPU_ASSIGN_OR_RETURN(d->rnn,
+                            dnn::MakeCudnnObject<dnn::RnnDescriptor>(
+                                cudnnCreateRNNDescriptor, "cudnnCreateRNNDescriptor"));
       break;
     }
     case DescriptorKind::kDropout: {
-      cudnnDropoutDescriptor_t handle = nullptr;
-      VGPU_RETURN_IF_ERROR(
-          CudnnStatus(cudnnCreateDropoutDescriptor(&handle), "cudnnCreateDropoutDescriptor"));
-      d->dropout = dnn::DropoutDescriptor(handle);
+      VGPU_ASSIGN_OR_RETURN(d->dropout,
+                            dnn::MakeCudnnObject<dnn::DropoutDescriptor>(
+                                cudnnCreateDropoutDescriptor, "cudnnCreateDropoutDescriptor"));
       break;
     }
   }

@@ -64,6 +64,16 @@ const char* CublasStatusName(cublasStatus_t status);
 #define VGPU_CUDART_RETURN_IF_ERROR(expr, what) \
   VGPU_RETURN_IF_ERROR(::vgpu::cuda::dnn::RuntimeStatus((expr), (what)))
 
+// Sets `attribute` of the cuBLASLt matmul descriptor `desc` to `value` (its bytes); the error
+// names `what`.
+template <typename Value>
+absl::Status SetMatmulDescAttribute(cublasLtMatmulDesc_t desc,
+                                    cublasLtMatmulDescAttributes_t attribute, const Value& value,
+                                    absl::string_view what) {
+  return CublasStatus(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)),
+                      what);
+}
+
 // --- Types ---------------------------------------------------------------------------------
 // cuDNN's data type of a floating dtype; InvalidArgument otherwise.
 absl::StatusOr<cudnnDataType_t> CudnnDataType(DType dtype);
@@ -121,6 +131,15 @@ using MatrixLayout = LibraryObject<cublasLtMatrixLayout_t, cublasStatus_t,
                                    cublasLtMatrixLayoutDestroy>;
 using MatmulPreference = LibraryObject<cublasLtMatmulPreference_t, cublasStatus_t,
                                        cublasLtMatmulPreferenceDestroy>;
+
+// A new cuDNN object owned as Object, made by `create` (a cudnnCreate*Descriptor); the error
+// names `what`.
+template <typename Object, typename Handle>
+absl::StatusOr<Object> MakeCudnnObject(cudnnStatus_t (*create)(Handle*), absl::string_view what) {
+  Handle handle = nullptr;
+  VGPU_CUDNN_RETURN_IF_ERROR(create(&handle), what);
+  return Object(handle);
+}
 
 absl::StatusOr<TensorDescriptor> MakeTensorDescriptor();
 absl::StatusOr<FilterDescriptor> MakeFilterDescriptor();

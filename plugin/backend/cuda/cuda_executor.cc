@@ -20,7 +20,6 @@
 #include "plugin/backend/cuda/cuda_libraries.h"
 #include "plugin/backend/cuda/cuda_status.h"
 #include "plugin/backend/cuda/primitive_cache.h"
-#include "plugin/backend/device_address.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
 
@@ -216,41 +215,28 @@ class CudaStream final : public ExecutorStream {
   // Host-to-device through the staging chunks: each chunk waits until the GPU has consumed its
   // previous contents (its `ready` event), is filled on the host and enqueued.
   absl::Status CopyToDevice(uint8_t* destination, const uint8_t* source, uint64_t size) {
-    VGPU_RETURN_IF_ERROR(EnsureStaging());
-    for (uint64_t done = 0; done < size;) {
-      Staging& staging = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % kStagingChunks;
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
-      std::memcpy(staging.buffer.data(), source + done, chunk);
-      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination + done, staging.buffer.data(), chunk,
+    return ForEachStagedChunk(size, [&](Staging& staging, uint64_t offset, size_t chunk) {
+      std::memcpy(staging.buffer.data(), source + offset, chunk);
+      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(destination + offset, staging.buffer.data(), chunk,
                                                 cudaMemcpyHostToDevice, stream_),
                                 "cudaMemcpyAsync (host to device)");
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
-      done += chunk;
-    }
-    return absl::OkStatus();
+      return CudaStatus(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
+    });
   }
 
   // Device-to-host, complete on return: each chunk is enqueued into staging (behind everything
   // queued before on the stream), waited for and copied out.
   absl::Status CopyToHost(uint8_t* destination, const uint8_t* source, uint64_t size) {
-    VGPU_RETURN_IF_ERROR(EnsureStaging());
-    for (uint64_t done = 0; done < size;) {
-      Staging& staging = staging_[next_staging_];
-      next_staging_ = (next_staging_ + 1) % kStagingChunks;
-      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
-      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
-      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.buffer.data(), source + done, chunk,
+    return ForEachStagedChunk(size, [&](Staging& staging, uint64_t offset, size_t chunk) {
+      VGPU_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(staging.buffer.data(), source + offset, chunk,
                                                 cudaMemcpyDeviceToHost, stream_),
                                 "cudaMemcpyAsync (device to host)");
       VGPU_CUDA_RETURN_IF_ERROR(cudaEventRecord(staging.ready, stream_), "cudaEventRecord");
       VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready),
                                 "device-to-host copy (cudaEventSynchronize)");
-      std::memcpy(destination + done, staging.buffer.data(), chunk);
-      done += chunk;
-    }
-    return absl::OkStatus();
+      std::memcpy(destination + offset, staging.buffer.data(), chunk);
+      return absl::OkStatus();
+    });
   }
 
  private:
@@ -262,6 +248,23 @@ class CudaStream final : public ExecutorStream {
     PinnedHostBuffer buffer;
     cudaEvent_t ready = nullptr;  // recorded after the GPU's last use of `buffer`
   };
+
+  // Splits `size` bytes into staging-chunk pieces and runs copy_chunk(staging, offset, bytes)
+  // for each in order, with the staging chunks in turn, each once the GPU has finished with its
+  // previous contents (its `ready` event). copy_chunk returns absl::Status; stops at an error.
+  template <typename CopyChunk>
+  absl::Status ForEachStagedChunk(uint64_t size, CopyChunk copy_chunk) {
+    VGPU_RETURN_IF_ERROR(EnsureStaging());
+    for (uint64_t done = 0; done < size;) {
+      Staging& staging = staging_[next_staging_];
+      next_staging_ = (next_staging_ + 1) % kStagingChunks;
+      const size_t chunk = static_cast<size_t>(std::min<uint64_t>(size - done, kStagingChunkBytes));
+      VGPU_CUDA_RETURN_IF_ERROR(cudaEventSynchronize(staging.ready), "cudaEventSynchronize");
+      VGPU_RETURN_IF_ERROR(copy_chunk(staging, done, chunk));
+      done += chunk;
+    }
+    return absl::OkStatus();
+  }
 
   absl::StatusOr<cudaEvent_t> TakeEvent() {
     if (!free_events_.empty()) {
@@ -325,15 +328,9 @@ CudaStream& AsCudaStream(ExecutorStream* stream) { return *static_cast<CudaStrea
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CudaExecutor>> CudaExecutor::Create(const ExecutorOptions& options) {
-  if (options.device_count < 1 || options.device_count > static_cast<int>(kMaxDeviceIndex) + 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("device count ", options.device_count, " is out of range"));
-  }
+  VGPU_RETURN_IF_ERROR(CheckDeviceCount(options));
   const SessionLimits& limits = options.session_limits;
-  if (limits.max_streams < 1 || limits.max_events < 1 || limits.max_descriptors < 1 ||
-      limits.max_allocations < 1 || limits.pending_free_wait.count() < 0) {
-    return absl::InvalidArgumentError("session limits must be positive");
-  }
+  VGPU_RETURN_IF_ERROR(CheckSessionLimits(limits));
   int gpus = 0;
   if (cudaError_t error = cudaGetDeviceCount(&gpus); error != cudaSuccess) {
     (void)cudaGetLastError();
@@ -381,29 +378,14 @@ CudaExecutor::~CudaExecutor() {
 }
 
 absl::string_view CudaExecutor::KernelName(uint32_t kernel_id) const {
-  const CudaKernelInfo* kernel = CudaKernels().Find(kernel_id);
-  return kernel == nullptr ? absl::string_view() : absl::string_view(kernel->name);
+  return NameOf(CudaKernels().Find(kernel_id));
 }
 
 ExecutorStats CudaExecutor::stats() const {
-  ExecutorStats stats;
-  stats.launches = launches_.load(std::memory_order_relaxed);
-  stats.copies = copies_.load(std::memory_order_relaxed);
-  stats.bytes_copied = bytes_copied_.load(std::memory_order_relaxed);
-  stats.memsets = memsets_.load(std::memory_order_relaxed);
-  stats.descriptors_created = descriptors_created_.load(std::memory_order_relaxed);
+  ExecutorStats stats = CountedStats();
   stats.primitives_created = primitives_->created();
   stats.primitives_reused = primitives_->reused();
   return stats;
-}
-
-DeviceArena* CudaExecutor::ArenaForAddress(uint64_t address) {
-  uint32_t device;
-  uint64_t offset;
-  if (!DecodeDeviceAddress(address, &device, &offset) || device >= arenas_.size()) {
-    return nullptr;
-  }
-  return arenas_[device].get();
 }
 
 absl::StatusOr<std::unique_ptr<ExecutorStream>> CudaExecutor::CreateStream(uint32_t device) {

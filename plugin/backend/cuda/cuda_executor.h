@@ -15,14 +15,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "plugin/backend/backing_executor.h"
+#include "plugin/backend/arena_backed_executor.h"
 #include "plugin/backend/device_arena.h"
 
 namespace vgpu::cuda {
 
 class PrimitiveCache;
 
-class CudaExecutor final : public BackingExecutor {
+class CudaExecutor final : public ArenaBackedExecutor {
  public:
   // Memory per virtual device: options.memory_limit_per_device bytes of device memory, taken
   // at once (cudaMalloc). Virtual device i runs on GPU i % (number of GPUs). FailedPrecondition
@@ -35,13 +35,8 @@ class CudaExecutor final : public BackingExecutor {
   CudaExecutor& operator=(const CudaExecutor&) = delete;
 
   absl::string_view name() const override { return "cuda"; }
-  int device_count() const override { return static_cast<int>(arenas_.size()); }
-  SessionLimits session_limits() const override { return session_limits_; }
   absl::string_view KernelName(uint32_t kernel_id) const override;
   ExecutorStats stats() const override;
-
-  DeviceArena& arena(uint32_t device) override { return *arenas_[device]; }
-  DeviceArena* ArenaForAddress(uint64_t address) override;
 
   // A CUDA stream (non-blocking) with its library handles and staging buffers.
   // ResourceExhausted / Internal when CUDA refuses one.
@@ -72,14 +67,9 @@ class CudaExecutor final : public BackingExecutor {
   struct Device;  // a GPU's properties and utility stream, per virtual device
   CudaExecutor();
 
-  std::vector<std::unique_ptr<Device>> devices_;       // per virtual device
-  std::vector<std::unique_ptr<DeviceArena>> arenas_;   // per virtual device; after devices_
+  // Per virtual device, as arenas_ (the destructor frees the arenas' memory before these go).
+  std::vector<std::unique_ptr<Device>> devices_;
   std::unique_ptr<PrimitiveCache> primitives_;
-  SessionLimits session_limits_;
-  std::atomic<uint64_t> launches_{0};
-  std::atomic<uint64_t> copies_{0};
-  std::atomic<uint64_t> bytes_copied_{0};
-  std::atomic<uint64_t> memsets_{0};
 };
 
 // The registry's factory ("cuda"): CudaExecutor::Create as a BackingExecutor.

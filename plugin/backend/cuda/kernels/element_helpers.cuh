@@ -84,17 +84,10 @@ __host__ __device__ inline T operator-(T a) {
   return T(-a.ToFloat());
 }
 
-// T from a small constant or a count (T(1), T(2), static_cast<T>(count) on the CPU).
-template <typename T>
-__host__ __device__ inline T Cast(double v) {
-  if constexpr (kIs16BitFloat<T>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
-template <typename T>
-__host__ __device__ inline T CastFromInt(int64_t v) {
+// T from a small constant or a count (T(1), T(2), static_cast<T>(count) on the CPU), converted
+// from its own type (an int64_t count is not rounded through double first).
+template <typename T, typename From>
+__host__ __device__ inline T Cast(From v) {
   if constexpr (kIs16BitFloat<T>) {
     return T(static_cast<float>(v));
   } else {

@@ -98,26 +98,19 @@ absl::StatusOr<std::unique_ptr<MatmulPlan>> MakeMatmulPlan(const CudaKernelConte
   plan->desc = dnn::MatmulDesc(desc);
   const cublasOperation_t op_first = s.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_second = s.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  VGPU_RETURN_IF_ERROR(CublasStatus(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
-                                     sizeof(op_first)),
-      "cublasLtMatmulDescSetAttribute(TRANSA)"));
-  VGPU_RETURN_IF_ERROR(CublasStatus(
-      cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
-                                     sizeof(op_second)),
-      "cublasLtMatmulDescSetAttribute(TRANSB)"));
+  VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, op_first,
+                                                   "cublasLtMatmulDescSetAttribute(TRANSA)"));
+  VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, op_second,
+                                                   "cublasLtMatmulDescSetAttribute(TRANSB)"));
   if (with_bias && s.batches == 1) {
     plan->bias_epilogue = true;
     plan->relu_in_epilogue = activation == static_cast<int>(ActivationMode::kRelu);
     const cublasLtEpilogue_t epilogue =
         plan->relu_in_epilogue ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-    VGPU_RETURN_IF_ERROR(CublasStatus(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
-                                       sizeof(epilogue)),
-        "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
-    VGPU_RETURN_IF_ERROR(CublasStatus(
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &type,
-                                       sizeof(type)),
+    VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(
+        desc, CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue, "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
+    VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(
+        desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, type,
         "cublasLtMatmulDescSetAttribute(BIAS_DATA_TYPE)"));
   }
   const int32_t batches = static_cast<int32_t>(s.batches);
@@ -194,9 +187,8 @@ absl::Status MatmulTyped(const CudaKernelContext& context, const MatmulGeometry&
     std::lock_guard<std::mutex> lock(plan->mutex);
     if (plan->bias_epilogue) {
       const void* bias_pointer = bias;
-      VGPU_RETURN_IF_ERROR(CublasStatus(
-          cublasLtMatmulDescSetAttribute(plan->desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                         &bias_pointer, sizeof(bias_pointer)),
+      VGPU_RETURN_IF_ERROR(dnn::SetMatmulDescAttribute(
+          plan->desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias_pointer,
           "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
       epilogue_done = true;
       activation_done = plan->relu_in_epilogue;

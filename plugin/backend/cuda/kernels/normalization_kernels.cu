@@ -55,19 +55,8 @@ using normalization_launch::ForwardChannelBuffers;
 using normalization_launch::ReadBatchNormBackwardLaunch;
 using normalization_launch::ReadBatchNormForwardLaunch;
 
-__device__ __forceinline__ float ToFloat(float v) { return v; }
-__device__ __forceinline__ float ToFloat(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ToFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
-template <typename T>
-__device__ __forceinline__ T FromFloat(float v) {
-  if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-    return __float2bfloat16_rn(v);
-  } else {
-    return v;
-  }
-}
+// Every dtype batch normalization takes (no float64) computes in float: float_compute.cuh's
+// ToAcc and FromAcc convert to and from it.
 
 constexpr int kSumThreads = 256;
 
@@ -76,7 +65,7 @@ template <typename T>
 struct StatisticTerms {
   const T* x;
   __device__ void operator()(int64_t, int64_t i, double* out) const {
-    const double v = ToFloat(x[i]);
+    const double v = ToAcc(x[i]);
     out[0] = v;
     out[1] = v * v;
   }
@@ -88,9 +77,9 @@ struct GradientTerms {
   const T* x;
   const float* mean;
   __device__ void operator()(int64_t c, int64_t i, double* out) const {
-    const float g = ToFloat(dy[i]);
+    const float g = ToAcc(dy[i]);
     out[0] = g;
-    out[1] = g * (ToFloat(x[i]) - mean[c]);
+    out[1] = g * (ToAcc(x[i]) - mean[c]);
   }
 };
 
@@ -192,7 +181,7 @@ __global__ void NormalizeKernel(ChannelLayout layout, const T* x, const float* m
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < elements;
        i += int64_t{blockDim.x} * gridDim.x) {
     const int64_t c = (i / layout.inner) % layout.channels;
-    y[i] = FromFloat<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
+    y[i] = FromAcc<T>((ToAcc(x[i]) - mean[c]) * multiplier[c] + offset[c]);
   }
 }
 
@@ -230,12 +219,12 @@ __global__ void BackwardElementsKernel(ChannelLayout layout, const T* dy, const 
        i += int64_t{blockDim.x} * gridDim.x) {
     const int64_t c = (i / layout.inner) % layout.channels;
     if (kTraining) {
-      const float centered = ToFloat(x[i]) - mean[c];
-      dx[i] = FromFloat<T>(channels.buffer.scale[c] * channels.inv_std[c] *
-                           (ToFloat(dy[i]) - channels.mean_dy[c] -
+      const float centered = ToAcc(x[i]) - mean[c];
+      dx[i] = FromAcc<T>(channels.buffer.scale[c] * channels.inv_std[c] *
+                           (ToAcc(dy[i]) - channels.mean_dy[c] -
                             centered * channels.projection[c]));
     } else {
-      dx[i] = FromFloat<T>(ToFloat(dy[i]) * (channels.buffer.scale[c] * channels.inv_std[c]));
+      dx[i] = FromAcc<T>(ToAcc(dy[i]) * (channels.buffer.scale[c] * channels.inv_std[c]));
     }
   }
 }
@@ -260,7 +249,10 @@ unsigned ChannelBlocks(int64_t channels) {
   return static_cast<unsigned>(std::clamp<int64_t>(channels, 1, int64_t{1} << 16));
 }
 
-absl::Status ForwardTraining(const CudaKernelContext& context) {
+// The forward pass: the channels' mean and multiplier (in training from x's sums, which also
+// update the running statistics; in inference from the running statistics), then y.
+template <bool kTraining>
+absl::Status Forward(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
   const ChannelLayout layout = launch.layout;
   const int64_t channels = layout.channels;
@@ -270,42 +262,29 @@ absl::Status ForwardTraining(const CudaKernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
     if (channels == 0) return absl::OkStatus();
     const CudaLaunchDevice& device = *context.device;
-    VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 2 * channels, 2 * channels));
+    VGPU_ASSIGN_OR_RETURN(Scratch scratch,
+                          ScratchFor(device, kTraining ? 2 * channels : 0, 2 * channels));
     const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
-    if (layout.elements() > 0) {
-      ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
-          layout, StatisticTerms<T>{x}, scratch.doubles);
-      VGPU_RETURN_IF_ERROR(LastLaunchStatus("batch_norm_forward_training sums"));
+    if constexpr (kTraining) {
+      if (layout.elements() > 0) {
+        ChannelSumsKernel<<<ChannelBlocks(channels), kSumThreads, 0, device.stream>>>(
+            layout, StatisticTerms<T>{x}, scratch.doubles);
+        VGPU_RETURN_IF_ERROR(LastLaunchStatus("batch_norm_forward_training sums"));
+      }
+      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_training statistics", device, channels,
+                                  FinalizeTrainingKernel, layout,
+                                  static_cast<const double*>(scratch.doubles),
+                                  launch.params.epsilon, launch.params.exponential_avg_factor,
+                                  out));
+    } else {
+      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
+                                  FinalizeInferenceKernel, layout, launch.params.epsilon,
+                                  layout.elements() == 0, out));
     }
-    VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_training statistics", device, channels,
-                                FinalizeTrainingKernel, layout,
-                                static_cast<const double*>(scratch.doubles),
-                                launch.params.epsilon, launch.params.exponential_avg_factor,
-                                out));
-    return Launch("batch_norm_forward_training", device, layout.elements(), NormalizeKernel<T>,
-                  layout, x, static_cast<const float*>(out.mean),
-                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
-  });
-}
-
-absl::Status ForwardInference(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
-  const ChannelLayout layout = launch.layout;
-  const int64_t channels = layout.channels;
-  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
-    if (channels == 0) return absl::OkStatus();
-    const CudaLaunchDevice& device = *context.device;
-    VGPU_ASSIGN_OR_RETURN(Scratch scratch, ScratchFor(device, 0, 2 * channels));
-    const ForwardChannels out{launch.channel, scratch.floats, scratch.floats + channels};
-    VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
-                                FinalizeInferenceKernel, layout, launch.params.epsilon,
-                                layout.elements() == 0, out));
-    return Launch("batch_norm_forward_inference", device, layout.elements(), NormalizeKernel<T>,
-                  layout, x, static_cast<const float*>(out.mean),
-                  static_cast<const float*>(out.multiplier), launch.channel.offset, y);
+    return Launch(kTraining ? "batch_norm_forward_training" : "batch_norm_forward_inference",
+                  device, layout.elements(), NormalizeKernel<T>, layout, x,
+                  static_cast<const float*>(out.mean), static_cast<const float*>(out.multiplier),
+                  launch.channel.offset, y);
   });
 }
 
@@ -348,8 +327,8 @@ absl::Status Backward(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaNormalizationKernels(CudaKernelTable& table) {
-  table.Add(normalization::kForwardTraining, "batch_norm_forward_training", ForwardTraining);
-  table.Add(normalization::kForwardInference, "batch_norm_forward_inference", ForwardInference);
+  table.Add(normalization::kForwardTraining, "batch_norm_forward_training", Forward<true>);
+  table.Add(normalization::kForwardInference, "batch_norm_forward_inference", Forward<false>);
   table.Add(normalization::kBackwardTraining, "batch_norm_backward_training", Backward<true>);
   table.Add(normalization::kBackwardInference, "batch_norm_backward_inference",
             Backward<false>);

@@ -229,59 +229,57 @@ __device__ int64_t MaxElement(const PoolGeometry& g, const T* x, int64_t b, int6
   return -1;
 }
 
+// Calls visit(od, oh, ow) for every output (b, od, oh, ow) whose window covers the input
+// element at q, in the CPU kernel's order (2-D: D, H, W loops outermost first; 3-D: W, H, D).
+template <typename Visit>
+__device__ void ForEachCoveringOutput(const PoolGeometry& g, const Position& q, Visit visit) {
+  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
+  const WindowRange ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
+                                 OutputsCovering(g, 2, q.p[2])};
+  int64_t o[3];
+  for (o[order[0]] = ranges[order[0]].begin; o[order[0]] < ranges[order[0]].end; ++o[order[0]]) {
+    for (o[order[1]] = ranges[order[1]].begin; o[order[1]] < ranges[order[1]].end;
+         ++o[order[1]]) {
+      for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
+           ++o[order[2]]) {
+        visit(o[0], o[1], o[2]);
+      }
+    }
+  }
+}
+
 // dx[i] = the sum, in T, over the outputs whose window covers i in the CPU kernel's order
-// (2-D: D, H, W loops outermost first; 3-D: W, H, D), of dy where i holds that window's max.
+// (ForEachCoveringOutput), of dy where i holds that window's max.
 template <typename T, bool kPropagateNan>
 __global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T* dx) {
   using A = Arith<T>;
-  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
   VGPU_GRID_STRIDE(i, g.input_elements) {
     const Position q = Split(i, g.in, g.channels);
-    const WindowRange ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
-                             OutputsCovering(g, 2, q.p[2])};
     T sum = A::Zero();
-    int64_t o[3];
-    for (o[order[0]] = ranges[order[0]].begin; o[order[0]] < ranges[order[0]].end; ++o[order[0]]) {
-      for (o[order[1]] = ranges[order[1]].begin; o[order[1]] < ranges[order[1]].end;
-           ++o[order[1]]) {
-        for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
-             ++o[order[2]]) {
-          if (MaxElement<T, kPropagateNan>(g, x, q.b, o[0], o[1], o[2], q.c) == i) {
-            sum = A::Add(sum, dy[IndexOf(g.out, g.channels, q.b, o[0], o[1], o[2], q.c)]);
-          }
-        }
+    ForEachCoveringOutput(g, q, [&](int64_t od, int64_t oh, int64_t ow) {
+      if (MaxElement<T, kPropagateNan>(g, x, q.b, od, oh, ow, q.c) == i) {
+        sum = A::Add(sum, dy[IndexOf(g.out, g.channels, q.b, od, oh, ow, q.c)]);
       }
-    }
+    });
     dx[i] = sum;
   }
 }
 
-// dx[i] = the sum over the windows covering i of dy * T(1 / that window's element count).
+// dx[i] = the sum over the windows covering i (in ForEachCoveringOutput's order) of
+// dy * T(1 / that window's element count).
 template <typename T>
 __global__ void AvgPoolBackwardKernel(PoolGeometry g, const T* dy, T* dx) {
   using A = Arith<T>;
-  const int order[3] = {g.spatial_dims == 3 ? 2 : 0, 1, g.spatial_dims == 3 ? 0 : 2};
   VGPU_GRID_STRIDE(i, g.input_elements) {
     const Position q = Split(i, g.in, g.channels);
-    const WindowRange ranges[3] = {OutputsCovering(g, 0, q.p[0]), OutputsCovering(g, 1, q.p[1]),
-                             OutputsCovering(g, 2, q.p[2])};
     T sum = A::Zero();
-    int64_t o[3];
-    for (o[order[0]] = ranges[order[0]].begin; o[order[0]] < ranges[order[0]].end; ++o[order[0]]) {
-      for (o[order[1]] = ranges[order[1]].begin; o[order[1]] < ranges[order[1]].end;
-           ++o[order[1]]) {
-        for (o[order[2]] = ranges[order[2]].begin; o[order[2]] < ranges[order[2]].end;
-             ++o[order[2]]) {
-          const WindowRange zs = WindowOf(g, 0, o[0]), hs = WindowOf(g, 1, o[1]),
-                      ws = WindowOf(g, 2, o[2]);
-          const int64_t count =
-              (zs.end - zs.begin) * (hs.end - hs.begin) * (ws.end - ws.begin);
-          const T scale = A::FromDouble(1.0 / static_cast<double>(count));
-          const T grad = dy[IndexOf(g.out, g.channels, q.b, o[0], o[1], o[2], q.c)];
-          sum = A::Add(sum, A::Mul(grad, scale));
-        }
-      }
-    }
+    ForEachCoveringOutput(g, q, [&](int64_t od, int64_t oh, int64_t ow) {
+      const WindowRange zs = WindowOf(g, 0, od), hs = WindowOf(g, 1, oh), ws = WindowOf(g, 2, ow);
+      const int64_t count = (zs.end - zs.begin) * (hs.end - hs.begin) * (ws.end - ws.begin);
+      const T scale = A::FromDouble(1.0 / static_cast<double>(count));
+      const T grad = dy[IndexOf(g.out, g.channels, q.b, od, oh, ow, q.c)];
+      sum = A::Add(sum, A::Mul(grad, scale));
+    });
     dx[i] = sum;
   }
 }

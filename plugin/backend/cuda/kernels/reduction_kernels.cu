@@ -146,6 +146,36 @@ __global__ void ReducePerThreadKernel(ReduceGeometry geometry, int64_t outputs,
   }
 }
 
+// The block's kBlockThreads partial results, in shared memory (raw bytes: Acc need not be
+// trivially constructible).
+template <typename Acc>
+__device__ Acc* BlockPartials() {
+  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
+  return reinterpret_cast<Acc*>(storage);
+}
+
+// One block's reduction of the reduced elements [begin, end) of output o: thread t combines
+// elements begin + t, begin + t + 256, ... in order into partial[t], then a fixed tree combines
+// the kBlockThreads partial results into partial[0]. Every thread of the block must call it.
+template <typename T, ReduceOp kOp>
+__device__ void BlockReduceRange(const ReduceGeometry& geometry, const Storage<T>* x, int64_t o,
+                                 int64_t begin, int64_t end,
+                                 typename Reducer<T, kOp>::Acc* partial) {
+  using R = Reducer<T, kOp>;
+  const unsigned t = threadIdx.x;
+  const int64_t base = geometry.KeptOffset(o);
+  typename R::Acc acc = R::Identity();
+  for (int64_t r = begin + t; r < end; r += kBlockThreads) {
+    acc = R::Combine(acc, R::Enter(Load<T>(x, base + geometry.ReducedOffset(r))));
+  }
+  partial[t] = acc;
+  __syncthreads();
+  for (unsigned half = kBlockThreads / 2; half > 0; half >>= 1) {
+    if (t < half) partial[t] = R::Combine(partial[t], partial[t + half]);
+    __syncthreads();
+  }
+}
+
 // One output per block of kBlockThreads threads: thread t combines elements t, t + 256, ... in
 // order, then a fixed tree combines the 256 partial results.
 template <typename T, ReduceOp kOp>
@@ -153,21 +183,10 @@ __global__ void ReducePerBlockKernel(ReduceGeometry geometry, int64_t outputs,
                                      const Storage<T>* x, Storage<T>* y) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
-    const int64_t base = geometry.KeptOffset(o);
-    Acc acc = R::Identity();
-    for (int64_t r = t; r < geometry.per_output; r += kBlockThreads) {
-      acc = R::Combine(acc, R::Enter(Load<T>(x, base + geometry.ReducedOffset(r))));
-    }
-    partial[t] = acc;
-    __syncthreads();
-    for (unsigned half = kBlockThreads / 2; half > 0; half >>= 1) {
-      if (t < half) partial[t] = R::Combine(partial[t], partial[t + half]);
-      __syncthreads();
-    }
+    BlockReduceRange<T, kOp>(geometry, x, o, 0, geometry.per_output, partial);
     if (t == 0) Store<T>(y, o, R::Finish(partial[0], geometry.per_output));
     __syncthreads();  // partial[0] is read before the next output overwrites it
   }
@@ -186,8 +205,7 @@ __global__ void ReduceSlicesKernel(ReduceGeometry geometry, int64_t outputs, int
                                    const Storage<T>* x, typename Reducer<T, kOp>::Acc* slices) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   const int64_t slice_length = (geometry.per_output + parts - 1) / parts;
   for (int64_t job = blockIdx.x; job < outputs * parts; job += gridDim.x) {
@@ -195,17 +213,7 @@ __global__ void ReduceSlicesKernel(ReduceGeometry geometry, int64_t outputs, int
     const int64_t begin = part * slice_length;
     const int64_t end =
         begin + slice_length < geometry.per_output ? begin + slice_length : geometry.per_output;
-    const int64_t base = geometry.KeptOffset(o);
-    Acc acc = R::Identity();
-    for (int64_t r = begin + t; r < end; r += kBlockThreads) {
-      acc = R::Combine(acc, R::Enter(Load<T>(x, base + geometry.ReducedOffset(r))));
-    }
-    partial[t] = acc;
-    __syncthreads();
-    for (unsigned half = kBlockThreads / 2; half > 0; half >>= 1) {
-      if (t < half) partial[t] = R::Combine(partial[t], partial[t + half]);
-      __syncthreads();
-    }
+    BlockReduceRange<T, kOp>(geometry, x, o, begin, end, partial);
     if (t == 0) slices[job] = partial[0];
     __syncthreads();
   }
@@ -216,8 +224,7 @@ __global__ void CombineSlicesKernel(int64_t outputs, int64_t parts, int64_t per_
                                     const typename Reducer<T, kOp>::Acc* slices, Storage<T>* y) {
   using R = Reducer<T, kOp>;
   using Acc = typename R::Acc;
-  __shared__ alignas(8) unsigned char storage[kBlockThreads * sizeof(Acc)];
-  Acc* partial = reinterpret_cast<Acc*>(storage);
+  Acc* partial = BlockPartials<Acc>();
   const unsigned t = threadIdx.x;
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     Acc acc = R::Identity();

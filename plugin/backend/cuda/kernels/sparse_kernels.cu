@@ -73,20 +73,34 @@ __global__ void GatherKernel(GatherGeometry g, const E* __restrict__ params,
   }
 }
 
+// The buffers of a gather launch (GatherLaunch, GatherNdLaunch) as their types:
+// launch_typed(const E* params, const Index* indices, E* out) with E the element type of the
+// element size and alignment; nothing for no output.
+template <typename GatherLaunch, typename LaunchTyped>
+absl::Status WithTypedGatherBuffers(const CudaKernelContext& context, const GatherLaunch& gather,
+                                    LaunchTyped launch_typed) {
+  return WithGatherBuffers<Dispatch>(context, gather, [&](auto* indices, const uint8_t* params,
+                                                          uint8_t* out) -> absl::Status {
+    if (gather.out_count == 0) return absl::OkStatus();
+    return DispatchElementBytes(gather.element_size, {params, out}, [&](auto zero) {
+      using E = decltype(zero);
+      return launch_typed(reinterpret_cast<const E*>(params), indices, reinterpret_cast<E*>(out));
+    });
+  });
+}
+
+// The type a pointer of type P points to, without const.
+template <typename P>
+using Pointee = std::remove_const_t<std::remove_pointer_t<P>>;
+
 // sparse::kGather.
 absl::Status Gather(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(sparse_launch::GatherLaunch gather,
                         sparse_launch::ReadGatherLaunch(context));
-  return WithGatherBuffers<Dispatch>(context, gather, [&](auto* indices, const uint8_t* params,
-                                                          uint8_t* out) -> absl::Status {
-    using Index = std::remove_const_t<std::remove_pointer_t<decltype(indices)>>;
-    if (gather.out_count == 0) return absl::OkStatus();
-    return DispatchElementBytes(gather.element_size, {params, out}, [&](auto zero) {
-      using E = decltype(zero);
-      return Launch("gather", *context.device, gather.out_count, GatherKernel<E, Index>,
-                    gather.g, reinterpret_cast<const E*>(params), indices,
-                    reinterpret_cast<E*>(out));
-    });
+  return WithTypedGatherBuffers(context, gather, [&](auto* params, auto* indices, auto* out) {
+    return Launch("gather", *context.device, gather.out_count,
+                  GatherKernel<Pointee<decltype(out)>, Pointee<decltype(indices)>>, gather.g,
+                  params, indices, out);
   });
 }
 
@@ -105,16 +119,10 @@ __global__ void GatherNdKernel(PrefixLayout layout, int64_t slice_size, int64_t 
 absl::Status GatherNd(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(sparse_launch::GatherNdLaunch gather,
                         sparse_launch::ReadGatherNdLaunch(context));
-  return WithGatherBuffers<Dispatch>(context, gather, [&](auto* indices, const uint8_t* params,
-                                                          uint8_t* out) -> absl::Status {
-    using Index = std::remove_const_t<std::remove_pointer_t<decltype(indices)>>;
-    if (gather.out_count == 0) return absl::OkStatus();
-    return DispatchElementBytes(gather.element_size, {params, out}, [&](auto zero) {
-      using E = decltype(zero);
-      return Launch("gather_nd", *context.device, gather.out_count, GatherNdKernel<E, Index>,
-                    gather.layout, gather.slice_size, gather.out_count,
-                    reinterpret_cast<const E*>(params), indices, reinterpret_cast<E*>(out));
-    });
+  return WithTypedGatherBuffers(context, gather, [&](auto* params, auto* indices, auto* out) {
+    return Launch("gather_nd", *context.device, gather.out_count,
+                  GatherNdKernel<Pointee<decltype(out)>, Pointee<decltype(indices)>>,
+                  gather.layout, gather.slice_size, gather.out_count, params, indices, out);
   });
 }
 
@@ -364,7 +372,7 @@ __global__ void SegmentMeanKernel(T* __restrict__ output, int64_t count, int64_t
   for (int64_t e = GridThreadIndex(); e < count; e += GridStride()) {
     const int64_t rows = static_cast<int64_t>(rows_in_segment[e / inner]);
     if (rows == 0) continue;
-    output[e] = sparse_launch::SegmentMean(output[e], CastFromInt<T>(rows));
+    output[e] = sparse_launch::SegmentMean(output[e], Cast<T>(rows));
   }
 }
 

@@ -18,8 +18,8 @@
 // The launch layer (launch/training_launch.h) lists the family's kernels with the layout of
 // their buffers ('v' variable, 'g' gradient, 's' scalar, 'i' indices), reads and validates every
 // launch (buffer count, alignment and size of every buffer) before anything is enqueued, as for
-// the CPU executor, and registers the kernels: this file holds each kernel's arithmetic
-// (Update<id>) and the grid loops that apply it.
+// the CPU executor, and registers the kernels: this file holds the arithmetic (one step per
+// optimizer, bound to each kernel's buffers as Update<id>) and the grid loops that apply it.
 //
 // What the GPU run must confirm: every id against the CPU executor for all four dtypes and
 // every flag (use_nesterov, update_slots, multiply_linear_by_lr, lr_power == -0.5 or not,
@@ -72,9 +72,65 @@ Operands<T> OperandsOf(const CudaKernelContext& context, uint32_t flags) {
 template <KernelId kId>
 struct Update;
 
+// --- Binding an optimizer step to the launch's buffers -----------------------------------------
+// Each optimizer's arithmetic is a step, Step::Apply(args...), on plain values: the variables it
+// updates by reference, then the hyper-parameters and the gradient by value, then its flags.
+// Bind<Step, Args...> reads each argument from the launch's buffers for one element (Args name
+// the buffer of each) and applies the step, so that one step serves a dense and a sparse kernel
+// whose buffers are laid out differently. Every argument is read before the step runs.
+
+// Element v of variable buffer k, by reference.
+template <int k>
+struct VarArg {
+  template <typename T>
+  __device__ static T& Get(const Operands<T>& o, int64_t v, int64_t) { return o.V(k, v); }
+};
+// Element g of gradient buffer k.
+template <int k>
+struct GradArg {
+  template <typename T>
+  __device__ static T Get(const Operands<T>& o, int64_t, int64_t g) { return o.V(k, g); }
+};
+// The scalar in buffer k.
+template <int k>
+struct ScalarArg {
+  template <typename T>
+  __device__ static T Get(const Operands<T>& o, int64_t, int64_t) { return o.S(k); }
+};
+// Zero, for an argument a kernel has no buffer for.
+struct ZeroArg {
+  template <typename T>
+  __device__ static T Get(const Operands<T>&, int64_t, int64_t) { return Cast<T>(0); }
+};
+// Whether the launch's flags have `bit`.
+template <uint32_t bit>
+struct FlagArg {
+  template <typename T>
+  __device__ static bool Get(const Operands<T>& o, int64_t, int64_t) { return o.Flag(bit); }
+};
+
+template <typename Step, typename... Args>
+struct Bind {
+  template <typename T>
+  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
+    Step::Apply(Args::template Get<T>(o, v, g)...);
+  }
+};
+
+// Shorter names for the bindings below.
+template <int k>
+using Var = VarArg<k>;
+template <int k>
+using Grad = GradArg<k>;
+template <int k>
+using Scalar = ScalarArg<k>;
+using UseNesterov = FlagArg<training::kUseNesterov>;
+using UpdateSlots = FlagArg<training::kUpdateSlots>;
+using MultiplyLinearByLr = FlagArg<training::kMultiplyLinearByLr>;
+
 // ---------------------------------------------------------------------------------------------
-// Dense updates: Apply(o, e, e) for element e. The sparse ones reuse some with (row element,
-// gradient element).
+// The steps, with the CPU functors' expressions (dense, and sparse where the CPU's sparse
+// kernel writes its own).
 
 template <typename T>
 __device__ inline T One() { return Cast<T>(1); }
@@ -90,47 +146,47 @@ __device__ inline T ProximalStep(T var, T rate, T l1, T l2) {
   return var / (One<T>() + l2 * rate);
 }
 
-// kApplyGradientDescent: [var, alpha, delta].
-template <>
-struct Update<training::kApplyGradientDescent> {
+struct GradientDescentStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    o.V(0, v) = o.V(0, v) - o.V(2, g) * o.S(1);
-  }
+  __device__ static void Apply(T& var, T alpha, T delta) { var = var - delta * alpha; }
 };
 
-// kApplyMomentum: [var, accum, lr, grad, momentum].
-template <>
-struct Update<training::kApplyMomentum> {
+// Momentum; kSparse: the sparse functor's association of the Nesterov term.
+template <bool kSparse>
+struct MomentumStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), grad = o.V(3, g), momentum = o.S(4);
+  __device__ static void Apply(T& var, T& accum, T lr, T grad, T momentum, bool nesterov) {
     accum = accum * momentum + grad;
-    if (o.Flag(training::kUseNesterov)) {
-      var = var - (grad * lr + accum * momentum * lr);
+    if (nesterov) {
+      const T look_ahead = kSparse ? lr * momentum * accum : accum * momentum * lr;
+      var = var - (grad * lr + look_ahead);
     } else {
       var = var - accum * lr;
     }
   }
 };
 
-// kApplyAdam: [var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad].
-template <>
-struct Update<training::kApplyAdam> {
+struct KerasMomentumStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
-    T& var = o.V(0, e);
-    T& m = o.V(1, e);
-    T& v = o.V(2, e);
-    const T beta1_power = o.S(3), beta2_power = o.S(4), lr = o.S(5);
-    const T beta1 = o.S(6), beta2 = o.S(7), epsilon = o.S(8);
-    const T grad = o.V(9, g);
+  __device__ static void Apply(T& var, T& accum, T lr, T grad, T momentum, bool nesterov) {
+    accum = accum * momentum - grad * lr;
+    if (nesterov) {
+      var = var + (accum * momentum - grad * lr);
+    } else {
+      var = var + accum;
+    }
+  }
+};
+
+// Adam (the Nesterov form when `nesterov`).
+struct AdamStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& m, T& v, T beta1_power, T beta2_power, T lr, T beta1,
+                               T beta2, T epsilon, T grad, bool nesterov) {
     const T alpha = lr * Sqrt(One<T>() - beta2_power) / (One<T>() - beta1_power);
     m = m + (grad - m) * (One<T>() - beta1);
     v = v + (grad * grad - v) * (One<T>() - beta2);
-    if (o.Flag(training::kUseNesterov)) {
+    if (nesterov) {
       var = var - ((grad * (One<T>() - beta1) + m * beta1) * alpha) / (Sqrt(v) + epsilon);
     } else {
       var = var - (m * alpha) / (Sqrt(v) + epsilon);
@@ -138,121 +194,10 @@ struct Update<training::kApplyAdam> {
   }
 };
 
-// kApplyAdagrad: [var, accum, lr, grad].
-template <>
-struct Update<training::kApplyAdagrad> {
+struct AdamWithAmsgradStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), grad = o.V(3, g);
-    if (o.Flag(training::kUpdateSlots)) accum = accum + grad * grad;
-    var = var - grad * lr * Rsqrt(accum);
-  }
-};
-
-// kApplyAdagradV2: [var, accum, lr, epsilon, grad].
-template <>
-struct Update<training::kApplyAdagradV2> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), epsilon = o.S(3), grad = o.V(4, g);
-    if (o.Flag(training::kUpdateSlots)) accum = accum + grad * grad;
-    var = var - grad * lr / (Sqrt(accum) + epsilon);
-  }
-};
-
-// kApplyProximalAdagrad: [var, accum, lr, l1, l2, grad].
-template <>
-struct Update<training::kApplyProximalAdagrad> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), l1 = o.S(3), l2 = o.S(4), grad = o.V(5, g);
-    accum = accum + grad * grad;
-    const T rate = lr * Rsqrt(accum);
-    var = var - grad * rate;
-    var = ProximalStep(var, rate, l1, l2);
-  }
-};
-
-// kApplyProximalGradientDescent: [var, alpha, l1, l2, delta].
-template <>
-struct Update<training::kApplyProximalGradientDescent> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    const T alpha = o.S(1), l1 = o.S(2), l2 = o.S(3), grad = o.V(4, g);
-    var = var - grad * alpha;
-    var = ProximalStep(var, alpha, l1, l2);
-  }
-};
-
-// kApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad].
-template <>
-struct Update<training::kApplyAdadelta> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    T& accum_update = o.V(2, v);
-    const T lr = o.S(3), rho = o.S(4), epsilon = o.S(5), grad = o.V(6, g);
-    accum = accum * rho + grad * grad * (One<T>() - rho);
-    const T update = Sqrt(accum_update + epsilon) * Rsqrt(accum + epsilon) * grad;
-    var = var - update * lr;
-    accum_update = accum_update * rho + update * update * (One<T>() - rho);
-  }
-};
-
-// kApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad].
-template <>
-struct Update<training::kApplyRMSProp> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& ms = o.V(1, v);
-    T& mom = o.V(2, v);
-    const T lr = o.S(3), rho = o.S(4), momentum = o.S(5), epsilon = o.S(6), grad = o.V(7, g);
-    ms = ms + (grad * grad - ms) * (One<T>() - rho);
-    mom = mom * momentum + (grad * lr) / Sqrt(ms + epsilon);
-    var = var - mom;
-  }
-};
-
-// kApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad].
-template <>
-struct Update<training::kApplyCenteredRMSProp> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& mg = o.V(1, v);
-    T& ms = o.V(2, v);
-    T& mom = o.V(3, v);
-    const T lr = o.S(4), rho = o.S(5), momentum = o.S(6), epsilon = o.S(7), grad = o.V(8, g);
-    ms = ms + (grad * grad - ms) * (One<T>() - rho);
-    mg = mg + (grad - mg) * (One<T>() - rho);
-    const T denom = (ms - mg * mg) + epsilon;
-    mom = mom * momentum + (grad * lr) / Sqrt(denom);
-    var = var - mom;
-  }
-};
-
-// kApplyAdamWithAmsgrad: [var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2,
-// epsilon, grad].
-template <>
-struct Update<training::kApplyAdamWithAmsgrad> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
-    T& var = o.V(0, e);
-    T& m = o.V(1, e);
-    T& v = o.V(2, e);
-    T& vhat = o.V(3, e);
-    const T beta1_power = o.S(4), beta2_power = o.S(5), lr = o.S(6);
-    const T beta1 = o.S(7), beta2 = o.S(8), epsilon = o.S(9);
-    const T grad = o.V(10, g);
+  __device__ static void Apply(T& var, T& m, T& v, T& vhat, T beta1_power, T beta2_power, T lr,
+                               T beta1, T beta2, T epsilon, T grad) {
     const T alpha = lr * Sqrt(One<T>() - beta2_power) / (One<T>() - beta1_power);
     m = m + (grad - m) * (One<T>() - beta1);
     v = v + (grad * grad - v) * (One<T>() - beta2);
@@ -261,40 +206,141 @@ struct Update<training::kApplyAdamWithAmsgrad> {
   }
 };
 
-// kApplyAdaMax: [var, m, v, beta1_power, lr, beta1, beta2, epsilon, grad].
-template <>
-struct Update<training::kApplyAdaMax> {
+struct AdaMaxStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
-    T& var = o.V(0, e);
-    T& m = o.V(1, e);
-    T& v = o.V(2, e);
-    const T beta1_power = o.S(3), lr = o.S(4), beta1 = o.S(5), beta2 = o.S(6), epsilon = o.S(7);
-    const T grad = o.V(8, g);
+  __device__ static void Apply(T& var, T& m, T& v, T beta1_power, T lr, T beta1, T beta2,
+                               T epsilon, T grad) {
     m = m + (grad - m) * (One<T>() - beta1);
     v = Max(v * beta2, Abs(grad));
     var = var - lr / (One<T>() - beta1_power) * (m / (v + epsilon));
   }
 };
 
-// The Ftrl update shared by the dense and sparse kernels. Buffers: var 0, accum 1, linear 2,
-// grad 3; `lr`, `l1`, `l2` and `lr_power` at the given buffers; `shrinkage` the l2_shrinkage
-// buffer or 0 for none. `sparse_l1`: the sparse functor's clamp form of the l1 term.
-template <int kLr, int kL1, int kL2, int kShrinkage, int kLrPower, bool kSparseL1>
-struct Ftrl {
+// Adagrad, dense and sparse (the sparse functor's lr * grad is the same product).
+struct AdagradStep {
   template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t e, int64_t g) {
-    T& var = o.V(0, e);
-    T& accum = o.V(1, e);
-    T& linear = o.V(2, e);
-    const T grad = o.V(3, g);
-    const T lr = o.S(kLr), l1 = o.S(kL1), l2 = o.S(kL2), lr_power = o.S(kLrPower);
+  __device__ static void Apply(T& var, T& accum, T lr, T grad, bool update_slots) {
+    if (update_slots) accum = accum + grad * grad;
+    var = var - grad * lr * Rsqrt(accum);
+  }
+};
+
+struct AdagradV2Step {
+  template <typename T>
+  __device__ static void Apply(T& var, T& accum, T lr, T epsilon, T grad, bool update_slots) {
+    if (update_slots) accum = accum + grad * grad;
+    var = var - grad * lr / (Sqrt(accum) + epsilon);
+  }
+};
+
+struct ProximalAdagradStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& accum, T lr, T l1, T l2, T grad) {
+    accum = accum + grad * grad;
+    const T rate = lr * Rsqrt(accum);
+    var = var - grad * rate;
+    var = ProximalStep(var, rate, l1, l2);
+  }
+};
+
+struct ProximalGradientDescentStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T alpha, T l1, T l2, T delta) {
+    var = var - delta * alpha;
+    var = ProximalStep(var, alpha, l1, l2);
+  }
+};
+
+struct AdadeltaStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& accum, T& accum_update, T lr, T rho, T epsilon,
+                               T grad) {
+    accum = accum * rho + grad * grad * (One<T>() - rho);
+    const T update = Sqrt(accum_update + epsilon) * Rsqrt(accum + epsilon) * grad;
+    var = var - update * lr;
+    accum_update = accum_update * rho + update * update * (One<T>() - rho);
+  }
+};
+
+struct RMSPropStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& ms, T& mom, T lr, T rho, T momentum, T epsilon,
+                               T grad) {
+    ms = ms + (grad * grad - ms) * (One<T>() - rho);
+    mom = mom * momentum + (grad * lr) / Sqrt(ms + epsilon);
+    var = var - mom;
+  }
+};
+
+struct SparseRMSPropStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& ms, T& mom, T lr, T rho, T momentum, T epsilon,
+                               T grad) {
+    ms = ms * rho + grad * grad * (One<T>() - rho);
+    mom = mom * momentum + Rsqrt(ms + epsilon) * lr * grad;
+    var = var - mom;
+  }
+};
+
+struct CenteredRMSPropStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& mg, T& ms, T& mom, T lr, T rho, T momentum, T epsilon,
+                               T grad) {
+    ms = ms + (grad * grad - ms) * (One<T>() - rho);
+    mg = mg + (grad - mg) * (One<T>() - rho);
+    const T denom = (ms - mg * mg) + epsilon;
+    mom = mom * momentum + (grad * lr) / Sqrt(denom);
+    var = var - mom;
+  }
+};
+
+struct SparseCenteredRMSPropStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& mg, T& ms, T& mom, T lr, T rho, T momentum, T epsilon,
+                               T grad) {
+    ms = ms * rho + grad * grad * (One<T>() - rho);
+    mg = mg * rho + grad * (One<T>() - rho);
+    const T denom = ms + epsilon - mg * mg;
+    mom = mom * momentum + Rsqrt(denom) * lr * grad;
+    var = var - mom;
+  }
+};
+
+// AddSign and PowerSign: m's update and the sign agreement of grad and m are shared.
+template <typename T>
+__device__ inline T UpdateMomentAndSignAgreement(T& m, T beta, T grad) {
+  m = m * beta + grad * (One<T>() - beta);
+  return Sign(grad) * Sign(m);
+}
+
+struct AddSignStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& m, T lr, T alpha, T sign_decay, T beta, T grad) {
+    const T sign_gm = UpdateMomentAndSignAgreement(m, beta, grad);
+    var = var - lr * (alpha + sign_decay * sign_gm) * grad;
+  }
+};
+
+struct PowerSignStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& m, T lr, T logbase, T sign_decay, T beta, T grad) {
+    const T sign_gm = UpdateMomentAndSignAgreement(m, beta, grad);
+    const T grad_scale = Exp(logbase * sign_decay * sign_gm);
+    var = var - lr * grad_scale * grad;
+  }
+};
+
+// Ftrl, dense and sparse, with or without l2 shrinkage (`l2_shrinkage` is not used without).
+// kSparseL1: the sparse functor's clamp form of the l1 term.
+template <bool kShrinkage, bool kSparseL1>
+struct FtrlStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& accum, T& linear, T grad, T lr, T l1, T l2,
+                               T l2_shrinkage, T lr_power, bool multiply) {
     const T zero = Cast<T>(0), two = Cast<T>(2);
-    const T l2_shrinkage = kShrinkage != 0 ? o.S(kShrinkage) : zero;
-    const bool multiply = o.Flag(training::kMultiplyLinearByLr);
     const bool half_power = lr_power == Cast<T>(-0.5);
     const T new_accum = accum + grad * grad;
-    const T gradient = kShrinkage != 0 ? grad + two * l2_shrinkage * var : grad;
+    const T gradient = kShrinkage ? grad + two * l2_shrinkage * var : grad;
     if (half_power) {
       if (multiply) {
         linear = linear + (gradient * lr - (Sqrt(new_accum) - Sqrt(accum)) * var);
@@ -329,159 +375,119 @@ struct Ftrl {
   }
 };
 
-// kApplyKerasMomentum: [var, accum, lr, grad, momentum] (sparse: momentum at buffer 5).
-template <int kMomentum>
-struct KerasMomentum {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), grad = o.V(3, g), momentum = o.S(kMomentum);
-    accum = accum * momentum - grad * lr;
-    if (o.Flag(training::kUseNesterov)) {
-      var = var + (accum * momentum - grad * lr);
-    } else {
-      var = var + accum;
-    }
-  }
-};
-
-// Dense Ftrl: [var, accum, linear, grad, lr, l1, l2, (l2_shrinkage,) lr_power]; sparse Ftrl:
-// [var, accum, linear, grad, indices, lr, l1, l2, (l2_shrinkage,) lr_power].
-template <>
-struct Update<training::kApplyFtrl> : Ftrl<4, 5, 6, 0, 7, false> {};
-template <>
-struct Update<training::kApplyFtrlV2> : Ftrl<4, 5, 6, 7, 8, false> {};
-template <>
-struct Update<training::kSparseApplyFtrl> : Ftrl<5, 6, 7, 0, 8, true> {};
-template <>
-struct Update<training::kSparseApplyFtrlV2> : Ftrl<5, 6, 7, 8, 9, true> {};
-template <>
-struct Update<training::kApplyKerasMomentum> : KerasMomentum<4> {};
-template <>
-struct Update<training::kSparseApplyKerasMomentum> : KerasMomentum<5> {};
-
-// kApplyAddSign: [var, m, lr, alpha, sign_decay, beta, grad].
-template <>
-struct Update<training::kApplyAddSign> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& m = o.V(1, v);
-    const T lr = o.S(2), alpha = o.S(3), sign_decay = o.S(4), beta = o.S(5), grad = o.V(6, g);
-    m = m * beta + grad * (One<T>() - beta);
-    const T sign_gm = Sign(grad) * Sign(m);
-    var = var - lr * (alpha + sign_decay * sign_gm) * grad;
-  }
-};
-
-// kApplyPowerSign: [var, m, lr, logbase, sign_decay, beta, grad].
-template <>
-struct Update<training::kApplyPowerSign> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& m = o.V(1, v);
-    const T lr = o.S(2), logbase = o.S(3), sign_decay = o.S(4), beta = o.S(5), grad = o.V(6, g);
-    m = m * beta + grad * (One<T>() - beta);
-    const T sign_gm = Sign(grad) * Sign(m);
-    const T grad_scale = Exp(logbase * sign_decay * sign_gm);
-    var = var - lr * grad_scale * grad;
-  }
-};
+// Ftrl's arguments: [var, accum, linear, grad], then lr, l1, l2, (l2_shrinkage,) lr_power from
+// buffer kLr on (l2_shrinkage zero without).
+template <int kLr, bool kShrinkage, bool kSparseL1>
+using Ftrl = Bind<FtrlStep<kShrinkage, kSparseL1>, Var<0>, Var<1>, Var<2>, Grad<3>, Scalar<kLr>,
+                  Scalar<kLr + 1>, Scalar<kLr + 2>,
+                  std::conditional_t<kShrinkage, Scalar<kLr + 3>, ZeroArg>,
+                  Scalar<kShrinkage ? kLr + 4 : kLr + 3>, MultiplyLinearByLr>;
 
 // ---------------------------------------------------------------------------------------------
-// Sparse-only row updates (formulas of the CPU's sparse kernels). Buffers as training.h lists.
+// The kernels' buffers (protocol/kernels/training.h) bound to their steps.
 
-// kSparseApplyAdagrad: [var, accum, lr, grad, indices].
+// [var, alpha, delta]
 template <>
-struct Update<training::kSparseApplyAdagrad> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), grad = o.V(3, g);
-    if (o.Flag(training::kUpdateSlots)) accum = accum + grad * grad;
-    var = var - lr * grad * Rsqrt(accum);
-  }
-};
-
-// kSparseApplyAdagradV2: [var, accum, lr, epsilon, grad, indices].
+struct Update<training::kApplyGradientDescent>
+    : Bind<GradientDescentStep, Var<0>, Scalar<1>, Grad<2>> {};
+// [var, accum, lr, grad, momentum]
 template <>
-struct Update<training::kSparseApplyAdagradV2> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), epsilon = o.S(3), grad = o.V(4, g);
-    if (o.Flag(training::kUpdateSlots)) accum = accum + grad * grad;
-    var = var - lr * grad / (Sqrt(accum) + epsilon);
-  }
-};
-
-// kSparseApplyProximalAdagrad: [var, accum, lr, l1, l2, grad, indices] (same arithmetic as
-// the dense kernel).
+struct Update<training::kApplyMomentum>
+    : Bind<MomentumStep<false>, Var<0>, Var<1>, Scalar<2>, Grad<3>, Scalar<4>, UseNesterov> {};
+// [var, accum, lr, grad, indices, momentum]
+template <>
+struct Update<training::kSparseApplyMomentum>
+    : Bind<MomentumStep<true>, Var<0>, Var<1>, Scalar<2>, Grad<3>, Scalar<5>, UseNesterov> {};
+// [var, accum, lr, grad, momentum]
+template <>
+struct Update<training::kApplyKerasMomentum>
+    : Bind<KerasMomentumStep, Var<0>, Var<1>, Scalar<2>, Grad<3>, Scalar<4>, UseNesterov> {};
+// [var, accum, lr, grad, indices, momentum]
+template <>
+struct Update<training::kSparseApplyKerasMomentum>
+    : Bind<KerasMomentumStep, Var<0>, Var<1>, Scalar<2>, Grad<3>, Scalar<5>, UseNesterov> {};
+// [var, m, v, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad]
+template <>
+struct Update<training::kApplyAdam>
+    : Bind<AdamStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Scalar<7>, Scalar<8>, Grad<9>, UseNesterov> {};
+// [var, m, v, vhat, beta1_power, beta2_power, lr, beta1, beta2, epsilon, grad]
+template <>
+struct Update<training::kApplyAdamWithAmsgrad>
+    : Bind<AdamWithAmsgradStep, Var<0>, Var<1>, Var<2>, Var<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Scalar<7>, Scalar<8>, Scalar<9>, Grad<10>> {};
+// [var, m, v, beta1_power, lr, beta1, beta2, epsilon, grad]
+template <>
+struct Update<training::kApplyAdaMax>
+    : Bind<AdaMaxStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Scalar<7>, Grad<8>> {};
+// [var, accum, lr, grad(, indices)]
+template <>
+struct Update<training::kApplyAdagrad>
+    : Bind<AdagradStep, Var<0>, Var<1>, Scalar<2>, Grad<3>, UpdateSlots> {};
+template <>
+struct Update<training::kSparseApplyAdagrad> : Update<training::kApplyAdagrad> {};
+// [var, accum, lr, epsilon, grad(, indices)]
+template <>
+struct Update<training::kApplyAdagradV2>
+    : Bind<AdagradV2Step, Var<0>, Var<1>, Scalar<2>, Scalar<3>, Grad<4>, UpdateSlots> {};
+template <>
+struct Update<training::kSparseApplyAdagradV2> : Update<training::kApplyAdagradV2> {};
+// [var, accum, lr, l1, l2, grad(, indices)]
+template <>
+struct Update<training::kApplyProximalAdagrad>
+    : Bind<ProximalAdagradStep, Var<0>, Var<1>, Scalar<2>, Scalar<3>, Scalar<4>, Grad<5>> {};
 template <>
 struct Update<training::kSparseApplyProximalAdagrad> : Update<training::kApplyProximalAdagrad> {};
-
-// kSparseApplyMomentum: [var, accum, lr, grad, indices, momentum].
+// [var, alpha, l1, l2, delta(, indices)]
 template <>
-struct Update<training::kSparseApplyMomentum> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& accum = o.V(1, v);
-    const T lr = o.S(2), grad = o.V(3, g), momentum = o.S(5);
-    accum = accum * momentum + grad;
-    if (o.Flag(training::kUseNesterov)) {
-      var = var - (lr * grad + lr * momentum * accum);
-    } else {
-      var = var - lr * accum;
-    }
-  }
-};
-
-// kSparseApplyAdadelta: [var, accum, accum_update, lr, rho, epsilon, grad, indices].
-template <>
-struct Update<training::kSparseApplyAdadelta> : Update<training::kApplyAdadelta> {};
-
-// kSparseApplyRMSProp: [var, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-template <>
-struct Update<training::kSparseApplyRMSProp> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& ms = o.V(1, v);
-    T& mom = o.V(2, v);
-    const T lr = o.S(3), rho = o.S(4), momentum = o.S(5), epsilon = o.S(6), grad = o.V(7, g);
-    ms = ms * rho + grad * grad * (One<T>() - rho);
-    mom = mom * momentum + Rsqrt(ms + epsilon) * lr * grad;
-    var = var - mom;
-  }
-};
-
-// kSparseApplyCenteredRMSProp: [var, mg, ms, mom, lr, rho, momentum, epsilon, grad, indices].
-template <>
-struct Update<training::kSparseApplyCenteredRMSProp> {
-  template <typename T>
-  __device__ static void Apply(const Operands<T>& o, int64_t v, int64_t g) {
-    T& var = o.V(0, v);
-    T& mg = o.V(1, v);
-    T& ms = o.V(2, v);
-    T& mom = o.V(3, v);
-    const T lr = o.S(4), rho = o.S(5), momentum = o.S(6), epsilon = o.S(7), grad = o.V(8, g);
-    ms = ms * rho + grad * grad * (One<T>() - rho);
-    mg = mg * rho + grad * (One<T>() - rho);
-    const T denom = ms + epsilon - mg * mg;
-    mom = mom * momentum + Rsqrt(denom) * lr * grad;
-    var = var - mom;
-  }
-};
-
-// kSparseApplyProximalGradientDescent: [var, alpha, l1, l2, grad, indices].
+struct Update<training::kApplyProximalGradientDescent>
+    : Bind<ProximalGradientDescentStep, Var<0>, Scalar<1>, Scalar<2>, Scalar<3>, Grad<4>> {};
 template <>
 struct Update<training::kSparseApplyProximalGradientDescent>
     : Update<training::kApplyProximalGradientDescent> {};
+// [var, accum, accum_update, lr, rho, epsilon, grad(, indices)]
+template <>
+struct Update<training::kApplyAdadelta>
+    : Bind<AdadeltaStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>, Grad<6>> {};
+template <>
+struct Update<training::kSparseApplyAdadelta> : Update<training::kApplyAdadelta> {};
+// [var, ms, mom, lr, rho, momentum, epsilon, grad(, indices)]
+template <>
+struct Update<training::kApplyRMSProp>
+    : Bind<RMSPropStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Grad<7>> {};
+template <>
+struct Update<training::kSparseApplyRMSProp>
+    : Bind<SparseRMSPropStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>,
+           Scalar<6>, Grad<7>> {};
+// [var, mg, ms, mom, lr, rho, momentum, epsilon, grad(, indices)]
+template <>
+struct Update<training::kApplyCenteredRMSProp>
+    : Bind<CenteredRMSPropStep, Var<0>, Var<1>, Var<2>, Var<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Scalar<7>, Grad<8>> {};
+template <>
+struct Update<training::kSparseApplyCenteredRMSProp>
+    : Bind<SparseCenteredRMSPropStep, Var<0>, Var<1>, Var<2>, Var<3>, Scalar<4>, Scalar<5>,
+           Scalar<6>, Scalar<7>, Grad<8>> {};
+// [var, m, lr, alpha, sign_decay, beta, grad]
+template <>
+struct Update<training::kApplyAddSign>
+    : Bind<AddSignStep, Var<0>, Var<1>, Scalar<2>, Scalar<3>, Scalar<4>, Scalar<5>, Grad<6>> {};
+// [var, m, lr, logbase, sign_decay, beta, grad]
+template <>
+struct Update<training::kApplyPowerSign>
+    : Bind<PowerSignStep, Var<0>, Var<1>, Scalar<2>, Scalar<3>, Scalar<4>, Scalar<5>, Grad<6>> {};
+// Dense Ftrl: [var, accum, linear, grad, lr, l1, l2, (l2_shrinkage,) lr_power]; sparse Ftrl:
+// [var, accum, linear, grad, indices, lr, l1, l2, (l2_shrinkage,) lr_power].
+template <>
+struct Update<training::kApplyFtrl> : Ftrl<4, false, false> {};
+template <>
+struct Update<training::kApplyFtrlV2> : Ftrl<4, true, false> {};
+template <>
+struct Update<training::kSparseApplyFtrl> : Ftrl<5, false, true> {};
+template <>
+struct Update<training::kSparseApplyFtrlV2> : Ftrl<5, true, true> {};
 
 // ---------------------------------------------------------------------------------------------
 // Kernels and launchers
