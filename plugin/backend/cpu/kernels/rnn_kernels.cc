@@ -192,6 +192,9 @@ class MathView {
       data_ = copy_.data();
     }
   }
+  // Movable (a converted copy's storage moves with it), not copyable: data_ may point into it.
+  MathView(MathView&&) = default;
+  MathView(const MathView&) = delete;
   const A* data() const { return data_; }
 
  private:
