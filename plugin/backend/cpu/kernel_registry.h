@@ -50,6 +50,19 @@ void AddImageTransformKernels(KernelTable& table);
 void AddImageColorKernels(KernelTable& table);
 void AddImageResizeKernels(KernelTable& table);
 
+namespace cpu_kernels {
+
+// The parts of a family that live in files of their own, added by the family's function:
+// data_movement::kReverse and kReverseSequence (reverse_kernels.cc), kMirrorPad and
+// kMirrorPadGrad (mirror_pad_kernels.cc); reduction::kScan and kTopK (scan_topk_kernels.cc),
+// kSoftmax, kSoftmaxCrossEntropy and kSparseSoftmaxCrossEntropy (softmax_kernels.cc).
+void AddReverseKernels(KernelTable& table);
+void AddMirrorPadKernels(KernelTable& table);
+void AddScanAndTopKKernels(KernelTable& table);
+void AddSoftmaxKernels(KernelTable& table);
+
+}  // namespace cpu_kernels
+
 }  // namespace vgpu
 
 #endif  // VGPU_BACKEND_CPU_KERNEL_REGISTRY_H_

@@ -10,8 +10,6 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using Index = Eigen::DenseIndex;
-
 // out[c * multiplier + m] += in[c] * filter[c * multiplier + m] for every channel.
 template <typename CT>
 inline void MultiplyAccumulate(Index depth, Index multiplier, const CT* __restrict in,
@@ -51,6 +49,28 @@ inline Index InputPosition(const ConvolutionGeometry& g, int dim, Index out, Ind
   return position >= 0 && position < g.in[dim] ? position : -1;
 }
 
+// For output row `row` (of the batch * out[kRows] rows): calls fn(ow, tap, pixel) for every
+// output column ow and every filter tap (kh, kw) that reads inside the input, in (ow, kh, kw)
+// order; tap = (kh * filter[kCols] + kw) * out_depth is the tap's offset in the filter and
+// pixel the element offset of the input pixel it reads.
+template <typename Fn>
+inline void ForEachInputTap(const ConvolutionGeometry& g, Index row, Fn&& fn) {
+  const Index n = row / g.out[kRows];
+  const Index oh = row % g.out[kRows];
+  for (Index ow = 0; ow < g.out[kCols]; ++ow) {
+    for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
+      const Index ih = InputPosition(g, kRows, oh, kh);
+      if (ih < 0) continue;
+      for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
+        const Index iw = InputPosition(g, kCols, ow, kw);
+        if (iw < 0) continue;
+        fn(ow, (kh * g.filter[kCols] + kw) * g.out_depth,
+           ((n * g.in[kRows] + ih) * g.in[kCols] + iw) * g.in_depth);
+      }
+    }
+  }
+}
+
 Eigen::TensorOpCost RowCost(const ConvolutionGeometry& g, Index pixels_per_row, size_t size) {
   const double macs =
       static_cast<double>(pixels_per_row) * g.filter[kRows] * g.filter[kCols] * g.out_depth;
@@ -61,36 +81,26 @@ Eigen::TensorOpCost RowCost(const ConvolutionGeometry& g, Index pixels_per_row, 
 }  // namespace
 
 template <typename CT>
-void DepthwiseForwardNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                          const CT* input, const CT* filter, CT* output) {
+void DepthwiseNhwc<CT>::Forward(const Eigen::ThreadPoolDevice& device,
+                                const ConvolutionGeometry& g, const CT* input, const CT* filter,
+                                CT* output) {
   const Index rows = g.batch * g.out[kRows];
   device.parallelFor(rows, RowCost(g, g.out[kCols], sizeof(CT)), [&](Index first, Index last) {
     for (Index row = first; row < last; ++row) {
-      const Index n = row / g.out[kRows];
-      const Index oh = row % g.out[kRows];
-      for (Index ow = 0; ow < g.out[kCols]; ++ow) {
-        CT* out = output + (row * g.out[kCols] + ow) * g.out_depth;
-        std::fill(out, out + g.out_depth, CT(0));
-        for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
-          const Index ih = InputPosition(g, kRows, oh, kh);
-          if (ih < 0) continue;
-          for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
-            const Index iw = InputPosition(g, kCols, ow, kw);
-            if (iw < 0) continue;
-            MultiplyAccumulate(g.in_depth, g.filter_out,
-                               input + ((n * g.in[kRows] + ih) * g.in[kCols] + iw) * g.in_depth,
-                               filter + (kh * g.filter[kCols] + kw) * g.out_depth, out);
-          }
-        }
-      }
+      CT* out_row = output + row * g.out[kCols] * g.out_depth;
+      std::fill(out_row, out_row + g.out[kCols] * g.out_depth, CT(0));
+      ForEachInputTap(g, row, [&](Index ow, Index tap, Index pixel) {
+        MultiplyAccumulate(g.in_depth, g.filter_out, input + pixel, filter + tap,
+                           out_row + ow * g.out_depth);
+      });
     }
   });
 }
 
 template <typename CT>
-void DepthwiseBackwardInputNhwc(const Eigen::ThreadPoolDevice& device,
-                                const ConvolutionGeometry& g, const CT* filter,
-                                const CT* out_backprop, CT* in_backprop) {
+void DepthwiseNhwc<CT>::BackwardInput(const Eigen::ThreadPoolDevice& device,
+                                      const ConvolutionGeometry& g, const CT* filter,
+                                      const CT* out_backprop, CT* in_backprop) {
   const Index rows = g.batch * g.in[kRows];
   device.parallelFor(rows, RowCost(g, g.in[kCols], sizeof(CT)), [&](Index first, Index last) {
     for (Index row = first; row < last; ++row) {
@@ -122,9 +132,9 @@ void DepthwiseBackwardInputNhwc(const Eigen::ThreadPoolDevice& device,
 }
 
 template <typename CT>
-void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
-                                 const ConvolutionGeometry& g, const CT* input,
-                                 const CT* out_backprop, CT* filter_backprop) {
+void DepthwiseNhwc<CT>::BackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                       const ConvolutionGeometry& g, const CT* input,
+                                       const CT* out_backprop, CT* filter_backprop) {
   // Rows of output pixels are split into a fixed number of blocks, each summing into its own
   // copy of the filter gradient; the copies are added at the end. The result does not depend
   // on scheduling.
@@ -141,22 +151,11 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
       const Index first = rows * block / blocks;
       const Index last = rows * (block + 1) / blocks;
       for (Index row = first; row < last; ++row) {
-        const Index n = row / g.out[kRows];
-        const Index oh = row % g.out[kRows];
-        for (Index ow = 0; ow < g.out[kCols]; ++ow) {
-          const CT* gradient = out_backprop + (row * g.out[kCols] + ow) * g.out_depth;
-          for (Index kh = 0; kh < g.filter[kRows]; ++kh) {
-            const Index ih = InputPosition(g, kRows, oh, kh);
-            if (ih < 0) continue;
-            for (Index kw = 0; kw < g.filter[kCols]; ++kw) {
-              const Index iw = InputPosition(g, kCols, ow, kw);
-              if (iw < 0) continue;
-              MultiplyAccumulate(g.in_depth, g.filter_out,
-                                 input + ((n * g.in[kRows] + ih) * g.in[kCols] + iw) * g.in_depth,
-                                 gradient, accumulator + (kh * g.filter[kCols] + kw) * g.out_depth);
-            }
-          }
-        }
+        const CT* gradient_row = out_backprop + row * g.out[kCols] * g.out_depth;
+        ForEachInputTap(g, row, [&](Index ow, Index tap, Index pixel) {
+          MultiplyAccumulate(g.in_depth, g.filter_out, input + pixel,
+                             gradient_row + ow * g.out_depth, accumulator + tap);
+        });
       }
     }
   });
@@ -165,23 +164,7 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
       RowMajorMap<const CT, 2>(partial.data(), blocks, filter_size).sum(over_blocks);
 }
 
-template void DepthwiseForwardNhwc<float>(const Eigen::ThreadPoolDevice&,
-                                          const ConvolutionGeometry&, const float*, const float*,
-                                          float*);
-template void DepthwiseForwardNhwc<double>(const Eigen::ThreadPoolDevice&,
-                                           const ConvolutionGeometry&, const double*,
-                                           const double*, double*);
-template void DepthwiseBackwardInputNhwc<float>(const Eigen::ThreadPoolDevice&,
-                                                const ConvolutionGeometry&, const float*,
-                                                const float*, float*);
-template void DepthwiseBackwardInputNhwc<double>(const Eigen::ThreadPoolDevice&,
-                                                 const ConvolutionGeometry&, const double*,
-                                                 const double*, double*);
-template void DepthwiseBackwardFilterNhwc<float>(const Eigen::ThreadPoolDevice&,
-                                                 const ConvolutionGeometry&, const float*,
-                                                 const float*, float*);
-template void DepthwiseBackwardFilterNhwc<double>(const Eigen::ThreadPoolDevice&,
-                                                  const ConvolutionGeometry&, const double*,
-                                                  const double*, double*);
+template struct DepthwiseNhwc<float>;
+template struct DepthwiseNhwc<double>;
 
 }  // namespace vgpu::cpu_kernels

@@ -7,18 +7,12 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 #include "plugin/common/status_macros.h"
 
 namespace vgpu::cpu_kernels {
 namespace {
-
-using Index = Eigen::DenseIndex;
-using ContractDims = Eigen::array<Eigen::IndexPair<Index>, 1>;
-template <typename T>
-using Map2 = RowMajorMap<T, 2>;
-template <typename T>
-using ConstMap2 = RowMajorMap<const T, 2>;
 
 // Scratch budget of the im2col buffer, in elements, and the most one output row's patches may
 // take (a launch beyond it is refused rather than allowed to exhaust the executor's memory).
@@ -41,13 +35,46 @@ bool PatchesAreInput(const ConvolutionGeometry& g) {
   return g.FilterTaps() == 1 && g.UnitStridesAndDilations() && g.NoPadding() && g.groups == 1;
 }
 
-absl::Status CheckPatchSize(const ConvolutionGeometry& g) {
-  const Index patch = g.FilterTaps() * g.filter_in_depth;
-  if (patch > kMaxRowPatchElements || g.out[kCols] * patch > kMaxRowPatchElements) {
+// How a convolution that is not PatchesAreInput walks its output rows: in chunks of
+// rows_per_chunk rows whose patches fit in the column buffer, group by group.
+struct PatchPlan {
+  Index patch = 0;           // elements of one patch: filter taps * filter_in_depth
+  Index per_group = 0;       // output channels of one group
+  Index total_rows = 0;      // TotalRows
+  Index rows_per_chunk = 0;  // RowsPerChunk
+
+  // Elements of the column buffer: the patches of one chunk.
+  Index ColumnElements(const ConvolutionGeometry& g) const {
+    return rows_per_chunk * g.out[kCols] * patch;
+  }
+  // Elements of one chunk's output pixels in one group's channels.
+  Index GroupChunkElements(const ConvolutionGeometry& g) const {
+    return rows_per_chunk * g.out[kCols] * per_group;
+  }
+  // Calls fn(first, rows, pixels) for each chunk, in order: output rows [first, first + rows),
+  // pixels = rows * out[kCols] output pixels.
+  template <typename Fn>
+  void ForEachChunk(const ConvolutionGeometry& g, Fn&& fn) const {
+    for (Index first = 0; first < total_rows; first += rows_per_chunk) {
+      const Index rows = std::min(rows_per_chunk, total_rows - first);
+      fn(first, rows, rows * g.out[kCols]);
+    }
+  }
+};
+
+// The plan of `g`; ResourceExhausted when one output row's patches exceed
+// kMaxRowPatchElements.
+absl::StatusOr<PatchPlan> PlanPatches(const ConvolutionGeometry& g) {
+  PatchPlan plan;
+  plan.patch = g.FilterTaps() * g.filter_in_depth;
+  if (plan.patch > kMaxRowPatchElements || g.out[kCols] * plan.patch > kMaxRowPatchElements) {
     return absl::ResourceExhaustedError(
         "convolution patches exceed the executor's scratch budget");
   }
-  return absl::OkStatus();
+  plan.per_group = g.out_depth / g.groups;
+  plan.total_rows = TotalRows(g);
+  plan.rows_per_chunk = RowsPerChunk(g, plan.patch);
+  return plan;
 }
 
 // Calls visit(tap, input pixel) for each filter tap whose input position, for the output pixel
@@ -168,27 +195,30 @@ const CT* GroupFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGe
   return staged.data();
 }
 
-// The columns of group `group` of `pixels` rows of a [pixels, out_depth] matrix, contiguous.
+// The output gradient of group `group` for the `pixels` output pixels from row `first` on, as a
+// [pixels, out_depth / groups] matrix: dy's own rows (contiguous in channels-last order, like
+// the patches) for a single group, else its columns of that group, copied into `staged`.
 template <typename CT>
-const CT* GroupColumns(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                       const CT* matrix, Index pixels, Index group, Scratch<CT>& staged) {
-  if (g.groups == 1) return matrix;
+ConstMap2<CT> GroupGradients(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                             const CT* out_backprop, Index first, Index pixels, Index group,
+                             Scratch<CT>& staged) {
+  const CT* rows = out_backprop + first * g.out[kCols] * g.out_depth;
   const Index per_group = g.out_depth / g.groups;
+  if (g.groups == 1) return ConstMap2<CT>(rows, pixels, per_group);
   const Eigen::array<Index, 2> offsets{0, group * per_group};
   const Eigen::array<Index, 2> extents{pixels, per_group};
   Map2<CT>(staged.data(), pixels, per_group).device(device) =
-      ConstMap2<CT>(matrix, pixels, g.out_depth).slice(offsets, extents);
-  return staged.data();
+      ConstMap2<CT>(rows, pixels, g.out_depth).slice(offsets, extents);
+  return ConstMap2<CT>(staged.data(), pixels, per_group);
 }
 
 }  // namespace
 
 template <typename CT>
-absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                           const CT* input, const CT* filter, CT* output) {
+absl::Status Im2col<CT>::Forward(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, const CT* input, const CT* filter,
+                                 CT* output) {
   const ContractDims matmul{Eigen::IndexPair<Index>(1, 0)};
-  const Index patch = g.FilterTaps() * g.filter_in_depth;
-  const Index per_group = g.out_depth / g.groups;
   if (PatchesAreInput(g)) {
     const Index pixels = g.batch * g.InputPixels();
     Map2<CT>(output, pixels, g.out_depth).device(device) =
@@ -196,34 +226,29 @@ absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const Convolut
             .contract(ConstMap2<CT>(filter, g.in_depth, g.out_depth), matmul);
     return absl::OkStatus();
   }
-  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
-  const Index total_rows = TotalRows(g);
-  const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
+  VGPU_ASSIGN_OR_RETURN(const PatchPlan plan, PlanPatches(g));
+  const Index patch = plan.patch, per_group = plan.per_group;
+  Scratch<CT> columns(plan.ColumnElements(g));
   Scratch<CT> group_filter(g.groups > 1 ? patch * per_group : 0);
-  Map2<CT> result(output, total_rows * g.out[kCols], g.out_depth);
+  Map2<CT> result(output, plan.total_rows * g.out[kCols], g.out_depth);
   for (Index group = 0; group < g.groups; ++group) {
     ConstMap2<CT> weights(GroupFilter(device, g, filter, group, group_filter), patch, per_group);
-    for (Index first = 0; first < total_rows; first += rows_per_chunk) {
-      const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out[kCols];
+    plan.ForEachChunk(g, [&](Index first, Index rows, Index pixels) {
       ExtractPatches(device, g, input, group, first, rows, columns.data());
       ConstMap2<CT> patches(columns.data(), pixels, patch);
       const Eigen::array<Index, 2> offsets{first * g.out[kCols], group * per_group};
       const Eigen::array<Index, 2> extents{pixels, per_group};
       result.slice(offsets, extents).device(device) = patches.contract(weights, matmul);
-    }
+    });
   }
   return absl::OkStatus();
 }
 
 template <typename CT>
-absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
-                                 const ConvolutionGeometry& g, const CT* filter,
-                                 const CT* out_backprop, CT* in_backprop) {
+absl::Status Im2col<CT>::BackwardInput(const Eigen::ThreadPoolDevice& device,
+                                       const ConvolutionGeometry& g, const CT* filter,
+                                       const CT* out_backprop, CT* in_backprop) {
   const ContractDims by_out_depth{Eigen::IndexPair<Index>(1, 1)};
-  const Index patch = g.FilterTaps() * g.filter_in_depth;
-  const Index per_group = g.out_depth / g.groups;
   if (PatchesAreInput(g)) {
     const Index pixels = g.batch * g.InputPixels();
     Map2<CT>(in_backprop, pixels, g.in_depth).device(device) =
@@ -231,38 +256,31 @@ absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
             .contract(ConstMap2<CT>(filter, g.in_depth, g.out_depth), by_out_depth);
     return absl::OkStatus();
   }
-  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
+  VGPU_ASSIGN_OR_RETURN(const PatchPlan plan, PlanPatches(g));
   RowMajorMap<CT, 1> zeroed(in_backprop, g.input_elements);
   zeroed.device(device) = zeroed.constant(CT(0));
-  const Index total_rows = TotalRows(g);
-  const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
+  const Index patch = plan.patch, per_group = plan.per_group;
+  Scratch<CT> columns(plan.ColumnElements(g));
   Scratch<CT> group_filter(g.groups > 1 ? patch * per_group : 0);
-  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out[kCols] * per_group : 0);
+  Scratch<CT> group_gradients(g.groups > 1 ? plan.GroupChunkElements(g) : 0);
   for (Index group = 0; group < g.groups; ++group) {
     ConstMap2<CT> weights(GroupFilter(device, g, filter, group, group_filter), patch, per_group);
-    for (Index first = 0; first < total_rows; first += rows_per_chunk) {
-      const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out[kCols];
-      ConstMap2<CT> gradients(
-          GroupColumns(device, g, out_backprop + first * g.out[kCols] * g.out_depth, pixels, group,
-                       group_gradients),
-          pixels, per_group);
+    plan.ForEachChunk(g, [&](Index first, Index rows, Index pixels) {
+      const ConstMap2<CT> gradients =
+          GroupGradients(device, g, out_backprop, first, pixels, group, group_gradients);
       Map2<CT>(columns.data(), pixels, patch).device(device) =
           gradients.contract(weights, by_out_depth);
       AddPatches(device, g, columns.data(), group, first, rows, in_backprop);
-    }
+    });
   }
   return absl::OkStatus();
 }
 
 template <typename CT>
-absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
-                                  const ConvolutionGeometry& g, const CT* input,
-                                  const CT* out_backprop, CT* filter_backprop) {
+absl::Status Im2col<CT>::BackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                        const ConvolutionGeometry& g, const CT* input,
+                                        const CT* out_backprop, CT* filter_backprop) {
   const ContractDims by_pixels{Eigen::IndexPair<Index>(0, 0)};
-  const Index patch = g.FilterTaps() * g.filter_in_depth;
-  const Index per_group = g.out_depth / g.groups;
   if (PatchesAreInput(g)) {
     const Index pixels = g.batch * g.InputPixels();
     Map2<CT>(filter_backprop, g.in_depth, g.out_depth).device(device) =
@@ -270,32 +288,26 @@ absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
             .contract(ConstMap2<CT>(out_backprop, pixels, g.out_depth), by_pixels);
     return absl::OkStatus();
   }
-  VGPU_RETURN_IF_ERROR(CheckPatchSize(g));
-  const Index total_rows = TotalRows(g);
-  const Index rows_per_chunk = RowsPerChunk(g, patch);
-  Scratch<CT> columns(rows_per_chunk * g.out[kCols] * patch);
-  Scratch<CT> group_gradients(g.groups > 1 ? rows_per_chunk * g.out[kCols] * per_group : 0);
+  VGPU_ASSIGN_OR_RETURN(const PatchPlan plan, PlanPatches(g));
+  const Index patch = plan.patch, per_group = plan.per_group;
+  Scratch<CT> columns(plan.ColumnElements(g));
+  Scratch<CT> group_gradients(g.groups > 1 ? plan.GroupChunkElements(g) : 0);
   // A single group sums straight into the filter gradient, several each into scratch first.
   Scratch<CT> group_result(g.groups > 1 ? patch * per_group : 0);
   Map2<CT> filter_matrix(filter_backprop, patch, g.out_depth);
   for (Index group = 0; group < g.groups; ++group) {
     Map2<CT> result(g.groups > 1 ? group_result.data() : filter_backprop, patch, per_group);
-    for (Index first = 0; first < total_rows; first += rows_per_chunk) {
-      const Index rows = std::min(rows_per_chunk, total_rows - first);
-      const Index pixels = rows * g.out[kCols];
+    plan.ForEachChunk(g, [&](Index first, Index rows, Index pixels) {
       ExtractPatches(device, g, input, group, first, rows, columns.data());
       ConstMap2<CT> patches(columns.data(), pixels, patch);
-      // dy's rows of output pixels are contiguous in channels-last order, like the patches'.
-      ConstMap2<CT> gradients(
-          GroupColumns(device, g, out_backprop + first * g.out[kCols] * g.out_depth, pixels, group,
-                       group_gradients),
-          pixels, per_group);
+      const ConstMap2<CT> gradients =
+          GroupGradients(device, g, out_backprop, first, pixels, group, group_gradients);
       if (first == 0) {
         result.device(device) = patches.contract(gradients, by_pixels);
       } else {
         result.device(device) += patches.contract(gradients, by_pixels);
       }
-    }
+    });
     if (g.groups > 1) {
       const Eigen::array<Index, 2> offsets{0, group * per_group};
       const Eigen::array<Index, 2> extents{patch, per_group};
@@ -305,18 +317,7 @@ absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
   return absl::OkStatus();
 }
 
-#define VGPU_INSTANTIATE_IM2COL(CT)                                                       \
-  template absl::Status Im2colForward<CT>(const Eigen::ThreadPoolDevice&,                 \
-                                          const ConvolutionGeometry&, const CT*, const CT*, \
-                                          CT*);                                             \
-  template absl::Status Im2colBackwardInput<CT>(const Eigen::ThreadPoolDevice&,           \
-                                                const ConvolutionGeometry&, const CT*,      \
-                                                const CT*, CT*);                            \
-  template absl::Status Im2colBackwardFilter<CT>(const Eigen::ThreadPoolDevice&,          \
-                                                 const ConvolutionGeometry&, const CT*,     \
-                                                 const CT*, CT*);
-VGPU_INSTANTIATE_IM2COL(float)
-VGPU_INSTANTIATE_IM2COL(double)
-#undef VGPU_INSTANTIATE_IM2COL
+template struct Im2col<float>;
+template struct Im2col<double>;
 
 }  // namespace vgpu::cpu_kernels

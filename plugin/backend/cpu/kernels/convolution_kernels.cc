@@ -27,12 +27,6 @@ namespace {
 using convolution_launch::ConvolutionBiasActivationLaunch;
 using convolution_launch::ReadConvolutionBiasActivationLaunch;
 using convolution_launch::ReadConvolutionLaunch;
-using Index = Eigen::DenseIndex;
-using ContractDims = Eigen::array<Eigen::IndexPair<Index>, 1>;
-template <typename T>
-using Map2 = RowMajorMap<T, 2>;
-template <typename T>
-using ConstMap2 = RowMajorMap<const T, 2>;
 
 // True when Eigen's backward-input convolution, which infers the forward padding of spatial
 // dimension `dim` from the sizes (as SAME or VALID would place it), reproduces its padding.
@@ -163,12 +157,12 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
     // The filter's layout does not depend on the data format: only its type may be staged.
     ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.filter_elements);
     if (g.depthwise) {
-      DepthwiseForwardNhwc<CT>(device, g, input.data(), filter.data(), output.data());
+      DepthwiseNhwc<CT>::Forward(device, g, input.data(), filter.data(), output.data());
     } else if (UsesEigenSpatialConvolution(g)) {
       ConvolveNhwc<CT>(device, g, input.data(), filter.data(), output.data());
     } else {
       VGPU_RETURN_IF_ERROR(
-          Im2colForward<CT>(device, g, input.data(), filter.data(), output.data()));
+          Im2col<CT>::Forward(device, g, input.data(), filter.data(), output.data()));
     }
   }
   if (epilogue != nullptr) {
@@ -201,14 +195,14 @@ absl::Status BackwardInputTyped(const KernelContext& context, const ConvolutionG
   ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
                                         g.in_depth);
   if (g.depthwise) {
-    DepthwiseBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
-                                   in_backprop.data());
+    DepthwiseNhwc<CT>::BackwardInput(device, g, filter.data(), out_backprop.data(),
+                                     in_backprop.data());
   } else if (UsesEigenSpatialConvolution(g)) {
     ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
                                   in_backprop.data());
   } else {
-    VGPU_RETURN_IF_ERROR(Im2colBackwardInput<CT>(device, g, filter.data(), out_backprop.data(),
-                                                 in_backprop.data()));
+    VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardInput(device, g, filter.data(),
+                                                   out_backprop.data(), in_backprop.data()));
   }
   in_backprop.Finish(device);
   return absl::OkStatus();
@@ -236,11 +230,11 @@ absl::Status BackwardFilterTyped(const KernelContext& context, const Convolution
                                         g.out_depth);
   ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.filter_elements);
   if (g.depthwise) {
-    DepthwiseBackwardFilterNhwc<CT>(device, g, input.data(), out_backprop.data(),
-                                    filter_backprop.data());
+    DepthwiseNhwc<CT>::BackwardFilter(device, g, input.data(), out_backprop.data(),
+                                      filter_backprop.data());
   } else {
-    VGPU_RETURN_IF_ERROR(Im2colBackwardFilter<CT>(device, g, input.data(), out_backprop.data(),
-                                                  filter_backprop.data()));
+    VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardFilter(device, g, input.data(),
+                                                    out_backprop.data(), filter_backprop.data()));
   }
   filter_backprop.Finish(device);
   return absl::OkStatus();

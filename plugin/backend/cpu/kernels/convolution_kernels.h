@@ -21,6 +21,15 @@ using convolution_launch::kCols;
 using convolution_launch::kPlanes;
 using convolution_launch::kRows;
 
+// The index type and the matrix views of the convolution files: row-major 2-D maps and the
+// dimension pairs of a contraction over one dimension.
+using Index = Eigen::DenseIndex;
+using ContractDims = Eigen::array<Eigen::IndexPair<Index>, 1>;
+template <typename T>
+using Map2 = RowMajorMap<T, 2>;
+template <typename T>
+using ConstMap2 = RowMajorMap<const T, 2>;
+
 // A read-only channels-last view, in element type CT, of a tensor of T that holds `batch`
 // images of `pixels` pixels (the product of the spatial sizes) and `channels` channels, stored
 // channels last or first as `format` says. Copies (converting and/or transposing on the thread
@@ -110,16 +119,14 @@ class ChannelsLastOutput {
 // (convolution_depthwise.cc). Filters are [rows, cols, in_depth, multiplier]; output channel
 // c * multiplier + m reads input channel c.
 template <typename CT>
-void DepthwiseForwardNhwc(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                          const CT* input, const CT* filter, CT* output);
-template <typename CT>
-void DepthwiseBackwardInputNhwc(const Eigen::ThreadPoolDevice& device,
-                                const ConvolutionGeometry& g, const CT* filter,
-                                const CT* out_backprop, CT* in_backprop);
-template <typename CT>
-void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
-                                 const ConvolutionGeometry& g, const CT* input,
-                                 const CT* out_backprop, CT* filter_backprop);
+struct DepthwiseNhwc {
+  static void Forward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                      const CT* input, const CT* filter, CT* output);
+  static void BackwardInput(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                            const CT* filter, const CT* out_backprop, CT* in_backprop);
+  static void BackwardFilter(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
+                             const CT* input, const CT* out_backprop, CT* filter_backprop);
+};
 
 // Convolutions as matrix products of image patches (im2col, convolution_im2col.cc): any
 // convolution the geometry describes but depthwise ones, 2-D or 3-D, grouped or not, all
@@ -127,16 +134,17 @@ void DepthwiseBackwardFilterNhwc(const Eigen::ThreadPoolDevice& device,
 // on the thread pool. The filter is [planes, rows, cols, filter_in_depth, out_depth].
 // ResourceExhausted when one output row's patches would exceed the scratch budget.
 template <typename CT>
-absl::Status Im2colForward(const Eigen::ThreadPoolDevice& device, const ConvolutionGeometry& g,
-                           const CT* input, const CT* filter, CT* output);
-template <typename CT>
-absl::Status Im2colBackwardInput(const Eigen::ThreadPoolDevice& device,
-                                 const ConvolutionGeometry& g, const CT* filter,
-                                 const CT* out_backprop, CT* in_backprop);
-template <typename CT>
-absl::Status Im2colBackwardFilter(const Eigen::ThreadPoolDevice& device,
-                                  const ConvolutionGeometry& g, const CT* input,
-                                  const CT* out_backprop, CT* filter_backprop);
+struct Im2col {
+  static absl::Status Forward(const Eigen::ThreadPoolDevice& device,
+                              const ConvolutionGeometry& g, const CT* input, const CT* filter,
+                              CT* output);
+  static absl::Status BackwardInput(const Eigen::ThreadPoolDevice& device,
+                                    const ConvolutionGeometry& g, const CT* filter,
+                                    const CT* out_backprop, CT* in_backprop);
+  static absl::Status BackwardFilter(const Eigen::ThreadPoolDevice& device,
+                                     const ConvolutionGeometry& g, const CT* input,
+                                     const CT* out_backprop, CT* filter_backprop);
+};
 
 }  // namespace vgpu::cpu_kernels
 

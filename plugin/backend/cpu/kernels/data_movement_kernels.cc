@@ -7,7 +7,6 @@
 
 #include "absl/status/status.h"
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/strided_copy_engine.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/common/status_macros.h"

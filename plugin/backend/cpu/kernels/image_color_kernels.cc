@@ -45,6 +45,20 @@ absl::Status DispatchAdjustable(DType dtype, Fn&& fn) {
   }
 }
 
+// What AdjustContrast and AdjustHsv do once their launch is read: dispatch its dtype, check the
+// buffers (launch.count image elements of T, the float amount, the output of launch.count
+// elements), then return adjust(T{}, images, amount, output).
+template <typename Launch, typename Adjust>
+absl::Status RunAdjustment(const KernelContext& context, const Launch& launch, Adjust&& adjust) {
+  return DispatchAdjustable(launch.p.dtype, [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, launch.count));
+    VGPU_ASSIGN_OR_RETURN(const float* amount, context.Buffer<const float>(1, 1));
+    VGPU_ASSIGN_OR_RETURN(T* output, context.Buffer<T>(2, launch.count));
+    return adjust(zero, images, *amount, output);
+  });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Contrast
 
@@ -85,13 +99,9 @@ absl::Status AdjustContrast(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(auto launch, image_transform_launch::ReadAdjustContrastLaunch(context));
   const AdjustContrastParams& p = launch.p;
   const int64_t count = launch.count;
-  return DispatchAdjustable(p.dtype, [&](auto zero) -> absl::Status {
+  return RunAdjustment(context, launch, [&](auto zero, auto images, float factor, auto output) {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, count));
-    VGPU_ASSIGN_OR_RETURN(const float* factor_buffer, context.Buffer<const float>(1, 1));
-    VGPU_ASSIGN_OR_RETURN(T* output, context.Buffer<T>(2, count));
     if (count == 0) return absl::OkStatus();
-    const float factor = *factor_buffer;
     const int64_t plane = p.pixels * p.channels;
     // Per-image channel means first (the output may alias nothing but is written only after).
     std::vector<float> means(static_cast<size_t>(p.batch * p.channels));
@@ -263,13 +273,8 @@ void ScaleSaturation(const float* in, float scale, float* out) {
 absl::Status AdjustHsv(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(auto launch, image_transform_launch::ReadAdjustHsvLaunch(context));
   const AdjustHsvParams& p = launch.p;
-  const int64_t count = launch.count;
-  return DispatchAdjustable(p.dtype, [&](auto zero) -> absl::Status {
+  return RunAdjustment(context, launch, [&](auto zero, auto images, float amount, auto output) {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* images, context.Buffer<const T>(0, count));
-    VGPU_ASSIGN_OR_RETURN(const float* amount_buffer, context.Buffer<const float>(1, 1));
-    VGPU_ASSIGN_OR_RETURN(T* output, context.Buffer<T>(2, count));
-    const float amount = *amount_buffer;
     // Each pixel is read whole before it is written: the output may be the input.
     context.device->parallelFor(
         p.pixels, Eigen::TensorOpCost(3 * sizeof(T), 3 * sizeof(T), 40),

@@ -98,6 +98,21 @@ absl::StatusOr<ForwardBuffers<E>> GetForwardBuffers(const KernelContext& context
   return buffers;
 }
 
+// The computation of a forward kernel for the launch's pixel type E: checks its buffers against
+// `g` (GetForwardBuffers), does nothing more for an empty resized image, refuses an empty image
+// otherwise (RequireImagePixels), then returns resize(E{}, io), io the ForwardBuffers<E>.
+template <typename Resize>
+absl::Status ForwardResize(const KernelContext& context, uint32_t pixel_type,
+                           const ResizeGeometry& g, Resize&& resize) {
+  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
+    if (g.resized_count == 0) return absl::OkStatus();
+    VGPU_RETURN_IF_ERROR(image_resize_launch::RequireImagePixels(g));
+    return resize(zero, io);
+  });
+}
+
 // Rows of an image of `rows` rows per batch entry, run in parallel; fn(b, row).
 template <typename Fn>
 void ForEachRow(const Eigen::ThreadPoolDevice& device, int64_t batch, int64_t rows,

@@ -33,6 +33,43 @@ using image_resize_launch::ReadResizeGeometry;
 using image_resize_launch::RejectAlignedHalfPixel;
 using image_resize_launch::RequireImagePixels;
 
+// A resize launch's parameter block, read: the element type, then the geometry.
+struct ResizeLaunch {
+  uint32_t type = 0;  // a PixelType, a DType or an element size, as the kernel's protocol says
+  ResizeGeometry g;
+};
+
+// Reads the launch of a resize kernel (two buffers: its input, its output). With
+// `reject_aligned_half_pixel` also refuses align_corners with half_pixel_centers
+// (RejectAlignedHalfPixel).
+absl::StatusOr<ResizeLaunch> ReadResizeLaunch(const KernelContext& context,
+                                              bool reject_aligned_half_pixel) {
+  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
+  ParamReader reader = context.Params();
+  ResizeLaunch launch;
+  VGPU_ASSIGN_OR_RETURN(launch.type, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(launch.g, ReadResizeGeometry(reader));
+  if (reject_aligned_half_pixel) VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(launch.g));
+  return launch;
+}
+
+// One dimension of a resize: the resized and the image size along it and its scale
+// (ResizeScale).
+struct ResizeAxis {
+  int64_t resized_size = 0, image_size = 0;
+  float scale = 0;
+};
+
+// The height and the width of a resize.
+ResizeAxis Rows(const ResizeGeometry& g) {
+  return {g.resized_height, g.image_height,
+          ResizeScale(g.image_height, g.resized_height, g.align_corners)};
+}
+ResizeAxis Columns(const ResizeGeometry& g) {
+  return {g.resized_width, g.image_width,
+          ResizeScale(g.image_width, g.resized_width, g.align_corners)};
+}
+
 // --- Bilinear ----------------------------------------------------------------------------------
 
 // The two taps of a resized index along one dimension (TensorFlow's CachedInterpolation).
@@ -41,14 +78,13 @@ struct LinearTap {
   float lerp = 0;  // weight of `upper`
 };
 
-std::vector<LinearTap> LinearTaps(int64_t resized_size, int64_t image_size, float scale,
-                                  bool half_pixel_centers) {
-  std::vector<LinearTap> taps(resized_size);
-  for (int64_t i = 0; i < resized_size; ++i) {
-    const float in = SourceCoordinate(i, scale, half_pixel_centers);
+std::vector<LinearTap> LinearTaps(const ResizeAxis& axis, bool half_pixel_centers) {
+  std::vector<LinearTap> taps(axis.resized_size);
+  for (int64_t i = 0; i < axis.resized_size; ++i) {
+    const float in = SourceCoordinate(i, axis.scale, half_pixel_centers);
     const float in_floor = std::floor(in);
-    taps[i].lower = ClampIndex(ToIndex(in_floor), image_size);
-    taps[i].upper = ClampIndex(ToIndex(std::ceil(in)), image_size);
+    taps[i].lower = ClampIndex(ToIndex(in_floor), axis.image_size);
+    taps[i].upper = ClampIndex(ToIndex(std::ceil(in)), axis.image_size);
     taps[i].lerp = in - in_floor;
   }
   return taps;
@@ -56,16 +92,10 @@ std::vector<LinearTap> LinearTaps(int64_t resized_size, int64_t image_size, floa
 
 // image_resize::kResizeBilinear.
 absl::Status ResizeBilinear(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
-  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, true));
+  const ResizeGeometry& g = launch.g;
+  return ForwardResize(context, launch.type, g, [&](auto zero, const auto& io) -> absl::Status {
     using E = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
-    if (g.resized_count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
     const Eigen::ThreadPoolDevice& device = *context.device;
     const int64_t channels = g.channels;
     if (g.image_height == g.resized_height && g.image_width == g.resized_width) {
@@ -78,14 +108,8 @@ absl::Status ResizeBilinear(const KernelContext& context) {
                          });
       return absl::OkStatus();
     }
-    const std::vector<LinearTap> ys =
-        LinearTaps(g.resized_height, g.image_height,
-                   ResizeScale(g.image_height, g.resized_height, g.align_corners),
-                   g.half_pixel_centers);
-    const std::vector<LinearTap> xs =
-        LinearTaps(g.resized_width, g.image_width,
-                   ResizeScale(g.image_width, g.resized_width, g.align_corners),
-                   g.half_pixel_centers);
+    const std::vector<LinearTap> ys = LinearTaps(Rows(g), g.half_pixel_centers);
+    const std::vector<LinearTap> xs = LinearTaps(Columns(g), g.half_pixel_centers);
     const int64_t image_row = g.image_width * channels;
     const int64_t resized_row = g.resized_width * channels;
     ForEachRow(device, g.batch, g.resized_height, 8.0 * resized_row, [&](int64_t b, int64_t y) {
@@ -158,26 +182,17 @@ RowSources CollectRowSources(int64_t resized_rows, int64_t image_rows, int tap_c
 
 // image_resize::kResizeBilinearGrad.
 absl::Status ResizeBilinearGrad(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
-  return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, true));
+  const ResizeGeometry& g = launch.g;
+  return Dispatch::Floating(static_cast<DType>(launch.type), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     // TensorFlow sums in float (double for a double image) and converts at the end.
     using Acc = std::conditional_t<std::is_same_v<T, double>, double, float>;
     using Buffers = GradBuffers<float, T>;
     VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, T>(context, g)));
     if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
-    const std::vector<LinearTap> ys =
-        LinearTaps(g.resized_height, g.image_height,
-                   ResizeScale(g.image_height, g.resized_height, g.align_corners),
-                   g.half_pixel_centers);
-    const std::vector<LinearTap> xs =
-        LinearTaps(g.resized_width, g.image_width,
-                   ResizeScale(g.image_width, g.resized_width, g.align_corners),
-                   g.half_pixel_centers);
+    const std::vector<LinearTap> ys = LinearTaps(Rows(g), g.half_pixel_centers);
+    const std::vector<LinearTap> xs = LinearTaps(Columns(g), g.half_pixel_centers);
     const RowSources sources = CollectRowSources(
         g.resized_height, g.image_height, 2,
         [&](int64_t i, int k) { return k == 0 ? ys[i].lower : ys[i].upper; });
@@ -233,43 +248,36 @@ absl::Status ResizeBilinearGrad(const KernelContext& context) {
 // --- Nearest neighbour -------------------------------------------------------------------------
 
 // The source index of resized index `i` (see kResizeNearestNeighbor in the protocol header).
-std::vector<int64_t> NearestSources(int64_t resized_size, int64_t image_size, float scale,
-                                    bool half_pixel_centers, bool align_corners) {
-  std::vector<int64_t> sources(resized_size);
-  for (int64_t i = 0; i < resized_size; ++i) {
+std::vector<int64_t> NearestSources(const ResizeAxis& axis, bool half_pixel_centers,
+                                    bool align_corners) {
+  std::vector<int64_t> sources(axis.resized_size);
+  for (int64_t i = 0; i < axis.resized_size; ++i) {
     float source = 0;
     if (half_pixel_centers) {
-      source = std::floor((static_cast<float>(i) + 0.5f) * scale);
+      source = std::floor((static_cast<float>(i) + 0.5f) * axis.scale);
     } else {
-      const float coordinate = static_cast<float>(i) * scale;
+      const float coordinate = static_cast<float>(i) * axis.scale;
       source = align_corners ? std::round(coordinate) : std::floor(coordinate);
     }
-    sources[i] = ClampIndex(ToIndex(source), image_size);
+    sources[i] = ClampIndex(ToIndex(source), axis.image_size);
   }
   return sources;
 }
 
 // image_resize::kResizeNearestNeighbor.
 absl::Status ResizeNearestNeighbor(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t element_size, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, true));
+  const ResizeGeometry& g = launch.g;
   auto run = [&](auto zero) -> absl::Status {
     using E = decltype(zero);
     VGPU_ASSIGN_OR_RETURN(const E* image, context.Buffer<const E>(0, g.image_count));
     VGPU_ASSIGN_OR_RETURN(E* resized, context.Buffer<E>(1, g.resized_count));
     if (g.resized_count == 0) return absl::OkStatus();
     VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
-    const std::vector<int64_t> ys = NearestSources(
-        g.resized_height, g.image_height,
-        ResizeScale(g.image_height, g.resized_height, g.align_corners), g.half_pixel_centers,
-        g.align_corners);
-    const std::vector<int64_t> xs = NearestSources(
-        g.resized_width, g.image_width,
-        ResizeScale(g.image_width, g.resized_width, g.align_corners), g.half_pixel_centers,
-        g.align_corners);
+    const std::vector<int64_t> ys =
+        NearestSources(Rows(g), g.half_pixel_centers, g.align_corners);
+    const std::vector<int64_t> xs =
+        NearestSources(Columns(g), g.half_pixel_centers, g.align_corners);
     const int64_t channels = g.channels;
     const int64_t image_row = g.image_width * channels;
     const int64_t resized_row = g.resized_width * channels;
@@ -284,29 +292,23 @@ absl::Status ResizeNearestNeighbor(const KernelContext& context) {
                });
     return absl::OkStatus();
   };
-  return Dispatch::ElementSize(element_size, run);
+  return Dispatch::ElementSize(launch.type, run);
 }
 
 // image_resize::kResizeNearestNeighborGrad. Both flags may be set here (TensorFlow does not
 // refuse them for the gradient); the index rule is then the CUDA kernel's.
 absl::Status ResizeNearestNeighborGrad(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  return Dispatch::Floating(static_cast<DType>(dtype), [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, false));
+  const ResizeGeometry& g = launch.g;
+  return Dispatch::Floating(static_cast<DType>(launch.type), [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Buffers = GradBuffers<T, T>;
     VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<T, T>(context, g)));
     if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
-    const std::vector<int64_t> ys = NearestSources(
-        g.resized_height, g.image_height,
-        ResizeScale(g.image_height, g.resized_height, g.align_corners), g.half_pixel_centers,
-        g.align_corners);
-    const std::vector<int64_t> xs = NearestSources(
-        g.resized_width, g.image_width,
-        ResizeScale(g.image_width, g.resized_width, g.align_corners), g.half_pixel_centers,
-        g.align_corners);
+    const std::vector<int64_t> ys =
+        NearestSources(Rows(g), g.half_pixel_centers, g.align_corners);
+    const std::vector<int64_t> xs =
+        NearestSources(Columns(g), g.half_pixel_centers, g.align_corners);
     const RowSources sources = CollectRowSources(g.resized_height, g.image_height, 1,
                                                  [&](int64_t i, int) { return ys[i]; });
     const int64_t channels = g.channels;
@@ -362,13 +364,12 @@ struct CubicTaps {
   float weight[4];
 };
 
-std::vector<CubicTaps> CubicTapsOf(int64_t resized_size, int64_t image_size, float scale,
-                                   bool half_pixel_centers) {
+std::vector<CubicTaps> CubicTapsOf(const ResizeAxis& axis, bool half_pixel_centers) {
   const std::vector<float>& table = CubicCoefficients(half_pixel_centers);
-  std::vector<CubicTaps> all(resized_size);
-  for (int64_t i = 0; i < resized_size; ++i) {
+  std::vector<CubicTaps> all(axis.resized_size);
+  for (int64_t i = 0; i < axis.resized_size; ++i) {
     CubicTaps& taps = all[i];
-    const float location = SourceCoordinate(i, scale, half_pixel_centers);
+    const float location = SourceCoordinate(i, axis.scale, half_pixel_centers);
     const float location_floor = std::floor(location);
     const int64_t base = ToIndex(location_floor);
     const float delta = location - static_cast<float>(base);
@@ -379,7 +380,7 @@ std::vector<CubicTaps> CubicTapsOf(int64_t resized_size, int64_t image_size, flo
                                    table[(kCubicTableSize - offset) * 2],
                                    table[(kCubicTableSize - offset) * 2 + 1]};
     for (int k = 0; k < 4; ++k) {
-      taps.index[k] = ClampIndex(base - 1 + k, image_size);
+      taps.index[k] = ClampIndex(base - 1 + k, axis.image_size);
       taps.weight[k] = coefficients[k];
       // Half-pixel centres: a tap outside the image weighs nothing (then renormalised).
       if (half_pixel_centers && taps.index[k] != base - 1 + k) taps.weight[k] = 0.0f;
@@ -397,24 +398,12 @@ std::vector<CubicTaps> CubicTapsOf(int64_t resized_size, int64_t image_size, flo
 
 // image_resize::kResizeBicubic.
 absl::Status ResizeBicubic(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
-  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, true));
+  const ResizeGeometry& g = launch.g;
+  return ForwardResize(context, launch.type, g, [&](auto zero, const auto& io) -> absl::Status {
     using E = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
-    if (g.resized_count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
-    const std::vector<CubicTaps> ys =
-        CubicTapsOf(g.resized_height, g.image_height,
-                    ResizeScale(g.image_height, g.resized_height, g.align_corners),
-                    g.half_pixel_centers);
-    const std::vector<CubicTaps> xs =
-        CubicTapsOf(g.resized_width, g.image_width,
-                    ResizeScale(g.image_width, g.resized_width, g.align_corners),
-                    g.half_pixel_centers);
+    const std::vector<CubicTaps> ys = CubicTapsOf(Rows(g), g.half_pixel_centers);
+    const std::vector<CubicTaps> xs = CubicTapsOf(Columns(g), g.half_pixel_centers);
     const int64_t channels = g.channels;
     const int64_t image_row = g.image_width * channels;
     const int64_t resized_row = g.resized_width * channels;
@@ -449,24 +438,15 @@ absl::Status ResizeBicubic(const KernelContext& context) {
 
 // image_resize::kResizeBicubicGrad.
 absl::Status ResizeBicubicGrad(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
-  VGPU_RETURN_IF_ERROR(RejectAlignedHalfPixel(g));
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, true));
+  const ResizeGeometry& g = launch.g;
   auto run = [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     using Buffers = GradBuffers<float, T>;
     VGPU_ASSIGN_OR_RETURN(Buffers io, (GetGradBuffers<float, T>(context, g)));
     if (g.image_count == 0 || g.resized_count == 0) return absl::OkStatus();
-    const std::vector<CubicTaps> ys =
-        CubicTapsOf(g.resized_height, g.image_height,
-                    ResizeScale(g.image_height, g.resized_height, g.align_corners),
-                    g.half_pixel_centers);
-    const std::vector<CubicTaps> xs =
-        CubicTapsOf(g.resized_width, g.image_width,
-                    ResizeScale(g.image_width, g.resized_width, g.align_corners),
-                    g.half_pixel_centers);
+    const std::vector<CubicTaps> ys = CubicTapsOf(Rows(g), g.half_pixel_centers);
+    const std::vector<CubicTaps> xs = CubicTapsOf(Columns(g), g.half_pixel_centers);
     const RowSources sources = CollectRowSources(
         g.resized_height, g.image_height, 4, [&](int64_t i, int k) { return ys[i].index[k]; });
     const int64_t channels = g.channels;
@@ -499,12 +479,13 @@ absl::Status ResizeBicubicGrad(const KernelContext& context) {
     });
     return absl::OkStatus();
   };
-  switch (static_cast<DType>(dtype)) {
+  switch (static_cast<DType>(launch.type)) {
     case DType::kFloat32: return run(float{});
     case DType::kFloat64: return run(double{});
     default:
       return absl::InvalidArgumentError(
-          absl::StrCat("resize bicubic grad: dtype ", dtype, " is not float32 or float64"));
+          absl::StrCat("resize bicubic grad: dtype ", launch.type,
+                       " is not float32 or float64"));
   }
 }
 
@@ -544,18 +525,13 @@ std::vector<AreaSpan> AreaSpans(int64_t resized_size, float scale) {
 
 // image_resize::kResizeArea.
 absl::Status ResizeArea(const KernelContext& context) {
-  VGPU_RETURN_IF_ERROR(context.ExpectBuffers(2));
-  ParamReader reader = context.Params();
-  VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
-  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
+  VGPU_ASSIGN_OR_RETURN(const ResizeLaunch launch, ReadResizeLaunch(context, false));
+  const ResizeGeometry& g = launch.g;
   if (g.half_pixel_centers) {
     return absl::InvalidArgumentError("resize area: half_pixel_centers is not an option");
   }
-  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+  return ForwardResize(context, launch.type, g, [&](auto zero, const auto& io) -> absl::Status {
     using E = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
-    if (g.resized_count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
     const float height_scale = ResizeScale(g.image_height, g.resized_height, g.align_corners);
     const float width_scale = ResizeScale(g.image_width, g.resized_width, g.align_corners);
     const std::vector<AreaSpan> ys = AreaSpans(g.resized_height, height_scale);

@@ -26,7 +26,6 @@ namespace {
 using namespace image_resampling;  // NOLINT: the family's shared helpers
 using image_resize::SamplingKernel;
 using image_resize_launch::ReadResizeGeometry;
-using image_resize_launch::RequireImagePixels;
 
 // The most weights a ScaleAndTranslate sampling table may hold (4 GiB of floats): only a
 // scale/size combination no real image uses needs more, and such a launch is refused rather
@@ -293,11 +292,8 @@ absl::Status ScaleAndTranslate(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(uint32_t pixel_type, reader.Get<uint32_t>());
   VGPU_ASSIGN_OR_RETURN(ResizeGeometry g, ReadResizeGeometry(reader));
   VGPU_ASSIGN_OR_RETURN(SamplingParams p, ReadSamplingParams(reader, g));
-  return DispatchPixel(pixel_type, [&](auto zero) -> absl::Status {
+  return ForwardResize(context, pixel_type, g, [&](auto zero, const auto& io) -> absl::Status {
     using E = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(ForwardBuffers<E> io, GetForwardBuffers<E>(context, g));
-    if (g.resized_count == 0) return absl::OkStatus();
-    VGPU_RETURN_IF_ERROR(RequireImagePixels(g));
     SampleSpans rows, columns;
     VGPU_RETURN_IF_ERROR(DispatchSamplingKernel(p.kernel, [&](auto kernel) -> absl::Status {
       VGPU_ASSIGN_OR_RETURN(columns, ForwardSpans(kernel, g.resized_width, g.image_width,

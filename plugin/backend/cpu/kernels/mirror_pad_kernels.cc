@@ -13,7 +13,6 @@
 #include <type_traits>
 
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/common/status_macros.h"

@@ -138,25 +138,34 @@ float ToFloat(T value) {
   return static_cast<float>(value);
 }
 
-// normalization::kForwardTraining.
-absl::Status ForwardTraining(const KernelContext& context) {
+// The forward kernels: reads the launch, dispatches x's dtype T and checks x (buffer 0) and y
+// (buffer 5), then returns forward(T{}, launch, x, y).
+template <typename Forward>
+absl::Status RunForward(const KernelContext& context, Forward&& forward) {
   VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
-  const ChannelLayout& layout = launch.layout;
-  const int64_t channels = layout.channels;
-  const float* scale = launch.channel.scale;
-  const float* offset = launch.channel.offset;
-  const float* old_mean = launch.channel.mean;
-  const float* old_variance = launch.channel.variance;
-  float* running_mean = launch.channel.mean_out;
-  float* running_variance = launch.channel.variance_out;
-  float* saved_mean = launch.channel.saved_mean;
-  float* saved_variance = launch.channel.saved_variance;
-  const float epsilon = launch.params.epsilon;
-  const float factor = launch.params.exponential_avg_factor;
   return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.layout.elements()));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, launch.layout.elements()));
+    return forward(zero, launch, x, y);
+  });
+}
+
+// normalization::kForwardTraining.
+absl::Status ForwardTraining(const KernelContext& context) {
+  return RunForward(context, [&](auto zero, const BatchNormForwardLaunch& launch, auto x, auto y) {
+    using T = decltype(zero);
+    const ChannelLayout& layout = launch.layout;
+    const int64_t channels = layout.channels;
+    const float epsilon = launch.params.epsilon;
+    const float factor = launch.params.exponential_avg_factor;
+    // mean/variance hold the old running statistics; mean_out/variance_out get the new ones.
+    const float* scale = launch.channel.scale;
+    const float* offset = launch.channel.offset;
+    float* running_mean = launch.channel.mean_out;
+    float* running_variance = launch.channel.variance_out;
+    float* saved_mean = launch.channel.saved_mean;
+    float* saved_variance = launch.channel.saved_variance;
     const int64_t n = layout.per_channel();
     if (layout.elements() == 0) {
       // As TensorFlow: no statistics from an empty batch.
@@ -194,8 +203,8 @@ absl::Status ForwardTraining(const KernelContext& context) {
         running_variance[c] = variance[c] * adjust;
       } else {
         const float keep = 1.0f - factor;
-        running_mean[c] = keep * old_mean[c] + factor * mean[c];
-        running_variance[c] = keep * old_variance[c] + (factor * adjust) * variance[c];
+        running_mean[c] = keep * launch.channel.mean[c] + factor * mean[c];
+        running_variance[c] = keep * launch.channel.variance[c] + (factor * adjust) * variance[c];
       }
       saved_mean[c] = mean[c];
       saved_variance[c] = variance[c];
@@ -206,44 +215,34 @@ absl::Status ForwardTraining(const KernelContext& context) {
 
 // normalization::kForwardInference.
 absl::Status ForwardInference(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const BatchNormForwardLaunch launch, ReadBatchNormForwardLaunch(context));
-  const ChannelLayout& layout = launch.layout;
-  const int64_t channels = layout.channels;
-  const float* scale = launch.channel.scale;
-  const float* offset = launch.channel.offset;
-  const float* mean = launch.channel.mean;
-  const float* variance = launch.channel.variance;
-  float* mean_out = launch.channel.mean_out;
-  float* variance_out = launch.channel.variance_out;
-  float* saved_mean = launch.channel.saved_mean;
-  float* saved_variance = launch.channel.saved_variance;
-  const float epsilon = launch.params.epsilon;
-  return DispatchBatchNormData<Dispatch>(launch.x.dtype, [&](auto zero) -> absl::Status {
+  return RunForward(context, [&](auto zero, const BatchNormForwardLaunch& launch, auto x, auto y) {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, layout.elements()));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(5, layout.elements()));
+    const ChannelLayout& layout = launch.layout;
+    const int64_t channels = layout.channels;
+    const float epsilon = launch.params.epsilon;
+    const auto& channel = launch.channel;  // mean_out and variance_out may alias mean, variance
     if (layout.elements() == 0) {
       const float nan = std::numeric_limits<float>::quiet_NaN();
       for (int64_t c = 0; c < channels; ++c) {
-        saved_mean[c] = mean[c];
-        saved_variance[c] = variance[c];
-        mean_out[c] = variance_out[c] = nan;
+        channel.saved_mean[c] = channel.mean[c];
+        channel.saved_variance[c] = channel.variance[c];
+        channel.mean_out[c] = channel.variance_out[c] = nan;
       }
       return absl::OkStatus();
     }
     std::vector<float> multiplier(channels), shift(channels);
     for (int64_t c = 0; c < channels; ++c) {
-      multiplier[c] = scale[c] / std::sqrt(variance[c] + epsilon);
+      multiplier[c] = channel.scale[c] / std::sqrt(channel.variance[c] + epsilon);
     }
     ForEachElement(*context.device, layout, [&](int64_t c, int64_t i) {
-      y[i] = static_cast<T>((ToFloat(x[i]) - mean[c]) * multiplier[c] + offset[c]);
+      y[i] = static_cast<T>((ToFloat(x[i]) - channel.mean[c]) * multiplier[c] + channel.offset[c]);
     });
     for (int64_t c = 0; c < channels; ++c) {
-      const float m = mean[c], v = variance[c];  // mean_out and variance_out may alias them
-      saved_mean[c] = m;
-      saved_variance[c] = v;
-      mean_out[c] = m;
-      variance_out[c] = v;
+      const float m = channel.mean[c], v = channel.variance[c];
+      channel.saved_mean[c] = m;
+      channel.saved_variance[c] = v;
+      channel.mean_out[c] = m;
+      channel.variance_out[c] = v;
     }
     return absl::OkStatus();
   });

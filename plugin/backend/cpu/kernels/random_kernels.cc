@@ -14,6 +14,7 @@
 // CUDA executor; these kernels only compute.
 #define EIGEN_USE_THREADS
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <type_traits>
 
@@ -41,38 +42,40 @@ T FromFloat(float value) {
 
 // --- Fixed-size distributions: one Philox block -> kPerBlock elements. ---
 
+// The distributions that make each value of T from its own bits of the block: word i (4 values
+// a block) or, for a 64-bit T, words 2i and 2i + 1, low first (2 values a block).
+// out[i] = Derived::Value(bits of value i).
+template <typename T, typename Derived>
+struct PerValueFromBlock {
+  static constexpr int kPerBlock = sizeof(T) == 8 ? 2 : 4;
+  using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>;
+  void Write(const Philox4x32::Block& b, T* out, int count) const {
+    const Derived& distribution = static_cast<const Derived&>(*this);
+    for (int i = 0; i < count; ++i) {
+      if constexpr (sizeof(T) == 8) {
+        out[i] = distribution.Value(b.word[2 * i] |
+                                    (static_cast<uint64_t>(b.word[2 * i + 1]) << 32));
+      } else {
+        out[i] = distribution.Value(b.word[i]);
+      }
+    }
+  }
+};
+
+// Uniform values in [0, 1).
 template <typename T>
-struct UniformFromBlock;
-
-template <>
-struct UniformFromBlock<float> {
-  static constexpr int kPerBlock = 4;
-  static void Write(const Philox4x32::Block& b, float* out, int count) {
-    for (int i = 0; i < count; ++i) out[i] = UniformFloat(b.word[i]);
-  }
-};
-
-template <>
-struct UniformFromBlock<double> {
-  static constexpr int kPerBlock = 2;
-  static void Write(const Philox4x32::Block& b, double* out, int count) {
-    for (int i = 0; i < count; ++i) out[i] = UniformDouble(b.word[2 * i], b.word[2 * i + 1]);
-  }
-};
-
-template <>
-struct UniformFromBlock<Eigen::half> {
-  static constexpr int kPerBlock = 4;
-  static void Write(const Philox4x32::Block& b, Eigen::half* out, int count) {
-    for (int i = 0; i < count; ++i) out[i] = Eigen::half(UniformHalfValue(b.word[i]));
-  }
-};
-
-template <>
-struct UniformFromBlock<Eigen::bfloat16> {
-  static constexpr int kPerBlock = 4;
-  static void Write(const Philox4x32::Block& b, Eigen::bfloat16* out, int count) {
-    for (int i = 0; i < count; ++i) out[i] = Eigen::bfloat16(UniformBFloat16Value(b.word[i]));
+struct UniformFromBlock : PerValueFromBlock<T, UniformFromBlock<T>> {
+  static T Value(typename PerValueFromBlock<T, UniformFromBlock<T>>::Bits bits) {
+    if constexpr (std::is_same_v<T, double>) {
+      return UniformDouble(static_cast<uint32_t>(bits), static_cast<uint32_t>(bits >> 32));
+    } else if constexpr (std::is_same_v<T, Eigen::half>) {
+      return Eigen::half(UniformHalfValue(bits));
+    } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      return Eigen::bfloat16(UniformBFloat16Value(bits));
+    } else {
+      static_assert(std::is_same_v<T, float>);
+      return UniformFloat(bits);
+    }
   }
 };
 
@@ -98,55 +101,22 @@ struct NormalFromBlock<double> {
   }
 };
 
-// Integers in [minval, maxval): the bits modulo the range, added with wrap-around.
+// Integers (int32 or int64) in [minval, minval + range): the bits modulo the range, added with
+// wrap-around.
 template <typename T>
-struct UniformIntFromBlock;
-
-template <>
-struct UniformIntFromBlock<int32_t> {
-  static constexpr int kPerBlock = 4;
-  int32_t minval;
-  uint32_t range;
-  void Write(const Philox4x32::Block& b, int32_t* out, int count) const {
-    for (int i = 0; i < count; ++i) {
-      out[i] = static_cast<int32_t>(static_cast<uint32_t>(minval) + b.word[i] % range);
-    }
-  }
+struct UniformIntFromBlock : PerValueFromBlock<T, UniformIntFromBlock<T>> {
+  using Bits = typename PerValueFromBlock<T, UniformIntFromBlock<T>>::Bits;
+  UniformIntFromBlock(T minval, Bits range) : minval(minval), range(range) {}
+  T Value(Bits bits) const { return static_cast<T>(static_cast<Bits>(minval) + bits % range); }
+  T minval;
+  Bits range;
 };
 
-template <>
-struct UniformIntFromBlock<int64_t> {
-  static constexpr int kPerBlock = 2;
-  int64_t minval;
-  uint64_t range;
-  void Write(const Philox4x32::Block& b, int64_t* out, int count) const {
-    for (int i = 0; i < count; ++i) {
-      const uint64_t bits = b.word[2 * i] | (static_cast<uint64_t>(b.word[2 * i + 1]) << 32);
-      out[i] = static_cast<int64_t>(static_cast<uint64_t>(minval) + bits % range);
-    }
-  }
-};
-
-// The raw bits as integers.
+// The raw bits as integers (int32 or int64).
 template <typename T>
-struct FullIntFromBlock;
-
-template <>
-struct FullIntFromBlock<int32_t> {
-  static constexpr int kPerBlock = 4;
-  static void Write(const Philox4x32::Block& b, int32_t* out, int count) {
-    for (int i = 0; i < count; ++i) out[i] = static_cast<int32_t>(b.word[i]);
-  }
-};
-
-template <>
-struct FullIntFromBlock<int64_t> {
-  static constexpr int kPerBlock = 2;
-  static void Write(const Philox4x32::Block& b, int64_t* out, int count) {
-    for (int i = 0; i < count; ++i) {
-      out[i] = static_cast<int64_t>(b.word[2 * i] |
-                                    (static_cast<uint64_t>(b.word[2 * i + 1]) << 32));
-    }
+struct FullIntFromBlock : PerValueFromBlock<T, FullIntFromBlock<T>> {
+  static T Value(typename PerValueFromBlock<T, FullIntFromBlock<T>>::Bits bits) {
+    return static_cast<T>(bits);
   }
 };
 
@@ -172,45 +142,40 @@ void FillFromBlocks(const Eigen::ThreadPoolDevice& device, const random::PhiloxP
 
 // --- The truncated normal: a variable number of words per output group. ---
 
-// The words of one output group and the values they give: Box-Muller pairs (from two words,
-// or four for float64) whose members with |value| < 2 are kept in order.
+// The next Box-Muller pair from `words`: from two words in float, or four in double for
+// float64.
+template <typename T>
+auto NextBoxMullerPair(PhiloxWords& words) {
+  if constexpr (std::is_same_v<T, double>) {
+    const uint32_t x0 = words.Next();
+    const uint32_t x1 = words.Next();
+    const uint32_t x2 = words.Next();
+    const uint32_t x3 = words.Next();
+    std::array<double, 2> values;
+    BoxMullerDouble(x0, x1, x2, x3, &values[0], &values[1]);
+    return values;
+  } else {
+    const uint32_t x0 = words.Next();
+    const uint32_t x1 = words.Next();
+    std::array<float, 2> values;
+    BoxMullerFloat(x0, x1, &values[0], &values[1]);
+    return values;
+  }
+}
+
+// The words of one output group and the values they give: Box-Muller pairs whose members with
+// |value| < 2 are kept in order.
 template <typename T>
 struct TruncatedNormalGroup {
-  static constexpr int kPerGroup = 4;
-  static constexpr uint64_t kBlocksPerGroup = 256;  // 4 * 256 words reserved, 4 per block
+  static constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+  // kPerGroup * 256 words reserved, 4 per block.
+  static constexpr uint64_t kBlocksPerGroup = kPerGroup * 256 / 4;
   static void Fill(PhiloxWords& words, T* out) {
     int index = 0;
     while (true) {
-      const uint32_t x0 = words.Next();
-      const uint32_t x1 = words.Next();
-      float values[2];
-      BoxMullerFloat(x0, x1, &values[0], &values[1]);
-      for (float value : values) {
-        if (std::abs(value) < 2.0f) {
-          out[index++] = FromFloat<T>(value);
-          if (index == kPerGroup) return;
-        }
-      }
-    }
-  }
-};
-
-template <>
-struct TruncatedNormalGroup<double> {
-  static constexpr int kPerGroup = 2;
-  static constexpr uint64_t kBlocksPerGroup = 128;  // 2 * 256 words reserved, 4 per block
-  static void Fill(PhiloxWords& words, double* out) {
-    int index = 0;
-    while (true) {
-      const uint32_t x0 = words.Next();
-      const uint32_t x1 = words.Next();
-      const uint32_t x2 = words.Next();
-      const uint32_t x3 = words.Next();
-      double values[2];
-      BoxMullerDouble(x0, x1, x2, x3, &values[0], &values[1]);
-      for (double value : values) {
-        if (std::abs(value) < 2.0) {
-          out[index++] = value;
+      for (const auto value : NextBoxMullerPair<T>(words)) {
+        if (std::abs(value) < decltype(value)(2)) {
+          out[index++] = static_cast<T>(value);
           if (index == kPerGroup) return;
         }
       }

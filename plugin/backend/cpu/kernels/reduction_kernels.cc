@@ -18,8 +18,6 @@
 #include "absl/status/status.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
-#include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
-#include "plugin/backend/cpu/kernels/softmax_kernels.h"
 #include "plugin/backend/launch/dtype_sets.h"
 #include "plugin/backend/launch/reduction_launch.h"
 #include "plugin/common/status_macros.h"

@@ -9,7 +9,6 @@
 #include <cstring>
 
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/data_movement_kernels.h"
 #include "plugin/backend/cpu/kernels/strided_copy_engine.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/common/status_macros.h"

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/rnn_launch.h"
@@ -191,6 +192,9 @@ class MathView {
       data_ = copy_.data();
     }
   }
+  // Movable (a converted copy's storage moves with it), not copyable: data_ may point into it.
+  MathView(MathView&&) = default;
+  MathView(const MathView&) = delete;
   const A* data() const { return data_; }
 
  private:
@@ -210,15 +214,21 @@ struct StepSizes {
   bool active(Index t, Index b) const { return t < lengths[b]; }
 };
 
-template <typename A>
-struct DirectionWeights {
-  const A* w = nullptr;   // [G*C, in]
-  const A* r = nullptr;   // [G*C, Hp]
-  const A* p = nullptr;   // [Hp, C], projection only
-  const A* bw = nullptr;  // [G*C]
-  const A* br = nullptr;  // [G*C]
+// One pseudo-layer's pieces of a buffer shaped like the weight space: its weights (P = const A)
+// or their gradient accumulators (P = A).
+template <typename P>
+struct DirectionParams {
+  P* w = nullptr;   // [G*C, in]
+  P* r = nullptr;   // [G*C, Hp]
+  P* p = nullptr;   // [Hp, C], projection only
+  P* bw = nullptr;  // [G*C]
+  P* br = nullptr;  // [G*C]
   Index in = 0;
 };
+template <typename A>
+using DirectionWeights = DirectionParams<const A>;
+template <typename A>
+using DirectionGrads = DirectionParams<A>;
 
 // Where a pseudo-layer's records live in the reserve space (null: not recorded). P is the
 // math type, const for the backward pass, which only reads them.
@@ -231,29 +241,26 @@ struct DirectionRecord {
   P* recurrent_new = nullptr;
 };
 
-template <typename A>
-DirectionWeights<A> WeightsOf(const rnn::Geometry& g, const A* params, Index pseudo_layer) {
+// The element at `offset` of `data`, or null for an absent piece (offset -1), as the protocol's
+// offsets (rnn::ParamsOf, rnn::RecordOf) say.
+template <typename P>
+P* PieceAt(P* data, int64_t offset) {
+  return offset >= 0 ? data + offset : nullptr;
+}
+
+template <typename P>  // A or const A
+DirectionParams<P> ParamsIn(const rnn::Geometry& g, P* data, Index pseudo_layer) {
   const rnn::PseudoLayerParams p = rnn::ParamsOf(g, pseudo_layer);
-  DirectionWeights<A> w;
-  w.w = params + p.input_weights;
-  w.r = params + p.recurrent_weights;
-  w.p = p.projection >= 0 ? params + p.projection : nullptr;
-  w.bw = params + p.input_bias;
-  w.br = params + p.recurrent_bias;
-  w.in = p.input_size;
-  return w;
+  return {PieceAt(data, p.input_weights), PieceAt(data, p.recurrent_weights),
+          PieceAt(data, p.projection), PieceAt(data, p.input_bias),
+          PieceAt(data, p.recurrent_bias), p.input_size};
 }
 
 template <typename P>  // A or const A
 DirectionRecord<P> RecordIn(const rnn::Geometry& g, P* data, Index pseudo_layer) {
   const rnn::PseudoLayerRecord r = rnn::RecordOf(g, pseudo_layer);
-  DirectionRecord<P> record;
-  record.gates = data + r.gates;
-  record.states = data + r.states;
-  if (r.cells >= 0) record.cells = data + r.cells;
-  if (r.unprojected >= 0) record.unprojected = data + r.unprojected;
-  if (r.recurrent_new >= 0) record.recurrent_new = data + r.recurrent_new;
-  return record;
+  return {PieceAt(data, r.gates), PieceAt(data, r.states), PieceAt(data, r.cells),
+          PieceAt(data, r.unprojected), PieceAt(data, r.recurrent_new)};
 }
 
 // Row b's bookkeeping after step t: the states record (h, and c for lstm) and the output (h
@@ -397,28 +404,6 @@ void ForwardDirection(const Device& device, const StepSizes& s, const DirectionW
   }
   std::copy(h.begin(), h.end(), h_out);
   if (kLstm) std::copy(c.begin(), c.end(), c_out);
-}
-
-// Gradient accumulators of one pseudo-layer (inside the weight-space-shaped gradient).
-template <typename A>
-struct DirectionGrads {
-  A* w = nullptr;
-  A* r = nullptr;
-  A* p = nullptr;
-  A* bw = nullptr;
-  A* br = nullptr;
-};
-
-template <typename A>
-DirectionGrads<A> GradsOf(const rnn::Geometry& g, A* grads, Index pseudo_layer) {
-  const rnn::PseudoLayerParams p = rnn::ParamsOf(g, pseudo_layer);
-  DirectionGrads<A> d;
-  d.w = grads + p.input_weights;
-  d.r = grads + p.recurrent_weights;
-  d.p = p.projection >= 0 ? grads + p.projection : nullptr;
-  d.bw = grads + p.input_bias;
-  d.br = grads + p.recurrent_bias;
-  return d;
 }
 
 // The backward pass of ForwardDirection, over the steps in reverse. dy: [T, B, dy_width], this
@@ -611,6 +596,41 @@ void FillDropoutMask(const Device& device, const RnnLaunch& launch, uint64_t cal
 // ---------------------------------------------------------------------------------------------
 // The kernels.
 
+// The inputs both passes start from, in the math type A: the sequence x staged time-major
+// ([T, B, input_size]), the weights and the initial states h0 and (LSTM only; empty otherwise)
+// c0.
+template <typename T, typename A>
+struct MathInputs {
+  std::vector<A> x;
+  MathView<T, A> w;
+  std::vector<A> h0, c0;
+};
+
+// Reads buffers 0 to 3 (x, hx, cx: a placeholder for a GRU or plain RNN, the weights), checked,
+// into MathInputs.
+template <typename T, typename A>
+absl::StatusOr<MathInputs<T, A>> ReadMathInputs(const KernelContext& context,
+                                                const RnnLaunch& launch) {
+  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, launch.c_buffer_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
+  const Device& device = *context.device;
+  const rnn::Geometry& g = launch.g;
+  MathInputs<T, A> in{std::vector<A>(g.max_seq_length * g.batch_size * g.input_size),
+                      MathView<T, A>(device, params, launch.params_elements),
+                      std::vector<A>(launch.h_elements),
+                      {}};
+  StageSequence(device, x, launch.batch_major, g.max_seq_length, g.batch_size, g.input_size,
+                in.x.data());
+  Convert(device, hx, launch.h_elements, in.h0.data());
+  if (g.mode == RnnMode::kLstm) {
+    in.c0.resize(launch.c_elements);
+    Convert(device, cx, launch.c_elements, in.c0.data());
+  }
+  return in;
+}
+
 template <typename T>
 absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch) {
   using A = MathType<T>;
@@ -618,10 +638,7 @@ absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch)
   const rnn::Geometry& g = launch.g;
   const bool lstm = g.mode == RnnMode::kLstm;
   const bool training = launch.training;
-  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, launch.c_buffer_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
+  VGPU_ASSIGN_OR_RETURN(const auto staged, (ReadMathInputs<T, A>(context, launch)));
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(4, launch.y_elements));
   VGPU_ASSIGN_OR_RETURN(T* hy, context.Buffer<T>(5, launch.h_elements));
   VGPU_ASSIGN_OR_RETURN(T* cy, context.Buffer<T>(6, launch.c_buffer_elements));
@@ -640,18 +657,9 @@ absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch)
   const Index T_ = g.max_seq_length, B = g.batch_size, Hp = g.proj_size, C = g.hidden_size;
   const Index out_width = g.directions * Hp;
   const StepSizes sizes = SizesOf(launch);
-  std::vector<A> x_staged(T_ * B * g.input_size);
-  StageSequence(device, x, launch.batch_major, T_, B, g.input_size, x_staged.data());
-  const MathView<T, A> w(device, params, launch.params_elements);
-  std::vector<A> h0(launch.h_elements), h1(launch.h_elements), c0, c1;
-  Convert(device, hx, launch.h_elements, h0.data());
-  if (lstm) {
-    c0.resize(launch.c_elements);
-    c1.resize(launch.c_elements);
-    Convert(device, cx, launch.c_elements, c0.data());
-  }
+  std::vector<A> h1(launch.h_elements), c1(lstm ? launch.c_elements : 0);
   std::vector<A> outputs(T_ * B * out_width), inputs;
-  const A* layer_input = x_staged.data();
+  const A* layer_input = staged.x.data();
   for (Index layer = 0; layer < g.num_layers; ++layer) {
     if (layer > 0) {
       // The previous layer's outputs, through the dropout mask while training.
@@ -676,13 +684,13 @@ absl::Status ForwardTyped(const KernelContext& context, const RnnLaunch& launch)
     }
     for (Index dir = 0; dir < g.directions; ++dir) {
       const Index p = layer * g.directions + dir;
-      const DirectionWeights<A> weights = WeightsOf(g, w.data(), p);
+      const DirectionWeights<A> weights = ParamsIn<const A>(g, staged.w.data(), p);
       const DirectionRecord<A> record =
           training ? RecordIn(g, reserve_data, p) : DirectionRecord<A>{};
       DispatchMode(g.mode, [&](auto mode) {
         ForwardDirection<decltype(mode)::value, A>(
-            device, sizes, weights, layer_input, dir == 1, h0.data() + p * B * Hp,
-            lstm ? c0.data() + p * B * C : nullptr, outputs.data(), out_width, dir * Hp,
+            device, sizes, weights, layer_input, dir == 1, staged.h0.data() + p * B * Hp,
+            lstm ? staged.c0.data() + p * B * C : nullptr, outputs.data(), out_width, dir * Hp,
             h1.data() + p * B * Hp, lstm ? c1.data() + p * B * C : nullptr, record);
       });
     }
@@ -699,10 +707,7 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
   const Device& device = *context.device;
   const rnn::Geometry& g = launch.g;
   const bool lstm = g.mode == RnnMode::kLstm;
-  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* hx, context.Buffer<const T>(1, launch.h_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* cx, context.Buffer<const T>(2, launch.c_buffer_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* params, context.Buffer<const T>(3, launch.params_elements));
+  VGPU_ASSIGN_OR_RETURN(const auto staged, (ReadMathInputs<T, A>(context, launch)));
   VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(4, launch.y_elements));
   VGPU_ASSIGN_OR_RETURN(const T* dhy, context.Buffer<const T>(5, launch.h_elements));
   VGPU_ASSIGN_OR_RETURN(const T* dcy, context.Buffer<const T>(6, launch.c_buffer_elements));
@@ -721,18 +726,12 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
   const Index T_ = g.max_seq_length, B = g.batch_size, Hp = g.proj_size, C = g.hidden_size;
   const Index out_width = g.directions * Hp;
   const StepSizes sizes = SizesOf(launch);
-  std::vector<A> x_staged(T_ * B * g.input_size);
-  StageSequence(device, x, launch.batch_major, T_, B, g.input_size, x_staged.data());
-  const MathView<T, A> w(device, params, launch.params_elements);
-  std::vector<A> h0(launch.h_elements), dh_final(launch.h_elements), dh0(launch.h_elements);
-  Convert(device, hx, launch.h_elements, h0.data());
+  std::vector<A> dh_final(launch.h_elements), dh0(launch.h_elements);
   Convert(device, dhy, launch.h_elements, dh_final.data());
-  std::vector<A> c0, dc_final, dc0;
+  std::vector<A> dc_final, dc0;
   if (lstm) {
-    c0.resize(launch.c_elements);
     dc_final.resize(launch.c_elements);
     dc0.resize(launch.c_elements);
-    Convert(device, cx, launch.c_elements, c0.data());
     Convert(device, dcy, launch.c_elements, dc_final.data());
   }
   std::vector<A> grads(launch.params_elements, A(0));
@@ -743,18 +742,18 @@ absl::Status BackwardTyped(const KernelContext& context, const RnnLaunch& launch
   for (Index layer = g.num_layers - 1; layer >= 0; --layer) {
     const Index in = g.layer_input_size(layer);
     const rnn::LayerRecord layer_record = rnn::LayerRecordOf(g, layer);
-    const A* layer_input = layer == 0 ? x_staged.data() : records + layer_record.input;
+    const A* layer_input = layer == 0 ? staged.x.data() : records + layer_record.input;
     d_inputs.assign(T_ * B * in, A(0));
     for (Index dir = g.directions - 1; dir >= 0; --dir) {
       const Index p = layer * g.directions + dir;
-      const DirectionWeights<A> weights = WeightsOf(g, w.data(), p);
-      const DirectionGrads<A> direction_grads = GradsOf(g, grads.data(), p);
+      const DirectionWeights<A> weights = ParamsIn<const A>(g, staged.w.data(), p);
+      const DirectionGrads<A> direction_grads = ParamsIn<A>(g, grads.data(), p);
       const DirectionRecord<const A> record = RecordIn(g, records, p);
       DispatchMode(g.mode, [&](auto mode) {
         BackwardDirection<decltype(mode)::value, A>(
             device, sizes, weights, direction_grads, layer_input, dir == 1,
-            h0.data() + p * B * Hp, lstm ? c0.data() + p * B * C : nullptr, d_outputs.data(),
-            out_width, dir * Hp, dh_final.data() + p * B * Hp,
+            staged.h0.data() + p * B * Hp, lstm ? staged.c0.data() + p * B * C : nullptr,
+            d_outputs.data(), out_width, dir * Hp, dh_final.data() + p * B * Hp,
             lstm ? dc_final.data() + p * B * C : nullptr, record, d_inputs.data(),
             dh0.data() + p * B * Hp, lstm ? dc0.data() + p * B * C : nullptr);
       });

@@ -6,14 +6,13 @@
 // Rows run in parallel on the thread pool. The launch layer (launch/scan_topk_launch.h) reads
 // and validates every launch; these only compute.
 #define EIGEN_USE_THREADS
-#include "plugin/backend/cpu/kernels/scan_topk_kernels.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/dtype_sets.h"
 #include "plugin/backend/launch/scan_topk_launch.h"

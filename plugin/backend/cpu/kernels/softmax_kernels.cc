@@ -4,8 +4,6 @@
 // 16-bit dtypes (double for double). Numerically stable as TensorFlow's kernels: the row maximum
 // is subtracted before exponentiating. The launch layer (launch/softmax_launch.h) reads and
 // validates every launch; these only compute.
-#include "plugin/backend/cpu/kernels/softmax_kernels.h"
-
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/softmax_launch.h"
 #include "plugin/common/status_macros.h"
