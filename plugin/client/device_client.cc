@@ -76,6 +76,12 @@ Command DeviceClient::MakeCommand(CommandKind kind) const {
   return command;
 }
 
+Command DeviceClient::MakeCommand(CommandKind kind, const ClientStream& stream) const {
+  Command command = MakeCommand(kind);
+  command.stream = stream.id();
+  return command;
+}
+
 void DeviceClient::SetPeers(std::vector<DeviceClient*> peers) { peers_ = std::move(peers); }
 
 DeviceClient* DeviceClient::OwnerOf(uint64_t address) const {
@@ -203,8 +209,7 @@ absl::Status DeviceClient::DestroyStream(std::unique_ptr<ClientStream> stream) {
 
 absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src,
                                             uint64_t size) {
-  Command command = MakeCommand(CommandKind::kMemcpyHtoD);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kMemcpyHtoD, stream);
   command.dst = dst;
   command.host_src = src;
   command.size = size;
@@ -214,8 +219,7 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
 
 absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src,
                                             uint64_t size) {
-  Command command = MakeCommand(CommandKind::kMemcpyDtoH);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kMemcpyDtoH, stream);
   command.src = src;
   command.host_dst = dst;
   command.size = size;
@@ -229,8 +233,7 @@ absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst
       destination != nullptr && destination != this && !SharesBackendWith(*destination)) {
     return CopyToOtherBackend(stream, *destination, dst, src, size);
   }
-  Command command = MakeCommand(CommandKind::kMemcpyDtoD);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kMemcpyDtoD, stream);
   command.dst = dst;
   command.src = src;
   command.size = size;
@@ -239,8 +242,7 @@ absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst
 
 absl::Status DeviceClient::Memset(ClientStream& stream, uint64_t dst, uint32_t pattern,
                                   uint8_t pattern_bytes, uint64_t size) {
-  Command command = MakeCommand(CommandKind::kMemset);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kMemset, stream);
   command.dst = dst;
   command.pattern = pattern;
   command.pattern_bytes = pattern_bytes;
@@ -252,8 +254,7 @@ absl::Status DeviceClient::PostLaunch(ClientStream& stream, KernelId kernel,
                                       absl::Span<const uint8_t> descriptor_section,
                                       absl::Span<const BufferArg> buffers,
                                       absl::Span<const uint8_t> params) {
-  Command command = MakeCommand(CommandKind::kLaunch);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kLaunch, stream);
   command.object = static_cast<uint64_t>(kernel);
   command.buffers.assign(buffers.begin(), buffers.end());
   command.params.assign(params.begin(), params.end());
@@ -355,8 +356,7 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
         event->cv_.notify_all();
       },
       /*on_callback_thread=*/false);
-  Command command = MakeCommand(CommandKind::kRecordEvent);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kRecordEvent, stream);
   command.object = event->id();
   command.token = token;
   absl::Status status = Post(std::move(command));
@@ -378,8 +378,7 @@ absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent&
     const_cast<ClientEvent&>(event).Wait().IgnoreError();
     return absl::OkStatus();
   }
-  Command command = MakeCommand(CommandKind::kWaitEvent);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kWaitEvent, stream);
   command.object = event.id();
   return Post(std::move(command));
 }
@@ -396,8 +395,7 @@ absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, Clien
 absl::Status DeviceClient::PostNotify(ClientStream& stream, NotificationHub::Handler handler,
                                       bool on_callback_thread) {
   uint64_t token = hub_->Register(std::move(handler), on_callback_thread);
-  Command command = MakeCommand(CommandKind::kNotify);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kNotify, stream);
   command.token = token;
   absl::Status status = Post(std::move(command));
   if (!status.ok()) hub_->Unregister(token);
@@ -462,8 +460,7 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
     callbacks_target = stream.callbacks_posted_;
   }
   dnn_.ObserveHostWait();
-  Command command = MakeCommand(CommandKind::kSynchronizeStream);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kSynchronizeStream, stream);
   absl::Status status = Call(std::move(command)).status;
   std::unique_lock<std::mutex> lock(stream.mu_);
   stream.cv_.wait(lock, [&] { return stream.callbacks_done_ >= callbacks_target; });
@@ -471,8 +468,7 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
 }
 
 absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
-  Command command = MakeCommand(CommandKind::kStreamStatus);
-  command.stream = stream.id();
+  Command command = MakeCommand(CommandKind::kStreamStatus, stream);
   return Call(std::move(command)).status;
 }
 

@@ -162,7 +162,9 @@ class DeviceClient {
 
  private:
   friend class DnnApi;  // forwards descriptor calls in forward mode, posts launches
+  // A command of `kind` for this client's backend device; the second also names `stream`.
   Command MakeCommand(CommandKind kind) const;
+  Command MakeCommand(CommandKind kind, const ClientStream& stream) const;
   // Posts a launch whose descriptor section (Command::descriptors) DnnApi::Launch encoded.
   absl::Status PostLaunch(ClientStream& stream, KernelId kernel,
                           absl::Span<const uint8_t> descriptor_section,

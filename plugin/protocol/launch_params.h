@@ -25,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "plugin/protocol/byte_codec.h"
 
 namespace vgpu {
 
@@ -59,21 +60,22 @@ class ParamWriter {
   ParamBlock* block_;
 };
 
+// A bounds-checked reader of a parameter block, on the cursor of the binary formats
+// (ByteReader, byte_codec.h), whose failures it reports as InvalidArgument with the offset and
+// the block's size. Borrows the block. Not thread-safe.
 class ParamReader {
  public:
-  explicit ParamReader(absl::Span<const uint8_t> bytes) : bytes_(bytes) {}
+  explicit ParamReader(absl::Span<const uint8_t> bytes) : cursor_(bytes) {}
 
   template <typename T>
   absl::StatusOr<T> Get() {
     static_assert(std::is_trivially_copyable_v<T>, "parameters must be trivially copyable");
-    if (bytes_.size() - offset_ < sizeof(T) || offset_ > bytes_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "parameter block truncated: needs ", sizeof(T), " more bytes at offset ", offset_,
-          " of ", bytes_.size()));
-    }
     T value;
-    std::memcpy(&value, bytes_.data() + offset_, sizeof(T));
-    offset_ += sizeof(T);
+    if (!cursor_.Get(&value)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameter block truncated: needs ", sizeof(T), " more bytes at offset ", offset(),
+          " of ", offset() + remaining()));
+    }
     return value;
   }
 
@@ -82,32 +84,30 @@ class ParamReader {
   absl::StatusOr<std::vector<T>> GetArray(uint32_t max_count = 1u << 20) {
     absl::StatusOr<uint32_t> count = Get<uint32_t>();
     if (!count.ok()) return count.status();
-    if (*count > max_count ||
-        static_cast<uint64_t>(*count) * sizeof(T) > bytes_.size() - offset_) {
+    const uint64_t size = static_cast<uint64_t>(*count) * sizeof(T);
+    absl::Span<const uint8_t> bytes;
+    if (*count > max_count || !cursor_.GetBytes(size, &bytes)) {
       return absl::InvalidArgumentError(
           absl::StrCat("parameter array of ", *count, " elements does not fit the block"));
     }
     std::vector<T> values(*count);
-    if (*count > 0) std::memcpy(values.data(), bytes_.data() + offset_, *count * sizeof(T));
-    offset_ += *count * sizeof(T);
+    if (*count > 0) std::memcpy(values.data(), bytes.data(), bytes.size());
     return values;
   }
 
   absl::StatusOr<absl::Span<const uint8_t>> GetBytes(size_t size) {
-    if (bytes_.size() - offset_ < size) {
+    absl::Span<const uint8_t> out;
+    if (!cursor_.GetBytes(size, &out)) {
       return absl::InvalidArgumentError("parameter block truncated");
     }
-    absl::Span<const uint8_t> out = bytes_.subspan(offset_, size);
-    offset_ += size;
     return out;
   }
 
-  size_t remaining() const { return bytes_.size() - offset_; }
-  size_t offset() const { return offset_; }
+  size_t remaining() const { return cursor_.remaining(); }
+  size_t offset() const { return cursor_.offset(); }
 
  private:
-  absl::Span<const uint8_t> bytes_;
-  size_t offset_ = 0;
+  ByteReader cursor_;
 };
 
 }  // namespace vgpu

@@ -35,6 +35,7 @@
 #include "absl/strings/strip.h"
 #include "plugin/backend/executor_registry.h"
 #include "plugin/common/config.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/server/server.h"
 #include "plugin/trace/trace_replay.h"
 
@@ -348,27 +349,16 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   Server::Options options;
   options.listen = line.listen;
   options.executor = absl::AsciiStrToLower(absl::StripAsciiWhitespace(line.executor));
-  absl::StatusOr<uint64_t> memory_limit = ByteSizeFlag("memory_limit", line.memory_limit);
-  if (!memory_limit.ok()) return memory_limit.status();
-  options.memory_limit = *memory_limit;
+  VGPU_ASSIGN_OR_RETURN(options.memory_limit, ByteSizeFlag("memory_limit", line.memory_limit));
   if (!line.tenant_quota.empty()) {
-    absl::StatusOr<std::vector<std::pair<std::string, uint64_t>>> quotas =
-        ParseTenantQuotas(line.tenant_quota);
-    if (!quotas.ok()) return quotas.status();
-    options.tenant_quotas = *std::move(quotas);
+    VGPU_ASSIGN_OR_RETURN(options.tenant_quotas, ParseTenantQuotas(line.tenant_quota));
   }
   if (!line.client_quota.empty()) {
-    absl::StatusOr<uint64_t> quota = ByteSizeFlag("client_quota", line.client_quota);
-    if (!quota.ok()) return quota.status();
-    options.client_quota = *quota;
+    VGPU_ASSIGN_OR_RETURN(options.client_quota, ByteSizeFlag("client_quota", line.client_quota));
   }
-  absl::StatusOr<std::string> token = ReadToken("token_file", line.token_file);
-  if (!token.ok()) return token.status();
-  options.token = *token;
-  absl::StatusOr<std::string> operator_token =
-      ReadToken("operator_token_file", line.operator_token_file);
-  if (!operator_token.ok()) return operator_token.status();
-  options.operator_token = *operator_token;
+  VGPU_ASSIGN_OR_RETURN(options.token, ReadToken("token_file", line.token_file));
+  VGPU_ASSIGN_OR_RETURN(options.operator_token,
+                        ReadToken("operator_token_file", line.operator_token_file));
   if (!options.operator_token.empty() && options.operator_token == options.token) {
     return absl::InvalidArgumentError(
         "--operator_token_file holds the same token as --token_file: every tenant would be an "
@@ -377,26 +367,20 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   options.device_count = line.device_count;
   options.compute_threads = line.compute_threads;
   options.max_streams_per_client = line.max_streams_per_client;
-  absl::StatusOr<uint64_t> staging = ByteSizeFlag("max_staging_bytes", line.max_staging_bytes);
-  if (!staging.ok()) return staging.status();
-  options.max_staging_bytes = *staging;
-  absl::StatusOr<uint64_t> receiving =
-      ByteSizeFlag("max_receiving_bytes", line.max_receiving_bytes);
-  if (!receiving.ok()) return receiving.status();
-  options.max_receiving_bytes = *receiving;
+  VGPU_ASSIGN_OR_RETURN(options.max_staging_bytes,
+                        ByteSizeFlag("max_staging_bytes", line.max_staging_bytes));
+  VGPU_ASSIGN_OR_RETURN(options.max_receiving_bytes,
+                        ByteSizeFlag("max_receiving_bytes", line.max_receiving_bytes));
   options.handshake_timeout_ms = Milliseconds(line.handshake_timeout);
   options.frame_timeout_ms = Milliseconds(line.frame_timeout);
   options.fair_scheduling = line.fair_scheduling;
   options.shared_memory = line.shared_memory;
-  absl::StatusOr<uint64_t> shm = ByteSizeFlag("max_shm_bytes", line.max_shm_bytes);
-  if (!shm.ok()) return shm.status();
-  options.max_shm_bytes = *shm;
+  VGPU_ASSIGN_OR_RETURN(options.max_shm_bytes, ByteSizeFlag("max_shm_bytes", line.max_shm_bytes));
   options.max_connections = line.max_connections;
   options.max_connections_per_peer = line.max_connections_per_peer;
   options.max_handshakes = line.max_handshakes;
-  absl::StatusOr<uint64_t> rate = ByteSizeFlag("min_receive_rate", line.min_receive_rate);
-  if (!rate.ok()) return rate.status();
-  options.min_receive_rate = *rate;
+  VGPU_ASSIGN_OR_RETURN(options.min_receive_rate,
+                        ByteSizeFlag("min_receive_rate", line.min_receive_rate));
   options.max_allocations_per_client = line.max_allocations_per_client;
   return options;
 }

@@ -78,6 +78,18 @@ absl::StatusOr<std::shared_ptr<ShmRegion>> AttachShm(int fd, FrameReader& reader
   return *std::move(region);
 }
 
+// The part of copy `command` that starts `offset` bytes in and holds at most `chunk_bytes`
+// bytes: every address it names (device and host, source and destination) moved by `offset`.
+Command CopyChunk(const Command& command, uint64_t offset, uint64_t chunk_bytes) {
+  Command chunk = command;
+  chunk.size = std::min(chunk_bytes, command.size - offset);
+  if (chunk.dst != 0) chunk.dst += offset;
+  if (chunk.src != 0) chunk.src += offset;
+  if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
+  if (chunk.host_dst != nullptr) chunk.host_dst = static_cast<uint8_t*>(chunk.host_dst) + offset;
+  return chunk;
+}
+
 }  // namespace
 
 uint64_t SocketTransport::ShmBytesFromEnvironment() {
@@ -383,19 +395,18 @@ void SocketTransport::FlusherLoop() {
   }
 }
 
-absl::Status SocketTransport::Post(Command command) {
-  // Split copies with host memory into chunks that fit a frame (or pipeline through the region).
+uint64_t SocketTransport::SplitChunkBytes(const Command& command) const {
+  // Copies with host memory go in chunks that fit a frame (or pipeline through the region).
   const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
   const uint64_t chunk_bytes = shm_ != nullptr ? kShmChunkBytes : wire::kMaxCopyChunkBytes;
-  if (!host_copy || command.size <= chunk_bytes) return PostOne(std::move(command));
+  return host_copy && command.size > chunk_bytes ? chunk_bytes : 0;
+}
+
+absl::Status SocketTransport::Post(Command command) {
+  const uint64_t chunk_bytes = SplitChunkBytes(command);
+  if (chunk_bytes == 0) return PostOne(std::move(command));
   for (uint64_t offset = 0; offset < command.size; offset += chunk_bytes) {
-    Command chunk = command;
-    chunk.size = std::min(chunk_bytes, command.size - offset);
-    if (chunk.dst != 0) chunk.dst += offset;
-    if (chunk.src != 0) chunk.src += offset;
-    if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
-    if (chunk.host_dst != nullptr) chunk.host_dst = static_cast<uint8_t*>(chunk.host_dst) + offset;
-    if (absl::Status s = PostOne(std::move(chunk)); !s.ok()) return s;
+    if (absl::Status s = PostOne(CopyChunk(command, offset, chunk_bytes)); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -447,18 +458,11 @@ absl::Status SocketTransport::PostOne(Command command) {
 }
 
 Reply SocketTransport::Call(Command command) {
-  const bool host_copy = wire::HasHostData(command) || wire::WantsHostData(command);
-  const uint64_t chunk_bytes = shm_ != nullptr ? kShmChunkBytes : wire::kMaxCopyChunkBytes;
-  if (!host_copy || command.size <= chunk_bytes) return CallOne(std::move(command));
+  const uint64_t chunk_bytes = SplitChunkBytes(command);
+  if (chunk_bytes == 0) return CallOne(std::move(command));
   Reply reply;
   for (uint64_t offset = 0; offset < command.size; offset += chunk_bytes) {
-    Command chunk = command;
-    chunk.size = std::min(chunk_bytes, command.size - offset);
-    if (chunk.dst != 0) chunk.dst += offset;
-    if (chunk.src != 0) chunk.src += offset;
-    if (chunk.host_src != nullptr) chunk.host_src = static_cast<const uint8_t*>(chunk.host_src) + offset;
-    if (chunk.host_dst != nullptr) chunk.host_dst = static_cast<uint8_t*>(chunk.host_dst) + offset;
-    reply = CallOne(std::move(chunk));
+    reply = CallOne(CopyChunk(command, offset, chunk_bytes));
     if (!reply.status.ok()) return reply;
   }
   return reply;

@@ -140,6 +140,9 @@ class SocketTransport final : public Transport {
   SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
                   int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
                   uint64_t first_sequence, bool batching);
+  // The size of the chunks Post and Call split `command` into: a frame's worth (or a slice of
+  // the shared region) for a copy with host memory larger than that, 0 when it goes whole.
+  uint64_t SplitChunkBytes(const Command& command) const;
   absl::Status PostOne(Command command);
   Reply CallOne(Command command);
   // A range of the region for this copy's host side, or nullopt (socket path).

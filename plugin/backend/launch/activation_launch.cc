@@ -35,9 +35,8 @@ namespace {
 absl::StatusOr<ActivationLaunch> ReadActivationLaunch(const LaunchView& launch, size_t buffers) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(buffers));
   ActivationLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.activation, launch.Descriptor<ActivationDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings tensor;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read.activation, &tensor));
   if (read.activation.dtype != tensor.dtype) {
     return absl::InvalidArgumentError("the activation and tensor descriptors disagree on dtype");
   }
@@ -64,10 +63,8 @@ absl::StatusOr<ActivationLaunch> ReadActivationBackward(const LaunchView& launch
 }
 
 absl::StatusOr<int64_t> ReadReluInt8Launch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  ParamReader reader = launch.Params();
   VGPU_ASSIGN_OR_RETURN(activation::ReluInt8Params params,
-                        reader.Get<activation::ReluInt8Params>());
+                        launch.ReadParams<activation::ReluInt8Params>(2));
   if (params.count < 0 || params.count > kMaxLaunchElements || params.count % 4 != 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("Tensor size must be a multiple of 4 for Relu<qint8>. Got ", params.count));

@@ -11,10 +11,8 @@ namespace {
 
 // Descriptors [value, bias] and the BiasParams block of both bias kernels.
 absl::StatusOr<BiasGeometry> ReadBiasGeometry(const LaunchView& launch) {
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings value,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings value, bias;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&value, &bias));
   VGPU_ASSIGN_OR_RETURN(convolution::BiasParams params,
                         launch.Params().Get<convolution::BiasParams>());
   if (value.rank < 2 || value.rank > kMaxRank || bias.rank != 1) {

@@ -14,6 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "plugin/backend/launch/host_device.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 
 namespace vgpu::bias_launch {
@@ -43,6 +44,31 @@ absl::StatusOr<std::optional<ActivationMode>> ReadFusedEpilogue(const LaunchView
                                                                 size_t bias_index,
                                                                 int64_t channels, DType dtype,
                                                                 absl::string_view mismatch);
+
+// A fused launch (kForwardBiasActivation, kMatmulBiasActivation): the Geometry of its main op,
+// and the activation after the bias (none: identity).
+template <typename Geometry>
+struct FusedLaunch {
+  Geometry geometry;
+  std::optional<ActivationMode> activation;
+};
+
+// Reads a fused launch of buffers [two operands, bias, output]: the buffer count, the main op's
+// geometry (read_geometry, descriptors 0..3), then the epilogue from descriptor 4
+// (ReadFusedEpilogue: the bias a vector of geometry.*channels values of geometry.dtype,
+// InvalidArgument `mismatch` otherwise).
+template <typename Geometry>
+absl::StatusOr<FusedLaunch<Geometry>> ReadFusedLaunch(
+    const LaunchView& launch, absl::StatusOr<Geometry> (*read_geometry)(const LaunchView&),
+    int64_t Geometry::*channels, absl::string_view mismatch) {
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
+  FusedLaunch<Geometry> read;
+  VGPU_ASSIGN_OR_RETURN(read.geometry, read_geometry(launch));
+  VGPU_ASSIGN_OR_RETURN(read.activation,
+                        ReadFusedEpilogue(launch, /*bias_index=*/4, read.geometry.*channels,
+                                          read.geometry.dtype, mismatch));
+  return read;
+}
 
 }  // namespace vgpu::bias_launch
 

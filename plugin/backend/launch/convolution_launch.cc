@@ -146,14 +146,10 @@ namespace {
 
 // Descriptors [x, filter, convolution, y] of every convolution launch.
 absl::StatusOr<ConvolutionGeometry> ReadGeometry(const LaunchView& launch) {
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(FilterDescriptorSettings filter,
-                        launch.Descriptor<FilterDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(ConvolutionDescriptorSettings conv,
-                        launch.Descriptor<ConvolutionDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y,
-                        launch.Descriptor<TensorDescriptorSettings>(3));
+  TensorDescriptorSettings x, y;
+  FilterDescriptorSettings filter;
+  ConvolutionDescriptorSettings conv;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&x, &filter, &conv, &y));
   return ConvolutionGeometryOf(x, filter, conv, y);
 }
 
@@ -166,15 +162,8 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionLaunch(const LaunchView& laun
 
 absl::StatusOr<ConvolutionBiasActivationLaunch> ReadConvolutionBiasActivationLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  ConvolutionBiasActivationLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.geometry, ReadGeometry(launch));
-  VGPU_ASSIGN_OR_RETURN(
-      read.activation,
-      bias_launch::ReadFusedEpilogue(launch, /*bias_index=*/4, read.geometry.out_depth,
-                                     read.geometry.dtype,
-                                     "the bias must be a vector of the output depth and dtype"));
-  return read;
+  return bias_launch::ReadFusedLaunch(launch, ReadGeometry, &ConvolutionGeometry::out_depth,
+                                      "the bias must be a vector of the output depth and dtype");
 }
 
 }  // namespace vgpu::convolution_launch

@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "plugin/backend/launch/bias_launch.h"
 #include "plugin/backend/launch/host_device.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/protocol/descriptors.h"
@@ -85,10 +86,7 @@ absl::StatusOr<ConvolutionGeometry> ReadConvolutionLaunch(const LaunchView& laun
 // kForwardBiasActivation: buffers [x, filter, bias, y], descriptors [x, filter, convolution, y,
 // bias, activation (optional)]: the geometry, and the activation after the bias (none:
 // identity). The bias descriptor is checked to be a vector of out_depth values of the dtype.
-struct ConvolutionBiasActivationLaunch {
-  ConvolutionGeometry geometry;
-  std::optional<ActivationMode> activation;
-};
+using ConvolutionBiasActivationLaunch = bias_launch::FusedLaunch<ConvolutionGeometry>;
 absl::StatusOr<ConvolutionBiasActivationLaunch> ReadConvolutionBiasActivationLaunch(
     const LaunchView& launch);
 

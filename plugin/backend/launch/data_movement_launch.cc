@@ -502,19 +502,17 @@ absl::StatusOr<ReverseSequenceGeometry> ReadReverseSequenceLaunch(const LaunchVi
 }
 
 absl::StatusOr<MirrorPadLaunch> ReadMirrorPadLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
   ParamReader reader = launch.Params();
   MirrorPadLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.element_size, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(read.element_size, launch.ReadParams<uint32_t>(2, &reader));
   VGPU_ASSIGN_OR_RETURN(read.g, ReadMirrorPadGeometry(reader));
   return read;
 }
 
 absl::StatusOr<MirrorPadGradLaunch> ReadMirrorPadGradLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
   ParamReader reader = launch.Params();
   MirrorPadGradLaunch read;
-  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, reader.Get<uint32_t>());
+  VGPU_ASSIGN_OR_RETURN(uint32_t dtype, launch.ReadParams<uint32_t>(2, &reader));
   read.dtype = static_cast<DType>(dtype);
   VGPU_ASSIGN_OR_RETURN(read.g, ReadMirrorPadGeometry(reader));
   return read;

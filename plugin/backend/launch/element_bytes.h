@@ -12,18 +12,14 @@
 #include <initializer_list>
 
 #include "absl/status/status.h"
-#include "plugin/backend/launch/dtype_dispatch.h"
+#include "plugin/backend/launch/reader_dispatch.h"
 
 namespace vgpu {
 
-// The types policy of kernels that move elements without reading them: every dtype held as the
-// unsigned integer of its size (launch/dtype_dispatch.h).
-struct ElementBitsTypes {
-  using Float16 = uint16_t;
-  using BFloat16 = uint16_t;
-  using Bool = uint8_t;
-};
-using ElementBitsDispatch = DTypeDispatch<ElementBitsTypes>;
+// The dispatch of kernels that move elements without reading them: every dtype held as the
+// unsigned integer of its size, which is what the launch readers' storage types already are
+// (ReaderElementTypes, reader_dispatch.h).
+using ElementBitsDispatch = ReaderDispatch;
 
 // An element of N bytes with byte alignment.
 template <int N>

@@ -90,12 +90,9 @@ absl::Status UnservedUnary(ElementwiseOp op) {
 
 absl::StatusOr<BinaryLaunch> ReadBinaryLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        launch.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, launch.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        launch.Descriptor<TensorDescriptorSettings>(3));
+  OpTensorDescriptorSettings op;
+  TensorDescriptorSettings a, b, out;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&op, &a, &b, &out));
   if (a.dtype != op.dtype || b.dtype != op.dtype) {
     return absl::InvalidArgumentError("the operands' dtypes differ from the op-tensor's");
   }
@@ -134,10 +131,9 @@ absl::StatusOr<BinaryLaunch> ReadBinaryLaunch(const LaunchView& launch) {
 
 absl::StatusOr<UnaryLaunch> ReadUnaryLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(OpTensorDescriptorSettings op,
-                        launch.Descriptor<OpTensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  OpTensorDescriptorSettings op;
+  TensorDescriptorSettings tensor;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&op, &tensor));
   if (tensor.dtype != op.dtype) {
     return absl::InvalidArgumentError("the op-tensor and tensor descriptors disagree on dtype");
   }
@@ -165,14 +161,8 @@ absl::StatusOr<UnaryLaunch> ReadUnaryLaunch(const LaunchView& launch) {
 
 absl::StatusOr<SelectLaunch> ReadSelectLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings condition,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings then_tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings else_tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings out,
-                        launch.Descriptor<TensorDescriptorSettings>(3));
+  TensorDescriptorSettings condition, then_tensor, else_tensor, out;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&condition, &then_tensor, &else_tensor, &out));
   if (condition.dtype != DType::kBool) {
     return absl::InvalidArgumentError("select's condition must be bool");
   }
@@ -194,10 +184,8 @@ absl::StatusOr<SelectLaunch> ReadSelectLaunch(const LaunchView& launch) {
 
 absl::StatusOr<CastLaunch> ReadCastLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings source,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings destination,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings source, destination;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&source, &destination));
   CastLaunch read;
   read.source = source.dtype;
   read.destination = destination.dtype;
@@ -239,25 +227,34 @@ absl::StatusOr<AddNLaunch> ReadAddNLaunch(const LaunchView& launch) {
   return read;
 }
 
-absl::StatusOr<FillLaunch> ReadFillLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
+namespace {
+
+// `buffers` buffers and descriptors [tensor] (the fill and set-tensor launches): the tensor,
+// whose dtype and element count go into *read.
+template <typename Launch>
+absl::StatusOr<TensorDescriptorSettings> ReadOneTensor(const LaunchView& launch, size_t buffers,
+                                                       Launch* read) {
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(buffers));
   VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
                         launch.Descriptor<TensorDescriptorSettings>(0));
+  read->dtype = tensor.dtype;
+  VGPU_ASSIGN_OR_RETURN(read->count, DenseElementCount(tensor));
+  return tensor;
+}
+
+}  // namespace
+
+absl::StatusOr<FillLaunch> ReadFillLaunch(const LaunchView& launch) {
   FillLaunch read;
-  read.dtype = tensor.dtype;
-  VGPU_ASSIGN_OR_RETURN(read.count, DenseElementCount(tensor));
+  VGPU_ASSIGN_OR_RETURN(const TensorDescriptorSettings tensor, ReadOneTensor(launch, 2, &read));
   VGPU_RETURN_IF_ERROR(ReaderDispatch::All(tensor.dtype, AcceptDType()));
   VGPU_RETURN_IF_ERROR(ExpectDenseBuffers(launch, tensor.dtype, {1, read.count}));
   return read;
 }
 
 absl::StatusOr<SetTensorLaunch> ReadSetTensorLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
   SetTensorLaunch read;
-  read.dtype = tensor.dtype;
-  VGPU_ASSIGN_OR_RETURN(read.count, DenseElementCount(tensor));
+  VGPU_ASSIGN_OR_RETURN(const TensorDescriptorSettings tensor, ReadOneTensor(launch, 1, &read));
   ParamReader params = launch.Params();
   VGPU_ASSIGN_OR_RETURN(read.value, params.Get<double>());
   VGPU_RETURN_IF_ERROR(ReaderDispatch::All(tensor.dtype, AcceptDType()));

@@ -40,10 +40,8 @@ absl::StatusOr<CropCounts> CheckCropGeometry(const CropGeometry& g) {
 
 // A gradient launch: `buffers` buffers, a CropGeometry parameter block.
 absl::StatusOr<CropLaunch> ReadCropGradient(const LaunchView& launch, size_t buffers) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(buffers));
-  ParamReader reader = launch.Params();
   CropLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.g, reader.Get<CropGeometry>());
+  VGPU_ASSIGN_OR_RETURN(read.g, launch.ReadParams<CropGeometry>(buffers));
   VGPU_ASSIGN_OR_RETURN(read.counts, CheckCropGeometry(read.g));
   return read;
 }
@@ -51,10 +49,8 @@ absl::StatusOr<CropLaunch> ReadCropGradient(const LaunchView& launch, size_t buf
 }  // namespace
 
 absl::StatusOr<ProjectiveLaunch> ReadProjectiveLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
   ProjectiveLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<image_transform::ProjectiveTransformParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<image_transform::ProjectiveTransformParams>(3));
   const image_transform::ProjectiveTransformParams& p = read.p;
   if (p.interpolation != Interpolation::kNearest && p.interpolation != Interpolation::kBilinear) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -81,10 +77,8 @@ absl::StatusOr<ProjectiveLaunch> ReadProjectiveLaunch(const LaunchView& launch) 
 }
 
 absl::StatusOr<CropLaunch> ReadCropAndResizeLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  ParamReader reader = launch.Params();
   VGPU_ASSIGN_OR_RETURN(image_transform::CropAndResizeParams p,
-                        reader.Get<image_transform::CropAndResizeParams>());
+                        launch.ReadParams<image_transform::CropAndResizeParams>(4));
   CropLaunch read;
   read.g = p.geometry;
   read.extrapolation_value = p.extrapolation_value;
@@ -106,10 +100,8 @@ absl::StatusOr<CropLaunch> ReadCropGradBoxesLaunch(const LaunchView& launch) {
 
 absl::StatusOr<ColorLaunch<image_transform::AdjustContrastParams>> ReadAdjustContrastLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
   ColorLaunch<image_transform::AdjustContrastParams> read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<image_transform::AdjustContrastParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<image_transform::AdjustContrastParams>(3));
   VGPU_ASSIGN_OR_RETURN(read.count, CheckedProduct({read.p.batch, read.p.pixels,
                                                     read.p.channels},
                                                    "contrast image"));
@@ -118,10 +110,8 @@ absl::StatusOr<ColorLaunch<image_transform::AdjustContrastParams>> ReadAdjustCon
 
 absl::StatusOr<ColorLaunch<image_transform::AdjustHsvParams>> ReadAdjustHsvLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
   ColorLaunch<image_transform::AdjustHsvParams> read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<image_transform::AdjustHsvParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<image_transform::AdjustHsvParams>(3));
   if (read.p.adjustment != image_transform::HsvAdjustment::kHue &&
       read.p.adjustment != image_transform::HsvAdjustment::kSaturation) {
     return absl::InvalidArgumentError(
@@ -133,20 +123,16 @@ absl::StatusOr<ColorLaunch<image_transform::AdjustHsvParams>> ReadAdjustHsvLaunc
 
 absl::StatusOr<ColorLaunch<image_transform::ColorSpaceParams>> ReadColorSpaceLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  ParamReader reader = launch.Params();
   ColorLaunch<image_transform::ColorSpaceParams> read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<image_transform::ColorSpaceParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<image_transform::ColorSpaceParams>(2));
   VGPU_ASSIGN_OR_RETURN(read.count, CheckedProduct({read.p.pixels, 3}, "RGB image"));
   return read;
 }
 
 absl::StatusOr<image_transform::NonMaxSuppressionParams> ReadNonMaxSuppressionLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  ParamReader reader = launch.Params();
   VGPU_ASSIGN_OR_RETURN(image_transform::NonMaxSuppressionParams p,
-                        reader.Get<image_transform::NonMaxSuppressionParams>());
+                        launch.ReadParams<image_transform::NonMaxSuppressionParams>(4));
   if (p.num_boxes < 0 || p.num_boxes > kMaxImageExtent || p.max_output_size < 0) {
     return absl::InvalidArgumentError(absl::StrCat("non-max suppression: ", p.num_boxes,
                                                    " boxes, at most ", p.max_output_size));

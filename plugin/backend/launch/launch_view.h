@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <type_traits>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
@@ -105,7 +106,42 @@ struct LaunchView {
     return settings;
   }
 
+  // Descriptors 0, 1, 2, ... read into *settings... in that order, each as Descriptor<>() reads
+  // it: the first failure is returned (the settings after it are left as they were). The common
+  // opening of a reader whose descriptors come first:
+  //   TensorDescriptorSettings x, y;
+  //   VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&x, &y));
+  template <typename... Settings>
+  absl::Status ReadDescriptors(Settings*... settings) const {
+    size_t index = 0;
+    absl::Status status;
+    auto read_next = [&](auto* out) {
+      if (!status.ok()) return;
+      absl::StatusOr<std::remove_pointer_t<decltype(out)>> read =
+          Descriptor<std::remove_pointer_t<decltype(out)>>(index++);
+      if (read.ok()) {
+        *out = *read;
+      } else {
+        status = read.status();
+      }
+    };
+    (read_next(settings), ...);
+    return status;
+  }
+
   ParamReader Params() const { return ParamReader(params); }
+
+  // Fails unless the launch named exactly `buffer_count` buffers (ExpectBuffers); then the P
+  // that begins the parameter block (ParamReader::Get). `rest`, when not null, is set to read
+  // what the kernel's block holds after it (arrays, further fields).
+  template <typename P>
+  absl::StatusOr<P> ReadParams(size_t buffer_count, ParamReader* rest = nullptr) const {
+    VGPU_RETURN_IF_ERROR(ExpectBuffers(buffer_count));
+    ParamReader reader = Params();
+    absl::StatusOr<P> leading = reader.Get<P>();
+    if (rest != nullptr) *rest = reader;
+    return leading;
+  }
 };
 
 // Splits a launch's descriptor section (uint8 count, then per descriptor uint8 kind, uint16

@@ -22,11 +22,9 @@ int64_t LeadingProduct(const int64_t* dims, int count) {
 
 // Descriptors [matmul, a, b, c] of both matmul launches.
 absl::StatusOr<MatmulGeometry> ReadGeometry(const LaunchView& launch) {
-  VGPU_ASSIGN_OR_RETURN(MatmulDescriptorSettings matmul,
-                        launch.Descriptor<MatmulDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings a, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings b, launch.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings c, launch.Descriptor<TensorDescriptorSettings>(3));
+  MatmulDescriptorSettings matmul;
+  TensorDescriptorSettings a, b, c;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&matmul, &a, &b, &c));
   return MatmulGeometryOf(matmul, a, b, c);
 }
 
@@ -96,15 +94,8 @@ absl::StatusOr<MatmulGeometry> ReadMatmulLaunch(const LaunchView& launch) {
 
 absl::StatusOr<MatmulBiasActivationLaunch> ReadMatmulBiasActivationLaunch(
     const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  MatmulBiasActivationLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.geometry, ReadGeometry(launch));
-  VGPU_ASSIGN_OR_RETURN(
-      read.activation,
-      bias_launch::ReadFusedEpilogue(launch, /*bias_index=*/4, read.geometry.n,
-                                     read.geometry.dtype,
-                                     "the bias must be a vector of the product's columns"));
-  return read;
+  return bias_launch::ReadFusedLaunch(launch, ReadGeometry, &MatmulGeometry::n,
+                                      "the bias must be a vector of the product's columns");
 }
 
 }  // namespace vgpu::matmul_launch

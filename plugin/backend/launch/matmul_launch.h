@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "absl/status/statusor.h"
+#include "plugin/backend/launch/bias_launch.h"
 #include "plugin/backend/launch/host_device.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/protocol/descriptors.h"
@@ -69,10 +70,7 @@ absl::StatusOr<MatmulGeometry> ReadMatmulLaunch(const LaunchView& launch);
 // kMatmulBiasActivation: buffers [a, b, bias, c], descriptors [matmul, a, b, c, bias,
 // activation (optional)]: the geometry, and the activation after the bias (none: identity).
 // The bias descriptor is checked to be a vector of n values of the dtype.
-struct MatmulBiasActivationLaunch {
-  MatmulGeometry geometry;
-  std::optional<ActivationMode> activation;
-};
+using MatmulBiasActivationLaunch = bias_launch::FusedLaunch<MatmulGeometry>;
 absl::StatusOr<MatmulBiasActivationLaunch> ReadMatmulBiasActivationLaunch(
     const LaunchView& launch);
 

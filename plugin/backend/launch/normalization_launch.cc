@@ -25,9 +25,8 @@ absl::Status ChannelBuffers(const LaunchView& launch, std::initializer_list<size
 // The common part of every launch: `buffers` buffers, the descriptors, the parameter block.
 absl::Status ReadBatchNorm(const LaunchView& launch, size_t buffers, BatchNormLaunch* read) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(buffers));
-  VGPU_ASSIGN_OR_RETURN(read->x, launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(const TensorDescriptorSettings parameters,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings parameters;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read->x, &parameters));
   VGPU_ASSIGN_OR_RETURN(read->params, launch.Params().Get<normalization::BatchNormParams>());
   VGPU_ASSIGN_OR_RETURN(read->layout,
                         ChannelLayoutOf(read->x, parameters, read->params.data_format));

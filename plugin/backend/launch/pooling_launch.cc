@@ -109,9 +109,7 @@ absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, Poolin
   if (kernel == PoolingKernel::kGradGrad) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
   PoolingLaunch read;
   read.kernel = kernel;
-  VGPU_ASSIGN_OR_RETURN(read.pooling, launch.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(read.x, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(read.y, launch.Descriptor<TensorDescriptorSettings>(2));
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read.pooling, &read.x, &read.y));
   VGPU_ASSIGN_OR_RETURN(read.geometry, PoolGeometryOf(read.pooling, read.x, read.y));
   if (kernel == PoolingKernel::kBackward) {
     VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(read.pooling.mode == PoolingMode::kMax ? 3 : 2));
@@ -126,10 +124,7 @@ absl::StatusOr<ArgmaxLaunch> ReadArgmaxLaunch(const LaunchView& launch, ArgmaxKe
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
   ArgmaxLaunch read;
   read.kernel = kernel;
-  VGPU_ASSIGN_OR_RETURN(read.pooling, launch.Descriptor<PoolingDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(read.x, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(read.y, launch.Descriptor<TensorDescriptorSettings>(2));
-  VGPU_ASSIGN_OR_RETURN(read.argmax, launch.Descriptor<TensorDescriptorSettings>(3));
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read.pooling, &read.x, &read.y, &read.argmax));
   VGPU_ASSIGN_OR_RETURN(read.a.g, PoolGeometryOf(read.pooling, read.x, read.y));
   if (read.pooling.mode != PoolingMode::kMax || read.pooling.spatial_dims != 2 ||
       read.pooling.data_format != DataFormat::kNHWC) {

@@ -27,9 +27,8 @@ absl::Status CheckOutput(const LaunchView& launch, uint64_t count, size_t elemen
 
 absl::StatusOr<random::PhiloxParams> ReadPhiloxLaunch(const LaunchView& launch,
                                                       RandomOutput output) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(1));
-  ParamReader reader = launch.Params();
-  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams philox, reader.Get<random::PhiloxParams>());
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams philox,
+                        launch.ReadParams<random::PhiloxParams>(1));
   VGPU_RETURN_IF_ERROR(CheckCount(philox));
   size_t element_size = 0;
   auto measure = [&](auto zero) -> absl::Status {

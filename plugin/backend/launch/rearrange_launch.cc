@@ -94,10 +94,8 @@ absl::StatusOr<Rearrangement> RearrangementOf(const TensorDescriptorSettings& x,
 
 absl::StatusOr<Rearrangement> ReadRearrangeLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings x, y;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&x, &y));
   VGPU_ASSIGN_OR_RETURN(convolution::RearrangeParams params,
                         launch.Params().Get<convolution::RearrangeParams>());
   return RearrangementOf(x, y, params);

@@ -62,10 +62,9 @@ absl::Status UnservedReduceOp(ReduceOp op) {
 
 absl::StatusOr<ReduceLaunch> ReadReduceLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        launch.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y, launch.Descriptor<TensorDescriptorSettings>(2));
+  ReduceDescriptorSettings reduce;
+  TensorDescriptorSettings x, y;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&reduce, &x, &y));
   VGPU_ASSIGN_OR_RETURN(reduction::ReduceLayoutParams params,
                         launch.Params().Get<reduction::ReduceLayoutParams>());
   if (x.dtype != reduce.dtype || y.dtype != reduce.dtype) {
@@ -113,10 +112,9 @@ absl::StatusOr<ReduceLaunch> ReadReduceLaunch(const LaunchView& launch) {
 
 absl::StatusOr<ArgReduceLaunch> ReadArgReduceLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        launch.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x, launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings y, launch.Descriptor<TensorDescriptorSettings>(2));
+  ReduceDescriptorSettings reduce;
+  TensorDescriptorSettings x, y;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&reduce, &x, &y));
   if (x.rank != 3 || y.rank != 2 || x.dims[0] != y.dims[0] || x.dims[2] != y.dims[1] ||
       x.dims[1] <= 0 || x.dims[0] < 0 || x.dims[2] < 0) {
     return absl::InvalidArgumentError(

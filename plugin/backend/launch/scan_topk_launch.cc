@@ -12,10 +12,9 @@ namespace vgpu::scan_topk_launch {
 
 absl::StatusOr<ScanLaunch> ReadScanLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(ReduceDescriptorSettings reduce,
-                        launch.Descriptor<ReduceDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings tensor,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  ReduceDescriptorSettings reduce;
+  TensorDescriptorSettings tensor;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&reduce, &tensor));
   VGPU_ASSIGN_OR_RETURN(reduction::ScanParams params,
                         launch.Params().Get<reduction::ScanParams>());
   if (reduce.op != ReduceOp::kSum && reduce.op != ReduceOp::kProd) {
@@ -43,9 +42,8 @@ absl::StatusOr<ScanLaunch> ReadScanLaunch(const LaunchView& launch) {
 
 absl::StatusOr<TopKLaunch> ReadTopKLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings x, launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings indices,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings x, indices;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&x, &indices));
   if (x.rank != 2 || indices.rank != 2 || x.dims[0] != indices.dims[0]) {
     return absl::InvalidArgumentError("top-k takes x [rows, cols] and indices [rows, k]");
   }
@@ -72,10 +70,8 @@ absl::StatusOr<TopKLaunch> ReadTopKLaunch(const LaunchView& launch) {
 
 absl::StatusOr<InTopKLaunch> ReadInTopKLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings predictions,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings targets,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
+  TensorDescriptorSettings predictions, targets;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&predictions, &targets));
   InTopKLaunch read;
   VGPU_ASSIGN_OR_RETURN(read.k, launch.Params().Get<int64_t>());
   if (predictions.rank != 2 || predictions.dtype != DType::kFloat32 || targets.rank != 1 ||

@@ -25,6 +25,17 @@ absl::StatusOr<Broadcast2D> BroadcastOf(const TensorDescriptorSettings& operand,
   return layout;
 }
 
+// The rows of the [batch, classes] tensor every launch is sized by (its rank and dims checked
+// by the caller): its dtype, batch, classes and element count into *read.
+template <typename Launch>
+absl::Status ReadRows(const TensorDescriptorSettings& tensor, Launch* read) {
+  read->dtype = tensor.dtype;
+  read->batch = tensor.dims[0];
+  read->classes = tensor.dims[1];
+  VGPU_ASSIGN_OR_RETURN(read->count, DenseElementCount(tensor));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<SoftmaxLaunch> ReadSoftmaxLaunch(const LaunchView& launch) {
@@ -37,11 +48,8 @@ absl::StatusOr<SoftmaxLaunch> ReadSoftmaxLaunch(const LaunchView& launch) {
     return absl::InvalidArgumentError("softmax takes a [batch, classes] tensor");
   }
   SoftmaxLaunch read;
-  read.dtype = tensor.dtype;
-  read.batch = tensor.dims[0];
-  read.classes = tensor.dims[1];
   read.log = params.log != 0;
-  VGPU_ASSIGN_OR_RETURN(read.count, DenseElementCount(tensor));
+  VGPU_RETURN_IF_ERROR(ReadRows(tensor, &read));
   VGPU_RETURN_IF_ERROR(ReaderDispatch::Floating(tensor.dtype, AcceptDType()));
   VGPU_RETURN_IF_ERROR(ExpectDenseBuffers(launch, tensor.dtype, {read.count, read.count}));
   return read;
@@ -49,12 +57,8 @@ absl::StatusOr<SoftmaxLaunch> ReadSoftmaxLaunch(const LaunchView& launch) {
 
 absl::StatusOr<CrossEntropyLaunch> ReadCrossEntropyLaunch(const LaunchView& launch) {
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings labels,
-                        launch.Descriptor<TensorDescriptorSettings>(1));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings backprop,
-                        launch.Descriptor<TensorDescriptorSettings>(2));
+  TensorDescriptorSettings logits, labels, backprop;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&logits, &labels, &backprop));
   if (backprop.rank != 2 || backprop.dims[0] < 0 || backprop.dims[1] < 0) {
     return absl::InvalidArgumentError("cross-entropy backprop must be [batch, classes]");
   }
@@ -62,10 +66,7 @@ absl::StatusOr<CrossEntropyLaunch> ReadCrossEntropyLaunch(const LaunchView& laun
     return absl::InvalidArgumentError("cross-entropy operand dtypes differ");
   }
   CrossEntropyLaunch read;
-  read.dtype = backprop.dtype;
-  read.batch = backprop.dims[0];
-  read.classes = backprop.dims[1];
-  VGPU_ASSIGN_OR_RETURN(read.count, DenseElementCount(backprop));
+  VGPU_RETURN_IF_ERROR(ReadRows(backprop, &read));
   VGPU_ASSIGN_OR_RETURN(read.logits_layout, BroadcastOf(logits, read.batch, read.classes));
   VGPU_ASSIGN_OR_RETURN(read.labels_layout, BroadcastOf(labels, read.batch, read.classes));
   VGPU_ASSIGN_OR_RETURN(read.logits_count, DenseElementCount(logits));
@@ -84,10 +85,7 @@ absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyLaunch(const Laun
     return absl::InvalidArgumentError("sparse cross-entropy takes logits [batch, classes > 0]");
   }
   SparseCrossEntropyLaunch read;
-  read.dtype = logits.dtype;
-  read.batch = logits.dims[0];
-  read.classes = logits.dims[1];
-  VGPU_ASSIGN_OR_RETURN(read.count, DenseElementCount(logits));
+  VGPU_RETURN_IF_ERROR(ReadRows(logits, &read));
   ParamReader reader = launch.Params();
   VGPU_ASSIGN_OR_RETURN(read.labels, reader.GetArray<int64_t>(static_cast<uint32_t>(read.batch)));
   if (static_cast<int64_t>(read.labels.size()) != read.batch) {

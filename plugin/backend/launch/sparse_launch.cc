@@ -11,11 +11,13 @@ namespace {
 using sparse::ScatterOp;
 using sparse::SegmentOp;
 
-// Reads WhereParams and its dims array (both kCountTrue and kWhere carry them).
-absl::StatusOr<sparse::WhereParams> ReadWhereInput(const LaunchView& launch, ParamReader& reader,
-                                                   WhereGeometry* g) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
-  VGPU_ASSIGN_OR_RETURN(sparse::WhereParams params, reader.Get<sparse::WhereParams>());
+// Reads WhereParams and its dims array (both kCountTrue and kWhere carry them): the input's
+// geometry into *g, its dtype into *dtype.
+absl::StatusOr<sparse::WhereParams> ReadWhereInput(const LaunchView& launch, WhereGeometry* g,
+                                                   DType* dtype) {
+  ParamReader reader = launch.Params();
+  VGPU_ASSIGN_OR_RETURN(sparse::WhereParams params,
+                        launch.ReadParams<sparse::WhereParams>(2, &reader));
   if (params.rank > static_cast<uint32_t>(kMaxRank)) {
     return absl::InvalidArgumentError(absl::StrCat("rank ", params.rank, " exceeds ", kMaxRank));
   }
@@ -29,6 +31,7 @@ absl::StatusOr<sparse::WhereParams> ReadWhereInput(const LaunchView& launch, Par
     g->dims[d] = dims[d];
     VGPU_ASSIGN_OR_RETURN(g->total, CheckedProduct({g->total, dims[d]}, "input"));
   }
+  *dtype = params.dtype;
   return params;
 }
 
@@ -67,9 +70,7 @@ absl::StatusOr<PrefixLayout> PrefixLayoutOf(const std::vector<int64_t>& dims) {
 }
 
 absl::StatusOr<GatherLaunch> ReadGatherLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
-  VGPU_ASSIGN_OR_RETURN(sparse::GatherParams p, reader.Get<sparse::GatherParams>());
+  VGPU_ASSIGN_OR_RETURN(sparse::GatherParams p, launch.ReadParams<sparse::GatherParams>(3));
   VGPU_RETURN_IF_ERROR(CheckElementSize(p.element_size));
   GatherLaunch read;
   read.element_size = p.element_size;
@@ -92,9 +93,9 @@ absl::StatusOr<GatherLaunch> ReadGatherLaunch(const LaunchView& launch) {
 }
 
 absl::StatusOr<GatherNdLaunch> ReadGatherNdLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
   ParamReader reader = launch.Params();
-  VGPU_ASSIGN_OR_RETURN(sparse::GatherNdParams p, reader.Get<sparse::GatherNdParams>());
+  VGPU_ASSIGN_OR_RETURN(sparse::GatherNdParams p,
+                        launch.ReadParams<sparse::GatherNdParams>(3, &reader));
   VGPU_RETURN_IF_ERROR(CheckElementSize(p.element_size));
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> prefix, ReadPrefixDims(reader, p.index_depth));
   GatherNdLaunch read;
@@ -128,10 +129,8 @@ absl::Status ScatterDivisionByZero() {
 }
 
 absl::StatusOr<ScatterLaunch> ReadScatterLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
   ScatterLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<sparse::ScatterParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<sparse::ScatterParams>(3));
   const sparse::ScatterParams& p = read.p;
   VGPU_RETURN_IF_ERROR(CheckScatterOp(p.op, p.dtype));
   VGPU_ASSIGN_OR_RETURN(read.target_count, CheckedProduct({p.rows, p.inner}, "params"));
@@ -144,10 +143,9 @@ absl::StatusOr<ScatterLaunch> ReadScatterLaunch(const LaunchView& launch) {
 }
 
 absl::StatusOr<ScatterNdLaunch> ReadScatterNdLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
   ParamReader reader = launch.Params();
   ScatterNdLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<sparse::ScatterNdParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<sparse::ScatterNdParams>(3, &reader));
   const sparse::ScatterNdParams& p = read.p;
   VGPU_RETURN_IF_ERROR(CheckScatterOp(p.op, p.dtype));
   if (p.index_depth < 1) return absl::InvalidArgumentError("index depth must be at least 1");
@@ -163,10 +161,8 @@ absl::StatusOr<ScatterNdLaunch> ReadScatterNdLaunch(const LaunchView& launch) {
 }
 
 absl::StatusOr<SegmentReduceLaunch> ReadSegmentReduceLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  ParamReader reader = launch.Params();
   SegmentReduceLaunch read;
-  VGPU_ASSIGN_OR_RETURN(read.p, reader.Get<sparse::SegmentReduceParams>());
+  VGPU_ASSIGN_OR_RETURN(read.p, launch.ReadParams<sparse::SegmentReduceParams>(3));
   const sparse::SegmentReduceParams& p = read.p;
   if (static_cast<uint32_t>(p.op) > static_cast<uint32_t>(SegmentOp::kMean)) {
     return absl::InvalidArgumentError(
@@ -178,18 +174,14 @@ absl::StatusOr<SegmentReduceLaunch> ReadSegmentReduceLaunch(const LaunchView& la
 }
 
 absl::StatusOr<CountTrueLaunch> ReadCountTrueLaunch(const LaunchView& launch) {
-  ParamReader reader = launch.Params();
   CountTrueLaunch read;
-  VGPU_ASSIGN_OR_RETURN(sparse::WhereParams p, ReadWhereInput(launch, reader, &read.g));
-  read.dtype = p.dtype;
+  VGPU_RETURN_IF_ERROR(ReadWhereInput(launch, &read.g, &read.dtype).status());
   return read;
 }
 
 absl::StatusOr<WhereLaunch> ReadWhereLaunch(const LaunchView& launch) {
-  ParamReader reader = launch.Params();
   WhereLaunch read;
-  VGPU_ASSIGN_OR_RETURN(sparse::WhereParams p, ReadWhereInput(launch, reader, &read.g));
-  read.dtype = p.dtype;
+  VGPU_ASSIGN_OR_RETURN(sparse::WhereParams p, ReadWhereInput(launch, &read.g, &read.dtype));
   read.g.num_true = p.num_true;
   VGPU_ASSIGN_OR_RETURN(read.coordinate_count,
                         CheckedProduct({p.num_true, static_cast<int64_t>(p.rank)}, "coordinates"));

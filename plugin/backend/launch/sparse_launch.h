@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/launch/host_device.h"
+#include "plugin/backend/launch/integer_arithmetic.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
@@ -130,16 +131,13 @@ template <typename T>
 VGPU_HOST_DEVICE inline T ScatterUpdate(sparse::ScatterOp op, T p, T u) {
   using sparse::ScatterOp;
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
     switch (op) {
       case ScatterOp::kAssign: return u;
-      case ScatterOp::kAdd: return static_cast<T>(static_cast<U>(p) + static_cast<U>(u));
-      case ScatterOp::kSub: return static_cast<T>(static_cast<U>(p) - static_cast<U>(u));
-      case ScatterOp::kMul: return static_cast<T>(static_cast<U>(p) * static_cast<U>(u));
+      case ScatterOp::kAdd: return WrapAdd(p, u);
+      case ScatterOp::kSub: return WrapSub(p, u);
+      case ScatterOp::kMul: return WrapMul(p, u);
       case ScatterOp::kDiv:
-        if (std::is_signed_v<T> && u == static_cast<T>(-1)) {
-          return static_cast<T>(U(0) - static_cast<U>(p));
-        }
+        if (std::is_signed_v<T> && u == static_cast<T>(-1)) return WrapNegate(p);
         return u == T(0) ? p : p / u;
       case ScatterOp::kMin: return u < p ? u : p;
       case ScatterOp::kMax: return p < u ? u : p;
@@ -194,12 +192,11 @@ template <typename T>
 VGPU_HOST_DEVICE inline T SegmentReduceStep(sparse::SegmentOp op, T data, T output) {
   using sparse::SegmentOp;
   if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
     switch (op) {
-      case SegmentOp::kProd: return static_cast<T>(static_cast<U>(output) * static_cast<U>(data));
+      case SegmentOp::kProd: return WrapMul(output, data);
       case SegmentOp::kMax: return data < output ? output : data;
       case SegmentOp::kMin: return output < data ? output : data;
-      default: return static_cast<T>(static_cast<U>(output) + static_cast<U>(data));
+      default: return WrapAdd(output, data);
     }
   } else {
     switch (op) {
