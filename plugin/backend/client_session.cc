@@ -5,6 +5,7 @@
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -624,8 +625,9 @@ absl::Status ClientSession::ResolveDescriptorReferencesLocked(Command& command) 
 
 namespace {
 
-// The activity kind of a command: its copy or memset kind, kKernel for any other.
-activity::Kind ActivityKind(CommandKind kind) {
+// What an activity record calls a command that moves or computes data; nullopt for the
+// commands that are not recorded (events, notifications, waits).
+std::optional<activity::Kind> ActivityKind(CommandKind kind) {
   switch (kind) {
     case CommandKind::kMemcpyHtoD:
       return activity::Kind::kCopyToDevice;
@@ -635,8 +637,10 @@ activity::Kind ActivityKind(CommandKind kind) {
       return activity::Kind::kCopyOnDevice;
     case CommandKind::kMemset:
       return activity::Kind::kMemset;
-    default:
+    case CommandKind::kLaunch:
       return activity::Kind::kKernel;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -645,14 +649,14 @@ activity::Kind ActivityKind(CommandKind kind) {
 absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& work,
                                     const absl::Status& stream_status) {
   const Command& command = work.command;
-  const bool timed = command.activity.recorded && activity::Enabled() &&
-                     (command.kind == CommandKind::kLaunch ||
-                      ActivityKind(command.kind) != activity::Kind::kKernel);
-  if (!timed) return ExecuteCommand(stream, work, stream_status);
+  const std::optional<activity::Kind> kind =
+      command.activity.recorded && activity::Enabled() ? ActivityKind(command.kind)
+                                                       : std::nullopt;
+  if (!kind.has_value()) return ExecuteCommand(stream, work, stream_status);
   // The executor's own call on the stream worker: for an executor that computes on the calling
   // thread (cpu), the kernel's or copy's duration.
   activity::Record record;
-  record.kind = ActivityKind(command.kind);
+  record.kind = *kind;
   record.device = command.activity.device;
   record.stream = command.stream;
   record.op = command.activity.op;
