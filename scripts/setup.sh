@@ -34,9 +34,10 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 # Build tools and runtime dependencies (the TensorFlow wheel comes from the package index).
 # oneDNN (GNU OpenMP build) for the CPU executor's convolutions and matrix products: the wheels
 # put libdnnl.so.3, its headers and its CMake package into the venv (cmake/OneDNN.cmake).
+# xprof (the converter behind TensorBoard's Profile tab) for the profiler's tests.
 "${PIP[@]}" install "tensorflow-cpu==2.21.*" "absl-py>=2.0" "prometheus-client>=0.17" "pytest>=8" \
   "scikit-build-core>=0.10" "pybind11>=2.12" cmake ninja matplotlib auditwheel \
-  "onednn-cpu-gomp==2023.2.*" "onednn-devel-cpu-gomp==2023.2.*"
+  "onednn-cpu-gomp==2023.2.*" "onednn-devel-cpu-gomp==2023.2.*" "xprof==2.24.*"
 
 # The wire-format fuzz test uses atheris when it installs here (otherwise it is skipped).
 "${PIP[@]}" install atheris >/dev/null 2>&1 || echo "setup: atheris unavailable; the fuzz test will be skipped"

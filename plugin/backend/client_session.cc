@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/common/activity.h"
+#include "plugin/protocol/command_activity.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/launch_params.h"
 
@@ -623,52 +624,31 @@ absl::Status ClientSession::ResolveDescriptorReferencesLocked(Command& command) 
   return absl::OkStatus();
 }
 
-namespace {
-
-// What an activity record calls a command that moves or computes data; nullopt for the
-// commands that are not recorded (events, notifications, waits).
-std::optional<activity::Kind> ActivityKind(CommandKind kind) {
-  switch (kind) {
-    case CommandKind::kMemcpyHtoD:
-      return activity::Kind::kCopyToDevice;
-    case CommandKind::kMemcpyDtoH:
-      return activity::Kind::kCopyToHost;
-    case CommandKind::kMemcpyDtoD:
-      return activity::Kind::kCopyOnDevice;
-    case CommandKind::kMemset:
-      return activity::Kind::kMemset;
-    case CommandKind::kLaunch:
-      return activity::Kind::kKernel;
-    default:
-      return std::nullopt;
-  }
-}
-
-}  // namespace
-
 absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& work,
                                     const absl::Status& stream_status) {
   const Command& command = work.command;
-  const std::optional<activity::Kind> kind =
-      command.activity.recorded && activity::Enabled() ? ActivityKind(command.kind)
-                                                       : std::nullopt;
-  if (!kind.has_value()) return ExecuteCommand(stream, work, stream_status);
+  // Through a server: the connection asked for this command's times (it is profiling).
+  if (command.activity.sequence != 0 && sink_ != nullptr && ActivityKindOf(command.kind)) {
+    const uint64_t sequence = command.activity.sequence;
+    const absl::string_view kernel_name =
+        command.kind == CommandKind::kLaunch ? KernelName(command.object) : absl::string_view();
+    const int64_t start_ns = activity::NowNs();
+    absl::Status status = ExecuteCommand(stream, work, stream_status);
+    sink_->OnExecuted(sequence, start_ns, activity::NowNs(), kernel_name);
+    return status;
+  }
+  std::optional<activity::Record> record =
+      command.activity.recorded && activity::Enabled() ? ActivityRecordOf(command) : std::nullopt;
+  if (!record.has_value()) return ExecuteCommand(stream, work, stream_status);
   // The executor's own call on the stream worker: for an executor that computes on the calling
   // thread (cpu), the kernel's or copy's duration.
-  activity::Record record;
-  record.kind = *kind;
-  record.device = command.activity.device;
-  record.stream = command.stream;
-  record.op = command.activity.op;
-  record.op_name = command.activity.op_name;
-  record.bytes = command.kind == CommandKind::kLaunch ? 0 : command.size;
   if (command.kind == CommandKind::kLaunch) {
-    record.name = activity::Intern(KernelLabel(command.object));
+    record->name = activity::Intern(KernelLabel(command.object));
   }
-  record.start_ns = activity::NowNs();
+  record->start_ns = activity::NowNs();
   absl::Status status = ExecuteCommand(stream, work, stream_status);
-  record.end_ns = activity::NowNs();
-  activity::Add(record);
+  record->end_ns = activity::NowNs();
+  activity::Add(*record);
   return status;
 }
 

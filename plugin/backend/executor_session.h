@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
@@ -19,6 +20,11 @@ class CompletionSink {
   virtual ~CompletionSink() = default;
   // `stream_status` is the stream's first error so far (OK if none).
   virtual void OnNotify(uint64_t token, const absl::Status& stream_status) = 0;
+  // A command tagged with Command::activity.sequence (a copy, memset or launch) ran on its
+  // stream's worker from `start_ns` to `end_ns` (activity::NowNs clock); `kernel_name` is a
+  // launch's kernel (empty otherwise). Called on the stream worker; must not block.
+  virtual void OnExecuted(uint64_t /*sequence*/, int64_t /*start_ns*/, int64_t /*end_ns*/,
+                          absl::string_view /*kernel_name*/) {}
 };
 
 // What one session has done so far, for a server's statistics and metrics. Monotonic.

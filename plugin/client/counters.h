@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "plugin/common/activity.h"
 #include "plugin/protocol/command.h"
 #include "plugin/protocol/descriptors.h"
 
@@ -42,6 +43,7 @@ class ClientCounters {
         1, std::memory_order_relaxed);
     (forwarded ? descriptor_calls_forwarded_ : descriptor_calls_local_)
         .fetch_add(1, std::memory_order_relaxed);
+    activity::CountDescriptorCall(forwarded);  // the issuing op's, while a profile is taken
   }
   void AddFree(uint64_t bytes);
 

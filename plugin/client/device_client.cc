@@ -154,7 +154,23 @@ Reply DeviceClient::Call(Command command) {
   counters_.CountCommand(command.kind, /*round_trip=*/true);
   counters_.AddBytesSent(wire::kHeaderBytes + wire::CommandPayloadLength(command));
   const uint64_t returned_data = command.host_dst != nullptr ? command.size : 0;
+  // While a profile is taken: the wait, as a round trip of the issuing op.
+  const bool recorded = command.activity.recorded && activity::Enabled();
+  activity::Record record;
+  if (recorded) {
+    activity::CountRoundTrip();
+    record.kind = activity::Kind::kCall;
+    record.device = command.activity.device;
+    record.name = activity::Intern(CommandKindName(command.kind));
+    record.op = command.activity.op;
+    record.op_name = command.activity.op_name;
+    record.start_ns = activity::NowNs();
+  }
   Reply reply = transport_->Call(std::move(command));
+  if (recorded) {
+    record.end_ns = activity::NowNs();
+    activity::Add(record);
+  }
   std::vector<uint8_t> encoded;
   wire::EncodeReply(reply, &encoded);
   counters_.AddBytesReceived(wire::kHeaderBytes + encoded.size() + returned_data);

@@ -1,6 +1,7 @@
 // The process-wide activity log (see activity.h).
 #include "plugin/common/activity.h"
 
+#include <algorithm>
 #include <ctime>
 #include <mutex>
 #include <utility>
@@ -37,6 +38,20 @@ Names& TheNames() {
 
 thread_local NameId current_op = kNoName;
 thread_local NameId current_op_name = kNoName;
+// What the thread did while a profile was taken (monotonic; ScopedOp records differences).
+thread_local uint64_t thread_descriptor_calls_local = 0;
+thread_local uint64_t thread_descriptor_calls_forwarded = 0;
+thread_local uint64_t thread_round_trips = 0;
+
+struct Sources {
+  std::mutex mu;  // held while a source is called: Unregister waits for the call to return
+  std::vector<Source*> sources;
+};
+
+Sources& TheSources() {
+  static Sources* sources = new Sources();
+  return *sources;
+}
 
 }  // namespace
 
@@ -57,6 +72,9 @@ void Start(size_t capacity) {
     log.capacity = capacity;
   }
   enabled.store(true, std::memory_order_release);
+  Sources& sources = TheSources();
+  std::lock_guard<std::mutex> lock(sources.mu);
+  for (Source* source : sources.sources) source->OnProfileStart();
 }
 
 void Stop() { enabled.store(false, std::memory_order_release); }
@@ -67,6 +85,41 @@ std::vector<Record> Take(uint64_t* dropped) {
   if (dropped != nullptr) *dropped = log.dropped;
   log.dropped = 0;
   return std::exchange(log.records, {});
+}
+
+std::vector<Record> Collect(uint64_t* dropped) {
+  Stop();
+  uint64_t dropped_here = 0;
+  std::vector<Record> records = Take(&dropped_here);
+  Sources& sources = TheSources();
+  {
+    std::lock_guard<std::mutex> lock(sources.mu);
+    for (Source* source : sources.sources) source->Collect(&records, &dropped_here);
+  }
+  if (dropped != nullptr) *dropped = dropped_here;
+  return records;
+}
+
+void RegisterSource(Source* source) {
+  Sources& sources = TheSources();
+  std::lock_guard<std::mutex> lock(sources.mu);
+  sources.sources.push_back(source);
+}
+
+void UnregisterSource(Source* source) {
+  Sources& sources = TheSources();
+  std::lock_guard<std::mutex> lock(sources.mu);
+  sources.sources.erase(std::remove(sources.sources.begin(), sources.sources.end(), source),
+                        sources.sources.end());
+}
+
+void CountDescriptorCall(bool forwarded) {
+  if (!Enabled()) return;
+  ++(forwarded ? thread_descriptor_calls_forwarded : thread_descriptor_calls_local);
+}
+
+void CountRoundTrip() {
+  if (Enabled()) ++thread_round_trips;
 }
 
 void Add(const Record& record) {
@@ -104,7 +157,10 @@ ScopedOp::ScopedOp(NameId op, NameId op_name, uint32_t device)
       outer_(current_op),
       outer_name_(current_op_name),
       device_(device),
-      start_ns_(Enabled() ? NowNs() : 0) {
+      start_ns_(Enabled() ? NowNs() : 0),
+      descriptor_calls_local_(thread_descriptor_calls_local),
+      descriptor_calls_forwarded_(thread_descriptor_calls_forwarded),
+      round_trips_(thread_round_trips) {
   current_op = op;
   current_op_name = op_name;
 }
@@ -121,6 +177,11 @@ ScopedOp::~ScopedOp() {
     record.op_name = op_name_;
     record.start_ns = start_ns_;
     record.end_ns = NowNs();
+    record.descriptor_calls_local =
+        static_cast<uint32_t>(thread_descriptor_calls_local - descriptor_calls_local_);
+    record.descriptor_calls_forwarded =
+        static_cast<uint32_t>(thread_descriptor_calls_forwarded - descriptor_calls_forwarded_);
+    record.round_trips = static_cast<uint32_t>(thread_round_trips - round_trips_);
     Add(record);
   }
 }

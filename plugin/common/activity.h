@@ -8,6 +8,9 @@
 // recorded or paid. The log is process-wide (the in-process executor writes to the same log as
 // the client); bounded (records past the capacity are counted as dropped, not kept).
 //
+// Through a `vgpu server` the executor's records are kept by the server and collected through a
+// Source (the socket transport) when the profile is collected.
+//
 // Thread-safe throughout.
 #ifndef VGPU_COMMON_ACTIVITY_H_
 #define VGPU_COMMON_ACTIVITY_H_
@@ -28,6 +31,7 @@ enum class Kind : uint8_t {
   kCopyToHost,    // device to host
   kCopyOnDevice,  // device to device
   kMemset,
+  kCall,          // a call the client waited for: one round trip (name: the command's kind)
 };
 
 // Names (op types, kernel names) are interned: a record carries a small id.
@@ -43,7 +47,12 @@ struct Record {
   NameId op_name = kNoName;  // that op's node name
   int64_t start_ns = 0;   // NowNs() clock
   int64_t end_ns = 0;
-  uint64_t bytes = 0;     // copies and memsets: their size
+  uint64_t bytes = 0;     // copies and memsets: their size; kernels: their parameter block's
+  // kOp records: what the op did on the client while it ran (descriptor calls of the virtual DNN
+  // API answered locally and forwarded to the executor, calls that waited for a reply).
+  uint32_t descriptor_calls_local = 0;
+  uint32_t descriptor_calls_forwarded = 0;
+  uint32_t round_trips = 0;
 };
 
 // The records a profile keeps by default (about 200 MiB at most).
@@ -78,6 +87,29 @@ std::string NameOf(NameId id);
 NameId CurrentOp();
 NameId CurrentOpName();
 
+// Counts, for the op the calling thread is computing (its kOp record), a descriptor call and a
+// round trip. Nothing when not Enabled().
+void CountDescriptorCall(bool forwarded);
+void CountRoundTrip();
+
+// Records kept elsewhere: an executor in a server process. A Source is told when a profile
+// starts and asked for its records when the profile is collected; it appends them with this
+// process's clock. Implementations are thread-safe; their calls may block (a round trip).
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual void OnProfileStart() = 0;
+  // Appends the records kept since OnProfileStart; adds the ones it could not keep to `dropped`.
+  virtual void Collect(std::vector<Record>* records, uint64_t* dropped) = 0;
+};
+// Registers a source until it is unregistered (its destructor must do so: Unregister waits for
+// any call on it to return). Start() calls OnProfileStart on each registered source.
+void RegisterSource(Source* source);
+void UnregisterSource(Source* source);
+// Stops the profile (Stop()), then takes the log's records and every source's (the in-process
+// ones first). What the profiler calls when TensorFlow collects a profile.
+std::vector<Record> Collect(uint64_t* dropped = nullptr);
+
 // Marks the calling thread as computing op type `op` (node `op_name`) for its lifetime and,
 // when a profile is being taken, records the span as a kOp record of `device`. Nests (the outer
 // op is restored).
@@ -93,6 +125,8 @@ class ScopedOp {
   NameId outer_, outer_name_;
   uint32_t device_;
   int64_t start_ns_;
+  // The thread's counts (CountDescriptorCall, CountRoundTrip) when the op started.
+  uint64_t descriptor_calls_local_, descriptor_calls_forwarded_, round_trips_;
 };
 
 }  // namespace vgpu::activity

@@ -26,15 +26,29 @@ std::string EventName(const Record& record) {
       return "Memset";
     case Kind::kOp:
     case Kind::kKernel:
+    case Kind::kCall:
       break;
   }
   std::string name = activity::NameOf(record.name);
   return name.empty() ? "kernel" : name;
 }
 
-// A line's key: executor streams by id, the host-side op kernels on their own line.
+// A line's key: executor streams by id, the host-side op kernels and calls on lines of their own.
 int64_t LineId(const Record& record) {
-  return record.kind == Kind::kOp ? kOpKernelsLineId : static_cast<int64_t>(record.stream);
+  switch (record.kind) {
+    case Kind::kOp:
+      return kOpKernelsLineId;
+    case Kind::kCall:
+      return kRoundTripsLineId;
+    default:
+      return static_cast<int64_t>(record.stream);
+  }
+}
+
+std::string LineName(int64_t line_id) {
+  if (line_id == kOpKernelsLineId) return kOpKernelsLineName;
+  if (line_id == kRoundTripsLineId) return kRoundTripsLineName;
+  return absl::StrCat("Stream #", line_id);
 }
 
 }  // namespace
@@ -48,13 +62,15 @@ void AddDevicePlanes(absl::Span<const Record> records, uint64_t dropped, XSpaceB
     XPlaneBuilder& plane = space->AddPlane(device + 1, absl::StrCat("/device:GPU:", device));
     const int64_t tf_op = plane.StatMetadataId("tf_op");
     const int64_t bytes = plane.StatMetadataId("bytes");
+    const int64_t params_bytes = plane.StatMetadataId("params_bytes");
+    const int64_t descriptors_local = plane.StatMetadataId("descriptor_calls_local");
+    const int64_t descriptors_forwarded = plane.StatMetadataId("descriptor_calls_forwarded");
+    const int64_t round_trips = plane.StatMetadataId("round_trips");
     for (auto& [line_id, line_records] : lines) {
       std::stable_sort(line_records.begin(), line_records.end(),
                        [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
-      const std::string name = line_id == kOpKernelsLineId
-                                   ? std::string(kOpKernelsLineName)
-                                   : absl::StrCat("Stream #", line_id);
-      XLineBuilder& line = plane.AddLine(line_id, name, line_records.front()->start_ns);
+      XLineBuilder& line =
+          plane.AddLine(line_id, LineName(line_id), line_records.front()->start_ns);
       for (const Record* record : line_records) {
         const int64_t duration_ns = std::max<int64_t>(0, record->end_ns - record->start_ns);
         XEventRecord& event = line.AddEvent(plane.EventMetadataId(EventName(*record)),
@@ -65,7 +81,16 @@ void AddDevicePlanes(absl::Span<const Record> records, uint64_t dropped, XSpaceB
           const std::string op_name = activity::NameOf(record->op_name);
           event.stats.push_back({tf_op, absl::StrCat(op_name.empty() ? op : op_name, ":", op)});
         }
-        if (record->bytes != 0) event.stats.push_back({bytes, record->bytes});
+        if (record->bytes != 0) {
+          event.stats.push_back(
+              {record->kind == Kind::kKernel ? params_bytes : bytes, record->bytes});
+        }
+        if (record->kind == Kind::kOp) {
+          event.stats.push_back({descriptors_local, uint64_t{record->descriptor_calls_local}});
+          event.stats.push_back(
+              {descriptors_forwarded, uint64_t{record->descriptor_calls_forwarded}});
+          event.stats.push_back({round_trips, uint64_t{record->round_trips}});
+        }
       }
     }
   }

@@ -1,8 +1,10 @@
 // Turns the activity log's records (plugin/common/activity.h) into TensorFlow profiler planes:
 // one XPlane per virtual device, "/device:GPU:<n>" as TensorFlow names a GPU's plane, with a
 // line per executor stream ("Stream #<id>": kernels, copies and memsets, each event named by
-// what ran and carrying the TensorFlow op that issued it as its "tf_op" stat) and a line of
-// the op kernels TensorFlow ran on the device, measured on the host (their client-side cost).
+// what ran and carrying the TensorFlow op that issued it as its "tf_op" stat), a line of the op
+// kernels TensorFlow ran on the device, measured on the host (their client-side cost, with the
+// descriptor calls answered locally and forwarded and the round trips each made), and a line of
+// the calls the client waited for (round trips).
 #ifndef VGPU_PROFILER_DEVICE_PLANES_H_
 #define VGPU_PROFILER_DEVICE_PLANES_H_
 
@@ -19,6 +21,9 @@ namespace vgpu::profiler {
 inline constexpr char kOpKernelsLineName[] = "Op kernels (host)";
 // Its line id: above any stream id a client uses.
 inline constexpr int64_t kOpKernelsLineId = int64_t{1} << 40;
+// The host-side line of the calls the client waited for (round trips), named by command kind.
+inline constexpr char kRoundTripsLineName[] = "Round trips (host)";
+inline constexpr int64_t kRoundTripsLineId = kOpKernelsLineId + 1;
 
 // Adds to `space` a plane per device that has any of `records`; `dropped` records that did not
 // fit in the log are reported as a warning of the space. Thread-compatible.

@@ -37,7 +37,8 @@ void CollectProfile(const TP_Profiler*, uint8_t* buffer, size_t* size_in_bytes,
   std::lock_guard<std::mutex> lock(collected_mu);
   if (buffer == nullptr) {
     uint64_t dropped = 0;
-    const std::vector<activity::Record> records = activity::Take(&dropped);
+    // The in-process records and those of every server the process uses (activity::Source).
+    const std::vector<activity::Record> records = activity::Collect(&dropped);
     XSpaceBuilder space;
     AddDevicePlanes(records, dropped, &space);
     collected = space.Serialize();

@@ -90,12 +90,15 @@ struct Command {
   absl::InlinedVector<uint8_t, 128> descriptors;
   // While a profile is taken (plugin/common/activity.h): the TensorFlow op that issued the
   // command and the TensorFlow device it was issued for, so that the executor's record of it
-  // names them. Set by the client, read by an in-process session; never encoded.
+  // names them. Set by the client, read by an in-process session; never encoded. In a server,
+  // `sequence` is set instead (the command's frame sequence, while its connection profiles):
+  // the session reports the command's execution to its CompletionSink::OnExecuted.
   struct ActivityTag {
     bool recorded = false;  // record this command's execution
     uint32_t op = 0;        // activity::NameId of the op type
     uint32_t op_name = 0;   // activity::NameId of the node name
     uint32_t device = 0;    // the TensorFlow device ordinal
+    uint64_t sequence = 0;  // a server's: report to the sink under this sequence
   } activity;
 };
 

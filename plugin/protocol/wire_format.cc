@@ -21,7 +21,7 @@ absl::Status Malformed(absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat("malformed ", what, " frame"));
 }
 
-bool IsKnownType(uint16_t type) { return type >= 1 && type <= 11; }
+bool IsKnownType(uint16_t type) { return type >= 1 && type <= 13; }
 
 }  // namespace
 
@@ -251,6 +251,62 @@ absl::StatusOr<uint64_t> DecodeShmAttach(absl::Span<const uint8_t> payload) {
   uint64_t bytes = 0;
   if (!reader.Get(&bytes) || reader.remaining() != 0) return Malformed("shm attach");
   return bytes;
+}
+
+void EncodeProfileControl(ProfileAction action, std::vector<uint8_t>* out) {
+  PutBytesOf(out, static_cast<uint8_t>(action));
+}
+
+absl::StatusOr<ProfileAction> DecodeProfileControl(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  uint8_t action = 0;
+  if (!reader.Get(&action) || reader.remaining() != 0 ||
+      (action != static_cast<uint8_t>(ProfileAction::kStart) &&
+       action != static_cast<uint8_t>(ProfileAction::kCollect))) {
+    return Malformed("profile control");
+  }
+  return static_cast<ProfileAction>(action);
+}
+
+void EncodeProfileRecords(const ProfileRecords& records, std::vector<uint8_t>* out) {
+  PutBytesOf(out, records.server_now_ns);
+  PutBytesOf(out, records.dropped);
+  PutBytesOf(out, static_cast<uint32_t>(records.names.size()));
+  for (const std::string& name : records.names) EncodeString(name, out);
+  PutBytesOf(out, static_cast<uint32_t>(records.records.size()));
+  for (const ExecutedCommand& record : records.records) {
+    PutBytesOf(out, record.sequence);
+    PutBytesOf(out, record.start_ns);
+    PutBytesOf(out, record.end_ns);
+    PutBytesOf(out, record.name);
+  }
+}
+
+absl::StatusOr<ProfileRecords> DecodeProfileRecords(absl::Span<const uint8_t> payload) {
+  Reader reader(payload);
+  ProfileRecords records;
+  uint32_t names = 0, count = 0;
+  if (!reader.Get(&records.server_now_ns) || !reader.Get(&records.dropped) ||
+      !reader.Get(&names) || names > reader.remaining() / sizeof(uint32_t)) {
+    return Malformed("profile records");
+  }
+  records.names.resize(names);
+  for (std::string& name : records.names) {
+    if (!reader.GetString(&name)) return Malformed("profile records");
+  }
+  if (!reader.Get(&count) || count > kMaxProfileRecords ||
+      reader.remaining() != uint64_t{count} * kProfileRecordBytes) {
+    return Malformed("profile records");
+  }
+  records.records.resize(count);
+  for (ExecutedCommand& record : records.records) {
+    reader.Get(&record.sequence);
+    reader.Get(&record.start_ns);
+    reader.Get(&record.end_ns);
+    reader.Get(&record.name);
+    if (record.name > names) return Malformed("profile records");
+  }
+  return records;
 }
 
 absl::StatusOr<DecodedCommand> DecodeCommand(

@@ -70,6 +70,17 @@
 //     asynchronous command, carries host data, or overruns the payload ends the connection
 //     like a malformed Command frame.
 //
+// Profiling (a TensorFlow profile taken by the client, plugin/common/activity.h):
+//   ProfileControl (12), client -> server, sequence > 0: uint8 action. 1 (start): from now on
+//     the connection's copies, memsets and launches are timed as its streams run them (records
+//     kept from an earlier start are discarded); 2 (collect): timing stops and the records
+//     kept since the start are sent. Answered by a ProfileRecords frame of its sequence.
+//   ProfileRecords (13), server -> client: int64 the server's clock (ns since the Unix epoch)
+//     when it answered, uint64 records dropped (past kMaxProfileRecords per connection),
+//     uint32 name count, the names (strings: the kernels' names), uint32 record count, then per
+//     record: uint64 sequence (of the command that ran), int64 start ns, int64 end ns (server
+//     clock), uint32 name (0: none, i: the i-th name). Empty of records after a start.
+//
 // Observers:
 //   StatsRequest (8), client -> server: empty.   StatsReply (9): uint32 length, then a JSON
 //     document of that many bytes (not limited to kMaxStringBytes; the frame's limit holds).
@@ -94,9 +105,10 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // Version history: 1 first release; 2 the descriptor settings of protocol/descriptors.h grew
 // (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
 // coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
-// shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames. Both
-// ends speak one version: a peer of another version is refused with both versions named.
-inline constexpr uint16_t kWireVersion = 4;
+// shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames; 5
+// ProfileControl / ProfileRecords frames. Both ends speak one version: a peer of another
+// version is refused with both versions named.
+inline constexpr uint16_t kWireVersion = 5;
 // Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
 // command trace recorded at any version from here to kWireVersion still decodes.
 inline constexpr uint16_t kOldestSameCommandVersion = 2;
@@ -115,6 +127,11 @@ inline constexpr uint8_t kWantsHostData = 0x2;
 inline constexpr uint8_t kShmData = 0x4;
 // Payload of a ShmAttach frame.
 inline constexpr uint32_t kShmAttachBytes = 8;
+// Records a connection keeps between a profile's start and its collection (28 bytes each on
+// the wire, 14 MiB at most).
+inline constexpr uint32_t kMaxProfileRecords = 1u << 19;
+// Bytes of one ProfileRecords record on the wire.
+inline constexpr size_t kProfileRecordBytes = 28;
 
 enum class MessageType : uint16_t {
   kHello = 1,
@@ -128,6 +145,8 @@ enum class MessageType : uint16_t {
   kStatsReply = 9,
   kShmAttach = 10,
   kCommandBatch = 11,
+  kProfileControl = 12,
+  kProfileRecords = 13,
 };
 
 // A CommandBatch entry's header: uint64 sequence, uint32 length.
@@ -226,6 +245,28 @@ absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* con
 // ShmAttach payload: the region's size.
 void EncodeShmAttach(uint64_t region_bytes, std::vector<uint8_t>* out);
 absl::StatusOr<uint64_t> DecodeShmAttach(absl::Span<const uint8_t> payload);
+
+// ProfileControl payload.
+enum class ProfileAction : uint8_t { kStart = 1, kCollect = 2 };
+void EncodeProfileControl(ProfileAction action, std::vector<uint8_t>* out);
+absl::StatusOr<ProfileAction> DecodeProfileControl(absl::Span<const uint8_t> payload);
+
+// ProfileRecords payload.
+struct ExecutedCommand {
+  uint64_t sequence = 0;
+  int64_t start_ns = 0;  // the server's clock
+  int64_t end_ns = 0;
+  uint32_t name = 0;     // 0: none; i: names[i - 1]
+};
+struct ProfileRecords {
+  int64_t server_now_ns = 0;
+  uint64_t dropped = 0;
+  std::vector<std::string> names;
+  std::vector<ExecutedCommand> records;
+};
+void EncodeProfileRecords(const ProfileRecords& records, std::vector<uint8_t>* out);
+// InvalidArgument also for a name index past the names or more than kMaxProfileRecords records.
+absl::StatusOr<ProfileRecords> DecodeProfileRecords(absl::Span<const uint8_t> payload);
 
 // Status <-> wire (code + message); unknown codes decode as kUnknown.
 absl::Status StatusFromWire(int32_t code, std::string message);

@@ -20,6 +20,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/common/activity.h"
 #include "plugin/common/config.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
@@ -404,6 +405,25 @@ class ServerConnection final : public CompletionSink {
     Write(wire::MessageType::kNotify, 0, {iovec{payload.data(), payload.size()}});
   }
 
+  // Called on the session's stream workers for the commands Dispatch tagged while profiling.
+  void OnExecuted(uint64_t sequence, int64_t start_ns, int64_t end_ns,
+                  absl::string_view kernel_name) override {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    if (!profiling_.load(std::memory_order_relaxed)) return;  // collected meanwhile
+    if (profile_.records.size() >= wire::kMaxProfileRecords) {
+      ++profile_.dropped;
+      return;
+    }
+    uint32_t name = 0;
+    if (!kernel_name.empty()) {
+      auto [it, inserted] = profile_names_.try_emplace(
+          kernel_name, static_cast<uint32_t>(profile_.names.size() + 1));
+      if (inserted) profile_.names.emplace_back(kernel_name);
+      name = it->second;
+    }
+    profile_.records.push_back({sequence, start_ns, end_ns, name});
+  }
+
  private:
   struct PendingCopy {
     uint64_t sequence = 0;
@@ -630,6 +650,17 @@ class ServerConnection final : public CompletionSink {
         SendReply(header->sequence, reply, nullptr, 0);
         continue;
       }
+      if (header->type == wire::MessageType::kProfileControl) {
+        if (header->payload_length != 1) return MalformedFrame(absl::InvalidArgumentError(
+            "profile control frame of the wrong length"));
+        uint8_t action_byte = 0;
+        VGPU_RETURN_IF_ERROR(reader.ReadExact(&action_byte, 1));
+        absl::StatusOr<wire::ProfileAction> action =
+            wire::DecodeProfileControl(absl::MakeConstSpan(&action_byte, 1));
+        if (!action.ok()) return MalformedFrame(action.status());
+        AnswerProfileControl(*action, header->sequence);
+        continue;
+      }
       if (header->type == wire::MessageType::kCommandBatch) {
         // Charged while it is received only: its entries are charged one by one as they are
         // queued, so they never wait for the charge of the frame that holds them (the frame
@@ -756,10 +787,29 @@ class ServerConnection final : public CompletionSink {
     return absl::OkStatus();
   }
 
+  // Starts timing this connection's commands, or stops and sends what was timed (the
+  // ProfileRecords frame of `sequence`). Reader thread.
+  void AnswerProfileControl(wire::ProfileAction action, uint64_t sequence) {
+    wire::ProfileRecords answer;
+    {
+      std::lock_guard<std::mutex> lock(profile_mu_);
+      profiling_.store(action == wire::ProfileAction::kStart, std::memory_order_relaxed);
+      if (action == wire::ProfileAction::kCollect) answer = std::move(profile_);
+      profile_ = {};
+      profile_names_.clear();
+    }
+    answer.server_now_ns = activity::NowNs();  // the clock OnExecuted's times are on
+    std::vector<uint8_t> payload;
+    wire::EncodeProfileRecords(answer, &payload);
+    Write(wire::MessageType::kProfileRecords, sequence, {iovec{payload.data(), payload.size()}});
+  }
+
   // Hands one command to the session. False when the connection is closing (stop reading).
   bool Dispatch(Command command, bool wants_host_data, bool in_shm, uint64_t shm_offset,
                 uint64_t sequence, std::shared_ptr<std::vector<uint8_t>> frame) {
     ExecutorSession* session = session_.get();  // set before the loop, reset after it
+    // Profiling: the session reports when the command ran (OnExecuted).
+    if (profiling_.load(std::memory_order_relaxed)) command.activity.sequence = sequence;
     if (in_shm) {
       if (absl::Status placed = PlaceInShm(command, wants_host_data, shm_offset); !placed.ok()) {
         if (IsAsynchronous(command.kind)) {
@@ -914,6 +964,12 @@ class ServerConnection final : public CompletionSink {
   uint64_t next_internal_token_ = 1;  // reader thread only
   std::mutex async_error_mu_;
   absl::Status async_error_;
+  // ProfileControl: whether commands are timed, and what was timed since the start (bounded by
+  // wire::kMaxProfileRecords; the kernel names interned per connection).
+  std::atomic<bool> profiling_{false};
+  std::mutex profile_mu_;
+  wire::ProfileRecords profile_;
+  absl::flat_hash_map<std::string, uint32_t> profile_names_;
   std::shared_ptr<ShmRegion> shm_;  // reader thread only (commands hold it while queued)
   std::atomic<uint64_t> shm_bytes_{0};
 };

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
+#include "plugin/protocol/command_activity.h"
 #include "plugin/common/status_macros.h"
 
 namespace vgpu {
@@ -176,9 +177,11 @@ SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSi
   reader_ = std::thread([this] { ReaderLoop(); });
   if (batching_) flusher_ = std::thread([this] { FlusherLoop(); });
   if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
+  activity::RegisterSource(this);
 }
 
 SocketTransport::~SocketTransport() {
+  activity::UnregisterSource(this);  // waits for a profile call on this transport to return
   if (flusher_.joinable()) {
     (void)FlushBatch();  // what was posted still goes out before the connection closes
     {
@@ -421,8 +424,103 @@ std::optional<uint64_t> SocketTransport::LeaseShm(const Command& command) {
   return offset;
 }
 
+void SocketTransport::NoteProfiled(const Command& command, uint64_t sequence) {
+  std::optional<activity::Record> record = ActivityRecordOf(command);
+  if (!record.has_value()) return;
+  std::lock_guard<std::mutex> lock(profile_mu_);
+  if (!profiling_.load(std::memory_order_relaxed)) return;
+  if (profile_sent_.size() >= wire::kMaxProfileRecords) {
+    ++profile_dropped_;
+    return;
+  }
+  profile_sent_.emplace(sequence, *record);
+}
+
+absl::StatusOr<wire::ProfileRecords> SocketTransport::ControlProfile(wire::ProfileAction action,
+                                                                     int64_t* sent_ns,
+                                                                     int64_t* answered_ns) {
+  const uint64_t sequence = next_sequence_.fetch_add(1);
+  auto pending = std::make_shared<PendingCall>();
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    if (!dead_.ok()) return dead_;
+    calls_pending_[sequence] = pending;
+  }
+  std::vector<uint8_t> payload;
+  wire::EncodeProfileControl(action, &payload);
+  *sent_ns = activity::NowNs();
+  {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    absl::Status status = batching_ ? FlushBatchLocked() : absl::OkStatus();
+    if (status.ok()) {
+      status = WriteFrame(fd_.get(), wire::MessageType::kProfileControl, sequence,
+                          {iovec{payload.data(), payload.size()}});
+      if (!status.ok()) (void)WriteFailed(status, errno);  // answers the pending call
+      if (status.ok()) frames_sent_.fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  std::unique_lock<std::mutex> lock(pending->mu);
+  pending->cv.wait(lock, [&] { return pending->done; });
+  *answered_ns = activity::NowNs();
+  if (!pending->reply.status.ok()) return pending->reply.status;
+  return wire::DecodeProfileRecords(pending->answer);
+}
+
+void SocketTransport::OnProfileStart() {
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    profile_sent_.clear();
+    profile_dropped_ = 0;
+    profiling_.store(true, std::memory_order_relaxed);
+  }
+  int64_t sent_ns = 0, answered_ns = 0;
+  absl::StatusOr<wire::ProfileRecords> started =
+      ControlProfile(wire::ProfileAction::kStart, &sent_ns, &answered_ns);
+  if (!started.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu: the profile has no executor times from ",
+                                         endpoint_, ": ", started.status().message()));
+  }
+}
+
+void SocketTransport::Collect(std::vector<activity::Record>* records, uint64_t* dropped) {
+  if (!profiling_.exchange(false)) return;  // no profile started on this connection
+  int64_t sent_ns = 0, answered_ns = 0;
+  absl::StatusOr<wire::ProfileRecords> answer =
+      ControlProfile(wire::ProfileAction::kCollect, &sent_ns, &answered_ns);
+  absl::flat_hash_map<uint64_t, activity::Record> sent;
+  {
+    std::lock_guard<std::mutex> lock(profile_mu_);
+    sent.swap(profile_sent_);
+    *dropped += profile_dropped_;
+    profile_dropped_ = 0;
+  }
+  if (!answer.ok()) {
+    Log(LogLevel::kWarning, absl::StrCat("vgpu: the profile has no executor times from ",
+                                         endpoint_, ": ", answer.status().message()));
+    return;
+  }
+  *dropped += answer->dropped;
+  // The server answered between sent_ns and answered_ns: take it as the middle.
+  const int64_t offset_ns = answer->server_now_ns - (sent_ns + (answered_ns - sent_ns) / 2);
+  std::vector<activity::NameId> names;
+  names.reserve(answer->names.size());
+  for (const std::string& name : answer->names) names.push_back(activity::Intern(name));
+  for (const wire::ExecutedCommand& executed : answer->records) {
+    auto it = sent.find(executed.sequence);
+    if (it == sent.end()) continue;  // not a command the client tagged (a keep-alive probe)
+    activity::Record record = it->second;
+    record.start_ns = executed.start_ns - offset_ns;
+    record.end_ns = executed.end_ns - offset_ns;
+    if (executed.name != 0) record.name = names[executed.name - 1];
+    records->push_back(record);
+  }
+}
+
 absl::Status SocketTransport::PostOne(Command command) {
   const uint64_t sequence = next_sequence_.fetch_add(1);
+  if (command.activity.recorded && profiling_.load(std::memory_order_relaxed)) {
+    NoteProfiled(command, sequence);
+  }
   const std::optional<uint64_t> lease = LeaseShm(command);
   {
     std::lock_guard<std::mutex> lock(state_mu_);
@@ -471,6 +569,9 @@ Reply SocketTransport::Call(Command command) {
 Reply SocketTransport::CallOne(Command command) {
   calls_.fetch_add(1);
   const uint64_t sequence = next_sequence_.fetch_add(1);
+  if (command.activity.recorded && profiling_.load(std::memory_order_relaxed)) {
+    NoteProfiled(command, sequence);
+  }
   auto pending = std::make_shared<PendingCall>();
   const std::optional<uint64_t> lease = LeaseShm(command);
   // Through the region the Reply carries no data (any would be "of the wrong size").
@@ -552,6 +653,25 @@ absl::Status SocketTransport::ReadReply(FrameReader& reader, const wire::FrameHe
   return read;
 }
 
+absl::Status SocketTransport::ReadProfileRecords(FrameReader& reader,
+                                                 const wire::FrameHeader& header) {
+  std::vector<uint8_t> payload(header.payload_length);
+  VGPU_RETURN_IF_ERROR(reader.ReadExact(payload.data(), payload.size()));
+  std::shared_ptr<PendingCall> call;
+  {
+    std::lock_guard<std::mutex> lock(state_mu_);
+    auto it = calls_pending_.find(header.sequence);
+    if (it == calls_pending_.end()) return absl::OkStatus();  // nobody waits: discard
+    call = std::move(it->second);
+    calls_pending_.erase(it);
+  }
+  std::lock_guard<std::mutex> lock(call->mu);
+  call->answer = std::move(payload);
+  call->done = true;
+  call->cv.notify_all();
+  return absl::OkStatus();
+}
+
 absl::Status SocketTransport::ReadData(FrameReader& reader, const wire::FrameHeader& header) {
   if (header.payload_length < 1) return absl::InvalidArgumentError("short data frame");
   uint8_t ok = 0;
@@ -596,6 +716,8 @@ void SocketTransport::ReaderLoop() {
       status = ReadReply(reader, *header);
     } else if (header->type == wire::MessageType::kData) {
       status = ReadData(reader, *header);
+    } else if (header->type == wire::MessageType::kProfileRecords) {
+      status = ReadProfileRecords(reader, *header);
     } else if (header->type == wire::MessageType::kNotify) {
       payload.resize(header->payload_length);
       status = reader.ReadExact(payload.data(), payload.size());

@@ -33,6 +33,13 @@
 // recording, a device-to-host copy), before any other frame (a call, a copy with host data:
 // commands keep their order), or kBatchDelay after its first command (the flusher thread).
 // frames_sent() counts frames written, beside the commands they carried.
+//
+// Profiling: the transport is an activity::Source. When a TensorFlow profile starts it asks the
+// server to time this connection's copies, memsets and launches (ProfileControl), remembers
+// which op issued each command it sends meanwhile (by sequence), and when the profile is
+// collected joins the server's times with them, moved onto this process's clock (the offset
+// taken from the collect call's own round trip: the server's clock at its answer against the
+// middle of the call).
 #ifndef VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 #define VGPU_TRANSPORT_SOCKET_TRANSPORT_H_
 
@@ -51,6 +58,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_session.h"
+#include "plugin/common/activity.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/transport/shm_region.h"
 #include "plugin/transport/socket_util.h"
@@ -58,7 +66,7 @@
 
 namespace vgpu {
 
-class SocketTransport final : public Transport {
+class SocketTransport final : public Transport, public activity::Source {
  public:
   // The staging region a unix:// connection offers the server.
   static constexpr uint64_t kDefaultShmBytes = 64ull << 20;
@@ -121,6 +129,11 @@ class SocketTransport final : public Transport {
   // True once the connection failed (a lock-free DeadStatus().ok() == false). Thread-safe.
   bool dead() const { return dead_flag_.load(std::memory_order_acquire); }
 
+  // activity::Source (see the top of this file). Block for one round trip each; a dead
+  // connection contributes nothing.
+  void OnProfileStart() override;
+  void Collect(std::vector<activity::Record>* records, uint64_t* dropped) override;
+
  private:
   struct PendingCall {
     std::mutex mu;
@@ -129,6 +142,7 @@ class SocketTransport final : public Transport {
     Reply reply;
     void* host_dst = nullptr;
     uint64_t size = 0;
+    std::vector<uint8_t> answer;  // a ProfileRecords answer's payload
   };
   struct PendingCopy {
     void* host_dst = nullptr;  // null for a host-to-device copy through the region
@@ -164,6 +178,12 @@ class SocketTransport final : public Transport {
   void ReaderLoop();
   absl::Status ReadReply(FrameReader& reader, const wire::FrameHeader& header);
   absl::Status ReadData(FrameReader& reader, const wire::FrameHeader& header);
+  absl::Status ReadProfileRecords(FrameReader& reader, const wire::FrameHeader& header);
+  // Sends a ProfileControl and waits for its ProfileRecords. Thread-safe.
+  absl::StatusOr<wire::ProfileRecords> ControlProfile(wire::ProfileAction action,
+                                                      int64_t* sent_ns, int64_t* answered_ns);
+  // While profiling: keeps what the activity log will say of a tagged command (by sequence).
+  void NoteProfiled(const Command& command, uint64_t sequence);
   // Marks the connection dead; fails pending calls and notifications. Idempotent. A
   // DeadlineExceeded cause is kept as it is (its message is complete); anything else becomes
   // Unavailable("vgpu server <address> is unreachable: <cause>").
@@ -212,6 +232,12 @@ class SocketTransport final : public Transport {
   absl::flat_hash_set<uint64_t> tokens_pending_ ABSL_GUARDED_BY(state_mu_);
 
   std::thread reader_;
+
+  // Profiling (activity::Source): the commands sent since the profile started, by sequence.
+  std::atomic<bool> profiling_{false};  // checked before taking profile_mu_
+  std::mutex profile_mu_;
+  absl::flat_hash_map<uint64_t, activity::Record> profile_sent_ ABSL_GUARDED_BY(profile_mu_);
+  uint64_t profile_dropped_ ABSL_GUARDED_BY(profile_mu_) = 0;
 
   std::mutex watchdog_mu_;
   std::condition_variable watchdog_cv_;

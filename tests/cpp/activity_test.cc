@@ -1,6 +1,6 @@
 // The activity log (plugin/common/activity.h): nothing recorded outside a profile, records kept
 // in order while one runs, the op a thread computes tagged and nested, names interned, the log
-// bounded.
+// bounded, each op's descriptor calls and round trips counted, remote sources asked.
 #include "plugin/common/activity.h"
 
 #include <thread>
@@ -116,6 +116,62 @@ TEST(ActivityTest, TheLogIsBoundedAndCountsWhatItDropped) {
   Stop();
   EXPECT_EQ(Take(&dropped).size(), 7u);
   EXPECT_EQ(dropped, 0u);
+}
+
+TEST(ActivityTest, AnOpRecordCountsTheDescriptorCallsAndRoundTripsMadeWhileItRan) {
+  CountRoundTrip();  // outside a profile: not counted anywhere
+  Start();
+  {
+    ScopedOp outer(Intern("Conv2D"), Intern("conv"), 0);
+    CountDescriptorCall(/*forwarded=*/false);
+    CountDescriptorCall(/*forwarded=*/false);
+    {
+      ScopedOp inner(Intern("Cast"), Intern("cast"), 0);
+      CountDescriptorCall(/*forwarded=*/true);
+    }
+    CountRoundTrip();
+  }
+  Stop();
+  std::vector<Record> records = Take();
+  ASSERT_EQ(records.size(), 2u);  // the inner op ends first
+  EXPECT_EQ(NameOf(records[0].op), "Cast");
+  EXPECT_EQ(records[0].descriptor_calls_forwarded, 1u);
+  EXPECT_EQ(records[0].descriptor_calls_local, 0u);
+  EXPECT_EQ(records[0].round_trips, 0u);
+  EXPECT_EQ(NameOf(records[1].op), "Conv2D");  // the outer op's counts include the inner's
+  EXPECT_EQ(records[1].descriptor_calls_local, 2u);
+  EXPECT_EQ(records[1].descriptor_calls_forwarded, 1u);
+  EXPECT_EQ(records[1].round_trips, 1u);
+}
+
+// A source standing for a server: it counts starts and hands over one record per collect.
+class FakeSource : public Source {
+ public:
+  void OnProfileStart() override { ++starts; }
+  void Collect(std::vector<Record>* records, uint64_t* dropped) override {
+    records->push_back(KernelRecord(Intern("remote"), 42));
+    *dropped += 5;
+  }
+  int starts = 0;
+};
+
+TEST(ActivityTest, CollectStopsTheProfileAndAddsEveryRegisteredSourcesRecords) {
+  FakeSource source;
+  RegisterSource(&source);
+  Start();
+  EXPECT_EQ(source.starts, 1);
+  Add(KernelRecord(Intern("local"), 1));
+  uint64_t dropped = 0;
+  std::vector<Record> records = Collect(&dropped);
+  EXPECT_FALSE(Enabled());
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(NameOf(records[0].name), "local");  // the in-process records first
+  EXPECT_EQ(NameOf(records[1].name), "remote");
+  EXPECT_EQ(dropped, 5u);
+  UnregisterSource(&source);
+  Start();
+  EXPECT_EQ(source.starts, 1);  // unregistered: no longer told
+  EXPECT_TRUE(Collect().empty());
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // Activity records -> TensorFlow profiler planes (plugin/profiler/device_planes.h): a plane per
 // device named as TensorFlow names a GPU's, a line per stream plus the host-side op line, events
-// named by what ran with the issuing op as "tf_op", copies with their bytes, dropped records
-// reported.
+// named by what ran with the issuing op as "tf_op", copies with their bytes, kernels with their
+// parameter block's, op events with their descriptor calls and round trips, the round trips on
+// their own line, dropped records reported.
 #include "plugin/profiler/device_planes.h"
 
 #include <string>
@@ -77,6 +78,39 @@ TEST(DevicePlanesTest, APlanePerDeviceALinePerStreamAndTheHostSideOpLine) {
   EXPECT_EQ(kernels.events()[1].offset_ps, 200'000);
   EXPECT_EQ(StatString(gpu0, kernels.events()[1], "tf_op"), "dense/MatMul:MatMul");
   EXPECT_EQ(StatString(gpu0, kernels.events()[1], "bytes"), "");
+}
+
+TEST(DevicePlanesTest, OpsCarryTheirClientCountsKernelsTheirParamsAndCallsHaveALine) {
+  Record op = Make(Kind::kOp, 0, 0, "Conv2D", 100, 900);
+  op.descriptor_calls_local = 7;
+  op.descriptor_calls_forwarded = 1;
+  op.round_trips = 2;
+  const std::vector<Record> records = {
+      op,
+      Make(Kind::kKernel, 0, 3, "conv2d_forward", 200, 400, /*bytes=*/96),
+      Make(Kind::kCall, 0, 0, "synchronize_stream", 500, 800),
+  };
+  XSpaceBuilder space;
+  AddDevicePlanes(records, 0, &space);
+  const XPlaneBuilder& plane = space.planes()[0];
+  ASSERT_EQ(plane.lines().size(), 3u);  // the stream, the op line, the round-trip line
+  EXPECT_EQ(plane.lines()[0].name(), "Stream #3");
+  EXPECT_EQ(plane.lines()[1].name(), kOpKernelsLineName);
+  EXPECT_EQ(plane.lines()[2].name(), kRoundTripsLineName);
+
+  const XEventRecord& kernel = plane.lines()[0].events()[0];
+  EXPECT_EQ(StatString(plane, kernel, "params_bytes"), "96");
+  EXPECT_EQ(StatString(plane, kernel, "bytes"), "");
+
+  const XEventRecord& op_event = plane.lines()[1].events()[0];
+  EXPECT_EQ(StatString(plane, op_event, "descriptor_calls_local"), "7");
+  EXPECT_EQ(StatString(plane, op_event, "descriptor_calls_forwarded"), "1");
+  EXPECT_EQ(StatString(plane, op_event, "round_trips"), "2");
+
+  const XEventRecord& call = plane.lines()[2].events()[0];
+  EXPECT_EQ(plane.EventName(call.metadata_id), "synchronize_stream");
+  EXPECT_EQ(call.duration_ps, 300'000);
+  EXPECT_EQ(StatString(plane, call, "tf_op"), "dense/MatMul:MatMul");
 }
 
 TEST(DevicePlanesTest, DroppedRecordsAreAWarningAndNoRecordsNoPlanes) {

@@ -270,6 +270,60 @@ TEST(WireFormat, ShmAttachRoundTrip) {
   EXPECT_FALSE(DecodeShmAttach(absl::Span<const uint8_t>(payload.data(), 7)).ok());
 }
 
+TEST(WireFormat, ProfileControlAndRecordsRoundTrip) {
+  std::vector<uint8_t> control;
+  EncodeProfileControl(ProfileAction::kCollect, &control);
+  ASSERT_EQ(control.size(), 1u);
+  EXPECT_EQ(*DecodeProfileControl(control), ProfileAction::kCollect);
+  for (std::vector<uint8_t> bad : {std::vector<uint8_t>{}, std::vector<uint8_t>{0},
+                                   std::vector<uint8_t>{3}, std::vector<uint8_t>{1, 1}}) {
+    EXPECT_FALSE(DecodeProfileControl(bad).ok());
+  }
+
+  ProfileRecords records;
+  records.server_now_ns = 1'700'000'000'000'000'000;
+  records.dropped = 3;
+  records.names = {"matmul", "relu"};
+  records.records = {{7, 100, 200, 1}, {8, 210, 300, 0}, {9, 310, 320, 2}};
+  std::vector<uint8_t> payload;
+  EncodeProfileRecords(records, &payload);
+  EXPECT_EQ(payload.size(), 8 + 8 + 4 + (4 + 6) + (4 + 4) + 4 + 3 * kProfileRecordBytes);
+  absl::StatusOr<ProfileRecords> decoded = DecodeProfileRecords(payload);
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_EQ(decoded->server_now_ns, records.server_now_ns);
+  EXPECT_EQ(decoded->dropped, 3u);
+  EXPECT_EQ(decoded->names, records.names);
+  ASSERT_EQ(decoded->records.size(), 3u);
+  EXPECT_EQ(decoded->records[2].sequence, 9u);
+  EXPECT_EQ(decoded->records[2].start_ns, 310);
+  EXPECT_EQ(decoded->records[2].end_ns, 320);
+  EXPECT_EQ(decoded->records[2].name, 2u);
+
+  // Trailing bytes, a truncated record, a name index past the names: all malformed.
+  std::vector<uint8_t> longer = payload;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeProfileRecords(longer).ok());
+  EXPECT_FALSE(
+      DecodeProfileRecords(absl::MakeConstSpan(payload.data(), payload.size() - 1)).ok());
+  ProfileRecords bad_name = records;
+  bad_name.records[0].name = 3;
+  payload.clear();
+  EncodeProfileRecords(bad_name, &payload);
+  EXPECT_FALSE(DecodeProfileRecords(payload).ok());
+}
+
+TEST(WireFormat, AProfileRecordCountPastTheLimitIsRejectedBeforeAllocating) {
+  std::vector<uint8_t> payload;
+  ProfileRecords empty;
+  EncodeProfileRecords(empty, &payload);
+  const uint32_t count = kMaxProfileRecords + 1;
+  std::memcpy(payload.data() + payload.size() - 4, &count, sizeof(count));
+  EXPECT_FALSE(DecodeProfileRecords(payload).ok());
+  const uint32_t names = 0xFFFFFFFF;  // more names than bytes
+  std::memcpy(payload.data() + 16, &names, sizeof(names));
+  EXPECT_FALSE(DecodeProfileRecords(payload).ok());
+}
+
 // A bounded mutation fuzz loop over every decoder: random garbage and bit flips / truncations /
 // extensions of valid frames. Success is: no crash, no sanitizer report, only errors or values.
 TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
@@ -315,6 +369,8 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
     (void)DecodeWelcome(input);
     (void)DecodeNotify(input);
     (void)DecodeString(input);
+    (void)DecodeProfileControl(input);
+    (void)DecodeProfileRecords(input);
     if (input.size() >= kHeaderBytes) (void)DecodeHeader(input);
   }
   EXPECT_GT(decoded_ok, 0);  // the mutations also produce valid commands sometimes

@@ -15,9 +15,11 @@ import threading
 import time
 
 HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 4
+MAGIC, VERSION = 0x55504756, 5
 HELLO, WELCOME, REFUSED, COMMAND, REPLY, DATA, NOTIFY = 1, 2, 3, 4, 5, 6, 7
 SHM_ATTACH = 10
+PROFILE_CONTROL, PROFILE_RECORDS = 12, 13
+PROFILE_START, PROFILE_COLLECT = 1, 2
 # The 72-byte fixed part of a Command: kind, pattern_bytes, flags, device, stream, object, token,
 # dst, src, size, pattern, buffer count, params length, descriptors length.
 COMMAND_FIXED = struct.Struct("<HBBIQQQQQQIIII")
@@ -409,6 +411,30 @@ class RawTenant:
             buffers=[(x, 4 * count), (y, 4 * count)],
             descriptors=descriptor_section((ACTIVATION_DESCRIPTOR, activation_settings()),
                                            (TENSOR_DESCRIPTOR, tensor_settings([count]))))
+
+    def profile(self, action, timeout=None):
+        """Sends a ProfileControl (PROFILE_START or PROFILE_COLLECT) and returns its answer:
+        (server clock ns, dropped, [(sequence, start ns, end ns, kernel name or None)])."""
+        sequence = self.next_sequence()
+        self.sock.sendall(frame(PROFILE_CONTROL, sequence, bytes([action])))
+        kind, payload = self._wait("profile records", lambda: self._frames.pop(sequence, None),
+                                   timeout)
+        assert kind == PROFILE_RECORDS, kind
+        server_now, dropped, name_count = struct.unpack_from("<qQI", payload)
+        offset, names = 20, []
+        for _ in range(name_count):
+            (length,) = struct.unpack_from("<I", payload, offset)
+            names.append(payload[offset + 4:offset + 4 + length].decode())
+            offset += 4 + length
+        (count,) = struct.unpack_from("<I", payload, offset)
+        offset += 4
+        records = []
+        for _ in range(count):
+            seq, start, end, name = struct.unpack_from("<QqqI", payload, offset)
+            offset += 28
+            records.append((seq, start, end, names[name - 1] if name else None))
+        assert offset == len(payload), (offset, len(payload))
+        return server_now, dropped, records
 
     def close(self):
         try:

@@ -2,8 +2,10 @@
 Keras training steps on the virtual GPU writes, beside TensorFlow's host plane, a
 /device:GPU:0 plane with one event per kernel the executor ran (as many as vgpu.stats() counted
 launches), named by kernel, each carrying the TensorFlow op that issued it, inside the profiled
-window (TensorFlow's host plane); and the op kernels' host-side spans on their own line. Runs in a child process (a fresh
-TensorFlow)."""
+window (TensorFlow's host plane); the op kernels' host-side spans on their own line, with the
+descriptor calls and round trips each made, and the calls the client waited for on another. With
+the executor in process and in a `vgpu server` (whose kernel times come back over the socket).
+Runs in a child process (a fresh TensorFlow)."""
 import json
 
 import pytest
@@ -27,7 +29,7 @@ model.compile(optimizer="adam",
 x = np.random.default_rng(0).uniform(size=(64, 12, 12, 1)).astype("float32")
 y = (np.arange(64) % 10).astype("int32")
 model.fit(x, y, batch_size=32, epochs=1, verbose=0)  # warm-up: tracing, descriptors
-logdir = tempfile.mkdtemp()
+logdir = os.environ.get("PROFILE_LOGDIR") or tempfile.mkdtemp()
 before = vgpu.stats()["launches"]
 started = time.time_ns()
 tf.profiler.experimental.start(logdir)
@@ -54,7 +56,7 @@ for plane in space.planes:
                            "end_ps": start + event.duration_ps, "stats": stats})
         lines[line.name] = events
     planes[plane.name] = lines
-print("PROFILE " + json.dumps({"launches": launches, "started_ps": started * 1000,
+print("PROFILE " + json.dumps({"launches": launches, "path": path, "started_ps": started * 1000,
                                "stopped_ps": stopped * 1000, "planes": planes,
                                "warnings": list(space.warnings)}))
 """
@@ -62,11 +64,21 @@ print("PROFILE " + json.dumps({"launches": launches, "started_ps": started * 100
 COPY_OR_MEMSET = {"MemcpyH2D", "MemcpyD2H", "MemcpyD2D", "Memset"}
 
 
-@pytest.fixture(scope="module")
-def profile():
+@pytest.fixture(scope="module", params=["inproc", "unix"])
+def profile(request, tmp_path_factory):
+    """The profile of two steps with the executor in process, or in a `vgpu server` reached over
+    a Unix socket (the server sends its kernel times back, wire_format.h ProfileRecords)."""
     from conftest import run_python_code  # noqa: PLC0415
+    from raw_tenant import ServerProcess, backend_env  # noqa: PLC0415
 
-    result = run_python_code(PROFILE_TWO_STEPS, timeout=300)
+    logdir = str(tmp_path_factory.mktemp("logs"))
+    if request.param == "inproc":
+        result = run_python_code(PROFILE_TWO_STEPS, timeout=300,
+                                 env=backend_env("inproc", PROFILE_LOGDIR=logdir))
+    else:
+        with ServerProcess(tmp_path_factory.mktemp("server")) as server:
+            result = run_python_code(PROFILE_TWO_STEPS, timeout=300,
+                                     env=backend_env(server.address, PROFILE_LOGDIR=logdir))
     assert result.returncode == 0, result.stderr[-3000:]
     line = next(l for l in result.stdout.splitlines() if l.startswith("PROFILE "))
     return json.loads(line.split(" ", 1)[1])
@@ -115,3 +127,79 @@ def test_events_lie_inside_the_profiled_window_and_copies_carry_their_bytes(prof
         assert event["end_ps"] - event["start_ps"] < session_ps
     copies = [e for e in _stream_events(profile) if e["name"].startswith("Memcpy")]
     assert copies and all(e["stats"].get("bytes", 0) > 0 for e in copies)
+
+
+def test_op_events_count_their_descriptor_calls_and_round_trips(profile):
+    ops = profile["planes"]["/device:GPU:0"]["Op kernels (host)"]
+    for event in ops:
+        for stat in ("descriptor_calls_local", "descriptor_calls_forwarded", "round_trips"):
+            assert stat in event["stats"], event
+    # After warm-up the method answers descriptor calls locally: none is forwarded.
+    assert sum(e["stats"]["descriptor_calls_local"] for e in ops) > 0
+    assert sum(e["stats"]["descriptor_calls_forwarded"] for e in ops) == 0
+
+
+def test_round_trips_are_on_their_own_line_named_by_command(profile):
+    lines = profile["planes"]["/device:GPU:0"]
+    calls = lines.get("Round trips (host)", [])
+    ops = lines["Op kernels (host)"]
+    assert calls, "a training step waits for the executor at least once"
+    assert len(calls) >= sum(e["stats"]["round_trips"] for e in ops)
+    assert all(e["end_ps"] >= e["start_ps"] for e in calls)
+    assert {e["name"] for e in calls} <= {
+        "allocate", "free", "memory_info", "synchronize_stream", "synchronize_device",
+        "stream_status", "memcpy_sync", "create_stream", "destroy_stream"}, calls
+
+
+def test_kernel_events_carry_their_parameter_block_size(profile):
+    kernels = [e for e in _stream_events(profile) if e["name"] not in COPY_OR_MEMSET]
+    assert any(e["stats"].get("params_bytes", 0) > 0 for e in kernels)
+
+
+# What TensorBoard's Profile tab (xprof, tensorboard-plugin-profile) makes of the profile: the
+# trace viewer's events and the op profile, converted by xprof's own converter in a child process.
+XPROF_CONVERT = r"""
+import json, sys
+from xprof.convert import raw_to_tool_data
+path = sys.argv[1]
+trace, _ = raw_to_tool_data.xspace_to_tool_data([path], "trace_viewer", {})
+op_profile, _ = raw_to_tool_data.xspace_to_tool_data([path], "op_profile", {})
+print("TOOLS " + json.dumps({"trace": json.loads(trace), "op_profile": json.loads(op_profile)}))
+"""
+
+
+@pytest.fixture(scope="module")
+def xprof_tools(profile):
+    import subprocess  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    result = subprocess.run([sys.executable, "-c", XPROF_CONVERT, profile["path"]],
+                            capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("TOOLS "))
+    return json.loads(line.split(" ", 1)[1])
+
+
+def test_xprofs_trace_viewer_shows_the_device_its_streams_and_every_kernel(profile, xprof_tools):
+    events = xprof_tools["trace"]["traceEvents"]
+    processes = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+    gpu = next(pid for pid, name in processes.items() if name == "/device:GPU:0")
+    threads = {e["tid"]: e["args"]["name"] for e in events
+               if e.get("name") == "thread_name" and e["pid"] == gpu}
+    assert "Op kernels (host)" in threads.values() and "Round trips (host)" in threads.values()
+    streams = {tid for tid, name in threads.items() if name.startswith("Stream #")}
+    kernels = [e for e in events if e.get("ph") == "X" and e["pid"] == gpu
+               and e["tid"] in streams and e["name"] not in COPY_OR_MEMSET]
+    assert len(kernels) == profile["launches"]
+    assert all(e["dur"] >= 0 for e in kernels)
+
+
+def test_xprofs_op_profile_accounts_the_device_time_to_tensorflow_ops(xprof_tools):
+    def names(node):
+        yield node["name"]
+        for child in node.get("children", []):
+            yield from names(child)
+
+    ops = set(names(xprof_tools["op_profile"]["byProgram"]))
+    assert {"Conv2DBackpropFilter", "MatMul"} <= ops or {"Conv2DBackpropFilter",
+                                                       "_FusedMatMul"} <= ops, ops
