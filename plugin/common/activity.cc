@@ -36,12 +36,16 @@ Names& TheNames() {
   return *names;
 }
 
-thread_local NameId current_op = kNoName;
-thread_local NameId current_op_name = kNoName;
-// What the thread did while a profile was taken (monotonic; ScopedOp records differences).
-thread_local uint64_t thread_descriptor_calls_local = 0;
-thread_local uint64_t thread_descriptor_calls_forwarded = 0;
-thread_local uint64_t thread_round_trips = 0;
+// A thread's activity state, in one thread-local (one TLS lookup per use in a shared object).
+struct ThreadActivity {
+  NameId op = kNoName;       // the op the thread computes (ScopedOp)
+  NameId op_name = kNoName;
+  // What the thread did while a profile was taken (monotonic; ScopedOp records differences).
+  uint64_t descriptor_calls_local = 0;
+  uint64_t descriptor_calls_forwarded = 0;
+  uint64_t round_trips = 0;
+};
+thread_local ThreadActivity thread_activity;
 
 struct Sources {
   std::mutex mu;  // held while a source is called: Unregister waits for the call to return
@@ -115,11 +119,12 @@ void UnregisterSource(Source* source) {
 
 void CountDescriptorCall(bool forwarded) {
   if (!Enabled()) return;
-  ++(forwarded ? thread_descriptor_calls_forwarded : thread_descriptor_calls_local);
+  ThreadActivity& thread = thread_activity;
+  ++(forwarded ? thread.descriptor_calls_forwarded : thread.descriptor_calls_local);
 }
 
 void CountRoundTrip() {
-  if (Enabled()) ++thread_round_trips;
+  if (Enabled()) ++thread_activity.round_trips;
 }
 
 void Add(const Record& record) {
@@ -148,42 +153,46 @@ std::string NameOf(NameId id) {
   return id == kNoName || id > names.names.size() ? std::string() : names.names[id - 1];
 }
 
-NameId CurrentOp() { return current_op; }
-NameId CurrentOpName() { return current_op_name; }
+NameId CurrentOp() { return thread_activity.op; }
+NameId CurrentOpName() { return thread_activity.op_name; }
 
-ScopedOp::ScopedOp(NameId op, NameId op_name, uint32_t device)
-    : op_(op),
-      op_name_(op_name),
-      outer_(current_op),
-      outer_name_(current_op_name),
-      device_(device),
-      start_ns_(Enabled() ? NowNs() : 0),
-      descriptor_calls_local_(thread_descriptor_calls_local),
-      descriptor_calls_forwarded_(thread_descriptor_calls_forwarded),
-      round_trips_(thread_round_trips) {
-  current_op = op;
-  current_op_name = op_name;
+ScopedOp::ScopedOp(NameId op, NameId op_name, uint32_t device) : device_(device) {
+  // No profile: the thread is not even tagged (commands made meanwhile are not recorded, so
+  // nothing reads the tag); the thread-local state is left as the enclosing scopes set it.
+  if (!Enabled()) return;
+  ThreadActivity& thread = thread_activity;
+  outer_ = thread.op;
+  outer_name_ = thread.op_name;
+  thread.op = op;
+  thread.op_name = op_name;
+  op_ = op;
+  op_name_ = op_name;
+  start_ns_ = NowNs();
+  descriptor_calls_local_ = thread.descriptor_calls_local;
+  descriptor_calls_forwarded_ = thread.descriptor_calls_forwarded;
+  round_trips_ = thread.round_trips;
 }
 
 ScopedOp::~ScopedOp() {
-  current_op = outer_;
-  current_op_name = outer_name_;
-  if (start_ns_ != 0 && Enabled()) {
-    Record record;
-    record.kind = Kind::kOp;
-    record.device = device_;
-    record.name = op_;
-    record.op = op_;
-    record.op_name = op_name_;
-    record.start_ns = start_ns_;
-    record.end_ns = NowNs();
-    record.descriptor_calls_local =
-        static_cast<uint32_t>(thread_descriptor_calls_local - descriptor_calls_local_);
-    record.descriptor_calls_forwarded =
-        static_cast<uint32_t>(thread_descriptor_calls_forwarded - descriptor_calls_forwarded_);
-    record.round_trips = static_cast<uint32_t>(thread_round_trips - round_trips_);
-    Add(record);
-  }
+  if (start_ns_ == 0) return;  // not tagged (no profile when it started)
+  ThreadActivity& thread = thread_activity;
+  thread.op = outer_;
+  thread.op_name = outer_name_;
+  if (!Enabled()) return;  // the profile stopped meanwhile: not recorded
+  Record record;
+  record.kind = Kind::kOp;
+  record.device = device_;
+  record.name = op_;
+  record.op = op_;
+  record.op_name = op_name_;
+  record.start_ns = start_ns_;
+  record.end_ns = NowNs();
+  record.descriptor_calls_local =
+      static_cast<uint32_t>(thread.descriptor_calls_local - descriptor_calls_local_);
+  record.descriptor_calls_forwarded =
+      static_cast<uint32_t>(thread.descriptor_calls_forwarded - descriptor_calls_forwarded_);
+  record.round_trips = static_cast<uint32_t>(thread.round_trips - round_trips_);
+  Add(record);
 }
 
 }  // namespace vgpu::activity

@@ -110,9 +110,9 @@ void UnregisterSource(Source* source);
 // ones first). What the profiler calls when TensorFlow collects a profile.
 std::vector<Record> Collect(uint64_t* dropped = nullptr);
 
-// Marks the calling thread as computing op type `op` (node `op_name`) for its lifetime and,
-// when a profile is being taken, records the span as a kOp record of `device`. Nests (the outer
-// op is restored).
+// While a profile is being taken, marks the calling thread as computing op type `op` (node
+// `op_name`) for its lifetime and records the span as a kOp record of `device`. Nests (the outer
+// op is restored). Started with no profile taken it does nothing (two relaxed loads in all).
 class ScopedOp {
  public:
   ScopedOp(NameId op, NameId op_name, uint32_t device);
@@ -121,12 +121,14 @@ class ScopedOp {
   ScopedOp& operator=(const ScopedOp&) = delete;
 
  private:
-  NameId op_, op_name_;
-  NameId outer_, outer_name_;
   uint32_t device_;
-  int64_t start_ns_;
-  // The thread's counts (CountDescriptorCall, CountRoundTrip) when the op started.
-  uint64_t descriptor_calls_local_, descriptor_calls_forwarded_, round_trips_;
+  // Set only when a profile is being taken: the enclosing op, the op, its start (0: not
+  // tagged), and the thread's counts
+  // (CountDescriptorCall, CountRoundTrip) then.
+  NameId outer_ = kNoName, outer_name_ = kNoName;
+  NameId op_ = kNoName, op_name_ = kNoName;
+  int64_t start_ns_ = 0;
+  uint64_t descriptor_calls_local_ = 0, descriptor_calls_forwarded_ = 0, round_trips_ = 0;
 };
 
 }  // namespace vgpu::activity

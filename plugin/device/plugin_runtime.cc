@@ -149,7 +149,13 @@ PluginRuntime::PluginRuntime() {
     inproc_executor_ = *std::move(executor);
     context.open_inproc_session = [this](CompletionSink* sink)
         -> absl::StatusOr<std::unique_ptr<ExecutorSession>> {
-      return inproc_executor_->OpenSession(sink);
+      absl::StatusOr<std::unique_ptr<ExecutorSession>> session =
+          inproc_executor_->OpenSession(sink);
+      if (session.ok()) {
+        std::lock_guard<std::mutex> lock(inproc_sessions_mu_);
+        inproc_sessions_.push_back(session->get());
+      }
+      return session;
     };
     context.inproc_device_count = inproc_devices;
     context.inproc_memory_limit = config_.memory_limit_bytes;
@@ -236,7 +242,15 @@ std::string PluginRuntime::StatsJson() const {
     absl::StrAppend(&json, "null");  // remote devices: the server's executor
   } else {
     const ExecutorStats stats = inproc_executor_->stats();
+    uint64_t kernel_ns = 0;
+    {
+      std::lock_guard<std::mutex> lock(inproc_sessions_mu_);
+      for (const ExecutorSession* session : inproc_sessions_) {
+        kernel_ns += session->Stats().kernel_ns;
+      }
+    }
     absl::StrAppend(&json, "{\"name\": ", JsonString(inproc_executor_->name()),
+                    ", \"kernel_ns\": ", kernel_ns,
                     ", \"launches\": ", stats.launches, ", \"copies\": ", stats.copies,
                     ", \"bytes_copied\": ", stats.bytes_copied, ", \"memsets\": ", stats.memsets,
                     ", \"descriptors_created\": ", stats.descriptors_created,

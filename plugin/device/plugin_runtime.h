@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,10 @@ class PluginRuntime {
   std::string decline_reason_;
   std::unique_ptr<NotificationHub> hub_;
   std::unique_ptr<BackingExecutor> inproc_executor_;  // of the in-process devices, if any
+  // The sessions opened on it (owned by their transports, which live as long as the runtime):
+  // their kernel time is the executor's in `vgpu.stats()`.
+  mutable std::mutex inproc_sessions_mu_;
+  std::vector<const ExecutorSession*> inproc_sessions_;
   std::vector<std::unique_ptr<Transport>> transports_;
   // Frames written to remote backends, over all transports (0 in process), and the count at
   // the last ResetStats.

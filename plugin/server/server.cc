@@ -106,6 +106,15 @@ class HostBudget {
     permanent_ += bytes;
     return true;
   }
+  // Gives back `bytes` of the permanent charge (AcquirePermanent).
+  void ReleasePermanent(uint64_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      in_use_ -= bytes;
+      permanent_ -= bytes;
+    }
+    cv_.notify_all();
+  }
   // Wakes every Acquire (they fail from now on).
   void Close() {
     {
@@ -410,7 +419,7 @@ class ServerConnection final : public CompletionSink {
                   absl::string_view kernel_name) override {
     std::lock_guard<std::mutex> lock(profile_mu_);
     if (!profiling_.load(std::memory_order_relaxed)) return;  // collected meanwhile
-    if (profile_.records.size() >= wire::kMaxProfileRecords) {
+    if (profile_.records.size() >= profile_capacity_) {
       ++profile_.dropped;
       return;
     }
@@ -789,14 +798,28 @@ class ServerConnection final : public CompletionSink {
 
   // Starts timing this connection's commands, or stops and sends what was timed (the
   // ProfileRecords frame of `sequence`). Reader thread.
+  // The records are charged to the tenant's host budget (--max_staging_bytes) from the start to
+  // the collection: as many as fit, up to wire::kMaxProfileRecords; the rest are dropped.
   void AnswerProfileControl(wire::ProfileAction action, uint64_t sequence) {
     wire::ProfileRecords answer;
     {
       std::lock_guard<std::mutex> lock(profile_mu_);
-      profiling_.store(action == wire::ProfileAction::kStart, std::memory_order_relaxed);
+      profiling_.store(false, std::memory_order_relaxed);
       if (action == wire::ProfileAction::kCollect) answer = std::move(profile_);
       profile_ = {};
       profile_names_.clear();
+      budget_->ReleasePermanent(profile_capacity_ * sizeof(wire::ExecutedCommand));
+      profile_capacity_ = 0;
+      if (action == wire::ProfileAction::kStart) {
+        for (uint64_t capacity = wire::kMaxProfileRecords; capacity > 0; capacity /= 2) {
+          if (budget_->AcquirePermanent(capacity * sizeof(wire::ExecutedCommand))) {
+            profile_capacity_ = capacity;
+            break;
+          }
+        }
+        profile_.records.reserve(std::min<uint64_t>(profile_capacity_, 4096));
+        profiling_.store(true, std::memory_order_relaxed);
+      }
     }
     answer.server_now_ns = activity::NowNs();  // the clock OnExecuted's times are on
     std::vector<uint8_t> payload;
@@ -965,9 +988,10 @@ class ServerConnection final : public CompletionSink {
   std::mutex async_error_mu_;
   absl::Status async_error_;
   // ProfileControl: whether commands are timed, and what was timed since the start (bounded by
-  // wire::kMaxProfileRecords; the kernel names interned per connection).
+  // profile_capacity_; the kernel names interned per connection).
   std::atomic<bool> profiling_{false};
   std::mutex profile_mu_;
+  uint64_t profile_capacity_ = 0;  // records charged to budget_ (AnswerProfileControl)
   wire::ProfileRecords profile_;
   absl::flat_hash_map<std::string, uint32_t> profile_names_;
   std::shared_ptr<ShmRegion> shm_;  // reader thread only (commands hold it while queued)

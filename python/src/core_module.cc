@@ -2,8 +2,8 @@
 // plugin among the process's loaded libraries (it never loads a second copy) and calls the
 // plugin's exported C API (plugin/c_api/vgpu_c_api.h). It also holds the clients of a running
 // `vgpu server` the package uses (statistics, round-trip latency), the wire-format decoder the
-// fuzz test drives, and `vgpu trace` (plugin/trace); the server itself is the vgpu-server
-// executable.
+// fuzz test drives, `vgpu trace` (plugin/trace) and the cost of the profiling hooks with no
+// profile taken (`vgpu bench`); the server itself is the vgpu-server executable.
 #include <dlfcn.h>
 #include <link.h>
 #include <sys/socket.h>
@@ -23,6 +23,7 @@
 #include <pybind11/stl.h>
 
 #include "plugin/c_api/vgpu_c_api.h"
+#include "plugin/common/activity.h"
 #include "plugin/common/backend_address.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/trace/trace_replay.h"
@@ -210,6 +211,26 @@ std::tuple<int, std::string, std::string> RunTraceTool(const std::vector<std::st
   return {code, out.str(), err.str()};
 }
 
+// Nanoseconds per op of what the client runs for the profiler on every op kernel and command
+// while no profile is taken (plugin/common/activity.h): the op kernel's ScopedOp, the command's
+// tag check (DeviceClient::MakeCommand), a call's and the socket transport's checks. The same
+// code as the plugin's, on this module's copy of the (disabled) activity log.
+double ActivityHooksOffNs(int64_t iterations) {
+  const vgpu::activity::NameId op = vgpu::activity::Intern("Sin");
+  const vgpu::activity::NameId op_name = vgpu::activity::Intern("sin");
+  vgpu::Command command;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iterations; ++i) {
+    vgpu::activity::ScopedOp scoped(op, op_name, 0);
+    if (vgpu::activity::Enabled()) command.activity.recorded = true;
+    bool recorded = command.activity.recorded && vgpu::activity::Enabled();
+    asm volatile("" : "+r"(recorded) : : "memory");  // keep every check in the loop
+  }
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(stop - start).count() /
+         static_cast<double>(iterations);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -235,6 +256,9 @@ PYBIND11_MODULE(_core, m) {
         py::call_guard<py::gil_scoped_release>(),
         "`vgpu trace` with its arguments ([\"replay\"|\"stats\", FILE, flags...]): "
         "(exit code, output, errors).");
+  m.def("activity_hooks_off_ns", &ActivityHooksOffNs, py::arg("iterations") = 10'000'000,
+        py::call_guard<py::gil_scoped_release>(),
+        "Nanoseconds per op of the profiling hooks while no profile is taken.");
   m.def("query_server_stats", &QueryServerStats, py::arg("address"), py::arg("token") = "",
         py::arg("timeout_ms") = 5000, py::arg("tenant") = "",
         py::call_guard<py::gil_scoped_release>(),

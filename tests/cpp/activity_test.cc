@@ -92,6 +92,30 @@ TEST(ActivityTest, ScopedOpTagsTheThreadsWorkAndRecordsItsSpanNestingRestoresThe
   EXPECT_GE(records[2].end_ns, records[1].end_ns);
 }
 
+TEST(ActivityTest, AProfileStartingOrStoppingInsideAnOpLeavesTheThreadsTagConsistent) {
+  Stop();
+  Take();
+  {
+    ScopedOp untagged(Intern("MatMul"), Intern("dense"), 0);  // no profile: not even tagged
+    EXPECT_EQ(CurrentOp(), kNoName);
+    Start();
+    {
+      ScopedOp tagged(Intern("Relu"), Intern("relu"), 0);
+      EXPECT_EQ(NameOf(CurrentOp()), "Relu");
+    }
+    EXPECT_EQ(CurrentOp(), kNoName);
+  }
+  EXPECT_EQ(CurrentOp(), kNoName);
+  {
+    ScopedOp stopped(Intern("Add"), Intern("add"), 0);
+    Stop();  // stops inside the op: the tag is still taken off, the span not recorded
+  }
+  EXPECT_EQ(CurrentOp(), kNoName);
+  std::vector<Record> records = Take();
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(NameOf(records[0].op), "Relu");
+}
+
 TEST(ActivityTest, NamesAreInternedOnceAndTheEmptyNameIsNone) {
   const NameId id = Intern("MatMul");
   EXPECT_NE(id, kNoName);

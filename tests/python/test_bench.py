@@ -1,5 +1,6 @@
 """End-to-end check of the benchmark harness: `vgpu bench --quick` writes well-formed outputs
-(results.json, table.md, PNG plots). The numbers themselves are not checked."""
+(results.json, table.md, PNG plots), and `vgpu bench --profile --quick` the per-op account. The
+numbers themselves are not checked."""
 import json
 import os
 import re
@@ -60,6 +61,8 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
     assert "vs in-process" in table[0] and "KiB sent / step" in table[0]
     assert "peak RSS (MiB)" in table[0] and "executor primitives created / reused" in table[0]
     assert any(line.startswith("| configuration | µs per tiny op") for line in table)
+    assert results["activity_hooks_off_ns"] > 0
+    assert any(line.startswith("Profiling hooks with no profile taken:") for line in table)
     rows = [line for line in table if line.startswith("| mlp |")]
     assert [line.split("|")[2].strip() for line in rows] == _CONFIGURATIONS
     assert any(line.startswith("| transport |") for line in table)
@@ -72,3 +75,24 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
 
     for name in ("step_time.png", "round_trips.png", "warmup_curve.png"):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+
+
+def test_quick_profile_writes_a_per_op_account_of_each_model(tmp_path):
+    out = tmp_path / "profile"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    done = subprocess.run([sys.executable, "-m", "vgpu.cli", "bench", "--profile", "--quick",
+                           "--models", "mlp", "--out", str(out)], env=env, capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    table = (out / "op_account.md").read_text().splitlines()
+    assert table[0] == "**mlp** (ms per step)"
+    rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ")}
+    # The mlp's matrix products run on both sides (TensorFlow-CPU may fuse them with their bias
+    # as _FusedMatMul): time on TensorFlow's CPU kernels and on the virtual GPU's executor.
+    matmuls = [line.split("|") for name, line in rows.items() if "MatMul" in name]
+    assert sum(float(cells[2]) for cells in matmuls) > 0
+    assert sum(float(cells[3]) for cells in matmuls) > 0
+    assert "**step, as the table adds up**" in rows and "**step, measured by the worker**" in rows
+    assert any(line.startswith("The table accounts for the measured gap to within")
+               for line in table)

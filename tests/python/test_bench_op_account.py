@@ -105,3 +105,50 @@ def test_device_idle_with_no_op_kernel_running_is_the_runtimes_and_host_planes_a
 def test_a_space_without_device_planes_gives_an_empty_device_account():
     account = op_account.account_device(xplane_pb2.XSpace())
     assert account.executor.window_ps == 0 and account.client_ps == {}
+
+
+def _profiled(op_lines: dict[str, list[tuple]], plane_name: str, steps: list[tuple[int, int]]):
+    """A space with op lines on `plane_name` and, on the host plane, the worker's step events."""
+    space = _space(op_lines, plane_name)
+    if plane_name != "/host:CPU":
+        space = _space({}, "/host:CPU", space)
+    host = next(p for p in space.planes if p.name == "/host:CPU")
+    host.event_metadata[99].name = op_account.STEP_EVENT
+    line = host.lines.add(name="python", timestamp_ns=BASE_PS // 1000)
+    for start, end in steps:
+        line.events.add(metadata_id=99, offset_ps=start, duration_ps=end - start)
+    return space
+
+
+def test_the_comparison_adds_up_to_each_sides_step_and_says_how_much_of_the_gap_it_explains():
+    # Two steps each side. TF-CPU: MatMul 0-30 and 50-80 of a 0-100 window (idle 40).
+    cpu = _profiled({"tf_Compute/1": [("m:MatMul", 0, 30), ("m:MatMul", 50, 80)]}, "/host:CPU",
+                    [(0, 50), (50, 100)])
+    # vgpu: executor MatMul 10-50 and 110-150 of 0-200; the client's op kernels 0-10, 100-110.
+    vgpu = _profiled({"Stream #1": [("matmul", 10, 50, "m:MatMul"),
+                                    ("matmul", 110, 150, "m:MatMul")],
+                      "Op kernels (host)": [("MatMul", 0, 10, "m:MatMul"),
+                                            ("MatMul", 100, 110, "m:MatMul")]},
+                     "/device:GPU:0", [(0, 100), (100, 200)])
+    # The workers' own clocks: 100 ps and 200 ps over the two steps (in seconds).
+    comparison = op_account.compare(cpu, 100e-12, vgpu, 200e-12)
+    ms = 1e-9  # one picosecond in milliseconds
+    assert comparison.rows == [("MatMul", pytest.approx(30 * ms), pytest.approx(40 * ms),
+                                pytest.approx(10 * ms))]
+    assert comparison.cpu_idle_ms == pytest.approx(20 * ms)
+    assert comparison.idle_while_client_ms == pytest.approx(10 * ms)
+    assert comparison.idle_otherwise_ms == pytest.approx(50 * ms)
+    assert comparison.cpu_window_ms == pytest.approx(50 * ms)
+    assert comparison.vgpu_window_ms == pytest.approx(100 * ms)
+    # Each side's rows add up to its step; the table explains the measured gap exactly here.
+    executor_side = (sum(r[2] for r in comparison.rows) + comparison.idle_while_client_ms +
+                     comparison.idle_otherwise_ms)
+    assert executor_side == pytest.approx(comparison.vgpu_window_ms)
+    assert comparison.unaccounted == pytest.approx(0.0)
+    table = op_account.markdown("toy", comparison)
+    assert "| MatMul |" in table and "to within 0.0%" in table
+
+
+def test_a_profile_without_the_workers_step_events_is_an_error():
+    with pytest.raises(ValueError, match=op_account.STEP_EVENT):
+        op_account.step_window(_space({"tf_Compute/1": [("m:MatMul", 0, 30)]}))

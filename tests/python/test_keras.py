@@ -137,3 +137,35 @@ def test_step_callback_reports_forwarded_descriptor_calls_and_round_trips_per_st
     assert all(step["fwd_desc"] == 0 for step in callback.history[1:])
     assert seen_logs[-1]["fwd_desc"] == callback.history[-1]["fwd_desc"]
     assert seen_logs[-1]["round_trips"] == callback.history[-1]["round_trips"]
+
+
+def test_step_callback_writes_each_steps_counters_as_tensorboard_scalars(tmp_path):
+    import vgpu.keras
+    from tensorflow.core.util import event_pb2  # noqa: PLC0415
+
+    model = _tiny_model()
+    model.compile(optimizer="sgd", loss="mse")
+    callback = vgpu.keras.VgpuStepCallback(show_stats=False, log_dir=str(tmp_path))
+    x = np.ones((64, 8), "float32")
+    model.fit(x, np.ones((64, 3), "float32"), batch_size=16, epochs=2, verbose=0,
+              callbacks=[callback])
+    scalars = {}  # tag -> {step: value}
+    for path in tmp_path.glob("events.out.tfevents.*"):
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = event_pb2.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                scalars.setdefault(value.tag, {})[event.step] = float(
+                    tf.make_ndarray(value.tensor))
+    expected = {"vgpu/descriptor_calls_forwarded", "vgpu/descriptor_calls_local",
+                "vgpu/round_trips", "vgpu/commands_sent", "vgpu/launches", "vgpu/bytes_sent",
+                "vgpu/bytes_received", "vgpu/executor_ms"}
+    assert expected <= set(scalars), set(scalars)
+    assert all(sorted(curve) == list(range(8)) for curve in scalars.values())
+    # The method's steady state: the marked steps after the first answer every descriptor call
+    # locally; every step launches kernels, waits at least once, and the executor spends time
+    # in them.
+    forwarded = scalars["vgpu/descriptor_calls_forwarded"]
+    assert all(forwarded[step] == 0 for step in range(1, 8))
+    assert all(value > 0 for value in scalars["vgpu/launches"].values())
+    assert all(value >= 1 for value in scalars["vgpu/round_trips"].values())
+    assert all(value > 0 for value in scalars["vgpu/executor_ms"].values())

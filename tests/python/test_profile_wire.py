@@ -1,7 +1,8 @@
 """Profiling through a `vgpu server` (ProfileControl / ProfileRecords, wire_format.h), spoken by a
 raw tenant: a started connection gets each copy, memset and launch it sent back with its times on
-the server's clock and its kernel's name; only its own commands; nothing once collected; and a
-malformed ProfileControl ends only its own connection."""
+the server's clock and its kernel's name; only its own commands; nothing once collected; the
+records are bounded by the tenant's host budget; and a malformed ProfileControl ends only its own
+connection."""
 import time
 
 import numpy as np
@@ -61,3 +62,19 @@ def test_a_malformed_profile_control_ends_only_its_connection(tmp_path, payload)
             wait_for(lambda: tenant.closed, 10, "the server to close the connection")
         bystander_round_trip(server.address)
         assert server.alive()
+
+
+def test_the_records_a_profile_keeps_are_charged_to_the_tenants_host_budget(tmp_path):
+    # 256 KiB of staging budget holds 8192 records of 32 bytes: the rest are dropped, counted.
+    with ServerProcess(tmp_path, flags=["--max_staging_bytes=256KiB"]) as server, \
+            RawTenant(server.address) as tenant:
+        stream = tenant.create_stream()
+        x = tenant.allocate(64)
+        tenant.profile(PROFILE_START)
+        for _ in range(9000):
+            tenant.post(MEMSET, stream=stream, dst=x, size=64, pattern_bytes=1)
+        assert tenant.synchronize(stream).ok
+        _, dropped, records = tenant.profile(PROFILE_COLLECT)
+        assert (len(records), dropped) == (8192, 9000 - 8192)
+        # Collected: the charge is given back, and the budget serves a read of all of it again.
+        assert tenant.read(stream, x, 64) == bytes(64)

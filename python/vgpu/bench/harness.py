@@ -92,7 +92,7 @@ def ping_pong(kind: str, iterations: int = 20000) -> dict:
 
 
 def run_configuration(config: Configuration, model: str, steps: int, warmup: int,
-                      batch_size: int, timeout: float = 1800) -> dict:
+                      batch_size: int, timeout: float = 1800, profile_dir: str = "") -> dict:
     """Trains `model` under `config` in a child process; returns the worker's result with a
     `summary` (median step time, steps per second, mean counters per measured step)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
@@ -102,20 +102,21 @@ def run_configuration(config: Configuration, model: str, steps: int, warmup: int
         peak = {}
         with vgpu_server(config.server, peak_rss=peak) as address:
             env["VGPU_BACKEND"] = address
-            result = _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+            result = _run_worker(config, env, model, steps, warmup, batch_size, timeout,
+                                 profile_dir)
         # Memory of the whole configuration: the TensorFlow process and its server.
         result["server_peak_rss_bytes"] = peak.get("server", 0)
         result["summary"]["peak_rss_bytes"] = (result.get("peak_rss_bytes", 0) +
                                                result["server_peak_rss_bytes"])
         return result
-    return _run_worker(config, env, model, steps, warmup, batch_size, timeout)
+    return _run_worker(config, env, model, steps, warmup, batch_size, timeout, profile_dir)
 
 
 def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup: int,
-                batch_size: int, timeout: float) -> dict:
+                batch_size: int, timeout: float, profile_dir: str = "") -> dict:
     command = [sys.executable, "-m", "vgpu.bench.worker", f"--model={model}",
                f"--device={config.device}", f"--steps={steps}", f"--warmup={warmup}",
-               f"--batch_size={batch_size}"]
+               f"--batch_size={batch_size}", f"--profile_dir={profile_dir}"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
                           check=False)
     line = next((l for l in done.stdout.splitlines() if l.startswith("VGPU_BENCH_RESULT ")), None)
@@ -294,8 +295,9 @@ def launch_cost(name: str, ops: int = 200, repeats: int = 20, timeout: float = 6
     return result
 
 
-def launch_cost_table(results: list[dict]) -> str:
-    """A Markdown table of µs per tiny launch, with the ratio to TensorFlow's own CPU op."""
+def launch_cost_table(results: list[dict], hooks_off_ns: float | None = None) -> str:
+    """A Markdown table of µs per tiny launch, with the ratio to TensorFlow's own CPU op; with
+    `hooks_off_ns`, a line on what the profiling hooks cost per op while no profile is taken."""
     base = next((r["us_per_op"] for r in results if r["configuration"] == "tensorflow-cpu"), None)
     lines = ["| configuration | µs per tiny op (launch) | launches per call | vs tensorflow-cpu |",
              "|---|---:|---:|---:|"]
@@ -303,4 +305,18 @@ def launch_cost_table(results: list[dict]) -> str:
         launches = f"{r['launches_per_call']:.0f}" if r["launches_per_call"] is not None else "–"
         ratio = f"{r['us_per_op'] / base:.2f}x" if base else "–"
         lines.append(f"| {r['configuration']} | {r['us_per_op']:.1f} | {launches} | {ratio} |")
+    if hooks_off_ns is not None:
+        inproc = next((r["us_per_op"] for r in results
+                       if r["configuration"] == "vgpu inproc"), None)
+        share = f" ({100 * hooks_off_ns / (1000 * inproc):.2f}% of the in-process tiny op)" \
+            if inproc else ""
+        lines.append(f"\nProfiling hooks with no profile taken: {hooks_off_ns:.1f} ns per op "
+                     f"kernel and command{share}.")
     return "\n".join(lines)
+
+
+def activity_hooks_off_ns() -> float:
+    """What the profiling hooks cost per op while no profile is taken (vgpu._core), ns."""
+    from vgpu import _core  # noqa: PLC0415
+
+    return min(_core.activity_hooks_off_ns() for _ in range(3))

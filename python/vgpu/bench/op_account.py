@@ -219,6 +219,106 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
     return DeviceAccount(shares, client_ps, while_client, shares.idle_ps - while_client)
 
 
+# The trace event the benchmark worker wraps each profiled step in (vgpu/bench/worker.py).
+STEP_EVENT = "vgpu_bench_step"
+
+
+def step_window(xspace) -> tuple[tuple[int, int], int]:
+    """((start_ps, end_ps), steps) spanned by the worker's step events on the host plane."""
+    spans = []
+    for plane in xspace.planes:
+        if plane.name != "/host:CPU":
+            continue
+        for line in plane.lines:
+            for start, end, name, _ in _line_events(plane, line):
+                if name == STEP_EVENT:
+                    spans.append((start, end))
+    if not spans:
+        raise ValueError(f"no {STEP_EVENT} events in the profile")
+    return (min(s for s, _ in spans), max(e for _, e in spans)), len(spans)
+
+
+@dataclasses.dataclass
+class Comparison:
+    """One model's per-op account, TensorFlow-CPU beside the virtual GPU, ms per step."""
+
+    rows: list[tuple[str, float, float, float]]  # op type, TF-CPU, executor, client
+    cpu_idle_ms: float
+    idle_while_client_ms: float
+    idle_otherwise_ms: float
+    cpu_window_ms: float  # the account's step: window / steps
+    vgpu_window_ms: float
+    cpu_measured_ms: float  # the worker's own clock over the profiled steps, per step
+    vgpu_measured_ms: float
+
+    @property
+    def unaccounted(self) -> float:
+        """How far the table's gap (window per step) is from the measured gap, as a fraction
+        of the measured gap (0: the table explains the gap exactly)."""
+        measured = self.vgpu_measured_ms - self.cpu_measured_ms
+        table = self.vgpu_window_ms - self.cpu_window_ms
+        return abs(table - measured) / abs(measured) if measured else 0.0
+
+
+def compare(cpu_xspace, cpu_span_s: float, vgpu_xspace, vgpu_span_s: float) -> Comparison:
+    """The per-op account of one model: `cpu_xspace` profiled under TensorFlow-CPU and
+    `vgpu_xspace` on the virtual GPU, each over the worker's profiled steps (`*_span_s`: their
+    span on the worker's own clock)."""
+    cpu_window, cpu_steps = step_window(cpu_xspace)
+    vgpu_window, vgpu_steps = step_window(vgpu_xspace)
+    cpu = account_host_ops(cpu_xspace, cpu_window)
+    device = account_device(vgpu_xspace, vgpu_window)
+    cpu_ms = cpu.per_step_ms(cpu_steps)
+    executor_ms = device.executor.per_step_ms(vgpu_steps)
+    client_ms = {kind: ps / vgpu_steps / 1e9 for kind, ps in device.client_ps.items()}
+    kinds = sorted(set(cpu_ms) | set(executor_ms) | set(client_ms),
+                   key=lambda k: -max(cpu_ms.get(k, 0), executor_ms.get(k, 0) +
+                                      client_ms.get(k, 0)))
+    rows = [(k, cpu_ms.get(k, 0.0), executor_ms.get(k, 0.0), client_ms.get(k, 0.0))
+            for k in kinds]
+    return Comparison(
+        rows=rows,
+        cpu_idle_ms=cpu.idle_ps / cpu_steps / 1e9,
+        idle_while_client_ms=device.idle_while_client_ps / vgpu_steps / 1e9,
+        idle_otherwise_ms=device.idle_otherwise_ps / vgpu_steps / 1e9,
+        cpu_window_ms=(cpu_window[1] - cpu_window[0]) / cpu_steps / 1e9,
+        vgpu_window_ms=(vgpu_window[1] - vgpu_window[0]) / vgpu_steps / 1e9,
+        cpu_measured_ms=1e3 * cpu_span_s / cpu_steps,
+        vgpu_measured_ms=1e3 * vgpu_span_s / vgpu_steps)
+
+
+def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
+    """A Markdown table of `comparison`: the `top` op types by time, the rest summed."""
+    c = comparison
+    lines = [f"**{model}** (ms per step)", "",
+             "| op type | TF-CPU | vgpu executor | vgpu client (op kernel on host) | "
+             "executor − TF-CPU |", "|---|---:|---:|---:|---:|"]
+    shown, rest = c.rows[:top], c.rows[top:]
+    for kind, cpu, executor, client in shown:
+        lines.append(f"| {kind} | {cpu:.3f} | {executor:.3f} | {client:.3f} | "
+                     f"{executor - cpu:+.3f} |")
+    if rest:
+        cpu, executor, client = (sum(r[i] for r in rest) for i in (1, 2, 3))
+        lines.append(f"| ({len(rest)} other op types) | {cpu:.3f} | {executor:.3f} | "
+                     f"{client:.3f} | {executor - cpu:+.3f} |")
+    lines.append(f"| idle: no op running (TF-CPU) / executor idle while the client computes "
+                 f"an op | {c.cpu_idle_ms:.3f} | {c.idle_while_client_ms:.3f} | | "
+                 f"{c.idle_while_client_ms - c.cpu_idle_ms:+.3f} |")
+    lines.append(f"| executor idle, no op on the client (runtime, waits, hand-offs) | | "
+                 f"{c.idle_otherwise_ms:.3f} | | {c.idle_otherwise_ms:+.3f} |")
+    lines.append(f"| **step, as the table adds up** | {c.cpu_window_ms:.3f} | "
+                 f"{c.vgpu_window_ms:.3f} | | {c.vgpu_window_ms - c.cpu_window_ms:+.3f} |")
+    lines.append(f"| **step, measured by the worker** | {c.cpu_measured_ms:.3f} | "
+                 f"{c.vgpu_measured_ms:.3f} | | "
+                 f"{c.vgpu_measured_ms - c.cpu_measured_ms:+.3f} |")
+    lines.append("")
+    lines.append(f"The table accounts for the measured gap to within "
+                 f"{100 * c.unaccounted:.1f}%. The client column is not shared out: it overlaps "
+                 f"the executor's work (the executor runs a launch while the client describes "
+                 f"the next).")
+    return "\n".join(lines)
+
+
 def load_xspace(logdir: str):
     """The newest ``*.xplane.pb`` below `logdir`, parsed (an ``xplane_pb2.XSpace``)."""
     from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: PLC0415 - TensorFlow's

@@ -27,6 +27,11 @@ flags.DEFINE_bool("remote", True, "Also run through a `vgpu server` (Unix socket
                   "measure the transports (ping-pong latency, bandwidth).")
 flags.DEFINE_bool("tf_cpu", True, "Include TensorFlow's own CPU kernels as a configuration.")
 flags.DEFINE_float("bandwidth_mb", 64, "Size of the tensor of the bandwidth test, MiB.")
+flags.DEFINE_bool("profile", False, "Instead of the suite: the per-op account. Profiles "
+                  "--profile_steps steps of each model under TensorFlow-CPU and the in-process "
+                  "virtual GPU and writes op_account.md: each op type's time per step on both, "
+                  "the client's, and the idle rest (vgpu/bench/op_account.py).")
+flags.DEFINE_integer("profile_steps", 5, "Profiled steps per model with --profile.")
 
 
 def machine() -> dict:
@@ -79,6 +84,8 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
         _progress(f"launch cost {name} ...")
         launch_costs.append(harness.launch_cost(name, 50 if quick else 200, 3 if quick else 20))
         _progress(f"  {launch_costs[-1]['us_per_op']:.1f} µs per tiny op")
+    hooks_off_ns = harness.activity_hooks_off_ns()
+    _progress(f"profiling hooks with no profile taken: {hooks_off_ns:.1f} ns per op")
     best: dict[tuple[str, str], dict] = {}
     total, done = repeats * len(models) * len(configurations), 0
     for repeat in range(repeats):
@@ -95,14 +102,14 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
     rows = [best[(m, c.name)] for m in models for c in configurations]
     table = harness.markdown_table(rows, configurations[0].name)
     transport = (harness.transport_table(ping_pongs, bandwidths) + "\n\n" +
-                 harness.launch_cost_table(launch_costs))
+                 harness.launch_cost_table(launch_costs, hooks_off_ns))
     results = {"machine": machine(),
                "settings": {"models": models, "steps": steps, "warmup": warmup,
                             "batch_size": batch_size, "repeats": repeats, "quick": quick,
                             "configurations": [c.name for c in configurations],
                             "bandwidth_mb": bandwidth_mb},
                "runs": rows, "ping_pong": ping_pongs, "bandwidth": bandwidths,
-               "launch_cost": launch_costs}
+               "launch_cost": launch_costs, "activity_hooks_off_ns": hooks_off_ns}
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "results.json"), "w", encoding="utf-8") as f:
         json.dump(results, f, indent=1)
@@ -118,8 +125,41 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
     return results
 
 
+def run_profile(out: str, models: list[str], steps: int, warmup: int,
+                batch_size: int) -> str:
+    """The per-op account of each model (see --profile); writes op_account.md into `out` and
+    returns its text."""
+    from vgpu.bench import op_account  # noqa: PLC0415
+
+    sections = []
+    for model in models:
+        profiles = {}
+        for config in (harness.TF_CPU, harness.INPROC_REUSE):
+            folder = os.path.abspath(os.path.join(out, "profiles", f"{model}-{config.device}"))
+            _progress(f"profiling {steps} steps of {model} on {config.name} ...")
+            result = harness.run_configuration(config, model, steps, warmup, batch_size,
+                                               profile_dir=folder)
+            profiles[config.device] = (op_account.load_xspace(folder),
+                                       result["profiled_span_s"])
+        comparison = op_account.compare(*profiles["cpu"], *profiles["gpu"])
+        sections.append(op_account.markdown(model, comparison))
+        _progress(f"  {model}: gap accounted to within {100 * comparison.unaccounted:.1f}%")
+    text = "\n\n".join(sections) + "\n"
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "op_account.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    print(text, flush=True)
+    return text
+
+
 def main_from_flags() -> int:
-    """Runs the suite with the parsed absl flags; returns the exit status."""
+    """Runs the suite (or, with --profile, the per-op account) with the parsed absl flags;
+    returns the exit status."""
+    if FLAGS.profile:
+        steps = 2 if FLAGS.quick else FLAGS.profile_steps
+        run_profile(FLAGS.out, FLAGS.models, steps, 2 if FLAGS.quick else FLAGS.warmup,
+                    FLAGS.batch_size)
+        return 0
     run(FLAGS.out, FLAGS.models, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
         FLAGS.quick, FLAGS.remote, FLAGS.tf_cpu, FLAGS.bandwidth_mb)
     return 0

@@ -21,6 +21,9 @@ flags.DEFINE_integer("steps", 30, "Measured training steps (after the warm-up)."
 flags.DEFINE_integer("warmup", 5, "Warm-up steps, not measured.")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
 flags.DEFINE_integer("seed", 1, "Seed for data and weights.")
+flags.DEFINE_string("profile_dir", "", "If set, take a TensorFlow profile of the measured "
+                    "steps into this folder, each step marked by a 'vgpu_bench_step' trace "
+                    "event (the per-op account of `vgpu bench --profile`, op_account.py).")
 
 
 def _counters():
@@ -59,16 +62,34 @@ def main(argv):
     per_step_counters: list[dict] = []
     use_vgpu = FLAGS.device == "gpu"
 
+    profiled_span: dict[str, float] = {}
+
     class Timer(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
+            if FLAGS.profile_dir and batch == FLAGS.warmup:
+                tf.profiler.experimental.start(FLAGS.profile_dir)
+            self.trace = None
+            if FLAGS.profile_dir and batch >= FLAGS.warmup:
+                self.trace = tf.profiler.experimental.Trace("vgpu_bench_step", step_num=batch)
+                self.trace.__enter__()
             self.start = time.perf_counter()
+            if self.trace is not None and "begin_s" not in profiled_span:
+                profiled_span["begin_s"] = self.start
             self.before = _counters() if use_vgpu else None
 
         def on_train_batch_end(self, batch, logs=None):
-            step_times.append(time.perf_counter() - self.start)
+            end = time.perf_counter()
+            step_times.append(end - self.start)
             if use_vgpu:
                 after = _counters()
                 per_step_counters.append({k: after[k] - self.before[k] for k in after})
+            if self.trace is not None:
+                self.trace.__exit__(None, None, None)
+                profiled_span["end_s"] = end
+
+        def on_train_end(self, logs=None):
+            if FLAGS.profile_dir:
+                tf.profiler.experimental.stop()
 
     history = model.fit(images, labels, batch_size=FLAGS.batch_size, epochs=1, verbose=0,
                         shuffle=False, callbacks=[Timer()])
@@ -84,6 +105,10 @@ def main(argv):
         # The peak resident memory of this (TensorFlow) process, bytes (Linux: ru_maxrss KiB).
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
+    if FLAGS.profile_dir:
+        # The profiled steps' span on the host clock, from the first one's start to the last
+        # one's end (what the account's window must match).
+        result["profiled_span_s"] = profiled_span["end_s"] - profiled_span["begin_s"]
     if use_vgpu:
         import vgpu
 
