@@ -163,9 +163,7 @@ absl::Status InTopK(const KernelContext& context) {
 }  // namespace
 
 void AddScanAndTopKKernels(KernelTable& table) {
-  table.Add(reduction::kScan, "scan", Scan);
-  table.Add(reduction::kTopK, "top_k", TopK);
-  table.Add(reduction::kInTopK, "in_top_k", InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -314,18 +314,10 @@ absl::Status Where(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddSparseKernels(KernelTable& table) {
-  table.Add(sparse::kGather, "gather", cpu_kernels::Gather);
-  table.Add(sparse::kGatherNd, "gather_nd", cpu_kernels::GatherNd);
-  table.Add(sparse::kScatter, "scatter", cpu_kernels::Scatter);
-  table.Add(sparse::kScatterNd, "scatter_nd", cpu_kernels::ScatterNd);
-  table.Add(sparse::kSegmentReduce, "segment_reduce", cpu_kernels::SegmentReduce);
-  table.Add(sparse::kCountTrue, "count_true", cpu_kernels::CountTrue);
-  table.Add(sparse::kWhere, "where", cpu_kernels::Where);
+  table.AddFamily(kernel_families::kSparse, Gather, GatherNd, Scatter, ScatterNd, SegmentReduce,
+                  CountTrue, Where);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

@@ -36,8 +36,6 @@
 
 namespace vgpu::cuda {
 
-void AddCudaScanTopKKernels(CudaKernelTable& table);
-
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
@@ -194,9 +192,7 @@ absl::Status InTopK(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaScanTopKKernels(CudaKernelTable& table) {
-  table.Add(reduction::kScan, "scan", Scan);
-  table.Add(reduction::kTopK, "top_k", TopK);
-  table.Add(reduction::kInTopK, "in_top_k", InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
 }
 
 }  // namespace vgpu::cuda

@@ -509,13 +509,8 @@ absl::Status Where(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaSparseKernels(CudaKernelTable& table) {
-  table.Add(sparse::kGather, "gather", Gather);
-  table.Add(sparse::kGatherNd, "gather_nd", GatherNd);
-  table.Add(sparse::kScatter, "scatter", Scatter);
-  table.Add(sparse::kScatterNd, "scatter_nd", ScatterNd);
-  table.Add(sparse::kSegmentReduce, "segment_reduce", SegmentReduce);
-  table.Add(sparse::kCountTrue, "count_true", CountTrue);
-  table.Add(sparse::kWhere, "where", Where);
+  table.AddFamily(kernel_families::kSparse, Gather, GatherNd, Scatter, ScatterNd, SegmentReduce,
+                  CountTrue, Where);
 }
 
 }  // namespace vgpu::cuda
