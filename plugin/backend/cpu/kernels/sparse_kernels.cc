@@ -300,16 +300,12 @@ absl::Status Where(const KernelContext& context) {
     int64_t written = 0;
     for (int64_t i = 0; i < g.total; ++i) {
       if (!IsTrue(input[i])) continue;
-      if (written == g.num_true) {
-        return absl::InvalidArgumentError("the input holds more true elements than num_true");
-      }
+      // One more true element than num_true fails before it is written out of bounds.
+      if (written == g.num_true) return sparse_launch::CheckTrueElements(g, written + 1);
       sparse_launch::WriteCoordinates(g, i, out + written * g.rank);
       ++written;
     }
-    if (written != g.num_true) {
-      return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
-    }
-    return absl::OkStatus();
+    return sparse_launch::CheckTrueElements(g, written);
   });
 }
 

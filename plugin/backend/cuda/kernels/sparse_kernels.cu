@@ -496,13 +496,7 @@ absl::Status Where(const CudaKernelContext& context) {
       // Synchronous: the launch fails unless the input holds exactly num_true true elements.
       VGPU_RETURN_IF_ERROR(ReadBack(stream, selected.As<int64_t>(), &found));
     }
-    if (found > g.num_true) {
-      return absl::InvalidArgumentError("the input holds more true elements than num_true");
-    }
-    if (found != g.num_true) {
-      return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
-    }
-    return absl::OkStatus();
+    return sparse_launch::CheckTrueElements(g, found);
   });
 }
 
