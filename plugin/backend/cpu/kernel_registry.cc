@@ -71,24 +71,14 @@ absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context) {
 }
 
 const KernelTable& Kernels() {
-  static const KernelTable* table = [] {
-    auto* t = new KernelTable();
-    AddActivationKernels(*t);
-    AddElementwiseKernels(*t);
-    AddConvolutionKernels(*t);
-    AddPoolingKernels(*t);
-    AddReductionKernels(*t);
-    AddDataMovementKernels(*t);
-    AddRandomKernels(*t);
-    AddNormalizationKernels(*t);
-    AddTrainingKernels(*t);
-    AddRnnKernels(*t);
-    AddSparseKernels(*t);
-    AddImageTransformKernels(*t);
-    AddImageColorKernels(*t);
-    AddImageResizeKernels(*t);
-    return t;
-  }();
+  using namespace cpu_kernels;  // NOLINT: the families' Add*Kernels
+  static const KernelTable* table = NewKernelTable<KernelContext>(
+      {AddActivationKernels, AddElementwiseKernels, AddConvolutionKernels, AddMatmulKernels,
+       AddBiasKernels, AddRearrangeKernels, AddPoolingKernels, AddReductionKernels,
+       AddSoftmaxKernels, AddScanAndTopKKernels, AddDataMovementKernels, AddReverseKernels,
+       AddMirrorPadKernels, AddRandomKernels, AddNormalizationKernels, AddTrainingKernels,
+       AddRnnKernels, AddSparseKernels, AddImageTransformKernels, AddImageColorKernels,
+       AddImageResizeKernels});
   return *table;
 }
 

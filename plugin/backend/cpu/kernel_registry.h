@@ -21,7 +21,7 @@ namespace vgpu {
 using KernelContext = LaunchContext<Eigen::ThreadPoolDevice>;
 
 // The kernels of the CPU backing executor. Each family adds its kernels in its Add*Kernels
-// function (backend/cpu/kernels/*.cc).
+// function (below).
 using KernelTable = KernelRegistry<KernelContext>;
 using KernelFn = KernelTable::Fn;
 using KernelInfo = KernelTable::Entry;
@@ -34,13 +34,23 @@ const KernelTable& Kernels();
 // error). Thread-safe as the kernel is; blocks while it runs.
 absl::Status RunKernel(const KernelInfo& kernel, const KernelContext& context);
 
-// One function per kernel family.
+namespace cpu_kernels {
+
+// One function per kernel family of launch/kernel_families.h (backend/cpu/kernels/*.cc, the
+// family's file), each adding its kernels under the family's ids and names.
 void AddActivationKernels(KernelTable& table);
 void AddElementwiseKernels(KernelTable& table);
 void AddConvolutionKernels(KernelTable& table);
+void AddMatmulKernels(KernelTable& table);
+void AddBiasKernels(KernelTable& table);
+void AddRearrangeKernels(KernelTable& table);
 void AddPoolingKernels(KernelTable& table);
 void AddReductionKernels(KernelTable& table);
+void AddSoftmaxKernels(KernelTable& table);
+void AddScanAndTopKKernels(KernelTable& table);
 void AddDataMovementKernels(KernelTable& table);
+void AddReverseKernels(KernelTable& table);
+void AddMirrorPadKernels(KernelTable& table);
 void AddRandomKernels(KernelTable& table);
 void AddNormalizationKernels(KernelTable& table);
 void AddTrainingKernels(KernelTable& table);
@@ -49,17 +59,6 @@ void AddSparseKernels(KernelTable& table);
 void AddImageTransformKernels(KernelTable& table);
 void AddImageColorKernels(KernelTable& table);
 void AddImageResizeKernels(KernelTable& table);
-
-namespace cpu_kernels {
-
-// The parts of a family that live in files of their own, added by the family's function:
-// data_movement::kReverse and kReverseSequence (reverse_kernels.cc), kMirrorPad and
-// kMirrorPadGrad (mirror_pad_kernels.cc); reduction::kScan and kTopK (scan_topk_kernels.cc),
-// kSoftmax, kSoftmaxCrossEntropy and kSparseSoftmaxCrossEntropy (softmax_kernels.cc).
-void AddReverseKernels(KernelTable& table);
-void AddMirrorPadKernels(KernelTable& table);
-void AddScanAndTopKKernels(KernelTable& table);
-void AddSoftmaxKernels(KernelTable& table);
 
 }  // namespace cpu_kernels
 

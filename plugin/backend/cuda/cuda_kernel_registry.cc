@@ -11,21 +11,12 @@
 namespace vgpu::cuda {
 
 const CudaKernelTable& CudaKernels() {
-  static const CudaKernelTable* table = [] {
-    auto* t = new CudaKernelTable();  // intentionally never destroyed
-    AddCudaActivationKernels(*t);
-    AddCudaElementwiseKernels(*t);
-    AddCudaConvolutionKernels(*t);
-    AddCudaPoolingKernels(*t);
-    AddCudaReductionKernels(*t);
-    AddCudaDataMovementKernels(*t);
-    AddCudaRandomKernels(*t);
-    AddCudaNormalizationKernels(*t);
-    AddCudaTrainingKernels(*t);
-    AddCudaRnnKernels(*t);
-    AddCudaSparseKernels(*t);
-    return t;
-  }();
+  static const CudaKernelTable* table = NewKernelTable<CudaKernelContext>(
+      {AddCudaActivationKernels, AddCudaElementwiseKernels, AddCudaConvolutionKernels,
+       AddCudaMatmulKernels, AddCudaBiasKernels, AddCudaRearrangeKernels, AddCudaPoolingKernels,
+       AddCudaReductionKernels, AddCudaSoftmaxKernels, AddCudaScanTopKKernels,
+       AddCudaDataMovementKernels, AddCudaRandomKernels, AddCudaNormalizationKernels,
+       AddCudaTrainingKernels, AddCudaRnnKernels, AddCudaSparseKernels});
   return *table;
 }
 

@@ -55,12 +55,18 @@ GridShape GridFor(const CudaLaunchDevice& device, int64_t elements, unsigned thr
 // names `kernel`; OK when there was none.
 absl::Status LastLaunchStatus(const char* kernel);
 
-// One function per kernel family.
+// One function per kernel family of launch/kernel_families.h (backend/cuda/kernels/*.cu, the
+// family's file), each adding the kernels this executor serves under the family's ids and names.
 void AddCudaActivationKernels(CudaKernelTable& table);
 void AddCudaElementwiseKernels(CudaKernelTable& table);
 void AddCudaConvolutionKernels(CudaKernelTable& table);
+void AddCudaMatmulKernels(CudaKernelTable& table);
+void AddCudaBiasKernels(CudaKernelTable& table);
+void AddCudaRearrangeKernels(CudaKernelTable& table);
 void AddCudaPoolingKernels(CudaKernelTable& table);
 void AddCudaReductionKernels(CudaKernelTable& table);
+void AddCudaSoftmaxKernels(CudaKernelTable& table);
+void AddCudaScanTopKKernels(CudaKernelTable& table);
 void AddCudaDataMovementKernels(CudaKernelTable& table);
 void AddCudaRandomKernels(CudaKernelTable& table);
 void AddCudaNormalizationKernels(CudaKernelTable& table);

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "plugin/backend/launch/host_device.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/protocol/descriptors.h"
 
@@ -19,6 +20,16 @@ struct ScanLaunch {
   DType dtype = DType::kFloat32;
   int64_t outer = 0, n = 0, inner = 0, count = 0;
   bool product = false, exclusive = false, reverse = false;
+
+  // Scan line `line` (0 <= line < outer * inner) visits n elements `inner` apart: its visit
+  // `step` (0 <= step < n, in scan order: last element first when reverse) is the element at
+  // ElementAt(LineStart(line), step). Both executors' scans walk their lines so.
+  VGPU_HOST_DEVICE int64_t LineStart(int64_t line) const {
+    return line / inner * n * inner + line % inner;
+  }
+  VGPU_HOST_DEVICE int64_t ElementAt(int64_t line_start, int64_t step) const {
+    return line_start + (reverse ? n - 1 - step : step) * inner;
+  }
 };
 absl::StatusOr<ScanLaunch> ReadScanLaunch(const LaunchView& launch);
 

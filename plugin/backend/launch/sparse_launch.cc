@@ -188,4 +188,14 @@ absl::StatusOr<WhereLaunch> ReadWhereLaunch(const LaunchView& launch) {
   return read;
 }
 
+absl::Status CheckTrueElements(const WhereGeometry& g, int64_t found) {
+  if (found > g.num_true) {
+    return absl::InvalidArgumentError("the input holds more true elements than num_true");
+  }
+  if (found < g.num_true) {
+    return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace vgpu::sparse_launch

@@ -257,6 +257,10 @@ struct WhereLaunch {
 };
 absl::StatusOr<WhereLaunch> ReadWhereLaunch(const LaunchView& launch);
 
+// kWhere's rule on what its kernel finds: the input holds exactly g.num_true true elements.
+// InvalidArgument saying whether `found` true elements are more or fewer; OK when equal.
+absl::Status CheckTrueElements(const WhereGeometry& g, int64_t found);
+
 // --- Typed buffers ---------------------------------------------------------------------------
 // Each With*Buffers below dispatches on a read launch's dtypes with an executor's DTypeDispatch
 // (`Dispatch`), takes the launch's buffers from the executor's launch context with the counts

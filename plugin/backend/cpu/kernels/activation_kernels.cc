@@ -155,14 +155,9 @@ absl::Status ReluInt8(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddActivationKernels(KernelTable& table) {
-  table.Add(activation::kForward, "activation_forward", cpu_kernels::ActivationForward);
-  table.Add(activation::kBackward, "activation_backward", cpu_kernels::ActivationBackward);
-  table.Add(activation::kReluInt8, "relu_int8", cpu_kernels::ReluInt8);
+  table.AddFamily(kernel_families::kActivation, ActivationForward, ActivationBackward, ReluInt8);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

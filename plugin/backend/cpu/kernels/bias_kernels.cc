@@ -5,7 +5,6 @@
 #include "plugin/backend/cpu/kernels/float_compute.h"  // first: EIGEN_USE_THREADS
 
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/convolution_id_group.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/bias_launch.h"
 #include "plugin/common/status_macros.h"
@@ -82,13 +81,9 @@ absl::Status BiasAddGrad(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddBiasKernels(KernelTable& table) {
-  table.Add(convolution::kBiasAdd, "bias_add", cpu_kernels::BiasAdd);
-  table.Add(convolution::kBiasAddGrad, "bias_add_grad", cpu_kernels::BiasAddGrad);
+  table.AddFamily(kernel_families::kBias, BiasAdd, BiasAddGrad);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

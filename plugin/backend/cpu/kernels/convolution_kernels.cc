@@ -6,14 +6,14 @@
 // convolutions, the code TensorFlow's CPU kernels run; depthwise convolutions are dispatched to
 // convolution_depthwise.cc; 3-D and grouped convolutions and every filter gradient to the
 // im2col kernels of convolution_im2col.cc. Float32 convolutions go to oneDNN first
-// (convolution_onednn.cc) when the build has it. AddConvolutionKernels also registers the other
-// families of the protocol's convolution id range (convolution_id_group.h).
+// (convolution_onednn.cc) when the build has it. The other families of the protocol's
+// convolution id range are matmul_kernels.cc, bias_kernels.cc and rearrange_kernels.cc.
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 
 #include <algorithm>
 #include <optional>
 
-#include "plugin/backend/cpu/kernels/convolution_id_group.h"
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/onednn_kernels.h"
 #include "plugin/common/status_macros.h"
@@ -276,22 +276,10 @@ absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddConvolutionKernels(KernelTable& table) {
-  table.Add(convolution::kForward, "convolution_forward", cpu_kernels::ConvolutionForward);
-  table.Add(convolution::kBackwardInput, "convolution_backward_input",
-            cpu_kernels::ConvolutionBackwardInput);
-  table.Add(convolution::kBackwardFilter, "convolution_backward_filter",
-            cpu_kernels::ConvolutionBackwardFilter);
-  table.Add(convolution::kForwardBiasActivation, "convolution_bias_activation_forward",
-            cpu_kernels::ConvolutionBiasActivationForward);
-  // The rest of the protocol's id range (convolution_id_group.h).
-  AddMatmulKernels(table);
-  AddBiasKernels(table);
-  AddRearrangeKernels(table);
+  table.AddFamily(kernel_families::kConvolution, ConvolutionForward, ConvolutionBackwardInput,
+                  ConvolutionBackwardFilter, ConvolutionBiasActivationForward);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

@@ -97,22 +97,10 @@ absl::Status Split(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddDataMovementKernels(KernelTable& table) {
-  cpu_kernels::AddReverseKernels(table);
-  table.Add(data_movement::kTranspose, "transpose", cpu_kernels::Transpose);
-  table.Add(data_movement::kStridedSlice, "strided_slice", cpu_kernels::StridedSlice);
-  table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", cpu_kernels::StridedSliceGrad);
-  table.Add(data_movement::kStridedSliceAssign, "strided_slice_assign",
-            cpu_kernels::StridedSliceAssign);
-  table.Add(data_movement::kPad, "pad", cpu_kernels::Pad);
-  table.Add(data_movement::kTile, "tile", cpu_kernels::Tile);
-  table.Add(data_movement::kConcat, "concat", cpu_kernels::Concat);
-  table.Add(data_movement::kSplit, "split", cpu_kernels::Split);
-  cpu_kernels::AddMirrorPadKernels(table);
+  table.AddFamily(kernel_families::kDataMovement, Transpose, StridedSlice, StridedSliceGrad,
+                  StridedSliceAssign, Pad, Tile, Concat, Split);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

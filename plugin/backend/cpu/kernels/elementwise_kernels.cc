@@ -243,19 +243,10 @@ absl::Status ElementwiseRange(const KernelContext& context) {
   });
 }
 
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
-
 void AddElementwiseKernels(KernelTable& table) {
-  table.Add(elementwise::kBinary, "elementwise_binary", cpu_kernels::ElementwiseBinary);
-  table.Add(elementwise::kUnary, "elementwise_unary", cpu_kernels::ElementwiseUnary);
-  table.Add(elementwise::kSelect, "elementwise_select", cpu_kernels::ElementwiseSelect);
-  table.Add(elementwise::kCast, "elementwise_cast", cpu_kernels::ElementwiseCast);
-  table.Add(elementwise::kAddN, "elementwise_add_n", cpu_kernels::ElementwiseAddN);
-  table.Add(elementwise::kFill, "elementwise_fill", cpu_kernels::ElementwiseFill);
-  table.Add(elementwise::kSetTensor, "elementwise_set_tensor", cpu_kernels::ElementwiseSetTensor);
-  table.Add(elementwise::kRange, "elementwise_range", cpu_kernels::ElementwiseRange);
+  table.AddFamily(kernel_families::kElementwise, ElementwiseBinary, ElementwiseUnary,
+                  ElementwiseSelect, ElementwiseCast, ElementwiseAddN, ElementwiseFill,
+                  ElementwiseSetTensor, ElementwiseRange);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

@@ -373,15 +373,10 @@ absl::Status ConvertColorSpace(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddImageColorKernels(KernelTable& table) {
-  table.Add(image_transform::kAdjustContrast, "adjust_contrast", cpu_kernels::AdjustContrast);
-  table.Add(image_transform::kAdjustHsv, "adjust_hsv", cpu_kernels::AdjustHsv);
-  table.Add(image_transform::kRgbToHsv, "rgb_to_hsv", cpu_kernels::ConvertColorSpace<true>);
-  table.Add(image_transform::kHsvToRgb, "hsv_to_rgb", cpu_kernels::ConvertColorSpace<false>);
+  table.AddFamily(kernel_families::kImageColor, AdjustContrast, AdjustHsv, ConvertColorSpace<true>,
+                  ConvertColorSpace<false>);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

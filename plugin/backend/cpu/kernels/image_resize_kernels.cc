@@ -577,25 +577,12 @@ absl::Status ResizeArea(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 // Adds the nine kernels of protocol/kernels/image_resize.h to `table`.
 void AddImageResizeKernels(KernelTable& table) {
-  namespace k = cpu_kernels;
-  table.Add(image_resize::kResizeBilinear, "resize_bilinear", k::ResizeBilinear);
-  table.Add(image_resize::kResizeBilinearGrad, "resize_bilinear_grad", k::ResizeBilinearGrad);
-  table.Add(image_resize::kResizeNearestNeighbor, "resize_nearest_neighbor",
-            k::ResizeNearestNeighbor);
-  table.Add(image_resize::kResizeNearestNeighborGrad, "resize_nearest_neighbor_grad",
-            k::ResizeNearestNeighborGrad);
-  table.Add(image_resize::kResizeBicubic, "resize_bicubic", k::ResizeBicubic);
-  table.Add(image_resize::kResizeBicubicGrad, "resize_bicubic_grad", k::ResizeBicubicGrad);
-  table.Add(image_resize::kResizeArea, "resize_area", k::ResizeArea);
-  table.Add(image_resize::kScaleAndTranslate, "scale_and_translate", k::ScaleAndTranslate);
-  table.Add(image_resize::kScaleAndTranslateGrad, "scale_and_translate_grad",
-            k::ScaleAndTranslateGrad);
+  table.AddFamily(kernel_families::kImageResize, ResizeBilinear, ResizeBilinearGrad,
+                  ResizeNearestNeighbor, ResizeNearestNeighborGrad, ResizeBicubic,
+                  ResizeBicubicGrad, ResizeArea, ScaleAndTranslate, ScaleAndTranslateGrad);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

@@ -650,20 +650,10 @@ absl::Status NonMaxSuppression(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddImageTransformKernels(KernelTable& table) {
-  table.Add(image_transform::kProjectiveTransform, "image_projective_transform",
-            cpu_kernels::ProjectiveTransform);
-  table.Add(image_transform::kCropAndResize, "crop_and_resize", cpu_kernels::CropAndResize);
-  table.Add(image_transform::kCropAndResizeGradImage, "crop_and_resize_grad_image",
-            cpu_kernels::CropAndResizeGradImage);
-  table.Add(image_transform::kCropAndResizeGradBoxes, "crop_and_resize_grad_boxes",
-            cpu_kernels::CropAndResizeGradBoxes);
-  table.Add(image_transform::kNonMaxSuppression, "non_max_suppression",
-            cpu_kernels::NonMaxSuppression);
+  table.AddFamily(kernel_families::kImageTransform, ProjectiveTransform, CropAndResize,
+                  CropAndResizeGradImage, CropAndResizeGradBoxes, NonMaxSuppression);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

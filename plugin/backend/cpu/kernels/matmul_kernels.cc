@@ -9,7 +9,6 @@
 #include <optional>
 
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/convolution_id_group.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/onednn_kernels.h"
 #include "plugin/backend/launch/matmul_launch.h"
@@ -122,14 +121,9 @@ absl::Status MatmulBiasActivation(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddMatmulKernels(KernelTable& table) {
-  table.Add(convolution::kMatmul, "matmul", cpu_kernels::Matmul);
-  table.Add(convolution::kMatmulBiasActivation, "matmul_bias_activation",
-            cpu_kernels::MatmulBiasActivation);
+  table.AddFamily(kernel_families::kMatmul, Matmul, MatmulBiasActivation);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

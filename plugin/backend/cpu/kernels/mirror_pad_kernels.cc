@@ -136,8 +136,7 @@ absl::Status MirrorPadGrad(const KernelContext& context) {
 }  // namespace
 
 void AddMirrorPadKernels(KernelTable& table) {
-  table.Add(data_movement::kMirrorPad, "mirror_pad", MirrorPad);
-  table.Add(data_movement::kMirrorPadGrad, "mirror_pad_grad", MirrorPadGrad);
+  table.AddFamily(kernel_families::kMirrorPad, MirrorPad, MirrorPadGrad);
 }
 
 }  // namespace vgpu::cpu_kernels

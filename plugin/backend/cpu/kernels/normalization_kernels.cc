@@ -301,19 +301,10 @@ absl::Status Backward(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddNormalizationKernels(KernelTable& table) {
-  table.Add(normalization::kForwardTraining, "batch_norm_forward_training",
-            cpu_kernels::ForwardTraining);
-  table.Add(normalization::kForwardInference, "batch_norm_forward_inference",
-            cpu_kernels::ForwardInference);
-  table.Add(normalization::kBackwardTraining, "batch_norm_backward_training",
-            cpu_kernels::Backward<true>);
-  table.Add(normalization::kBackwardInference, "batch_norm_backward_inference",
-            cpu_kernels::Backward<false>);
+  table.AddFamily(kernel_families::kNormalization, ForwardTraining, ForwardInference,
+                  Backward<true>, Backward<false>);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

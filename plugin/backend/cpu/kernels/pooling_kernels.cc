@@ -395,20 +395,10 @@ absl::Status PoolingGradGrad(const KernelContext& context) {
   });
 }
 
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
-
 void AddPoolingKernels(KernelTable& table) {
-  table.Add(pooling::kForward, "pooling_forward", cpu_kernels::PoolingForward);
-  table.Add(pooling::kBackward, "pooling_backward", cpu_kernels::PoolingBackward);
-  table.Add(pooling::kForwardWithArgmax, "pooling_forward_with_argmax",
-            cpu_kernels::PoolingForwardWithArgmax);
-  table.Add(pooling::kBackwardWithArgmax, "pooling_backward_with_argmax",
-            cpu_kernels::PoolingBackwardWithArgmax);
-  table.Add(pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax",
-            cpu_kernels::PoolingGradGradWithArgmax);
-  table.Add(pooling::kGradGrad, "pooling_grad_grad", cpu_kernels::PoolingGradGrad);
+  table.AddFamily(kernel_families::kPooling, PoolingForward, PoolingBackward,
+                  PoolingForwardWithArgmax, PoolingBackwardWithArgmax, PoolingGradGradWithArgmax,
+                  PoolingGradGrad);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

@@ -257,18 +257,11 @@ absl::Status UniformFullInt(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddRandomKernels(KernelTable& table) {
-  using namespace cpu_kernels;  // NOLINT: the kernels of this file
-  table.Add(random::kUniform, "random_uniform", FloatingKernel<UniformFromBlock>);
-  table.Add(random::kNormal, "random_normal", FloatingKernel<NormalFromBlock>);
-  table.Add(random::kTruncatedNormal, "random_truncated_normal",
-            FloatingKernel<TruncatedNormalGroup>);
-  table.Add(random::kUniformInt, "random_uniform_int", UniformInt);
-  table.Add(random::kUniformFullInt, "random_uniform_full_int", UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingKernel<UniformFromBlock>,
+                  FloatingKernel<NormalFromBlock>, FloatingKernel<TruncatedNormalGroup>, UniformInt,
+                  UniformFullInt);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

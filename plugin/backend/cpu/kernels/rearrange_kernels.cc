@@ -9,7 +9,6 @@
 #include <algorithm>
 
 #include "plugin/backend/cpu/kernel_registry.h"
-#include "plugin/backend/cpu/kernels/convolution_id_group.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/launch/rearrange_launch.h"
 #include "plugin/common/status_macros.h"
@@ -85,12 +84,9 @@ absl::Status Rearrange(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddRearrangeKernels(KernelTable& table) {
-  table.Add(convolution::kRearrange, "rearrange", cpu_kernels::Rearrange);
+  table.AddFamily(kernel_families::kRearrange, Rearrange);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

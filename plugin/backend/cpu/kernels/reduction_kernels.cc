@@ -266,15 +266,8 @@ absl::Status ArgReduce(const KernelContext& context) {
   });
 }
 
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
-
 void AddReductionKernels(KernelTable& table) {
-  table.Add(reduction::kReduce, "reduce", cpu_kernels::Reduce);
-  table.Add(reduction::kArgReduce, "arg_reduce", cpu_kernels::ArgReduce);
-  cpu_kernels::AddSoftmaxKernels(table);
-  cpu_kernels::AddScanAndTopKKernels(table);
+  table.AddFamily(kernel_families::kReduction, Reduce, ArgReduce);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

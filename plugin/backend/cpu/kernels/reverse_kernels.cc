@@ -54,8 +54,7 @@ absl::Status ReverseSequence(const KernelContext& context) {
 }  // namespace
 
 void AddReverseKernels(KernelTable& table) {
-  table.Add(data_movement::kReverse, "reverse", Reverse);
-  table.Add(data_movement::kReverseSequence, "reverse_sequence", ReverseSequence);
+  table.AddFamily(kernel_families::kReverse, Reverse, ReverseSequence);
 }
 
 }  // namespace vgpu::cpu_kernels

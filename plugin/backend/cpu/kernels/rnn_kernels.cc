@@ -794,13 +794,9 @@ absl::Status RnnBackward(const KernelContext& context) {
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddRnnKernels(KernelTable& table) {
-  table.Add(rnn::kForward, "rnn_forward", cpu_kernels::RnnForward);
-  table.Add(rnn::kBackward, "rnn_backward", cpu_kernels::RnnBackward);
+  table.AddFamily(kernel_families::kRnn, RnnForward, RnnBackward);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

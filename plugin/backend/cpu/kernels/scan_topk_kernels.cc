@@ -31,18 +31,17 @@ using scan_topk_launch::ScanLaunch;
 using scan_topk_launch::TopKLaunch;
 
 template <typename T>
-void ScanLines(const Eigen::ThreadPoolDevice& device, const T* x, T* y, int64_t outer, int64_t n,
-               int64_t inner, bool product, bool exclusive, bool reverse) {
+void ScanLines(const Eigen::ThreadPoolDevice& device, const T* x, T* y, const ScanLaunch& launch) {
+  const int64_t n = launch.n;
+  const bool product = launch.product, exclusive = launch.exclusive;
   device.parallelFor(
-      outer * inner, Eigen::TensorOpCost(n * sizeof(T), n * sizeof(T), n),
+      launch.outer * launch.inner, Eigen::TensorOpCost(n * sizeof(T), n * sizeof(T), n),
       [&](Eigen::Index first, Eigen::Index end) {
         for (int64_t line = first; line < end; ++line) {
-          const int64_t o = line / inner, i = line % inner;
-          const int64_t base = o * n * inner + i;
+          const int64_t start = launch.LineStart(line);
           T accumulator = product ? T(1) : T(0);
           for (int64_t step = 0; step < n; ++step) {
-            const int64_t j = reverse ? n - 1 - step : step;
-            const int64_t at = base + j * inner;
+            const int64_t at = launch.ElementAt(start, step);
             if (exclusive) {
               y[at] = accumulator;
               accumulator = product ? T(accumulator * x[at]) : T(accumulator + x[at]);
@@ -63,8 +62,7 @@ absl::Status Scan(const KernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.count));
     VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.count));
     if (launch.count == 0) return absl::OkStatus();
-    ScanLines<T>(*context.device, x, y, launch.outer, launch.n, launch.inner, launch.product,
-                 launch.exclusive, launch.reverse);
+    ScanLines<T>(*context.device, x, y, launch);
     return absl::OkStatus();
   });
 }
@@ -163,9 +161,7 @@ absl::Status InTopK(const KernelContext& context) {
 }  // namespace
 
 void AddScanAndTopKKernels(KernelTable& table) {
-  table.Add(reduction::kScan, "scan", Scan);
-  table.Add(reduction::kTopK, "top_k", TopK);
-  table.Add(reduction::kInTopK, "in_top_k", InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
 }
 
 }  // namespace vgpu::cpu_kernels

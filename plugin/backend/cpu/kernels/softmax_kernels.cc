@@ -186,10 +186,8 @@ absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
 }  // namespace
 
 void AddSoftmaxKernels(KernelTable& table) {
-  table.Add(reduction::kSoftmax, "softmax", Softmax);
-  table.Add(reduction::kSoftmaxCrossEntropy, "softmax_cross_entropy", SoftmaxCrossEntropy);
-  table.Add(reduction::kSparseSoftmaxCrossEntropy, "sparse_softmax_cross_entropy",
-            SparseSoftmaxCrossEntropy);
+  table.AddFamily(kernel_families::kSoftmax, Softmax, SoftmaxCrossEntropy,
+                  SparseSoftmaxCrossEntropy);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -300,32 +300,20 @@ absl::Status Where(const KernelContext& context) {
     int64_t written = 0;
     for (int64_t i = 0; i < g.total; ++i) {
       if (!IsTrue(input[i])) continue;
-      if (written == g.num_true) {
-        return absl::InvalidArgumentError("the input holds more true elements than num_true");
-      }
+      // One more true element than num_true fails before it is written out of bounds.
+      if (written == g.num_true) return sparse_launch::CheckTrueElements(g, written + 1);
       sparse_launch::WriteCoordinates(g, i, out + written * g.rank);
       ++written;
     }
-    if (written != g.num_true) {
-      return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
-    }
-    return absl::OkStatus();
+    return sparse_launch::CheckTrueElements(g, written);
   });
 }
 
 }  // namespace
-}  // namespace vgpu::cpu_kernels
-
-namespace vgpu {
 
 void AddSparseKernels(KernelTable& table) {
-  table.Add(sparse::kGather, "gather", cpu_kernels::Gather);
-  table.Add(sparse::kGatherNd, "gather_nd", cpu_kernels::GatherNd);
-  table.Add(sparse::kScatter, "scatter", cpu_kernels::Scatter);
-  table.Add(sparse::kScatterNd, "scatter_nd", cpu_kernels::ScatterNd);
-  table.Add(sparse::kSegmentReduce, "segment_reduce", cpu_kernels::SegmentReduce);
-  table.Add(sparse::kCountTrue, "count_true", cpu_kernels::CountTrue);
-  table.Add(sparse::kWhere, "where", cpu_kernels::Where);
+  table.AddFamily(kernel_families::kSparse, Gather, GatherNd, Scatter, ScatterNd, SegmentReduce,
+                  CountTrue, Where);
 }
 
-}  // namespace vgpu
+}  // namespace vgpu::cpu_kernels

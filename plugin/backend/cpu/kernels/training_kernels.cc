@@ -598,7 +598,7 @@ struct UpdateRunner {
 
 }  // namespace
 
-void AddTrainingKernels(KernelTable& table) {
+void cpu_kernels::AddTrainingKernels(KernelTable& table) {
   training_launch::AddUpdateKernels<Update, UpdateRunner>(table);
 }
 

@@ -148,8 +148,8 @@ absl::Status ActivationBackward(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaActivationKernels(CudaKernelTable& table) {
-  table.Add(activation::kForward, "activation_forward", ActivationForward);
-  table.Add(activation::kBackward, "activation_backward", ActivationBackward);
+  // relu_int8 is not served yet (docs/cuda.md).
+  table.AddFamily(kernel_families::kActivation, ActivationForward, ActivationBackward, nullptr);
 }
 
 }  // namespace vgpu::cuda

@@ -7,7 +7,6 @@
 
 #include "absl/status/status.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/convolution_id_group.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/launch/bias_launch.h"
@@ -89,8 +88,7 @@ absl::Status BiasAddGrad(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaBiasKernels(CudaKernelTable& table) {
-  table.Add(convolution::kBiasAdd, "bias_add", BiasAdd);
-  table.Add(convolution::kBiasAddGrad, "bias_add_grad", BiasAddGrad);
+  table.AddFamily(kernel_families::kBias, BiasAdd, BiasAddGrad);
 }
 
 }  // namespace vgpu::cuda

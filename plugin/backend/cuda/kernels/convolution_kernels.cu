@@ -4,7 +4,7 @@
 // the fused forward with bias and activation (cudnnConvolutionBiasActivationForward for float32
 // + relu, otherwise the cuDNN forward then float_compute.cuh's bias/activation kernel). The
 // other kernels of the protocol's convolution id range are matmul_kernels.cu, bias_kernels.cu
-// and rearrange_kernels.cu (convolution_id_group.h).
+// and rearrange_kernels.cu.
 //
 // Layout decisions (to be confirmed by the GPU run, see the report of branch cuda-dnn):
 // * Tensors: cuDNN gets dims in N, C, spatial order with strides that describe the stored
@@ -41,7 +41,6 @@
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/cuda_libraries.h"
-#include "plugin/backend/cuda/kernels/convolution_id_group.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/cuda/primitive_cache.h"
@@ -584,16 +583,8 @@ absl::Status ConvolutionBackwardFilter(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaConvolutionKernels(CudaKernelTable& table) {
-  table.Add(convolution::kForward, "convolution_forward", ConvolutionForward);
-  table.Add(convolution::kBackwardInput, "convolution_backward_input", ConvolutionBackwardInput);
-  table.Add(convolution::kBackwardFilter, "convolution_backward_filter",
-            ConvolutionBackwardFilter);
-  table.Add(convolution::kForwardBiasActivation, "convolution_bias_activation_forward",
-            ConvolutionBiasActivationForward);
-  // The rest of the protocol's id range (convolution_id_group.h).
-  AddCudaMatmulKernels(table);
-  AddCudaBiasKernels(table);
-  AddCudaRearrangeKernels(table);
+  table.AddFamily(kernel_families::kConvolution, ConvolutionForward, ConvolutionBackwardInput,
+                  ConvolutionBackwardFilter, ConvolutionBiasActivationForward);
 }
 
 }  // namespace vgpu::cuda

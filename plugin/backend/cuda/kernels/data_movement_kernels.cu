@@ -317,18 +317,10 @@ absl::Status MirrorPadGrad(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaDataMovementKernels(CudaKernelTable& table) {
-  table.Add(data_movement::kTranspose, "transpose", Transpose);
-  table.Add(data_movement::kStridedSlice, "strided_slice", StridedSlice);
-  table.Add(data_movement::kStridedSliceGrad, "strided_slice_grad", StridedSliceGrad);
-  table.Add(data_movement::kStridedSliceAssign, "strided_slice_assign", StridedSliceAssign);
-  table.Add(data_movement::kPad, "pad", Pad);
-  table.Add(data_movement::kTile, "tile", Tile);
-  table.Add(data_movement::kConcat, "concat", Concat);
-  table.Add(data_movement::kSplit, "split", Split);
-  table.Add(data_movement::kReverse, "reverse", Reverse);
-  table.Add(data_movement::kReverseSequence, "reverse_sequence", ReverseSequence);
-  table.Add(data_movement::kMirrorPad, "mirror_pad", MirrorPad);
-  table.Add(data_movement::kMirrorPadGrad, "mirror_pad_grad", MirrorPadGrad);
+  table.AddFamily(kernel_families::kDataMovement, Transpose, StridedSlice, StridedSliceGrad,
+                  StridedSliceAssign, Pad, Tile, Concat, Split);
+  table.AddFamily(kernel_families::kReverse, Reverse, ReverseSequence);
+  table.AddFamily(kernel_families::kMirrorPad, MirrorPad, MirrorPadGrad);
 }
 
 }  // namespace vgpu::cuda

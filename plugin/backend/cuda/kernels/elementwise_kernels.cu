@@ -605,14 +605,9 @@ absl::Status ElementwiseRange(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaElementwiseKernels(CudaKernelTable& table) {
-  table.Add(elementwise::kBinary, "elementwise_binary", ElementwiseBinary);
-  table.Add(elementwise::kUnary, "elementwise_unary", ElementwiseUnary);
-  table.Add(elementwise::kSelect, "elementwise_select", ElementwiseSelect);
-  table.Add(elementwise::kCast, "elementwise_cast", CudaElementwiseCast);
-  table.Add(elementwise::kAddN, "elementwise_add_n", ElementwiseAddN);
-  table.Add(elementwise::kFill, "elementwise_fill", ElementwiseFill);
-  table.Add(elementwise::kSetTensor, "elementwise_set_tensor", ElementwiseSetTensor);
-  table.Add(elementwise::kRange, "elementwise_range", ElementwiseRange);
+  table.AddFamily(kernel_families::kElementwise, ElementwiseBinary, ElementwiseUnary,
+                  ElementwiseSelect, CudaElementwiseCast, ElementwiseAddN, ElementwiseFill,
+                  ElementwiseSetTensor, ElementwiseRange);
 }
 
 }  // namespace vgpu::cuda

@@ -17,7 +17,6 @@
 #include "plugin/backend/cuda/cuda_descriptors.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
 #include "plugin/backend/cuda/cuda_libraries.h"
-#include "plugin/backend/cuda/kernels/convolution_id_group.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/cuda/primitive_cache.h"
@@ -271,8 +270,7 @@ absl::Status MatmulBiasActivation(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaMatmulKernels(CudaKernelTable& table) {
-  table.Add(convolution::kMatmul, "matmul", Matmul);
-  table.Add(convolution::kMatmulBiasActivation, "matmul_bias_activation", MatmulBiasActivation);
+  table.AddFamily(kernel_families::kMatmul, Matmul, MatmulBiasActivation);
 }
 
 }  // namespace vgpu::cuda

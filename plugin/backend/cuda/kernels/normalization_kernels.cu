@@ -327,11 +327,8 @@ absl::Status Backward(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaNormalizationKernels(CudaKernelTable& table) {
-  table.Add(normalization::kForwardTraining, "batch_norm_forward_training", Forward<true>);
-  table.Add(normalization::kForwardInference, "batch_norm_forward_inference", Forward<false>);
-  table.Add(normalization::kBackwardTraining, "batch_norm_backward_training", Backward<true>);
-  table.Add(normalization::kBackwardInference, "batch_norm_backward_inference",
-            Backward<false>);
+  table.AddFamily(kernel_families::kNormalization, Forward<true>, Forward<false>, Backward<true>,
+                  Backward<false>);
 }
 
 }  // namespace vgpu::cuda

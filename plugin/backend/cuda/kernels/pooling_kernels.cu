@@ -497,14 +497,9 @@ absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaPoolingKernels(CudaKernelTable& table) {
-  table.Add(pooling::kForward, "pooling_forward", PoolingForward);
-  table.Add(pooling::kBackward, "pooling_backward", PoolingBackward);
-  table.Add(pooling::kForwardWithArgmax, "pooling_forward_with_argmax", PoolingForwardWithArgmax);
-  table.Add(pooling::kBackwardWithArgmax, "pooling_backward_with_argmax",
-            PoolingBackwardWithArgmax);
-  table.Add(pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax",
-            PoolingGradGradWithArgmax);
-  table.Add(pooling::kGradGrad, "pooling_grad_grad", PoolingGradGrad);
+  table.AddFamily(kernel_families::kPooling, PoolingForward, PoolingBackward,
+                  PoolingForwardWithArgmax, PoolingBackwardWithArgmax, PoolingGradGradWithArgmax,
+                  PoolingGradGrad);
 }
 
 }  // namespace vgpu::cuda

@@ -448,12 +448,9 @@ absl::Status UniformFullInt(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaRandomKernels(CudaKernelTable& table) {
-  table.Add(random::kUniform, "random_uniform", FloatingKernel<FloatingKind::kUniform>);
-  table.Add(random::kNormal, "random_normal", FloatingKernel<FloatingKind::kNormal>);
-  table.Add(random::kTruncatedNormal, "random_truncated_normal",
-            FloatingKernel<FloatingKind::kTruncatedNormal>);
-  table.Add(random::kUniformInt, "random_uniform_int", UniformInt);
-  table.Add(random::kUniformFullInt, "random_uniform_full_int", UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingKernel<FloatingKind::kUniform>,
+                  FloatingKernel<FloatingKind::kNormal>,
+                  FloatingKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
 }
 
 }  // namespace vgpu::cuda

@@ -6,7 +6,6 @@
 
 #include "absl/status/status.h"
 #include "plugin/backend/cuda/cuda_kernel_registry.h"
-#include "plugin/backend/cuda/kernels/convolution_id_group.h"
 #include "plugin/backend/cuda/kernels/device_types.cuh"
 #include "plugin/backend/cuda/kernels/float_compute.cuh"
 #include "plugin/backend/launch/rearrange_launch.h"
@@ -74,7 +73,7 @@ absl::Status Rearrange(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaRearrangeKernels(CudaKernelTable& table) {
-  table.Add(convolution::kRearrange, "rearrange", Rearrange);
+  table.AddFamily(kernel_families::kRearrange, Rearrange);
 }
 
 }  // namespace vgpu::cuda

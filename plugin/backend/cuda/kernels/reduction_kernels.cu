@@ -43,10 +43,6 @@
 
 namespace vgpu::cuda {
 
-// softmax_kernels.cu and scan_topk_kernels.cu.
-void AddCudaSoftmaxKernels(CudaKernelTable& table);
-void AddCudaScanTopKKernels(CudaKernelTable& table);
-
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
@@ -531,10 +527,7 @@ absl::Status ArgReduce(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaReductionKernels(CudaKernelTable& table) {
-  table.Add(reduction::kReduce, "reduce", Reduce);
-  table.Add(reduction::kArgReduce, "arg_reduce", ArgReduce);
-  AddCudaSoftmaxKernels(table);
-  AddCudaScanTopKKernels(table);
+  table.AddFamily(kernel_families::kReduction, Reduce, ArgReduce);
 }
 
 }  // namespace vgpu::cuda

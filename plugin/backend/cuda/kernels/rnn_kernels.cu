@@ -31,8 +31,7 @@ absl::Status RnnBackward(const CudaKernelContext&) {
 }  // namespace
 
 void AddCudaRnnKernels(CudaKernelTable& table) {
-  table.Add(rnn::kForward, "rnn_forward", RnnForward);
-  table.Add(rnn::kBackward, "rnn_backward", RnnBackward);
+  table.AddFamily(kernel_families::kRnn, RnnForward, RnnBackward);
 }
 
 }  // namespace vgpu::cuda

@@ -36,8 +36,6 @@
 
 namespace vgpu::cuda {
 
-void AddCudaScanTopKKernels(CudaKernelTable& table);
-
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
@@ -48,17 +46,15 @@ using scan_topk_launch::TopKLaunch;
 // --- Scan ----------------------------------------------------------------------------------------
 
 template <typename T>
-__global__ void ScanKernel(int64_t outer, int64_t n, int64_t inner, bool product, bool exclusive,
-                           bool reverse, const Storage<T>* x, Storage<T>* y) {
+__global__ void ScanKernel(ScanLaunch launch, const Storage<T>* x, Storage<T>* y) {
   using C = Compute<T>;
-  const int64_t lines = outer * inner;
+  const bool product = launch.product, exclusive = launch.exclusive;
+  const int64_t lines = launch.outer * launch.inner;
   for (int64_t line = GridStart(); line < lines; line += GridStride()) {
-    const int64_t o = line / inner, i = line % inner;
-    const int64_t base = o * n * inner + i;
+    const int64_t start = launch.LineStart(line);
     C accumulator = product ? C(1) : C(0);
-    for (int64_t step = 0; step < n; ++step) {
-      const int64_t j = reverse ? n - 1 - step : step;
-      const int64_t at = base + j * inner;
+    for (int64_t step = 0; step < launch.n; ++step) {
+      const int64_t at = launch.ElementAt(start, step);
       const C value = Load<T>(x, at);  // read before the write: y may alias x
       if (exclusive) {
         Store<T>(y, at, accumulator);
@@ -79,9 +75,7 @@ absl::Status Scan(const CudaKernelContext& context) {
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, launch.count));
     if (launch.count == 0) return absl::OkStatus();
-    return LaunchGrid(context, "scan", launch.outer * launch.inner, ScanKernel<T>, launch.outer,
-                      launch.n, launch.inner, launch.product, launch.exclusive, launch.reverse, x,
-                      y);
+    return LaunchGrid(context, "scan", launch.outer * launch.inner, ScanKernel<T>, launch, x, y);
   });
 }
 
@@ -194,9 +188,7 @@ absl::Status InTopK(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaScanTopKKernels(CudaKernelTable& table) {
-  table.Add(reduction::kScan, "scan", Scan);
-  table.Add(reduction::kTopK, "top_k", TopK);
-  table.Add(reduction::kInTopK, "in_top_k", InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
 }
 
 }  // namespace vgpu::cuda

@@ -29,8 +29,6 @@
 
 namespace vgpu::cuda {
 
-void AddCudaSoftmaxKernels(CudaKernelTable& table);
-
 namespace {
 
 using namespace kernels;  // NOLINT: the family's own helper namespace
@@ -245,10 +243,8 @@ absl::Status SparseSoftmaxCrossEntropy(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaSoftmaxKernels(CudaKernelTable& table) {
-  table.Add(reduction::kSoftmax, "softmax", Softmax);
-  table.Add(reduction::kSoftmaxCrossEntropy, "softmax_cross_entropy", SoftmaxCrossEntropy);
-  table.Add(reduction::kSparseSoftmaxCrossEntropy, "sparse_softmax_cross_entropy",
-            SparseSoftmaxCrossEntropy);
+  table.AddFamily(kernel_families::kSoftmax, Softmax, SoftmaxCrossEntropy,
+                  SparseSoftmaxCrossEntropy);
 }
 
 }  // namespace vgpu::cuda

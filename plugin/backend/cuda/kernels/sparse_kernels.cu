@@ -496,26 +496,15 @@ absl::Status Where(const CudaKernelContext& context) {
       // Synchronous: the launch fails unless the input holds exactly num_true true elements.
       VGPU_RETURN_IF_ERROR(ReadBack(stream, selected.As<int64_t>(), &found));
     }
-    if (found > g.num_true) {
-      return absl::InvalidArgumentError("the input holds more true elements than num_true");
-    }
-    if (found != g.num_true) {
-      return absl::InvalidArgumentError("the input holds fewer true elements than num_true");
-    }
-    return absl::OkStatus();
+    return sparse_launch::CheckTrueElements(g, found);
   });
 }
 
 }  // namespace
 
 void AddCudaSparseKernels(CudaKernelTable& table) {
-  table.Add(sparse::kGather, "gather", Gather);
-  table.Add(sparse::kGatherNd, "gather_nd", GatherNd);
-  table.Add(sparse::kScatter, "scatter", Scatter);
-  table.Add(sparse::kScatterNd, "scatter_nd", ScatterNd);
-  table.Add(sparse::kSegmentReduce, "segment_reduce", SegmentReduce);
-  table.Add(sparse::kCountTrue, "count_true", CountTrue);
-  table.Add(sparse::kWhere, "where", Where);
+  table.AddFamily(kernel_families::kSparse, Gather, GatherNd, Scatter, ScatterNd, SegmentReduce,
+                  CountTrue, Where);
 }
 
 }  // namespace vgpu::cuda
