@@ -50,8 +50,8 @@ absl::StatusOr<std::vector<int64_t>> ShapeArgument(OpContext& context, int index
 class Convolution3DOp : public ConvolutionKernel<Convolution3DOp, ConvKind::kConv3D> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
                           ForwardProblem(ConvKind::kConv3D, attributes_, dtype,

@@ -48,10 +48,9 @@ class GenericConvolutionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    const std::vector<int64_t> original_shape = ShapeOf(input.get());
-    std::vector<int64_t> filter_shape = ShapeOf(filter.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
+    auto [original_shape, filter_shape] = ShapesOf(inputs);
     const int64_t spatial_dims = static_cast<int64_t>(original_shape.size()) - 1 - batch_dims_;
     if (batch_dims_ < 1 || (spatial_dims != 2 && spatial_dims != 3)) {
       return absl::InvalidArgumentError(absl::StrCat(

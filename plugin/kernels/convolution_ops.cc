@@ -517,8 +517,8 @@ template <ConvKind kKind>
 class ConvolutionOp : public ConvolutionKernel<ConvolutionOp<kKind>, kKind> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
                           ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
@@ -665,9 +665,8 @@ class FusedConvolutionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [input, filter, bias] = inputs;
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
                           ForwardProblem(ConvKind::kConv2D, attributes_, dtype,

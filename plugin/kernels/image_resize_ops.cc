@@ -443,8 +443,8 @@ class ScaleAndTranslateGradOp
     : public WithAttributes<ScaleAndTranslateGradOp, SamplingAttributes, ReadSamplingAttributes> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [grads, original] = inputs;
     const Dims dims = ShapeOf(grads.get());
     if (dims.size() != 4) {
       return absl::InvalidArgumentError(

@@ -84,10 +84,9 @@ class ImageProjectiveTransformOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr transforms, context.Input(1));
-    const Dims image_dims = ShapeOf(images.get());
-    const Dims transform_dims = ShapeOf(transforms.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [images, transforms] = inputs;
+    const auto [image_dims, transform_dims] = ShapesOf(inputs);
     if (image_dims.size() != 4) {
       return absl::InvalidArgumentError("Input images must have rank 4");
     }
@@ -252,9 +251,8 @@ class CropAndResizeOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [image, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (TF_NumDims(boxes.get()) != 2) {
       return absl::InvalidArgumentError(
@@ -309,9 +307,8 @@ class CropAndResizeGradImageOp {
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
         "Deterministic GPU implementation of CropAndResizeBackpropImage not available."));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [grads, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
     VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes,
                           GradientBoxCount(boxes.get(), box_index.get(), grads_dims));
@@ -361,10 +358,8 @@ class CropAndResizeGradBoxesOp {
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
         "Deterministic GPU implementation of CropAndResizeBackpropBoxes not available."));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(3));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<4>());
+    const auto& [grads, image, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
     VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (image_dims[3] != grads_dims[3]) {
@@ -415,10 +410,8 @@ class NonMaxSuppressionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr scores, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr max_output_size, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr iou_threshold, context.Input(3));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<4>());
+    const auto& [boxes, scores, max_output_size, iou_threshold] = inputs;
     // TensorFlow's V3 kernel appends the rank to its scalar messages; V2 and V4 do not.
     auto rank_note = [](int rank) {
       return kVersion == NmsVersion::kV3

@@ -9,6 +9,8 @@
 #ifndef VGPU_KERNELS_OP_KERNEL_H_
 #define VGPU_KERNELS_OP_KERNEL_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -68,6 +70,18 @@ class OpContext {
   int num_inputs() const { return TF_NumInputs(context_); }
   absl::StatusOr<TensorPtr> Input(int index) const { return GetInput(context_, index); }
   TF_DataType InputType(int index) const { return TF_InputDatatype(context_, index); }
+  // Inputs 0 .. N-1, in order: the prologue of a kernel, named by a structured binding
+  //   VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+  //   const auto& [x, y] = inputs;
+  // The first input TensorFlow cannot give is the error.
+  template <size_t N>
+  absl::StatusOr<std::array<TensorPtr, N>> Inputs() const {
+    std::array<TensorPtr, N> inputs;
+    for (size_t i = 0; i < N; ++i) {
+      VGPU_ASSIGN_OR_RETURN(inputs[i], Input(static_cast<int>(i)));
+    }
+    return inputs;
+  }
 
   // The values of a host-memory integer input (int32 or int64), e.g. an axis or a shape.
   absl::StatusOr<std::vector<int64_t>> HostIntegers(int index) const;

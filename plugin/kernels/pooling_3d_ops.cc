@@ -109,9 +109,8 @@ class MaxPool3dGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [x, y, dy] = inputs;
     VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
                           MaxPoolGradInputDims(5, x.get(), y.get(), dy.get(), "out_backprop"));
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kMax,
@@ -142,8 +141,8 @@ class AvgPool3dGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [shape_tensor, dy] = inputs;
     if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != 5) {
       return absl::InvalidArgumentError("tensor_in must be 1-dimensional and 5 elements");
     }
@@ -184,9 +183,8 @@ class MaxPool3dGradGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [x, y, ddx] = inputs;
     VGPU_ASSIGN_OR_RETURN(
         const std::vector<int64_t> x_dims,
         MaxPoolGradInputDims(5, x.get(), y.get(), ddx.get(), "out_grad_backprop"));

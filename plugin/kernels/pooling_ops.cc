@@ -432,9 +432,8 @@ class MaxPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [x, y, dy] = inputs;
     VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
                           MaxPoolGradInputDims(4, x.get(), y.get(), dy.get(), "out_backprop"));
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
@@ -470,9 +469,8 @@ class MaxPoolGradGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [x, y, ddx] = inputs;
     VGPU_ASSIGN_OR_RETURN(
         const std::vector<int64_t> x_dims,
         MaxPoolGradInputDims(4, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
@@ -509,8 +507,8 @@ class AvgPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [shape_tensor, dy] = inputs;
     if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != 4) {
       return absl::InvalidArgumentError("orig_input_shape must be 1-dimensional and 4 elements");
     }
