@@ -42,8 +42,7 @@ absl::StatusOr<std::vector<int64_t>> ShapeFromSizes(OpContext& context, int inde
 absl::StatusOr<std::vector<int64_t>> ShapeArgument(OpContext& context, int index,
                                                    bool from_tensor) {
   if (!from_tensor) return ShapeFromSizes(context, index);
-  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  return ShapeOf(tensor.get());
+  return context.InputShape(index);
 }
 
 // Conv3D: inputs (input, filter).

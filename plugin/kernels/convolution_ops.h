@@ -34,8 +34,6 @@ absl::StatusOr<FusedBiasActivation> ReadFusedBiasActivation(
 KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
                                const FusedBiasActivation& fused);
 
-enum class Padding { kValid, kSame, kExplicit };
-
 // Whose attribute rules and error messages an op follows: TensorFlow's Conv2D (and
 // _FusedConv2D), Conv2DBackprop*, DepthwiseConv2dNative*, Conv3D and Conv3DBackprop* kernels.
 enum class ConvKind { kConv2D, kConv2DBackprop, kDepthwise, kConv3D, kConv3DBackprop };

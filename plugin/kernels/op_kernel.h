@@ -63,6 +63,14 @@ class OpConstruction {
   TF_OpKernelConstruction* construction_;
 };
 
+// The padding attribute of TensorFlow's windowed ops (convolution, pooling).
+enum class Padding { kValid, kSame, kExplicit };
+
+// Reads attribute "padding" (VALID, SAME, EXPLICIT); another text is InvalidArgument
+// StrCat(unknown_message, text) (TensorFlow's convolution and pooling kernels word it apart).
+absl::StatusOr<Padding> ReadPadding(OpConstruction& construction,
+                                    absl::string_view unknown_message);
+
 class OpContext {
  public:
   explicit OpContext(TF_OpKernelContext* context) : context_(context) {}
@@ -82,6 +90,9 @@ class OpContext {
     }
     return inputs;
   }
+
+  // The shape of input `index`.
+  absl::StatusOr<std::vector<int64_t>> InputShape(int index) const;
 
   // The values of a host-memory integer input (int32 or int64), e.g. an axis or a shape.
   absl::StatusOr<std::vector<int64_t>> HostIntegers(int index) const;

@@ -56,15 +56,33 @@ absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, cons
                        {BufferOf(x), BufferOf(y.get())});
 }
 
-absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
-                                      const TF_Tensor* grad,
-                                      absl::Span<const int64_t> input_dims) {
-  VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(grad)));
-  const TF_DataType dtype = TF_TensorType(grad);
+absl::Status ComputeAvgPoolingBackward(OpContext& context, const PoolWindow& window,
+                                       const AvgPoolGradWording& wording) {
+  VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+  const auto& [shape_tensor, grad] = inputs;
+  const int rank = window.rank();
+  if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        wording.shape_name, " must be 1-dimensional and ", rank, " elements"));
+  }
+  if (TF_NumDims(grad.get()) != rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("out_backprop must be ", rank, "-dimensional"));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> input_dims, context.HostIntegers(0));
+  for (int64_t d : input_dims) {
+    if (d < 0) return absl::InvalidArgumentError(wording.negative_dimension(d, input_dims));
+  }
+  const std::string rank_message = absl::StrCat("tensor_in must be ", rank, "-dimensional");
+  VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                        PlanPooling(window, PoolingMode::kAverage, NanPropagation::kNotPropagate,
+                                    input_dims, rank_message.c_str()));
+  VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(grad.get())));
+  const TF_DataType dtype = TF_TensorType(grad.get());
   VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, input_dims));
   if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
   return LaunchPooling(context, pooling::kBackward, plan, dtype, input_dims,
-                       {BufferOf(grad), BufferOf(dx.get())});
+                       {BufferOf(grad.get()), BufferOf(dx.get())});
 }
 
 absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spatial_dims) {
@@ -84,12 +102,7 @@ absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spat
         "Invalid data format: ", format, " (the virtual GPU pools ",
         three_d ? "NDHWC and NCDHW" : "NHWC and NCHW", ")"));
   }
-  VGPU_ASSIGN_OR_RETURN(window.padding, construction.StringChoice<Padding>(
-                                            "padding",
-                                            {{"VALID", Padding::kValid},
-                                             {"SAME", Padding::kSame},
-                                             {"EXPLICIT", Padding::kExplicit}},
-                                            "Invalid padding: "));
+  VGPU_ASSIGN_OR_RETURN(window.padding, ReadPadding(construction, "Invalid padding: "));
   if (window.padding == Padding::kExplicit) {
     VGPU_ASSIGN_OR_RETURN(window.explicit_paddings, construction.IntList("explicit_paddings"));
   }
@@ -507,25 +520,11 @@ class AvgPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
-    const auto& [shape_tensor, dy] = inputs;
-    if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != 4) {
-      return absl::InvalidArgumentError("orig_input_shape must be 1-dimensional and 4 elements");
-    }
-    if (TF_NumDims(dy.get()) != 4) {
-      return absl::InvalidArgumentError("out_backprop must be 4-dimensional");
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> x_dims, context.HostIntegers(0));
-    for (int64_t d : x_dims) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("orig_input_shape has a negative dimension: ", ShapeString(x_dims)));
-      }
-    }
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank4));
-    return LaunchAvgPoolingBackward(context, plan, dy.get(), x_dims);
+    return ComputeAvgPoolingBackward(
+        context, window_,
+        {"orig_input_shape", [](int64_t, absl::Span<const int64_t> shape) {
+           return absl::StrCat("orig_input_shape has a negative dimension: ", ShapeString(shape));
+         }});
   }
 
  private:

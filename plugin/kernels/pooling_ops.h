@@ -18,8 +18,6 @@
 
 namespace vgpu {
 
-enum class Padding { kValid, kSame, kExplicit };
-
 // The window of a pooling op over 2 or 3 spatial dimensions. ksize and strides hold one value
 // per tensor dimension in the op's data format (NHWC / NCHW / NDHWC / NCDHW).
 struct PoolWindow {
@@ -99,12 +97,20 @@ absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& 
 absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
                                   absl::Span<const int64_t> x_dims);
 
-// The rest of an average-pooling gradient once `plan` is made: checks `grad` has the pooled
-// shape, allocates the gradient (output 0: `grad`'s dtype, `input_dims`) and, unless it is
-// empty, launches the backward kernel.
-absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
-                                      const TF_Tensor* grad,
-                                      absl::Span<const int64_t> input_dims);
+// How an average-pooling gradient's kernel words its checks of orig_input_shape (TensorFlow's
+// AvgPoolGrad and AvgPool3DGrad kernels differ).
+struct AvgPoolGradWording {
+  // Its name in "<shape_name> must be 1-dimensional and <rank> elements".
+  const char* shape_name;
+  // The message for `shape`, which holds the negative `dimension`.
+  std::string (*negative_dimension)(int64_t dimension, absl::Span<const int64_t> shape);
+};
+
+// The whole of an average-pooling gradient with `window`: inputs orig_input_shape (host
+// integers, window.rank() of them) and grad, checked in TensorFlow's order; then the gradient
+// (output 0: grad's dtype, orig_input_shape) and, unless it is empty, the backward kernel.
+absl::Status ComputeAvgPoolingBackward(OpContext& context, const PoolWindow& window,
+                                       const AvgPoolGradWording& wording);
 
 // InvalidArgument "Expected <what> shape to be <expected>, but got <actual>" unless equal.
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
