@@ -117,11 +117,8 @@ absl::Status CheckFlags(bool align_corners, bool half_pixel_centers) {
 absl::StatusOr<std::array<int64_t, 2>> HostIntegerPair(OpContext& context, int index,
                                                        const char* name) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  const Dims dims = ShapeOf(tensor.get());
-  if (dims.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be 1-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                        ShapeOfRank(tensor.get(), 1, absl::StrCat(name, " must be 1-dimensional")));
   if (dims[0] != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " must have two elements", ShapeString(dims)));
@@ -133,10 +130,7 @@ absl::StatusOr<std::array<int64_t, 2>> HostIntegerPair(OpContext& context, int i
 // The same for ScaleAndTranslate's float [2] `scale` and `translation` (TensorFlow's GetValues).
 absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  const Dims dims = ShapeOf(tensor.get());
-  if (dims.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("t must be 1-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(tensor.get(), 1, "t must be 1-dimensional"));
   if (dims[0] != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("t must have two elements", ShapeString(dims)));
@@ -153,11 +147,7 @@ absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index
 absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tensor* images,
                                               bool align_corners, bool half_pixel_centers) {
   VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  const Dims dims = ShapeOf(images);
-  if (dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(images, 4, "input must be 4-dimensional"));
   ResizeGeometry g = ResizeGeometry::OfImages(dims);
   g.align_corners = align_corners;
   g.half_pixel_centers = half_pixel_centers;
@@ -194,11 +184,7 @@ absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tenso
 absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_Tensor* grads,
                                                   bool align_corners, bool half_pixel_centers) {
   VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  const Dims dims = ShapeOf(grads);
-  if (dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(grads, 4, "input_grad must be 4-dimensional"));
   ResizeGeometry g = ResizeGeometry::OfResized(dims);
   g.align_corners = align_corners;
   g.half_pixel_centers = half_pixel_centers;
@@ -206,11 +192,8 @@ absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_T
     return absl::InvalidArgumentError("resized dimensions must be positive");
   }
   VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
-  const Dims original_dims = ShapeOf(original.get());
-  if (original_dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims original_dims,
+                        ShapeOfRank(original.get(), 4, "original_image must be 4-dimensional"));
   g.image_height = original_dims[1];
   g.image_width = original_dims[2];
   if (g.image_height <= 0 || g.image_width <= 0) {
@@ -327,11 +310,8 @@ class ResizeNearestNeighborGradOp
         "A deterministic GPU implementation of ResizeNearestNeighborGrad is not currently "
         "available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    const Dims dims = ShapeOf(grads.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(grads.get(), 4, "input must be 4-dimensional"));
     VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
     if (size[0] <= 0 || size[1] <= 0) {
       return absl::InvalidArgumentError("shape_t's elements must be positive");
@@ -407,11 +387,8 @@ class ScaleAndTranslateOp
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    const Dims dims = ShapeOf(images.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(images.get(), 4, "input must be 4-dimensional"));
     VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "output_shape_t"));
     if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
       return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
@@ -445,16 +422,10 @@ class ScaleAndTranslateGradOp
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
     const auto& [grads, original] = inputs;
-    const Dims dims = ShapeOf(grads.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
-    }
-    const Dims original_dims = ShapeOf(original.get());
-    if (original_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(grads.get(), 4, "input_grad must be 4-dimensional"));
+    VGPU_ASSIGN_OR_RETURN(const Dims original_dims,
+                          ShapeOfRank(original.get(), 4, "original_image must be 4-dimensional"));
     ResizeGeometry g = ResizeGeometry::OfResized(dims);
     g.image_height = original_dims[1];
     g.image_width = original_dims[2];

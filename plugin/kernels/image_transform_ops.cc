@@ -95,11 +95,8 @@ class ImageProjectiveTransformOp {
       return absl::InvalidArgumentError("Input transform should be num_images x 8 or 1 x 8");
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr shape, context.Input(2));
-    const Dims shape_dims = ShapeOf(shape.get());
-    if (shape_dims.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("output shape must be 1-dimensional", ShapeString(shape_dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims shape_dims,
+                          ShapeOfRank(shape.get(), 1, "output shape must be 1-dimensional"));
     if (NumElements(shape_dims) != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("output shape must have two elements", ShapeString(shape_dims)));
