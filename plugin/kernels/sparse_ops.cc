@@ -265,18 +265,6 @@ absl::Status CheckOuterAndInnerDims(const Dims& output, const Dims& indices, con
   return absl::OkStatus();
 }
 
-absl::Status CheckIndicesAndUpdatesRank(const Dims& indices, const Dims& updates) {
-  if (indices.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Indices shape must have rank at least one. Found:", ShapeString(indices)));
-  }
-  if (updates.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Updates shape must have rank at least one. Found:", ShapeString(updates)));
-  }
-  return absl::OkStatus();
-}
-
 // TensorFlow's check that a scatter into an empty output has nothing to scatter.
 absl::Status CheckEmptyOutput(int64_t output_elements, const Dims& indices, const Dims& updates) {
   if (sparse_shapes::ValidEmptyOutputShape(output_elements, NumElements(indices),
@@ -319,7 +307,7 @@ class ScatterNdOp : public NoAttributes<ScatterNdOp> {
     const auto& [indices, updates, shape_tensor] = inputs;
     const Dims indices_dims = ShapeOf(indices.get());
     const Dims updates_dims = ShapeOf(updates.get());
-    VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
+    VGPU_RETURN_IF_ERROR(sparse_shapes::CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
     VGPU_ASSIGN_OR_RETURN(Dims shape, context.HostIntegers(2));
     int64_t elements = 1;
     for (int64_t d : shape) {
@@ -358,7 +346,7 @@ class TensorScatterOp : public NoAttributes<TensorScatterOp<kOp>> {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
     const auto& [tensor, indices, updates] = inputs;
     const auto [shape, indices_dims, updates_dims] = ShapesOf(inputs);
-    VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
+    VGPU_RETURN_IF_ERROR(sparse_shapes::CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckEmptyOutput(NumElements(shape), indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckOuterAndInnerDims(shape, indices_dims, updates_dims, true));
     const TF_DataType dtype = TF_TensorType(tensor.get());
