@@ -106,10 +106,9 @@ class MaxPool3dGradOp : public WithAttributes<MaxPool3dGradOp, PoolWindow,
                                               ReadWindow3dWorded<kMaxPool3dGradWording>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
-    const auto& [x, y, dy] = inputs;
-    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
-                          MaxPoolGradInputDims(5, x.get(), y.get(), dy.get(), "out_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 5, "out_backprop"));
+    const auto& [x, y, dy, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));
@@ -143,11 +142,9 @@ class MaxPool3dGradGradOp : public WithAttributes<MaxPool3dGradGradOp, PoolWindo
                                                   ReadWindow3dWorded<kMaxPool3dGradGradWording>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
-    const auto& [x, y, ddx] = inputs;
-    VGPU_ASSIGN_OR_RETURN(
-        const std::vector<int64_t> x_dims,
-        MaxPoolGradInputDims(5, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 5, "out_grad_backprop"));
+    const auto& [x, y, ddx, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));

@@ -33,18 +33,19 @@ absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                                                  ShapeString(actual)));
 }
 
-absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
-                                                          const TF_Tensor* orig_output,
-                                                          const TF_Tensor* grad,
-                                                          const char* grad_name) {
-  const std::vector<int64_t> dims = ShapeOf(orig_input);
+absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context, int rank,
+                                                        const char* grad_name) {
+  VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+  auto& [orig_input, orig_output, grad] = inputs;
   const auto rank_message = [rank](const char* name) {
     return absl::InvalidArgumentError(absl::StrCat(name, " must be ", rank, "-dimensional"));
   };
+  std::vector<int64_t> dims = ShapeOf(orig_input.get());
   if (dims.size() != static_cast<size_t>(rank)) return rank_message("tensor_in");
-  if (TF_NumDims(orig_output) != rank) return rank_message("tensor_out");
-  if (TF_NumDims(grad) != rank) return rank_message(grad_name);
-  return dims;
+  if (TF_NumDims(orig_output.get()) != rank) return rank_message("tensor_out");
+  if (TF_NumDims(grad.get()) != rank) return rank_message(grad_name);
+  return MaxPoolGradInputs{std::move(orig_input), std::move(orig_output), std::move(grad),
+                           std::move(dims)};
 }
 
 absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
@@ -445,10 +446,9 @@ class MaxPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
-    const auto& [x, y, dy] = inputs;
-    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
-                          MaxPoolGradInputDims(4, x.get(), y.get(), dy.get(), "out_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 4, "out_backprop"));
+    const auto& [x, y, dy, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
     const TF_DataType dtype = TF_TensorType(x.get());
     // Never forwarded into x: the kernel reads x while it writes dx.
@@ -482,11 +482,9 @@ class MaxPoolGradGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
-    const auto& [x, y, ddx] = inputs;
-    VGPU_ASSIGN_OR_RETURN(
-        const std::vector<int64_t> x_dims,
-        MaxPoolGradInputDims(4, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 4, "out_grad_backprop"));
+    const auto& [x, y, ddx, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
                                                      NanPropagation::kNotPropagate, x_dims,

@@ -116,14 +116,16 @@ absl::Status ComputeAvgPoolingBackward(OpContext& context, const PoolWindow& win
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                          absl::Span<const int64_t> actual);
 
-// TensorFlow's rank checks of a max-pooling gradient's inputs (orig_input, orig_output, grad),
-// each of `rank` dimensions: "tensor_in must be 4-dimensional", then tensor_out, then
-// `grad_name` (out_backprop; out_grad_backprop for the second-order gradient). Returns
-// orig_input's dims.
-absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
-                                                          const TF_Tensor* orig_output,
-                                                          const TF_Tensor* grad,
-                                                          const char* grad_name);
+// The inputs of a max-pooling gradient, orig_input, orig_output and grad (inputs 0-2), each of
+// `rank` dimensions, else InvalidArgument as TensorFlow words it: "tensor_in must be
+// 4-dimensional", then tensor_out, then `grad_name` (out_backprop; out_grad_backprop for the
+// second-order gradient). Its fields bind in order: `const auto& [x, y, grad, x_dims] = in;`.
+struct MaxPoolGradInputs {
+  TensorPtr orig_input, orig_output, grad;
+  std::vector<int64_t> orig_input_dims;
+};
+absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context, int rank,
+                                                        const char* grad_name);
 
 // MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax (pooling_argmax_ops.cc).
 void RegisterPoolingArgmaxOps(const char* device_type);
