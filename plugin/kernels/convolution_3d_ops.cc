@@ -51,12 +51,10 @@ class Convolution3DOp : public ConvolutionKernel<Convolution3DOp, ConvKind::kCon
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
     const auto& [input, filter] = inputs;
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(ConvKind::kConv3D, attributes_, dtype,
-                                         ShapeOf(input.get()), ShapeOf(filter.get())));
+    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p, ForwardProblem(ConvKind::kConv3D, attributes_,
+                                                               input.get(), filter.get()));
     // An empty input gives zeros (only padding is convolved).
-    return AllocateAndLaunchConvolution(context, convolution::kForward, attributes_, p, dtype,
+    return AllocateAndLaunchConvolution(context, convolution::kForward, attributes_, p, p.dtype,
                                         p.output_shape, input.get(), filter.get());
   }
 };

@@ -242,9 +242,11 @@ absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, int spatial
 }
 
 absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttributes& a,
-                                                  TF_DataType dtype,
-                                                  std::vector<int64_t> input_shape,
-                                                  std::vector<int64_t> filter_shape) {
+                                                  const TF_Tensor* input,
+                                                  const TF_Tensor* filter) {
+  const TF_DataType dtype = TF_TensorType(input);
+  std::vector<int64_t> input_shape = ShapeOf(input);
+  std::vector<int64_t> filter_shape = ShapeOf(filter);
   const int rank = a.spatial_dims + 2;
   const bool depthwise = kind == ConvKind::kDepthwise;
   const bool three_d = kind == ConvKind::kConv3D;
@@ -501,12 +503,12 @@ absl::StatusOr<std::vector<int64_t>> ShapeInput(OpContext& context, int index, c
   return values;
 }
 
-// Conv2D's and _FusedConv2D's output 0 (`p`'s output shape), or null when it is empty and
-// nothing is to be launched. A non-empty input with an empty filter is InvalidArgument, as in
-// TensorFlow; an empty input gives zeros (only padding is convolved), which the kernel writes.
-absl::StatusOr<TensorPtr> AllocateForwardOutput(OpContext& context, TF_DataType dtype,
-                                                const ConvolutionProblem& p) {
-  VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
+// Conv2D's and _FusedConv2D's output 0 (`p`'s dtype and output shape), or null when it is empty
+// and nothing is to be launched. A non-empty input with an empty filter is InvalidArgument, as
+// in TensorFlow; an empty input gives zeros (only padding is convolved), which the kernel
+// writes.
+absl::StatusOr<TensorPtr> AllocateForwardOutput(OpContext& context, const ConvolutionProblem& p) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, p.dtype, p.output_shape));
   if (NumElements(p.output_shape) == 0) return TensorPtr();
   if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
     return absl::InvalidArgumentError(
@@ -522,11 +524,9 @@ class ConvolutionOp : public ConvolutionKernel<ConvolutionOp<kKind>, kKind> {
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
     const auto& [input, filter] = inputs;
-    const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
-                                         ShapeOf(filter.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, dtype, p));
+                          ForwardProblem(kKind, attributes_, input.get(), filter.get()));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, p));
     if (output == nullptr) return absl::OkStatus();
     return LaunchConvolution(context, convolution::kForward, attributes_, p,
                              {BufferOf(input.get()), BufferOf(filter.get()),
@@ -665,19 +665,17 @@ class FusedConvolutionOp {
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
     const auto& [input, filter, bias] = inputs;
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(ConvKind::kConv2D, attributes_, dtype,
-                                         ShapeOf(input.get()), ShapeOf(filter.get())));
+    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p, ForwardProblem(ConvKind::kConv2D, attributes_,
+                                                               input.get(), filter.get()));
     const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
     const int64_t out_depth = p.filter_shape[3];
     if (bias_shape.size() != 1 || bias_shape[0] != out_depth ||
-        TF_TensorType(bias.get()) != dtype) {
+        TF_TensorType(bias.get()) != p.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
           ShapeString(bias_shape)));
     }
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, dtype, p));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, p));
     if (output == nullptr) return absl::OkStatus();
     return LaunchConvolution(context, convolution::kForwardBiasActivation, attributes_, p,
                              {BufferOf(input.get()), BufferOf(filter.get()),

@@ -82,13 +82,13 @@ struct ConvolutionProblem {
   SpatialWindow windows[3];
 };
 
-// The forward problem of a Conv2D, DepthwiseConv2dNative or Conv3D (`kind`), validated with
-// TensorFlow's rules and messages. A zero-element filter is left to the caller (TensorFlow
-// checks it at different points per op).
+// The forward problem of a Conv2D, DepthwiseConv2dNative or Conv3D (`kind`) of `input` by
+// `filter` (the problem's dtype is the input's), validated with TensorFlow's rules and
+// messages. A zero-element filter is left to the caller (TensorFlow checks it at different
+// points per op).
 absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttributes& a,
-                                                  TF_DataType dtype,
-                                                  std::vector<int64_t> input_shape,
-                                                  std::vector<int64_t> filter_shape);
+                                                  const TF_Tensor* input,
+                                                  const TF_Tensor* filter);
 
 // The backward problem of a Conv2DBackprop*, Conv3DBackprop* or (depthwise)
 // DepthwiseConv2dNativeBackprop* op, validated with TensorFlow's rules

@@ -142,22 +142,35 @@ absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index
   return std::array<float, 2>{values[0], values[1]};
 }
 
+// How both validations below start: the flags, then `tensor` of 4 dimensions (else
+// InvalidArgument `rank_message` and its shape), the images (`of_images`) or the resized images
+// of the geometry.
+absl::StatusOr<ResizeGeometry> FlaggedGeometryOf(const TF_Tensor* tensor, bool of_images,
+                                                 const char* rank_message, bool align_corners,
+                                                 bool half_pixel_centers) {
+  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(tensor, 4, rank_message));
+  ResizeGeometry g = ResizeGeometry::Of(dims, of_images);
+  g.align_corners = align_corners;
+  g.half_pixel_centers = half_pixel_centers;
+  return g;
+}
+
 // TensorFlow's ImageResizerState::ValidateAndCalculateOutputSize for input 0 (images) and
 // input 1 (size), in its order and words.
 absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tensor* images,
                                               bool align_corners, bool half_pixel_centers) {
-  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(images, 4, "input must be 4-dimensional"));
-  ResizeGeometry g = ResizeGeometry::OfImages(dims);
-  g.align_corners = align_corners;
-  g.half_pixel_centers = half_pixel_centers;
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        FlaggedGeometryOf(images, /*of_images=*/true,
+                                          "input must be 4-dimensional", align_corners,
+                                          half_pixel_centers));
   if (g.channels <= 0) {
     return absl::InvalidArgumentError("image must have at least one channel");
   }
-  if (dims[1] <= 0 || dims[2] <= 0) {
+  if (g.image_height <= 0 || g.image_width <= 0) {
     return absl::InvalidArgumentError("input image must be of non-zero size");
   }
-  if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
+  if (!BelowInt32Max(g.image_height) || !BelowInt32Max(g.image_width)) {
     return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
   }
   VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
@@ -183,11 +196,10 @@ absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tenso
 // input 1 the original image (only its shape is read).
 absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_Tensor* grads,
                                                   bool align_corners, bool half_pixel_centers) {
-  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(grads, 4, "input_grad must be 4-dimensional"));
-  ResizeGeometry g = ResizeGeometry::OfResized(dims);
-  g.align_corners = align_corners;
-  g.half_pixel_centers = half_pixel_centers;
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        FlaggedGeometryOf(grads, /*of_images=*/false,
+                                          "input_grad must be 4-dimensional", align_corners,
+                                          half_pixel_centers));
   if (g.resized_height <= 0 || g.resized_width <= 0) {
     return absl::InvalidArgumentError("resized dimensions must be positive");
   }

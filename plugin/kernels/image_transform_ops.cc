@@ -289,15 +289,10 @@ class CropAndResizeOp {
   float extrapolation_value_ = 0;
 };
 
-class CropAndResizeGradImageOp {
+// CropAndResizeGradImage: its attributes_ are the method.
+class CropAndResizeGradImageOp
+    : public WithAttributes<CropAndResizeGradImageOp, CropMethod, CropMethodOf> {
  public:
-  static absl::StatusOr<std::unique_ptr<CropAndResizeGradImageOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<CropAndResizeGradImageOp>(new CropAndResizeGradImageOp());
-    VGPU_ASSIGN_OR_RETURN(op->method_, CropMethodOf(construction));
-    return op;
-  }
-
   // TensorFlow's GPU kernel refuses to run when op determinism is required (its atomic adds
   // are unordered); this one adds in a fixed order, but refuses too, as code written for a GPU
   // expects.
@@ -324,7 +319,7 @@ class CropAndResizeGradImageOp {
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, size[0]));
     if (NumElements(out_dims) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(CropGeometry geometry,
-                          CropGeometryOf(dtype, method_, out_dims, num_boxes, grads_dims[1],
+                          CropGeometryOf(dtype, attributes_, out_dims, num_boxes, grads_dims[1],
                                          grads_dims[2]));
     return KernelLaunch(context)
         .Buffer(grads.get())
@@ -334,10 +329,6 @@ class CropAndResizeGradImageOp {
         .Param(geometry)
         .Run(image_transform::kCropAndResizeGradImage);
   }
-
- private:
-  CropAndResizeGradImageOp() = default;
-  CropMethod method_ = CropMethod::kBilinear;
 };
 
 class CropAndResizeGradBoxesOp {
