@@ -109,10 +109,8 @@ class MaxPool3dGradOp : public WithAttributes<MaxPool3dGradOp, PoolWindow,
     VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
                           ReadMaxPoolGradInputs(context, 5, "out_backprop"));
     const auto& [x, y, dy, x_dims] = in;
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank5));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(attributes_, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
@@ -145,10 +143,8 @@ class MaxPool3dGradGradOp : public WithAttributes<MaxPool3dGradGradOp, PoolWindo
     VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
                           ReadMaxPoolGradInputs(context, 5, "out_grad_backprop"));
     const auto& [x, y, ddx, x_dims] = in;
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(attributes_, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank5));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(attributes_, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", x_dims, ShapeOf(ddx.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddy, context.AllocateOutput(0, dtype, plan.output_dims));

@@ -48,6 +48,17 @@ absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context
                            std::move(dims)};
 }
 
+absl::StatusOr<PoolPlan> PlanMaxPoolGradient(const PoolWindow& window, NanPropagation nan,
+                                             const MaxPoolGradInputs& in) {
+  const std::string rank_message =
+      absl::StrCat("tensor_in must be ", window.rank(), "-dimensional");
+  VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax, nan,
+                                                   in.orig_input_dims, rank_message.c_str()));
+  VGPU_RETURN_IF_ERROR(
+      ExpectShape("orig_output", plan.output_dims, ShapeOf(in.orig_output.get())));
+  return plan;
+}
+
 absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
                                   absl::Span<const int64_t> x_dims) {
   const TF_DataType dtype = TF_TensorType(x);
@@ -455,9 +466,7 @@ class MaxPoolGradOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
     // As TensorFlow's GPU kernel: an empty input needs (and checks) nothing more.
     if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
-                          PlanPooling(window, PoolingMode::kMax, nan_, x_dims, kRank4));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanMaxPoolGradient(window, nan_, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
                          {BufferOf(x.get()), BufferOf(dy.get()), BufferOf(dx.get())});
@@ -486,10 +495,8 @@ class MaxPoolGradGradOp {
                           ReadMaxPoolGradInputs(context, 4, "out_grad_backprop"));
     const auto& [x, y, ddx, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank4));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(window, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", x_dims, ShapeOf(ddx.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddy, context.AllocateOutput(0, dtype, plan.output_dims));

@@ -127,6 +127,11 @@ struct MaxPoolGradInputs {
 absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context, int rank,
                                                         const char* grad_name);
 
+// The plan of a max-pooling gradient of `in` with `window` and `nan`, after TensorFlow's check
+// that orig_output has the pooled shape ("Expected orig_output shape to be ...").
+absl::StatusOr<PoolPlan> PlanMaxPoolGradient(const PoolWindow& window, NanPropagation nan,
+                                             const MaxPoolGradInputs& in);
+
 // MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax (pooling_argmax_ops.cc).
 void RegisterPoolingArgmaxOps(const char* device_type);
 // MaxPool3D, AvgPool3D, MaxPool3DGrad, AvgPool3DGrad, MaxPool3DGradGrad (pooling_3d_ops.cc).
