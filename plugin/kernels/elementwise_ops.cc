@@ -436,12 +436,7 @@ class AddNOp : public NoAttributes<AddNOp> {
  public:
   absl::Status Compute(OpContext& context) {
     const int count = context.num_inputs();
-    std::vector<TensorPtr> inputs;
-    inputs.reserve(count);
-    for (int i = 0; i < count; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(i));
-      inputs.push_back(std::move(input));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> inputs, context.InputList(count));
     const Shape shape = ShapeOf(inputs[0].get());
     for (int i = 1; i < count; ++i) {
       const Shape other = ShapeOf(inputs[i].get());

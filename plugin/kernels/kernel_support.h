@@ -44,6 +44,9 @@ std::array<std::vector<int64_t>, N> ShapesOf(const std::array<TensorPtr, N>& ten
   return shapes;
 }
 
+// The shapes of `tensors`, in order (e.g. of OpContext::InputList).
+std::vector<std::vector<int64_t>> ShapesOf(absl::Span<const TensorPtr> tensors);
+
 // A shape as TensorFlow writes it in messages (TensorShape::DebugString): "[2,3]", "[]".
 std::string ShapeString(absl::Span<const int64_t> dims);
 

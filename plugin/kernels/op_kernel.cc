@@ -130,6 +130,16 @@ absl::Status OpContext::RefuseUnderOpDeterminism(const char* message) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::vector<TensorPtr>> OpContext::InputList(int count) const {
+  std::vector<TensorPtr> inputs;
+  inputs.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, Input(i));
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
 absl::StatusOr<std::vector<int64_t>> OpContext::InputShape(int index) const {
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, Input(index));
   return ShapeOf(tensor.get());

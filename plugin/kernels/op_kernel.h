@@ -91,6 +91,9 @@ class OpContext {
     return inputs;
   }
 
+  // Inputs 0 .. count-1, in order: an op's list of inputs (AddN, Pack, ConcatV2's values).
+  absl::StatusOr<std::vector<TensorPtr>> InputList(int count) const;
+
   // The shape of input `index`.
   absl::StatusOr<std::vector<int64_t>> InputShape(int index) const;
 
