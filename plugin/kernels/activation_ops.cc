@@ -84,10 +84,9 @@ class ActivationGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr a, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr b, context.Input(1));
-    const Shape a_shape = ShapeOf(a.get());
-    const Shape b_shape = ShapeOf(b.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [a, b] = inputs;
+    const auto [a_shape, b_shape] = ShapesOf(inputs);
     if constexpr (kCheck == SizeCheck::kSameShape) {
       if (a_shape != b_shape) {
         const TF_StringView name = TF_GetOpKernelName(context.raw());

@@ -42,22 +42,19 @@ absl::StatusOr<std::vector<int64_t>> ShapeFromSizes(OpContext& context, int inde
 absl::StatusOr<std::vector<int64_t>> ShapeArgument(OpContext& context, int index,
                                                    bool from_tensor) {
   if (!from_tensor) return ShapeFromSizes(context, index);
-  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  return ShapeOf(tensor.get());
+  return context.InputShape(index);
 }
 
 // Conv3D: inputs (input, filter).
 class Convolution3DOp : public ConvolutionKernel<Convolution3DOp, ConvKind::kConv3D> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(ConvKind::kConv3D, attributes_, dtype,
-                                         ShapeOf(input.get()), ShapeOf(filter.get())));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
+    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p, ForwardProblem(ConvKind::kConv3D, attributes_,
+                                                               input.get(), filter.get()));
     // An empty input gives zeros (only padding is convolved).
-    return AllocateAndLaunchConvolution(context, convolution::kForward, attributes_, p, dtype,
+    return AllocateAndLaunchConvolution(context, convolution::kForward, attributes_, p, p.dtype,
                                         p.output_shape, input.get(), filter.get());
   }
 };

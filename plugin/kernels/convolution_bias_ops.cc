@@ -50,10 +50,9 @@ absl::Status LaunchBias(OpContext& context, KernelId kernel, DataFormat format,
 class BiasAddOp : public WithAttributes<BiasAddOp, DataFormat, ReadDataFormat> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(1));
-    const std::vector<int64_t> value_shape = ShapeOf(value.get());
-    const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [value, bias] = inputs;
+    const auto [value_shape, bias_shape] = ShapesOf(inputs);
     if (value_shape.size() < 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("Input tensor must be at least 2D: ", ShapeString(value_shape)));

@@ -310,13 +310,8 @@ class EinsumOp {
 
   absl::Status Compute(OpContext& context) {
     const int num_inputs = context.num_inputs();
-    std::vector<TensorPtr> inputs;
-    std::vector<std::vector<int64_t>> shapes;
-    for (int i = 0; i < num_inputs; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(i));
-      shapes.push_back(ShapeOf(input.get()));
-      inputs.push_back(std::move(input));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> inputs, context.InputList(num_inputs));
+    const std::vector<std::vector<int64_t>> shapes = ShapesOf(inputs);
     VGPU_ASSIGN_OR_RETURN(EinsumPlan plan, PlanEinsum(equation_, shapes));
     const TF_DataType dtype = TF_TensorType(inputs[0].get());
     const std::vector<int64_t> output_shape = SizesOf(plan, plan.output_labels);

@@ -16,6 +16,24 @@
 namespace vgpu::conv {
 namespace {
 
+// TensorFlow's ConvOp checks of a per-dimension field (strides, dilation rates): `rank`
+// values, else InvalidArgument StrCat(count_prefix, rank, count_suffix) (TensorFlow words the
+// two fields' counts differently); 1 in the batch and `channel` dimensions, else
+// InvalidArgument "Current implementation does not support <what> in the batch and depth
+// dimensions.".
+absl::Status CheckWindowField(const std::vector<int64_t>& values, int rank, int channel,
+                              absl::string_view count_prefix, absl::string_view count_suffix,
+                              absl::string_view what) {
+  if (values.size() != static_cast<size_t>(rank)) {
+    return absl::InvalidArgumentError(absl::StrCat(count_prefix, rank, count_suffix));
+  }
+  if (values[0] != 1 || values[channel] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("Current implementation does not support ",
+                                                   what, " in the batch and depth dimensions."));
+  }
+  return absl::OkStatus();
+}
+
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 class GenericConvolutionOp {
@@ -48,10 +66,9 @@ class GenericConvolutionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    const std::vector<int64_t> original_shape = ShapeOf(input.get());
-    std::vector<int64_t> filter_shape = ShapeOf(filter.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
+    auto [original_shape, filter_shape] = ShapesOf(inputs);
     const int64_t spatial_dims = static_cast<int64_t>(original_shape.size()) - 1 - batch_dims_;
     if (batch_dims_ < 1 || (spatial_dims != 2 && spatial_dims != 3)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -127,26 +144,14 @@ class GenericConvolutionOp {
   absl::Status ReadWindow(ConvAttributes& a) const {
     const int rank = a.spatial_dims + 2;
     const int channel = ChannelDim(a.data_format, rank);
-    if (strides_.size() != static_cast<size_t>(rank)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Sliding window strides field must specify ", rank, " dimensions"));
-    }
-    if (strides_[0] != 1 || strides_[channel] != 1) {
-      return absl::InvalidArgumentError(
-          "Current implementation does not support strides in the batch and depth "
-          "dimensions.");
-    }
+    VGPU_RETURN_IF_ERROR(CheckWindowField(strides_, rank, channel,
+                                          "Sliding window strides field must specify ",
+                                          " dimensions", "strides"));
     std::vector<int64_t> dilations = dilations_;
     if (dilations.empty()) dilations.assign(rank, 1);
-    if (dilations.size() != static_cast<size_t>(rank)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("Dilation rates field must specify", rank, "dimensions"));
-    }
-    if (dilations[0] != 1 || dilations[channel] != 1) {
-      return absl::InvalidArgumentError(
-          "Current implementation does not support dilation rates in the batch and depth "
-          "dimensions.");
-    }
+    VGPU_RETURN_IF_ERROR(CheckWindowField(dilations, rank, channel,
+                                          "Dilation rates field must specify", "dimensions",
+                                          "dilation rates"));
     for (int i = 0; i < a.spatial_dims; ++i) {
       const int64_t stride = strides_[SpatialDim(a.data_format, i)];
       const int64_t dilation = dilations[SpatialDim(a.data_format, i)];

@@ -41,10 +41,9 @@ class MatmulOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr a, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr b, context.Input(1));
-    const std::vector<int64_t> a_shape = ShapeOf(a.get());
-    const std::vector<int64_t> b_shape = ShapeOf(b.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [a, b] = inputs;
+    const auto [a_shape, b_shape] = ShapesOf(inputs);
     VGPU_RETURN_IF_ERROR(ValidateRanks(a_shape, b_shape));
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> c_shape, BroadcastBatch(a_shape, b_shape));
     int64_t m = a_shape[a_shape.size() - 2], k = a_shape[a_shape.size() - 1];

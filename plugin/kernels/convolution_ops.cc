@@ -131,12 +131,7 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
       return absl::InvalidArgumentError("Invalid data format");
     }
   }
-  VGPU_ASSIGN_OR_RETURN(a.padding, construction.StringChoice<Padding>(
-                                       "padding",
-                                       {{"VALID", Padding::kValid},
-                                        {"SAME", Padding::kSame},
-                                        {"EXPLICIT", Padding::kExplicit}},
-                                       "Unknown padding type: "));
+  VGPU_ASSIGN_OR_RETURN(a.padding, ReadPadding(construction, "Unknown padding type: "));
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> strides, construction.IntList("strides"));
   std::vector<int64_t> dilations(rank, 1);
   if (construction.Has("dilations")) {
@@ -247,9 +242,11 @@ absl::StatusOr<SpatialWindow> ComputeWindow(const ConvAttributes& a, int spatial
 }
 
 absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttributes& a,
-                                                  TF_DataType dtype,
-                                                  std::vector<int64_t> input_shape,
-                                                  std::vector<int64_t> filter_shape) {
+                                                  const TF_Tensor* input,
+                                                  const TF_Tensor* filter) {
+  const TF_DataType dtype = TF_TensorType(input);
+  std::vector<int64_t> input_shape = ShapeOf(input);
+  std::vector<int64_t> filter_shape = ShapeOf(filter);
   const int rank = a.spatial_dims + 2;
   const bool depthwise = kind == ConvKind::kDepthwise;
   const bool three_d = kind == ConvKind::kConv3D;
@@ -506,10 +503,18 @@ absl::StatusOr<std::vector<int64_t>> ShapeInput(OpContext& context, int index, c
   return values;
 }
 
-// The shape of tensor input `index` (the V2 backprops take a tensor instead of its sizes).
-absl::StatusOr<std::vector<int64_t>> TensorShapeInput(OpContext& context, int index) {
-  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  return ShapeOf(tensor.get());
+// Conv2D's and _FusedConv2D's output 0 (`p`'s dtype and output shape), or null when it is empty
+// and nothing is to be launched. A non-empty input with an empty filter is InvalidArgument, as
+// in TensorFlow; an empty input gives zeros (only padding is convolved), which the kernel
+// writes.
+absl::StatusOr<TensorPtr> AllocateForwardOutput(OpContext& context, const ConvolutionProblem& p) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, p.dtype, p.output_shape));
+  if (NumElements(p.output_shape) == 0) return TensorPtr();
+  if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
+    return absl::InvalidArgumentError(
+        "filter must not have zero elements (i.e. all dimensions must be non-zero)");
+  }
+  return output;
 }
 
 // Conv2D (kKind kConv2D) and DepthwiseConv2dNative (kDepthwise): inputs (input, filter).
@@ -517,19 +522,12 @@ template <ConvKind kKind>
 class ConvolutionOp : public ConvolutionKernel<ConvolutionOp<kKind>, kKind> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, filter] = inputs;
     VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(kKind, attributes_, dtype, ShapeOf(input.get()),
-                                         ShapeOf(filter.get())));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
-    // An empty input gives zeros (only padding is convolved); the kernel writes them.
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
-      return absl::InvalidArgumentError(
-          "filter must not have zero elements (i.e. all dimensions must be non-zero)");
-    }
+                          ForwardProblem(kKind, attributes_, input.get(), filter.get()));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, p));
+    if (output == nullptr) return absl::OkStatus();
     return LaunchConvolution(context, convolution::kForward, attributes_, p,
                              {BufferOf(input.get()), BufferOf(filter.get()),
                               BufferOf(output.get())});
@@ -568,7 +566,7 @@ class ConvolutionBackpropInputOp
     std::vector<int64_t> filter_shape = ShapeOf(filter.get());
     std::vector<int64_t> out_backprop_shape = ShapeOf(out_backprop.get());
     if constexpr (kShapeFromTensor) {
-      VGPU_ASSIGN_OR_RETURN(input_shape, TensorShapeInput(context, 0));
+      VGPU_ASSIGN_OR_RETURN(input_shape, context.InputShape(0));
     } else {
       VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
                             ShapeInput(context, 0, "Conv2DBackpropInput", "input_sizes"));
@@ -625,7 +623,7 @@ class ConvolutionBackpropFilterOp
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
     std::vector<int64_t> filter_shape;
     if constexpr (kShapeFromTensor) {
-      VGPU_ASSIGN_OR_RETURN(filter_shape, TensorShapeInput(context, 1));
+      VGPU_ASSIGN_OR_RETURN(filter_shape, context.InputShape(1));
     } else {
       VGPU_ASSIGN_OR_RETURN(filter_shape,
                             ShapeInput(context, 1, "Conv2DBackpropFilter", "filter_sizes"));
@@ -665,27 +663,20 @@ class FusedConvolutionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr bias, context.Input(2));
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          ForwardProblem(ConvKind::kConv2D, attributes_, dtype,
-                                         ShapeOf(input.get()), ShapeOf(filter.get())));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [input, filter, bias] = inputs;
+    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p, ForwardProblem(ConvKind::kConv2D, attributes_,
+                                                               input.get(), filter.get()));
     const std::vector<int64_t> bias_shape = ShapeOf(bias.get());
     const int64_t out_depth = p.filter_shape[3];
     if (bias_shape.size() != 1 || bias_shape[0] != out_depth ||
-        TF_TensorType(bias.get()) != dtype) {
+        TF_TensorType(bias.get()) != p.dtype) {
       return absl::InvalidArgumentError(absl::StrCat(
           "_FusedConv2D: the bias must be a vector of the output depth ", out_depth, ", got ",
           ShapeString(bias_shape)));
     }
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, p.output_shape));
-    if (NumElements(p.output_shape) == 0) return absl::OkStatus();
-    if (NumElements(p.input_shape) != 0 && NumElements(p.filter_shape) == 0) {
-      return absl::InvalidArgumentError(
-          "filter must not have zero elements (i.e. all dimensions must be non-zero)");
-    }
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, AllocateForwardOutput(context, p));
+    if (output == nullptr) return absl::OkStatus();
     return LaunchConvolution(context, convolution::kForwardBiasActivation, attributes_, p,
                              {BufferOf(input.get()), BufferOf(filter.get()),
                               BufferOf(bias.get()), BufferOf(output.get())},

@@ -34,8 +34,6 @@ absl::StatusOr<FusedBiasActivation> ReadFusedBiasActivation(
 KernelLaunch& DescribeEpilogue(KernelLaunch& launch, const TF_Tensor* bias,
                                const FusedBiasActivation& fused);
 
-enum class Padding { kValid, kSame, kExplicit };
-
 // Whose attribute rules and error messages an op follows: TensorFlow's Conv2D (and
 // _FusedConv2D), Conv2DBackprop*, DepthwiseConv2dNative*, Conv3D and Conv3DBackprop* kernels.
 enum class ConvKind { kConv2D, kConv2DBackprop, kDepthwise, kConv3D, kConv3DBackprop };
@@ -84,13 +82,13 @@ struct ConvolutionProblem {
   SpatialWindow windows[3];
 };
 
-// The forward problem of a Conv2D, DepthwiseConv2dNative or Conv3D (`kind`), validated with
-// TensorFlow's rules and messages. A zero-element filter is left to the caller (TensorFlow
-// checks it at different points per op).
+// The forward problem of a Conv2D, DepthwiseConv2dNative or Conv3D (`kind`) of `input` by
+// `filter` (the problem's dtype is the input's), validated with TensorFlow's rules and
+// messages. A zero-element filter is left to the caller (TensorFlow checks it at different
+// points per op).
 absl::StatusOr<ConvolutionProblem> ForwardProblem(ConvKind kind, const ConvAttributes& a,
-                                                  TF_DataType dtype,
-                                                  std::vector<int64_t> input_shape,
-                                                  std::vector<int64_t> filter_shape);
+                                                  const TF_Tensor* input,
+                                                  const TF_Tensor* filter);
 
 // The backward problem of a Conv2DBackprop*, Conv3DBackprop* or (depthwise)
 // DepthwiseConv2dNativeBackprop* op, validated with TensorFlow's rules

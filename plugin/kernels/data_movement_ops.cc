@@ -154,13 +154,8 @@ class ConcatV2Op : public NoAttributes<ConcatV2Op> {
           "Concat dim tensor should be a scalar, but got shape ", ShapeString(axis_input.shape)));
     }
     const int64_t concat_dim = axis_input.values[0];
-    std::vector<TensorPtr> values;
-    std::vector<Dims> shapes;
-    for (int i = 0; i < n; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(i));
-      shapes.push_back(ShapeOf(value.get()));
-      values.push_back(std::move(value));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> values, context.InputList(n));
+    const std::vector<Dims> shapes = ShapesOf(values);
     const Dims& first = shapes[0];
     const int rank = static_cast<int>(first.size());
     const int64_t axis = concat_dim < 0 ? concat_dim + rank : concat_dim;
@@ -214,11 +209,7 @@ class PackOp {
 
   absl::Status Compute(OpContext& context) {
     const int n = context.num_inputs();
-    std::vector<TensorPtr> values;
-    for (int i = 0; i < n; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(i));
-      values.push_back(std::move(value));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> values, context.InputList(n));
     const Dims shape = ShapeOf(values[0].get());
     const int64_t out_rank = static_cast<int64_t>(shape.size()) + 1;
     const int64_t axis = axis_ < 0 ? axis_ + out_rank : axis_;

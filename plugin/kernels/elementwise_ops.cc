@@ -159,8 +159,8 @@ class BinaryElementwiseOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [x, y] = inputs;
     const TF_DataType dtype = TF_TensorType(x.get());
     if (TF_TensorType(y.get()) != dtype) {
       return absl::InvalidArgumentError(absl::StrCat("Expected tensor of type ", TypeName(dtype),
@@ -226,12 +226,9 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
 class SelectOp : public NoAttributes<SelectOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr condition, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr then_tensor, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr else_tensor, context.Input(2));
-    const Shape condition_shape = ShapeOf(condition.get());
-    const Shape then_shape = ShapeOf(then_tensor.get());
-    const Shape else_shape = ShapeOf(else_tensor.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [condition, then_tensor, else_tensor] = inputs;
+    const auto [condition_shape, then_shape, else_shape] = ShapesOf(inputs);
     // The condition as the kernel sees it: aligned to the output's trailing dimensions.
     Shape described_condition = condition_shape;
     if (condition_shape.empty() || (condition_shape.size() == 1 && then_shape.size() != 1)) {
@@ -285,8 +282,8 @@ template <ElementwiseOp kOp>
 class SimpleBinaryOp : public NoAttributes<SimpleBinaryOp<kOp>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr a, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr b, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [a, b] = inputs;
     const int64_t count = TF_TensorElementCount(a.get());
     if (TF_TensorElementCount(b.get()) != count) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -309,12 +306,9 @@ class SimpleBinaryOp : public NoAttributes<SimpleBinaryOp<kOp>> {
 class ClipByValueOp : public NoAttributes<ClipByValueOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr t, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr lo, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr hi, context.Input(2));
-    const Shape t_shape = ShapeOf(t.get());
-    const Shape lo_shape = ShapeOf(lo.get());
-    const Shape hi_shape = ShapeOf(hi.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [t, lo, hi] = inputs;
+    const auto [t_shape, lo_shape, hi_shape] = ShapesOf(inputs);
     if (!((lo_shape == t_shape || lo_shape.empty()) && (hi_shape == t_shape || hi_shape.empty()))) {
       return absl::InvalidArgumentError(absl::StrCat(
           "clip_value_min and clip_value_max must be either of the same shape as input, or a "
@@ -339,9 +333,8 @@ class ClipByValueOp : public NoAttributes<ClipByValueOp> {
 class SelectV2Op : public NoAttributes<SelectV2Op> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr condition, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr then_tensor, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr else_tensor, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [condition, then_tensor, else_tensor] = inputs;
     const TF_DataType dtype = TF_TensorType(then_tensor.get());
     const Shape condition_shape = ShapeOf(condition.get());
     const Shape then_shape = ShapeOf(then_tensor.get());
@@ -443,12 +436,7 @@ class AddNOp : public NoAttributes<AddNOp> {
  public:
   absl::Status Compute(OpContext& context) {
     const int count = context.num_inputs();
-    std::vector<TensorPtr> inputs;
-    inputs.reserve(count);
-    for (int i = 0; i < count; ++i) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(i));
-      inputs.push_back(std::move(input));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> inputs, context.InputList(count));
     const Shape shape = ShapeOf(inputs[0].get());
     for (int i = 1; i < count; ++i) {
       const Shape other = ShapeOf(inputs[i].get());
@@ -475,8 +463,8 @@ class AddNOp : public NoAttributes<AddNOp> {
 class FillOp : public NoAttributes<FillOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dims_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr value, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [dims_tensor, value] = inputs;
     const Shape dims_shape = ShapeOf(dims_tensor.get());
     if (dims_shape.size() > 1) {
       return absl::InvalidArgumentError(

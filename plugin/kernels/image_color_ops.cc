@@ -50,8 +50,8 @@ class AdjustContrastOp : public NoAttributes<AdjustContrastOp> {
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
         "A deterministic GPU implementation of AdjustContrastv2 is not currently available."));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr factor, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [images, factor] = inputs;
     const Dims dims = ShapeOf(images.get());
     VGPU_RETURN_IF_ERROR(CheckAtLeast3D(dims));
     VGPU_RETURN_IF_ERROR(CheckScalar(factor.get(), "contrast_factor"));
@@ -74,8 +74,8 @@ template <HsvAdjustment kAdjustment>
 class AdjustHsvOp : public NoAttributes<AdjustHsvOp<kAdjustment>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr amount, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [images, amount] = inputs;
     const Dims dims = ShapeOf(images.get());
     VGPU_RETURN_IF_ERROR(CheckAtLeast3D(dims));
     VGPU_RETURN_IF_ERROR(

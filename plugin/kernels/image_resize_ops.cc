@@ -117,11 +117,8 @@ absl::Status CheckFlags(bool align_corners, bool half_pixel_centers) {
 absl::StatusOr<std::array<int64_t, 2>> HostIntegerPair(OpContext& context, int index,
                                                        const char* name) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  const Dims dims = ShapeOf(tensor.get());
-  if (dims.size() != 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(name, " must be 1-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                        ShapeOfRank(tensor.get(), 1, absl::StrCat(name, " must be 1-dimensional")));
   if (dims[0] != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat(name, " must have two elements", ShapeString(dims)));
@@ -133,10 +130,7 @@ absl::StatusOr<std::array<int64_t, 2>> HostIntegerPair(OpContext& context, int i
 // The same for ScaleAndTranslate's float [2] `scale` and `translation` (TensorFlow's GetValues).
 absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index) {
   VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(index));
-  const Dims dims = ShapeOf(tensor.get());
-  if (dims.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat("t must be 1-dimensional", ShapeString(dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(tensor.get(), 1, "t must be 1-dimensional"));
   if (dims[0] != 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("t must have two elements", ShapeString(dims)));
@@ -148,26 +142,35 @@ absl::StatusOr<std::array<float, 2>> HostFloatPair(OpContext& context, int index
   return std::array<float, 2>{values[0], values[1]};
 }
 
+// How both validations below start: the flags, then `tensor` of 4 dimensions (else
+// InvalidArgument `rank_message` and its shape), the images (`of_images`) or the resized images
+// of the geometry.
+absl::StatusOr<ResizeGeometry> FlaggedGeometryOf(const TF_Tensor* tensor, bool of_images,
+                                                 const char* rank_message, bool align_corners,
+                                                 bool half_pixel_centers) {
+  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
+  VGPU_ASSIGN_OR_RETURN(const Dims dims, ShapeOfRank(tensor, 4, rank_message));
+  ResizeGeometry g = ResizeGeometry::Of(dims, of_images);
+  g.align_corners = align_corners;
+  g.half_pixel_centers = half_pixel_centers;
+  return g;
+}
+
 // TensorFlow's ImageResizerState::ValidateAndCalculateOutputSize for input 0 (images) and
 // input 1 (size), in its order and words.
 absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tensor* images,
                                               bool align_corners, bool half_pixel_centers) {
-  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  const Dims dims = ShapeOf(images);
-  if (dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-  }
-  ResizeGeometry g = ResizeGeometry::OfImages(dims);
-  g.align_corners = align_corners;
-  g.half_pixel_centers = half_pixel_centers;
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        FlaggedGeometryOf(images, /*of_images=*/true,
+                                          "input must be 4-dimensional", align_corners,
+                                          half_pixel_centers));
   if (g.channels <= 0) {
     return absl::InvalidArgumentError("image must have at least one channel");
   }
-  if (dims[1] <= 0 || dims[2] <= 0) {
+  if (g.image_height <= 0 || g.image_width <= 0) {
     return absl::InvalidArgumentError("input image must be of non-zero size");
   }
-  if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
+  if (!BelowInt32Max(g.image_height) || !BelowInt32Max(g.image_width)) {
     return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
   }
   VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
@@ -193,24 +196,16 @@ absl::StatusOr<ResizeGeometry> ValidateResize(OpContext& context, const TF_Tenso
 // input 1 the original image (only its shape is read).
 absl::StatusOr<ResizeGeometry> ValidateResizeGrad(OpContext& context, const TF_Tensor* grads,
                                                   bool align_corners, bool half_pixel_centers) {
-  VGPU_RETURN_IF_ERROR(CheckFlags(align_corners, half_pixel_centers));
-  const Dims dims = ShapeOf(grads);
-  if (dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
-  }
-  ResizeGeometry g = ResizeGeometry::OfResized(dims);
-  g.align_corners = align_corners;
-  g.half_pixel_centers = half_pixel_centers;
+  VGPU_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        FlaggedGeometryOf(grads, /*of_images=*/false,
+                                          "input_grad must be 4-dimensional", align_corners,
+                                          half_pixel_centers));
   if (g.resized_height <= 0 || g.resized_width <= 0) {
     return absl::InvalidArgumentError("resized dimensions must be positive");
   }
   VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
-  const Dims original_dims = ShapeOf(original.get());
-  if (original_dims.size() != 4) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
-  }
+  VGPU_ASSIGN_OR_RETURN(const Dims original_dims,
+                        ShapeOfRank(original.get(), 4, "original_image must be 4-dimensional"));
   g.image_height = original_dims[1];
   g.image_width = original_dims[2];
   if (g.image_height <= 0 || g.image_width <= 0) {
@@ -327,11 +322,8 @@ class ResizeNearestNeighborGradOp
         "A deterministic GPU implementation of ResizeNearestNeighborGrad is not currently "
         "available."));
     VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    const Dims dims = ShapeOf(grads.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(grads.get(), 4, "input must be 4-dimensional"));
     VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "shape_t"));
     if (size[0] <= 0 || size[1] <= 0) {
       return absl::InvalidArgumentError("shape_t's elements must be positive");
@@ -407,11 +399,8 @@ class ScaleAndTranslateOp
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    const Dims dims = ShapeOf(images.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input must be 4-dimensional", ShapeString(dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(images.get(), 4, "input must be 4-dimensional"));
     VGPU_ASSIGN_OR_RETURN(auto size, HostIntegerPair(context, 1, "output_shape_t"));
     if (!BelowInt32Max(dims[1]) || !BelowInt32Max(dims[2])) {
       return absl::InvalidArgumentError("input sizes must be between 0 and max int32");
@@ -443,18 +432,12 @@ class ScaleAndTranslateGradOp
     : public WithAttributes<ScaleAndTranslateGradOp, SamplingAttributes, ReadSamplingAttributes> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr original, context.Input(1));
-    const Dims dims = ShapeOf(grads.get());
-    if (dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("input_grad must be 4-dimensional", ShapeString(dims)));
-    }
-    const Dims original_dims = ShapeOf(original.get());
-    if (original_dims.size() != 4) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("original_image must be 4-dimensional", ShapeString(original_dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [grads, original] = inputs;
+    VGPU_ASSIGN_OR_RETURN(const Dims dims,
+                          ShapeOfRank(grads.get(), 4, "input_grad must be 4-dimensional"));
+    VGPU_ASSIGN_OR_RETURN(const Dims original_dims,
+                          ShapeOfRank(original.get(), 4, "original_image must be 4-dimensional"));
     ResizeGeometry g = ResizeGeometry::OfResized(dims);
     g.image_height = original_dims[1];
     g.image_width = original_dims[2];

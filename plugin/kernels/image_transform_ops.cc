@@ -84,10 +84,9 @@ class ImageProjectiveTransformOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr images, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr transforms, context.Input(1));
-    const Dims image_dims = ShapeOf(images.get());
-    const Dims transform_dims = ShapeOf(transforms.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [images, transforms] = inputs;
+    const auto [image_dims, transform_dims] = ShapesOf(inputs);
     if (image_dims.size() != 4) {
       return absl::InvalidArgumentError("Input images must have rank 4");
     }
@@ -96,11 +95,8 @@ class ImageProjectiveTransformOp {
       return absl::InvalidArgumentError("Input transform should be num_images x 8 or 1 x 8");
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr shape, context.Input(2));
-    const Dims shape_dims = ShapeOf(shape.get());
-    if (shape_dims.size() != 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("output shape must be 1-dimensional", ShapeString(shape_dims)));
-    }
+    VGPU_ASSIGN_OR_RETURN(const Dims shape_dims,
+                          ShapeOfRank(shape.get(), 1, "output shape must be 1-dimensional"));
     if (NumElements(shape_dims) != 2) {
       return absl::InvalidArgumentError(
           absl::StrCat("output shape must have two elements", ShapeString(shape_dims)));
@@ -252,9 +248,8 @@ class CropAndResizeOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [image, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (TF_NumDims(boxes.get()) != 2) {
       return absl::InvalidArgumentError(
@@ -294,24 +289,18 @@ class CropAndResizeOp {
   float extrapolation_value_ = 0;
 };
 
-class CropAndResizeGradImageOp {
+// CropAndResizeGradImage: its attributes_ are the method.
+class CropAndResizeGradImageOp
+    : public WithAttributes<CropAndResizeGradImageOp, CropMethod, CropMethodOf> {
  public:
-  static absl::StatusOr<std::unique_ptr<CropAndResizeGradImageOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<CropAndResizeGradImageOp>(new CropAndResizeGradImageOp());
-    VGPU_ASSIGN_OR_RETURN(op->method_, CropMethodOf(construction));
-    return op;
-  }
-
   // TensorFlow's GPU kernel refuses to run when op determinism is required (its atomic adds
   // are unordered); this one adds in a fixed order, but refuses too, as code written for a GPU
   // expects.
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
         "Deterministic GPU implementation of CropAndResizeBackpropImage not available."));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [grads, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
     VGPU_ASSIGN_OR_RETURN(const int64_t num_boxes,
                           GradientBoxCount(boxes.get(), box_index.get(), grads_dims));
@@ -330,7 +319,7 @@ class CropAndResizeGradImageOp {
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, size[0]));
     if (NumElements(out_dims) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(CropGeometry geometry,
-                          CropGeometryOf(dtype, method_, out_dims, num_boxes, grads_dims[1],
+                          CropGeometryOf(dtype, attributes_, out_dims, num_boxes, grads_dims[1],
                                          grads_dims[2]));
     return KernelLaunch(context)
         .Buffer(grads.get())
@@ -340,10 +329,6 @@ class CropAndResizeGradImageOp {
         .Param(geometry)
         .Run(image_transform::kCropAndResizeGradImage);
   }
-
- private:
-  CropAndResizeGradImageOp() = default;
-  CropMethod method_ = CropMethod::kBilinear;
 };
 
 class CropAndResizeGradBoxesOp {
@@ -361,10 +346,8 @@ class CropAndResizeGradBoxesOp {
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
         "Deterministic GPU implementation of CropAndResizeBackpropBoxes not available."));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grads, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr image, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr box_index, context.Input(3));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<4>());
+    const auto& [grads, image, boxes, box_index] = inputs;
     VGPU_ASSIGN_OR_RETURN(const Dims grads_dims, ImageDims(grads.get(), "grads image", "grads"));
     VGPU_ASSIGN_OR_RETURN(const Dims image_dims, ImageDims(image.get(), "input image", "image"));
     if (image_dims[3] != grads_dims[3]) {
@@ -415,10 +398,8 @@ class NonMaxSuppressionOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr boxes, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr scores, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr max_output_size, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr iou_threshold, context.Input(3));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<4>());
+    const auto& [boxes, scores, max_output_size, iou_threshold] = inputs;
     // TensorFlow's V3 kernel appends the rank to its scalar messages; V2 and V4 do not.
     auto rank_note = [](int rank) {
       return kVersion == NmsVersion::kV3

@@ -30,6 +30,13 @@ std::vector<int64_t> ShapeOf(const TF_Tensor* tensor) {
   return dims;
 }
 
+std::vector<std::vector<int64_t>> ShapesOf(absl::Span<const TensorPtr> tensors) {
+  std::vector<std::vector<int64_t>> shapes;
+  shapes.reserve(tensors.size());
+  for (const TensorPtr& tensor : tensors) shapes.push_back(ShapeOf(tensor.get()));
+  return shapes;
+}
+
 absl::StatusOr<ClientStream*> GetClientStream(TF_OpKernelContext* context) {
   ScopedTfStatus status;
   SP_Stream stream = TF_GetStream(context, status.get());

@@ -3,6 +3,7 @@
 #ifndef VGPU_KERNELS_KERNEL_SUPPORT_H_
 #define VGPU_KERNELS_KERNEL_SUPPORT_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,18 @@ absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index);
 
 // The shape of `tensor` as a vector of dimensions.
 std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
+
+// The shapes of `tensors`, in order (e.g. of OpContext::Inputs:
+// `const auto [x_dims, y_dims] = ShapesOf(inputs);`).
+template <size_t N>
+std::array<std::vector<int64_t>, N> ShapesOf(const std::array<TensorPtr, N>& tensors) {
+  std::array<std::vector<int64_t>, N> shapes;
+  for (size_t i = 0; i < N; ++i) shapes[i] = ShapeOf(tensors[i].get());
+  return shapes;
+}
+
+// The shapes of `tensors`, in order (e.g. of OpContext::InputList).
+std::vector<std::vector<int64_t>> ShapesOf(absl::Span<const TensorPtr> tensors);
 
 // A shape as TensorFlow writes it in messages (TensorShape::DebugString): "[2,3]", "[]".
 std::string ShapeString(absl::Span<const int64_t> dims);

@@ -108,31 +108,25 @@ class FusedBatchNormOp : public WithAttributes<FusedBatchNormOp<kVersion>, Batch
                                                ReadAttributes<true>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr scale, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr offset, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr mean, context.Input(3));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr variance, context.Input(4));
-    const Dims x_dims = ShapeOf(x.get());
-    const Dims scale_dims = ShapeOf(scale.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<5>());
+    const auto& [x, scale, offset, mean, variance] = inputs;
+    const auto [x_dims, scale_dims, offset_dims, mean_dims, variance_dims] = ShapesOf(inputs);
     VGPU_RETURN_IF_ERROR(CheckInputRank(x_dims));
     VGPU_RETURN_IF_ERROR(CheckVector(scale_dims, "scale"));
-    VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(offset.get()), "offset"));
-    VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(mean.get()), "estimated_mean"));
-    VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(variance.get()), "estimated_variance"));
+    VGPU_RETURN_IF_ERROR(CheckVector(offset_dims, "offset"));
+    VGPU_RETURN_IF_ERROR(CheckVector(mean_dims, "estimated_mean"));
+    VGPU_RETURN_IF_ERROR(CheckVector(variance_dims, "estimated_variance"));
     const BatchNormParams& params = this->attributes_.params;
     const bool is_training = this->attributes_.is_training;
     const int64_t channels = ChannelsOf(x_dims, params.data_format);
     VGPU_RETURN_IF_ERROR(CheckChannels(scale_dims, channels, "scale"));
-    VGPU_RETURN_IF_ERROR(CheckChannels(ShapeOf(offset.get()), channels, "offset"));
+    VGPU_RETURN_IF_ERROR(CheckChannels(offset_dims, channels, "offset"));
     const bool reads_old_statistics = !is_training || params.exponential_avg_factor != 1.0f;
     if (reads_old_statistics) {
       const std::string prefix =
           is_training ? "When exponential_avg_factor != 1" : "When is_training=false";
-      VGPU_RETURN_IF_ERROR(
-          CheckChannels(ShapeOf(mean.get()), channels, prefix + ", mean"));
-      VGPU_RETURN_IF_ERROR(
-          CheckChannels(ShapeOf(variance.get()), channels, prefix + ", variance"));
+      VGPU_RETURN_IF_ERROR(CheckChannels(mean_dims, channels, prefix + ", mean"));
+      VGPU_RETURN_IF_ERROR(CheckChannels(variance_dims, channels, prefix + ", variance"));
     }
 
     const TF_DataType dtype = TF_TensorType(x.get());
@@ -178,21 +172,16 @@ class FusedBatchNormGradOp
                             ReadAttributes<false>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr scale, context.Input(2));
-    // Training: the batch mean and variance saved by the forward op; inference: the population
-    // mean and variance it used.
-    VGPU_ASSIGN_OR_RETURN(TensorPtr mean, context.Input(3));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr variance, context.Input(4));
-    const Dims dy_dims = ShapeOf(dy.get());
-    const Dims x_dims = ShapeOf(x.get());
-    const Dims scale_dims = ShapeOf(scale.get());
+    // mean, variance: in training the batch statistics saved by the forward op; in inference
+    // the population statistics it used.
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<5>());
+    const auto& [dy, x, scale, mean, variance] = inputs;
+    const auto [dy_dims, x_dims, scale_dims, mean_dims, variance_dims] = ShapesOf(inputs);
     VGPU_RETURN_IF_ERROR(CheckInputRank(dy_dims));
     VGPU_RETURN_IF_ERROR(CheckInputRank(x_dims));
     VGPU_RETURN_IF_ERROR(CheckVector(scale_dims, "scale"));
-    VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(mean.get()), "saved mean"));
-    VGPU_RETURN_IF_ERROR(CheckVector(ShapeOf(variance.get()), "saved variance"));
+    VGPU_RETURN_IF_ERROR(CheckVector(mean_dims, "saved mean"));
+    VGPU_RETURN_IF_ERROR(CheckVector(variance_dims, "saved variance"));
     if (x_dims != dy_dims) {
       return absl::InvalidArgumentError(absl::StrCat(
           "x and y_backprop must have same shape, but x has shape ", ShapeString(x_dims),
@@ -201,8 +190,8 @@ class FusedBatchNormGradOp
     const BatchNormParams& params = this->attributes_.params;
     const int64_t channels = ChannelsOf(x_dims, params.data_format);
     VGPU_RETURN_IF_ERROR(CheckChannels(scale_dims, channels, "scale"));
-    VGPU_RETURN_IF_ERROR(CheckChannels(ShapeOf(mean.get()), channels, "reserve_space_1"));
-    VGPU_RETURN_IF_ERROR(CheckChannels(ShapeOf(variance.get()), channels, "reserve_space_2"));
+    VGPU_RETURN_IF_ERROR(CheckChannels(mean_dims, channels, "reserve_space_1"));
+    VGPU_RETURN_IF_ERROR(CheckChannels(variance_dims, channels, "reserve_space_2"));
 
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));

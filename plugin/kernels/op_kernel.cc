@@ -117,9 +117,32 @@ absl::StatusOr<std::vector<int64_t>> OpContext::DeviceIntegers(const TF_Tensor* 
   return values;
 }
 
+absl::StatusOr<Padding> ReadPadding(OpConstruction& construction,
+                                    absl::string_view unknown_message) {
+  return construction.StringChoice<Padding>(
+      "padding",
+      {{"VALID", Padding::kValid}, {"SAME", Padding::kSame}, {"EXPLICIT", Padding::kExplicit}},
+      unknown_message);
+}
+
 absl::Status OpContext::RefuseUnderOpDeterminism(const char* message) {
   if (tsl::OpDeterminismRequired()) return absl::UnimplementedError(message);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<TensorPtr>> OpContext::InputList(int count) const {
+  std::vector<TensorPtr> inputs;
+  inputs.reserve(count);
+  for (int i = 0; i < count; ++i) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, Input(i));
+    inputs.push_back(std::move(input));
+  }
+  return inputs;
+}
+
+absl::StatusOr<std::vector<int64_t>> OpContext::InputShape(int index) const {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, Input(index));
+  return ShapeOf(tensor.get());
 }
 
 absl::StatusOr<std::vector<int64_t>> OpContext::HostIntegers(int index) const {

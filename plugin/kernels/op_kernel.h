@@ -9,6 +9,8 @@
 #ifndef VGPU_KERNELS_OP_KERNEL_H_
 #define VGPU_KERNELS_OP_KERNEL_H_
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -61,6 +63,14 @@ class OpConstruction {
   TF_OpKernelConstruction* construction_;
 };
 
+// The padding attribute of TensorFlow's windowed ops (convolution, pooling).
+enum class Padding { kValid, kSame, kExplicit };
+
+// Reads attribute "padding" (VALID, SAME, EXPLICIT); another text is InvalidArgument
+// StrCat(unknown_message, text) (TensorFlow's convolution and pooling kernels word it apart).
+absl::StatusOr<Padding> ReadPadding(OpConstruction& construction,
+                                    absl::string_view unknown_message);
+
 class OpContext {
  public:
   explicit OpContext(TF_OpKernelContext* context) : context_(context) {}
@@ -68,6 +78,24 @@ class OpContext {
   int num_inputs() const { return TF_NumInputs(context_); }
   absl::StatusOr<TensorPtr> Input(int index) const { return GetInput(context_, index); }
   TF_DataType InputType(int index) const { return TF_InputDatatype(context_, index); }
+  // Inputs 0 .. N-1, in order: the prologue of a kernel, named by a structured binding
+  //   VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+  //   const auto& [x, y] = inputs;
+  // The first input TensorFlow cannot give is the error.
+  template <size_t N>
+  absl::StatusOr<std::array<TensorPtr, N>> Inputs() const {
+    std::array<TensorPtr, N> inputs;
+    for (size_t i = 0; i < N; ++i) {
+      VGPU_ASSIGN_OR_RETURN(inputs[i], Input(static_cast<int>(i)));
+    }
+    return inputs;
+  }
+
+  // Inputs 0 .. count-1, in order: an op's list of inputs (AddN, Pack, ConcatV2's values).
+  absl::StatusOr<std::vector<TensorPtr>> InputList(int count) const;
+
+  // The shape of input `index`.
+  absl::StatusOr<std::vector<int64_t>> InputShape(int index) const;
 
   // The values of a host-memory integer input (int32 or int64), e.g. an axis or a shape.
   absl::StatusOr<std::vector<int64_t>> HostIntegers(int index) const;

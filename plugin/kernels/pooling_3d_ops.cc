@@ -49,6 +49,23 @@ absl::StatusOr<PoolWindow> ReadWindow3d(OpConstruction& construction,
   return window;
 }
 
+// ReadWindow3d with the wording of one op, as WithAttributes reads a kernel's attributes.
+template <const Window3dWording& kWording>
+absl::StatusOr<PoolWindow> ReadWindow3dWorded(OpConstruction& construction) {
+  return ReadWindow3d(construction, kWording);
+}
+
+constexpr Window3dWording kPool3dWording = {
+    "stride", "Sliding window ksize field must have non-negative dimensions", false, true,
+    kDepthUnimplemented};
+constexpr Window3dWording kMaxPool3dGradWording = {
+    "stride", "Sliding window ksize must be positive.", false, false, kDepthUnimplemented};
+constexpr Window3dWording kAvgPool3dGradWording = {"stride", "ksize must be positive, got: ",
+                                                   true, true, kDepthUnimplemented};
+constexpr Window3dWording kMaxPool3dGradGradWording = {
+    "strides", "Sliding window ksize must be positive.", false, false,
+    "MaxPooling3dGradGrad is not yet supported on the depth dimension."};
+
 constexpr char kRank5[] = "tensor_in must be 5-dimensional";
 
 const char* DTypeName(TF_DataType dtype) {
@@ -71,53 +88,29 @@ absl::Status ExpectNonEmpty(const char* name, const TF_Tensor* tensor) {
 
 // MaxPool3D / AvgPool3D.
 template <PoolingMode kMode>
-class Pool3dOp {
+class Pool3dOp
+    : public WithAttributes<Pool3dOp<kMode>, PoolWindow, ReadWindow3dWorded<kPool3dWording>> {
  public:
-  static absl::StatusOr<std::unique_ptr<Pool3dOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(
-        PoolWindow window,
-        ReadWindow3d(construction, {"stride",
-                                    "Sliding window ksize field must have non-negative "
-                                    "dimensions",
-                                    false, true, kDepthUnimplemented}));
-    return std::unique_ptr<Pool3dOp>(new Pool3dOp(std::move(window)));
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, kMode,
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(this->attributes_, kMode,
                                                      NanPropagation::kNotPropagate, x_dims,
                                                      kRank5));
     return LaunchPoolingForward(context, plan, x.get(), x_dims);
   }
-
- private:
-  explicit Pool3dOp(PoolWindow window) : window_(std::move(window)) {}
-  PoolWindow window_;
 };
 
 // MaxPool3DGrad(orig_input, orig_output, grad) -> gradient with respect to orig_input.
-class MaxPool3dGradOp {
+class MaxPool3dGradOp : public WithAttributes<MaxPool3dGradOp, PoolWindow,
+                                              ReadWindow3dWorded<kMaxPool3dGradWording>> {
  public:
-  static absl::StatusOr<std::unique_ptr<MaxPool3dGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(
-        PoolWindow window,
-        ReadWindow3d(construction, {"stride", "Sliding window ksize must be positive.", false,
-                                    false, kDepthUnimplemented}));
-    return std::unique_ptr<MaxPool3dGradOp>(new MaxPool3dGradOp(std::move(window)));
-  }
-
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
-                          MaxPoolGradInputDims(5, x.get(), y.get(), dy.get(), "out_backprop"));
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank5));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 5, "out_backprop"));
+    const auto& [x, y, dy, x_dims] = in;
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(attributes_, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
@@ -125,75 +118,33 @@ class MaxPool3dGradOp {
     return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
                          {BufferOf(x.get()), BufferOf(dy.get()), BufferOf(dx.get())});
   }
-
- private:
-  explicit MaxPool3dGradOp(PoolWindow window) : window_(std::move(window)) {}
-  PoolWindow window_;
 };
 
 // AvgPool3DGrad(orig_input_shape (host int32), grad) -> gradient with respect to the input.
-class AvgPool3dGradOp {
+class AvgPool3dGradOp : public WithAttributes<AvgPool3dGradOp, PoolWindow,
+                                              ReadWindow3dWorded<kAvgPool3dGradWording>> {
  public:
-  static absl::StatusOr<std::unique_ptr<AvgPool3dGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(PoolWindow window,
-                          ReadWindow3d(construction, {"stride", "ksize must be positive, got: ",
-                                                      true, true, kDepthUnimplemented}));
-    return std::unique_ptr<AvgPool3dGradOp>(new AvgPool3dGradOp(std::move(window)));
-  }
-
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(1));
-    if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != 5) {
-      return absl::InvalidArgumentError("tensor_in must be 1-dimensional and 5 elements");
-    }
-    if (TF_NumDims(dy.get()) != 5) {
-      return absl::InvalidArgumentError("out_backprop must be 5-dimensional");
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> x_dims, context.HostIntegers(0));
-    for (int64_t d : x_dims) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("Dimension ", d, " must be >= 0 (orig_input_shape ",
-                         ShapeString(x_dims), ")"));
-      }
-    }
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank5));
-    return LaunchAvgPoolingBackward(context, plan, dy.get(), x_dims);
+    return ComputeAvgPoolingBackward(
+        context, attributes_,
+        {"tensor_in", [](int64_t dimension, absl::Span<const int64_t> shape) {
+           return absl::StrCat("Dimension ", dimension, " must be >= 0 (orig_input_shape ",
+                               ShapeString(shape), ")");
+         }});
   }
-
- private:
-  explicit AvgPool3dGradOp(PoolWindow window) : window_(std::move(window)) {}
-  PoolWindow window_;
 };
 
 // MaxPool3DGradGrad(orig_input, orig_output, grad) -> gradient of MaxPool3DGrad with respect to
 // its grad input, shaped like orig_output.
-class MaxPool3dGradGradOp {
+class MaxPool3dGradGradOp : public WithAttributes<MaxPool3dGradGradOp, PoolWindow,
+                                                  ReadWindow3dWorded<kMaxPool3dGradGradWording>> {
  public:
-  static absl::StatusOr<std::unique_ptr<MaxPool3dGradGradOp>> Create(
-      OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(
-        PoolWindow window,
-        ReadWindow3d(construction,
-                     {"strides", "Sliding window ksize must be positive.", false, false,
-                      "MaxPooling3dGradGrad is not yet supported on the depth dimension."}));
-    return std::unique_ptr<MaxPool3dGradGradOp>(new MaxPool3dGradGradOp(std::move(window)));
-  }
-
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(
-        const std::vector<int64_t> x_dims,
-        MaxPoolGradInputDims(5, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank5));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 5, "out_grad_backprop"));
+    const auto& [x, y, ddx, x_dims] = in;
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(attributes_, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", x_dims, ShapeOf(ddx.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddy, context.AllocateOutput(0, dtype, plan.output_dims));
@@ -204,10 +155,6 @@ class MaxPool3dGradGradOp {
                          {BufferOf(x.get()), BufferOf(y.get()), BufferOf(ddx.get()),
                           BufferOf(ddy.get())});
   }
-
- private:
-  explicit MaxPool3dGradGradOp(PoolWindow window) : window_(std::move(window)) {}
-  PoolWindow window_;
 };
 
 }  // namespace

@@ -134,9 +134,8 @@ class ArgmaxGradientOp {
       VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
           "Determinism is not yet supported for MaxPoolGradWithArgmax."));
     }
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr grad, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr argmax, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [x, grad, argmax] = inputs;
     const std::vector<int64_t> x_dims = ShapeOf(x.get());
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
                           PlanArgmaxPooling(window_, NanPropagation::kNotPropagate, x_dims));

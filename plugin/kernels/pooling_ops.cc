@@ -33,18 +33,30 @@ absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                                                  ShapeString(actual)));
 }
 
-absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
-                                                          const TF_Tensor* orig_output,
-                                                          const TF_Tensor* grad,
-                                                          const char* grad_name) {
-  const std::vector<int64_t> dims = ShapeOf(orig_input);
+absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context, int rank,
+                                                        const char* grad_name) {
+  VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+  auto& [orig_input, orig_output, grad] = inputs;
   const auto rank_message = [rank](const char* name) {
     return absl::InvalidArgumentError(absl::StrCat(name, " must be ", rank, "-dimensional"));
   };
+  std::vector<int64_t> dims = ShapeOf(orig_input.get());
   if (dims.size() != static_cast<size_t>(rank)) return rank_message("tensor_in");
-  if (TF_NumDims(orig_output) != rank) return rank_message("tensor_out");
-  if (TF_NumDims(grad) != rank) return rank_message(grad_name);
-  return dims;
+  if (TF_NumDims(orig_output.get()) != rank) return rank_message("tensor_out");
+  if (TF_NumDims(grad.get()) != rank) return rank_message(grad_name);
+  return MaxPoolGradInputs{std::move(orig_input), std::move(orig_output), std::move(grad),
+                           std::move(dims)};
+}
+
+absl::StatusOr<PoolPlan> PlanMaxPoolGradient(const PoolWindow& window, NanPropagation nan,
+                                             const MaxPoolGradInputs& in) {
+  const std::string rank_message =
+      absl::StrCat("tensor_in must be ", window.rank(), "-dimensional");
+  VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax, nan,
+                                                   in.orig_input_dims, rank_message.c_str()));
+  VGPU_RETURN_IF_ERROR(
+      ExpectShape("orig_output", plan.output_dims, ShapeOf(in.orig_output.get())));
+  return plan;
 }
 
 absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
@@ -56,15 +68,33 @@ absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, cons
                        {BufferOf(x), BufferOf(y.get())});
 }
 
-absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
-                                      const TF_Tensor* grad,
-                                      absl::Span<const int64_t> input_dims) {
-  VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(grad)));
-  const TF_DataType dtype = TF_TensorType(grad);
+absl::Status ComputeAvgPoolingBackward(OpContext& context, const PoolWindow& window,
+                                       const AvgPoolGradWording& wording) {
+  VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+  const auto& [shape_tensor, grad] = inputs;
+  const int rank = window.rank();
+  if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        wording.shape_name, " must be 1-dimensional and ", rank, " elements"));
+  }
+  if (TF_NumDims(grad.get()) != rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("out_backprop must be ", rank, "-dimensional"));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> input_dims, context.HostIntegers(0));
+  for (int64_t d : input_dims) {
+    if (d < 0) return absl::InvalidArgumentError(wording.negative_dimension(d, input_dims));
+  }
+  const std::string rank_message = absl::StrCat("tensor_in must be ", rank, "-dimensional");
+  VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                        PlanPooling(window, PoolingMode::kAverage, NanPropagation::kNotPropagate,
+                                    input_dims, rank_message.c_str()));
+  VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(grad.get())));
+  const TF_DataType dtype = TF_TensorType(grad.get());
   VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, input_dims));
   if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
   return LaunchPooling(context, pooling::kBackward, plan, dtype, input_dims,
-                       {BufferOf(grad), BufferOf(dx.get())});
+                       {BufferOf(grad.get()), BufferOf(dx.get())});
 }
 
 absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spatial_dims) {
@@ -84,12 +114,7 @@ absl::StatusOr<PoolWindow> ReadPoolLayout(OpConstruction& construction, int spat
         "Invalid data format: ", format, " (the virtual GPU pools ",
         three_d ? "NDHWC and NCDHW" : "NHWC and NCHW", ")"));
   }
-  VGPU_ASSIGN_OR_RETURN(window.padding, construction.StringChoice<Padding>(
-                                            "padding",
-                                            {{"VALID", Padding::kValid},
-                                             {"SAME", Padding::kSame},
-                                             {"EXPLICIT", Padding::kExplicit}},
-                                            "Invalid padding: "));
+  VGPU_ASSIGN_OR_RETURN(window.padding, ReadPadding(construction, "Invalid padding: "));
   if (window.padding == Padding::kExplicit) {
     VGPU_ASSIGN_OR_RETURN(window.explicit_paddings, construction.IntList("explicit_paddings"));
   }
@@ -432,20 +457,16 @@ class MaxPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(const std::vector<int64_t> x_dims,
-                          MaxPoolGradInputDims(4, x.get(), y.get(), dy.get(), "out_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 4, "out_backprop"));
+    const auto& [x, y, dy, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
     const TF_DataType dtype = TF_TensorType(x.get());
     // Never forwarded into x: the kernel reads x while it writes dx.
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
     // As TensorFlow's GPU kernel: an empty input needs (and checks) nothing more.
     if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
-                          PlanPooling(window, PoolingMode::kMax, nan_, x_dims, kRank4));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanMaxPoolGradient(window, nan_, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
     return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
                          {BufferOf(x.get()), BufferOf(dy.get()), BufferOf(dx.get())});
@@ -470,17 +491,12 @@ class MaxPoolGradGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr ddx, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(
-        const std::vector<int64_t> x_dims,
-        MaxPoolGradInputDims(4, x.get(), y.get(), ddx.get(), "out_grad_backprop"));
+    VGPU_ASSIGN_OR_RETURN(MaxPoolGradInputs in,
+                          ReadMaxPoolGradInputs(context, 4, "out_grad_backprop"));
+    const auto& [x, y, ddx, x_dims] = in;
     VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank4));
-    VGPU_RETURN_IF_ERROR(ExpectShape("orig_output", plan.output_dims, ShapeOf(y.get())));
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanMaxPoolGradient(window, NanPropagation::kNotPropagate, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", x_dims, ShapeOf(ddx.get())));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr ddy, context.AllocateOutput(0, dtype, plan.output_dims));
@@ -509,25 +525,11 @@ class AvgPoolGradOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dy, context.Input(1));
-    if (TF_NumDims(shape_tensor.get()) != 1 || TF_TensorElementCount(shape_tensor.get()) != 4) {
-      return absl::InvalidArgumentError("orig_input_shape must be 1-dimensional and 4 elements");
-    }
-    if (TF_NumDims(dy.get()) != 4) {
-      return absl::InvalidArgumentError("out_backprop must be 4-dimensional");
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> x_dims, context.HostIntegers(0));
-    for (int64_t d : x_dims) {
-      if (d < 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("orig_input_shape has a negative dimension: ", ShapeString(x_dims)));
-      }
-    }
-    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window_, PoolingMode::kAverage,
-                                                     NanPropagation::kNotPropagate, x_dims,
-                                                     kRank4));
-    return LaunchAvgPoolingBackward(context, plan, dy.get(), x_dims);
+    return ComputeAvgPoolingBackward(
+        context, window_,
+        {"orig_input_shape", [](int64_t, absl::Span<const int64_t> shape) {
+           return absl::StrCat("orig_input_shape has a negative dimension: ", ShapeString(shape));
+         }});
   }
 
  private:

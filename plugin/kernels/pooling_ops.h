@@ -18,8 +18,6 @@
 
 namespace vgpu {
 
-enum class Padding { kValid, kSame, kExplicit };
-
 // The window of a pooling op over 2 or 3 spatial dimensions. ksize and strides hold one value
 // per tensor dimension in the op's data format (NHWC / NCHW / NDHWC / NCDHW).
 struct PoolWindow {
@@ -99,25 +97,40 @@ absl::Status LaunchPooling(OpContext& context, KernelId kernel, const PoolPlan& 
 absl::Status LaunchPoolingForward(OpContext& context, const PoolPlan& plan, const TF_Tensor* x,
                                   absl::Span<const int64_t> x_dims);
 
-// The rest of an average-pooling gradient once `plan` is made: checks `grad` has the pooled
-// shape, allocates the gradient (output 0: `grad`'s dtype, `input_dims`) and, unless it is
-// empty, launches the backward kernel.
-absl::Status LaunchAvgPoolingBackward(OpContext& context, const PoolPlan& plan,
-                                      const TF_Tensor* grad,
-                                      absl::Span<const int64_t> input_dims);
+// How an average-pooling gradient's kernel words its checks of orig_input_shape (TensorFlow's
+// AvgPoolGrad and AvgPool3DGrad kernels differ).
+struct AvgPoolGradWording {
+  // Its name in "<shape_name> must be 1-dimensional and <rank> elements".
+  const char* shape_name;
+  // The message for `shape`, which holds the negative `dimension`.
+  std::string (*negative_dimension)(int64_t dimension, absl::Span<const int64_t> shape);
+};
+
+// The whole of an average-pooling gradient with `window`: inputs orig_input_shape (host
+// integers, window.rank() of them) and grad, checked in TensorFlow's order; then the gradient
+// (output 0: grad's dtype, orig_input_shape) and, unless it is empty, the backward kernel.
+absl::Status ComputeAvgPoolingBackward(OpContext& context, const PoolWindow& window,
+                                       const AvgPoolGradWording& wording);
 
 // InvalidArgument "Expected <what> shape to be <expected>, but got <actual>" unless equal.
 absl::Status ExpectShape(const char* what, absl::Span<const int64_t> expected,
                          absl::Span<const int64_t> actual);
 
-// TensorFlow's rank checks of a max-pooling gradient's inputs (orig_input, orig_output, grad),
-// each of `rank` dimensions: "tensor_in must be 4-dimensional", then tensor_out, then
-// `grad_name` (out_backprop; out_grad_backprop for the second-order gradient). Returns
-// orig_input's dims.
-absl::StatusOr<std::vector<int64_t>> MaxPoolGradInputDims(int rank, const TF_Tensor* orig_input,
-                                                          const TF_Tensor* orig_output,
-                                                          const TF_Tensor* grad,
-                                                          const char* grad_name);
+// The inputs of a max-pooling gradient, orig_input, orig_output and grad (inputs 0-2), each of
+// `rank` dimensions, else InvalidArgument as TensorFlow words it: "tensor_in must be
+// 4-dimensional", then tensor_out, then `grad_name` (out_backprop; out_grad_backprop for the
+// second-order gradient). Its fields bind in order: `const auto& [x, y, grad, x_dims] = in;`.
+struct MaxPoolGradInputs {
+  TensorPtr orig_input, orig_output, grad;
+  std::vector<int64_t> orig_input_dims;
+};
+absl::StatusOr<MaxPoolGradInputs> ReadMaxPoolGradInputs(const OpContext& context, int rank,
+                                                        const char* grad_name);
+
+// The plan of a max-pooling gradient of `in` with `window` and `nan`, after TensorFlow's check
+// that orig_output has the pooled shape ("Expected orig_output shape to be ...").
+absl::StatusOr<PoolPlan> PlanMaxPoolGradient(const PoolWindow& window, NanPropagation nan,
+                                             const MaxPoolGradInputs& in);
 
 // MaxPoolWithArgmax, MaxPoolGradWithArgmax, MaxPoolGradGradWithArgmax (pooling_argmax_ops.cc).
 void RegisterPoolingArgmaxOps(const char* device_type);

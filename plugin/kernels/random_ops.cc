@@ -80,10 +80,8 @@ template <Distribution kDistribution>
 class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr key, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr counter, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr alg_tensor, context.Input(3));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<4>());
+    const auto& [shape_tensor, key, counter, alg_tensor] = inputs;
 
     const std::vector<int64_t> alg_shape = ShapeOf(alg_tensor.get());
     if (!alg_shape.empty()) {

@@ -129,8 +129,8 @@ class ArgReductionOp : public WithAttributes<ArgReductionOp<kOp>, TF_DataType, R
  public:
   absl::Status Compute(OpContext& context) {
     const TF_DataType output_type = this->attributes_;
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr dimension, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [x, dimension] = inputs;
     if (TF_NumDims(dimension.get()) != 0) {
       return absl::InvalidArgumentError(
           absl::StrCat("dim must be a scalar, but received tensor of shape: ",

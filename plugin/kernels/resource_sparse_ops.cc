@@ -15,6 +15,8 @@
 #include "plugin/kernels/resource_sparse_ops.h"
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -531,6 +533,20 @@ void RegisterIndexed(const char* op_name, const char* device_type, const char* v
   }
 }
 
+// Registers K<kOps[i]> as `op_names[i]`, each like RegisterIndexed: one family of scatter
+// ops whose kernels differ only in how an update combines with the variable.
+template <template <sparse::ScatterOp> class K, sparse::ScatterOp... kOps>
+void RegisterScatterFamily(const std::array<const char*, sizeof...(kOps)>& op_names,
+                           const char* device_type, const char* value_attribute,
+                           const std::vector<tf::DataType>& dtypes,
+                           const std::vector<tf::DataType>& index_types,
+                           const char* resource_argument) {
+  size_t i = 0;
+  (RegisterIndexed<K<kOps>>(op_names[i++], device_type, value_attribute, dtypes, index_types,
+                            resource_argument),
+   ...);
+}
+
 }  // namespace
 
 void RegisterResourceSparseOps(const char* device_type) {
@@ -557,32 +573,23 @@ void RegisterResourceSparseOps(const char* device_type) {
                                     "resource");
   RegisterIndexed<ResourceGatherNdOp>("ResourceGatherNd", device_type, "dtype", kNumber, kIndex,
                                       "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
-                                                  kNumber, kIndex, "resource");
+  constexpr std::array<const char*, 7> kScatterOps = {
+      "ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub", "ResourceScatterMul",
+      "ResourceScatterDiv",    "ResourceScatterMin", "ResourceScatterMax"};
+  RegisterScatterFamily<ResourceScatterOp, Op::kAssign, Op::kAdd, Op::kSub, Op::kMul, Op::kDiv,
+                        Op::kMin, Op::kMax>(kScatterOps, device_type, "dtype", kNumber, kIndex,
+                                            "resource");
   RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
                                                   {tf::DT_BOOL}, {tf::DT_INT32}, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kAdd>>("ResourceScatterAdd", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kSub>>("ResourceScatterSub", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMul>>("ResourceScatterMul", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kDiv>>("ResourceScatterDiv", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMin>>("ResourceScatterMin", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterOp<Op::kMax>>("ResourceScatterMax", device_type, "dtype",
-                                               kNumber, kIndex, "resource");
-  RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
-                                                    kWithComplex, kIndex, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kAdd>>("ResourceScatterNdAdd", device_type, "T",
-                                                 kWithComplex, kIndex, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kSub>>("ResourceScatterNdSub", device_type, "T",
-                                                 kWithComplex, kIndex, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kMin>>("ResourceScatterNdMin", device_type, "T",
-                                                 kNumber, kIndex, "ref");
-  RegisterIndexed<ResourceScatterNdOp<Op::kMax>>("ResourceScatterNdMax", device_type, "T",
-                                                 kNumber, kIndex, "ref");
+  // Min and Max do not take complex values.
+  constexpr std::array<const char*, 5> kScatterNdOps = {
+      "ResourceScatterNdUpdate", "ResourceScatterNdAdd", "ResourceScatterNdSub",
+      "ResourceScatterNdMin", "ResourceScatterNdMax"};
+  RegisterScatterFamily<ResourceScatterNdOp, Op::kAssign, Op::kAdd, Op::kSub>(
+      {kScatterNdOps[0], kScatterNdOps[1], kScatterNdOps[2]}, device_type, "T", kWithComplex,
+      kIndex, "ref");
+  RegisterScatterFamily<ResourceScatterNdOp, Op::kMin, Op::kMax>(
+      {kScatterNdOps[3], kScatterNdOps[4]}, device_type, "T", kNumber, kIndex, "ref");
 
   DocumentOp("ResourceGather", "",
              "An index outside the variable's gathered dimension gives a zero output row, no "
@@ -596,20 +603,13 @@ void RegisterResourceSparseOps(const char* device_type) {
       "read back and a bad one is InvalidArgument, as TensorFlow's GPU build runs integer "
       "scatters on the host. int8, uint8, int16, uint16, uint32 and uint64 variables are "
       "updated through host memory (a round trip).";
-  for (const char* op : {"ResourceScatterUpdate", "ResourceScatterAdd", "ResourceScatterSub",
-                         "ResourceScatterMul", "ResourceScatterDiv", "ResourceScatterMin",
-                         "ResourceScatterMax"}) {
-    DocumentOp(op, "", kScatterNote);
-  }
+  for (const char* op : kScatterOps) DocumentOp(op, "", kScatterNote);
   constexpr const char* kScatterNdNote =
       "In place; duplicate indices combine in index order (deterministic); an index tuple "
       "outside the variable is ignored, no error (TensorFlow's GPU kernel). Update, Add and Sub "
       "also take complex64/complex128 (as pairs of float32/float64); int8, uint8, int16, "
       "uint16, uint32 and uint64 variables are updated through host memory (a round trip).";
-  for (const char* op : {"ResourceScatterNdUpdate", "ResourceScatterNdAdd",
-                         "ResourceScatterNdSub", "ResourceScatterNdMin", "ResourceScatterNdMax"}) {
-    DocumentOp(op, "", kScatterNdNote);
-  }
+  for (const char* op : kScatterNdOps) DocumentOp(op, "", kScatterNdNote);
 }
 
 }  // namespace vgpu

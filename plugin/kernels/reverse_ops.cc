@@ -28,8 +28,8 @@ constexpr std::initializer_list<TF_DataType> kReverseSequenceTypes = {
 class ReverseV2Op : public NoAttributes<ReverseV2Op> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr axis, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, axis] = inputs;
     const Dims dims = ShapeOf(input.get());
     if (dims.empty() || TF_TensorElementCount(input.get()) == 0) {
       return context.SetOutput(0, input.get());
@@ -84,8 +84,8 @@ class ReverseSequenceOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr seq_lengths, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [input, seq_lengths] = inputs;
     if (TF_NumDims(seq_lengths.get()) != 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("seq_lengths must be 1-dim, not ", TF_NumDims(seq_lengths.get())));

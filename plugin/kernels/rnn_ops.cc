@@ -316,34 +316,69 @@ KernelLaunch& DescribeCall(KernelLaunch& launch, const RnnCall& call) {
       .DescribeTensor(call.dtype, {call.params_size});
 }
 
+// DescribeCall, then the forward inputs' buffers [x, hx, cx, w]: how the forward and the
+// backward launch start.
+KernelLaunch& DescribeCallAndInputs(KernelLaunch& launch, const RnnCall& call,
+                                    const ForwardInputs& in) {
+  return DescribeCall(launch, call)
+      .Buffer(in.input.get())
+      .Buffer(in.input_h.get())
+      .Buffer(in.input_c.get())
+      .Buffer(in.params.get());
+}
+
+// What the forward and backward ops of one version share: the RNN attributes and V3's
+// time_major, read when TensorFlow builds the kernel, and the call their forward inputs
+// (input, input_h, input_c, params, V3's sequence_lengths) describe.
+template <int kVersion>
+class CudnnRnnOpBase {
+ protected:
+  absl::Status ReadVersionAttributes(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(attributes_, ReadRnnAttributes(construction));
+    if constexpr (kVersion == 3) {
+      VGPU_ASSIGN_OR_RETURN(time_major_, construction.Bool("time_major"));
+    }
+    return absl::OkStatus();
+  }
+
+  // The call of `in` (ReadForwardInputs), with the reserve space of training when `training`.
+  absl::StatusOr<RnnCall> PrepareVersionCall(const OpContext& context, const ForwardInputs& in,
+                                             bool training) const {
+    return PrepareCall(context, attributes_, time_major_, kVersion == 3 ? 4 : -1, in, training);
+  }
+
+  // The shape of output_c / input_c_backprop: the cell state's for lstm, else empty.
+  Dims CellStateShape(const RnnModelShapes& m) const {
+    return attributes_.has_input_c() ? m.cell_state_shape : Dims{};
+  }
+
+  RnnAttributes attributes_;
+  bool time_major_ = true;
+};
+
 // ---------------------------------------------------------------------------------------------
 // CudnnRNN (kVersion 1), CudnnRNNV2 (2), CudnnRNNV3 (3).
 
 template <int kVersion>
-class CudnnRnnForwardOp {
+class CudnnRnnForwardOp : public CudnnRnnOpBase<kVersion> {
  public:
   static absl::StatusOr<std::unique_ptr<CudnnRnnForwardOp>> Create(OpConstruction& construction) {
     auto op = std::unique_ptr<CudnnRnnForwardOp>(new CudnnRnnForwardOp());
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadRnnAttributes(construction));
+    VGPU_RETURN_IF_ERROR(op->ReadVersionAttributes(construction));
     VGPU_ASSIGN_OR_RETURN(op->is_training_, construction.Bool("is_training"));
-    if constexpr (kVersion == 3) {
-      VGPU_ASSIGN_OR_RETURN(op->time_major_, construction.Bool("time_major"));
-    }
     return op;
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(ForwardInputs in, ReadForwardInputs(context));
-    VGPU_ASSIGN_OR_RETURN(RnnCall call, PrepareCall(context, attributes_, time_major_,
-                                                    kVersion == 3 ? 4 : -1, in, is_training_));
+    VGPU_ASSIGN_OR_RETURN(RnnCall call, this->PrepareVersionCall(context, in, is_training_));
     const RnnModelShapes& m = call.shapes;
     const TF_DataType dtype = call.dtype;
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, m.output_shape));
     VGPU_ASSIGN_OR_RETURN(TensorPtr output_h,
                           context.AllocateOutput(1, dtype, m.hidden_state_shape));
-    VGPU_ASSIGN_OR_RETURN(
-        TensorPtr output_c,
-        context.AllocateOutput(2, dtype, attributes_.has_input_c() ? m.cell_state_shape : Dims{}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output_c,
+                          context.AllocateOutput(2, dtype, this->CellStateShape(m)));
     VGPU_ASSIGN_OR_RETURN(
         TensorPtr reserve,
         context.AllocateOutput(3, dtype,
@@ -363,11 +398,7 @@ class CudnnRnnForwardOp {
       }
     }
     KernelLaunch launch(context);
-    DescribeCall(launch, call)
-        .Buffer(in.input.get())
-        .Buffer(in.input_h.get())
-        .Buffer(in.input_c.get())
-        .Buffer(in.params.get())
+    DescribeCallAndInputs(launch, call, in)
         .Buffer(output.get())
         .Buffer(output_h.get())
         .Buffer(output_c.get());
@@ -381,9 +412,7 @@ class CudnnRnnForwardOp {
 
  private:
   CudnnRnnForwardOp() = default;
-  RnnAttributes attributes_;
   bool is_training_ = true;
-  bool time_major_ = true;
   std::atomic<uint64_t> calls_{0};  // the dropout mask's call counter
 };
 
@@ -391,23 +420,19 @@ class CudnnRnnForwardOp {
 // CudnnRNNBackprop (kVersion 1), CudnnRNNBackpropV2 (2), CudnnRNNBackpropV3 (3).
 
 template <int kVersion>
-class CudnnRnnBackwardOp {
+class CudnnRnnBackwardOp : public CudnnRnnOpBase<kVersion> {
  public:
   static absl::StatusOr<std::unique_ptr<CudnnRnnBackwardOp>> Create(
       OpConstruction& construction) {
     auto op = std::unique_ptr<CudnnRnnBackwardOp>(new CudnnRnnBackwardOp());
-    VGPU_ASSIGN_OR_RETURN(op->attributes_, ReadRnnAttributes(construction));
-    if constexpr (kVersion == 3) {
-      VGPU_ASSIGN_OR_RETURN(op->time_major_, construction.Bool("time_major"));
-    }
+    VGPU_RETURN_IF_ERROR(op->ReadVersionAttributes(construction));
     return op;
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(ForwardInputs in, ReadForwardInputs(context));
-    VGPU_ASSIGN_OR_RETURN(RnnCall call, PrepareCall(context, attributes_, time_major_,
-                                                    kVersion == 3 ? 4 : -1, in,
-                                                    /*training=*/true));
+    VGPU_ASSIGN_OR_RETURN(RnnCall call,
+                          this->PrepareVersionCall(context, in, /*training=*/true));
     const RnnModelShapes& m = call.shapes;
     const int first = kVersion == 3 ? 5 : 4;  // index of "output"
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.Input(first));
@@ -423,7 +448,7 @@ class CudnnRnnBackwardOp {
     VGPU_RETURN_IF_ERROR(ExpectShape("output_backprop", output_backprop.get(), m.output_shape));
     VGPU_RETURN_IF_ERROR(
         ExpectShape("output_h_backprop", output_h_backprop.get(), m.hidden_state_shape));
-    if (attributes_.has_input_c()) {
+    if (this->attributes_.has_input_c()) {
       VGPU_RETURN_IF_ERROR(ExpectShape("output_c", output_c.get(), m.cell_state_shape));
       VGPU_RETURN_IF_ERROR(
           ExpectShape("output_c_backprop", output_c_backprop.get(), m.cell_state_shape));
@@ -441,17 +466,12 @@ class CudnnRnnBackwardOp {
                           context.AllocateOutput(0, dtype, m.input_shape));
     VGPU_ASSIGN_OR_RETURN(TensorPtr input_h_backprop,
                           context.AllocateOutput(1, dtype, m.hidden_state_shape));
-    VGPU_ASSIGN_OR_RETURN(
-        TensorPtr input_c_backprop,
-        context.AllocateOutput(2, dtype, attributes_.has_input_c() ? m.cell_state_shape : Dims{}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input_c_backprop,
+                          context.AllocateOutput(2, dtype, this->CellStateShape(m)));
     VGPU_ASSIGN_OR_RETURN(TensorPtr params_backprop,
                           context.AllocateOutput(3, dtype, ShapeOf(in.params.get())));
     KernelLaunch launch(context);
-    return DescribeCall(launch, call)
-        .Buffer(in.input.get())
-        .Buffer(in.input_h.get())
-        .Buffer(in.input_c.get())
-        .Buffer(in.params.get())
+    return DescribeCallAndInputs(launch, call, in)
         .Buffer(output_backprop.get())
         .Buffer(output_h_backprop.get())
         .Buffer(output_c_backprop.get())
@@ -475,9 +495,6 @@ class CudnnRnnBackwardOp {
                                                    ShapeString(shape), " ",
                                                    ShapeString(expected)));
   }
-
-  RnnAttributes attributes_;
-  bool time_major_ = true;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ class ScanOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr axis_tensor, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [x, axis_tensor] = inputs;
     if (TF_NumDims(axis_tensor.get()) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "ScanOp: axis must be a scalar, not ", ShapeString(ShapeOf(axis_tensor.get()))));
@@ -87,8 +87,8 @@ class TopKOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr k_tensor, context.Input(1));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [x, k_tensor] = inputs;
     if (TF_NumDims(k_tensor.get()) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("k must be scalar, got shape ",
                                                      ShapeString(ShapeOf(k_tensor.get()))));
@@ -135,9 +135,8 @@ class TopKOp {
 class InTopKOp : public NoAttributes<InTopKOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr predictions, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr targets, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr k_tensor, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [predictions, targets, k_tensor] = inputs;
     const Dims predictions_dims = ShapeOf(predictions.get());
     const Dims targets_dims = ShapeOf(targets.get());
     if (predictions_dims.size() != 2) {

@@ -48,10 +48,9 @@ class GatherOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr params, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr indices, context.Input(1));
-    const Dims params_dims = ShapeOf(params.get());
-    const Dims indices_dims = ShapeOf(indices.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [params, indices] = inputs;
+    const auto [params_dims, indices_dims] = ShapesOf(inputs);
     const int64_t params_rank = static_cast<int64_t>(params_dims.size());
     const int64_t indices_rank = static_cast<int64_t>(indices_dims.size());
     if (params_rank < 1) {
@@ -166,10 +165,9 @@ class GatherNdOp {
   }
 
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr params, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr indices, context.Input(1));
-    const Dims params_dims = ShapeOf(params.get());
-    const Dims indices_dims = ShapeOf(indices.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [params, indices] = inputs;
+    const auto [params_dims, indices_dims] = ShapesOf(inputs);
     const TF_DataType dtype = TF_TensorType(params.get());
     VGPU_ASSIGN_OR_RETURN(DType index_dtype,
                           sparse_shapes::IndexDTypeOf(TF_TensorType(indices.get())));
@@ -267,18 +265,6 @@ absl::Status CheckOuterAndInnerDims(const Dims& output, const Dims& indices, con
   return absl::OkStatus();
 }
 
-absl::Status CheckIndicesAndUpdatesRank(const Dims& indices, const Dims& updates) {
-  if (indices.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Indices shape must have rank at least one. Found:", ShapeString(indices)));
-  }
-  if (updates.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Updates shape must have rank at least one. Found:", ShapeString(updates)));
-  }
-  return absl::OkStatus();
-}
-
 // TensorFlow's check that a scatter into an empty output has nothing to scatter.
 absl::Status CheckEmptyOutput(int64_t output_elements, const Dims& indices, const Dims& updates) {
   if (sparse_shapes::ValidEmptyOutputShape(output_elements, NumElements(indices),
@@ -317,12 +303,11 @@ absl::Status LaunchScatterNd(const OpContext& context, const sparse_shapes::Scat
 class ScatterNdOp : public NoAttributes<ScatterNdOp> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr indices, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr updates, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr shape_tensor, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [indices, updates, shape_tensor] = inputs;
     const Dims indices_dims = ShapeOf(indices.get());
     const Dims updates_dims = ShapeOf(updates.get());
-    VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
+    VGPU_RETURN_IF_ERROR(sparse_shapes::CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
     VGPU_ASSIGN_OR_RETURN(Dims shape, context.HostIntegers(2));
     int64_t elements = 1;
     for (int64_t d : shape) {
@@ -358,13 +343,10 @@ template <sparse::ScatterOp kOp>
 class TensorScatterOp : public NoAttributes<TensorScatterOp<kOp>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr tensor, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr indices, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr updates, context.Input(2));
-    const Dims shape = ShapeOf(tensor.get());
-    const Dims indices_dims = ShapeOf(indices.get());
-    const Dims updates_dims = ShapeOf(updates.get());
-    VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [tensor, indices, updates] = inputs;
+    const auto [shape, indices_dims, updates_dims] = ShapesOf(inputs);
+    VGPU_RETURN_IF_ERROR(sparse_shapes::CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckEmptyOutput(NumElements(shape), indices_dims, updates_dims));
     VGPU_RETURN_IF_ERROR(CheckOuterAndInnerDims(shape, indices_dims, updates_dims, true));
     const TF_DataType dtype = TF_TensorType(tensor.get());
@@ -403,9 +385,8 @@ template <sparse::SegmentOp kOp>
 class UnsortedSegmentOp : public NoAttributes<UnsortedSegmentOp<kOp>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr data, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr segment_ids, context.Input(1));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr num_segments_tensor, context.Input(2));
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [data, segment_ids, num_segments_tensor] = inputs;
     const Dims data_dims = ShapeOf(data.get());
     const Dims ids_dims = ShapeOf(segment_ids.get());
     if (TF_NumDims(num_segments_tensor.get()) != 0) {
@@ -442,10 +423,9 @@ template <sparse::SegmentOp kOp>
 class SortedSegmentOp : public NoAttributes<SortedSegmentOp<kOp>> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr data, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr segment_ids, context.Input(1));
-    const Dims data_dims = ShapeOf(data.get());
-    const Dims ids_dims = ShapeOf(segment_ids.get());
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
+    const auto& [data, segment_ids] = inputs;
+    const auto [data_dims, ids_dims] = ShapesOf(inputs);
     if (ids_dims.size() != 1) {
       return absl::InvalidArgumentError("segment_ids should be a vector.");
     }

@@ -192,6 +192,20 @@ inline absl::Status ValidateScatterNdUpdateShape(absl::Span<const int64_t> outpu
   return absl::OkStatus();
 }
 
+// TensorFlow's ScatterNd checks that indices and updates are at least vectors.
+inline absl::Status CheckIndicesAndUpdatesRank(absl::Span<const int64_t> indices,
+                                               absl::Span<const int64_t> updates) {
+  if (indices.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Indices shape must have rank at least one. Found:", ShapeString(indices)));
+  }
+  if (updates.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Updates shape must have rank at least one. Found:", ShapeString(updates)));
+  }
+  return absl::OkStatus();
+}
+
 inline absl::StatusOr<ScatterNdPlan> PlanScatterNd(absl::Span<const int64_t> output_dims,
                                                    absl::Span<const int64_t> indices_dims,
                                                    absl::Span<const int64_t> updates_dims,
@@ -207,14 +221,7 @@ inline absl::StatusOr<ScatterNdPlan> PlanScatterNd(absl::Span<const int64_t> out
                      ShapeString(indices_dims)));
   }
   // (TensorFlow reads dimension 0 of both without checking their rank; a scalar is refused here.)
-  if (indices_dims.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Indices shape must have rank at least one. Found:", ShapeString(indices_dims)));
-  }
-  if (updates_dims.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "Updates shape must have rank at least one. Found:", ShapeString(updates_dims)));
-  }
+  VGPU_RETURN_IF_ERROR(CheckIndicesAndUpdatesRank(indices_dims, updates_dims));
   if (updates_dims[0] != indices_dims[0]) {
     return absl::InvalidArgumentError(absl::StrCat(
         "Dimensions [0,1) of indices[shape=", ShapeString(indices_dims), "] = ", indices_dims[0],

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "plugin/common/config.h"
@@ -23,6 +24,14 @@ absl::StatusOr<Config> LoadFrom(const std::map<std::string, std::string>& env) {
     if (it == env.end()) return std::nullopt;
     return it->second;
   });
+}
+
+// The configuration `env` gives; one it refuses fails the test (the defaults are returned then).
+Config Loaded(const std::map<std::string, std::string>& env) {
+  absl::StatusOr<Config> config = LoadFrom(env);
+  if (config.ok()) return *std::move(config);
+  ADD_FAILURE() << config.status();
+  return Config();
 }
 
 // Expects `result` to be an error of `code` whose message mentions `text`.
@@ -105,18 +114,13 @@ TEST(LoadConfig, EmptyEnvironmentGivesTheDefaults) {
 }
 
 TEST(LoadConfig, ExecutorNameIsLowerCasedAndTrimmedAndEmptyMeansCpu) {
-  absl::StatusOr<Config> config = LoadFrom({{"VGPU_EXECUTOR", " CUDA "}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->executor, "cuda");  // whether it exists is the registry's judgement
-  config = LoadFrom({{"VGPU_EXECUTOR", ""}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->executor, "cpu");
+  // Whether it exists is the registry's judgement.
+  EXPECT_EQ(Loaded({{"VGPU_EXECUTOR", " CUDA "}}).executor, "cuda");
+  EXPECT_EQ(Loaded({{"VGPU_EXECUTOR", ""}}).executor, "cpu");
 }
 
 TEST(LoadConfig, EmptyBackendMeansInproc) {
-  absl::StatusOr<Config> config = LoadFrom({{"VGPU_BACKEND", ""}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->backends, std::vector<std::string>{"inproc"});
+  EXPECT_EQ(Loaded({{"VGPU_BACKEND", ""}}).backends, std::vector<std::string>{"inproc"});
 }
 
 TEST(LoadConfig, DeviceCountGivesOneBackendPerDevice) {
@@ -240,24 +244,14 @@ TEST(RunningTensorFlowVersion, IsUnknownWithoutTensorFlowsCLibrary) {
 }
 
 TEST(LoadConfig, TimeoutDefaultsToSixtySecondsAndAcceptsDecimalsAndZero) {
-  absl::StatusOr<Config> config = LoadFrom({});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->timeout_seconds, 60);
-  config = LoadFrom({{"VGPU_TIMEOUT", "2.5"}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->timeout_seconds, 2.5);
-  config = LoadFrom({{"VGPU_TIMEOUT", "0"}});  // no deadline
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->timeout_seconds, 0);
+  EXPECT_EQ(Loaded({}).timeout_seconds, 60);
+  EXPECT_EQ(Loaded({{"VGPU_TIMEOUT", "2.5"}}).timeout_seconds, 2.5);
+  EXPECT_EQ(Loaded({{"VGPU_TIMEOUT", "0"}}).timeout_seconds, 0);  // no deadline
 }
 
 TEST(LoadConfig, TraceIsOffByDefaultAndReadsThePath) {
-  absl::StatusOr<Config> config = LoadFrom({});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->trace_path, "");
-  config = LoadFrom({{"VGPU_TRACE", " /tmp/run.vgtrace "}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->trace_path, "/tmp/run.vgtrace");
+  EXPECT_EQ(Loaded({}).trace_path, "");
+  EXPECT_EQ(Loaded({{"VGPU_TRACE", " /tmp/run.vgtrace "}}).trace_path, "/tmp/run.vgtrace");
 }
 
 TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
@@ -267,12 +261,8 @@ TEST(LoadConfig, TimeoutThatIsNotANumberOfSecondsIsAnErrorNamingTheVariable) {
 }
 
 TEST(ComputeThreads, DefaultIsZeroMeaningTheUsableCpus) {
-  absl::StatusOr<Config> config = LoadFrom({});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->compute_threads, 0);
-  config = LoadFrom({{"VGPU_THREADS", " 3 "}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->compute_threads, 3);
+  EXPECT_EQ(Loaded({}).compute_threads, 0);
+  EXPECT_EQ(Loaded({{"VGPU_THREADS", " 3 "}}).compute_threads, 3);
 }
 
 TEST(ComputeThreads, RejectsWhatIsNotAThreadCount) {
@@ -282,15 +272,9 @@ TEST(ComputeThreads, RejectsWhatIsNotAThreadCount) {
 }
 
 TEST(InlineLaunchBytes, UnsetLeavesTheExecutorsDefaultAndSizesParse) {
-  absl::StatusOr<Config> config = LoadFrom({});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_FALSE(config->inline_launch_bytes.has_value());
-  config = LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", "0"}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->inline_launch_bytes, 0u);
-  config = LoadFrom({{"VGPU_INLINE_LAUNCH_BYTES", " 16KiB "}});
-  ASSERT_TRUE(config.ok()) << config.status();
-  EXPECT_EQ(config->inline_launch_bytes, 16u * 1024);
+  EXPECT_FALSE(Loaded({}).inline_launch_bytes.has_value());
+  EXPECT_EQ(Loaded({{"VGPU_INLINE_LAUNCH_BYTES", "0"}}).inline_launch_bytes, 0u);
+  EXPECT_EQ(Loaded({{"VGPU_INLINE_LAUNCH_BYTES", " 16KiB "}}).inline_launch_bytes, 16u * 1024);
 }
 
 TEST(InlineLaunchBytes, RejectsWhatIsNotASizeAndHugeSizes) {

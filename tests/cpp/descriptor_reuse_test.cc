@@ -17,6 +17,7 @@
 #include "plugin/client/notification_hub.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "plugin/transport/inproc_transport.h"
+#include "test_sync.h"
 
 namespace vgpu {
 namespace {
@@ -91,19 +92,15 @@ TEST(DescriptorQueues, ConcurrentStreamsKeepTheirOwnQueues) {
   DescriptorQueues queues;
   constexpr int kThreads = 4;
   constexpr int kPerThread = 500;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        queues.Retain(t, DescriptorKind::kTensor, P(t * 100000 + i + 1));
-      }
-      for (int i = 0; i < kPerThread * 2; ++i) {
-        void* got = queues.Rotate(t, DescriptorKind::kTensor, Always);
-        EXPECT_EQ(got, P(t * 100000 + (i % kPerThread) + 1));
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  vgpu_test::RunOnThreads(kThreads, [&](int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      queues.Retain(t, DescriptorKind::kTensor, P(t * 100000 + i + 1));
+    }
+    for (int i = 0; i < kPerThread * 2; ++i) {
+      void* got = queues.Rotate(t, DescriptorKind::kTensor, Always);
+      EXPECT_EQ(got, P(t * 100000 + (i % kPerThread) + 1));
+    }
+  });
 }
 
 // --- IterationDetector -------------------------------------------------------------------

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "test_executors.h"
 
 namespace vgpu {
 namespace {
@@ -21,10 +22,8 @@ TEST(ExecutorRegistry, OffersTheCpuExecutorFirstAsTheDefault) {
 }
 
 TEST(ExecutorRegistry, CreatesTheCpuExecutorByNameAndItServesASession) {
-  ExecutorOptions options;
-  options.device_count = 2;
-  options.memory_limit_per_device = 64ull << 20;
-  absl::StatusOr<std::unique_ptr<BackingExecutor>> executor = CreateExecutor("cpu", options);
+  absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
+      vgpu_test::CreateCpuExecutor(2, 64ull << 20);
   ASSERT_TRUE(executor.ok()) << executor.status();
   EXPECT_EQ((*executor)->name(), "cpu");
   EXPECT_EQ((*executor)->device_count(), 2);

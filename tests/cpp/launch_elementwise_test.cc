@@ -100,6 +100,11 @@ OpTensorDescriptorSettings Op(ElementwiseOp op, DType dtype = DType::kFloat32) {
 
 std::string MessageOf(const absl::Status& status) { return std::string(status.message()); }
 
+// What ReadBinaryLaunch says of `launch`: its error message, empty when it accepts it.
+std::string BinaryLaunchMessage(HandLaunch& launch) {
+  return MessageOf(elementwise_launch::ReadBinaryLaunch(launch.View()).status());
+}
+
 // Whether `status` failed with a message containing `part`.
 ::testing::AssertionResult FailsWith(const absl::Status& status, const std::string& part) {
   if (!status.ok() && MessageOf(status).find(part) != std::string::npos) {
@@ -161,9 +166,7 @@ TEST(ElementwiseLaunchTest, BinaryArithmeticServesTheFloatingOnlyOpsForFloatingD
   int_div_no_nan.Describe(Op(ElementwiseOp::kDivNoNan, DType::kInt32))
       .Tensor({4}, DType::kInt32).Tensor({4}, DType::kInt32).Tensor({4}, DType::kInt32)
       .Buffer(16).Buffer(16).Buffer(16);
-  absl::StatusOr<elementwise_launch::BinaryLaunch> refused =
-      elementwise_launch::ReadBinaryLaunch(int_div_no_nan.View());
-  EXPECT_EQ(MessageOf(refused.status()),
+  EXPECT_EQ(BinaryLaunchMessage(int_div_no_nan),
             "element-wise op 5 is not a binary arithmetic op for dtype 5");
 
   HandLaunch uint8_add;
@@ -180,8 +183,7 @@ TEST(ElementwiseLaunchTest, ComparisonsWriteBoolAndLogicalOpsTakeBool) {
   HandLaunch float_out;
   float_out.Describe(Op(ElementwiseOp::kLess)).Tensor({4}).Tensor({4}).Tensor({4})
       .Buffer(16).Buffer(16).Buffer(16);
-  EXPECT_EQ(MessageOf(elementwise_launch::ReadBinaryLaunch(float_out.View()).status()),
-            "the output descriptor has the wrong dtype for the op");
+  EXPECT_EQ(BinaryLaunchMessage(float_out), "the output descriptor has the wrong dtype for the op");
 
   HandLaunch less;
   less.Describe(Op(ElementwiseOp::kLess)).Tensor({4}).Tensor({4}).Tensor({4}, DType::kBool)
@@ -194,8 +196,7 @@ TEST(ElementwiseLaunchTest, ComparisonsWriteBoolAndLogicalOpsTakeBool) {
   HandLaunch float_and;
   float_and.Describe(Op(ElementwiseOp::kLogicalAnd)).Tensor({4}).Tensor({4})
       .Tensor({4}, DType::kBool).Buffer(16).Buffer(16).Buffer(4);
-  EXPECT_EQ(MessageOf(elementwise_launch::ReadBinaryLaunch(float_and.View()).status()),
-            "logical ops take bool operands");
+  EXPECT_EQ(BinaryLaunchMessage(float_and), "logical ops take bool operands");
 }
 
 TEST(ElementwiseLaunchTest, BinaryBuffersAreCheckedAfterTheOpAndDtype) {
@@ -210,7 +211,7 @@ TEST(ElementwiseLaunchTest, BinaryBuffersAreCheckedAfterTheOpAndDtype) {
   HandLaunch short_output;
   short_output.Describe(Op(ElementwiseOp::kEqual)).Tensor({4}).Tensor({4})
       .Tensor({4}, DType::kBool).Buffer(16).Buffer(16).Buffer(3);
-  EXPECT_EQ(MessageOf(elementwise_launch::ReadBinaryLaunch(short_output.View()).status()),
+  EXPECT_EQ(BinaryLaunchMessage(short_output),
             "buffer 2 holds 3 bytes, needs 4 elements of 1 bytes");
 }
 

@@ -183,15 +183,20 @@ struct RecordingRunner {
   template <typename Arithmetic, typename T>
   static absl::Status Dense(const LaunchView&, const UpdateKernelSpec& kernel,
                             const DenseUpdateLaunch& launch) {
-    calls.push_back(std::string(kernel.name) + " dense " + std::to_string(sizeof(T)) + " " +
-                    std::to_string(launch.count) + " " + Arithmetic::kName);
-    return absl::OkStatus();
+    return Record(kernel, "dense", sizeof(T), launch.count, Arithmetic::kName);
   }
   template <typename Arithmetic, typename T>
   static absl::Status Sparse(const LaunchView&, const UpdateKernelSpec& kernel,
                              const SparseUpdateLaunch& launch) {
-    calls.push_back(std::string(kernel.name) + " sparse " + std::to_string(sizeof(T)) + " " +
-                    std::to_string(launch.grad_count) + " " + Arithmetic::kName);
+    return Record(kernel, "sparse", sizeof(T), launch.grad_count, Arithmetic::kName);
+  }
+
+  // Appends "<kernel> <form> <element bytes> <count> <arithmetic>" to `calls`.
+  static absl::Status Record(const UpdateKernelSpec& kernel, const char* form,
+                             size_t element_bytes, int64_t count, const char* arithmetic) {
+    calls.push_back(std::string(kernel.name) + " " + form + " " +
+                    std::to_string(element_bytes) + " " + std::to_string(count) + " " +
+                    arithmetic);
     return absl::OkStatus();
   }
 };

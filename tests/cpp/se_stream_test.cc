@@ -100,10 +100,9 @@ TEST_F(StreamExecutorStream, BlockHostUntilDoneWaitsForCallbacksPostedBeforeIt) 
 
 TEST_F(StreamExecutorStream, HostCallbackBlocksLaterWorkOnItsStream) {
   constexpr uint64_t kSize = 4096;
-  SP_DeviceMemoryBase x = Allocate(kSize);
-  ASSERT_NE(x.opaque, nullptr);
   const std::vector<uint8_t> zeros(kSize, 0);
-  Upload(x, zeros.data(), kSize);
+  SP_DeviceMemoryBase x = AllocateHolding(zeros.data(), kSize);
+  ASSERT_NE(x.opaque, nullptr);
   uint8_t* data = HostBytes(kSize, 0x77);
   SP_Stream stream = CreateStream();
   SP_Event after = CreateEvent();
@@ -304,8 +303,6 @@ TEST_F(StreamExecutorStream, TimerMeasuresStreamOrderedWork) {
 
 // --- the first error ---------------------------------------------------------------------------
 
-using StreamExecutorErrors = StreamExecutorTest;
-
 // A tagged address of device 0 past the end of its memory: never inside an allocation.
 SP_DeviceMemoryBase Unallocated(uint64_t size) {
   SP_DeviceMemoryBase memory{SP_DEVICE_MEMORY_BASE_STRUCT_SIZE};
@@ -314,14 +311,26 @@ SP_DeviceMemoryBase Unallocated(uint64_t size) {
   return memory;
 }
 
+class StreamExecutorErrors : public StreamExecutorTest {
+ protected:
+  // Enqueues on a new stream, which it returns, a 64-byte copy from the host into Unallocated
+  // memory: the stream's failure. `status` is that of the enqueueing.
+  SP_Stream StreamWithAFailingCopy(TfStatus& status) {
+    uint8_t* data = HostBytes(64, 9);
+    SP_DeviceMemoryBase nowhere = Unallocated(64);
+    SP_Stream stream = CreateStream();
+    se().memcpy_htod(device(), stream, &nowhere, data, 64, status);
+    return stream;
+  }
+};
+
 TEST_F(StreamExecutorErrors, BadLaunchAddressFailsTheStreamAndNamesTheCommand) {
   constexpr uint64_t kCount = 256;
   constexpr uint64_t kBytes = kCount * sizeof(float);
-  SP_DeviceMemoryBase output = Allocate(kBytes);
-  SP_DeviceMemoryBase later = Allocate(kBytes);
-  ASSERT_TRUE(output.opaque && later.opaque);
   const std::vector<uint8_t> zeros(kBytes, 0);
-  Upload(later, zeros.data(), kBytes);
+  SP_DeviceMemoryBase output = Allocate(kBytes);
+  SP_DeviceMemoryBase later = AllocateHolding(zeros.data(), kBytes);
+  ASSERT_TRUE(output.opaque && later.opaque);
   uint8_t* ones = HostBytes(kBytes, 1);
   SP_Stream failing = CreateStream();
   SP_Stream healthy = CreateStream();
@@ -364,11 +373,8 @@ TEST_F(StreamExecutorErrors, BadLaunchAddressFailsTheStreamAndNamesTheCommand) {
 }
 
 TEST_F(StreamExecutorErrors, MemcpyToUnallocatedAddressFailsTheStream) {
-  uint8_t* data = HostBytes(64, 9);
-  SP_DeviceMemoryBase nowhere = Unallocated(64);
-  SP_Stream stream = CreateStream();
   TfStatus status;
-  se().memcpy_htod(device(), stream, &nowhere, data, 64, status);
+  SP_Stream stream = StreamWithAFailingCopy(status);
   EXPECT_TF_OK(status);
   se().block_host_until_done(device(), stream, status);
   EXPECT_EQ(status.code(), TF_INVALID_ARGUMENT) << Describe(status);
@@ -379,13 +385,10 @@ TEST_F(StreamExecutorErrors, MemcpyToUnallocatedAddressFailsTheStream) {
 }
 
 TEST_F(StreamExecutorErrors, MarkersAfterAFailureStillRunSoNobodyHangs) {
-  uint8_t* data = HostBytes(64, 9);
-  SP_DeviceMemoryBase nowhere = Unallocated(64);
-  SP_Stream stream = CreateStream();
+  TfStatus status;
+  SP_Stream stream = StreamWithAFailingCopy(status);
   SP_Event event = CreateEvent();
   std::atomic<int> calls{0};
-  TfStatus status;
-  se().memcpy_htod(device(), stream, &nowhere, data, 64, status);
   se().record_event(device(), stream, event, status);
   ASSERT_TRUE(se().host_callback(device(), stream, CountCall, &calls));
   TfStatus event_status;

@@ -147,12 +147,19 @@ Server::Options ShmServer() {
   return options;
 }
 
+// Connects `client` to `address` asking for a shared-memory region of `requested` bytes, and
+// asserts the connection and the region it got: `granted` bytes (0: copies take the socket).
+void ConnectExpectingRegion(Client& client, const std::string& address, int64_t requested,
+                            uint64_t granted) {
+  const absl::Status connected = client.Connect(address, "", requested);
+  ASSERT_TRUE(connected.ok()) << connected;
+  ASSERT_EQ(client.transport->shm_bytes(), granted);
+}
+
 TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
   RunningServer server(ShmServer());
   Client client;
-  const absl::Status connected = client.Connect(server.address(), "", 16 << 20);
-  ASSERT_TRUE(connected.ok()) << connected;
-  EXPECT_EQ(client.transport->shm_bytes(), 16u << 20);
+  ASSERT_NO_FATAL_FAILURE(ConnectExpectingRegion(client, server.address(), 16 << 20, 16u << 20));
   for (size_t bytes : {size_t{1000}, size_t{64 << 10}, size_t{(1 << 20) + 3},
                        size_t{(20 << 20) + 5}}) {  // the last is chunked and exceeds the region
     ExpectCopiesRoundTrip(client, bytes);
@@ -163,9 +170,7 @@ TEST(ServerSharedMemory, CopiesThroughTheRegionAreByteIdentical) {
 TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeepTheirOrder) {
   RunningServer server(ShmServer());
   Client client;
-  const absl::Status connected = client.Connect(server.address(), "", 1 << 20);
-  ASSERT_TRUE(connected.ok()) << connected;
-  ASSERT_EQ(client.transport->shm_bytes(), 1u << 20);
+  ASSERT_NO_FATAL_FAILURE(ConnectExpectingRegion(client, server.address(), 1 << 20, 1u << 20));
   const uint64_t stream = client.CreateStream();
   constexpr size_t kCopy = 384 << 10;  // two fit the region at once
   const uint64_t address = client.Allocate(kCopy);
@@ -184,9 +189,7 @@ TEST(ServerSharedMemory, CopiesThatDoNotFitTheRegionInFlightTakeTheSocketAndKeep
 TEST(ServerSharedMemory, WithoutARegionTheSocketPathGivesTheSameBytes) {
   RunningServer server(ShmServer());
   Client client;
-  const absl::Status connected = client.Connect(server.address(), "", 0);
-  ASSERT_TRUE(connected.ok()) << connected;
-  EXPECT_EQ(client.transport->shm_bytes(), 0u);
+  ASSERT_NO_FATAL_FAILURE(ConnectExpectingRegion(client, server.address(), 0, 0u));
   ExpectCopiesRoundTrip(client, (3 << 20) + 1);
   EXPECT_EQ(client.transport->shm_copies(), 0u);
 }
@@ -206,15 +209,11 @@ TEST(ServerSharedMemory, ARegionOverHalfTheStagingBudgetIsDeclined) {
   options.max_staging_bytes = 16 << 20;  // at most 8 MiB of region
   RunningServer server(options);
   Client client;
-  const absl::Status connected = client.Connect(server.address(), "", 16 << 20);
-  ASSERT_TRUE(connected.ok()) << connected;
-  EXPECT_EQ(client.transport->shm_bytes(), 0u);
+  ASSERT_NO_FATAL_FAILURE(ConnectExpectingRegion(client, server.address(), 16 << 20, 0u));
   ExpectCopiesRoundTrip(client, 1 << 20);
   // The region counts against the staging budget while the connection lasts.
   Client small;
-  const absl::Status small_connected = small.Connect(server.address(), "", 4 << 20);
-  ASSERT_TRUE(small_connected.ok()) << small_connected;
-  EXPECT_EQ(small.transport->shm_bytes(), 4u << 20);
+  ASSERT_NO_FATAL_FAILURE(ConnectExpectingRegion(small, server.address(), 4 << 20, 4u << 20));
   EXPECT_NE(server.server().StatsJson().find("\"shm_bytes\": 4194304"), std::string::npos);
 }
 

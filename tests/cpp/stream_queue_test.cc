@@ -23,39 +23,51 @@ Command MakeCommand(CommandKind kind, uint64_t tag) {
   return command;
 }
 
-TEST(StreamQueue, RunsCommandsInFifoOrder) {
+// A runner that logs each command's tag (Command::object). With `hold_first`, the command tagged
+// 0 opens `running`, then waits for `release`, so that a test acts while that command runs.
+struct LoggingRunner {
+  explicit LoggingRunner(bool hold_first = false) : hold_first(hold_first) {}
+
+  StreamQueue::Runner Runner() {
+    return [this](StreamQueue::Work& w, const absl::Status&) {
+      if (hold_first && w.command.object == 0) {
+        running.Open();
+        release.Wait();
+      }
+      log.Append(static_cast<int64_t>(w.command.object));
+      return absl::OkStatus();
+    };
+  }
+
+  const bool hold_first;
+  Gate running;
+  Gate release;
   OrderLog log;
-  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+};
+
+TEST(StreamQueue, RunsCommandsInFifoOrder) {
+  LoggingRunner runner;
+  StreamQueue stream(7, 0, runner.Runner());
   constexpr int kCommands = 200;
   for (int i = 0; i < kCommands; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
   stream.WaitUntilCompleted(kCommands);
   std::vector<int64_t> expected;
   for (int i = 0; i < kCommands; ++i) expected.push_back(i);
-  EXPECT_EQ(log.values(), expected);
+  EXPECT_EQ(runner.log.values(), expected);
 }
 
 TEST(StreamQueue, CommandsFromSeveralThreadsKeepEachThreadsOrder) {
-  OrderLog log;
-  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+  LoggingRunner runner;
+  StreamQueue stream(7, 0, runner.Runner());
   constexpr int kThreads = 4;
   constexpr int kPerThread = 100;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      for (int i = 0; i < kPerThread; ++i) {
-        stream.Enqueue(MakeCommand(CommandKind::kLaunch, t * 1000 + i));
-      }
-    });
-  }
-  for (auto& thread : threads) thread.join();
+  vgpu_test::RunOnThreads(kThreads, [&](int t) {
+    for (int i = 0; i < kPerThread; ++i) {
+      stream.Enqueue(MakeCommand(CommandKind::kLaunch, t * 1000 + i));
+    }
+  });
   stream.WaitUntilCompleted(stream.enqueued());
-  std::vector<int64_t> values = log.values();
+  std::vector<int64_t> values = runner.log.values();
   ASSERT_EQ(values.size(), static_cast<size_t>(kThreads * kPerThread));
   std::vector<int64_t> next(kThreads, 0);
   for (int64_t v : values) {
@@ -169,40 +181,27 @@ TEST(StreamQueue, StatusIsOkWhileNothingFailed) {
 }
 
 TEST(StreamQueue, DestructionDrainsQueuedCommands) {
-  OrderLog log;
-  Gate release;
-  auto stream = std::make_unique<StreamQueue>(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    if (w.command.object == 0) release.Wait();
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+  LoggingRunner first(/*hold_first=*/true);
+  auto stream = std::make_unique<StreamQueue>(7, 0, first.Runner());
   for (int i = 0; i < 50; ++i) stream->Enqueue(MakeCommand(CommandKind::kLaunch, i));
-  release.Open();
+  first.release.Open();
   stream.reset();  // must run all 50 before the worker stops
-  EXPECT_EQ(log.values().size(), 50u);
+  EXPECT_EQ(first.log.values().size(), 50u);
 }
 
 TEST(StreamQueue, CancelSkipsWhatHasNotStartedAndEndsEveryWait) {
-  OrderLog log;
-  Gate running, release;
-  auto stream = std::make_unique<StreamQueue>(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    if (w.command.object == 0) {
-      running.Open();
-      release.Wait();
-    }
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+  LoggingRunner first(/*hold_first=*/true);
+  auto stream = std::make_unique<StreamQueue>(7, 0, first.Runner());
   for (int i = 0; i < 50; ++i) stream->Enqueue(MakeCommand(CommandKind::kLaunch, i));
-  running.Wait();
+  first.running.Wait();
   std::thread waiter([&] { stream->WaitUntilCompleted(50); });  // would wait for all 50
   stream->Cancel();
   waiter.join();  // returns although 49 commands never ran
   EXPECT_TRUE(stream->cancelled());
   EXPECT_FALSE(stream->WaitUntilCompletedFor(50, std::chrono::milliseconds(0)));
-  release.Open();
+  first.release.Open();
   stream.reset();  // the running command finishes; the rest are skipped
-  EXPECT_EQ(log.values(), std::vector<int64_t>{0});
+  EXPECT_EQ(first.log.values(), std::vector<int64_t>{0});
 }
 
 TEST(StreamQueue, AnIdleStreamRunsTheCommandInlineOnTheCallersThread) {
@@ -219,53 +218,35 @@ TEST(StreamQueue, AnIdleStreamRunsTheCommandInlineOnTheCallersThread) {
 }
 
 TEST(StreamQueue, ABusyStreamQueuesTheCommandBehindEarlierWork) {
-  Gate release;
-  Gate first_running;
-  OrderLog log;
-  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    if (w.command.object == 0) {
-      first_running.Open();
-      release.Wait();
-    }
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+  LoggingRunner first(/*hold_first=*/true);
+  StreamQueue stream(7, 0, first.Runner());
   stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
-  first_running.Wait();
+  first.running.Wait();
   StreamQueue::Work work;
   work.command = MakeCommand(CommandKind::kLaunch, 1);
   EXPECT_EQ(stream.RunInlineOrEnqueue(std::move(work)), 2u);  // returns at once: queued
   EXPECT_FALSE(stream.IsCompleted(2));
-  release.Open();
+  first.release.Open();
   stream.WaitUntilCompleted(2);
-  EXPECT_EQ(log.values(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(first.log.values(), (std::vector<int64_t>{0, 1}));
 }
 
 TEST(StreamQueue, TheWorkerWaitsForAnInlineCommandSoOrderIsKept) {
-  Gate inline_running;
-  Gate release;
-  OrderLog log;
-  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
-    if (w.command.object == 0) {
-      inline_running.Open();
-      release.Wait();
-    }
-    log.Append(static_cast<int64_t>(w.command.object));
-    return absl::OkStatus();
-  });
+  LoggingRunner inline_command(/*hold_first=*/true);
+  StreamQueue stream(7, 0, inline_command.Runner());
   std::thread caller([&] {
     StreamQueue::Work work;
     work.command = MakeCommand(CommandKind::kLaunch, 0);
     stream.RunInlineOrEnqueue(std::move(work));
   });
-  inline_running.Wait();
+  inline_command.running.Wait();
   // Queued while the inline command runs: the worker must not start it before that one ends.
   for (int i = 1; i <= 5; ++i) stream.Enqueue(MakeCommand(CommandKind::kLaunch, i));
   EXPECT_FALSE(stream.IsCompleted(2));
-  release.Open();
+  inline_command.release.Open();
   caller.join();
   stream.WaitUntilCompleted(6);
-  EXPECT_EQ(log.values(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(inline_command.log.values(), (std::vector<int64_t>{0, 1, 2, 3, 4, 5}));
 }
 
 TEST(StreamQueue, AnInlineCommandsErrorIsTheStreamsErrorAndLaterDataWorkIsSkipped) {

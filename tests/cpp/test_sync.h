@@ -1,6 +1,6 @@
 // Synchronisation helpers for the tests: a one-shot Gate (a latch of count one) that threads can
-// wait on, and a small thread-safe log of what ran in which order. Tests synchronise with these,
-// never with sleeps.
+// wait on, a small thread-safe log of what ran in which order, and RunOnThreads for a body run
+// on several threads at once. Tests synchronise with these, never with sleeps.
 #ifndef VGPU_TESTS_CPP_TEST_SYNC_H_
 #define VGPU_TESTS_CPP_TEST_SYNC_H_
 
@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace vgpu_test {
@@ -59,6 +60,15 @@ class OrderLog {
   std::mutex mu_;
   std::vector<int64_t> values_;
 };
+
+// Runs `body(t)` on `threads` threads at once, t = 0 .. threads - 1, and returns when every one
+// has returned.
+template <typename Body>
+void RunOnThreads(int threads, Body body) {
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) running.emplace_back([&body, t] { body(t); });
+  for (std::thread& thread : running) thread.join();
+}
 
 }  // namespace vgpu_test
 

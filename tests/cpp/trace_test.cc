@@ -32,6 +32,8 @@
 #include "plugin/trace/trace_replay.h"
 #include "plugin/transport/inproc_transport.h"
 #include "test_commands.h"
+#include "test_executors.h"
+#include "test_sync.h"
 
 namespace vgpu {
 namespace trace {
@@ -71,6 +73,20 @@ void ExpectMentions(const absl::Status& status, std::initializer_list<std::strin
   for (const std::string& part : parts) {
     EXPECT_NE(status.message().find(part), std::string::npos) << part << " in: " << status;
   }
+}
+
+// Expects the replay of the trace at `path` with `options` to fail with a message that mentions
+// each of `parts`; returns its error (OK, after a test failure, when the replay succeeded).
+absl::Status ExpectReplayRefused(const std::string& path,
+                                 std::initializer_list<std::string> parts,
+                                 const ReplayOptions& options = ReplayOptions()) {
+  absl::StatusOr<ReplayReport> report = ReplayTrace(path, options);
+  if (report.ok()) {
+    ADD_FAILURE() << "the replay of " << path << " succeeded";
+    return absl::OkStatus();
+  }
+  ExpectMentions(report.status(), parts);
+  return report.status();
 }
 
 // A small trace written record by record: header, allocate call, host-to-device post, a
@@ -360,9 +376,7 @@ std::string RecordCpuRun(const std::string& name) {
   EXPECT_TRUE(recorder.ok()) << recorder.status();
   NullSink hub;
   TracingSink sink(recorder->get(), &hub);
-  ExecutorOptions options;
-  options.memory_limit_per_device = 16ull << 20;
-  auto executor = CreateExecutor("cpu", options);
+  auto executor = CreateCpuExecutor(1, 16ull << 20);
   EXPECT_TRUE(executor.ok());
   {
     InprocTransport inner((*executor)->OpenSession(&sink));
@@ -601,9 +615,7 @@ TEST(TraceUntrusted, RefusesAHugeDeviceToHostCopyOutsideEveryAllocationWithoutAl
   // The synchronous copy to the host too.
   HostileTrace now;
   now.Call(MakeCommand(CommandKind::kMemcpyNow, 0, uint64_t{1} << 62), 0, HostSide::kDestination);
-  absl::StatusOr<ReplayReport> report = ReplayTrace(now.Write("huge_now"), ReplayOptions());
-  ASSERT_FALSE(report.ok());
-  ExpectMentions(report.status(), {"memcpy_sync", "recorded allocation"});
+  ExpectReplayRefused(now.Write("huge_now"), {"memcpy_sync", "recorded allocation"});
 }
 
 TEST(TraceUntrusted, RefusesACopyLongerThanTheAllocationItReadsFrom) {
@@ -612,9 +624,7 @@ TEST(TraceUntrusted, RefusesACopyLongerThanTheAllocationItReadsFrom) {
   // 16 bytes past the start: 16 bytes too long.
   trace.Post(CopyOut(CommandKind::kMemcpyDtoH, 1, 0x10000 + 16, nullptr, 1 << 20),
              HostSide::kDestination);
-  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("long_copy"), ReplayOptions());
-  ASSERT_FALSE(report.ok());
-  ExpectMentions(report.status(), {"record 2", "recorded allocation"});
+  ExpectReplayRefused(trace.Write("long_copy"), {"record 2", "recorded allocation"});
 }
 
 TEST(TraceUntrusted, BoundsHostMemoryOfCopiesInFlightByTheMemoryLimit) {
@@ -624,10 +634,9 @@ TEST(TraceUntrusted, BoundsHostMemoryOfCopiesInFlightByTheMemoryLimit) {
   for (int i = 0; i < 4; ++i) trace.Post(copy, HostSide::kDestination);  // no results follow
   ReplayOptions options;
   options.memory_limit = 3ull << 20;
-  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("in_flight"), options);
-  ASSERT_FALSE(report.ok());
-  EXPECT_EQ(report.status().code(), absl::StatusCode::kResourceExhausted) << report.status();
-  ExpectMentions(report.status(), {"record 5", "--memory_limit"});
+  const absl::Status refused =
+      ExpectReplayRefused(trace.Write("in_flight"), {"record 5", "--memory_limit"}, options);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
 }
 
 TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedOne) {
@@ -635,9 +644,7 @@ TEST(TraceUntrusted, CapsTheInProcessDeviceMemoryAtTheReplayLimitNotTheRecordedO
   trace.Call(MakeCommand(CommandKind::kAllocate, 0, 256ull << 20), 0x10000);
   ReplayOptions options;
   options.memory_limit = 64ull << 20;
-  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("big_limit"), options);
-  ASSERT_FALSE(report.ok());
-  ExpectMentions(report.status(), {"failed on replay"});
+  ExpectReplayRefused(trace.Write("big_limit"), {"failed on replay"}, options);
   // Without --memory_limit the recorded petabyte is capped at the host's default.
   EXPECT_LE(DefaultReplayMemoryLimit(1), uint64_t{1} << 50);
   HostileTrace empty(uint64_t{1} << 50);
@@ -661,18 +668,14 @@ TEST(TraceUntrusted, FailsANotificationNoPostCarriedAtOnceInsteadOfWaiting) {
   twice.Post(NotifyCommand(1, 7));
   twice.Notified(7);
   twice.Notified(7);
-  report = ReplayTrace(twice.Write("twice"), ReplayOptions());
-  ASSERT_FALSE(report.ok());
-  ExpectMentions(report.status(), {"record 3 (notified, token 7"});
+  ExpectReplayRefused(twice.Write("twice"), {"record 3 (notified, token 7"});
 }
 
 TEST(TraceUntrusted, RefusesARecordedTokenInTheRangeTheReplayKeeps) {
   HostileTrace trace;
   trace.Call(MakeCommand(CommandKind::kCreateStream, 1));
   trace.Post(NotifyCommand(1, (uint64_t{1} << 62) | 2));
-  absl::StatusOr<ReplayReport> report = ReplayTrace(trace.Write("token_bits"), ReplayOptions());
-  ASSERT_FALSE(report.ok());
-  ExpectMentions(report.status(), {"bits 62-63"});
+  ExpectReplayRefused(trace.Write("token_bits"), {"bits 62-63"});
 }
 
 TEST(TraceUntrusted, ReplaysFromMemoryAsFromAFile) {
@@ -761,46 +764,39 @@ TEST(TraceRecorderThreads, ManyThreadsRecordAReadableTraceThatReplaysEqual) {
   ASSERT_TRUE(recorder.ok());
   CountingSink hub;
   TracingSink sink(recorder->get(), &hub);
-  ExecutorOptions options;
-  options.device_count = 2;
-  options.memory_limit_per_device = 16ull << 20;
-  auto executor = CreateExecutor("cpu", options);
+  auto executor = CreateCpuExecutor(2, 16ull << 20);
   ASSERT_TRUE(executor.ok());
   constexpr int kThreads = 4, kRounds = 20;
   {
     InprocTransport inner((*executor)->OpenSession(&sink));
     TracingTransport device0(&inner, recorder->get(), 0), device1(&inner, recorder->get(), 1);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        TracingTransport& transport = t % 2 == 0 ? device0 : device1;
-        const uint32_t device = t % 2;
-        const uint64_t stream = 1000 + t;
+    RunOnThreads(kThreads, [&](int t) {
+      TracingTransport& transport = t % 2 == 0 ? device0 : device1;
+      const uint32_t device = t % 2;
+      const uint64_t stream = 1000 + t;
+      ASSERT_TRUE(
+          transport.Call(MakeCommand(CommandKind::kCreateStream, stream, 0, device)).status.ok());
+      for (int round = 0; round < kRounds; ++round) {
+        Reply allocated = transport.Call(MakeCommand(CommandKind::kAllocate, 0, 256, device));
+        ASSERT_TRUE(allocated.status.ok());
+        std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
+        std::vector<uint8_t> out(256, 0);
+        ASSERT_TRUE(transport
+                        .Post(CopyIn(CommandKind::kMemcpyHtoD, stream, allocated.value,
+                                     in.data(), 256, device))
+                        .ok());
+        ASSERT_TRUE(transport
+                        .Post(CopyOut(CommandKind::kMemcpyDtoH, stream, allocated.value,
+                                      out.data(), 256, device))
+                        .ok());
         ASSERT_TRUE(
-            transport.Call(MakeCommand(CommandKind::kCreateStream, stream, 0, device)).status.ok());
-        for (int round = 0; round < kRounds; ++round) {
-          Reply allocated = transport.Call(MakeCommand(CommandKind::kAllocate, 0, 256, device));
-          ASSERT_TRUE(allocated.status.ok());
-          std::vector<uint8_t> in(256, static_cast<uint8_t>(t * 31 + round));
-          std::vector<uint8_t> out(256, 0);
-          ASSERT_TRUE(transport
-                          .Post(CopyIn(CommandKind::kMemcpyHtoD, stream, allocated.value,
-                                       in.data(), 256, device))
-                          .ok());
-          ASSERT_TRUE(transport
-                          .Post(CopyOut(CommandKind::kMemcpyDtoH, stream, allocated.value,
-                                        out.data(), 256, device))
-                          .ok());
-          ASSERT_TRUE(
-              transport.Call(MakeCommand(CommandKind::kSynchronizeStream, stream, 0, device))
-                  .status.ok());
-          EXPECT_EQ(out, in);
-          ASSERT_TRUE(transport.Call(FreeCommand(allocated.value, device)).status.ok());
-        }
-        recorder->get()->RecordStep(static_cast<uint16_t>(device), t);
-      });
-    }
-    for (std::thread& thread : threads) thread.join();
+            transport.Call(MakeCommand(CommandKind::kSynchronizeStream, stream, 0, device))
+                .status.ok());
+        EXPECT_EQ(out, in);
+        ASSERT_TRUE(transport.Call(FreeCommand(allocated.value, device)).status.ok());
+      }
+      recorder->get()->RecordStep(static_cast<uint16_t>(device), t);
+    });
   }
   recorder->reset();
   std::vector<TraceRecord> records;

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "plugin/backend/executor_registry.h"
+#include "test_executors.h"
 
 namespace vgpu {
 namespace {
@@ -24,10 +25,8 @@ TEST(TransportFactory, ReadsTheSchemeBeforeTheSeparator) {
 }
 
 TEST(TransportFactory, OpensInprocOnASessionOfTheCallersExecutor) {
-  ExecutorOptions options;
-  options.device_count = 2;
-  options.memory_limit_per_device = 32ull << 20;
-  absl::StatusOr<std::unique_ptr<BackingExecutor>> executor = CreateExecutor("cpu", options);
+  absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
+      vgpu_test::CreateCpuExecutor(2, 32ull << 20);
   ASSERT_TRUE(executor.ok()) << executor.status();
   TransportContext context;
   int sessions_opened = 0;
