@@ -11,7 +11,7 @@
 //        8     2  version          kTraceVersion (2); another version is rejected ("version 1
 //                                  is not supported": version 1's checksum left the record
 //                                  header out)
-//       10     2  wire version     wire::kWireVersion of the command bodies (3); a reader takes
+//       10     2  wire version     wire::kWireVersion of the command bodies (5 in this build); a reader takes
 //                                  wire::kOldestSameCommandVersion (2) .. kWireVersion
 //       12     4  device count     1..kMaxTraceDevices (16): ordinals 0..count-1
 //       16     8  memory limit     device memory per device of the recorded run, bytes
