@@ -171,9 +171,8 @@ Reply DeviceClient::Call(Command command) {
     record.end_ns = activity::NowNs();
     activity::Add(record);
   }
-  std::vector<uint8_t> encoded;
-  wire::EncodeReply(reply, &encoded);
-  counters_.AddBytesReceived(wire::kHeaderBytes + encoded.size() + returned_data);
+  counters_.AddBytesReceived(wire::kHeaderBytes + wire::ReplyPayloadLength(reply) +
+                             returned_data);
   return reply;
 }
 

@@ -235,9 +235,17 @@ std::string PluginRuntime::StatsJson() const {
                     ", \"counters\": ", devices_[i]->counters().ToJson(),
                     ", \"descriptor_reuse\": ", devices_[i]->dnn().StateJson(), "}");
   }
-  absl::StrAppend(&json, "], \"frames_sent\": ",
-                  FramesSent() - frames_sent_at_reset_.load(std::memory_order_relaxed),
-                  ", \"executor\": ");
+  WireCounters wire = Wire();
+  {
+    std::lock_guard<std::mutex> lock(wire_at_reset_mu_);
+    wire -= wire_at_reset_;
+  }
+  absl::StrAppend(&json, "], \"frames_sent\": ", wire.frames,
+                  ", \"wire\": {\"frames\": ", wire.frames, ", \"bytes\": ", wire.bytes,
+                  ", \"host_data_bytes\": ", wire.host_data_bytes,
+                  ", \"templates_created\": ", wire.templates_created,
+                  ", \"launches_by_template\": ", wire.launches_by_template,
+                  "}, \"executor\": ");
   if (inproc_executor_ == nullptr) {
     absl::StrAppend(&json, "null");  // remote devices: the server's executor
   } else {
@@ -287,13 +295,15 @@ void PluginRuntime::MarkStep() {
 
 void PluginRuntime::ResetStats() {
   for (auto& device : devices_) device->counters().Reset();
-  frames_sent_at_reset_.store(FramesSent(), std::memory_order_relaxed);
+  const WireCounters wire = Wire();
+  std::lock_guard<std::mutex> lock(wire_at_reset_mu_);
+  wire_at_reset_ = wire;
 }
 
-uint64_t PluginRuntime::FramesSent() const {
-  uint64_t frames = 0;
-  for (const auto& transport : transports_) frames += transport->frames_sent();
-  return frames;
+WireCounters PluginRuntime::Wire() const {
+  WireCounters wire;
+  for (const auto& transport : transports_) wire += transport->wire_counters();
+  return wire;
 }
 
 }  // namespace vgpu

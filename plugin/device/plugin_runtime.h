@@ -14,6 +14,7 @@
 #include "plugin/client/notification_hub.h"
 #include "plugin/common/config.h"
 #include "plugin/trace/trace_recorder.h"
+#include "plugin/transport/transport.h"
 
 namespace vgpu {
 
@@ -53,10 +54,11 @@ class PluginRuntime {
   mutable std::mutex inproc_sessions_mu_;
   std::vector<const ExecutorSession*> inproc_sessions_;
   std::vector<std::unique_ptr<Transport>> transports_;
-  // Frames written to remote backends, over all transports (0 in process), and the count at
-  // the last ResetStats.
-  uint64_t FramesSent() const;
-  std::atomic<uint64_t> frames_sent_at_reset_{0};
+  // What went over the wire to remote backends, over all transports (nothing in process), and
+  // the counts at the last ResetStats.
+  WireCounters Wire() const;
+  mutable std::mutex wire_at_reset_mu_;
+  WireCounters wire_at_reset_;
   // VGPU_TRACE only: the recording, the sink in front of hub_ and one tracing transport per
   // device (in front of its shared transport). Absent otherwise: tracing off costs nothing.
   std::unique_ptr<trace::TraceRecorder> trace_recorder_;

@@ -23,6 +23,16 @@ void PutBytesOf(std::vector<uint8_t>* out, T value) {
   out->insert(out->end(), bytes, bytes + sizeof(T));
 }
 
+// Appends `value` as a LEB128 varint: seven bits a byte, least significant first, the high bit
+// set on every byte but the last (1 byte below 128, at most 10).
+inline void PutVarint(std::vector<uint8_t>* out, uint64_t value) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<uint8_t>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<uint8_t>(value));
+}
+
 // A bounds-checked cursor over a byte span; every getter returns false, and reads nothing,
 // when fewer bytes remain than asked for. Borrows the span. Not thread-safe.
 class ByteReader {
@@ -42,6 +52,22 @@ class ByteReader {
     *out = bytes_.subspan(offset_, size);
     offset_ += size;
     return true;
+  }
+  // A LEB128 varint (PutVarint); false, reading nothing, for a truncated one or one that does
+  // not fit 64 bits.
+  bool GetVarint(uint64_t* value) {
+    uint64_t result = 0;
+    for (size_t i = 0; i < 10 && offset_ + i < bytes_.size(); ++i) {
+      const uint8_t byte = bytes_[offset_ + i];
+      if (i == 9 && byte > 1) return false;  // past 64 bits
+      result |= static_cast<uint64_t>(byte & 0x7F) << (7 * i);
+      if ((byte & 0x80) == 0) {
+        offset_ += i + 1;
+        *value = result;
+        return true;
+      }
+    }
+    return false;
   }
   // A uint32 length, then that many bytes (at most `max_length`).
   bool GetString(uint32_t max_length, std::string* out) {

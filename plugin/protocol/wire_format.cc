@@ -1,6 +1,8 @@
 // The remote protocol's encoders and bounds-checked decoders (see wire_format.h).
 #include "plugin/protocol/wire_format.h"
 
+#include <array>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -123,13 +125,15 @@ void EncodeWelcome(const Welcome& welcome, std::vector<uint8_t>* out) {
   PutBytesOf(out, welcome.device_count);
   PutBytesOf(out, welcome.memory_limit);
   PutBytesOf(out, welcome.client_quota);
+  PutBytesOf(out, welcome.template_bytes);
 }
 
 absl::StatusOr<Welcome> DecodeWelcome(absl::Span<const uint8_t> payload) {
   Reader reader(payload);
   Welcome welcome;
   if (!reader.Get(&welcome.device_count) || !reader.Get(&welcome.memory_limit) ||
-      !reader.Get(&welcome.client_quota) || reader.remaining() != 0) {
+      !reader.Get(&welcome.client_quota) || !reader.Get(&welcome.template_bytes) ||
+      reader.remaining() != 0) {
     return Malformed("welcome");
   }
   return welcome;
@@ -203,37 +207,242 @@ void EncodeCommand(const Command& command, std::vector<uint8_t>* out) {
   EncodeCommandWithFlags(command, flags, out);
 }
 
-void AppendBatchEntry(uint64_t sequence, const Command& command, std::vector<uint8_t>* out) {
-  PutBytesOf(out, sequence);
-  const size_t length_at = out->size();
-  PutBytesOf(out, uint32_t{0});
-  const size_t start = out->size();
-  EncodeCommand(command, out);
-  const uint32_t length = static_cast<uint32_t>(out->size() - start);
-  std::memcpy(out->data() + length_at, &length, sizeof(length));
+namespace {
+
+uint64_t ZigZag(int64_t value) {
+  return (static_cast<uint64_t>(value) << 1) ^ static_cast<uint64_t>(value >> 63);
+}
+int64_t UnZigZag(uint64_t value) {
+  return static_cast<int64_t>(value >> 1) ^ -static_cast<int64_t>(value & 1);
+}
+
+// The fields of a compact command, in mask-bit order (bit 9 is the kWantsHostData flag).
+constexpr int kCompactFields = 9;
+constexpr uint64_t kCompactWantsHostData = 1u << kCompactFields;
+constexpr uint64_t kCompactMaskBits = (kCompactWantsHostData << 1) - 1;
+
+// The fields of `command` as a compact entry lists them.
+std::array<uint64_t, kCompactFields> CompactFieldsOf(const Command& command) {
+  return {command.device, command.stream, command.object, command.token, command.dst,
+          command.src,    command.size,   command.pattern, command.pattern_bytes};
+}
+
+// The widest value each compact field may hold (its width in the command's fixed part).
+constexpr std::array<uint64_t, kCompactFields> kCompactFieldLimits = {
+    UINT32_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX,
+    UINT64_MAX, UINT64_MAX, UINT32_MAX, UINT8_MAX};
+
+}  // namespace
+
+template <typename EncodeBody>
+void BatchWriter::Entry(uint64_t sequence, BatchEntryForm form, EncodeBody&& encode_body) {
+  body_.clear();
+  encode_body(&body_);
+  PutVarint(out_, ZigZag(static_cast<int64_t>(sequence - previous_sequence_)));
+  PutVarint(out_, static_cast<uint64_t>(body_.size()) << kBatchEntryFormBits |
+                      static_cast<uint64_t>(form));
+  out_->insert(out_->end(), body_.begin(), body_.end());
+  previous_sequence_ = sequence;
+}
+
+void BatchWriter::AddCommand(uint64_t sequence, const Command& command) {
+  Entry(sequence, BatchEntryForm::kCommand,
+        [&](std::vector<uint8_t>* body) { EncodeCommand(command, body); });
+}
+
+bool IsCompactable(const Command& command) {
+  return IsAsynchronous(command.kind) && command.buffers.empty() && command.params.empty() &&
+         command.descriptors.empty() && !HasHostData(command);
+}
+
+void BatchWriter::AddCommandOrCompact(uint64_t sequence, const Command& command) {
+  if (!IsCompactable(command)) return AddCommand(sequence, command);
+  Entry(sequence, BatchEntryForm::kCompactCommand, [&](std::vector<uint8_t>* body) {
+    const std::array<uint64_t, kCompactFields> fields = CompactFieldsOf(command);
+    uint64_t mask = WantsHostData(command) ? kCompactWantsHostData : 0;
+    for (int i = 0; i < kCompactFields; ++i) {
+      if (fields[i] != 0) mask |= uint64_t{1} << i;
+    }
+    PutVarint(body, static_cast<uint64_t>(command.kind));
+    PutVarint(body, mask);
+    for (int i = 0; i < kCompactFields; ++i) {
+      if (fields[i] != 0) PutVarint(body, fields[i]);
+    }
+  });
+}
+
+void BatchWriter::AddDefinition(uint64_t sequence, uint32_t id, const Command& launch) {
+  Entry(sequence, BatchEntryForm::kDefineTemplate, [&](std::vector<uint8_t>* body) {
+    PutVarint(body, id);
+    EncodeCommand(launch, body);
+  });
+}
+
+void BatchWriter::AddTemplatedLaunch(uint64_t sequence, uint32_t id,
+                                     absl::Span<const TemplateBinding> bindings) {
+  Entry(sequence, BatchEntryForm::kTemplatedLaunch, [&](std::vector<uint8_t>* body) {
+    PutVarint(body, id);
+    PutVarint(body, bindings.size());
+    for (const TemplateBinding& binding : bindings) {
+      PutVarint(body, binding.index);
+      PutVarint(body, binding.buffer.address);
+      PutVarint(body, binding.buffer.size);
+    }
+  });
+}
+
+void BatchWriter::AddRelease(uint64_t sequence, uint32_t id) {
+  Entry(sequence, BatchEntryForm::kReleaseTemplate,
+        [&](std::vector<uint8_t>* body) { PutVarint(body, id); });
+}
+
+uint64_t TemplateChargeBytes(const Command& launch) {
+  return kTemplateOverheadBytes + launch.buffers.size() * sizeof(BufferArg) +
+         launch.params.size() + launch.descriptors.size();
+}
+
+namespace {
+
+// A varint template id; false when it is truncated or out of range.
+bool GetTemplateId(ByteReader& reader, uint32_t* id) {
+  uint64_t value = 0;
+  if (!reader.GetVarint(&value) || value >= kMaxTemplates) return false;
+  *id = static_cast<uint32_t>(value);
+  return true;
+}
+
+// Reads the entry at the reader's position, `previous_sequence` the batch's previous entry's
+// (see CheckBatch for what is refused).
+absl::Status ReadBatchEntry(ByteReader& reader, uint64_t previous_sequence, BatchEntry* entry) {
+  *entry = BatchEntry();
+  uint64_t delta = 0, word = 0;
+  absl::Span<const uint8_t> body;
+  if (!reader.GetVarint(&delta) || !reader.GetVarint(&word) ||
+      !reader.GetBytes(word >> kBatchEntryFormBits, &body)) {
+    return Malformed("command batch");
+  }
+  entry->sequence = previous_sequence + static_cast<uint64_t>(UnZigZag(delta));
+  const uint64_t form = word & ((1u << kBatchEntryFormBits) - 1);
+  ByteReader fields(body);
+  bool well_formed = entry->sequence != 0;
+  switch (form) {
+    case static_cast<uint64_t>(BatchEntryForm::kCommand):
+      entry->command = body;
+      well_formed = well_formed && body.size() >= kCommandFixedBytes;
+      break;
+    case static_cast<uint64_t>(BatchEntryForm::kDefineTemplate):
+      well_formed = well_formed && GetTemplateId(fields, &entry->template_id) &&
+                    fields.remaining() >= kCommandFixedBytes;
+      entry->command = fields.Rest();
+      break;
+    case static_cast<uint64_t>(BatchEntryForm::kTemplatedLaunch): {
+      uint64_t count = 0;
+      well_formed = well_formed && GetTemplateId(fields, &entry->template_id) &&
+                    fields.GetVarint(&count) && count <= kMaxTemplateBuffers;
+      entry->bindings = fields.Rest();
+      entry->binding_count = static_cast<uint32_t>(count);
+      for (uint64_t i = 0; well_formed && i < count; ++i) {
+        uint64_t index = 0, address = 0, size = 0;
+        well_formed = fields.GetVarint(&index) && index < kMaxTemplateBuffers &&
+                      fields.GetVarint(&address) && fields.GetVarint(&size);
+      }
+      well_formed = well_formed && fields.remaining() == 0;
+      break;
+    }
+    case static_cast<uint64_t>(BatchEntryForm::kReleaseTemplate):
+      well_formed = well_formed && GetTemplateId(fields, &entry->template_id) &&
+                    fields.remaining() == 0;
+      break;
+    case static_cast<uint64_t>(BatchEntryForm::kCompactCommand): {
+      entry->compact = body;
+      uint64_t kind = 0, mask = 0;
+      well_formed = well_formed && fields.GetVarint(&kind) &&
+                    kind < static_cast<uint64_t>(CommandKind::kNumKinds) &&
+                    fields.GetVarint(&mask) && (mask & ~kCompactMaskBits) == 0;
+      for (int i = 0; well_formed && i < kCompactFields; ++i) {
+        uint64_t value = 0;
+        if (mask & (uint64_t{1} << i)) {
+          well_formed = fields.GetVarint(&value) && value <= kCompactFieldLimits[i];
+        }
+      }
+      well_formed = well_formed && fields.remaining() == 0;
+      break;
+    }
+    default:
+      well_formed = false;
+  }
+  if (!well_formed) return Malformed("command batch");
+  entry->form = static_cast<BatchEntryForm>(form);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status CheckBatch(absl::Span<const uint8_t> payload) {
+  if (payload.empty()) return Malformed("command batch");
+  ByteReader reader(payload);
+  BatchEntry entry;
+  while (reader.remaining() > 0) {
+    if (absl::Status read = ReadBatchEntry(reader, entry.sequence, &entry); !read.ok()) {
+      return read;
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool BatchCursor::Next(BatchEntry* entry) {
+  if (reader_.remaining() == 0 || !ReadBatchEntry(reader_, previous_sequence_, entry).ok()) {
+    return false;
+  }
+  previous_sequence_ = entry->sequence;
+  return true;
 }
 
 absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> payload) {
+  if (absl::Status checked = CheckBatch(payload); !checked.ok()) return checked;
   std::vector<BatchEntry> entries;
-  size_t offset = 0;
-  while (offset < payload.size()) {
-    if (payload.size() - offset < kBatchEntryHeaderBytes) return Malformed("command batch");
-    BatchEntry entry;
-    uint32_t length = 0;
-    std::memcpy(&entry.sequence, payload.data() + offset, sizeof(entry.sequence));
-    std::memcpy(&length, payload.data() + offset + 8, sizeof(length));
-    offset += kBatchEntryHeaderBytes;
-    // An entry shorter than a command's fixed part cannot decode: refusing it here also bounds
-    // the entries (and this vector) to one per kBatchEntryHeaderBytes + kCommandFixedBytes.
-    if (entry.sequence == 0 || length < kCommandFixedBytes || length > payload.size() - offset) {
-      return Malformed("command batch");
-    }
-    entry.command = payload.subspan(offset, length);
-    offset += length;
-    entries.push_back(entry);
-  }
-  if (entries.empty()) return Malformed("command batch");
+  BatchCursor cursor(payload);
+  for (BatchEntry entry; cursor.Next(&entry);) entries.push_back(entry);
   return entries;
+}
+
+absl::InlinedVector<TemplateBinding, 4> DecodeBindings(const BatchEntry& entry) {
+  absl::InlinedVector<TemplateBinding, 4> decoded(entry.binding_count);
+  ByteReader reader(entry.bindings);
+  for (TemplateBinding& binding : decoded) {
+    uint64_t index = 0;
+    reader.GetVarint(&index);
+    binding.index = static_cast<uint16_t>(index);
+    reader.GetVarint(&binding.buffer.address);
+    reader.GetVarint(&binding.buffer.size);
+  }
+  return decoded;
+}
+
+std::vector<uint8_t> ExpandCompactCommand(const BatchEntry& entry) {
+  ByteReader reader(entry.compact);
+  uint64_t kind = 0, mask = 0;
+  reader.GetVarint(&kind);
+  reader.GetVarint(&mask);
+  std::array<uint64_t, kCompactFields> fields{};
+  for (int i = 0; i < kCompactFields; ++i) {
+    if (mask & (uint64_t{1} << i)) reader.GetVarint(&fields[i]);
+  }
+  Command command;
+  command.kind = static_cast<CommandKind>(kind);
+  command.device = static_cast<uint32_t>(fields[0]);
+  command.stream = fields[1];
+  command.object = fields[2];
+  command.token = fields[3];
+  command.dst = fields[4];
+  command.src = fields[5];
+  command.size = fields[6];
+  command.pattern = static_cast<uint32_t>(fields[7]);
+  command.pattern_bytes = static_cast<uint8_t>(fields[8]);
+  std::vector<uint8_t> payload;
+  payload.reserve(kCommandFixedBytes);
+  EncodeCommandWithFlags(command, (mask & kCompactWantsHostData) ? kWantsHostData : 0, &payload);
+  return payload;
 }
 
 void EncodeShmCommand(const Command& command, uint64_t shm_offset, std::vector<uint8_t>* out) {
@@ -408,6 +617,12 @@ void EncodeReply(const Reply& reply, std::vector<uint8_t>* out) {
                      m.largest_alloc_size, m.largest_free_block}) {
     PutBytesOf(out, v);
   }
+}
+
+uint64_t ReplyPayloadLength(const Reply& reply) {
+  // int32 code, string message, uint64 value, six uint64 of MemoryInfo.
+  return sizeof(int32_t) + sizeof(uint32_t) + reply.status.message().size() + sizeof(uint64_t) +
+         6 * sizeof(uint64_t);
 }
 
 absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* consumed) {

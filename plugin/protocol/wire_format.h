@@ -5,7 +5,7 @@
 // Frame (a 24-byte header, then `payload_length` payload bytes):
 //   offset  size  field
 //        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
-//        4     2  version         kWireVersion (4); a frame of another version is rejected
+//        4     2  version         kWireVersion (6); a frame of another version is rejected
 //        6     2  message type    MessageType below
 //        8     8  sequence        client-chosen for Command and ShmAttach (> 0, unique per
 //                                 connection: the server only echoes it, so a duplicate only
@@ -22,7 +22,8 @@
 //   Hello   (1): uint16 protocol version, uint8 role (0 tenant, 1 stats observer), string token,
 //                string tenant (optional: absent or empty means the server's default tenant)
 //   Welcome (2): uint32 device count, uint64 memory limit per device, uint64 client quota
-//                (0: no quota beyond the device limit)
+//                (0: no quota beyond the device limit), uint64 launch template budget (bytes
+//                of TemplateChargeBytes the connection's templates may hold; 0: none)
 //   Refused (3): string reason
 //
 // Tenant traffic:
@@ -63,12 +64,45 @@
 //   CommandBatch (11), client -> server: several asynchronous commands in one frame (the
 //     client's posted commands, gathered for a few microseconds or until a synchronising one,
 //     so that one frame and one write carry them). The frame's sequence is 0; its payload is
-//     one or more entries of
-//       uint64 sequence (> 0, as a Command frame's), uint32 length, then `length` bytes: a
-//       Command payload without host data (neither kHasHostData nor kShmData)
+//     one or more entries, each
+//       varint zigzag(sequence - the previous entry's sequence; 0 before the first), varint
+//       length << 3 | form, then `length` bytes
+//     (varints are LEB128: PutVarint in byte_codec.h). Every entry's sequence is > 0, as a
+//     Command frame's. The entry's form (BatchEntryForm) says what its bytes are:
+//       0 command:   a Command payload without host data (neither kHasHostData nor kShmData);
+//       1 define:    varint template id (< kMaxTemplates), then a kLaunch Command payload: the
+//                    launch runs, and its device, stream, kernel, buffers, params and
+//                    descriptors become the connection's launch template `id` (replacing an
+//                    earlier template of that id);
+//       2 templated: varint template id, varint binding count, then per binding varint buffer
+//                    index, varint address, varint size: template `id`'s launch runs with these
+//                    buffers changed, and the template keeps them for its next launch;
+//       3 release:   varint template id: the template is forgotten and its charge given back
+//                    (the client makes room for a definition; nothing runs);
+//       4 compact:   an asynchronous command without buffers, params, descriptors or host
+//                    data (an event, a notification, a memset, a copy between devices or to
+//                    the host) in a few bytes: varint kind, varint field mask, then a varint
+//                    for each field whose bit is set, in this order: bit 0 device, 1 stream,
+//                    2 object, 3 token, 4 dst, 5 src, 6 size, 7 pattern, 8 pattern_bytes (an
+//                    absent field is 0); bit 9 is the command's kWantsHostData flag (no value).
+//                    It means exactly the Command payload with those fields.
 //     executed in order as if each had come in its own Command frame. An entry that is not an
-//     asynchronous command, carries host data, or overruns the payload ends the connection
-//     like a malformed Command frame.
+//     asynchronous command, carries host data, overruns the payload, has an unknown form or
+//     mask bit, a varint that does not fit its field, defines a template that is not a launch,
+//     whose id is out of range or that does not fit the connection's template budget
+//     (Welcome), or releases a template that is not defined, ends the connection like a
+//     malformed Command frame. A templated launch naming a template this connection has not
+//     defined, or a buffer index its template does not have, fails like a launch the executor
+//     refused: the connection's next synchronisation reports it, and the connection goes on.
+//     Launch templates (the descriptor method applied to launches): after warm-up a training
+//     step repeats the same launches with the same parameters and descriptor settings, so the
+//     client sends each such launch once in full (define) and then as its template's id plus
+//     the buffers that changed (usually none: 4 bytes with the entry's header). Templates live
+//     as long as the connection, one table per connection: a tenant can only name its own.
+//     Each costs TemplateChargeBytes of the budget the Welcome announces (charged to the
+//     tenant's --max_staging_bytes while the connection lives); the client keeps within it (it
+//     releases its least recently used templates, or redefines their ids), so the server never
+//     has to drop one.
 //
 // Profiling (a TensorFlow profile taken by the client, plugin/common/activity.h):
 //   ProfileControl (12), client -> server, sequence > 0: uint8 action. 1 (start): from now on
@@ -92,10 +126,12 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "plugin/protocol/byte_codec.h"
 #include "plugin/protocol/command.h"
 
 namespace vgpu {
@@ -106,9 +142,10 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // (N-d filter, convolution and pooling windows with groups and NaN propagation, activation
 // coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
 // shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames; 5
-// ProfileControl / ProfileRecords frames. Both ends speak one version: a peer of another
+// ProfileControl / ProfileRecords frames; 6 launch templates (CommandBatch entry forms, the
+// Welcome's template budget). Both ends speak one version: a peer of another
 // version is refused with both versions named.
-inline constexpr uint16_t kWireVersion = 5;
+inline constexpr uint16_t kWireVersion = 6;
 // Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
 // command trace recorded at any version from here to kWireVersion still decodes.
 inline constexpr uint16_t kOldestSameCommandVersion = 2;
@@ -149,8 +186,22 @@ enum class MessageType : uint16_t {
   kProfileRecords = 13,
 };
 
-// A CommandBatch entry's header: uint64 sequence, uint32 length.
-inline constexpr size_t kBatchEntryHeaderBytes = 12;
+// CommandBatch entry forms (see CommandBatch above).
+enum class BatchEntryForm : uint8_t {
+  kCommand = 0,
+  kDefineTemplate = 1,
+  kTemplatedLaunch = 2,
+  kReleaseTemplate = 3,
+  kCompactCommand = 4,
+};
+inline constexpr int kBatchEntryFormBits = 3;
+// Launch templates one connection may hold (ids 0 .. kMaxTemplates - 1).
+inline constexpr uint32_t kMaxTemplates = 16384;
+// Buffers of a launch that may become a template (a binding's index is a uint16).
+inline constexpr uint32_t kMaxTemplateBuffers = 1024;
+// What one template costs of the budget beyond its buffers, params and descriptors (the
+// receiver's slot for it; TemplateChargeBytes).
+inline constexpr uint64_t kTemplateOverheadBytes = 512;
 
 enum class Role : uint8_t { kTenant = 0, kObserver = 1 };
 
@@ -175,6 +226,7 @@ struct Welcome {
   uint32_t device_count = 0;
   uint64_t memory_limit = 0;
   uint64_t client_quota = 0;
+  uint64_t template_bytes = 0;  // the connection's launch template budget (0: no templates)
 };
 struct NotifyMessage {
   uint64_t token = 0;
@@ -222,23 +274,93 @@ struct DecodedCommand {
 // Decodes a command payload. `storage` holds the bytes; host_src is set to point into it.
 absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<uint8_t>> storage);
 
-// Appends one CommandBatch entry (sequence, length, EncodeCommand's bytes) to `out`. The
-// command must be asynchronous and carry no host data (HasHostData false).
-void AppendBatchEntry(uint64_t sequence, const Command& command, std::vector<uint8_t>* out);
-// One entry of a CommandBatch payload: its sequence and its command payload (a view into the
-// batch's bytes).
-struct BatchEntry {
-  uint64_t sequence = 0;
-  absl::Span<const uint8_t> command;
+// One buffer of a templated launch that differs from its template's last launch.
+struct TemplateBinding {
+  uint16_t index = 0;
+  BufferArg buffer;
 };
-// Splits a CommandBatch payload into its entries, in order. InvalidArgument when it is empty,
-// an entry's sequence is 0, a length is shorter than a command's fixed part, or overruns the
-// payload. The entries' commands are not
-// decoded here (DecodeCommand does that, and the receiver checks what a batch may carry).
+
+// A CommandBatch payload being built, entry by entry (the forms of CommandBatch above). Not
+// thread-safe.
+class BatchWriter {
+ public:
+  explicit BatchWriter(std::vector<uint8_t>* out) : out_(out) {}
+
+  // Form kCommand: EncodeCommand's bytes. The command must be asynchronous and carry no host
+  // data (HasHostData false).
+  void AddCommand(uint64_t sequence, const Command& command);
+  // Form kCompactCommand when IsCompactable(command), else kCommand.
+  void AddCommandOrCompact(uint64_t sequence, const Command& command);
+  // Form kDefineTemplate: `launch` (a kLaunch) runs and becomes template `id`.
+  void AddDefinition(uint64_t sequence, uint32_t id, const Command& launch);
+  // Form kTemplatedLaunch: template `id`'s launch with `bindings` changed.
+  void AddTemplatedLaunch(uint64_t sequence, uint32_t id,
+                          absl::Span<const TemplateBinding> bindings);
+  // Form kReleaseTemplate: template `id` is forgotten.
+  void AddRelease(uint64_t sequence, uint32_t id);
+  // Starts over (a new payload in *out, whose bytes the caller took): sequences are deltas
+  // from the batch's previous entry.
+  void Reset() { previous_sequence_ = 0; }
+
+ private:
+  // Writes the entry header for a body that EncodeBody appends.
+  template <typename EncodeBody>
+  void Entry(uint64_t sequence, BatchEntryForm form, EncodeBody&& encode_body);
+
+  std::vector<uint8_t>* out_;
+  std::vector<uint8_t> body_;  // the entry being written (reused)
+  uint64_t previous_sequence_ = 0;
+};
+
+// True for a command the compact form can carry: asynchronous, no buffers, params,
+// descriptors or host data to send.
+bool IsCompactable(const Command& command);
+
+// One entry of a CommandBatch payload, split but not decoded.
+struct BatchEntry {
+  BatchEntryForm form = BatchEntryForm::kCommand;
+  uint64_t sequence = 0;
+  uint32_t template_id = 0;            // kDefineTemplate, kTemplatedLaunch, kReleaseTemplate
+  absl::Span<const uint8_t> command;   // kCommand, kDefineTemplate: the command payload
+  absl::Span<const uint8_t> bindings;  // kTemplatedLaunch: the bindings' varints
+  uint32_t binding_count = 0;          // kTemplatedLaunch
+  absl::Span<const uint8_t> compact;   // kCompactCommand: its body
+};
+// Checks the entries of a CommandBatch payload, without storing them: InvalidArgument for
+// anything the CommandBatch description above refuses at this level (a payload that is empty
+// or overrun, a sequence that is not > 0, an unknown form or mask bit, a varint that overruns
+// or does not fit, a template id out of range, a command shorter than a command's fixed part,
+// an entry with bytes left over). Commands are not decoded here (DecodeCommand does that, and
+// the receiver checks what a batch may carry).
+absl::Status CheckBatch(absl::Span<const uint8_t> payload);
+// Walks the entries of a payload CheckBatch accepted, in order; the entries are views into it.
+// Borrows the payload. Not thread-safe.
+class BatchCursor {
+ public:
+  explicit BatchCursor(absl::Span<const uint8_t> payload) : reader_(payload) {}
+  // The next entry; false after the last.
+  bool Next(BatchEntry* entry);
+
+ private:
+  ByteReader reader_;
+  uint64_t previous_sequence_ = 0;
+};
+// CheckBatch, then every entry (for tests and tools; a receiver walks with BatchCursor, whose
+// memory does not grow with the entry count).
 absl::StatusOr<std::vector<BatchEntry>> SplitBatch(absl::Span<const uint8_t> payload);
+// The bindings of a kTemplatedLaunch entry (CheckBatch checked them).
+absl::InlinedVector<TemplateBinding, 4> DecodeBindings(const BatchEntry& entry);
+// The Command payload (EncodeCommand's bytes) a kCompactCommand entry stands for (CheckBatch
+// checked its varints; DecodeCommand then checks the command as any other).
+std::vector<uint8_t> ExpandCompactCommand(const BatchEntry& entry);
+// What a template costs of the connection's budget (Welcome::template_bytes): its buffers,
+// params and descriptors plus a fixed overhead. Both ends count with this.
+uint64_t TemplateChargeBytes(const Command& launch);
 
 // Reply without trailing data; the caller appends the data of a device-to-host kMemcpyNow.
 void EncodeReply(const Reply& reply, std::vector<uint8_t>* out);
+// The length EncodeReply writes for `reply` (without encoding it).
+uint64_t ReplyPayloadLength(const Reply& reply);
 // Decodes the fixed part of a Reply; `consumed` gets its length (data follows).
 absl::StatusOr<Reply> DecodeReply(absl::Span<const uint8_t> payload, size_t* consumed);
 

@@ -19,11 +19,13 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/common/activity.h"
 #include "plugin/common/config.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/protocol/launch_templates.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/transport/shm_region.h"
 
@@ -334,6 +336,10 @@ class ServerConnection final : public CompletionSink {
   // The tenant's name (Server::kDefaultTenant if its Hello named none); set before is_tenant().
   const std::string& tenant_name() const { return tenant_name_; }
   uint64_t round_trips() const { return round_trips_.load(std::memory_order_relaxed); }
+  uint64_t templates_created() const { return templates_created_.load(std::memory_order_relaxed); }
+  uint64_t launches_by_template() const {
+    return launches_by_template_.load(std::memory_order_relaxed);
+  }
   // Whether its totals are in the server's tenant totals (read under the server's mu_).
   bool totals_recorded() const { return totals_recorded_; }
   SessionStats session_stats() {
@@ -628,8 +634,16 @@ class ServerConnection final : public CompletionSink {
     if (tenant_budget != nullptr && (quota == 0 || tenant_budget->limit_bytes() < quota)) {
       quota = tenant_budget->limit_bytes();
     }
+    // The launch template budget, charged to the connection's staging budget for its lifetime
+    // (none when that does not fit: every launch then comes whole).
+    const uint64_t template_bytes = std::min(server_->options_.max_template_bytes,
+                                             server_->options_.max_staging_bytes / 8);
+    if (template_bytes > 0 && budget_->AcquirePermanent(template_bytes)) {
+      templates_.emplace(template_bytes);
+    }
     wire::EncodeWelcome({static_cast<uint32_t>(server_->executor_->device_count()),
-                         server_->options_.memory_limit, quota},
+                         server_->options_.memory_limit, quota,
+                         templates_.has_value() ? template_bytes : 0},
                         &welcome);
     Write(wire::MessageType::kWelcome, 0, {iovec{welcome.data(), welcome.size()}});
     reader.EnsureBufferBytes(FrameReader::kDefaultBufferBytes);
@@ -677,13 +691,12 @@ class ServerConnection final : public CompletionSink {
         absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
             ReadCommandFrame(reader, header->payload_length, /*keep_charge=*/false);
         if (!frame.ok()) return frame.status();
-        absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(**frame);
-        if (!entries.ok()) return MalformedFrame(entries.status());
-        for (const wire::BatchEntry& entry : *entries) {
-          // Each entry's bytes are its own storage (commands keep theirs until executed).
-          VGPU_RETURN_IF_ERROR(ServeCommand(
-              std::make_shared<std::vector<uint8_t>>(entry.command.begin(), entry.command.end()),
-              entry.sequence, /*in_batch=*/true));
+        if (absl::Status checked = wire::CheckBatch(**frame); !checked.ok()) {
+          return MalformedFrame(checked);
+        }
+        wire::BatchCursor cursor(**frame);
+        for (wire::BatchEntry entry; cursor.Next(&entry);) {
+          VGPU_RETURN_IF_ERROR(ServeBatchEntry(entry));
         }
         continue;
       }
@@ -704,9 +717,11 @@ class ServerConnection final : public CompletionSink {
   }
 
   // Decodes and dispatches one command whose payload is `frame`. A command of a CommandBatch
-  // (`in_batch`) must be asynchronous and carry no host data. An error ends the connection.
+  // (`in_batch`) must be asynchronous and carry no host data; one that defines launch template
+  // `*define_template` must be a launch that fits the template budget. An error ends the
+  // connection.
   absl::Status ServeCommand(std::shared_ptr<std::vector<uint8_t>> frame, uint64_t sequence,
-                            bool in_batch) {
+                            bool in_batch, std::optional<uint32_t> define_template = {}) {
     absl::StatusOr<wire::DecodedCommand> decoded = wire::DecodeCommand(frame);
     if (!decoded.ok()) return MalformedFrame(decoded.status());
     if (in_batch && (!IsAsynchronous(decoded->command.kind) || decoded->in_shm ||
@@ -715,16 +730,72 @@ class ServerConnection final : public CompletionSink {
           "a command batch may carry only asynchronous commands without host data, not ",
           CommandKindName(decoded->command.kind))));
     }
-    commands_.fetch_add(1, std::memory_order_relaxed);
-    if (!IsAsynchronous(decoded->command.kind)) {
-      round_trips_.fetch_add(1, std::memory_order_relaxed);
+    if (define_template.has_value()) {
+      if (!templates_.has_value()) {
+        return MalformedFrame(absl::InvalidArgumentError(
+            "a launch template defined on a connection granted no template budget"));
+      }
+      // Checked once, here; its later launches check only their bindings.
+      if (absl::Status defined = templates_->Define(*define_template, decoded->command);
+          !defined.ok()) {
+        return MalformedFrame(defined);
+      }
+      templates_created_.fetch_add(1, std::memory_order_relaxed);
     }
+    return Admit(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
+                 decoded->shm_offset, sequence, std::move(frame));
+  }
+
+  // Counts and dispatches a decoded command.
+  absl::Status Admit(Command command, bool wants_host_data, bool in_shm, uint64_t shm_offset,
+                     uint64_t sequence, std::shared_ptr<std::vector<uint8_t>> frame) {
+    commands_.fetch_add(1, std::memory_order_relaxed);
+    if (!IsAsynchronous(command.kind)) round_trips_.fetch_add(1, std::memory_order_relaxed);
     server_->commands_total_.fetch_add(1, std::memory_order_relaxed);
-    if (!Dispatch(std::move(decoded->command), decoded->wants_host_data, decoded->in_shm,
-                  decoded->shm_offset, sequence, std::move(frame))) {
+    if (!Dispatch(std::move(command), wants_host_data, in_shm, shm_offset, sequence,
+                  std::move(frame))) {
       return absl::CancelledError("connection closing");
     }
     return absl::OkStatus();
+  }
+
+  // One entry of a CommandBatch (wire::CheckBatch accepted it).
+  absl::Status ServeBatchEntry(const wire::BatchEntry& entry) {
+    if (entry.form == wire::BatchEntryForm::kReleaseTemplate) {
+      const absl::Status released =
+          templates_.has_value() ? templates_->Release(entry.template_id)
+                                 : absl::InvalidArgumentError(
+                                       "a launch template released on a connection granted no "
+                                       "template budget");
+      return released.ok() ? released : MalformedFrame(released);
+    }
+    if (entry.form == wire::BatchEntryForm::kTemplatedLaunch) {
+      const absl::InlinedVector<wire::TemplateBinding, 4> bindings =
+          wire::DecodeBindings(entry);
+      absl::StatusOr<Command> launch =
+          templates_.has_value()
+              ? templates_->Instantiate(entry.template_id, bindings)
+              : absl::InvalidArgumentError(absl::StrCat(
+                    "a launch names template ", entry.template_id,
+                    ", but this connection was granted no template budget"));
+      if (!launch.ok()) {  // a launch the executor cannot run: the next synchronisation says so
+        commands_.fetch_add(1, std::memory_order_relaxed);
+        RecordAsyncError(launch.status());
+        return absl::OkStatus();
+      }
+      launches_by_template_.fetch_add(1, std::memory_order_relaxed);
+      return Admit(*std::move(launch), false, false, 0, entry.sequence, nullptr);
+    }
+    // Each entry's bytes are its own storage (commands keep theirs until executed).
+    auto storage = entry.form == wire::BatchEntryForm::kCompactCommand
+                       ? std::make_shared<std::vector<uint8_t>>(wire::ExpandCompactCommand(entry))
+                       : std::make_shared<std::vector<uint8_t>>(entry.command.begin(),
+                                                                entry.command.end());
+    if (entry.form == wire::BatchEntryForm::kDefineTemplate) {
+      return ServeCommand(std::move(storage), entry.sequence, /*in_batch=*/true,
+                          entry.template_id);
+    }
+    return ServeCommand(std::move(storage), entry.sequence, /*in_batch=*/true);
   }
 
   // Answers StatsRequests with what `viewer` may see (Server::StatsJson).
@@ -857,8 +928,11 @@ class ServerConnection final : public CompletionSink {
       if (!(wants_host_data && !in_shm)) {  // a staged read is charged with its data below
         // Charged until it has run (backpressure: wait while the tenant's budget is full). A
         // frame charged already (large) is kept with the command, its charge with it.
-        const bool frame_charged = frame->size() >= kChargedFrameBytes;
-        const uint64_t charge = kQueuedCommandBytes + (frame_charged ? 0 : frame->size());
+        // A templated launch has no frame: its params and descriptors are what it holds.
+        const uint64_t frame_bytes =
+            frame != nullptr ? frame->size() : command.params.size() + command.descriptors.size();
+        const bool frame_charged = frame != nullptr && frame_bytes >= kChargedFrameBytes;
+        const uint64_t charge = kQueuedCommandBytes + (frame_charged ? 0 : frame_bytes);
         if (!budget_->Acquire(charge)) return false;
         command.host_storage = HostBudget::ChargeHolder(
             budget_, charge,
@@ -966,6 +1040,11 @@ class ServerConnection final : public CompletionSink {
   bool totals_recorded_ = false;  // guarded by server_->mu_: counted in the tenant's totals
   std::atomic<uint64_t> commands_{0};
   std::atomic<uint64_t> round_trips_{0};
+  // Launch templates (wire_format.h): the table (reader thread only; absent when the
+  // connection was granted no budget) and what it did, for the stats.
+  std::optional<LaunchTemplateTable> templates_;
+  std::atomic<uint64_t> templates_created_{0};
+  std::atomic<uint64_t> launches_by_template_{0};
   // Progress, watched by the accept loop (Overdue).
   std::atomic<bool> in_frame_{false};        // the reader waits for a frame's payload
   std::atomic<uint64_t> frames_started_{0};  // payloads the reader started to read
@@ -1367,6 +1446,8 @@ std::string Server::StatsJson(const StatsViewer& viewer) {
                       ", \"shm_bytes\": ", connection->shm_bytes(),
                       ", \"commands\": ", connection->commands(),
                       ", \"round_trips\": ", connection->round_trips(),
+                      ", \"templates_created\": ", connection->templates_created(),
+                      ", \"launches_by_template\": ", connection->launches_by_template(),
                       ", \"launches\": ", stats.launches, ", \"kernel_ns\": ", stats.kernel_ns,
                       ", \"errors\": ", stats.errors, ", \"streams\": ", stats.streams,
                       ", \"queued_commands\": ", stats.queued, "}");

@@ -97,6 +97,10 @@ class Server {
     // tenant's staging budget while the connection lasts.
     bool shared_memory = true;
     uint64_t max_shm_bytes = kDefaultMaxShmBytes;
+    // Launch templates one connection may hold (wire_format.h; bytes of
+    // wire::TemplateChargeBytes), at most an eighth of max_staging_bytes, charged to the staging
+    // budget while the connection lasts. 0: no templates (every launch comes whole).
+    uint64_t max_template_bytes = kDefaultMaxTemplateBytes;
   };
 
   // Host memory one tenant may hold in flight: device-to-host data staged until the client
@@ -130,6 +134,9 @@ class Server {
   // The largest shared memory region one connection may attach (also at most half of
   // --max_staging_bytes).
   static constexpr uint64_t kDefaultMaxShmBytes = 256ull << 20;
+  // Launch templates of one connection (--max_template_bytes): a training step's distinct
+  // launches, a few hundred bytes each (a few thousand for the largest models).
+  static constexpr uint64_t kDefaultMaxTemplateBytes = 4ull << 20;
   // Blocking calls (synchronisations, stream destruction) one connection runs at once; its
   // next one waits. Not a flag: a client uses a few streams per device.
   static constexpr int kMaxBlockingCallsPerConnection = 32;

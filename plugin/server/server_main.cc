@@ -73,6 +73,7 @@ struct CommandLine {
   bool fair_scheduling = true;
   bool shared_memory = true;
   std::string max_shm_bytes = "256MiB";
+  std::string max_template_bytes = "4MiB";
   int max_connections = Server::kDefaultMaxConnections;
   int max_connections_per_peer = Server::kDefaultMaxConnectionsPerPeer;
   int max_handshakes = Server::kDefaultMaxHandshakes;
@@ -205,6 +206,11 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
                  "Largest shared-memory region one client may attach (also at most half of "
                  "--max_staging_bytes, whose budget it is charged to).",
                  &line->max_shm_bytes),
+      StringFlag("max_template_bytes",
+                 "Launch templates one client connection may keep on the server (repeated "
+                 "launches then cross as a template id and the buffers that changed); at most "
+                 "an eighth of --max_staging_bytes, whose budget it is charged to. 0: none.",
+                 &line->max_template_bytes),
       IntFlag("max_connections", "Open connections in all.", &line->max_connections, 1),
       IntFlag("max_connections_per_peer",
               "Open connections from one peer (IP address over TCP, uid over a Unix socket).",
@@ -376,6 +382,12 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   options.fair_scheduling = line.fair_scheduling;
   options.shared_memory = line.shared_memory;
   VGPU_ASSIGN_OR_RETURN(options.max_shm_bytes, ByteSizeFlag("max_shm_bytes", line.max_shm_bytes));
+  if (line.max_template_bytes == "0") {  // no templates
+    options.max_template_bytes = 0;
+  } else {
+    VGPU_ASSIGN_OR_RETURN(options.max_template_bytes,
+                          ByteSizeFlag("max_template_bytes", line.max_template_bytes));
+  }
   options.max_connections = line.max_connections;
   options.max_connections_per_peer = line.max_connections_per_peer;
   options.max_handshakes = line.max_handshakes;

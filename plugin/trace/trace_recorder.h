@@ -108,7 +108,7 @@ class TracingTransport final : public Transport {
   absl::Status Post(Command command) override;
   Reply Call(Command command) override;
   std::string Describe() const override { return inner_->Describe(); }
-  uint64_t frames_sent() const override { return inner_->frames_sent(); }
+  WireCounters wire_counters() const override { return inner_->wire_counters(); }
   bool DeliversNotificationsInline() const override {
     return inner_->DeliversNotificationsInline();
   }

@@ -236,11 +236,11 @@ Reply ReconnectingTransport::Call(Command command) {
   return reply;
 }
 
-uint64_t ReconnectingTransport::frames_sent() const {
+WireCounters ReconnectingTransport::wire_counters() const {
   std::lock_guard<std::mutex> lock(reconnect_mu_);
-  uint64_t frames = 0;
-  for (const auto& connection : connections_) frames += connection->frames_sent();
-  return frames;
+  WireCounters counters;
+  for (const auto& connection : connections_) counters += connection->wire_counters();
+  return counters;
 }
 
 }  // namespace vgpu

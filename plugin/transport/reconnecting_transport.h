@@ -52,7 +52,7 @@ class ReconnectingTransport final : public Transport {
   bool DeliversNotificationsInline() const override { return false; }
 
   // Frames written over every session so far. Thread-safe.
-  uint64_t frames_sent() const override;
+  WireCounters wire_counters() const override;
   // Sessions opened so far (1 + successful reconnections). Thread-safe.
   int sessions() const { return sessions_.load(); }
 

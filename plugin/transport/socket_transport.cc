@@ -153,9 +153,12 @@ absl::StatusOr<std::unique_ptr<SocketTransport>> SocketTransport::Connect(
   // A write that makes no progress for the deadline fails (EAGAIN) instead of blocking forever.
   if (silence_timeout_ms > 0) SetSocketTimeout(fd->get(), SO_SNDTIMEO, silence_timeout_ms);
   // Sequence 1 went to the shared memory offer (if any).
+  const bool batching = BatchingFromEnvironment();
+  const uint64_t template_bytes =
+      batching && TemplatesFromEnvironment() ? decoded->template_bytes : 0;
   return std::unique_ptr<SocketTransport>(new SocketTransport(
-      endpoint, std::move(*fd), sink, silence_timeout_ms, std::move(shm), 2,
-      BatchingFromEnvironment()));
+      endpoint, std::move(*fd), sink, silence_timeout_ms, std::move(shm), 2, batching,
+      template_bytes));
 }
 
 bool SocketTransport::BatchingFromEnvironment() {
@@ -163,9 +166,24 @@ bool SocketTransport::BatchingFromEnvironment() {
   return value == nullptr || std::string_view(value) != "0";
 }
 
+bool SocketTransport::TemplatesFromEnvironment() {
+  const char* value = std::getenv("VGPU_TEMPLATES");
+  return value == nullptr || std::string_view(value) != "0";
+}
+
+WireCounters SocketTransport::wire_counters() const {
+  WireCounters counters;
+  counters.frames = frames_sent_.load(std::memory_order_relaxed);
+  counters.bytes = bytes_sent_.load(std::memory_order_relaxed);
+  counters.host_data_bytes = host_data_sent_.load(std::memory_order_relaxed);
+  counters.templates_created = templates_created_.load(std::memory_order_relaxed);
+  counters.launches_by_template = launches_by_template_.load(std::memory_order_relaxed);
+  return counters;
+}
+
 SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
                                  int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
-                                 uint64_t first_sequence, bool batching)
+                                 uint64_t first_sequence, bool batching, uint64_t template_bytes)
     : endpoint_(std::move(endpoint)),
       fd_(std::move(fd)),
       sink_(sink),
@@ -173,7 +191,9 @@ SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSi
       shm_space_(shm_ != nullptr ? std::make_unique<ShmSpace>(shm_->size()) : nullptr),
       next_sequence_(first_sequence),
       silence_timeout_ms_(silence_timeout_ms > 0 ? silence_timeout_ms : 0),
-      batching_(batching) {
+      batching_(batching),
+      batch_writer_(&batch_),
+      templates_(template_bytes) {
   reader_ = std::thread([this] { ReaderLoop(); });
   if (batching_) flusher_ = std::thread([this] { FlusherLoop(); });
   if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
@@ -319,8 +339,10 @@ absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequ
     wire::EncodeCommand(command, &encoded);
   }
   std::vector<iovec> parts{iovec{encoded.data(), encoded.size()}};
+  uint64_t host_data = 0;
   if (!shm_offset.has_value() && wire::HasHostData(command) && command.size > 0) {
     parts.push_back(iovec{const_cast<void*>(command.host_src), command.size});
+    host_data = command.size;
   }
   absl::Status status;
   int write_errno = 0;
@@ -331,6 +353,9 @@ absl::Status SocketTransport::WriteCommand(const Command& command, uint64_t sequ
     write_errno = errno;
     if (status.ok()) {
       frames_sent_.fetch_add(1, std::memory_order_relaxed);
+      bytes_sent_.fetch_add(wire::kHeaderBytes + encoded.size() + host_data,
+                            std::memory_order_relaxed);
+      host_data_sent_.fetch_add(host_data, std::memory_order_relaxed);
       commands_written_.fetch_add(1, std::memory_order_relaxed);
     }
   }
@@ -352,7 +377,23 @@ absl::Status SocketTransport::AppendToBatch(const Command& command, uint64_t seq
   {
     std::lock_guard<std::mutex> lock(batch_mu_);
     was_empty = batch_.empty();
-    wire::AppendBatchEntry(sequence, command, &batch_);
+    // Entries join the batch in the order they are written, which is the order the server
+    // applies them: the template tables of both ends stay in step.
+    const LaunchPlan plan = templates_.Plan(command);
+    switch (plan.form) {
+      case wire::BatchEntryForm::kDefineTemplate:
+        for (uint32_t id : plan.released) batch_writer_.AddRelease(sequence, id);
+        batch_writer_.AddDefinition(sequence, plan.template_id, command);
+        templates_created_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      case wire::BatchEntryForm::kTemplatedLaunch:
+        batch_writer_.AddTemplatedLaunch(sequence, plan.template_id, plan.bindings);
+        launches_by_template_.fetch_add(1, std::memory_order_relaxed);
+        break;
+      default:  // kCommand (a plan is never a release or a compact command)
+        batch_writer_.AddCommandOrCompact(sequence, command);
+        break;
+    }
     ++batch_commands_;
     full = batch_.size() >= kBatchFlushBytes;
   }
@@ -373,6 +414,7 @@ absl::Status SocketTransport::FlushBatchLocked() {
     std::lock_guard<std::mutex> lock(batch_mu_);
     if (batch_.empty()) return absl::OkStatus();
     payload.swap(batch_);
+    batch_writer_.Reset();
     commands = batch_commands_;
     batch_commands_ = 0;
     batch_.reserve(payload.capacity());
@@ -382,6 +424,7 @@ absl::Status SocketTransport::FlushBatchLocked() {
   const int write_errno = errno;
   if (!status.ok()) return WriteFailed(status, write_errno);
   frames_sent_.fetch_add(1, std::memory_order_relaxed);
+  bytes_sent_.fetch_add(wire::kHeaderBytes + payload.size(), std::memory_order_relaxed);
   commands_written_.fetch_add(commands, std::memory_order_relaxed);
   return absl::OkStatus();
 }
@@ -456,7 +499,10 @@ absl::StatusOr<wire::ProfileRecords> SocketTransport::ControlProfile(wire::Profi
       status = WriteFrame(fd_.get(), wire::MessageType::kProfileControl, sequence,
                           {iovec{payload.data(), payload.size()}});
       if (!status.ok()) (void)WriteFailed(status, errno);  // answers the pending call
-      if (status.ok()) frames_sent_.fetch_add(1, std::memory_order_relaxed);
+      if (status.ok()) {
+        frames_sent_.fetch_add(1, std::memory_order_relaxed);
+        bytes_sent_.fetch_add(wire::kHeaderBytes + payload.size(), std::memory_order_relaxed);
+      }
     }
   }
   std::unique_lock<std::mutex> lock(pending->mu);

@@ -32,7 +32,15 @@
 // kBatchFlushBytes, when a command that somebody waits for joins it (a notification, an event
 // recording, a device-to-host copy), before any other frame (a call, a copy with host data:
 // commands keep their order), or kBatchDelay after its first command (the flusher thread).
-// frames_sent() counts frames written, beside the commands they carried.
+// wire_counters() counts frames and bytes written, beside the commands they carried.
+//
+// Launch templates (VGPU_TEMPLATES=0 turns them off; batching must be on): a batched launch seen
+// a second time with the same device, stream, kernel, params and descriptors becomes a template
+// (LaunchTemplateCache, protocol/launch_templates.h), within the budget the server's Welcome
+// grants; from then on it goes as the template's id plus the buffers that changed, a few bytes
+// instead of a few hundred. Other posted commands without buffers or parameters (events,
+// notifications, memsets, copies whose bytes come back later) go in the compact form: their
+// non-zero fields only, as varints.
 //
 // Profiling: the transport is an activity::Source. When a TensorFlow profile starts it asks the
 // server to time this connection's copies, memsets and launches (ProfileControl), remembers
@@ -59,6 +67,7 @@
 #include "absl/status/statusor.h"
 #include "plugin/backend/executor_session.h"
 #include "plugin/common/activity.h"
+#include "plugin/protocol/launch_templates.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/transport/shm_region.h"
 #include "plugin/transport/socket_util.h"
@@ -86,6 +95,8 @@ class SocketTransport final : public Transport, public activity::Source {
   static constexpr std::chrono::microseconds kBatchDelay{50};
   // False when VGPU_BATCH is "0" (every command in its own frame and write).
   static bool BatchingFromEnvironment();
+  // False when VGPU_TEMPLATES is "0" (every launch goes whole).
+  static bool TemplatesFromEnvironment();
 
   // Connects to `endpoint` (unix:///path or tcp://host:port, without ?device) and completes the
   // handshake with `token` (may be empty); blocks at most ~`timeout_ms`. `sink` receives
@@ -119,9 +130,10 @@ class SocketTransport final : public Transport, public activity::Source {
   uint64_t shm_bytes() const { return shm_ != nullptr ? shm_->size() : 0; }
   // Copy commands (chunks) whose bytes went through the shared region (for tests, benchmarks).
   uint64_t shm_copies() const { return shm_copies_.load(); }
-  // Frames written to the server after the handshake (a CommandBatch counts once), and the
-  // commands those frames carried.
-  uint64_t frames_sent() const override { return frames_sent_.load(std::memory_order_relaxed); }
+  // Frames and bytes written to the server after the handshake (a CommandBatch counts once),
+  // launch templates (see the top of this file), and the commands those frames carried.
+  WireCounters wire_counters() const override;
+  uint64_t frames_sent() const { return frames_sent_.load(std::memory_order_relaxed); }
   uint64_t commands_written() const { return commands_written_.load(std::memory_order_relaxed); }
 
   // OK while connected; otherwise the error every operation now gets. Thread-safe.
@@ -153,7 +165,7 @@ class SocketTransport final : public Transport, public activity::Source {
 
   SocketTransport(std::string endpoint, ScopedFd fd, CompletionSink* sink,
                   int silence_timeout_ms, std::shared_ptr<ShmRegion> shm,
-                  uint64_t first_sequence, bool batching);
+                  uint64_t first_sequence, bool batching, uint64_t template_bytes);
   // The size of the chunks Post and Call split `command` into: a frame's worth (or a slice of
   // the shared region) for a copy with host memory larger than that, 0 when it goes whole.
   uint64_t SplitChunkBytes(const Command& command) const;
@@ -218,7 +230,14 @@ class SocketTransport final : public Transport, public activity::Source {
   uint64_t batch_commands_ ABSL_GUARDED_BY(batch_mu_) = 0;
   bool flusher_stopping_ ABSL_GUARDED_BY(batch_mu_) = false;
   std::thread flusher_;
+  wire::BatchWriter batch_writer_ ABSL_GUARDED_BY(batch_mu_);  // writes into batch_
+  // The connection's launch templates (budget 0: none), consulted as entries join the batch.
+  LaunchTemplateCache templates_ ABSL_GUARDED_BY(batch_mu_);
   std::atomic<uint64_t> frames_sent_{0};
+  std::atomic<uint64_t> bytes_sent_{0};
+  std::atomic<uint64_t> host_data_sent_{0};
+  std::atomic<uint64_t> templates_created_{0};
+  std::atomic<uint64_t> launches_by_template_{0};
   std::atomic<uint64_t> commands_written_{0};
 
   std::mutex state_mu_;

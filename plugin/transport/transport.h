@@ -12,6 +12,32 @@
 
 namespace vgpu {
 
+// What a remote transport wrote, counted where it writes.
+struct WireCounters {
+  uint64_t frames = 0;           // frames written after the handshake (a batch counts once)
+  uint64_t bytes = 0;            // their bytes, headers included
+  uint64_t host_data_bytes = 0;  // of which host-to-device data carried in the frames
+  uint64_t templates_created = 0;     // launch templates defined (wire_format.h)
+  uint64_t launches_by_template = 0;  // launches sent as a template id plus bindings
+
+  WireCounters& operator+=(const WireCounters& other) {
+    frames += other.frames;
+    bytes += other.bytes;
+    host_data_bytes += other.host_data_bytes;
+    templates_created += other.templates_created;
+    launches_by_template += other.launches_by_template;
+    return *this;
+  }
+  WireCounters& operator-=(const WireCounters& other) {
+    frames -= other.frames;
+    bytes -= other.bytes;
+    host_data_bytes -= other.host_data_bytes;
+    templates_created -= other.templates_created;
+    launches_by_template -= other.launches_by_template;
+    return *this;
+  }
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -27,9 +53,9 @@ class Transport {
   // "inproc", "unix:///path", ... for logs and `vgpu info`.
   virtual std::string Describe() const = 0;
 
-  // Frames written to a remote backend so far (0 in process, where there are none).
-  // Thread-safe.
-  virtual uint64_t frames_sent() const { return 0; }
+  // What went over the wire to a remote backend so far (all zero in process, where nothing
+  // does). Thread-safe.
+  virtual WireCounters wire_counters() const { return {}; }
 
   // True when notifications reach the CompletionSink on the backing executor's stream worker
   // (in-process: a handler run inline occupies the stream). False when they arrive on a

@@ -96,6 +96,11 @@ def stats() -> dict[str, Any]:
 
     Keys: ``commands`` (a dict: command kind -> count), ``commands_sent``, ``frames_sent``
     (frames written to remote backends: batched posted commands share one; 0 in process),
+    ``wire`` (what went to remote backends, counted where it is written: {"frames", "bytes",
+    "host_data_bytes" (host-to-device data inside those bytes), "templates_created",
+    "launches_by_template"}; zeros in process), ``templates_created`` and
+    ``launches_by_template`` (launch templates: a repeated launch sent as a template id plus the
+    buffers that changed), ``command_bytes_sent`` (wire bytes minus host-to-device data),
     ``launches``,
     ``round_trips``, ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
     replies and device-to-host data in; in-process, what the same frames would occupy on the
@@ -128,6 +133,11 @@ def stats() -> dict[str, Any]:
                 summed[verb] += count
     total["commands"] = commands
     total["frames_sent"] = raw.get("frames_sent", 0)
+    wire = raw.get("wire") or {}
+    total["wire"] = wire
+    total["templates_created"] = wire.get("templates_created", 0)
+    total["launches_by_template"] = wire.get("launches_by_template", 0)
+    total["command_bytes_sent"] = wire.get("bytes", 0) - wire.get("host_data_bytes", 0)
     total["descriptor_calls"] = descriptor_calls
     reuse = [device["descriptor_reuse"] for device in raw["devices"]]
     total["descriptor_mode"] = reuse[0]["mode"] if reuse else None

@@ -81,6 +81,10 @@ flags.DEFINE_bool("shared_memory", True,
 flags.DEFINE_string("max_shm_bytes", "256MiB",
                     "Largest shared-memory region one client may attach (also at most half of "
                     "--max_staging_bytes, whose budget it is charged to).")
+flags.DEFINE_string("max_template_bytes", "4MiB",
+                    "Launch templates one client connection may keep on the server (repeated "
+                    "launches then cross as a template id and the buffers that changed); at most "
+                    "an eighth of --max_staging_bytes, whose budget it is charged to. 0: none.")
 flags.DEFINE_integer("max_connections", 256, "Open connections in all.")
 flags.DEFINE_integer("max_connections_per_peer", 64,
                      "Open connections from one peer (IP address over TCP, uid over a Unix "
@@ -105,7 +109,7 @@ SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_qu
                 "operator_token_file", "device_count",
                 "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
-                "shared_memory", "max_shm_bytes", "max_connections", "max_connections_per_peer",
+                "shared_memory", "max_shm_bytes", "max_template_bytes", "max_connections", "max_connections_per_peer",
                 "max_handshakes", "min_receive_rate", "max_allocations_per_client",
                 "shutdown_timeout")
 

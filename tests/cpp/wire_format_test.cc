@@ -3,6 +3,8 @@
 // mutation fuzz loop; run under ASan for the strongest check).
 #include "plugin/protocol/wire_format.h"
 
+#include "plugin/protocol/byte_codec.h"
+
 #include <algorithm>
 #include <cstring>
 #include <random>
@@ -158,6 +160,7 @@ TEST(WireFormat, ReplyRoundTrip) {
   reply.memory.largest_free_block = 6;
   std::vector<uint8_t> bytes;
   EncodeReply(reply, &bytes);
+  EXPECT_EQ(ReplyPayloadLength(reply), bytes.size());  // counted without encoding
   size_t consumed = 0;
   absl::StatusOr<Reply> r = DecodeReply(bytes, &consumed);
   ASSERT_TRUE(r.ok());
@@ -336,6 +339,21 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
   std::vector<uint8_t> bytes;
   EncodeReply(Reply{}, &bytes);
   seeds.push_back(bytes);
+  {  // a batch with every entry form
+    std::vector<uint8_t> batch;
+    BatchWriter writer(&batch);
+    Command launch = FullCommand(CommandKind::kLaunch, host);
+    Command record = FullCommand(CommandKind::kRecordEvent, host);
+    record.buffers.clear();
+    record.params.clear();
+    record.descriptors.clear();
+    writer.AddCommand(9, launch);
+    writer.AddDefinition(10, 4, launch);
+    writer.AddTemplatedLaunch(11, 4, std::vector<TemplateBinding>{{1, {0x40, 8}}});
+    writer.AddRelease(12, 4);
+    writer.AddCommandOrCompact(13, record);
+    seeds.push_back(batch);
+  }
   int decoded_ok = 0;
   for (int i = 0; i < 20000; ++i) {
     std::vector<uint8_t> input;
@@ -371,6 +389,13 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
     (void)DecodeString(input);
     (void)DecodeProfileControl(input);
     (void)DecodeProfileRecords(input);
+    if (CheckBatch(input).ok()) {  // a batch that checks walks and expands without a fault
+      BatchCursor cursor(input);
+      for (BatchEntry entry; cursor.Next(&entry);) {
+        if (entry.form == BatchEntryForm::kCompactCommand) (void)ExpandCompactCommand(entry);
+        if (entry.form == BatchEntryForm::kTemplatedLaunch) (void)DecodeBindings(entry);
+      }
+    }
     if (input.size() >= kHeaderBytes) (void)DecodeHeader(input);
   }
   EXPECT_GT(decoded_ok, 0);  // the mutations also produce valid commands sometimes
@@ -387,13 +412,16 @@ TEST(CommandBatch, EntriesRoundTripInOrder) {
   memset.dst = 0x1000;
   memset.size = 64;
   std::vector<uint8_t> payload;
-  AppendBatchEntry(7, launch, &payload);
-  AppendBatchEntry(8, memset, &payload);
+  BatchWriter writer(&payload);
+  writer.AddCommand(7, launch);
+  writer.AddCommand(8, memset);
+  writer.AddCommand(5, memset);  // sequences need not grow (two posting threads)
   absl::StatusOr<std::vector<BatchEntry>> entries = SplitBatch(payload);
   ASSERT_TRUE(entries.ok()) << entries.status();
-  ASSERT_EQ(entries->size(), 2u);
+  ASSERT_EQ(entries->size(), 3u);
   EXPECT_EQ((*entries)[0].sequence, 7u);
   EXPECT_EQ((*entries)[1].sequence, 8u);
+  EXPECT_EQ((*entries)[2].sequence, 5u);
   auto decoded = DecodeCommand(std::make_shared<std::vector<uint8_t>>(
       (*entries)[0].command.begin(), (*entries)[0].command.end()));
   ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -405,32 +433,115 @@ TEST(CommandBatch, EntriesRoundTripInOrder) {
   EXPECT_EQ(decoded->command.dst, 0x1000u);
 }
 
+// Every asynchronous command without buffers or parameters survives the compact form: the
+// expanded payload is byte for byte what EncodeCommand writes.
+TEST(CommandBatch, CompactCommandsStandForTheirFullPayload) {
+  std::vector<Command> commands;
+  Command record;
+  record.kind = CommandKind::kRecordEvent;
+  record.stream = 2;
+  record.object = 77;
+  record.token = 0x123456789ull;
+  commands.push_back(record);
+  Command memset;
+  memset.kind = CommandKind::kMemset;
+  memset.device = 1;
+  memset.dst = 0xA000000000001000ull;
+  memset.size = 4096;
+  memset.pattern = 0xFFFFFFFFu;
+  memset.pattern_bytes = 4;
+  commands.push_back(memset);
+  std::vector<uint8_t> host(16);
+  Command read;  // a device-to-host copy whose bytes come back later
+  read.kind = CommandKind::kMemcpyDtoH;
+  read.src = 0xB000000000000040ull;
+  read.size = host.size();
+  read.host_dst = host.data();
+  commands.push_back(read);
+  Command destroy;
+  destroy.kind = CommandKind::kDestroyEvent;  // every field 0 but the kind
+  commands.push_back(destroy);
+  std::vector<uint8_t> payload;
+  BatchWriter writer(&payload);
+  uint64_t sequence = 100;
+  for (const Command& command : commands) {
+    ASSERT_TRUE(IsCompactable(command));
+    writer.AddCommandOrCompact(sequence++, command);
+  }
+  absl::StatusOr<std::vector<BatchEntry>> entries = SplitBatch(payload);
+  ASSERT_TRUE(entries.ok()) << entries.status();
+  ASSERT_EQ(entries->size(), commands.size());
+  for (size_t i = 0; i < commands.size(); ++i) {
+    EXPECT_EQ((*entries)[i].form, BatchEntryForm::kCompactCommand);
+    EXPECT_EQ((*entries)[i].sequence, 100 + i);
+    std::vector<uint8_t> expected;
+    EncodeCommand(commands[i], &expected);
+    EXPECT_EQ(ExpandCompactCommand((*entries)[i]), expected) << "command " << i;
+  }
+  // A record event is a few bytes instead of a fixed part of 72.
+  std::vector<uint8_t> one;
+  BatchWriter(&one).AddCommandOrCompact(1, record);
+  EXPECT_LE(one.size(), 16u);
+  // A launch, or a copy carrying host data, is not compactable.
+  Command launch;
+  launch.kind = CommandKind::kLaunch;
+  launch.params = {1};
+  EXPECT_FALSE(IsCompactable(launch));
+  Command write;
+  write.kind = CommandKind::kMemcpyHtoD;
+  write.size = host.size();
+  write.host_src = host.data();
+  EXPECT_FALSE(IsCompactable(write));
+}
+
+// Appends a hand-made entry: varint sequence delta, varint length << 3 | form, body.
+void HandMadeEntry(uint64_t delta, uint64_t form, const std::vector<uint8_t>& body,
+                   std::vector<uint8_t>* out) {
+  PutVarint(out, delta);
+  PutVarint(out, body.size() << kBatchEntryFormBits | form);
+  out->insert(out->end(), body.begin(), body.end());
+}
+
 TEST(CommandBatch, MalformedBatchesAreRejected) {
   Command memset;
   memset.kind = CommandKind::kMemset;
   std::vector<uint8_t> good;
-  AppendBatchEntry(1, memset, &good);
+  BatchWriter(&good).AddCommand(1, memset);
+  ASSERT_TRUE(CheckBatch(good).ok());
   EXPECT_FALSE(SplitBatch({}).ok());                                          // empty
-  EXPECT_FALSE(SplitBatch(absl::MakeSpan(good).subspan(0, 5)).ok());          // short header
+  EXPECT_FALSE(SplitBatch(absl::MakeSpan(good).subspan(0, 1)).ok());          // short header
   EXPECT_FALSE(SplitBatch(absl::MakeSpan(good).subspan(0, good.size() - 1)).ok());  // overrun
-  std::vector<uint8_t> zero = good;
-  std::fill(zero.begin(), zero.begin() + 8, 0);                               // sequence 0
+  std::vector<uint8_t> command_body;
+  EncodeCommand(memset, &command_body);
+  std::vector<uint8_t> zero;  // sequence 0 (delta 0 from the start)
+  HandMadeEntry(0, 0, command_body, &zero);
   EXPECT_FALSE(SplitBatch(zero).ok());
-  std::vector<uint8_t> huge = good;
-  const uint32_t length = 0xFFFFFFFFu;
-  std::memcpy(huge.data() + 8, &length, sizeof(length));                      // wrapping length
+  std::vector<uint8_t> huge;  // a length past the payload, as a ten-byte varint
+  PutVarint(&huge, 2);
+  PutVarint(&huge, ~uint64_t{0});
   EXPECT_FALSE(SplitBatch(huge).ok());
-  // Entries too short to hold a command: a 64 MiB batch of empty entries would otherwise split
-  // into millions of views before a single one is decoded.
-  std::vector<uint8_t> empty_entries;
-  for (uint64_t sequence = 1; sequence <= 3; ++sequence) {
-    const uint32_t none = 0;
-    const size_t at = empty_entries.size();
-    empty_entries.resize(at + kBatchEntryHeaderBytes);
-    std::memcpy(empty_entries.data() + at, &sequence, sizeof(sequence));
-    std::memcpy(empty_entries.data() + at + 8, &none, sizeof(none));
-  }
-  EXPECT_FALSE(SplitBatch(empty_entries).ok());
+  std::vector<uint8_t> overlong(11, 0x80);  // a varint past 64 bits
+  EXPECT_FALSE(SplitBatch(overlong).ok());
+  std::vector<uint8_t> short_command;  // too short to hold a command's fixed part
+  HandMadeEntry(2, 0, std::vector<uint8_t>(10), &short_command);
+  EXPECT_FALSE(SplitBatch(short_command).ok());
+  std::vector<uint8_t> unknown_form;
+  HandMadeEntry(2, 7, {1}, &unknown_form);
+  EXPECT_FALSE(SplitBatch(unknown_form).ok());
+  std::vector<uint8_t> compact_unknown_bit;  // kind memset, mask bit 10
+  HandMadeEntry(2, 4, {static_cast<uint8_t>(CommandKind::kMemset), 0x80, 0x08},
+                &compact_unknown_bit);
+  EXPECT_FALSE(SplitBatch(compact_unknown_bit).ok());
+  std::vector<uint8_t> compact_unknown_kind;
+  HandMadeEntry(2, 4, {static_cast<uint8_t>(CommandKind::kNumKinds), 0}, &compact_unknown_kind);
+  EXPECT_FALSE(SplitBatch(compact_unknown_kind).ok());
+  std::vector<uint8_t> compact_too_wide;  // pattern_bytes (bit 8) of 300: wider than a byte
+  HandMadeEntry(2, 4, {static_cast<uint8_t>(CommandKind::kMemset), 0x80, 0x02, 0xAC, 0x02},
+                &compact_too_wide);
+  EXPECT_FALSE(SplitBatch(compact_too_wide).ok());
+  std::vector<uint8_t> compact_trailing;
+  HandMadeEntry(2, 4, {static_cast<uint8_t>(CommandKind::kMemset), 0, 9}, &compact_trailing);
+  EXPECT_FALSE(SplitBatch(compact_trailing).ok());
 }
 
 }  // namespace

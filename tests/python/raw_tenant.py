@@ -15,7 +15,7 @@ import threading
 import time
 
 HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 5
+MAGIC, VERSION = 0x55504756, 6
 HELLO, WELCOME, REFUSED, COMMAND, REPLY, DATA, NOTIFY = 1, 2, 3, 4, 5, 6, 7
 SHM_ATTACH = 10
 PROFILE_CONTROL, PROFILE_RECORDS = 12, 13
@@ -186,6 +186,33 @@ def command_payload(kind, *, device=0, stream=0, obj=0, token=0, dst=0, src=0, s
     return out
 
 
+COMMAND_BATCH = 11
+# CommandBatch entry forms (wire_format.h).
+ENTRY_COMMAND, ENTRY_DEFINE, ENTRY_TEMPLATED, ENTRY_RELEASE, ENTRY_COMPACT = range(5)
+
+
+def varint(value):
+    """LEB128: seven bits a byte, least significant first, the high bit on all but the last."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def batch_entries(*entries):
+    """A CommandBatch payload of (sequence, body) or (sequence, body, form) entries: each is
+    varint zigzag(sequence delta), varint length << 3 | form, body."""
+    out, previous = b"", 0
+    for sequence, body, *form in entries:
+        delta = sequence - previous
+        out += varint(2 * delta if delta >= 0 else -2 * delta - 1)
+        out += varint(len(body) << 3 | (form[0] if form else ENTRY_COMMAND)) + body
+        previous = sequence
+    return out
+
+
 def sealed_memfd(size, seals=None):
     """A memfd of `size` bytes, sealed as an honest client seals its region (or with `seals`)."""
     import fcntl  # noqa: PLC0415
@@ -255,7 +282,8 @@ class RawTenant:
         kind, _, payload = self._receive()
         if kind != WELCOME:
             raise ConnectionRefusedError(payload[4:].decode(errors="replace"))
-        self.device_count, self.memory_limit, self.quota = struct.unpack("<IQQ", payload)
+        (self.device_count, self.memory_limit, self.quota,
+         self.template_bytes) = struct.unpack("<IQQQ", payload)
         self.sock.settimeout(None)
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()

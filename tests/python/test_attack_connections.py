@@ -19,7 +19,7 @@ import pytest
 from raw_tenant import (
     ALLOCATE, COMMAND, CREATE_STREAM, HEADER, HELLO, MAGIC, MEMCPY_DTOH, MEMCPY_HTOD, NOTIFY_KIND,
     REFUSED, REPLY, VERSION, WELCOME, RawTenant, Reply, ServerProcess, bystander_round_trip,
-    command_payload, connect_socket, frame, receive_frame, wait_for,
+    batch_entries, command_payload, connect_socket, frame, receive_frame, wait_for,
 )
 
 MIB = 1 << 20
@@ -390,7 +390,7 @@ def test_frames_breaking_the_sequence_rules_close_only_that_connection(tmp_path,
         stream = tenant.create_stream()
         payload = command_payload(NOTIFY_KIND, stream=stream, token=9)
         if kind == 11:
-            payload = struct.pack("<QI", 1, len(payload)) + payload
+            payload = batch_entries((1, payload))
         tenant.send_raw(frame(kind, sequence, payload))
         assert closed_by_server(tenant.sock, timeout=10)
         assert "sequence" in server.output()

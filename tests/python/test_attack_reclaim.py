@@ -15,7 +15,7 @@ import pytest
 from raw_tenant import (
     COMMAND, DESTROY_STREAM, HELLO, MEMCPY_DTOH, MEMSET, NOTIFY_KIND, RECORD_EVENT, VERSION,
     WAIT_EVENT, WELCOME, ALLOCATE, CREATE_STREAM, RawTenant, ServerProcess, bystander_round_trip,
-    command_payload, connect_socket, frame, receive_frame, wait_for,
+    batch_entries, command_payload, connect_socket, frame, receive_frame, wait_for,
 )
 
 MIB = 1 << 20
@@ -127,12 +127,11 @@ def test_commands_queued_behind_a_stalled_stream_are_bounded_by_the_staging_budg
         if framing == "command frames":
             flood = b"".join(frame(COMMAND, sequence + 1 + i, empty) for i in range(400_000))
         else:  # 4 MiB batches of ~50 000 entries each
-            entry = struct.Struct("<QI")
             batches = []
             for b in range(8):
                 first = sequence + 1 + b * 50_000
-                batches.append(frame(COMMAND_BATCH, 0, b"".join(
-                    entry.pack(first + i, len(empty)) + empty for i in range(50_000))))
+                batches.append(frame(COMMAND_BATCH, 0, batch_entries(
+                    *((first + i, empty) for i in range(50_000)))))
             flood = b"".join(batches)
         sock.settimeout(3)
         sent = 0

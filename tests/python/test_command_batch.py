@@ -1,23 +1,14 @@
 """CommandBatch frames (wire_format.h): the client gathers posted commands into one frame and one
 write; the server runs a batch's commands in order as if each had come alone, and a batch that
 is malformed or carries what a batch may not (a call, host data) ends only that connection."""
-import struct
-
 import numpy as np
 import pytest
 
-from raw_tenant import (ACTIVATION_DESCRIPTOR, ACTIVATION_FORWARD, ALLOCATE, LAUNCH, MEMCPY_HTOD,
-                        MEMSET, RawTenant, ServerProcess, activation_settings,
-                        bystander_round_trip, command_payload, descriptor_section, frame,
-                        tensor_settings, wait_for, TENSOR_DESCRIPTOR)
-
-COMMAND_BATCH = 11
-
-
-def batch(*entries):
-    """A CommandBatch payload of (sequence, command payload) entries."""
-    return b"".join(struct.pack("<QI", sequence, len(payload)) + payload
-                    for sequence, payload in entries)
+from raw_tenant import (ACTIVATION_DESCRIPTOR, ACTIVATION_FORWARD, ALLOCATE, COMMAND_BATCH, LAUNCH,
+                        MEMCPY_HTOD, MEMSET, RawTenant, ServerProcess, activation_settings,
+                        batch_entries as batch, bystander_round_trip, command_payload,
+                        descriptor_section, frame, tensor_settings, varint, wait_for,
+                        TENSOR_DESCRIPTOR)
 
 
 def relu_payload(stream, x, y, count):
@@ -59,8 +50,8 @@ def test_a_bad_batch_ends_only_its_connection(tmp_path, case):
             good = command_payload(MEMSET, stream=stream, dst=x, size=1024, pattern_bytes=1)
             payload = {
                 "empty": b"",
-                "truncated_header": batch((1000, good))[:7],
-                "length_overruns": struct.pack("<QI", 1000, len(good) + 1) + good,
+                "truncated_header": batch((1000, good))[:1],  # half a varint
+                "length_overruns": varint(2000) + varint((len(good) + 1) << 3) + good,
                 "zero_sequence": batch((0, good)),
                 "a_call": batch((1000, good), (1001, command_payload(ALLOCATE, size=4096))),
                 "host_data": batch((1000, command_payload(MEMCPY_HTOD, stream=stream, dst=x,

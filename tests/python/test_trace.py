@@ -66,7 +66,9 @@ def _records(path, with_offsets=False):
     data = path.read_bytes()
     assert data[:8] == b"VGPUTRAC"
     version, wire_version, device_count = struct.unpack_from("<HHI", data, 8)
-    assert (version, wire_version) == (2, 5)  # trace format 2, wire version 5 command bodies
+    # Trace format 2; the header names the wire version of the recording build (6: launch
+    # templates, which change batches, not the command bodies a trace holds).
+    assert (version, wire_version) == (2, 6)
     offset = 40
     for _ in range(2):  # producer, backends
         (length,) = struct.unpack_from("<I", data, offset)

@@ -156,9 +156,10 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
     lines = ["| model | configuration | median step (ms) | throughput vs " + baseline +
              " | vs in-process | descriptor calls forwarded / step | local / step |"
              " launches / step | round trips / step | KiB sent / step | KiB received / step |"
+             " command KiB / step | templates created / launches by template per step |"
              " executor primitives created / reused per step | peak RSS (MiB) | RSS vs " +
              baseline + " |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     rss = {(r["model"], r["configuration"]): r["summary"].get("peak_rss_bytes", 0) for r in rows}
     def rss_ratio(r):
         base = rss.get((r["model"], baseline), 0)
@@ -172,12 +173,17 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
         vs_inproc = (f"{times[(r['model'], inproc)] / s['median_step_s']:.2f}x"
                      if (r["model"], inproc) in times else "–")
         get = lambda k, scale=1.0: f"{s[k] / scale:.1f}" if k in s else "–"  # noqa: E731
+        # What crossed a socket, less host-to-device data (nothing does in process).
+        remote = "inproc" not in r["configuration"] and "command_bytes_sent_per_step" in s
+        wire = lambda k, scale=1.0: get(k, scale) if remote else "–"  # noqa: E731
         lines.append(
             f"| {r['model']} | {r['configuration']} | {1000 * s['median_step_s']:.1f} | "
             f"{ratio:.2f}x | {vs_inproc} | {get('descriptor_calls_forwarded_per_step')} | "
             f"{get('descriptor_calls_local_per_step')} | {get('launches_per_step')} | "
             f"{get('round_trips_per_step')} | {get('bytes_sent_per_step', 1024)} | "
             f"{get('bytes_received_per_step', 1024)} | "
+            f"{wire('command_bytes_sent_per_step', 1024)} | "
+            f"{wire('templates_created_per_step')} / {wire('launches_by_template_per_step')} | "
             f"{get('executor_primitives_created_per_step')} / "
             f"{get('executor_primitives_reused_per_step')} | "
             f"{s.get('peak_rss_bytes', 0) / (1 << 20):.0f} | {rss_ratio(r)} |")

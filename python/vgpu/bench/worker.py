@@ -32,7 +32,8 @@ def _counters():
     s = vgpu.stats()
     keys = ("descriptor_calls_forwarded", "descriptor_calls_local", "launches", "round_trips",
             "commands_sent", "bytes_to_device", "bytes_from_device", "bytes_sent",
-            "bytes_received", "executor_primitives_created", "executor_primitives_reused")
+            "bytes_received", "executor_primitives_created", "executor_primitives_reused",
+            "command_bytes_sent", "templates_created", "launches_by_template")
     # The executor's primitive counters are None for devices on a server (they stay there).
     return {k: s[k] or 0 for k in keys}
 
