@@ -102,6 +102,13 @@ class StreamExecutorTest : public testing::Test {
     uint8_t* result;
   };
   HostTransfer PrepareTransfer(uint64_t size, uint8_t seed);
+  // A HostTransfer and two device buffers of its size, `a` and `b`, to pass it through (like
+  // Allocate's: a failed allocation has opaque == nullptr).
+  struct DeviceRoundTrip : HostTransfer {
+    SP_DeviceMemoryBase a;
+    SP_DeviceMemoryBase b;
+  };
+  DeviceRoundTrip PrepareRoundTrip(uint64_t size, uint8_t seed);
   template <typename T>
   T* Host(size_t count) {
     return reinterpret_cast<T*>(HostBytes(count * sizeof(T)));
