@@ -15,6 +15,7 @@
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/backend/launch/element_bytes.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/kernels/mirror_pad_params.h"
 #include "plugin/protocol/kernels/data_movement.h"
 #include "plugin/protocol/launch_params.h"
 
@@ -35,45 +36,41 @@ using data_movement_launch::StridedCopy;
 // The readers' launches, written in their parameter layouts (protocol/kernels/data_movement.h).
 using Ints = absl::Span<const int64_t>;
 
-// Transpose: element size, x's dims, perm.
-ParamOnlyLaunch TransposeParams(uint32_t element_size, Ints dims, absl::Span<const int32_t> perm,
-                                size_t buffers = 2) {
+// A launch of `buffers` buffers whose parameter block holds the element size, then the int64
+// arrays `arrays` in order; the layouts that go on append the rest.
+ParamOnlyLaunch ArraysLaunch(uint32_t element_size, std::initializer_list<Ints> arrays,
+                             size_t buffers = 2) {
   ParamOnlyLaunch launch(buffers);
-  launch.Params().Put(element_size).PutArray<int64_t>(dims).PutArray<int32_t>(perm);
+  ParamWriter params = launch.Params();
+  params.Put(element_size);
+  for (Ints array : arrays) params.PutArray<int64_t>(array);
+  return launch;
+}
+
+// Transpose: element size, x's dims, perm.
+ParamOnlyLaunch TransposeParams(uint32_t element_size, Ints dims, absl::Span<const int32_t> perm) {
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {dims});
+  launch.Params().PutArray<int32_t>(perm);
   return launch;
 }
 
 // StridedSlice and its gradient: element size, x's dims, begin, strides, y's dims.
 ParamOnlyLaunch StridedSliceParams(uint32_t element_size, Ints x_dims, Ints begin, Ints strides,
                                    Ints y_dims) {
-  ParamOnlyLaunch launch(2);
-  launch.Params()
-      .Put(element_size)
-      .PutArray<int64_t>(x_dims)
-      .PutArray<int64_t>(begin)
-      .PutArray<int64_t>(strides)
-      .PutArray<int64_t>(y_dims);
-  return launch;
+  return ArraysLaunch(element_size, {x_dims, begin, strides, y_dims});
 }
 
 // Pad: element size, x's dims, the pads before and after, the pad value's bits.
 ParamOnlyLaunch PadParams(uint32_t element_size, Ints x_dims, Ints before, Ints after,
                           uint64_t pad_value) {
-  ParamOnlyLaunch launch(2);
-  launch.Params()
-      .Put(element_size)
-      .PutArray<int64_t>(x_dims)
-      .PutArray<int64_t>(before)
-      .PutArray<int64_t>(after)
-      .Put(pad_value);
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {x_dims, before, after});
+  launch.Params().Put(pad_value);
   return launch;
 }
 
 // Tile: element size, x's dims, y's dims.
 ParamOnlyLaunch TileParams(uint32_t element_size, Ints x_dims, Ints y_dims) {
-  ParamOnlyLaunch launch(2);
-  launch.Params().Put(element_size).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
-  return launch;
+  return ArraysLaunch(element_size, {x_dims, y_dims});
 }
 
 // Concat and Split: element size, outer, each piece's inner size.
@@ -85,8 +82,8 @@ ParamOnlyLaunch ConcatParams(size_t buffers, uint32_t element_size, int64_t oute
 
 // Reverse: element size, dims, a flag per dimension.
 ParamOnlyLaunch ReverseParams(uint32_t element_size, Ints dims, absl::Span<const uint8_t> flags) {
-  ParamOnlyLaunch launch(2);
-  launch.Params().Put(element_size).PutArray<int64_t>(dims).PutArray<uint8_t>(flags);
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {dims});
+  launch.Params().PutArray<uint8_t>(flags);
   return launch;
 }
 
@@ -100,20 +97,6 @@ ParamOnlyLaunch ReverseSequenceParams(uint32_t element_size, uint32_t length_siz
       .PutArray<int64_t>(dims)
       .Put(batch_dim)
       .Put(seq_dim);
-  return launch;
-}
-
-// MirrorPad (`first` the element size) and MirrorPadGrad (`first` the dtype): x's dims, the
-// pads before and after, the mode.
-ParamOnlyLaunch MirrorPadParams(uint32_t first, Ints dims, Ints before, Ints after,
-                                data_movement::MirrorPadMode mode) {
-  ParamOnlyLaunch launch(2);
-  launch.Params()
-      .Put(first)
-      .PutArray<int64_t>(dims)
-      .PutArray<int64_t>(before)
-      .PutArray<int64_t>(after)
-      .Put(static_cast<uint32_t>(mode));
   return launch;
 }
 
@@ -351,13 +334,13 @@ TEST(ReverseSequenceLaunch, AnEmptyInputHasNoRuns) {
 }
 
 TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
-  const ParamOnlyLaunch launch =
-      MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kReflect);
+  const ParamOnlyLaunch launch(
+      2, MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kReflect));
   EXPECT_EQ(data_movement_launch::ReadMirrorPadLaunch(launch.View()).status().message(),
             "mirror pad: dimension 0 of size 3 cannot be padded by 3 and 0");
 
-  const ParamOnlyLaunch symmetric =
-      MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kSymmetric);
+  const ParamOnlyLaunch symmetric(
+      2, MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kSymmetric));
   absl::StatusOr<MirrorPadLaunch> pad = data_movement_launch::ReadMirrorPadLaunch(symmetric.View());
   ASSERT_TRUE(pad.ok()) << pad.status();
   EXPECT_EQ(pad->g.padded_count, 6);
@@ -367,9 +350,9 @@ TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
 }
 
 TEST(MirrorPadLaunch, TheGradientFoldsEveryPaddedDimensionTheLastIntoDx) {
-  const ParamOnlyLaunch launch =
-      MirrorPadParams(static_cast<uint32_t>(DType::kFloat32), {2, 3, 4}, {1, 0, 2}, {0, 0, 1},
-                      data_movement::MirrorPadMode::kReflect);
+  const ParamOnlyLaunch launch(
+      2, MirrorPadParams(static_cast<uint32_t>(DType::kFloat32), {2, 3, 4}, {1, 0, 2}, {0, 0, 1},
+                         data_movement::MirrorPadMode::kReflect));
   absl::StatusOr<data_movement_launch::MirrorPadGradLaunch> grad =
       data_movement_launch::ReadMirrorPadGradLaunch(launch.View());
   ASSERT_TRUE(grad.ok()) << grad.status();
