@@ -36,6 +36,13 @@ class ParamOnlyLaunch {
     return launch;
   }
 
+  // What `read` (a launch reader, e.g. ReadGatherLaunch) makes of a launch of `buffer_count`
+  // buffers whose parameter block holds `params`.
+  template <typename Reader, typename Params>
+  static auto Read(Reader read, size_t buffer_count, const Params& params) {
+    return read(Of(buffer_count, params).View());
+  }
+
   // A writer appending to the launch's parameter block.
   ParamWriter Params() { return ParamWriter(&params_); }
 
