@@ -37,33 +37,29 @@ absl::Status LaunchActivation(OpContext& context, KernelId kernel, ActivationMod
 }
 
 // The activation's parameter: LeakyRelu's float attribute "alpha", 0 for the other modes.
-absl::StatusOr<double> CoefficientOf(ActivationMode mode, OpConstruction& construction) {
-  if (mode != ActivationMode::kLeakyRelu) return 0.0;
+template <ActivationMode kMode>
+absl::StatusOr<double> CoefficientOf(OpConstruction& construction) {
+  if (kMode != ActivationMode::kLeakyRelu) return 0.0;
   VGPU_ASSIGN_OR_RETURN(float alpha, construction.Float("alpha"));
   return static_cast<double>(alpha);
 }
 
-template <ActivationMode kMode>
-class ActivationOp {
- public:
-  static absl::StatusOr<std::unique_ptr<ActivationOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(double coef, CoefficientOf(kMode, construction));
-    return std::unique_ptr<ActivationOp>(new ActivationOp(coef));
-  }
+// The base of an activation kernel class K of `kMode`: its attributes_ are the coefficient.
+template <typename K, ActivationMode kMode>
+using ActivationKernel = WithAttributes<K, double, CoefficientOf<kMode>>;
 
+template <ActivationMode kMode>
+class ActivationOp : public ActivationKernel<ActivationOp<kMode>, kMode> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.ForwardOrAllocateOutput({0}, 0, dtype, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    return LaunchActivation(context, activation::kForward, kMode, coef_, x.get(),
+    return LaunchActivation(context, activation::kForward, kMode, this->attributes_, x.get(),
                             {BufferOf(x.get()), BufferOf(y.get())});
   }
-
- private:
-  explicit ActivationOp(double coef) : coef_(coef) {}
-  double coef_;
 };
 
 // How TensorFlow's kernel for a gradient op compares its two inputs.
@@ -76,13 +72,8 @@ enum class SizeCheck {
 // features or outputs) for the relu family, Elu, Selu, Softplus, Softsign; (y, dy) for
 // Sigmoid/Tanh. The output has a's shape.
 template <ActivationMode kMode, SizeCheck kCheck>
-class ActivationGradOp {
+class ActivationGradOp : public ActivationKernel<ActivationGradOp<kMode, kCheck>, kMode> {
  public:
-  static absl::StatusOr<std::unique_ptr<ActivationGradOp>> Create(OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(double coef, CoefficientOf(kMode, construction));
-    return std::unique_ptr<ActivationGradOp>(new ActivationGradOp(coef));
-  }
-
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
     const auto& [a, b] = inputs;
@@ -105,13 +96,11 @@ class ActivationGradOp {
     const TF_DataType dtype = TF_TensorType(a.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0, 1}, 0, dtype, a_shape));
     if (TF_TensorElementCount(a.get()) == 0) return absl::OkStatus();
-    return LaunchActivation(context, activation::kBackward, kMode, coef_, a.get(),
+    return LaunchActivation(context, activation::kBackward, kMode, this->attributes_, a.get(),
                             {BufferOf(a.get()), BufferOf(b.get()), BufferOf(out.get())});
   }
 
  private:
-  explicit ActivationGradOp(double coef) : coef_(coef) {}
-
   static const char* OpType() {
     switch (kMode) {
       case ActivationMode::kRelu: return "ReluGrad";
@@ -124,8 +113,6 @@ class ActivationGradOp {
       default: return "an activation gradient";
     }
   }
-
-  double coef_;
 };
 
 // Relu of qint8, as TensorFlow's GPU kernel for it: the element count must be a multiple of 4

@@ -59,49 +59,25 @@ class Convolution3DOp : public ConvolutionKernel<Convolution3DOp, ConvKind::kCon
   }
 };
 
-// Conv3DBackpropInputV2 (inputs: input_sizes in host memory, filter, out_backprop) and
-// Conv3DBackpropInput (kV1: inputs input, filter, out_backprop; the input's shape is used).
-template <bool kV1>
-class Convolution3DBackpropInputOp
-    : public ConvolutionKernel<Convolution3DBackpropInputOp<kV1>, ConvKind::kConv3DBackprop> {
+// Conv3DBackpropInputV2 (kOf kInput; inputs: input_sizes in host memory, filter, out_backprop),
+// Conv3DBackpropFilterV2 (kOf kFilter; inputs: input, filter_sizes in host memory,
+// out_backprop), and the deprecated Conv3DBackpropInput / Conv3DBackpropFilter (kV1: inputs
+// input, filter, out_backprop; the differentiated operand's tensor gives its shape).
+template <BackpropOf kOf, bool kV1>
+class Convolution3DBackpropOp
+    : public ConvolutionKernel<Convolution3DBackpropOp<kOf, kV1>, ConvKind::kConv3DBackprop> {
  public:
   absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
+    // Input 0 is the input and 1 the filter; of the differentiated one only the shape is read.
+    constexpr int kShaped = kOf == BackpropOf::kInput ? 0 : 1;
+    VGPU_ASSIGN_OR_RETURN(TensorPtr operand, context.Input(1 - kShaped));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> input_shape, ShapeArgument(context, 0, kV1));
-    const TF_DataType dtype = TF_TensorType(out_backprop.get());
-    VGPU_ASSIGN_OR_RETURN(
-        ConvolutionProblem p,
-        BackpropProblem("Conv3DBackpropInputOp", this->attributes_, /*depthwise=*/false, dtype,
-                        std::move(input_shape), ShapeOf(filter.get()),
-                        ShapeOf(out_backprop.get())));
-    // An empty out_backprop or filter gives zeros.
-    return AllocateAndLaunchConvolution(context, convolution::kBackwardInput, this->attributes_,
-                                        p, dtype, p.input_shape, filter.get(),
-                                        out_backprop.get());
-  }
-};
-
-// Conv3DBackpropFilterV2 (inputs: input, filter_sizes in host memory, out_backprop) and
-// Conv3DBackpropFilter (kV1: inputs input, filter, out_backprop; the filter's shape is used).
-template <bool kV1>
-class Convolution3DBackpropFilterOp
-    : public ConvolutionKernel<Convolution3DBackpropFilterOp<kV1>, ConvKind::kConv3DBackprop> {
- public:
-  absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> filter_shape, ShapeArgument(context, 1, kV1));
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(
-        ConvolutionProblem p,
-        BackpropProblem("Conv3DBackpropFilterOp", this->attributes_, /*depthwise=*/false, dtype,
-                        ShapeOf(input.get()), std::move(filter_shape),
-                        ShapeOf(out_backprop.get())));
-    // An empty input or out_backprop gives zeros.
-    return AllocateAndLaunchConvolution(context, convolution::kBackwardFilter,
-                                        this->attributes_, p, dtype, p.filter_shape, input.get(),
-                                        out_backprop.get());
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> shape, ShapeArgument(context, kShaped, kV1));
+    return ComputeConvolutionBackprop(
+        context, kOf,
+        kOf == BackpropOf::kInput ? "Conv3DBackpropInputOp" : "Conv3DBackpropFilterOp",
+        this->attributes_, /*depthwise=*/false, std::move(shape), operand.get(),
+        out_backprop.get());
   }
 };
 
@@ -112,17 +88,17 @@ void RegisterConvolution3DOps(const char* device_type) {
   DocumentOp("Conv3D", "NDHWC, NCDHW",
              "VALID/SAME padding, strides, dilations; grouped when the input depth is a "
              "multiple of the filter's in_channels.");
-  RegisterKernelForTypes<Convolution3DBackpropInputOp<false>>(
+  RegisterKernelForTypes<Convolution3DBackpropOp<BackpropOf::kInput, false>>(
       "Conv3DBackpropInputV2", device_type, "T", kConvolution3DTypes, {"input_sizes"});
   DocumentOp("Conv3DBackpropInputV2", "NDHWC, NCDHW", "Grouped convolutions too.");
-  RegisterKernelForTypes<Convolution3DBackpropFilterOp<false>>(
+  RegisterKernelForTypes<Convolution3DBackpropOp<BackpropOf::kFilter, false>>(
       "Conv3DBackpropFilterV2", device_type, "T", kConvolution3DTypes, {"filter_sizes"});
   DocumentOp("Conv3DBackpropFilterV2", "NDHWC, NCDHW", "Grouped convolutions too.");
-  RegisterKernelForTypes<Convolution3DBackpropInputOp<true>>(
+  RegisterKernelForTypes<Convolution3DBackpropOp<BackpropOf::kInput, true>>(
       "Conv3DBackpropInput", device_type, "T", kConvolution3DV1Types);
   DocumentOp("Conv3DBackpropInput", "NDHWC",
              "Deprecated (GraphDef version 10); runs only in graphs of older versions.");
-  RegisterKernelForTypes<Convolution3DBackpropFilterOp<true>>(
+  RegisterKernelForTypes<Convolution3DBackpropOp<BackpropOf::kFilter, true>>(
       "Conv3DBackpropFilter", device_type, "T", kConvolution3DV1Types);
   DocumentOp("Conv3DBackpropFilter", "NDHWC",
              "Deprecated (GraphDef version 10); runs only in graphs of older versions.");

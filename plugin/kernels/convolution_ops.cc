@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -481,6 +482,23 @@ absl::Status AllocateAndLaunchConvolution(OpContext& context, KernelId kernel,
                            {BufferOf(first), BufferOf(second), BufferOf(output.get())});
 }
 
+absl::Status ComputeConvolutionBackprop(OpContext& context, BackpropOf of, const char* label,
+                                        const ConvAttributes& a, bool depthwise,
+                                        std::vector<int64_t> shape, const TF_Tensor* operand,
+                                        const TF_Tensor* out_backprop) {
+  const bool of_input = of == BackpropOf::kInput;
+  const TF_DataType dtype = TF_TensorType(of_input ? out_backprop : operand);
+  std::vector<int64_t> operand_shape = ShapeOf(operand);
+  std::vector<int64_t>& input_shape = of_input ? shape : operand_shape;
+  std::vector<int64_t>& filter_shape = of_input ? operand_shape : shape;
+  VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
+                        BackpropProblem(label, a, depthwise, dtype, std::move(input_shape),
+                                        std::move(filter_shape), ShapeOf(out_backprop)));
+  return AllocateAndLaunchConvolution(
+      context, of_input ? convolution::kBackwardInput : convolution::kBackwardFilter, a, p, dtype,
+      of_input ? p.input_shape : p.filter_shape, operand, out_backprop);
+}
+
 namespace {
 
 // The values of a host-memory shape input of a 2-D op (input_sizes, filter_sizes), which must
@@ -547,37 +565,42 @@ struct DepthwiseBackprop {
   static constexpr bool kDepthwise = true;
 };
 
-// Conv2DBackpropInput and DepthwiseConv2dNativeBackpropInput (inputs: input_sizes in host
-// memory, filter, out_backprop), and Conv2DBackpropInputV2 (kShapeFromTensor: inputs input,
-// filter, out_backprop; only the input's shape is used).
-template <typename Op, bool kShapeFromTensor = false>
-class ConvolutionBackpropInputOp
-    : public ConvolutionKernel<ConvolutionBackpropInputOp<Op, kShapeFromTensor>, Op::kKind> {
+// Conv2DBackpropInput and DepthwiseConv2dNativeBackpropInput (kOf kInput; inputs: input_sizes
+// in host memory, filter, out_backprop), Conv2DBackpropFilter and
+// DepthwiseConv2dNativeBackpropFilter (kOf kFilter; inputs: input, filter_sizes in host memory,
+// out_backprop), and Conv2DBackpropInputV2 / Conv2DBackpropFilterV2 (kShapeFromTensor: inputs
+// input, filter, out_backprop; of the differentiated operand only the shape is used).
+template <typename Op, BackpropOf kOf, bool kShapeFromTensor = false>
+class ConvolutionBackpropOp
+    : public ConvolutionKernel<ConvolutionBackpropOp<Op, kOf, kShapeFromTensor>, Op::kKind> {
  public:
+  static constexpr bool kOfInput = kOf == BackpropOf::kInput;
   static constexpr const char* kLabel =
-      Op::kDepthwise ? "DepthwiseConv2DBackpropInput"
-                     : (kShapeFromTensor ? "Conv2DBackpropInputV2" : "Conv2DBackpropInput");
+      kOfInput ? (Op::kDepthwise ? "DepthwiseConv2DBackpropInput"
+                                 : (kShapeFromTensor ? "Conv2DBackpropInputV2"
+                                                     : "Conv2DBackpropInput"))
+               : (Op::kDepthwise ? "DepthwiseConv2DBackpropFilter"
+                                 : (kShapeFromTensor ? "Conv2DBackpropFilterV2"
+                                                     : "Conv2DBackpropFilter"));
 
   absl::Status Compute(OpContext& context) {
-    std::vector<int64_t> input_shape;
-    VGPU_ASSIGN_OR_RETURN(TensorPtr filter, context.Input(1));
+    // Input 0 is the input and 1 the filter; of the differentiated one only the shape is read.
+    constexpr int kShaped = kOfInput ? 0 : 1;
+    VGPU_ASSIGN_OR_RETURN(TensorPtr operand, context.Input(1 - kShaped));
     VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
-    const TF_DataType dtype = TF_TensorType(out_backprop.get());
-    std::vector<int64_t> filter_shape = ShapeOf(filter.get());
-    std::vector<int64_t> out_backprop_shape = ShapeOf(out_backprop.get());
+    std::vector<int64_t> shape;
     if constexpr (kShapeFromTensor) {
-      VGPU_ASSIGN_OR_RETURN(input_shape, context.InputShape(0));
-    } else {
+      VGPU_ASSIGN_OR_RETURN(shape, context.InputShape(kShaped));
+    } else if constexpr (kOfInput) {
       VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> sizes,
                             ShapeInput(context, 0, "Conv2DBackpropInput", "input_sizes"));
-      VGPU_ASSIGN_OR_RETURN(input_shape, InputShape(sizes, filter_shape, out_backprop_shape));
+      VGPU_ASSIGN_OR_RETURN(shape, InputShape(sizes, ShapeOf(operand.get()),
+                                              ShapeOf(out_backprop.get())));
+    } else {
+      VGPU_ASSIGN_OR_RETURN(shape, ShapeInput(context, 1, "Conv2DBackpropFilter", "filter_sizes"));
     }
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
-                                          std::move(input_shape), std::move(filter_shape),
-                                          std::move(out_backprop_shape)));
-    return AllocateAndLaunchConvolution(context, convolution::kBackwardInput, attributes_, p,
-                                        dtype, p.input_shape, filter.get(), out_backprop.get());
+    return ComputeConvolutionBackprop(context, kOf, kLabel, attributes_, Op::kDepthwise,
+                                      std::move(shape), operand.get(), out_backprop.get());
   }
 
  private:
@@ -604,42 +627,7 @@ class ConvolutionBackpropInputOp
   }
 
  protected:
-  using ConvolutionKernel<ConvolutionBackpropInputOp<Op, kShapeFromTensor>,
-                          Op::kKind>::attributes_;
-};
-
-// Conv2DBackpropFilter and DepthwiseConv2dNativeBackpropFilter (inputs: input, filter_sizes in
-// host memory, out_backprop), and Conv2DBackpropFilterV2 (kShapeFromTensor: inputs input,
-// filter, out_backprop; only the filter's shape is used).
-template <typename Op, bool kShapeFromTensor = false>
-class ConvolutionBackpropFilterOp
-    : public ConvolutionKernel<ConvolutionBackpropFilterOp<Op, kShapeFromTensor>, Op::kKind> {
- public:
-  static constexpr const char* kLabel =
-      Op::kDepthwise ? "DepthwiseConv2DBackpropFilter"
-                     : (kShapeFromTensor ? "Conv2DBackpropFilterV2" : "Conv2DBackpropFilter");
-
-  absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    std::vector<int64_t> filter_shape;
-    if constexpr (kShapeFromTensor) {
-      VGPU_ASSIGN_OR_RETURN(filter_shape, context.InputShape(1));
-    } else {
-      VGPU_ASSIGN_OR_RETURN(filter_shape,
-                            ShapeInput(context, 1, "Conv2DBackpropFilter", "filter_sizes"));
-    }
-    VGPU_ASSIGN_OR_RETURN(TensorPtr out_backprop, context.Input(2));
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(ConvolutionProblem p,
-                          BackpropProblem(kLabel, attributes_, Op::kDepthwise, dtype,
-                                          ShapeOf(input.get()), std::move(filter_shape),
-                                          ShapeOf(out_backprop.get())));
-    return AllocateAndLaunchConvolution(context, convolution::kBackwardFilter, attributes_, p,
-                                        dtype, p.filter_shape, input.get(), out_backprop.get());
-  }
-
- protected:
-  using ConvolutionKernel<ConvolutionBackpropFilterOp<Op, kShapeFromTensor>,
+  using ConvolutionKernel<ConvolutionBackpropOp<Op, kOf, kShapeFromTensor>,
                           Op::kKind>::attributes_;
 };
 
@@ -760,32 +748,34 @@ void RegisterConvolution2DOps(const char* device_type) {
   DocumentOp("Conv2D", "NHWC, NCHW",
              "VALID/SAME/EXPLICIT padding, strides, dilations; grouped when the input depth is "
              "a multiple of the filter's in_channels (Keras Conv2D(groups=g)).");
-  RegisterKernelForTypes<ConvolutionBackpropInputOp<Conv2DBackprop>>(
+  RegisterKernelForTypes<ConvolutionBackpropOp<Conv2DBackprop, BackpropOf::kInput>>(
       "Conv2DBackpropInput", device_type, "T", kConvolutionTypes, {"input_sizes"});
   DocumentOp("Conv2DBackpropInput", "NHWC, NCHW",
              "input_sizes: 4 values, or 2 (height, width); grouped convolutions too.");
-  RegisterKernelForTypes<ConvolutionBackpropFilterOp<Conv2DBackprop>>(
+  RegisterKernelForTypes<ConvolutionBackpropOp<Conv2DBackprop, BackpropOf::kFilter>>(
       "Conv2DBackpropFilter", device_type, "T", kConvolutionTypes, {"filter_sizes"});
   DocumentOp("Conv2DBackpropFilter", "NHWC, NCHW", "Grouped convolutions too.");
-  RegisterKernelForTypes<ConvolutionBackpropInputOp<Conv2DBackprop, /*kShapeFromTensor=*/true>>(
+  // The V2 backprops take the differentiated operand's tensor instead of its sizes.
+  RegisterKernelForTypes<ConvolutionBackpropOp<Conv2DBackprop, BackpropOf::kInput, true>>(
       "Conv2DBackpropInputV2", device_type, "T", kConvolutionTypes);
-  DocumentOp("Conv2DBackpropInputV2", "NHWC, NCHW",
-             "Takes the input tensor instead of its sizes (only its shape is read). TensorFlow "
-             "itself has no CPU or GPU kernel for it.");
-  RegisterKernelForTypes<ConvolutionBackpropFilterOp<Conv2DBackprop, /*kShapeFromTensor=*/true>>(
+  RegisterKernelForTypes<ConvolutionBackpropOp<Conv2DBackprop, BackpropOf::kFilter, true>>(
       "Conv2DBackpropFilterV2", device_type, "T", kConvolutionTypes);
-  DocumentOp("Conv2DBackpropFilterV2", "NHWC, NCHW",
-             "Takes the filter tensor instead of its sizes (only its shape is read). TensorFlow "
-             "itself has no CPU or GPU kernel for it.");
+  for (auto [op, operand] : {std::pair{"Conv2DBackpropInputV2", "input"},
+                             std::pair{"Conv2DBackpropFilterV2", "filter"}}) {
+    DocumentOp(op, "NHWC, NCHW",
+               absl::StrCat("Takes the ", operand, " tensor instead of its sizes (only its shape "
+                            "is read). TensorFlow itself has no CPU or GPU kernel for it.")
+                   .c_str());
+  }
   RegisterKernelForTypes<ConvolutionOp<ConvKind::kDepthwise>>(
       "DepthwiseConv2dNative", device_type, "T", kConvolutionTypes);
   DocumentOp("DepthwiseConv2dNative", "NHWC, NCHW",
              "Dilations are applied (TensorFlow's kernels ignore or reject them).");
-  RegisterKernelForTypes<ConvolutionBackpropInputOp<DepthwiseBackprop>>(
+  RegisterKernelForTypes<ConvolutionBackpropOp<DepthwiseBackprop, BackpropOf::kInput>>(
       "DepthwiseConv2dNativeBackpropInput", device_type, "T", kConvolutionTypes,
       {"input_sizes"});
   DocumentOp("DepthwiseConv2dNativeBackpropInput", "NHWC, NCHW", "");
-  RegisterKernelForTypes<ConvolutionBackpropFilterOp<DepthwiseBackprop>>(
+  RegisterKernelForTypes<ConvolutionBackpropOp<DepthwiseBackprop, BackpropOf::kFilter>>(
       "DepthwiseConv2dNativeBackpropFilter", device_type, "T", kConvolutionTypes,
       {"filter_sizes"});
   DocumentOp("DepthwiseConv2dNativeBackpropFilter", "NHWC, NCHW",

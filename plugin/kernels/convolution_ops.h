@@ -118,6 +118,21 @@ absl::Status AllocateAndLaunchConvolution(OpContext& context, KernelId kernel,
                                           absl::Span<const int64_t> output_shape,
                                           const TF_Tensor* first, const TF_Tensor* second);
 
+// The operand whose gradient a convolution backprop op computes (its output has that shape).
+enum class BackpropOf { kInput, kFilter };
+
+// The rest of a Conv2DBackprop*, Conv3DBackprop* or DepthwiseConv2dNativeBackprop* op once it
+// has the shape of the operand it differentiates (`of`): `operand` is the other operand (the
+// filter for kInput, the input for kFilter) and `out_backprop` the gradient of the output.
+// Validates the problem with BackpropProblem (`label`, `depthwise`), allocates output 0 of
+// `shape` and launches kBackwardInput or kBackwardFilter with (operand, out_backprop); an
+// empty operand or out_backprop gives zeros. The dtype is out_backprop's for kInput and the
+// input's for kFilter, as in TensorFlow's kernels.
+absl::Status ComputeConvolutionBackprop(OpContext& context, BackpropOf of, const char* label,
+                                        const ConvAttributes& a, bool depthwise,
+                                        std::vector<int64_t> shape, const TF_Tensor* operand,
+                                        const TF_Tensor* out_backprop);
+
 // ReadConvAttributes with the rules of `kKind`.
 template <ConvKind kKind>
 absl::StatusOr<ConvAttributes> ReadConvAttributesOf(OpConstruction& construction) {

@@ -199,24 +199,29 @@ class ConcatV2Op : public NoAttributes<ConcatV2Op> {
   }
 };
 
-class PackOp {
- public:
-  static absl::StatusOr<std::unique_ptr<PackOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<PackOp>();
-    VGPU_ASSIGN_OR_RETURN(op->axis_, construction.Int("axis"));
-    return op;
-  }
+constexpr char kAxis[] = "axis";
+constexpr char kNumSplit[] = "num_split";
 
+// Pack's and Unpack's `axis` in a tensor of `rank` (negative: counted from the end);
+// InvalidArgument in TensorFlow's words outside [-rank, rank).
+absl::StatusOr<int64_t> ResolveAxis(int64_t axis, int64_t rank) {
+  const int64_t resolved = axis < 0 ? axis + rank : axis;
+  if (resolved < 0 || resolved >= rank) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("axis = ", axis, " not in [", -rank, ", ", rank, ")"));
+  }
+  return resolved;
+}
+
+// Pack(values...): attributes_ is the attribute "axis".
+class PackOp : public WithAttributes<PackOp, int64_t, IntAttribute<kAxis>> {
+ public:
   absl::Status Compute(OpContext& context) {
     const int n = context.num_inputs();
     VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> values, context.InputList(n));
     const Dims shape = ShapeOf(values[0].get());
-    const int64_t out_rank = static_cast<int64_t>(shape.size()) + 1;
-    const int64_t axis = axis_ < 0 ? axis_ + out_rank : axis_;
-    if (axis < 0 || axis >= out_rank) {
-      return absl::InvalidArgumentError(absl::StrCat("axis = ", axis_, " not in [", -out_rank,
-                                                     ", ", out_rank, ")"));
-    }
+    VGPU_ASSIGN_OR_RETURN(const int64_t axis,
+                          ResolveAxis(attributes_, static_cast<int64_t>(shape.size()) + 1));
     for (int i = 1; i < n; ++i) {
       const Dims other = ShapeOf(values[i].get());
       if (other != shape) {
@@ -239,41 +244,42 @@ class PackOp {
     buffers.push_back(BufferOf(y.get()));
     return LaunchConcatOrSplit(context, data_movement::kConcat, dtype, outer, inner, buffers);
   }
-
- private:
-  int64_t axis_ = 0;
 };
 
-class UnpackOp {
- public:
-  static absl::StatusOr<std::unique_ptr<UnpackOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<UnpackOp>();
-    VGPU_ASSIGN_OR_RETURN(op->axis_, construction.Int("axis"));
-    VGPU_ASSIGN_OR_RETURN(op->num_, construction.Int("num"));
-    return op;
-  }
+// Unpack's attributes.
+struct UnpackAttributes {
+  int64_t axis = 0;
+  int64_t num = 0;
+};
 
+absl::StatusOr<UnpackAttributes> ReadUnpackAttributes(OpConstruction& construction) {
+  UnpackAttributes attributes;
+  VGPU_ASSIGN_OR_RETURN(attributes.axis, construction.Int("axis"));
+  VGPU_ASSIGN_OR_RETURN(attributes.num, construction.Int("num"));
+  return attributes;
+}
+
+// Unpack(value): `num` outputs, the slices of value along `axis`.
+class UnpackOp : public WithAttributes<UnpackOp, UnpackAttributes, ReadUnpackAttributes> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const Dims shape = ShapeOf(x.get());
-    const int64_t rank = static_cast<int64_t>(shape.size());
-    const int64_t axis = axis_ < 0 ? axis_ + rank : axis_;
-    if (axis < 0 || axis >= rank) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("axis = ", axis_, " not in [", -rank, ", ", rank, ")"));
-    }
-    if (shape[axis] != num_) {
+    VGPU_ASSIGN_OR_RETURN(const int64_t axis,
+                          ResolveAxis(attributes_.axis, static_cast<int64_t>(shape.size())));
+    const int64_t num = attributes_.num;
+    if (shape[axis] != num) {
       return absl::InvalidArgumentError(absl::StrCat("Input shape axis ", axis, " must equal ",
-                                                     num_, ", got shape ", ShapeString(shape)));
+                                                     num, ", got shape ", ShapeString(shape)));
     }
     Dims y_dims = shape;
     y_dims.erase(y_dims.begin() + axis);
-    if (num_ == 1) return ForwardInput(context, 0, 0, y_dims);
+    if (num == 1) return ForwardInput(context, 0, 0, y_dims);
     VGPU_RETURN_IF_ERROR(CheckRank(shape.size()));
     const TF_DataType dtype = TF_TensorType(x.get());
     std::vector<TensorPtr> outputs;
     std::vector<BufferArg> buffers = {BufferOf(x.get())};
-    for (int64_t i = 0; i < num_; ++i) {
+    for (int64_t i = 0; i < num; ++i) {
       VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                             context.AllocateOutput(static_cast<int>(i), dtype, y_dims));
       buffers.push_back(BufferOf(y.get()));
@@ -281,13 +287,9 @@ class UnpackOp {
     }
     if (NumElements(shape) == 0) return absl::OkStatus();
     const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
-    const std::vector<int64_t> inner(num_, NumElements(y_dims) / outer);
+    const std::vector<int64_t> inner(num, NumElements(y_dims) / outer);
     return LaunchConcatOrSplit(context, data_movement::kSplit, dtype, outer, inner, buffers);
   }
-
- private:
-  int64_t axis_ = 0;
-  int64_t num_ = 0;
 };
 
 // Splits `x` along `axis` into pieces of `sizes` (each output `i` of `sizes[i]` along the axis);
@@ -323,16 +325,11 @@ absl::Status CheckSplitAxis(int64_t axis, int64_t original, size_t rank) {
                                                  "), but got ", original));
 }
 
-// Split: inputs (split_dim, value); num_split equal pieces.
-class SplitOp {
+// Split: inputs (split_dim, value); num_split (the attribute, attributes_) equal pieces.
+class SplitOp : public WithAttributes<SplitOp, int64_t, IntAttribute<kNumSplit>> {
  public:
-  static absl::StatusOr<std::unique_ptr<SplitOp>> Create(OpConstruction& construction) {
-    auto op = std::make_unique<SplitOp>();
-    VGPU_ASSIGN_OR_RETURN(op->num_split_, construction.Int("num_split"));
-    return op;
-  }
-
   absl::Status Compute(OpContext& context) {
+    const int64_t num_split = attributes_;
     VGPU_ASSIGN_OR_RETURN(HostInts split_dim, ReadHostInts(context, 0));
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(1));
     const Dims shape = ShapeOf(x.get());
@@ -342,22 +339,19 @@ class SplitOp {
     const int64_t original = split_dim.values[0];
     const int64_t axis = original < 0 ? original + static_cast<int64_t>(shape.size()) : original;
     VGPU_RETURN_IF_ERROR(CheckSplitAxis(axis, original, shape.size()));
-    if (num_split_ <= 0) {
+    if (num_split <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Number of ways to split should be > 0, but got ", num_split_));
+          "Number of ways to split should be > 0, but got ", num_split));
     }
-    if (shape[axis] % num_split_ != 0) {
+    if (shape[axis] % num_split != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "Number of ways to split should evenly divide the split dimension, but got "
-          "split_dim ", axis, " (size = ", shape[axis], ") and num_split ", num_split_));
+          "split_dim ", axis, " (size = ", shape[axis], ") and num_split ", num_split));
     }
-    if (num_split_ == 1) return ForwardInput(context, 1, 0, shape);
+    if (num_split == 1) return ForwardInput(context, 1, 0, shape);
     return SplitAlongAxis(context, x.get(), axis,
-                          std::vector<int64_t>(num_split_, shape[axis] / num_split_));
+                          std::vector<int64_t>(num_split, shape[axis] / num_split));
   }
-
- private:
-  int64_t num_split_ = 1;
 };
 
 // SplitV: inputs (value, size_splits, split_dim); at most one size is -1 (the rest).

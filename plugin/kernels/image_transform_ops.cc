@@ -58,31 +58,38 @@ absl::StatusOr<float> HostFloat(const TF_Tensor* tensor) {
 // ---------------------------------------------------------------------------------------------
 // ImageProjectiveTransformV2 / V3
 
-class ImageProjectiveTransformOp {
- public:
-  static absl::StatusOr<std::unique_ptr<ImageProjectiveTransformOp>> Create(
-      OpConstruction& construction) {
-    auto op = std::unique_ptr<ImageProjectiveTransformOp>(new ImageProjectiveTransformOp());
-    // TensorFlow only logs an unknown interpolation or fill mode and then computes with an
-    // uninitialised one; here the node fails instead.
-    VGPU_ASSIGN_OR_RETURN(op->interpolation_,
-                          construction.StringChoice<Interpolation>(
-                              "interpolation",
-                              {{"NEAREST", Interpolation::kNearest},
-                               {"BILINEAR", Interpolation::kBilinear}},
-                              "Invalid interpolation ", ". Supported types: NEAREST, BILINEAR"));
-    VGPU_ASSIGN_OR_RETURN(op->fill_mode_,
-                          construction.StringChoice<FillMode>(
-                              "fill_mode",
-                              {{"REFLECT", FillMode::kReflect},
-                               {"WRAP", FillMode::kWrap},
-                               {"CONSTANT", FillMode::kConstant},
-                               {"NEAREST", FillMode::kNearest}},
-                              "Invalid mode ",
-                              ". Supported types: REFLECT, WRAP, CONSTANT, NEAREST"));
-    return op;
-  }
+// ImageProjectiveTransformV2/V3's attributes.
+struct TransformAttributes {
+  Interpolation interpolation = Interpolation::kBilinear;
+  FillMode fill_mode = FillMode::kConstant;
+};
 
+// TensorFlow only logs an unknown interpolation or fill mode and then computes with an
+// uninitialised one; here the node fails instead.
+absl::StatusOr<TransformAttributes> ReadTransformAttributes(OpConstruction& construction) {
+  TransformAttributes attributes;
+  VGPU_ASSIGN_OR_RETURN(attributes.interpolation,
+                        construction.StringChoice<Interpolation>(
+                            "interpolation",
+                            {{"NEAREST", Interpolation::kNearest},
+                             {"BILINEAR", Interpolation::kBilinear}},
+                            "Invalid interpolation ", ". Supported types: NEAREST, BILINEAR"));
+  VGPU_ASSIGN_OR_RETURN(attributes.fill_mode,
+                        construction.StringChoice<FillMode>(
+                            "fill_mode",
+                            {{"REFLECT", FillMode::kReflect},
+                             {"WRAP", FillMode::kWrap},
+                             {"CONSTANT", FillMode::kConstant},
+                             {"NEAREST", FillMode::kNearest}},
+                            "Invalid mode ",
+                            ". Supported types: REFLECT, WRAP, CONSTANT, NEAREST"));
+  return attributes;
+}
+
+class ImageProjectiveTransformOp
+    : public WithAttributes<ImageProjectiveTransformOp, TransformAttributes,
+                            ReadTransformAttributes> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<2>());
     const auto& [images, transforms] = inputs;
@@ -119,8 +126,8 @@ class ImageProjectiveTransformOp {
     VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, out_dims));
     if (NumElements(out_dims) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(params.dtype, DTypeOf(dtype));
-    params.interpolation = interpolation_;
-    params.fill_mode = fill_mode_;
+    params.interpolation = attributes_.interpolation;
+    params.fill_mode = attributes_.fill_mode;
     params.batch = image_dims[0];
     params.in_height = image_dims[1];
     params.in_width = image_dims[2];
@@ -135,11 +142,6 @@ class ImageProjectiveTransformOp {
         .Param(params)
         .Run(image_transform::kProjectiveTransform);
   }
-
- private:
-  ImageProjectiveTransformOp() = default;
-  Interpolation interpolation_ = Interpolation::kBilinear;
-  FillMode fill_mode_ = FillMode::kConstant;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -238,15 +240,22 @@ absl::StatusOr<CropGeometry> CropGeometryOf(TF_DataType image_dtype, CropMethod 
 // Boxes are not checked for finiteness: TensorFlow's CPU kernel refuses a non-finite box
 // (InvalidArgument), its GPU kernel samples it like any other and extrapolates wherever a
 // coordinate is not a number or outside the image. The virtual GPU does what the GPU does.
-class CropAndResizeOp {
- public:
-  static absl::StatusOr<std::unique_ptr<CropAndResizeOp>> Create(OpConstruction& construction) {
-    auto op = std::unique_ptr<CropAndResizeOp>(new CropAndResizeOp());
-    VGPU_ASSIGN_OR_RETURN(op->method_, CropMethodOf(construction));
-    VGPU_ASSIGN_OR_RETURN(op->extrapolation_value_, construction.Float("extrapolation_value"));
-    return op;
-  }
+// CropAndResize's attributes.
+struct CropAttributes {
+  CropMethod method = CropMethod::kBilinear;
+  float extrapolation_value = 0;
+};
 
+absl::StatusOr<CropAttributes> ReadCropAttributes(OpConstruction& construction) {
+  CropAttributes attributes;
+  VGPU_ASSIGN_OR_RETURN(attributes.method, CropMethodOf(construction));
+  VGPU_ASSIGN_OR_RETURN(attributes.extrapolation_value,
+                        construction.Float("extrapolation_value"));
+  return attributes;
+}
+
+class CropAndResizeOp : public WithAttributes<CropAndResizeOp, CropAttributes, ReadCropAttributes> {
+ public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
     const auto& [image, boxes, box_index] = inputs;
@@ -271,9 +280,9 @@ class CropAndResizeOp {
     if (NumElements(out_dims) == 0) return absl::OkStatus();
     image_transform::CropAndResizeParams params;
     VGPU_ASSIGN_OR_RETURN(params.geometry,
-                          CropGeometryOf(TF_TensorType(image.get()), method_, image_dims,
+                          CropGeometryOf(TF_TensorType(image.get()), attributes_.method, image_dims,
                                          num_boxes, crop[0], crop[1]));
-    params.extrapolation_value = extrapolation_value_;
+    params.extrapolation_value = attributes_.extrapolation_value;
     return KernelLaunch(context)
         .Buffer(image.get())
         .Buffer(boxes.get())
@@ -282,11 +291,6 @@ class CropAndResizeOp {
         .Param(params)
         .Run(image_transform::kCropAndResize);
   }
-
- private:
-  CropAndResizeOp() = default;
-  CropMethod method_ = CropMethod::kBilinear;
-  float extrapolation_value_ = 0;
 };
 
 // CropAndResizeGradImage: its attributes_ are the method.
@@ -331,17 +335,18 @@ class CropAndResizeGradImageOp
   }
 };
 
-class CropAndResizeGradBoxesOp {
- public:
-  static absl::StatusOr<std::unique_ptr<CropAndResizeGradBoxesOp>> Create(
-      OpConstruction& construction) {
-    VGPU_ASSIGN_OR_RETURN(std::string method, construction.String("method"));
-    if (method != "bilinear") {
-      return absl::InvalidArgumentError(absl::StrCat("method must be 'bilinear'", method));
-    }
-    return std::unique_ptr<CropAndResizeGradBoxesOp>(new CropAndResizeGradBoxesOp());
+// CropAndResizeGradBoxes' method, which can only be "bilinear".
+absl::StatusOr<CropMethod> BilinearMethodOf(OpConstruction& construction) {
+  VGPU_ASSIGN_OR_RETURN(std::string method, construction.String("method"));
+  if (method != "bilinear") {
+    return absl::InvalidArgumentError(absl::StrCat("method must be 'bilinear'", method));
   }
+  return CropMethod::kBilinear;
+}
 
+class CropAndResizeGradBoxesOp
+    : public WithAttributes<CropAndResizeGradBoxesOp, CropMethod, BilinearMethodOf> {
+ public:
   // As for the image gradient: refused under op determinism, as TensorFlow's GPU kernel.
   absl::Status Compute(OpContext& context) {
     VGPU_RETURN_IF_ERROR(OpContext::RefuseUnderOpDeterminism(
@@ -360,8 +365,8 @@ class CropAndResizeGradBoxesOp {
     VGPU_RETURN_IF_ERROR(CheckBoxIndices(context, box_index.get(), num_boxes, image_dims[0]));
     if (num_boxes == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(CropGeometry geometry,
-                          CropGeometryOf(TF_TensorType(image.get()), CropMethod::kBilinear,
-                                         image_dims, num_boxes, grads_dims[1], grads_dims[2]));
+                          CropGeometryOf(TF_TensorType(image.get()), attributes_, image_dims,
+                                         num_boxes, grads_dims[1], grads_dims[2]));
     return KernelLaunch(context)
         .Buffer(grads.get())
         .Buffer(image.get())
@@ -371,9 +376,6 @@ class CropAndResizeGradBoxesOp {
         .Param(geometry)
         .Run(image_transform::kCropAndResizeGradBoxes);
   }
-
- private:
-  CropAndResizeGradBoxesOp() = default;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/mirror_pad_params.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -67,18 +68,6 @@ absl::StatusOr<MirrorPadInputs> ReadInputs(OpContext& context, const char* separ
   return inputs;
 }
 
-ParamBlock LayoutParams(uint32_t first, const Dims& dims, const Dims& before, const Dims& after,
-                        MirrorPadMode mode) {
-  ParamBlock params;
-  ParamWriter(&params)
-      .Put(first)
-      .PutArray<int64_t>(dims)
-      .PutArray<int64_t>(before)
-      .PutArray<int64_t>(after)
-      .Put(static_cast<uint32_t>(mode));
-  return params;
-}
-
 // TensorFlow's bounds on the paddings of one dimension of `size` (`what`: "dimension size", or
 // for the gradient "output dimension size"): at most the size for SYMMETRIC, below it for
 // REFLECT.
@@ -126,8 +115,8 @@ class MirrorPadOp : public WithAttributes<MirrorPadOp, MirrorPadMode, ModeOf> {
     const TF_DataType dtype = TF_TensorType(in.x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
     return LaunchMirrorPad(context, data_movement::kMirrorPad, in.x.get(), y.get(),
-                           LayoutParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)), in.x_dims,
-                                        in.before, in.after, mode));
+                           MirrorPadParams(static_cast<uint32_t>(TF_DataTypeSize(dtype)),
+                                           in.x_dims, in.before, in.after, mode));
   }
 };
 
@@ -157,8 +146,8 @@ class MirrorPadGradOp : public WithAttributes<MirrorPadGradOp, MirrorPadMode, Mo
     VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, dx_dims));
     if (NumElements(dx_dims) == 0) return absl::OkStatus();
     return LaunchMirrorPad(context, data_movement::kMirrorPadGrad, in.x.get(), dx.get(),
-                           LayoutParams(static_cast<uint32_t>(device_dtype), dx_dims, in.before,
-                                        in.after, mode));
+                           MirrorPadParams(static_cast<uint32_t>(device_dtype), dx_dims,
+                                           in.before, in.after, mode));
   }
 };
 

@@ -250,6 +250,14 @@ class WithAttributes {
   Attributes attributes_;
 };
 
+// Reads integer attribute `kName` (a character array with linkage, e.g. constexpr char kAxis[]
+// = "axis"): the reader of a kernel class whose state is that one attribute,
+//   class PackOp : public WithAttributes<PackOp, int64_t, IntAttribute<kAxis>> {...};
+template <const char* kName>
+absl::StatusOr<int64_t> IntAttribute(OpConstruction& construction) {
+  return construction.Int(kName);
+}
+
 }  // namespace vgpu
 
 #endif  // VGPU_KERNELS_OP_KERNEL_H_

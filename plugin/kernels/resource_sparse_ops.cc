@@ -88,8 +88,12 @@ absl::StatusOr<VariableCall> BeginVariableCall(tf::OpKernelContext* context, tf:
   return call;
 }
 
-constexpr const char* kGatherDTypeMismatch =
-    "Trying to gather from a variable of another dtype than the op's";
+// BeginVariableCall for a gather (inputs: resource, indices) of `dtype` values.
+absl::StatusOr<VariableCall> BeginGather(tf::OpKernelContext* context, tf::DataType dtype) {
+  return BeginVariableCall(context, dtype,
+                           "Trying to gather from a variable of another dtype than the op's",
+                           /*for_update=*/false);
+}
 
 // ---------------------------------------------------------------------------------------------
 // Gathers
@@ -106,9 +110,7 @@ class ResourceGatherOp : public StatusOpKernel {
 
  protected:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(VariableCall call,
-                          BeginVariableCall(context, output_type(0), kGatherDTypeMismatch,
-                                            /*for_update=*/false));
+    VGPU_ASSIGN_OR_RETURN(VariableCall call, BeginGather(context, output_type(0)));
     const tf::Tensor& params = call.params();
     const tf::Tensor& indices = context->input(1);
     const Dims params_dims = DimsOf(params.shape());
@@ -189,9 +191,7 @@ class ResourceGatherNdOp : public StatusOpKernel {
 
  protected:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    VGPU_ASSIGN_OR_RETURN(VariableCall call,
-                          BeginVariableCall(context, output_type(0), kGatherDTypeMismatch,
-                                            /*for_update=*/false));
+    VGPU_ASSIGN_OR_RETURN(VariableCall call, BeginGather(context, output_type(0)));
     const tf::Tensor& params = call.params();
     const tf::Tensor& indices = context->input(1);
     VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
@@ -309,211 +309,204 @@ absl::Status ScatterSlicesOnHost(ClientStream& stream, sparse::ScatterOp op,
   }
 }
 
-// The base of the resource scatters (inputs: resource, indices, updates): the variable is
-// locked and made private for the update, and checked to hold the updates' dtype, before
-// Scatter runs.
+// How a resource scatter updates the variable's tensor `params` with `updates` at `indices`, on
+// `stream` (ScatterRows, ScatterNd).
+using ScatterFunction = absl::Status (*)(ClientStream& stream, const tf::Tensor& params,
+                                         const tf::Tensor& indices, const tf::Tensor& updates);
+
+// A resource scatter op (inputs: resource, indices, updates): the variable is locked and made
+// private for the update, and checked to hold the updates' dtype, before kScatter runs.
+template <ScatterFunction kScatter>
 class ResourceScatterKernel : public StatusOpKernel {
  public:
   using StatusOpKernel::StatusOpKernel;
 
- protected:
+ private:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) final {
     const tf::Tensor& indices = context->input(1);
     const tf::Tensor& updates = context->input(2);
     VGPU_ASSIGN_OR_RETURN(VariableCall call,
                           BeginVariableCall(context, updates.dtype(), kDTypeMismatch,
                                             /*for_update=*/true));
-    return Scatter(*call.stream, call.params(), indices, updates);
+    return kScatter(*call.stream, call.params(), indices, updates);
   }
-
-  // Scatters `updates` at `indices` into the variable's tensor `params` on `stream`.
-  virtual absl::Status Scatter(ClientStream& stream, const tf::Tensor& params,
-                               const tf::Tensor& indices, const tf::Tensor& updates) = 0;
 };
 
-// ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates).
-template <sparse::ScatterOp kOp>
-class ResourceScatterOp : public ResourceScatterKernel {
- public:
-  using ResourceScatterKernel::ResourceScatterKernel;
-
- protected:
-  absl::Status Scatter(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
-                       const tf::Tensor& updates) override {
-    const Dims params_dims = DimsOf(params.shape());
-    const Dims indices_dims = DimsOf(indices.shape());
-    const Dims updates_dims = DimsOf(updates.shape());
-    // (TensorFlow reads params.shape[0] without checking; a scalar variable is refused here.)
-    if (params_dims.empty()) {
-      return absl::InvalidArgumentError("params must be at least 1 dimensional");
-    }
-    const auto shape_error = [&]() {
+// Integer scatters: TensorFlow's GPU build runs them on the host, where indices are checked;
+// returns the indices, each in [0, rows).
+absl::StatusOr<std::vector<int64_t>> CheckedIndices(ClientStream& stream,
+                                                    const tf::Tensor& indices, int64_t rows) {
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values,
+                        variables::ReadIntegersToHost(stream, indices));
+  const Dims indices_dims = DimsOf(indices.shape());
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (values[i] < 0 || values[i] >= rows) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], "
-          "got updates.shape ",
-          ShapeString(updates_dims), ", indices.shape ", ShapeString(indices_dims),
-          ", params.shape ", ShapeString(params_dims)));
-    };
-    const bool scalar = updates_dims.empty();
-    if (!scalar && updates_dims.size() != indices_dims.size() + params_dims.size() - 1) {
-      return shape_error();
+          "indices", sparse_shapes::SliceDebugString(indices_dims, static_cast<int64_t>(i)),
+          " = ", values[i], " is not in [0, ", rows, ")"));
     }
-    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
-    const int64_t index_max = sparse_shapes::IndexMax(index_dtype);
-    const int64_t n = indices.NumElements();
-    if (n > index_max) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("indices has too many elements for ",
-                       sparse_shapes::IndexName(index_dtype), " indexing: ", n, " > ",
-                       index_max));
-    }
-    if (params_dims[0] > index_max) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("params.shape[0] too large for ", sparse_shapes::IndexName(index_dtype),
-                       " indexing: ", params_dims[0], " > ", index_max));
-    }
-    if (n == 0) return absl::OkStatus();
-    if (!scalar) {
-      if (!std::equal(indices_dims.begin(), indices_dims.end(), updates_dims.begin())) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "The shape of indices (", ShapeString(indices_dims),
-            ") must be a prefix of the shape of updates (", ShapeString(updates_dims), ")"));
-      }
-      // TensorFlow only checks the rank here and then reads the rows with params' row size;
-      // rows of another size are refused.
-      if (!std::equal(params_dims.begin() + 1, params_dims.end(),
-                      updates_dims.begin() + indices_dims.size())) {
-        return shape_error();
-      }
-    }
-    const int64_t inner = params.NumElements() / std::max<int64_t>(params_dims[0], 1);
-    if (ScattersOnHost(params.dtype())) {
-      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
-                            CheckedIndices(stream, indices, params_dims[0]));
-      for (int64_t& start : starts) start *= inner;
-      return ScatterSlicesOnHost(stream, kOp, params, updates, scalar, starts, inner);
-    }
-    VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
-    if (tf::DataTypeIsInteger(params.dtype())) {
-      VGPU_RETURN_IF_ERROR(CheckedIndices(stream, indices, params_dims[0]).status());
-      VGPU_RETURN_IF_ERROR(CheckDivisors(stream, updates));
-    }
-    sparse::ScatterParams p;
-    p.dtype = dtype;
-    p.index_dtype = index_dtype;
-    p.op = kOp;
-    p.scalar_update = scalar ? 1 : 0;
-    p.rows = params_dims[0];
-    p.inner = inner;
-    p.num_indices = n;
-    return KernelLaunch(stream)
-        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
-        .Param(p)
-        .Run(sparse::kScatter);
   }
+  return values;
+}
 
- private:
-  // Integer scatters: TensorFlow's GPU build runs them on the host, where indices are checked;
-  // returns the indices, each in [0, rows).
-  static absl::StatusOr<std::vector<int64_t>> CheckedIndices(ClientStream& stream,
-                                                             const tf::Tensor& indices,
-                                                             int64_t rows) {
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> values,
-                          variables::ReadIntegersToHost(stream, indices));
-    const Dims indices_dims = DimsOf(indices.shape());
-    for (size_t i = 0; i < values.size(); ++i) {
-      if (values[i] < 0 || values[i] >= rows) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "indices", sparse_shapes::SliceDebugString(indices_dims, static_cast<int64_t>(i)),
-            " = ", values[i], " is not in [0, ", rows, ")"));
-      }
-    }
-    return values;
-  }
-
-  // An integer division by zero is refused instead of trapping.
-  static absl::Status CheckDivisors(ClientStream& stream, const tf::Tensor& updates) {
-    if (kOp != sparse::ScatterOp::kDiv ||
-        (updates.dtype() != tf::DT_INT32 && updates.dtype() != tf::DT_INT64)) {
-      return absl::OkStatus();
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> divisors,
-                          variables::ReadIntegersToHost(stream, updates));
-    for (int64_t d : divisors) {
-      if (d == 0) return absl::InvalidArgumentError("updates must not contain 0");
-    }
+// An integer division by zero is refused instead of trapping.
+absl::Status CheckDivisors(sparse::ScatterOp op, ClientStream& stream, const tf::Tensor& updates) {
+  if (op != sparse::ScatterOp::kDiv ||
+      (updates.dtype() != tf::DT_INT32 && updates.dtype() != tf::DT_INT64)) {
     return absl::OkStatus();
   }
-};
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> divisors,
+                        variables::ReadIntegersToHost(stream, updates));
+  for (int64_t d : divisors) {
+    if (d == 0) return absl::InvalidArgumentError("updates must not contain 0");
+  }
+  return absl::OkStatus();
+}
 
-// ResourceScatterNd{Update, Add, Sub, Min, Max}(ref, indices, updates).
+// ResourceScatter{Update, Add, Sub, Mul, Div, Min, Max}(resource, indices, updates): rows of the
+// variable.
 template <sparse::ScatterOp kOp>
-class ResourceScatterNdOp : public ResourceScatterKernel {
- public:
-  using ResourceScatterKernel::ResourceScatterKernel;
-
- protected:
-  absl::Status Scatter(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
-                       const tf::Tensor& updates) override {
-    // complex64 / complex128 (Update, Add, Sub only): pairs of float32 / float64 along an extra
-    // last dimension, which the index tuples never reach; a complex sum is the sum of its parts.
-    const bool complex = params.dtype() == tf::DT_COMPLEX64 || params.dtype() == tf::DT_COMPLEX128;
-    const bool on_host = ScattersOnHost(params.dtype());
-    DType dtype = params.dtype() == tf::DT_COMPLEX128 ? DType::kFloat64 : DType::kFloat32;
-    if (!complex && !on_host) {  // (the host path does not launch: any dtype plans it)
-      VGPU_ASSIGN_OR_RETURN(dtype, DTypeOfTensor(params));
-    }
-    VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
-    Dims params_dims = DimsOf(params.shape()), updates_dims = DimsOf(updates.shape());
-    VGPU_ASSIGN_OR_RETURN(
-        sparse_shapes::ScatterNdPlan plan,
-        sparse_shapes::PlanScatterNd(params_dims, DimsOf(indices.shape()), updates_dims, dtype,
-                                     index_dtype));
-    if (!plan.launch) return absl::OkStatus();
-    if (on_host) {
-      VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
-                            SliceStarts(stream, indices, plan.prefix_dims,
-                                        plan.params.slice_size));
-      return ScatterSlicesOnHost(stream, kOp, params, updates, /*scalar_update=*/false, starts,
-                                 plan.params.slice_size);
-    }
-    if (complex) {  // validated with the tensors' own shapes above
-      params_dims.push_back(2);
-      updates_dims.push_back(2);
-      VGPU_ASSIGN_OR_RETURN(plan, sparse_shapes::PlanScatterNd(params_dims,
-                                                               DimsOf(indices.shape()),
-                                                               updates_dims, dtype, index_dtype));
-    }
-    plan.params.op = kOp;
-    return KernelLaunch(stream)
-        .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
-        .Param(plan.params)
-        .ParamArray<int64_t>(plan.prefix_dims)
-        .Run(sparse::kScatterNd);
+absl::Status ScatterRows(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
+                         const tf::Tensor& updates) {
+  const Dims params_dims = DimsOf(params.shape());
+  const Dims indices_dims = DimsOf(indices.shape());
+  const Dims updates_dims = DimsOf(updates.shape());
+  // (TensorFlow reads params.shape[0] without checking; a scalar variable is refused here.)
+  if (params_dims.empty()) {
+    return absl::InvalidArgumentError("params must be at least 1 dimensional");
   }
-
- private:
-  // The element offset of each index tuple's slice in the variable, -1 for a tuple outside it
-  // (ignored, as by the executors' kernel).
-  static absl::StatusOr<std::vector<int64_t>> SliceStarts(ClientStream& stream,
-                                                          const tf::Tensor& indices,
-                                                          absl::Span<const int64_t> prefix_dims,
-                                                          int64_t slice_size) {
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> tuples,
-                          variables::ReadIntegersToHost(stream, indices));
-    const size_t depth = prefix_dims.size();
-    std::vector<int64_t> starts(tuples.size() / depth);
-    for (size_t n = 0; n < starts.size(); ++n) {
-      int64_t offset = 0;
-      for (size_t d = 0; d < depth && offset >= 0; ++d) {
-        const int64_t index = tuples[n * depth + d];
-        offset = index < 0 || index >= prefix_dims[d] ? -1 : offset * prefix_dims[d] + index;
-      }
-      starts[n] = offset < 0 ? -1 : offset * slice_size;
-    }
-    return starts;
+  const auto shape_error = [&]() {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Must have updates.shape = indices.shape + params.shape[1:] or updates.shape = [], "
+        "got updates.shape ",
+        ShapeString(updates_dims), ", indices.shape ", ShapeString(indices_dims),
+        ", params.shape ", ShapeString(params_dims)));
+  };
+  const bool scalar = updates_dims.empty();
+  if (!scalar && updates_dims.size() != indices_dims.size() + params_dims.size() - 1) {
+    return shape_error();
   }
-};
+  VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+  const int64_t index_max = sparse_shapes::IndexMax(index_dtype);
+  const int64_t n = indices.NumElements();
+  if (n > index_max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("indices has too many elements for ",
+                     sparse_shapes::IndexName(index_dtype), " indexing: ", n, " > ",
+                     index_max));
+  }
+  if (params_dims[0] > index_max) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params.shape[0] too large for ", sparse_shapes::IndexName(index_dtype),
+                     " indexing: ", params_dims[0], " > ", index_max));
+  }
+  if (n == 0) return absl::OkStatus();
+  if (!scalar) {
+    if (!std::equal(indices_dims.begin(), indices_dims.end(), updates_dims.begin())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The shape of indices (", ShapeString(indices_dims),
+          ") must be a prefix of the shape of updates (", ShapeString(updates_dims), ")"));
+    }
+    // TensorFlow only checks the rank here and then reads the rows with params' row size;
+    // rows of another size are refused.
+    if (!std::equal(params_dims.begin() + 1, params_dims.end(),
+                    updates_dims.begin() + indices_dims.size())) {
+      return shape_error();
+    }
+  }
+  const int64_t inner = params.NumElements() / std::max<int64_t>(params_dims[0], 1);
+  if (ScattersOnHost(params.dtype())) {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                          CheckedIndices(stream, indices, params_dims[0]));
+    for (int64_t& start : starts) start *= inner;
+    return ScatterSlicesOnHost(stream, kOp, params, updates, scalar, starts, inner);
+  }
+  VGPU_ASSIGN_OR_RETURN(DType dtype, DTypeOfTensor(params));
+  if (tf::DataTypeIsInteger(params.dtype())) {
+    VGPU_RETURN_IF_ERROR(CheckedIndices(stream, indices, params_dims[0]).status());
+    VGPU_RETURN_IF_ERROR(CheckDivisors(kOp, stream, updates));
+  }
+  sparse::ScatterParams p;
+  p.dtype = dtype;
+  p.index_dtype = index_dtype;
+  p.op = kOp;
+  p.scalar_update = scalar ? 1 : 0;
+  p.rows = params_dims[0];
+  p.inner = inner;
+  p.num_indices = n;
+  return KernelLaunch(stream)
+      .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
+      .Param(p)
+      .Run(sparse::kScatter);
+}
+
+// The element offset of each index tuple's slice in the variable, -1 for a tuple outside it
+// (ignored, as by the executors' kernel).
+absl::StatusOr<std::vector<int64_t>> SliceStarts(ClientStream& stream, const tf::Tensor& indices,
+                                                 absl::Span<const int64_t> prefix_dims,
+                                                 int64_t slice_size) {
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> tuples,
+                        variables::ReadIntegersToHost(stream, indices));
+  const size_t depth = prefix_dims.size();
+  std::vector<int64_t> starts(tuples.size() / depth);
+  for (size_t n = 0; n < starts.size(); ++n) {
+    int64_t offset = 0;
+    for (size_t d = 0; d < depth && offset >= 0; ++d) {
+      const int64_t index = tuples[n * depth + d];
+      offset = index < 0 || index >= prefix_dims[d] ? -1 : offset * prefix_dims[d] + index;
+    }
+    starts[n] = offset < 0 ? -1 : offset * slice_size;
+  }
+  return starts;
+}
+
+// ResourceScatterNd{Update, Add, Sub, Min, Max}(ref, indices, updates): slices of the variable
+// addressed by index tuples.
+template <sparse::ScatterOp kOp>
+absl::Status ScatterNd(ClientStream& stream, const tf::Tensor& params, const tf::Tensor& indices,
+                       const tf::Tensor& updates) {
+  // complex64 / complex128 (Update, Add, Sub only): pairs of float32 / float64 along an extra
+  // last dimension, which the index tuples never reach; a complex sum is the sum of its parts.
+  const bool complex = params.dtype() == tf::DT_COMPLEX64 || params.dtype() == tf::DT_COMPLEX128;
+  const bool on_host = ScattersOnHost(params.dtype());
+  DType dtype = params.dtype() == tf::DT_COMPLEX128 ? DType::kFloat64 : DType::kFloat32;
+  if (!complex && !on_host) {  // (the host path does not launch: any dtype plans it)
+    VGPU_ASSIGN_OR_RETURN(dtype, DTypeOfTensor(params));
+  }
+  VGPU_ASSIGN_OR_RETURN(DType index_dtype, sparse_shapes::IndexDTypeOf(indices.dtype()));
+  Dims params_dims = DimsOf(params.shape()), updates_dims = DimsOf(updates.shape());
+  VGPU_ASSIGN_OR_RETURN(
+      sparse_shapes::ScatterNdPlan plan,
+      sparse_shapes::PlanScatterNd(params_dims, DimsOf(indices.shape()), updates_dims, dtype,
+                                   index_dtype));
+  if (!plan.launch) return absl::OkStatus();
+  if (on_host) {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
+                          SliceStarts(stream, indices, plan.prefix_dims,
+                                      plan.params.slice_size));
+    return ScatterSlicesOnHost(stream, kOp, params, updates, /*scalar_update=*/false, starts,
+                               plan.params.slice_size);
+  }
+  if (complex) {  // validated with the tensors' own shapes above
+    params_dims.push_back(2);
+    updates_dims.push_back(2);
+    VGPU_ASSIGN_OR_RETURN(plan, sparse_shapes::PlanScatterNd(params_dims,
+                                                             DimsOf(indices.shape()),
+                                                             updates_dims, dtype, index_dtype));
+  }
+  plan.params.op = kOp;
+  return KernelLaunch(stream)
+      .Buffers({BufferOf(params), BufferOf(indices), BufferOf(updates)})
+      .Param(plan.params)
+      .ParamArray<int64_t>(plan.prefix_dims)
+      .Run(sparse::kScatterNd);
+}
+
+// The two scatter families' kernels.
+template <sparse::ScatterOp kOp>
+using ResourceScatterOp = ResourceScatterKernel<&ScatterRows<kOp>>;
+template <sparse::ScatterOp kOp>
+using ResourceScatterNdOp = ResourceScatterKernel<&ScatterNd<kOp>>;
 
 // Registers `K` for `op_name` for every (value dtype, index dtype) pair.
 template <typename K>

@@ -256,6 +256,12 @@ constexpr const char* kPositiveLr = "lr is not a positive scalar: ";
 constexpr const char* kNonNegativeL1 = "l1 regularization strength is not a non-negative scalar: ";
 constexpr const char* kNonNegativeL2 = "l2 regularization strength is not a non-negative scalar: ";
 constexpr const char* kShrinkage = "l2 shrinkage regularization strength is not a scalar: ";
+// The sparse FTRL updates' checks (TensorFlow's SparseApplyFtrlOp).
+constexpr const char* kFtrlLr =
+    "lr is not a positive scalar (or zero if multiply_linear_by_lr is set): ";
+constexpr const char* kFtrlLrPower = "lr_power is not a non-positive scalar: ";
+constexpr const char* kNonNegativeShrinkage =
+    "l2 shrinkage regularization strength is not a non-negative scalar: ";
 
 // The optimizers (static storage: kernels keep a reference).
 const std::vector<OptimizerSpec>& Optimizers() {
@@ -333,19 +339,13 @@ const std::vector<OptimizerSpec>& Optimizers() {
        true},
       {"ResourceSparseApplyFtrl", training::kSparseApplyFtrl,
        {Variable("var"), Variable("accum"), Variable("linear"), Gradient(), Indices(),
-        Scalar("lr",
-               "lr is not a positive scalar (or zero if multiply_linear_by_lr is set): "),
-        Scalar("l1", kNonNegativeL1), Scalar("l2", kNonNegativeL2),
-        Scalar("lr_power", "lr_power is not a non-positive scalar: ")},
+        Scalar("lr", kFtrlLr), Scalar("l1", kNonNegativeL1), Scalar("l2", kNonNegativeL2),
+        Scalar("lr_power", kFtrlLrPower)},
        true},
       {"ResourceSparseApplyFtrlV2", training::kSparseApplyFtrlV2,
        {Variable("var"), Variable("accum"), Variable("linear"), Gradient(), Indices(),
-        Scalar("lr",
-               "lr is not a positive scalar (or zero if multiply_linear_by_lr is set): "),
-        Scalar("l1", kNonNegativeL1), Scalar("l2", kNonNegativeL2),
-        Scalar("l2_shrinkage",
-               "l2 shrinkage regularization strength is not a non-negative scalar: "),
-        Scalar("lr_power", "lr_power is not a non-positive scalar: ")},
+        Scalar("lr", kFtrlLr), Scalar("l1", kNonNegativeL1), Scalar("l2", kNonNegativeL2),
+        Scalar("l2_shrinkage", kNonNegativeShrinkage), Scalar("lr_power", kFtrlLrPower)},
        true},
       {"ResourceSparseApplyKerasMomentum", training::kSparseApplyKerasMomentum,
        {Variable("var"), Variable("accum"), Scalar("lr", kLrSpaced), Gradient(), Indices(),

@@ -12,10 +12,14 @@
 #include "tensorflow/core/framework/types.h"
 
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <type_traits>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "plugin/client/device_client.h"
 #include "plugin/device/se_handles.h"
 #include "plugin/kernels/dtype_map.h"
@@ -34,30 +38,42 @@ using variables::BufferOf;
 using variables::PrepareToUpdate;
 using variables::StreamOf;
 
+// Input 0's variable, locked for an update by `value` while the result lives (LockedVariables):
+// one that holds no value is FailedPrecondition(`uninitialized_message`), one of another dtype
+// than the value's InvalidArgument(`dtype_mismatch`(the variable's dtype, the value's)), in the
+// words of the op's TensorFlow kernel.
+absl::StatusOr<std::unique_ptr<variables::LockedVariables>> LockForUpdate(
+    tf::OpKernelContext* context, const tf::Tensor& value, absl::string_view uninitialized_message,
+    absl::FunctionRef<std::string(tf::DataType, tf::DataType)> dtype_mismatch) {
+  absl::StatusOr<std::unique_ptr<variables::LockedVariables>> locked =
+      variables::LockedVariables::Acquire(context, {0}, uninitialized_message);
+  if (!locked.ok()) return locked.status();
+  const tf::DataType dtype = (*locked)->get(0)->tensor()->dtype();
+  if (dtype != value.dtype()) {
+    return absl::InvalidArgumentError(dtype_mismatch(dtype, value.dtype()));
+  }
+  return locked;
+}
+
 // HostT void: the update runs as the executor's element-wise kernel; otherwise on the host, on
 // elements of type HostT.
 template <ElementwiseOp kOp, typename HostT = void>
 class AssignUpdateVariableOp : public StatusOpKernel {
  public:
-  explicit AssignUpdateVariableOp(tf::OpKernelConstruction* context) : StatusOpKernel(context) {}
+  using StatusOpKernel::StatusOpKernel;
 
  private:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    tf::core::RefCountPtr<tf::Var> variable;
-    absl::Status found = tf::LookupResource(context, tf::HandleFromInput(context, 0), &variable);
-    if (!found.ok()) return found;
     const tf::Tensor& value = context->input(1);
-    tf::mutex_lock lock(*variable->mu());
+    absl::StatusOr<std::unique_ptr<variables::LockedVariables>> locked = LockForUpdate(
+        context, value, absl::StrCat("attempting to update the uninitialized variable ", name()),
+        [&](tf::DataType held, tf::DataType given) {
+          return absl::StrCat("variable ", name(), " has dtype ", tf::DataTypeString(held),
+                              " but the update has dtype ", tf::DataTypeString(given));
+        });
+    if (!locked.ok()) return locked.status();
+    tf::Var* variable = (*locked)->get(0);
     tf::Tensor* tensor = variable->tensor();
-    if (!tensor->IsInitialized()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("attempting to update the uninitialized variable ", name()));
-    }
-    if (tensor->dtype() != value.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "variable ", name(), " has dtype ", tf::DataTypeString(tensor->dtype()),
-          " but the update has dtype ", tf::DataTypeString(value.dtype())));
-    }
     if (!tensor->shape().IsSameSize(value.shape())) {
       return absl::InvalidArgumentError(absl::StrCat(
           "cannot update variable with shape ", tensor->shape().DebugString(),
@@ -65,7 +81,7 @@ class AssignUpdateVariableOp : public StatusOpKernel {
     }
     absl::StatusOr<ClientStream*> stream = StreamOf(context);
     if (!stream.ok()) return stream.status();
-    absl::Status prepared = PrepareToUpdate(context, variable.get(), **stream);
+    absl::Status prepared = PrepareToUpdate(context, variable, **stream);
     if (!prepared.ok()) return prepared;
     if (value.NumElements() == 0) return absl::OkStatus();
     if constexpr (!std::is_void_v<HostT>) {
@@ -170,21 +186,17 @@ class ResourceStridedSliceAssignOp : public StatusOpKernel {
 
  private:
   absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
-    tf::core::RefCountPtr<tf::Var> variable;
-    absl::Status found = tf::LookupResource(context, tf::HandleFromInput(context, 0), &variable);
-    if (!found.ok()) return found;
     const tf::Tensor& value = context->input(4);
-    tf::mutex_lock lock(*variable->mu());
+    absl::StatusOr<std::unique_ptr<variables::LockedVariables>> locked = LockForUpdate(
+        context, value,
+        absl::StrCat("attempting to assign to a slice of the uninitialized variable ", name()),
+        [](tf::DataType held, tf::DataType given) {
+          return absl::StrCat("l-value dtype ", tf::DataTypeString(held),
+                              " does not match r-value dtype ", tf::DataTypeString(given));
+        });
+    if (!locked.ok()) return locked.status();
+    tf::Var* variable = (*locked)->get(0);
     tf::Tensor* tensor = variable->tensor();
-    if (!tensor->IsInitialized()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("attempting to assign to a slice of the uninitialized variable ", name()));
-    }
-    if (tensor->dtype() != value.dtype()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "l-value dtype ", tf::DataTypeString(tensor->dtype()), " does not match r-value dtype ",
-          tf::DataTypeString(value.dtype())));
-    }
     Dims dims;
     for (int d = 0; d < tensor->dims(); ++d) dims.push_back(tensor->dim_size(d));
     absl::StatusOr<StridedSlicePlan> plan =
@@ -200,7 +212,7 @@ class ResourceStridedSliceAssignOp : public StatusOpKernel {
     if (!value_dims.ok()) return value_dims.status();
     absl::StatusOr<ClientStream*> stream = StreamOf(context);
     if (!stream.ok()) return stream.status();
-    absl::Status prepared = PrepareToUpdate(context, variable.get(), **stream);
+    absl::Status prepared = PrepareToUpdate(context, variable, **stream);
     if (!prepared.ok()) return prepared;
     tf::Tensor scratch;
     if (*value_dims != plan->final_dims) {

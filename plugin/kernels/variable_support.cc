@@ -98,7 +98,8 @@ void RegisterVariableKernel(const char* op_name, const char* device_type,
 }
 
 absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariables::Acquire(
-    tf::OpKernelContext* context, absl::Span<const int> inputs) {
+    tf::OpKernelContext* context, absl::Span<const int> inputs,
+    absl::string_view uninitialized_message) {
   std::unique_ptr<LockedVariables> locked(new LockedVariables());
   for (int input : inputs) {
     tf::core::RefCountPtr<tf::Var> variable;
@@ -117,6 +118,9 @@ absl::StatusOr<std::unique_ptr<LockedVariables>> LockedVariables::Acquire(
   size_t i = 0;
   for (int input : inputs) {
     if (!locked->variables_[i++]->tensor()->IsInitialized()) {
+      if (!uninitialized_message.empty()) {
+        return absl::FailedPreconditionError(uninitialized_message);
+      }
       return absl::FailedPreconditionError(
           absl::StrCat("Attempting to use uninitialized variables: ",
                        context->op_kernel().requested_input(input)));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "plugin/client/device_client.h"
 #include "tensorflow/core/framework/op_kernel.h"
@@ -56,11 +57,14 @@ void RegisterVariableKernel(const char* op_name, const char* device_type,
                             absl::Span<const char* const> host_memory, KernelFactory create);
 
 // The variables named by resource inputs `inputs`, looked up and locked for the lifetime of the
-// object (each mutex once, in address order, as TensorFlow does to avoid deadlocks).
+// object (each mutex once, in address order, as TensorFlow does to avoid deadlocks). One that
+// holds no value is FailedPrecondition: `uninitialized_message` when given, else TensorFlow's
+// "Attempting to use uninitialized variables: <input>".
 class LockedVariables {
  public:
   static absl::StatusOr<std::unique_ptr<LockedVariables>> Acquire(
-      tf::OpKernelContext* context, absl::Span<const int> inputs);
+      tf::OpKernelContext* context, absl::Span<const int> inputs,
+      absl::string_view uninitialized_message = "");
   ~LockedVariables();
   // The variable of the i-th requested input; its tensor is initialised.
   tf::Var* get(size_t i) const { return variables_[i].get(); }

@@ -13,6 +13,7 @@
 namespace vgpu {
 namespace {
 
+using executor_test::FilterSettings;
 using executor_test::TensorSettings;
 
 class ConvolutionKernels : public executor_test::ExecutorConformanceTest {
@@ -60,13 +61,6 @@ std::vector<float> NaiveConvolution3D(const std::vector<float>& x, const std::ve
   return y;
 }
 
-FilterDescriptorSettings Filter(std::vector<int64_t> dims) {
-  FilterDescriptorSettings settings;
-  settings.rank = static_cast<int32_t>(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) settings.dims[i] = dims[i];
-  return settings;
-}
-
 ConvolutionDescriptorSettings Convolution3D(int32_t groups) {
   ConvolutionDescriptorSettings settings;
   settings.spatial_dims = 3;
@@ -81,7 +75,7 @@ TEST_P(ConvolutionKernels, Grouped3DConvolutionMatchesADirectSum) {
   std::vector<float> y(2 * 2 * 3 * 3 * 6, 99.0f);
   ASSERT_TRUE(Launch()
                   .Tensor({2, 3, 4, 5, 4})
-                  .Describe(Filter({2, 2, 3, 2, 6}))
+                  .Describe(FilterSettings({2, 2, 3, 2, 6}))
                   .Describe(Convolution3D(groups))
                   .Tensor({2, 2, 3, 3, 6})
                   .Buffer(&x)
@@ -110,7 +104,7 @@ TEST_P(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
   };
   const auto x5 = TensorSettings({2, 3, 4, 5, 4});
   const auto y5 = TensorSettings({2, 2, 3, 3, 6});
-  const auto w5 = Filter({2, 2, 3, 2, 6});
+  const auto w5 = FilterSettings({2, 2, 3, 2, 6});
   EXPECT_TRUE(run(x5, w5, Convolution3D(2), y5).ok());
   // Groups that do not make the input depth, or do not divide the output depth.
   EXPECT_EQ(run(x5, w5, Convolution3D(3), y5).code(), absl::StatusCode::kInvalidArgument);
@@ -118,12 +112,13 @@ TEST_P(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(run(x5, w5, Convolution3D(0), y5).code(), absl::StatusCode::kInvalidArgument);
   // A rank-4 filter for a 3-D convolution, a 2-D convolution with a depth window.
-  EXPECT_EQ(run(x5, Filter({2, 3, 2, 6}), Convolution3D(2), y5).code(),
+  EXPECT_EQ(run(x5, FilterSettings({2, 3, 2, 6}), Convolution3D(2), y5).code(),
             absl::StatusCode::kInvalidArgument);
   ConvolutionDescriptorSettings two_d;
   two_d.stride_d = 2;
   EXPECT_EQ(
-      run(TensorSettings({2, 4, 5, 4}), Filter({2, 3, 4, 6}), two_d, TensorSettings({2, 3, 3, 6}))
+      run(TensorSettings({2, 4, 5, 4}), FilterSettings({2, 3, 4, 6}), two_d,
+          TensorSettings({2, 3, 3, 6}))
           .code(),
       absl::StatusCode::kInvalidArgument);
   // An output size the window does not give; an input larger than its buffer.
@@ -135,8 +130,9 @@ TEST_P(ConvolutionKernels, InconsistentConvolutionLaunchesAreInvalidArguments) {
       absl::StatusCode::kInvalidArgument);
   // Depth counts whose products overflow.
   EXPECT_EQ(
-      run(TensorSettings({1, 1, 1, 1, int64_t{1} << 40}), Filter({1, 1, 1, int64_t{1} << 44, 0}),
-          Convolution3D(1 << 20), TensorSettings({1, 1, 1, 1, 0}))
+      run(TensorSettings({1, 1, 1, 1, int64_t{1} << 40}),
+          FilterSettings({1, 1, 1, int64_t{1} << 44, 0}), Convolution3D(1 << 20),
+          TensorSettings({1, 1, 1, 1, 0}))
           .code(),
       absl::StatusCode::kInvalidArgument);
 }
@@ -146,7 +142,7 @@ TEST_P(ConvolutionKernels, PatchesBeyondTheScratchBudgetAreRefused) {
   // (float64: float32 convolutions go to oneDNN first where the build has it, which needs no
   // patches.)
   std::vector<double> x(40960), w(32768), y(8193);
-  FilterDescriptorSettings filter = Filter({1, 1, 32768, 1, 1});
+  FilterDescriptorSettings filter = FilterSettings({1, 1, 32768, 1, 1});
   filter.dtype = DType::kFloat64;
   EXPECT_EQ(Launch()
                 .Tensor({1, 1, 1, 40960, 1}, DType::kFloat64)

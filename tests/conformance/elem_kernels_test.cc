@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "plugin/kernels/mirror_pad_params.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -180,34 +181,22 @@ TEST_P(ElemKernelsTest, TruncatedNormalsStayWithinTwoAndGroupsAreIndependent) {
   EXPECT_EQ(tail.As<double>()[0], all.As<double>()[1000]);
 }
 
-ParamBlock MirrorParams(uint32_t first, std::vector<int64_t> dims, std::vector<int64_t> before,
-                        std::vector<int64_t> after, data_movement::MirrorPadMode mode) {
-  ParamBlock block;
-  ParamWriter(&block)
-      .Put(first)
-      .PutArray<int64_t>(dims)
-      .PutArray<int64_t>(before)
-      .PutArray<int64_t>(after)
-      .Put(static_cast<uint32_t>(mode));
-  return block;
-}
-
 TEST_P(ElemKernelsTest, MirrorPadMirrorsAndItsGradientFolds) {
   using data_movement::MirrorPadMode;
   GuardedBuffer x = GuardedBuffer::Of<float>({1, 2, 3});
   GuardedBuffer y(7 * sizeof(float));
   ASSERT_TRUE(Launch().Buffers({&x, &y})
-                  .Params(MirrorParams(4, {3}, {2}, {2}, MirrorPadMode::kReflect))
+                  .Params(MirrorPadParams(4, {3}, {2}, {2}, MirrorPadMode::kReflect))
                   .Run(data_movement::kMirrorPad).ok());
   EXPECT_EQ(y.As<float>(), (std::vector<float>{3, 2, 1, 2, 3, 2, 1}));
   ASSERT_TRUE(Launch().Buffers({&x, &y})
-                  .Params(MirrorParams(4, {3}, {3}, {1}, MirrorPadMode::kSymmetric))
+                  .Params(MirrorPadParams(4, {3}, {3}, {1}, MirrorPadMode::kSymmetric))
                   .Run(data_movement::kMirrorPad).ok());
   EXPECT_EQ(y.As<float>(), (std::vector<float>{3, 2, 1, 1, 2, 3, 3}));
   GuardedBuffer dy = GuardedBuffer::Of<float>({1, 10, 100, 1000, 10000, 100000, 1000000});
   GuardedBuffer dx(3 * sizeof(float));
   ASSERT_TRUE(Launch().Buffers({&dy, &dx})
-                  .Params(MirrorParams(static_cast<uint32_t>(DType::kFloat32), {3}, {2}, {2},
+                  .Params(MirrorPadParams(static_cast<uint32_t>(DType::kFloat32), {3}, {2}, {2},
                                        MirrorPadMode::kReflect))
                   .Run(data_movement::kMirrorPadGrad).ok());
   EXPECT_EQ(dx.As<float>(), (std::vector<float>{100 + 1000000, 10 + 1000 + 100000, 10000 + 1}));
@@ -221,21 +210,21 @@ TEST_P(ElemKernelsTest, MirrorPadRefusesPadsBeyondTheModeAndMalformedBlocks) {
                  KernelId kernel = data_movement::kMirrorPad) {
     return Launch().Buffers({&in, &out}).Params(params).Run(kernel).code();
   };
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {3}, {0}, MirrorPadMode::kReflect)), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {0}, {4}, MirrorPadMode::kSymmetric)), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {-1}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {-3}, {0}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {3}, {1}, {1}, static_cast<MirrorPadMode>(9))), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(3, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
-  EXPECT_EQ(pad(x, y, MirrorParams(4, {3, 1}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {3}, {3}, {0}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {3}, {0}, {4}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {3}, {-1}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {-3}, {0}, {0}, MirrorPadMode::kSymmetric)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {3}, {1}, {1}, static_cast<MirrorPadMode>(9))), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(3, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, y, MirrorPadParams(4, {3, 1}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
   GuardedBuffer small_y(4 * sizeof(float));
-  EXPECT_EQ(pad(x, small_y, MirrorParams(4, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
+  EXPECT_EQ(pad(x, small_y, MirrorPadParams(4, {3}, {1}, {1}, MirrorPadMode::kReflect)), kInvalid);
   const int64_t big = int64_t{1} << 30;
   EXPECT_EQ(
-      pad(x, y, MirrorParams(4, {big, big, big}, {1, 1, 1}, {1, 1, 1}, MirrorPadMode::kReflect)),
+      pad(x, y, MirrorPadParams(4, {big, big, big}, {1, 1, 1}, {1, 1, 1}, MirrorPadMode::kReflect)),
       kInvalid);
   EXPECT_EQ(pad(y, x,
-                MirrorParams(static_cast<uint32_t>(DType::kBool), {3}, {1}, {1},
+                MirrorPadParams(static_cast<uint32_t>(DType::kBool), {3}, {1}, {1},
                              MirrorPadMode::kReflect),
                 data_movement::kMirrorPadGrad),
             kInvalid);

@@ -149,6 +149,15 @@ TensorDescriptorSettings TensorSettings(const std::vector<int64_t>& dims, DType 
   return tensor;
 }
 
+FilterDescriptorSettings FilterSettings(const std::vector<int64_t>& dims) {
+  FilterDescriptorSettings filter;
+  filter.rank = static_cast<int32_t>(dims.size());
+  for (size_t i = 0; i < dims.size() && i < static_cast<size_t>(kMaxRank); ++i) {
+    filter.dims[i] = dims[i];
+  }
+  return filter;
+}
+
 TestExecutor& TestExecutor::Named(const std::string& name) {
   for (const std::unique_ptr<TestExecutor>& made : MadeExecutors()) {
     if (made->name() == name) return *made;

@@ -84,6 +84,8 @@ GuardedBuffer Filled(size_t count, T value = T{}) {
 // says how many were given) and dtype.
 TensorDescriptorSettings TensorSettings(const std::vector<int64_t>& dims,
                                         DType dtype = DType::kFloat32);
+// Filter descriptor settings of the given dims (likewise), the dtype left at its default.
+FilterDescriptorSettings FilterSettings(const std::vector<int64_t>& dims);
 
 // An executor the tests launch on: the one registered under a name, created on first use with
 // small test options (one device, 256 MiB, two compute threads) and one stream, and kept for the

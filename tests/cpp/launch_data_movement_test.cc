@@ -9,11 +9,13 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "param_only_launch.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 #include "plugin/backend/launch/element_bytes.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/kernels/mirror_pad_params.h"
 #include "plugin/protocol/kernels/data_movement.h"
 #include "plugin/protocol/launch_params.h"
 
@@ -31,8 +33,71 @@ using data_movement_launch::ReverseSequenceGeometry;
 using data_movement_launch::SimplifyStridedCopy;
 using data_movement_launch::StridedCopy;
 
-void PutDims(ParamWriter& writer, std::initializer_list<int64_t> dims) {
-  writer.PutArray<int64_t>(std::vector<int64_t>(dims));
+// The readers' launches, written in their parameter layouts (protocol/kernels/data_movement.h).
+using Ints = absl::Span<const int64_t>;
+
+// A launch of `buffers` buffers whose parameter block holds the element size, then the int64
+// arrays `arrays` in order; the layouts that go on append the rest.
+ParamOnlyLaunch ArraysLaunch(uint32_t element_size, std::initializer_list<Ints> arrays,
+                             size_t buffers = 2) {
+  ParamOnlyLaunch launch(buffers);
+  ParamWriter params = launch.Params();
+  params.Put(element_size);
+  for (Ints array : arrays) params.PutArray<int64_t>(array);
+  return launch;
+}
+
+// Transpose: element size, x's dims, perm.
+ParamOnlyLaunch TransposeParams(uint32_t element_size, Ints dims, absl::Span<const int32_t> perm) {
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {dims});
+  launch.Params().PutArray<int32_t>(perm);
+  return launch;
+}
+
+// StridedSlice and its gradient: element size, x's dims, begin, strides, y's dims.
+ParamOnlyLaunch StridedSliceParams(uint32_t element_size, Ints x_dims, Ints begin, Ints strides,
+                                   Ints y_dims) {
+  return ArraysLaunch(element_size, {x_dims, begin, strides, y_dims});
+}
+
+// Pad: element size, x's dims, the pads before and after, the pad value's bits.
+ParamOnlyLaunch PadParams(uint32_t element_size, Ints x_dims, Ints before, Ints after,
+                          uint64_t pad_value) {
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {x_dims, before, after});
+  launch.Params().Put(pad_value);
+  return launch;
+}
+
+// Tile: element size, x's dims, y's dims.
+ParamOnlyLaunch TileParams(uint32_t element_size, Ints x_dims, Ints y_dims) {
+  return ArraysLaunch(element_size, {x_dims, y_dims});
+}
+
+// Concat and Split: element size, outer, each piece's inner size.
+ParamOnlyLaunch ConcatParams(size_t buffers, uint32_t element_size, int64_t outer, Ints inner) {
+  ParamOnlyLaunch launch(buffers);
+  launch.Params().Put(element_size).Put(outer).PutArray<int64_t>(inner);
+  return launch;
+}
+
+// Reverse: element size, dims, a flag per dimension.
+ParamOnlyLaunch ReverseParams(uint32_t element_size, Ints dims, absl::Span<const uint8_t> flags) {
+  ParamOnlyLaunch launch = ArraysLaunch(element_size, {dims});
+  launch.Params().PutArray<uint8_t>(flags);
+  return launch;
+}
+
+// ReverseSequence: element size, the lengths' element size, x's dims, batch_dim, seq_dim.
+ParamOnlyLaunch ReverseSequenceParams(uint32_t element_size, uint32_t length_size, Ints dims,
+                                      int32_t batch_dim, int32_t seq_dim) {
+  ParamOnlyLaunch launch(3);
+  launch.Params()
+      .Put(element_size)
+      .Put(length_size)
+      .PutArray<int64_t>(dims)
+      .Put(batch_dim)
+      .Put(seq_dim);
+  return launch;
 }
 
 bool MessageHas(const absl::Status& status, const std::string& text) {
@@ -111,11 +176,7 @@ TEST(StridedCopyPlan, APlanWithAZeroDimensionCountsNoElement) {
 }
 
 TEST(TransposeLaunch, ReadsAPermutationIntoPermutedSourceStrides) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(2);
-  PutDims(params, {2, 3, 4});
-  params.PutArray<int32_t>(std::vector<int32_t>{2, 0, 1});
+  const ParamOnlyLaunch launch = TransposeParams(2, {2, 3, 4}, {2, 0, 1});
   absl::StatusOr<BufferCopy> copy = data_movement_launch::ReadTransposeLaunch(launch.View());
   ASSERT_TRUE(copy.ok()) << copy.status();
   ASSERT_EQ(copy->plan.rank, 3);
@@ -129,50 +190,28 @@ TEST(TransposeLaunch, ReadsAPermutationIntoPermutedSourceStrides) {
 }
 
 TEST(TransposeLaunch, RefusesARepeatedAxisAndAWrongBufferCount) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  PutDims(params, {2, 3});
-  params.PutArray<int32_t>(std::vector<int32_t>{1, 1});
+  const ParamOnlyLaunch launch = TransposeParams(4, {2, 3}, {1, 1});
   EXPECT_EQ(data_movement_launch::ReadTransposeLaunch(launch.View()).status().message(),
             "perm is no permutation");
-  ParamOnlyLaunch three(3);
+  const ParamOnlyLaunch three(3);
   EXPECT_EQ(data_movement_launch::ReadTransposeLaunch(three.View()).status().message(),
             "expected 2 buffers, got 3");
 }
 
 TEST(StridedSliceLaunch, RefusesASliceThatLeavesItsDimension) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  PutDims(params, {5});   // x_dims
-  PutDims(params, {4});   // begin
-  params.PutArray<int64_t>(std::vector<int64_t>{-2});
-  PutDims(params, {3});   // y_dims: reads 4, 2, 0
+  const ParamOnlyLaunch launch = StridedSliceParams(4, {5}, {4}, {-2}, {3});  // reads 4, 2, 0
   absl::StatusOr<BufferCopy> inside = data_movement_launch::ReadStridedSliceLaunch(launch.View());
   ASSERT_TRUE(inside.ok()) << inside.status();
   EXPECT_EQ(inside->plan.src_offset, 4);
   EXPECT_EQ(inside->plan.src_strides[0], -2);
 
-  ParamOnlyLaunch outside(2);
-  ParamWriter more = outside.Params();
-  more.Put<uint32_t>(4);
-  PutDims(more, {5});
-  PutDims(more, {4});
-  more.PutArray<int64_t>(std::vector<int64_t>{-2});
-  PutDims(more, {4});  // would read -2
+  const ParamOnlyLaunch outside = StridedSliceParams(4, {5}, {4}, {-2}, {4});  // would read -2
   EXPECT_EQ(data_movement_launch::ReadStridedSliceLaunch(outside.View()).status().message(),
             "slice leaves dimension 0 of size 5");
 }
 
 TEST(StridedSliceLaunch, TheGradientWritesWhereTheSliceReads) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(8);
-  PutDims(params, {6});
-  PutDims(params, {1});
-  params.PutArray<int64_t>(std::vector<int64_t>{2});
-  PutDims(params, {3});
+  const ParamOnlyLaunch launch = StridedSliceParams(8, {6}, {1}, {2}, {3});
   absl::StatusOr<BufferCopy> scatter = data_movement_launch::ReadSliceScatterLaunch(launch.View());
   ASSERT_TRUE(scatter.ok()) << scatter.status();
   EXPECT_EQ(scatter->src_elements, 3);
@@ -183,27 +222,16 @@ TEST(StridedSliceLaunch, TheGradientWritesWhereTheSliceReads) {
 }
 
 TEST(PadLaunch, RefusesAnOutputWhoseElementCountOverflows) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(1);
   // Every array is bounded (the pads' products are 0), the padded dims [2^40, 2^40] are not.
-  PutDims(params, {0, 0});
-  PutDims(params, {int64_t{1} << 40, 0});
-  PutDims(params, {0, int64_t{1} << 40});
-  params.Put<uint64_t>(0);
+  const ParamOnlyLaunch launch =
+      PadParams(1, {0, 0}, {int64_t{1} << 40, 0}, {0, int64_t{1} << 40}, 0);
   const absl::Status status = data_movement_launch::ReadPadLaunch(launch.View()).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(status, "the padded output")) << status;
 }
 
 TEST(PadLaunch, PlacesXAtThePadsOfY) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(2);
-  PutDims(params, {2, 2});
-  PutDims(params, {1, 0});
-  PutDims(params, {0, 3});
-  params.Put<uint64_t>(7);
+  const ParamOnlyLaunch launch = PadParams(2, {2, 2}, {1, 0}, {0, 3}, 7);
   absl::StatusOr<PadLaunch> pad = data_movement_launch::ReadPadLaunch(launch.View());
   ASSERT_TRUE(pad.ok()) << pad.status();
   EXPECT_TRUE(pad->padded);
@@ -214,30 +242,18 @@ TEST(PadLaunch, PlacesXAtThePadsOfY) {
 }
 
 TEST(TileLaunch, AnEmptyOutputIsNotCheckedForMultiples) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  PutDims(params, {3, 2});
-  PutDims(params, {0, 5});
+  const ParamOnlyLaunch launch = TileParams(4, {3, 2}, {0, 5});
   absl::StatusOr<BufferCopy> empty = data_movement_launch::ReadTileLaunch(launch.View());
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->Empty());
 
-  ParamOnlyLaunch odd(2);
-  ParamWriter more = odd.Params();
-  more.Put<uint32_t>(4);
-  PutDims(more, {3, 2});
-  PutDims(more, {6, 5});
+  const ParamOnlyLaunch odd = TileParams(4, {3, 2}, {6, 5});
   EXPECT_EQ(data_movement_launch::ReadTileLaunch(odd.View()).status().message(),
             "dimension 1 of y (5) is no multiple of x's (2)");
 }
 
 TEST(ConcatLaunch, CopiesEachPieceIntoItsColumnsAndCountsItsBuffers) {
-  ParamOnlyLaunch launch(3);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  params.Put<int64_t>(2);
-  params.PutArray<int64_t>(std::vector<int64_t>{3, 5});
+  const ParamOnlyLaunch launch = ConcatParams(3, 4, 2, {3, 5});
   absl::StatusOr<std::vector<BufferCopy>> pieces =
       data_movement_launch::ReadConcatLaunch(launch.View());
   ASSERT_TRUE(pieces.ok()) << pieces.status();
@@ -254,29 +270,17 @@ TEST(ConcatLaunch, CopiesEachPieceIntoItsColumnsAndCountsItsBuffers) {
   EXPECT_EQ((*split)[0].src_buffer, 0u);
   EXPECT_EQ((*split)[0].dst_buffer, 1u);
 
-  ParamOnlyLaunch four(4);
-  ParamWriter same = four.Params();
-  same.Put<uint32_t>(4);
-  same.Put<int64_t>(2);
-  same.PutArray<int64_t>(std::vector<int64_t>{3, 5});
+  const ParamOnlyLaunch four = ConcatParams(4, 4, 2, {3, 5});
   EXPECT_EQ(data_movement_launch::ReadConcatLaunch(four.View()).status().message(),
             "expected 3 buffers, got 4");
 }
 
 TEST(ReverseLaunch, FlagsAreZeroOrOne) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(1);
-  PutDims(params, {4, 2});
-  params.PutArray<uint8_t>(std::vector<uint8_t>{1, 2});
+  const ParamOnlyLaunch launch = ReverseParams(1, {4, 2}, {1, 2});
   EXPECT_EQ(data_movement_launch::ReadReverseLaunch(launch.View()).status().message(),
             "reverse: flags must be 0 or 1");
 
-  ParamOnlyLaunch good(2);
-  ParamWriter more = good.Params();
-  more.Put<uint32_t>(1);
-  PutDims(more, {4, 2});
-  more.PutArray<uint8_t>(std::vector<uint8_t>{1, 0});
+  const ParamOnlyLaunch good = ReverseParams(1, {4, 2}, {1, 0});
   absl::StatusOr<BufferCopy> copy = data_movement_launch::ReadReverseLaunch(good.View());
   ASSERT_TRUE(copy.ok()) << copy.status();
   EXPECT_EQ(copy->plan.src_offset, 6);
@@ -285,13 +289,7 @@ TEST(ReverseLaunch, FlagsAreZeroOrOne) {
 
 ReverseSequenceGeometry SequenceGeometry(std::initializer_list<int64_t> dims, int32_t batch_dim,
                                          int32_t seq_dim) {
-  ParamOnlyLaunch launch(3);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  params.Put<uint32_t>(4);
-  PutDims(params, dims);
-  params.Put<int32_t>(batch_dim);
-  params.Put<int32_t>(seq_dim);
+  const ParamOnlyLaunch launch = ReverseSequenceParams(4, 4, dims, batch_dim, seq_dim);
   absl::StatusOr<ReverseSequenceGeometry> g =
       data_movement_launch::ReadReverseSequenceLaunch(launch.View());
   EXPECT_TRUE(g.ok()) << g.status();
@@ -305,13 +303,7 @@ TEST(ReverseSequenceLaunch, RefusesBadDimensionsAndLengthSizes) {
   params.Put<uint32_t>(2);
   EXPECT_EQ(data_movement_launch::ReadReverseSequenceLaunch(launch.View()).status().message(),
             "reverse_sequence: lengths must be int32 or int64");
-  ParamOnlyLaunch same(3);
-  ParamWriter more = same.Params();
-  more.Put<uint32_t>(4);
-  more.Put<uint32_t>(8);
-  PutDims(more, {2, 3});
-  more.Put<int32_t>(1);
-  more.Put<int32_t>(1);
+  const ParamOnlyLaunch same = ReverseSequenceParams(4, 8, {2, 3}, 1, 1);
   EXPECT_EQ(data_movement_launch::ReadReverseSequenceLaunch(same.View()).status().message(),
             "reverse_sequence: bad batch_dim / seq_dim");
 }
@@ -342,23 +334,13 @@ TEST(ReverseSequenceLaunch, AnEmptyInputHasNoRuns) {
 }
 
 TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(4);
-  PutDims(params, {3});
-  PutDims(params, {3});
-  PutDims(params, {0});
-  params.Put<uint32_t>(static_cast<uint32_t>(data_movement::MirrorPadMode::kReflect));
+  const ParamOnlyLaunch launch(
+      2, MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kReflect));
   EXPECT_EQ(data_movement_launch::ReadMirrorPadLaunch(launch.View()).status().message(),
             "mirror pad: dimension 0 of size 3 cannot be padded by 3 and 0");
 
-  ParamOnlyLaunch symmetric(2);
-  ParamWriter more = symmetric.Params();
-  more.Put<uint32_t>(4);
-  PutDims(more, {3});
-  PutDims(more, {3});
-  PutDims(more, {0});
-  more.Put<uint32_t>(static_cast<uint32_t>(data_movement::MirrorPadMode::kSymmetric));
+  const ParamOnlyLaunch symmetric(
+      2, MirrorPadParams(4, {3}, {3}, {0}, data_movement::MirrorPadMode::kSymmetric));
   absl::StatusOr<MirrorPadLaunch> pad = data_movement_launch::ReadMirrorPadLaunch(symmetric.View());
   ASSERT_TRUE(pad.ok()) << pad.status();
   EXPECT_EQ(pad->g.padded_count, 6);
@@ -368,13 +350,9 @@ TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
 }
 
 TEST(MirrorPadLaunch, TheGradientFoldsEveryPaddedDimensionTheLastIntoDx) {
-  ParamOnlyLaunch launch(2);
-  ParamWriter params = launch.Params();
-  params.Put<uint32_t>(static_cast<uint32_t>(DType::kFloat32));
-  PutDims(params, {2, 3, 4});
-  PutDims(params, {1, 0, 2});
-  PutDims(params, {0, 0, 1});
-  params.Put<uint32_t>(static_cast<uint32_t>(data_movement::MirrorPadMode::kReflect));
+  const ParamOnlyLaunch launch(
+      2, MirrorPadParams(static_cast<uint32_t>(DType::kFloat32), {2, 3, 4}, {1, 0, 2}, {0, 0, 1},
+                         data_movement::MirrorPadMode::kReflect));
   absl::StatusOr<data_movement_launch::MirrorPadGradLaunch> grad =
       data_movement_launch::ReadMirrorPadGradLaunch(launch.View());
   ASSERT_TRUE(grad.ok()) << grad.status();

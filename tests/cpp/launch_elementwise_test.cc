@@ -27,6 +27,7 @@
 #include "plugin/backend/launch/scan_topk_launch.h"
 #include "plugin/backend/launch/softmax_launch.h"
 #include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "plugin/protocol/kernels/reduction.h"
 
@@ -336,12 +337,27 @@ ReduceDescriptorSettings Reduce(ReduceOp op, DType dtype = DType::kFloat32) {
   return settings;
 }
 
+// ReadReduceLaunch of a reduction of `op` from a tensor of `in` dims to one of `out` dims, both
+// of `dtype` and with buffers of their sizes, with layout parameter `layout`.
+absl::StatusOr<reduction_launch::ReduceLaunch> ReadReduce(ReduceOp op, std::vector<int64_t> in,
+                                                          std::vector<int64_t> out,
+                                                          uint32_t layout,
+                                                          DType dtype = DType::kFloat32) {
+  const auto bytes = [dtype](const std::vector<int64_t>& dims) {
+    uint64_t count = 1;
+    for (int64_t d : dims) count *= static_cast<uint64_t>(d);
+    return count * DTypeSize(dtype);
+  };
+  HandLaunch launch;
+  launch.Describe(Reduce(op, dtype)).Tensor(in, dtype).Tensor(out, dtype).Buffer(bytes(in))
+      .Buffer(bytes(out)).Param(reduction::ReduceLayoutParams{layout});
+  return reduction_launch::ReadReduceLaunch(launch.View());
+}
+
 TEST(ReductionLaunchTest, TheGeometryHasTheKeptAndReducedIndexSpaces) {
-  HandLaunch launch;  // [2, 3, 4] with runs kept, reduced, kept
-  launch.Describe(Reduce(ReduceOp::kSum)).Tensor({2, 3, 4}).Tensor({2, 4}).Buffer(96).Buffer(32)
-      .Param(reduction::ReduceLayoutParams{0});
+  // [2, 3, 4] with runs kept, reduced, kept
   absl::StatusOr<reduction_launch::ReduceLaunch> read =
-      reduction_launch::ReadReduceLaunch(launch.View());
+      ReadReduce(ReduceOp::kSum, {2, 3, 4}, {2, 4}, 0);
   ASSERT_TRUE(read.ok()) << read.status();
   const reduction_launch::ReduceGeometry& g = read->geometry;
   EXPECT_EQ(read->work, reduction_launch::ReduceWork::kReduce);
@@ -355,38 +371,22 @@ TEST(ReductionLaunchTest, TheGeometryHasTheKeptAndReducedIndexSpaces) {
 }
 
 TEST(ReductionLaunchTest, TheWorkFollowsTheLayoutAndTheOpIsCheckedOnlyWhenReducing) {
-  HandLaunch copy;  // rank 1 kept: a copy, even for an op numeric dtypes do not reduce with
-  copy.Describe(Reduce(ReduceOp::kAll)).Tensor({5}).Tensor({5}).Buffer(20).Buffer(20)
-      .Param(reduction::ReduceLayoutParams{0});
+  // rank 1 kept: a copy, even for an op numeric dtypes do not reduce with
   absl::StatusOr<reduction_launch::ReduceLaunch> copied =
-      reduction_launch::ReadReduceLaunch(copy.View());
+      ReadReduce(ReduceOp::kAll, {5}, {5}, 0);
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_EQ(copied->work, reduction_launch::ReduceWork::kCopy);
 
-  HandLaunch empty;
-  empty.Describe(Reduce(ReduceOp::kMax)).Tensor({0, 5}).Tensor({5}).Buffer(0).Buffer(20)
-      .Param(reduction::ReduceLayoutParams{1});
   absl::StatusOr<reduction_launch::ReduceLaunch> identity =
-      reduction_launch::ReadReduceLaunch(empty.View());
+      ReadReduce(ReduceOp::kMax, {0, 5}, {5}, 1);
   ASSERT_TRUE(identity.ok()) << identity.status();
   EXPECT_EQ(identity->work, reduction_launch::ReduceWork::kFillIdentity);
 
-  HandLaunch any_of_floats;
-  any_of_floats.Describe(Reduce(ReduceOp::kAny)).Tensor({4, 5}).Tensor({5}).Buffer(80)
-      .Buffer(20).Param(reduction::ReduceLayoutParams{1});
-  EXPECT_EQ(MessageOf(reduction_launch::ReadReduceLaunch(any_of_floats.View()).status()),
+  EXPECT_EQ(MessageOf(ReadReduce(ReduceOp::kAny, {4, 5}, {5}, 1).status()),
             "reduce op 6 does not apply to this dtype");
-
-  HandLaunch sum_of_bools;
-  sum_of_bools.Describe(Reduce(ReduceOp::kSum, DType::kBool)).Tensor({4}, DType::kBool)
-      .Tensor({}, DType::kBool).Buffer(4).Buffer(1).Param(reduction::ReduceLayoutParams{1});
-  EXPECT_EQ(MessageOf(reduction_launch::ReadReduceLaunch(sum_of_bools.View()).status()),
+  EXPECT_EQ(MessageOf(ReadReduce(ReduceOp::kSum, {4}, {}, 1, DType::kBool).status()),
             "bool tensors reduce only with all/any");
-
-  HandLaunch int32_sum;
-  int32_sum.Describe(Reduce(ReduceOp::kSum, DType::kInt32)).Tensor({4}, DType::kInt32)
-      .Tensor({}, DType::kInt32).Buffer(16).Buffer(4).Param(reduction::ReduceLayoutParams{1});
-  EXPECT_EQ(MessageOf(reduction_launch::ReadReduceLaunch(int32_sum.View()).status()),
+  EXPECT_EQ(MessageOf(ReadReduce(ReduceOp::kSum, {4}, {}, 1, DType::kInt32).status()),
             "dtype 5 is not a floating-point type");
 }
 

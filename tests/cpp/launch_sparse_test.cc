@@ -23,8 +23,7 @@ using sparse::SegmentOp;
 TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   sparse::GatherParams p;
   p.element_size = 3;
-  const ParamOnlyLaunch bad = ParamOnlyLaunch::Of(3, p);
-  EXPECT_EQ(sparse_launch::ReadGatherLaunch(bad.View()).status().message(),
+  EXPECT_EQ(ParamOnlyLaunch::Read(sparse_launch::ReadGatherLaunch, 3, p).status().message(),
             "element size 3 is not 1, 2, 4 or 8");
 
   p.element_size = 2;
@@ -33,9 +32,8 @@ TEST(SparseLaunch, GatherRefusesAnElementSizeAndAddressesRowsByBatch) {
   p.gather_size = 5;
   p.inner = 4;
   p.indices_per_batch = 6;
-  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   absl::StatusOr<sparse_launch::GatherLaunch> gather =
-      sparse_launch::ReadGatherLaunch(launch.View());
+      ParamOnlyLaunch::Read(sparse_launch::ReadGatherLaunch, 3, p);
   ASSERT_TRUE(gather.ok()) << gather.status();
   EXPECT_EQ(gather->params_count, 2 * 3 * 5 * 4);
   EXPECT_EQ(gather->indices_count, 12);
@@ -53,8 +51,7 @@ TEST(SparseLaunch, CountsThatOverflowAreRefused) {
   p.batch = int64_t{1} << 40;
   p.outer = int64_t{1} << 40;
   p.gather_size = 1;
-  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
-  const absl::Status status = sparse_launch::ReadGatherLaunch(launch.View()).status();
+  const absl::Status status = ParamOnlyLaunch::Read(sparse_launch::ReadGatherLaunch, 3, p).status();
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("params"), std::string::npos) << status;
 }
@@ -85,16 +82,14 @@ TEST(SparseLaunch, ScatterOpsAreCheckedAgainstTheDtype) {
   sparse::ScatterParams p;
   p.dtype = DType::kBool;
   p.op = ScatterOp::kSub;
-  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
-  EXPECT_EQ(sparse_launch::ReadScatterLaunch(launch.View()).status().message(),
+  EXPECT_EQ(ParamOnlyLaunch::Read(sparse_launch::ReadScatterLaunch, 3, p).status().message(),
             "bool scatters can only assign, add, min or max");
   EXPECT_EQ(sparse_launch::CheckScatterOp(static_cast<ScatterOp>(9), DType::kFloat32).message(),
             "unknown scatter op 9");
 
   sparse::ScatterNdParams nd;
   nd.index_depth = 0;
-  const ParamOnlyLaunch shallow = ParamOnlyLaunch::Of(3, nd);
-  EXPECT_EQ(sparse_launch::ReadScatterNdLaunch(shallow.View()).status().message(),
+  EXPECT_EQ(ParamOnlyLaunch::Read(sparse_launch::ReadScatterNdLaunch, 3, nd).status().message(),
             "index depth must be at least 1");
 }
 
@@ -104,9 +99,8 @@ TEST(SparseLaunch, ScalarScatterUpdatesHoldOneElement) {
   p.inner = 3;
   p.num_indices = 5;
   p.scalar_update = 1;
-  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
   absl::StatusOr<sparse_launch::ScatterLaunch> scatter =
-      sparse_launch::ReadScatterLaunch(launch.View());
+      ParamOnlyLaunch::Read(sparse_launch::ReadScatterLaunch, 3, p);
   ASSERT_TRUE(scatter.ok()) << scatter.status();
   EXPECT_TRUE(scatter->scalar);
   EXPECT_EQ(scatter->target_count, 12);
@@ -131,8 +125,7 @@ TEST(SparseLaunch, IntegerScatterUpdatesWrapAndDivisionByMinusOneNegates) {
 TEST(SparseLaunch, SegmentReductionsFollowTensorFlowsFunctors) {
   sparse::SegmentReduceParams p;
   p.op = static_cast<SegmentOp>(5);
-  const ParamOnlyLaunch launch = ParamOnlyLaunch::Of(3, p);
-  EXPECT_EQ(sparse_launch::ReadSegmentReduceLaunch(launch.View()).status().message(),
+  EXPECT_EQ(ParamOnlyLaunch::Read(sparse_launch::ReadSegmentReduceLaunch, 3, p).status().message(),
             "unknown segment op 5");
   EXPECT_EQ(sparse_launch::SegmentReduceStep<int32_t>(SegmentOp::kProd, 3, 4), 12);
   EXPECT_EQ(sparse_launch::SegmentReduceStep<float>(SegmentOp::kMax, 2.0f, 1.0f), 2.0f);
@@ -162,8 +155,7 @@ TEST(SparseLaunch, WhereSizesItsCoordinatesAndWritesThemRowMajor) {
   EXPECT_EQ(coordinates[2], 3);
 
   p.rank = 9;
-  const ParamOnlyLaunch deep = ParamOnlyLaunch::Of(2, p);
-  EXPECT_EQ(sparse_launch::ReadCountTrueLaunch(deep.View()).status().message(),
+  EXPECT_EQ(ParamOnlyLaunch::Read(sparse_launch::ReadCountTrueLaunch, 2, p).status().message(),
             "rank 9 exceeds 8");
 }
 

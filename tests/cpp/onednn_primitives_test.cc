@@ -6,6 +6,7 @@
 // build has no oneDNN (VGPU_ONEDNN=OFF).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -18,6 +19,7 @@ namespace vgpu {
 namespace {
 
 using executor_test::ExecutorLaunch;
+using executor_test::FilterSettings;
 using executor_test::TensorSettings;
 
 // A launch through the CPU executor (the registry's "cpu"), as a session runs it.
@@ -27,13 +29,6 @@ std::vector<float> Pattern(size_t n, float scale) {
   std::vector<float> values(n);
   for (size_t i = 0; i < n; ++i) values[i] = scale * static_cast<float>((i * 7) % 13) - 1.0f;
   return values;
-}
-
-FilterDescriptorSettings Filter(std::vector<int64_t> dims) {
-  FilterDescriptorSettings settings;
-  settings.rank = static_cast<int32_t>(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) settings.dims[i] = dims[i];
-  return settings;
 }
 
 // A 2-D NHWC geometry: [n, h, w, c] input, [kh, kw, c, o] filter, stride s, padding p on every
@@ -71,13 +66,16 @@ struct Geometry {
   }
 };
 
+// Runs convolution kernel `id` of `g` through the CPU executor with buffers (first, second, out);
+// `y_dims`, when given, describes y in place of g's output shape.
 absl::Status RunConvolution(KernelId id, const Geometry& g, std::vector<float>* first,
-                            std::vector<float>* second, std::vector<float>* out) {
+                            std::vector<float>* second, std::vector<float>* out,
+                            std::optional<std::vector<int64_t>> y_dims = std::nullopt) {
   return CpuLaunch()
       .Tensor({g.n, g.h, g.w, g.c})
-      .Describe(Filter({g.kh, g.kw, g.c, g.o}))
+      .Describe(FilterSettings({g.kh, g.kw, g.c, g.o}))
       .Describe(g.Settings())
-      .Tensor({g.n, g.oh(), g.ow(), g.o})
+      .Tensor(y_dims.value_or(std::vector<int64_t>{g.n, g.oh(), g.ow(), g.o}))
       .Buffer(first)
       .Buffer(second)
       .Buffer(out)
@@ -146,15 +144,8 @@ TEST_F(OnednnPrimitives, BadShapesAreRefusedBeforeAPrimitiveIsBuilt) {
   std::vector<float> x = Pattern(g.x_size(), 0.25f), w = Pattern(g.w_size(), 0.5f);
   std::vector<float> y(g.y_size());
   // An output size the window does not give.
-  EXPECT_EQ(CpuLaunch()
-                .Tensor({1, 8, 8, 4})
-                .Describe(Filter({3, 3, 4, 4}))
-                .Describe(g.Settings())
-                .Tensor({1, 9, 8, 4})
-                .Buffer(&x)
-                .Buffer(&w)
-                .Buffer(&y)
-                .Run(convolution::kForward)
+  EXPECT_EQ(RunConvolution(convolution::kForward, g, &x, &w, &y,
+                           std::vector<int64_t>{1, 9, 8, 4})
                 .code(),
             absl::StatusCode::kInvalidArgument);
   // An input larger than its buffer.
@@ -175,6 +166,22 @@ MatmulDescriptorSettings Matmul(bool transpose_a, bool transpose_b) {
   return s;
 }
 
+// Runs kMatmul through the CPU executor: c (c_dims) = a (a_dims) times b (b_dims), each
+// transposed as `matmul` says.
+absl::Status RunMatmul(const MatmulDescriptorSettings& matmul, const std::vector<int64_t>& a_dims,
+                       const std::vector<int64_t>& b_dims, const std::vector<int64_t>& c_dims,
+                       std::vector<float>* a, std::vector<float>* b, std::vector<float>* c) {
+  return CpuLaunch()
+      .Describe(matmul)
+      .Tensor(a_dims)
+      .Tensor(b_dims)
+      .Tensor(c_dims)
+      .Buffer(a)
+      .Buffer(b)
+      .Buffer(c)
+      .Run(convolution::kMatmul);
+}
+
 TEST_F(OnednnPrimitives, BatchedTransposedBroadcastMatmulMatchesADirectSum) {
   // a: [2, 1, k=3, m=4] transposed; b: [3, n=5, k=3] transposed; c: [2, 3, 4, 5].
   const int m = 4, n = 5, k = 3;
@@ -189,16 +196,8 @@ TEST_F(OnednnPrimitives, BatchedTransposedBroadcastMatmulMatchesADirectSum) {
                 a[(i * k + t) * m + r] * b[(j * n + q) * k + t];
   for (int run = 0; run < 2; ++run) {
     std::vector<float> c(expected.size(), 99.0f);
-    ASSERT_TRUE(CpuLaunch()
-                    .Describe(Matmul(true, true))
-                    .Tensor({2, 1, k, m})
-                    .Tensor({3, n, k})
-                    .Tensor({2, 3, m, n})
-                    .Buffer(&a)
-                    .Buffer(&b)
-                    .Buffer(&c)
-                    .Run(convolution::kMatmul)
-                    .ok());
+    ASSERT_TRUE(
+        RunMatmul(Matmul(true, true), {2, 1, k, m}, {3, n, k}, {2, 3, m, n}, &a, &b, &c).ok());
     for (size_t i = 0; i < c.size(); ++i) ASSERT_NEAR(c[i], expected[i], 1e-4) << i;
   }
   EXPECT_EQ(ExecutorPrimitiveCounters().created, 1u);
@@ -235,16 +234,7 @@ TEST_F(OnednnPrimitives, FusedMatmulAddsTheBiasAndActivates) {
 
 TEST_F(OnednnPrimitives, MatmulWithAShortBufferIsInvalidArgument) {
   std::vector<float> a(3 * 5 - 1), b(5 * 4), c(3 * 4);
-  EXPECT_EQ(CpuLaunch()
-                .Describe(Matmul(false, false))
-                .Tensor({3, 5})
-                .Tensor({5, 4})
-                .Tensor({3, 4})
-                .Buffer(&a)
-                .Buffer(&b)
-                .Buffer(&c)
-                .Run(convolution::kMatmul)
-                .code(),
+  EXPECT_EQ(RunMatmul(Matmul(false, false), {3, 5}, {5, 4}, {3, 4}, &a, &b, &c).code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ExecutorPrimitiveCounters().created, 0u);
 }

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "plugin/backend/launch/launch_view.h"
@@ -21,6 +22,10 @@ class ParamOnlyLaunch {
  public:
   explicit ParamOnlyLaunch(size_t buffer_count)
       : pointers_(buffer_count, nullptr), sizes_(buffer_count, 0) {}
+  // A launch of `buffer_count` buffers whose parameter block is `params`.
+  ParamOnlyLaunch(size_t buffer_count, ParamBlock params) : ParamOnlyLaunch(buffer_count) {
+    params_ = std::move(params);
+  }
 
   // A launch of `buffer_count` buffers whose parameter block holds `params` (one kernel's
   // parameter struct).
@@ -29,6 +34,13 @@ class ParamOnlyLaunch {
     ParamOnlyLaunch launch(buffer_count);
     launch.Params().Put(params);
     return launch;
+  }
+
+  // What `read` (a launch reader, e.g. ReadGatherLaunch) makes of a launch of `buffer_count`
+  // buffers whose parameter block holds `params`.
+  template <typename Reader, typename Params>
+  static auto Read(Reader read, size_t buffer_count, const Params& params) {
+    return read(Of(buffer_count, params).View());
   }
 
   // A writer appending to the launch's parameter block.

@@ -233,18 +233,16 @@ using StreamExecutorCopy = StreamExecutorTest;
 
 TEST_F(StreamExecutorCopy, MemcpyRoundTripsHostToDeviceToDeviceToHost) {
   constexpr uint64_t kSize = 1 << 20;
-  const HostTransfer io = PrepareTransfer(kSize, 1);
-  SP_DeviceMemoryBase a = Allocate(kSize);
-  SP_DeviceMemoryBase b = Allocate(kSize);
-  ASSERT_TRUE(a.opaque && b.opaque);
+  DeviceRoundTrip io = PrepareRoundTrip(kSize, 1);
+  ASSERT_TRUE(io.a.opaque && io.b.opaque);
   SP_Stream stream = CreateStream();
 
   TfStatus status;
-  se().memcpy_htod(device(), stream, &a, io.source, kSize, status);
+  se().memcpy_htod(device(), stream, &io.a, io.source, kSize, status);
   EXPECT_TF_OK(status);
-  se().memcpy_dtod(device(), stream, &b, &a, kSize, status);
+  se().memcpy_dtod(device(), stream, &io.b, &io.a, kSize, status);
   EXPECT_TF_OK(status);
-  se().memcpy_dtoh(device(), stream, io.result, &b, kSize, status);
+  se().memcpy_dtoh(device(), stream, io.result, &io.b, kSize, status);
   EXPECT_TF_OK(status);
   se().block_host_until_done(device(), stream, status);
   ASSERT_TF_OK(status);

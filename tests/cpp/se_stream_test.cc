@@ -187,21 +187,19 @@ TEST_F(StreamExecutorStream, WaitForEventOrdersWorkAcrossStreams) {
 
 TEST_F(StreamExecutorStream, StreamDependencyOrdersWorkAcrossStreams) {
   constexpr uint64_t kSize = 256 << 10;
-  const HostTransfer io = PrepareTransfer(kSize, 33);
-  SP_DeviceMemoryBase a = Allocate(kSize);
-  SP_DeviceMemoryBase b = Allocate(kSize);
-  ASSERT_TRUE(a.opaque && b.opaque);
+  DeviceRoundTrip io = PrepareRoundTrip(kSize, 33);
+  ASSERT_TRUE(io.a.opaque && io.b.opaque);
   SP_Stream first = CreateStream();
   SP_Stream second = CreateStream();
   SP_Event second_done = CreateEvent();
   TfStatus status;
 
   StreamHold* hold = HoldStream(first);
-  se().memcpy_htod(device(), first, &a, io.source, kSize, status);
-  se().memcpy_dtod(device(), first, &b, &a, kSize, status);
+  se().memcpy_htod(device(), first, &io.a, io.source, kSize, status);
+  se().memcpy_dtod(device(), first, &io.b, &io.a, kSize, status);
   se().create_stream_dependency(device(), second, first, status);
   ASSERT_TF_OK(status);
-  se().memcpy_dtoh(device(), second, io.result, &b, kSize, status);
+  se().memcpy_dtoh(device(), second, io.result, &io.b, kSize, status);
   se().record_event(device(), second, second_done, status);
   ASSERT_TF_OK(status);
 

@@ -175,6 +175,11 @@ StreamExecutorTest::HostTransfer StreamExecutorTest::PrepareTransfer(uint64_t si
   return transfer;
 }
 
+StreamExecutorTest::DeviceRoundTrip StreamExecutorTest::PrepareRoundTrip(uint64_t size,
+                                                                         uint8_t seed) {
+  return DeviceRoundTrip{PrepareTransfer(size, seed), Allocate(size), Allocate(size)};
+}
+
 namespace {
 
 void HoldCallback(void* arg, TF_Status* status) {

@@ -16,6 +16,7 @@
 #include "absl/types/span.h"
 #include "gtest/gtest.h"
 #include "plugin/client/device_client.h"
+#include "plugin/device/tf_status_bridge.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/activation.h"
 #include "tensorflow/c/experimental/stream_executor/stream_executor.h"
@@ -28,21 +29,17 @@ namespace vgpu_test {
 inline constexpr uint64_t kMemoryLimit = 64ull << 20;
 inline constexpr int kDeviceCount = 2;
 
-// An owned TF_Status.
+// An owned TF_Status (the plugin's ScopedTfStatus), with what assertions read of it.
 class TfStatus {
  public:
-  TfStatus() : status_(TF_NewStatus()) {}
-  ~TfStatus() { TF_DeleteStatus(status_); }
-  TfStatus(const TfStatus&) = delete;
-  TfStatus& operator=(const TfStatus&) = delete;
-  TF_Status* get() const { return status_; }
-  operator TF_Status*() const { return status_; }
-  TF_Code code() const { return TF_GetCode(status_); }
+  TF_Status* get() const { return status_.get(); }
+  operator TF_Status*() const { return get(); }
+  TF_Code code() const { return TF_GetCode(get()); }
   bool ok() const { return code() == TF_OK; }
-  std::string message() const { return TF_Message(status_); }
+  std::string message() const { return TF_Message(get()); }
 
  private:
-  TF_Status* status_;
+  mutable vgpu::ScopedTfStatus status_;
 };
 
 // "OK" or "code N: message", for assertion output.
@@ -102,6 +99,13 @@ class StreamExecutorTest : public testing::Test {
     uint8_t* result;
   };
   HostTransfer PrepareTransfer(uint64_t size, uint8_t seed);
+  // A HostTransfer and two device buffers of its size, `a` and `b`, to pass it through (like
+  // Allocate's: a failed allocation has opaque == nullptr).
+  struct DeviceRoundTrip : HostTransfer {
+    SP_DeviceMemoryBase a;
+    SP_DeviceMemoryBase b;
+  };
+  DeviceRoundTrip PrepareRoundTrip(uint64_t size, uint8_t seed);
   template <typename T>
   T* Host(size_t count) {
     return reinterpret_cast<T*>(HostBytes(count * sizeof(T)));

@@ -167,11 +167,18 @@ def test_idle_handshakes_never_lock_new_clients_out(tmp_path):
         assert server.alive()
 
 
+def tenants_up_to_the_cap(server, cap_flag, cap=4):
+    """Connects `cap` tenants, as many as the server's `cap_flag` allows, and checks that one
+    more is refused with a message naming the flag; returns the connected ones."""
+    tenants = [RawTenant(server.address) for _ in range(cap)]
+    with pytest.raises(ConnectionRefusedError, match=cap_flag):
+        RawTenant(server.address)
+    return tenants
+
+
 def test_established_tenants_fill_the_connection_cap_with_a_clear_refusal(tmp_path):
     with ServerProcess(tmp_path, flags=["--max_connections=4"]) as server:
-        tenants = [RawTenant(server.address) for _ in range(4)]
-        with pytest.raises(ConnectionRefusedError, match="--max_connections"):
-            RawTenant(server.address)
+        tenants = tenants_up_to_the_cap(server, "--max_connections")
         for tenant in tenants:
             tenant.close()
 
@@ -181,9 +188,7 @@ def test_established_tenants_fill_the_connection_cap_with_a_clear_refusal(tmp_pa
 
 def test_connections_from_one_peer_are_capped_with_a_clear_refusal(tmp_path):
     with ServerProcess(tmp_path, flags=["--max_connections_per_peer=4"]) as server:
-        tenants = [RawTenant(server.address) for _ in range(4)]
-        with pytest.raises(ConnectionRefusedError, match="--max_connections_per_peer"):
-            RawTenant(server.address)
+        tenants = tenants_up_to_the_cap(server, "--max_connections_per_peer")
         tenants.pop().close()
 
         wait_for(lambda: served(server), 20, "a connection once under the per-peer cap")

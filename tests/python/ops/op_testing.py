@@ -5,13 +5,20 @@ import tensorflow as tf
 
 import vgpu
 
+BF16 = tf.bfloat16.as_numpy_dtype
+
+
+def tolerance_table(float64, float32, float16, bfloat16):
+    """Tolerances per floating dtype, as assert_allclose keywords: each argument is the
+    (rtol, atol) of its dtype."""
+    return {dtype: dict(rtol=rtol, atol=atol)
+            for dtype, (rtol, atol) in ((np.float64, float64), (np.float32, float32),
+                                        (np.float16, float16), (BF16, bfloat16))}
+
+
 # Tolerances per dtype for results that may differ by rounding (not by algorithm).
-TOLERANCE = {
-    np.float64: dict(rtol=1e-12, atol=1e-12),
-    np.float32: dict(rtol=1e-5, atol=1e-6),
-    np.float16: dict(rtol=1e-2, atol=1e-2),
-    tf.bfloat16.as_numpy_dtype: dict(rtol=2e-2, atol=2e-2),
-}
+TOLERANCE = tolerance_table(float64=(1e-12, 1e-12), float32=(1e-5, 1e-6), float16=(1e-2, 1e-2),
+                            bfloat16=(2e-2, 2e-2))
 
 
 def tolerance(dtype):

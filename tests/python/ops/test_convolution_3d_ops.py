@@ -12,15 +12,10 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import random_array
+from ops.op_testing import BF16, random_array, tolerance_table
 
-BF16 = tf.bfloat16.as_numpy_dtype
-TOLERANCE = {
-    np.float64: dict(rtol=1e-10, atol=1e-10),
-    np.float32: dict(rtol=1e-4, atol=1e-4),
-    np.float16: dict(rtol=2e-2, atol=3e-2),
-    BF16: dict(rtol=5e-2, atol=1e-1),
-}
+TOLERANCE = tolerance_table(float64=(1e-10, 1e-10), float32=(1e-4, 1e-4), float16=(2e-2, 3e-2),
+                            bfloat16=(5e-2, 1e-1))
 FORMATS = ["NDHWC", "NCDHW"]
 
 

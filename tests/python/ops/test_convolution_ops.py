@@ -15,16 +15,11 @@ import tensorflow as tf
 from tensorflow.python.eager import context, execute
 
 import vgpu
-from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, gradients_of,
-                            random_array, run_on)
+from ops.op_testing import (BF16, assert_gradients_match_cpu, assert_matches_cpu, gradients_of,
+                            random_array, run_on, tolerance_table)
 
-BF16 = tf.bfloat16.as_numpy_dtype
-CONV_TOLERANCE = {
-    np.float64: dict(rtol=1e-10, atol=1e-10),
-    np.float32: dict(rtol=1e-4, atol=1e-4),
-    np.float16: dict(rtol=2e-2, atol=2e-2),
-    BF16: dict(rtol=5e-2, atol=5e-2),
-}
+CONV_TOLERANCE = tolerance_table(float64=(1e-10, 1e-10), float32=(1e-4, 1e-4),
+                                 float16=(2e-2, 2e-2), bfloat16=(5e-2, 5e-2))
 EXPLICIT_NHWC = [0, 0, 1, 2, 2, 0, 0, 0]  # asymmetric: top 1, bottom 2, left 2, right 0
 
 

@@ -7,15 +7,11 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
+from ops.op_testing import (BF16, assert_gradients_match_cpu, assert_matches_cpu, random_array,
+                            tolerance_table)
 
-BF16 = tf.bfloat16.as_numpy_dtype
-TOLERANCE = {
-    np.float64: dict(rtol=1e-10, atol=1e-10),
-    np.float32: dict(rtol=1e-5, atol=1e-5),
-    np.float16: dict(rtol=2e-2, atol=2e-2),
-    BF16: dict(rtol=5e-2, atol=5e-2),
-}
+TOLERANCE = tolerance_table(float64=(1e-10, 1e-10), float32=(1e-5, 1e-5), float16=(2e-2, 2e-2),
+                            bfloat16=(5e-2, 5e-2))
 
 # equation -> operand shapes
 EQUATIONS = {
