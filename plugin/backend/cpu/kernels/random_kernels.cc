@@ -213,7 +213,7 @@ void FillTruncatedNormal(const Eigen::ThreadPoolDevice& device,
 
 // random::kUniform, kNormal and kTruncatedNormal.
 template <template <typename> class Distribution>
-absl::Status FloatingKernel(const KernelContext& context) {
+absl::Status FloatingRandomKernel(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
                         ReadPhiloxLaunch(context, RandomOutput::kFloating));
   return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
@@ -259,9 +259,9 @@ absl::Status UniformFullInt(const KernelContext& context) {
 }  // namespace
 
 void AddRandomKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kRandom, FloatingKernel<UniformFromBlock>,
-                  FloatingKernel<NormalFromBlock>, FloatingKernel<TruncatedNormalGroup>, UniformInt,
-                  UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<UniformFromBlock>,
+                  FloatingRandomKernel<NormalFromBlock>,
+                  FloatingRandomKernel<TruncatedNormalGroup>, UniformInt, UniformFullInt);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -389,7 +389,7 @@ enum class FloatingKind { kUniform, kNormal, kTruncatedNormal };
 
 // random::kUniform, kNormal and kTruncatedNormal.
 template <FloatingKind kKind>
-absl::Status FloatingKernel(const CudaKernelContext& context) {
+absl::Status FloatingRandomKernel(const CudaKernelContext& context) {
   constexpr const char* kName = kKind == FloatingKind::kUniform  ? "random_uniform"
                                 : kKind == FloatingKind::kNormal ? "random_normal"
                                                                  : "random_truncated_normal";
@@ -448,9 +448,9 @@ absl::Status UniformFullInt(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaRandomKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kRandom, FloatingKernel<FloatingKind::kUniform>,
-                  FloatingKernel<FloatingKind::kNormal>,
-                  FloatingKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<FloatingKind::kUniform>,
+                  FloatingRandomKernel<FloatingKind::kNormal>,
+                  FloatingRandomKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
 }
 
 }  // namespace vgpu::cuda
