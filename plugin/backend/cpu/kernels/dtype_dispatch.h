@@ -1,6 +1,6 @@
 // The CPU executor's element types for the shared dtype dispatch (launch/dtype_dispatch.h),
-// its floating-point kernels of one typed body (launch/floating_kernel.h), and the flat Eigen
-// views its kernels map buffers with.
+// its kernels of one typed body (launch/typed_kernel.h), and the flat Eigen views its kernels
+// map buffers with.
 #ifndef VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 #define VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 
@@ -8,7 +8,7 @@
 
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/launch/dtype_dispatch.h"
-#include "plugin/backend/launch/floating_kernel.h"
+#include "plugin/backend/launch/typed_kernel.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
@@ -25,9 +25,9 @@ struct CpuElementTypes {
 using Dispatch = DTypeDispatch<CpuElementTypes>;
 
 // The base of a kernel that reads its launch with kRead and runs Body::Run<T>(context, launch)
-// for the launch's floating-point dtype; Body::Launch is the kernel (launch/floating_kernel.h).
+// for the launch's floating-point dtype; Body::Launch is the kernel (launch/typed_kernel.h).
 template <typename Body, auto kRead>
-using FloatingKernel = FloatingKernelOf<Dispatch, KernelContext, Body, kRead>;
+using FloatingKernel = TypedKernelOf<Dispatch, KernelContext, Body, kRead>;
 
 template <typename T>
 using FlatMap = Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor>, Eigen::Unaligned>;
