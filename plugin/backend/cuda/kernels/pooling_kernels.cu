@@ -441,16 +441,12 @@ absl::Status PoolingForwardWithArgmax(const CudaKernelContext& context) {
 }
 
 absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kBackward));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    const T* dy = b.in;
-    const int64_t* argmax = b.argmax;
-    T* dx = b.out;
-    if (g.input_elements == 0) return absl::OkStatus();
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kBackward,
+                                     [&](const ArgmaxGeometry& a, const auto* dy,
+                                         const int64_t* argmax, auto* dx) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(dx)>;
     const CudaLaunchDevice& device = *context.device;
-    if (g.output_elements > 0) {
+    if (a.g.output_elements > 0) {
       // The argmax values are tenant data on the device: they are checked there, and the launch
       // waits for the verdict (this kernel blocks its stream's worker) so that a bad index fails
       // it before dx is written, as on the CPU executor.
@@ -460,7 +456,7 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
           cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), device.stream),
           "cudaMemsetAsync"));
       VGPU_RETURN_IF_ERROR(LaunchGridStride("pooling_backward_with_argmax check", device,
-                                            g.output_elements, CheckArgmaxKernel, launch.a, argmax,
+                                            a.g.output_elements, CheckArgmaxKernel, a, argmax,
                                             first_bad));
       unsigned long long verdict = 0;
       VGPU_RETURN_IF_ERROR(RuntimeStatus(cudaMemcpyAsync(&verdict, first_bad, sizeof(verdict),
@@ -471,23 +467,23 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
       if (verdict != ~0ull) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Invalid output gradient index: the argmax of output element ", verdict,
-            " lies outside the input of ", g.input_elements, " elements"));
+            " lies outside the input of ", a.g.input_elements, " elements"));
       }
     }
     VGPU_RETURN_IF_ERROR(RuntimeStatus(
-        cudaMemsetAsync(dx, 0, g.input_elements * sizeof(T), device.stream), "cudaMemsetAsync"));
-    return LaunchGridStride("pooling_backward_with_argmax", device, g.output_elements,
-                            ScatterArgmaxKernel<T>, launch.a, dy, argmax, dx);
+        cudaMemsetAsync(dx, 0, a.g.input_elements * sizeof(T), device.stream), "cudaMemsetAsync"));
+    return LaunchGridStride("pooling_backward_with_argmax", device, a.g.output_elements,
+                            ScatterArgmaxKernel<T>, a, dy, argmax, dx);
   });
 }
 
 absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kGradGrad));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    return LaunchGridStride("pooling_grad_grad_with_argmax", *context.device, g.output_elements,
-                            GatherArgmaxKernel<T>, launch.a, b.in, b.argmax, b.out);
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kGradGrad,
+                                     [&](const ArgmaxGeometry& a, const auto* ddx,
+                                         const int64_t* argmax, auto* ddy) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(ddy)>;
+    return LaunchGridStride("pooling_grad_grad_with_argmax", *context.device, a.g.output_elements,
+                            GatherArgmaxKernel<T>, a, ddx, argmax, ddy);
   });
 }
 
