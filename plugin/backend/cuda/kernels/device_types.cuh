@@ -40,10 +40,10 @@
 #include "plugin/backend/launch/broadcast_layout.h"
 #include "plugin/backend/launch/dense_tensor.h"
 #include "plugin/backend/launch/dtype_dispatch.h"
-#include "plugin/backend/launch/typed_kernel.h"
 #include "plugin/backend/launch/integer_arithmetic.h"
 #include "plugin/backend/launch/launch_context.h"
 #include "plugin/backend/launch/reader_dispatch.h"
+#include "plugin/backend/launch/typed_kernel.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 
