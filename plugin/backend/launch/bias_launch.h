@@ -46,10 +46,12 @@ absl::StatusOr<std::optional<ActivationMode>> ReadFusedEpilogue(const LaunchView
                                                                 absl::string_view mismatch);
 
 // A fused launch (kForwardBiasActivation, kMatmulBiasActivation): the Geometry of its main op,
-// and the activation after the bias (none: identity).
+// its dtype (the geometry's, which the bias shares), and the activation after the bias (none:
+// identity).
 template <typename Geometry>
 struct FusedLaunch {
   Geometry geometry;
+  DType dtype = DType::kFloat32;
   std::optional<ActivationMode> activation;
 };
 
@@ -64,6 +66,7 @@ absl::StatusOr<FusedLaunch<Geometry>> ReadFusedLaunch(
   VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
   FusedLaunch<Geometry> read;
   VGPU_ASSIGN_OR_RETURN(read.geometry, read_geometry(launch));
+  read.dtype = read.geometry.dtype;
   VGPU_ASSIGN_OR_RETURN(read.activation,
                         ReadFusedEpilogue(launch, /*bias_index=*/4, read.geometry.*channels,
                                           read.geometry.dtype, mismatch));

@@ -46,6 +46,14 @@ absl::Status DispatchSigned(DType dtype, Fn&& fn) {
   }
 }
 
+// DispatchSigned as the dtype set of a typed kernel (typed_kernel.h's DTypes).
+struct SignedDTypes {
+  template <typename Dispatch, typename Fn>
+  static absl::Status Switch(DType dtype, Fn&& fn) {
+    return DispatchSigned<Dispatch>(dtype, fn);
+  }
+};
+
 }  // namespace vgpu
 
 #endif  // VGPU_BACKEND_LAUNCH_DTYPE_SETS_H_

@@ -4,6 +4,7 @@
 #ifndef VGPU_BACKEND_LAUNCH_LAUNCH_CONTEXT_H_
 #define VGPU_BACKEND_LAUNCH_LAUNCH_CONTEXT_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
@@ -44,6 +45,27 @@ struct LaunchContext : LaunchView {
     return reinterpret_cast<T*>(buffers[index]);
   }
 };
+
+// A launch's buffers as arrays of T that all hold one element count: kInputs inputs, then the
+// output (an activation's [x, y] or [a, b, out], a softmax's [x, y]).
+template <typename T, size_t kInputs>
+struct ElementwiseBuffers {
+  std::array<const T*, kInputs> in;
+  T* out;
+};
+
+// Buffers 0 .. kInputs - 1 (const T) and buffer kInputs (T), each checked in that order by
+// context.Buffer to hold at least `elements` values of T; the first error otherwise.
+template <typename T, size_t kInputs, typename Context>
+absl::StatusOr<ElementwiseBuffers<T, kInputs>> TakeElementwiseBuffers(const Context& context,
+                                                                       uint64_t elements) {
+  ElementwiseBuffers<T, kInputs> buffers;
+  for (size_t i = 0; i < kInputs; ++i) {
+    VGPU_ASSIGN_OR_RETURN(buffers.in[i], context.template Buffer<const T>(i, elements));
+  }
+  VGPU_ASSIGN_OR_RETURN(buffers.out, context.template Buffer<T>(kInputs, elements));
+  return buffers;
+}
 
 }  // namespace vgpu
 

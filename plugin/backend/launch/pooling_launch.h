@@ -205,15 +205,22 @@ absl::Status WithArgmaxBuffers(const Context& context, const ArgmaxLaunch& launc
   });
 }
 
-// As WithArgmaxBuffers for the gradient kernels, whose argmax is int64 (fn is instantiated for
-// int64_t only).
+// A gradient kernel of the argmax pooling (`kernel`: kBackward or kGradGrad), whose argmax is
+// int64: reads the launch (ReadArgmaxLaunch), takes its buffers as T (the element type
+// `Dispatch` gives x's dtype) and calls fn(launch.a, in, argmax, out) (kBackward: dy, argmax,
+// dx; kGradGrad: ddx, argmax, ddy), unless `out` has no elements (OK then). Returns fn's status,
+// or the first read, dtype or buffer error.
 template <typename Dispatch, typename Context, typename Fn>
-absl::Status WithArgmaxGradientBuffers(const Context& context, const ArgmaxLaunch& launch,
-                                       Fn&& fn) {
+absl::Status RunArgmaxGradient(const Context& context, ArgmaxKernel kernel, Fn&& fn) {
+  VGPU_ASSIGN_OR_RETURN(const ArgmaxLaunch launch, ReadArgmaxLaunch(context, kernel));
+  const PoolGeometry& g = launch.a.g;
+  const int64_t out_elements =
+      kernel == ArgmaxKernel::kBackward ? g.input_elements : g.output_elements;
   return Dispatch::Floating(launch.x.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(auto buffers, (TakeArgmaxBuffers<T, int64_t>(context, launch)));
-    return fn(buffers);
+    VGPU_ASSIGN_OR_RETURN(const auto b, (TakeArgmaxBuffers<T, int64_t>(context, launch)));
+    if (out_elements == 0) return absl::OkStatus();
+    return fn(launch.a, b.in, b.argmax, b.out);
   });
 }
 

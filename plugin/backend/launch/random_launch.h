@@ -7,8 +7,10 @@
 
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/random.h"
 
 namespace vgpu::random_launch {
@@ -39,6 +41,36 @@ struct UniformIntLaunch {
 // ReadPhiloxLaunch for an int32 or int64 output, and, before y's size, that
 // minval < maxval and both lie within the dtype.
 absl::StatusOr<UniformIntLaunch> ReadUniformIntLaunch(const LaunchView& launch);
+
+// Every Philox kernel's start on an executor: T, the element type `Dispatch` (an executor's
+// DTypeDispatch) gives params.dtype among kOutput's dtypes, and y (buffer 0) as params.count
+// values of T; then fill(T* y) fills it, unless it is empty (OK then). Returns fill's status,
+// or the dispatch's or the buffer's error (neither happens after the launch's reader).
+template <typename Dispatch, RandomOutput kOutput, typename Context, typename Fill>
+absl::Status FillRandomOutput(const Context& context, const random::PhiloxParams& params,
+                              Fill&& fill) {
+  auto typed = [&](auto zero) -> absl::Status {
+    using T = decltype(zero);
+    VGPU_ASSIGN_OR_RETURN(T * y, context.template Buffer<T>(0, params.count));
+    if (params.count == 0) return absl::OkStatus();
+    return fill(y);
+  };
+  if constexpr (kOutput == RandomOutput::kFloating) {
+    return Dispatch::Floating(params.dtype, typed);
+  } else {
+    return Dispatch::Int32Or64(params.dtype, typed);
+  }
+}
+
+// A Philox kernel of kOutput's dtypes whose launch is ReadPhiloxLaunch's (kUniform, kNormal,
+// kTruncatedNormal, kUniformFullInt): reads it, then FillRandomOutput with
+// fill(const random::PhiloxParams& params, T* y). The reader's error first.
+template <typename Dispatch, RandomOutput kOutput, typename Context, typename Fill>
+absl::Status FillPhiloxOutput(const Context& context, Fill&& fill) {
+  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params, ReadPhiloxLaunch(context, kOutput));
+  return FillRandomOutput<Dispatch, kOutput>(
+      context, params, [&](auto* y) -> absl::Status { return fill(params, y); });
+}
 
 }  // namespace vgpu::random_launch
 

@@ -2,7 +2,8 @@
 // softmax, SoftmaxCrossEntropyWithLogits, SparseSoftmaxCrossEntropyWithLogits), read once for
 // every executor: descriptors, parameters and buffer sizes, validated as a hostile client could
 // send them, in the order the CPU executor's kernels always checked them. Rows of [batch,
-// classes]; every dtype is floating.
+// classes]; every dtype is floating. The cross-entropy launches' buffers as one element type,
+// for both executors' kernels.
 #ifndef VGPU_BACKEND_LAUNCH_SOFTMAX_LAUNCH_H_
 #define VGPU_BACKEND_LAUNCH_SOFTMAX_LAUNCH_H_
 
@@ -11,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "plugin/backend/launch/launch_view.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/protocol/descriptors.h"
 
 namespace vgpu::softmax_launch {
@@ -40,6 +42,27 @@ struct CrossEntropyLaunch {
 };
 absl::StatusOr<CrossEntropyLaunch> ReadCrossEntropyLaunch(const LaunchView& launch);
 
+// kSoftmaxCrossEntropy's buffers as T.
+template <typename T>
+struct CrossEntropyBuffers {
+  const T* logits;  // launch.logits_count values
+  const T* labels;  // launch.labels_count values
+  T* loss;          // launch.batch values
+  T* backprop;      // launch.count values
+};
+// Each buffer checked by context.Buffer, in buffer order, to hold its count of T; the first
+// error otherwise.
+template <typename T, typename Context>
+absl::StatusOr<CrossEntropyBuffers<T>> TakeCrossEntropyBuffers(const Context& context,
+                                                               const CrossEntropyLaunch& launch) {
+  CrossEntropyBuffers<T> b;
+  VGPU_ASSIGN_OR_RETURN(b.logits, context.template Buffer<const T>(0, launch.logits_count));
+  VGPU_ASSIGN_OR_RETURN(b.labels, context.template Buffer<const T>(1, launch.labels_count));
+  VGPU_ASSIGN_OR_RETURN(b.loss, context.template Buffer<T>(2, launch.batch));
+  VGPU_ASSIGN_OR_RETURN(b.backprop, context.template Buffer<T>(3, launch.count));
+  return b;
+}
+
 // reduction::kSparseSoftmaxCrossEntropy: descriptors [logits [batch, classes > 0]], buffers
 // [logits, loss [batch], backprop], params array<int64> labels (batch values, not range-checked:
 // a label outside [0, classes) gives a NaN row).
@@ -49,6 +72,25 @@ struct SparseCrossEntropyLaunch {
   std::vector<int64_t> labels;
 };
 absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyLaunch(const LaunchView& launch);
+
+// kSparseSoftmaxCrossEntropy's buffers as T.
+template <typename T>
+struct SparseCrossEntropyBuffers {
+  const T* logits;  // launch.count values
+  T* loss;          // launch.batch values
+  T* backprop;      // launch.count values
+};
+// Each buffer checked by context.Buffer, in buffer order, to hold its count of T; the first
+// error otherwise.
+template <typename T, typename Context>
+absl::StatusOr<SparseCrossEntropyBuffers<T>> TakeSparseCrossEntropyBuffers(
+    const Context& context, const SparseCrossEntropyLaunch& launch) {
+  SparseCrossEntropyBuffers<T> b;
+  VGPU_ASSIGN_OR_RETURN(b.logits, context.template Buffer<const T>(0, launch.count));
+  VGPU_ASSIGN_OR_RETURN(b.loss, context.template Buffer<T>(1, launch.batch));
+  VGPU_ASSIGN_OR_RETURN(b.backprop, context.template Buffer<T>(2, launch.count));
+  return b;
+}
 
 }  // namespace vgpu::softmax_launch
 

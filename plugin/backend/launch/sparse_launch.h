@@ -334,6 +334,19 @@ absl::Status WithWhereBuffers(const Context& context, DType dtype, const WhereGe
   });
 }
 
+// A where's work on an executor: find(const T* input, int64_t* out) writes the coordinates of
+// the input's true elements (never more than g.num_true rows) and returns how many true elements
+// it found, at least up to one more than g.num_true; the launch then holds kWhere's count rule
+// (CheckTrueElements). Returns find's error, or the count rule's.
+template <typename Dispatch, typename Context, typename Find>
+absl::Status RunWhere(const Context& context, const WhereLaunch& launch, Find&& find) {
+  return WithWhereBuffers<Dispatch>(context, launch.dtype, launch.g, launch.coordinate_count,
+                                    [&](const auto* input, int64_t* out) -> absl::Status {
+    VGPU_ASSIGN_OR_RETURN(const int64_t found, find(input, out));
+    return CheckTrueElements(launch.g, found);
+  });
+}
+
 }  // namespace vgpu::sparse_launch
 
 #endif  // VGPU_BACKEND_LAUNCH_SPARSE_LAUNCH_H_

@@ -21,6 +21,8 @@ namespace vgpu::cpu_kernels {
 namespace {
 
 using activation_launch::ActivationLaunch;
+using activation_launch::ReadActivationBackward;
+using activation_launch::ReadActivationForward;
 using activation_launch::kSeluScale;
 using activation_launch::kSeluScaleAlpha;
 
@@ -126,33 +128,28 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device, const ActivationLau
 }
 
 // activation::kForward: y = f(x).
-absl::Status ActivationForward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch, activation_launch::ReadActivationForward(context));
-  const int64_t n = launch.count;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, n));
-    if (n == 0) return absl::OkStatus();
-    return Forward<T>(*context.device, launch, ConstFlatMap<T>(x, n), FlatMap<T>(y, n));
-  });
-}
+struct ActivationForward : FloatingKernel<ActivationForward, ReadActivationForward> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ActivationLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto x_y, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
+    if (launch.count == 0) return absl::OkStatus();
+    return Forward<T>(*context.device, launch, ConstFlatMap<T>(x_y.in[0], launch.count),
+                      FlatMap<T>(x_y.out, launch.count));
+  }
+};
 
-// activation::kBackward (see protocol/kernels/activation.h for the buffer order).
-absl::Status ActivationBackward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch,
-                        activation_launch::ReadActivationBackward(context));
-  const int64_t n = launch.count;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, n));
-    VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, n));
-    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(2, n));
-    if (n == 0) return absl::OkStatus();
+// activation::kBackward (see protocol/kernels/activation.h for the buffer order [a, b, out]).
+struct ActivationBackward : FloatingKernel<ActivationBackward, ReadActivationBackward> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ActivationLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto a_b_out, (TakeElementwiseBuffers<T, 2>(context, launch.count)));
+    if (launch.count == 0) return absl::OkStatus();
+    const int64_t n = launch.count;
+    const auto& [a, b] = a_b_out.in;
     return Backward<T>(*context.device, launch, ConstFlatMap<T>(a, n), ConstFlatMap<T>(b, n),
-                       FlatMap<T>(out, n));
-  });
-}
+                       FlatMap<T>(a_b_out.out, n));
+  }
+};
 
 // activation::kReluInt8: y = max(x, 0) over signed bytes.
 absl::Status ReluInt8(const KernelContext& context) {
@@ -168,7 +165,8 @@ absl::Status ReluInt8(const KernelContext& context) {
 }  // namespace
 
 void AddActivationKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kActivation, ActivationForward, ActivationBackward, ReluInt8);
+  table.AddFamily(kernel_families::kActivation, ActivationForward::Launch,
+                  ActivationBackward::Launch, ReluInt8);
 }
 
 }  // namespace vgpu::cpu_kernels

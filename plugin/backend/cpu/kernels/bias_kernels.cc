@@ -18,72 +18,64 @@ using bias_launch::ReadBiasAddGradLaunch;
 using bias_launch::ReadBiasAddLaunch;
 using Index = Eigen::DenseIndex;
 
-template <typename T>
-absl::Status BiasAddTyped(const KernelContext& context, const BiasGeometry& s) {
-  VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, s.Elements()));
-  VGPU_ASSIGN_OR_RETURN(const T* bias, context.Buffer<const T>(1, s.channels));
-  VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(2, s.Elements()));
-  if (s.Elements() == 0) return absl::OkStatus();
-  const Eigen::ThreadPoolDevice& device = *context.device;
-  if (s.inner == 1) {
-    const Eigen::array<Index, 2> rows{s.outer, 1};
-    RowMajorMap<T, 2>(out, s.outer, s.channels).device(device) =
-        RowMajorMap<const T, 2>(value, s.outer, s.channels) +
-        RowMajorMap<const T, 2>(bias, 1, s.channels).broadcast(rows);
-  } else {
-    const Eigen::array<Index, 3> spread{s.outer, 1, s.inner};
-    RowMajorMap<T, 3>(out, s.outer, s.channels, s.inner).device(device) =
-        RowMajorMap<const T, 3>(value, s.outer, s.channels, s.inner) +
-        RowMajorMap<const T, 3>(bias, 1, s.channels, 1).broadcast(spread);
+// convolution::kBiasAdd: out = value + bias, the bias broadcast along the channel dimension.
+struct BiasAdd : FloatingKernel<BiasAdd, ReadBiasAddLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const BiasGeometry& s) {
+    VGPU_ASSIGN_OR_RETURN(const T* value, context.Buffer<const T>(0, s.Elements()));
+    VGPU_ASSIGN_OR_RETURN(const T* bias, context.Buffer<const T>(1, s.channels));
+    VGPU_ASSIGN_OR_RETURN(T* out, context.Buffer<T>(2, s.Elements()));
+    if (s.Elements() == 0) return absl::OkStatus();
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    if (s.inner == 1) {
+      const Eigen::array<Index, 2> rows{s.outer, 1};
+      RowMajorMap<T, 2>(out, s.outer, s.channels).device(device) =
+          RowMajorMap<const T, 2>(value, s.outer, s.channels) +
+          RowMajorMap<const T, 2>(bias, 1, s.channels).broadcast(rows);
+    } else {
+      const Eigen::array<Index, 3> spread{s.outer, 1, s.inner};
+      RowMajorMap<T, 3>(out, s.outer, s.channels, s.inner).device(device) =
+          RowMajorMap<const T, 3>(value, s.outer, s.channels, s.inner) +
+          RowMajorMap<const T, 3>(bias, 1, s.channels, 1).broadcast(spread);
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
-}
+};
 
-template <typename T>
-absl::Status BiasAddGradTyped(const KernelContext& context, const BiasGeometry& s) {
-  using CT = ComputeType<T>;
-  VGPU_ASSIGN_OR_RETURN(const T* gradient, context.Buffer<const T>(0, s.Elements()));
-  VGPU_ASSIGN_OR_RETURN(T* bias_gradient, context.Buffer<T>(1, s.channels));
-  if (s.channels == 0) return absl::OkStatus();
-  const Eigen::ThreadPoolDevice& device = *context.device;
-  RowMajorMap<T, 1> result(bias_gradient, s.channels);
-  if (s.Elements() == 0) {
-    result.device(device) = result.constant(T(0));
-  } else if (s.inner == 1) {
-    // Static reduction axes let Eigen pick its vectorised outer-dimension reduction.
-    Eigen::IndexList<Eigen::type2index<0>> over_rows;
-    result.device(device) = RowMajorMap<const T, 2>(gradient, s.outer, s.channels)
-                                .template cast<CT>()
-                                .sum(over_rows)
-                                .template cast<T>();
-  } else {
-    Eigen::IndexList<Eigen::type2index<0>, Eigen::type2index<2>> over_outer_and_inner;
-    result.device(device) = RowMajorMap<const T, 3>(gradient, s.outer, s.channels, s.inner)
-                                .template cast<CT>()
-                                .sum(over_outer_and_inner)
-                                .template cast<T>();
+// convolution::kBiasAddGrad: the sum of the gradient over all but the channel dimension.
+struct BiasAddGrad : FloatingKernel<BiasAddGrad, ReadBiasAddGradLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const BiasGeometry& s) {
+    using CT = ComputeType<T>;
+    VGPU_ASSIGN_OR_RETURN(const T* gradient, context.Buffer<const T>(0, s.Elements()));
+    VGPU_ASSIGN_OR_RETURN(T* bias_gradient, context.Buffer<T>(1, s.channels));
+    if (s.channels == 0) return absl::OkStatus();
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    RowMajorMap<T, 1> result(bias_gradient, s.channels);
+    if (s.Elements() == 0) {
+      result.device(device) = result.constant(T(0));
+    } else if (s.inner == 1) {
+      // Static reduction axes let Eigen pick its vectorised outer-dimension reduction.
+      Eigen::IndexList<Eigen::type2index<0>> over_rows;
+      result.device(device) = RowMajorMap<const T, 2>(gradient, s.outer, s.channels)
+                                  .template cast<CT>()
+                                  .sum(over_rows)
+                                  .template cast<T>();
+    } else {
+      Eigen::IndexList<Eigen::type2index<0>, Eigen::type2index<2>> over_outer_and_inner;
+      result.device(device) = RowMajorMap<const T, 3>(gradient, s.outer, s.channels, s.inner)
+                                  .template cast<CT>()
+                                  .sum(over_outer_and_inner)
+                                  .template cast<T>();
+    }
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
-}
-
-absl::Status BiasAdd(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BiasGeometry geometry, ReadBiasAddLaunch(context));
-  return Dispatch::Floating(geometry.dtype, [&](auto zero) {
-    return BiasAddTyped<decltype(zero)>(context, geometry);
-  });
-}
-
-absl::Status BiasAddGrad(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BiasGeometry geometry, ReadBiasAddGradLaunch(context));
-  return Dispatch::Floating(geometry.dtype, [&](auto zero) {
-    return BiasAddGradTyped<decltype(zero)>(context, geometry);
-  });
-}
+};
 
 }  // namespace
 
 void AddBiasKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kBias, BiasAdd, BiasAddGrad);
+  table.AddFamily(kernel_families::kBias, BiasAdd::Launch, BiasAddGrad::Launch);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -173,113 +173,105 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
   return absl::OkStatus();
 }
 
-template <typename T>
-absl::Status BackwardInputTyped(const KernelContext& context, const ConvolutionGeometry& g) {
-  using CT = ComputeType<T>;
-  VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(0, g.filter_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
-  VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
-  const Eigen::ThreadPoolDevice& device = *context.device;
-  if (g.input_elements == 0) return absl::OkStatus();
-  if (g.output_elements == 0 || g.filter_elements == 0) {
-    SetZero(device, dx, g.input_elements);
+// convolution::kBackwardInput: dx from the filter and dy (oneDNN for float32 when it serves).
+struct BackwardInput : FloatingKernel<BackwardInput, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ConvolutionGeometry& g) {
+    using CT = ComputeType<T>;
+    VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(0, g.filter_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    if (g.input_elements == 0) return absl::OkStatus();
+    if (g.output_elements == 0 || g.filter_elements == 0) {
+      SetZero(device, dx, g.input_elements);
+      return absl::OkStatus();
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardInput(device, g, w, dy, dx));
+      if (done) return absl::OkStatus();
+    }
+    ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.filter_elements);
+    ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
+                                          g.out_depth);
+    ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
+                                          g.in_depth);
+    if (g.depthwise) {
+      DepthwiseNhwc<CT>::BackwardInput(device, g, filter.data(), out_backprop.data(),
+                                       in_backprop.data());
+    } else if (UsesEigenSpatialConvolution(g)) {
+      ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
+                                    in_backprop.data());
+    } else {
+      VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardInput(device, g, filter.data(),
+                                                     out_backprop.data(), in_backprop.data()));
+    }
+    in_backprop.Finish(device);
     return absl::OkStatus();
   }
-  if constexpr (std::is_same_v<T, float>) {
-    VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardInput(device, g, w, dy, dx));
-    if (done) return absl::OkStatus();
-  }
-  ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.filter_elements);
-  ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
-                                        g.out_depth);
-  ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
-                                        g.in_depth);
-  if (g.depthwise) {
-    DepthwiseNhwc<CT>::BackwardInput(device, g, filter.data(), out_backprop.data(),
-                                     in_backprop.data());
-  } else if (UsesEigenSpatialConvolution(g)) {
-    ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
-                                  in_backprop.data());
-  } else {
-    VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardInput(device, g, filter.data(),
-                                                   out_backprop.data(), in_backprop.data()));
-  }
-  in_backprop.Finish(device);
-  return absl::OkStatus();
-}
+};
 
-template <typename T>
-absl::Status BackwardFilterTyped(const KernelContext& context, const ConvolutionGeometry& g) {
-  using CT = ComputeType<T>;
-  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
-  VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(2, g.filter_elements));
-  const Eigen::ThreadPoolDevice& device = *context.device;
-  if (g.filter_elements == 0) return absl::OkStatus();
-  if (g.input_elements == 0 || g.output_elements == 0) {
-    SetZero(device, dw, g.filter_elements);
+// convolution::kBackwardFilter: dw from x and dy (oneDNN for float32 when it serves).
+struct BackwardFilter : FloatingKernel<BackwardFilter, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ConvolutionGeometry& g) {
+    using CT = ComputeType<T>;
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(2, g.filter_elements));
+    const Eigen::ThreadPoolDevice& device = *context.device;
+    if (g.filter_elements == 0) return absl::OkStatus();
+    if (g.input_elements == 0 || g.output_elements == 0) {
+      SetZero(device, dw, g.filter_elements);
+      return absl::OkStatus();
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardFilter(device, g, x, dy, dw));
+      if (done) return absl::OkStatus();
+    }
+    ChannelsLastInput<T, CT> input(device, x, g.data_format, g.batch, g.InputPixels(),
+                                   g.in_depth);
+    ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
+                                          g.out_depth);
+    ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.filter_elements);
+    if (g.depthwise) {
+      DepthwiseNhwc<CT>::BackwardFilter(device, g, input.data(), out_backprop.data(),
+                                        filter_backprop.data());
+    } else {
+      VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardFilter(
+          device, g, input.data(), out_backprop.data(), filter_backprop.data()));
+    }
+    filter_backprop.Finish(device);
     return absl::OkStatus();
   }
-  if constexpr (std::is_same_v<T, float>) {
-    VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardFilter(device, g, x, dy, dw));
-    if (done) return absl::OkStatus();
-  }
-  ChannelsLastInput<T, CT> input(device, x, g.data_format, g.batch, g.InputPixels(),
-                                 g.in_depth);
-  ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
-                                        g.out_depth);
-  ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.filter_elements);
-  if (g.depthwise) {
-    DepthwiseNhwc<CT>::BackwardFilter(device, g, input.data(), out_backprop.data(),
-                                      filter_backprop.data());
-  } else {
-    VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardFilter(device, g, input.data(),
-                                                    out_backprop.data(), filter_backprop.data()));
-  }
-  filter_backprop.Finish(device);
-  return absl::OkStatus();
-}
+};
 
-absl::Status ConvolutionForward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    using T = decltype(zero);
+// convolution::kForward: y from x and the filter.
+struct Forward : FloatingKernel<Forward, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ConvolutionGeometry& g) {
     return ForwardTyped<T>(context, g, /*output_buffer=*/2, /*epilogue=*/nullptr);
-  });
-}
+  }
+};
 
-absl::Status ConvolutionBiasActivationForward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionBiasActivationLaunch launch,
-                        ReadConvolutionBiasActivationLaunch(context));
-  const ConvolutionGeometry& g = launch.geometry;
-  return Dispatch::Floating(g.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
+// convolution::kForwardBiasActivation: kForward, then the bias and the activation.
+struct ForwardBiasActivation
+    : FloatingKernel<ForwardBiasActivation, ReadConvolutionBiasActivationLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context,
+                          const ConvolutionBiasActivationLaunch& launch) {
     Epilogue<T> epilogue;
-    VGPU_ASSIGN_OR_RETURN(epilogue.bias, context.Buffer<const T>(2, g.out_depth));
+    VGPU_ASSIGN_OR_RETURN(epilogue.bias, context.Buffer<const T>(2, launch.geometry.out_depth));
     epilogue.activation = launch.activation;
-    return ForwardTyped<T>(context, g, /*output_buffer=*/3, &epilogue);
-  });
-}
-
-absl::Status ConvolutionBackwardInput(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    return BackwardInputTyped<decltype(zero)>(context, g);
-  });
-}
-
-absl::Status ConvolutionBackwardFilter(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    return BackwardFilterTyped<decltype(zero)>(context, g);
-  });
-}
+    return ForwardTyped<T>(context, launch.geometry, /*output_buffer=*/3, &epilogue);
+  }
+};
 
 }  // namespace
 
 void AddConvolutionKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kConvolution, ConvolutionForward, ConvolutionBackwardInput,
-                  ConvolutionBackwardFilter, ConvolutionBiasActivationForward);
+  table.AddFamily(kernel_families::kConvolution, Forward::Launch, BackwardInput::Launch,
+                  BackwardFilter::Launch, ForwardBiasActivation::Launch);
 }
 
 }  // namespace vgpu::cpu_kernels

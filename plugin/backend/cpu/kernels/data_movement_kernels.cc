@@ -25,18 +25,6 @@ using data_movement_launch::ReadStridedSliceLaunch;
 using data_movement_launch::ReadTileLaunch;
 using data_movement_launch::ReadTransposeLaunch;
 
-// data_movement::kTranspose.
-absl::Status Transpose(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BufferCopy copy, ReadTransposeLaunch(context));
-  return RunBufferCopy(context, copy);
-}
-
-// data_movement::kStridedSlice.
-absl::Status StridedSlice(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BufferCopy copy, ReadStridedSliceLaunch(context));
-  return RunBufferCopy(context, copy);
-}
-
 // Scatters buffer 0 (the slice) back to where a slice of buffer 1 reads; with `zero_rest`,
 // the rest of buffer 1 is zeroed first (kStridedSliceGrad), else kept (kStridedSliceAssign).
 absl::Status ScatterSlice(const KernelContext& context, bool zero_rest) {
@@ -73,12 +61,6 @@ absl::Status Pad(const KernelContext& context) {
   return RunBufferCopy(context, pad.copy);
 }
 
-// data_movement::kTile.
-absl::Status Tile(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BufferCopy copy, ReadTileLaunch(context));
-  return RunBufferCopy(context, copy);
-}
-
 // data_movement::kConcat and kSplit: one copy per piece, in order.
 absl::Status RunPieceCopies(const KernelContext& context,
                             const std::vector<BufferCopy>& pieces) {
@@ -99,8 +81,9 @@ absl::Status Split(const KernelContext& context) {
 }  // namespace
 
 void AddDataMovementKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kDataMovement, Transpose, StridedSlice, StridedSliceGrad,
-                  StridedSliceAssign, Pad, Tile, Concat, Split);
+  table.AddFamily(kernel_families::kDataMovement, BufferCopyKernel<ReadTransposeLaunch>,
+                  BufferCopyKernel<ReadStridedSliceLaunch>, StridedSliceGrad, StridedSliceAssign,
+                  Pad, BufferCopyKernel<ReadTileLaunch>, Concat, Split);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -1,11 +1,14 @@
 // The CPU executor's element types for the shared dtype dispatch (launch/dtype_dispatch.h),
-// and the flat Eigen views its kernels map buffers with.
+// its kernels of one typed body (launch/typed_kernel.h), and the flat Eigen views its kernels
+// map buffers with.
 #ifndef VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 #define VGPU_BACKEND_CPU_KERNELS_DTYPE_DISPATCH_H_
 
 #include <cstdint>
 
+#include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/launch/dtype_dispatch.h"
+#include "plugin/backend/launch/typed_kernel.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
@@ -20,6 +23,11 @@ struct CpuElementTypes {
 // The dtype dispatch of the CPU kernels: Dispatch::Floating, Numeric, All, Int32Or64, Index,
 // ElementSize (launch/dtype_dispatch.h).
 using Dispatch = DTypeDispatch<CpuElementTypes>;
+
+// The base of a kernel that reads its launch with kRead and runs Body::Run<T>(context, launch)
+// for the launch's floating-point dtype; Body::Launch is the kernel (launch/typed_kernel.h).
+template <typename Body, auto kRead>
+using FloatingKernel = TypedKernelOf<Dispatch, KernelContext, Body, kRead>;
 
 template <typename T>
 using FlatMap = Eigen::TensorMap<Eigen::Tensor<T, 1, Eigen::RowMajor>, Eigen::Unaligned>;

@@ -90,41 +90,35 @@ absl::Status PoolingForwardWithArgmax(const KernelContext& context) {
 
 // pooling::kBackwardWithArgmax (see protocol/kernels/pooling.h).
 absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kBackward));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    const T* dy = b.in;
-    const auto* argmax = b.argmax;
-    T* dx = b.out;
-    if (g.input_elements == 0) return absl::OkStatus();
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kBackward,
+                                     [&](const ArgmaxGeometry& a, const auto* dy,
+                                         const int64_t* argmax, auto* dx) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(dx)>;
     // Every target is checked before dx is touched; when each lies in its own image, images are
     // independent and scatter in parallel (each in output order, as serially).
     bool within_own_image = true;
-    for (int64_t i = 0; i < g.output_elements; ++i) {
-      const int64_t target = ArgmaxTarget(launch.a, i, argmax[i]);
+    for (int64_t i = 0; i < a.g.output_elements; ++i) {
+      const int64_t target = ArgmaxTarget(a, i, argmax[i]);
       if (target < 0) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Invalid output gradient index: argmax ", argmax[i], " of output element ", i,
-            " lies outside the input of ", g.input_elements, " elements"));
+            " lies outside the input of ", a.g.input_elements, " elements"));
       }
-      within_own_image &= target / launch.a.input_image == i / launch.a.output_image;
+      within_own_image &= target / a.input_image == i / a.output_image;
     }
     auto scatter = [&](int64_t first_image, int64_t end_image) {
-      std::fill(dx + first_image * launch.a.input_image, dx + end_image * launch.a.input_image,
-                T(0));
-      for (int64_t i = first_image * launch.a.output_image; i < end_image * launch.a.output_image;
-           ++i) {
-        dx[ArgmaxTarget(launch.a, i, argmax[i])] += dy[i];
+      std::fill(dx + first_image * a.input_image, dx + end_image * a.input_image, T(0));
+      for (int64_t i = first_image * a.output_image; i < end_image * a.output_image; ++i) {
+        dx[ArgmaxTarget(a, i, argmax[i])] += dy[i];
       }
     };
     if (!within_own_image) {
-      scatter(0, g.images);
+      scatter(0, a.g.images);
       return absl::OkStatus();
     }
-    const double per_image = static_cast<double>(launch.a.output_image + launch.a.input_image);
+    const double per_image = static_cast<double>(a.output_image + a.input_image);
     context.device->parallelFor(
-        g.images, Eigen::TensorOpCost(per_image * sizeof(T), per_image * sizeof(T), per_image),
+        a.g.images, Eigen::TensorOpCost(per_image * sizeof(T), per_image * sizeof(T), per_image),
         [&](Eigen::Index begin, Eigen::Index end) { scatter(begin, end); });
     return absl::OkStatus();
   });
@@ -132,19 +126,15 @@ absl::Status PoolingBackwardWithArgmax(const KernelContext& context) {
 
 // pooling::kGradGradWithArgmax (see protocol/kernels/pooling.h).
 absl::Status PoolingGradGradWithArgmax(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kGradGrad));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    const T* ddx = b.in;
-    const auto* argmax = b.argmax;
-    T* ddy = b.out;
-    if (g.output_elements == 0) return absl::OkStatus();
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kGradGrad,
+                                     [&](const ArgmaxGeometry& a, const auto* ddx,
+                                         const int64_t* argmax, auto* ddy) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(ddy)>;
     context.device->parallelFor(
-        g.output_elements, Eigen::TensorOpCost(2 * sizeof(T) + 8, sizeof(T), 2),
+        a.g.output_elements, Eigen::TensorOpCost(2 * sizeof(T) + 8, sizeof(T), 2),
         [&](Eigen::Index begin, Eigen::Index end) {
           for (int64_t i = begin; i < end; ++i) {
-            const int64_t target = ArgmaxTarget(launch.a, i, argmax[i]);
+            const int64_t target = ArgmaxTarget(a, i, argmax[i]);
             ddy[i] = target < 0 ? T(0) : ddx[target];
           }
         });

@@ -18,10 +18,10 @@ using pooling_launch::PoolGeometry;
 using pooling_launch::PoolingLaunch;
 using pooling_launch::ReadArgmaxLaunch;
 using pooling_launch::ReadPoolingLaunch;
+using pooling_launch::RunArgmaxGradient;
 using pooling_launch::WindowOf;
 using pooling_launch::WindowRange;
 using pooling_launch::WithArgmaxBuffers;
-using pooling_launch::WithArgmaxGradientBuffers;
 using pooling_launch::WithPoolingBuffers;
 
 // The argmax kernels (pooling_argmax_kernels.cc): pooling::kForwardWithArgmax,

@@ -29,8 +29,9 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
+using random_launch::FillPhiloxOutput;
+using random_launch::FillRandomOutput;
 using random_launch::RandomOutput;
-using random_launch::ReadPhiloxLaunch;
 using random_launch::ReadUniformIntLaunch;
 using random_launch::UniformIntLaunch;
 
@@ -213,55 +214,48 @@ void FillTruncatedNormal(const Eigen::ThreadPoolDevice& device,
 
 // random::kUniform, kNormal and kTruncatedNormal.
 template <template <typename> class Distribution>
-absl::Status FloatingKernel(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
-                        ReadPhiloxLaunch(context, RandomOutput::kFloating));
-  return Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
-    if (params.count == 0) return absl::OkStatus();
-    if constexpr (std::is_same_v<Distribution<T>, TruncatedNormalGroup<T>>) {
-      FillTruncatedNormal<T>(*context.device, params, out);
-    } else {
-      FillFromBlocks<T>(*context.device, params, Distribution<T>(), out);
-    }
-    return absl::OkStatus();
-  });
+absl::Status FloatingRandomKernel(const KernelContext& context) {
+  return FillPhiloxOutput<Dispatch, RandomOutput::kFloating>(
+      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        if constexpr (std::is_same_v<Distribution<T>, TruncatedNormalGroup<T>>) {
+          FillTruncatedNormal<T>(*context.device, params, out);
+        } else {
+          FillFromBlocks<T>(*context.device, params, Distribution<T>(), out);
+        }
+        return absl::OkStatus();
+      });
 }
 
 // random::kUniformInt.
 absl::Status UniformInt(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const UniformIntLaunch launch, ReadUniformIntLaunch(context));
-  return Dispatch::Int32Or64(launch.philox.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, launch.philox.count));
-    if (launch.philox.count == 0) return absl::OkStatus();
-    const UniformIntFromBlock<T> convert{static_cast<T>(launch.minval),
-                                         static_cast<std::make_unsigned_t<T>>(launch.range)};
-    FillFromBlocks<T>(*context.device, launch.philox, convert, out);
-    return absl::OkStatus();
-  });
+  return FillRandomOutput<Dispatch, RandomOutput::kInt32Or64>(
+      context, launch.philox, [&](auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        const UniformIntFromBlock<T> convert{static_cast<T>(launch.minval),
+                                             static_cast<std::make_unsigned_t<T>>(launch.range)};
+        FillFromBlocks<T>(*context.device, launch.philox, convert, out);
+        return absl::OkStatus();
+      });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
-                        ReadPhiloxLaunch(context, RandomOutput::kInt32Or64));
-  return Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
-    if (params.count == 0) return absl::OkStatus();
-    FillFromBlocks<T>(*context.device, params, FullIntFromBlock<T>(), out);
-    return absl::OkStatus();
-  });
+  return FillPhiloxOutput<Dispatch, RandomOutput::kInt32Or64>(
+      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        FillFromBlocks<T>(*context.device, params, FullIntFromBlock<T>(), out);
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace
 
 void AddRandomKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kRandom, FloatingKernel<UniformFromBlock>,
-                  FloatingKernel<NormalFromBlock>, FloatingKernel<TruncatedNormalGroup>, UniformInt,
-                  UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<UniformFromBlock>,
+                  FloatingRandomKernel<NormalFromBlock>,
+                  FloatingRandomKernel<TruncatedNormalGroup>, UniformInt, UniformFullInt);
 }
 
 }  // namespace vgpu::cpu_kernels

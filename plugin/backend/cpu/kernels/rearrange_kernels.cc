@@ -45,48 +45,44 @@ CT SumFrom(const Rearrangement& r, const T* x, Index base) {
   return total;
 }
 
-template <typename T>
-absl::Status RearrangeTyped(const KernelContext& context, const Rearrangement& r) {
-  using CT = ComputeType<T>;
-  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, r.x_elements));
-  VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, r.y_elements));
-  if (r.y_elements == 0) return absl::OkStatus();
-  const double terms = static_cast<double>(std::max<Index>(1, r.summed_count));
-  const Eigen::TensorOpCost cost(terms * sizeof(T), sizeof(T), terms + r.rank);
-  context.device->parallelFor(r.y_elements, cost, [&](Index first, Index last) {
-    Index index[kMaxRank] = {};
-    for (Index rest = first, k = r.rank - 1; k >= 0; --k) {
-      index[k] = rest % r.y_dims[k];
-      rest /= r.y_dims[k];
-    }
-    for (Index element = first; element < last; ++element) {
-      bool on_diagonal = true;
-      Index offset = 0;
-      for (int k = 0; k < r.rank; ++k) {
-        if (r.ties[k] >= 0 && index[k] != index[r.ties[k]]) on_diagonal = false;
-        offset += index[k] * r.x_strides[k];
+// convolution::kRearrange: y from x in one strided pass, each output's sum in one fixed order.
+struct Rearrange : FloatingKernel<Rearrange, ReadRearrangeLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const Rearrangement& r) {
+    using CT = ComputeType<T>;
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, r.x_elements));
+    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, r.y_elements));
+    if (r.y_elements == 0) return absl::OkStatus();
+    const double terms = static_cast<double>(std::max<Index>(1, r.summed_count));
+    const Eigen::TensorOpCost cost(terms * sizeof(T), sizeof(T), terms + r.rank);
+    context.device->parallelFor(r.y_elements, cost, [&](Index first, Index last) {
+      Index index[kMaxRank] = {};
+      for (Index rest = first, k = r.rank - 1; k >= 0; --k) {
+        index[k] = rest % r.y_dims[k];
+        rest /= r.y_dims[k];
       }
-      y[element] = on_diagonal ? static_cast<T>(SumFrom<T, CT>(r, x, offset)) : T(0);
-      for (int k = r.rank - 1; k >= 0; --k) {
-        if (++index[k] < r.y_dims[k]) break;
-        index[k] = 0;
+      for (Index element = first; element < last; ++element) {
+        bool on_diagonal = true;
+        Index offset = 0;
+        for (int k = 0; k < r.rank; ++k) {
+          if (r.ties[k] >= 0 && index[k] != index[r.ties[k]]) on_diagonal = false;
+          offset += index[k] * r.x_strides[k];
+        }
+        y[element] = on_diagonal ? static_cast<T>(SumFrom<T, CT>(r, x, offset)) : T(0);
+        for (int k = r.rank - 1; k >= 0; --k) {
+          if (++index[k] < r.y_dims[k]) break;
+          index[k] = 0;
+        }
       }
-    }
-  });
-  return absl::OkStatus();
-}
-
-absl::Status Rearrange(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(Rearrangement r, ReadRearrangeLaunch(context));
-  return Dispatch::Floating(r.dtype, [&](auto zero) {
-    return RearrangeTyped<decltype(zero)>(context, r);
-  });
-}
+    });
+    return absl::OkStatus();
+  }
+};
 
 }  // namespace
 
 void AddRearrangeKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kRearrange, Rearrange);
+  table.AddFamily(kernel_families::kRearrange, Rearrange::Launch);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -18,19 +18,12 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
-using data_movement_launch::BufferCopy;
 using data_movement_launch::ReadReverseLaunch;
 using data_movement_launch::ReadReverseSequenceLaunch;
 using data_movement_launch::ReverseSequenceBuffers;
 using data_movement_launch::ReverseSequenceGeometry;
 using data_movement_launch::ReverseSequenceSourceRun;
 using data_movement_launch::TakeReverseSequenceBuffers;
-
-// data_movement::kReverse.
-absl::Status Reverse(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(BufferCopy copy, ReadReverseLaunch(context));
-  return RunBufferCopy(context, copy);
-}
 
 // data_movement::kReverseSequence.
 absl::Status ReverseSequence(const KernelContext& context) {
@@ -54,7 +47,7 @@ absl::Status ReverseSequence(const KernelContext& context) {
 }  // namespace
 
 void AddReverseKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kReverse, Reverse, ReverseSequence);
+  table.AddFamily(kernel_families::kReverse, BufferCopyKernel<ReadReverseLaunch>, ReverseSequence);
 }
 
 }  // namespace vgpu::cpu_kernels

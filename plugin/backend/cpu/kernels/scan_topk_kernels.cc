@@ -54,18 +54,16 @@ void ScanLines(const Eigen::ThreadPoolDevice& device, const T* x, T* y, const Sc
       });
 }
 
-// reduction::kScan.
-absl::Status Scan(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ScanLaunch launch, ReadScanLaunch(context));
-  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.count));
+// reduction::kScan, for DispatchSigned's dtypes (typed body: launch/typed_kernel.h).
+struct Scan : TypedKernelOf<Dispatch, KernelContext, Scan, ReadScanLaunch, SignedDTypes> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const ScanLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto x_y, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
     if (launch.count == 0) return absl::OkStatus();
-    ScanLines<T>(*context.device, x, y, launch);
+    ScanLines<T>(*context.device, x_y.in[0], x_y.out, launch);
     return absl::OkStatus();
-  });
-}
+  }
+};
 
 template <typename T, typename Index>
 void TopKRows(const Eigen::ThreadPoolDevice& device, const T* x, T* values, Index* indices,
@@ -99,11 +97,10 @@ void TopKRows(const Eigen::ThreadPoolDevice& device, const T* x, T* values, Inde
       });
 }
 
-// reduction::kTopK.
-absl::Status TopK(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(TopKLaunch launch, ReadTopKLaunch(context));
-  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
+// reduction::kTopK, for DispatchSigned's dtypes.
+struct TopK : TypedKernelOf<Dispatch, KernelContext, TopK, ReadTopKLaunch, SignedDTypes> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const TopKLaunch& launch) {
     VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.x_count));
     VGPU_ASSIGN_OR_RETURN(T* values, context.Buffer<T>(1, launch.out_count));
     return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
@@ -114,8 +111,8 @@ absl::Status TopK(const KernelContext& context) {
                          launch.k);
       return absl::OkStatus();
     });
-  });
-}
+  }
+};
 
 template <typename Target>
 void InTopKRows(const Eigen::ThreadPoolDevice& device, const float* predictions,
@@ -161,7 +158,7 @@ absl::Status InTopK(const KernelContext& context) {
 }  // namespace
 
 void AddScanAndTopKKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan::Launch, TopK::Launch, InTopK);
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -31,6 +31,8 @@ using softmax_launch::ReadSoftmaxLaunch;
 using softmax_launch::ReadSparseCrossEntropyLaunch;
 using softmax_launch::SoftmaxLaunch;
 using softmax_launch::SparseCrossEntropyLaunch;
+using softmax_launch::TakeCrossEntropyBuffers;
+using softmax_launch::TakeSparseCrossEntropyBuffers;
 
 // The type a row is computed in.
 template <typename T>
@@ -134,60 +136,52 @@ void SparseSoftmaxCrossEntropyRows(const Eigen::ThreadPoolDevice& device, const 
   });
 }
 
-// reduction::kSoftmax.
-absl::Status Softmax(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(SoftmaxLaunch launch, ReadSoftmaxLaunch(context));
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(1, launch.count));
+// reduction::kSoftmax: y = softmax(x) (log softmax with launch.log) along each row.
+struct Softmax : FloatingKernel<Softmax, ReadSoftmaxLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const SoftmaxLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
     if (launch.count == 0) return absl::OkStatus();
-    SoftmaxRows<T>(*context.device, x, y, launch.batch, launch.classes, launch.log);
+    SoftmaxRows<T>(*context.device, b.in[0], b.out, launch.batch, launch.classes, launch.log);
     return absl::OkStatus();
-  });
-}
+  }
+};
 
-// reduction::kSoftmaxCrossEntropy.
-absl::Status SoftmaxCrossEntropy(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(CrossEntropyLaunch launch, ReadCrossEntropyLaunch(context));
-  const int64_t batch = launch.batch;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, launch.logits_count));
-    VGPU_ASSIGN_OR_RETURN(const T* labels, context.Buffer<const T>(1, launch.labels_count));
-    VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(2, batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(3, launch.count));
-    if (batch == 0) return absl::OkStatus();
+// reduction::kSoftmaxCrossEntropy: per row the loss and its gradient (labels broadcast).
+struct SoftmaxCrossEntropy : FloatingKernel<SoftmaxCrossEntropy, ReadCrossEntropyLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const CrossEntropyLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, TakeCrossEntropyBuffers<T>(context, launch));
+    if (launch.batch == 0) return absl::OkStatus();
     if (launch.classes == 0) {
-      std::fill(loss, loss + batch, T(0));
+      std::fill(b.loss, b.loss + launch.batch, T(0));
       return absl::OkStatus();
     }
-    SoftmaxCrossEntropyRows<T>(*context.device, logits, launch.logits_layout, labels,
-                               launch.labels_layout, loss, backprop, batch, launch.classes);
+    SoftmaxCrossEntropyRows<T>(*context.device, b.logits, launch.logits_layout, b.labels,
+                               launch.labels_layout, b.loss, b.backprop, launch.batch,
+                               launch.classes);
     return absl::OkStatus();
-  });
-}
+  }
+};
 
-// reduction::kSparseSoftmaxCrossEntropy.
-absl::Status SparseSoftmaxCrossEntropy(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch launch, ReadSparseCrossEntropyLaunch(context));
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const T* logits, context.Buffer<const T>(0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(T* loss, context.Buffer<T>(1, launch.batch));
-    VGPU_ASSIGN_OR_RETURN(T* backprop, context.Buffer<T>(2, launch.count));
+// reduction::kSparseSoftmaxCrossEntropy: as kSoftmaxCrossEntropy with one label index per row.
+struct SparseSoftmaxCrossEntropy
+    : FloatingKernel<SparseSoftmaxCrossEntropy, ReadSparseCrossEntropyLaunch> {
+  template <typename T>
+  static absl::Status Run(const KernelContext& context, const SparseCrossEntropyLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, TakeSparseCrossEntropyBuffers<T>(context, launch));
     if (launch.batch == 0) return absl::OkStatus();
-    SparseSoftmaxCrossEntropyRows<T>(*context.device, logits, launch.labels.data(), loss,
-                                     backprop, launch.batch, launch.classes);
+    SparseSoftmaxCrossEntropyRows<T>(*context.device, b.logits, launch.labels.data(), b.loss,
+                                     b.backprop, launch.batch, launch.classes);
     return absl::OkStatus();
-  });
-}
+  }
+};
 
 }  // namespace
 
 void AddSoftmaxKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kSoftmax, Softmax, SoftmaxCrossEntropy,
-                  SparseSoftmaxCrossEntropy);
+  table.AddFamily(kernel_families::kSoftmax, Softmax::Launch, SoftmaxCrossEntropy::Launch,
+                  SparseSoftmaxCrossEntropy::Launch);
 }
 
 }  // namespace vgpu::cpu_kernels

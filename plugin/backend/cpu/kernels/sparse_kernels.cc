@@ -33,6 +33,7 @@ using sparse::ScatterOp;
 using sparse::SegmentOp;
 using sparse_launch::GatherIndexPosition;
 using sparse_launch::GatherSourceRow;
+using sparse_launch::RunWhere;
 using sparse_launch::ScatterRowDestination;
 using sparse_launch::SegmentOf;
 using sparse_launch::SliceOffset;
@@ -295,17 +296,17 @@ absl::Status CountTrue(const KernelContext& context) {
 absl::Status Where(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(sparse_launch::WhereLaunch launch, sparse_launch::ReadWhereLaunch(context));
   const sparse_launch::WhereGeometry& g = launch.g;
-  return WithWhereBuffers<Dispatch>(context, launch.dtype, g, launch.coordinate_count,
-                                    [&](const auto* input, int64_t* out) -> absl::Status {
+  return RunWhere<Dispatch>(context, launch,
+                            [&](const auto* input, int64_t* out) -> absl::StatusOr<int64_t> {
     int64_t written = 0;
     for (int64_t i = 0; i < g.total; ++i) {
       if (!IsTrue(input[i])) continue;
       // One more true element than num_true fails before it is written out of bounds.
-      if (written == g.num_true) return sparse_launch::CheckTrueElements(g, written + 1);
+      if (written == g.num_true) return written + 1;
       sparse_launch::WriteCoordinates(g, i, out + written * g.rank);
       ++written;
     }
-    return sparse_launch::CheckTrueElements(g, written);
+    return written;
   });
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/launch/data_movement_launch.h"
 
@@ -29,6 +30,15 @@ absl::Status RunStridedCopy(const Eigen::ThreadPoolDevice& device,
 // element, else the buffers' sizes are checked (LaunchContext::Buffer) and the copy runs.
 absl::Status RunBufferCopy(const KernelContext& context,
                            const data_movement_launch::BufferCopy& copy);
+
+// The kernel of a launch that is one checked copy (kTranspose, kStridedSlice, kTile, kReverse):
+// reads it with kRead, a data movement reader, and runs it (RunBufferCopy).
+template <absl::StatusOr<data_movement_launch::BufferCopy> (*kRead)(const LaunchView&)>
+absl::Status BufferCopyKernel(const KernelContext& context) {
+  absl::StatusOr<data_movement_launch::BufferCopy> copy = kRead(context);
+  if (!copy.ok()) return copy.status();
+  return RunBufferCopy(context, *copy);
+}
 
 // Sets `count` elements of `element_size` bytes at `dst` to the low `element_size` bytes of
 // `value_bits` (native byte order), on the device's threads. Blocks until done.

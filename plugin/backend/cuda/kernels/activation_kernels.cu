@@ -9,6 +9,7 @@
 // GPU run must confirm: every mode and dtype within rtol 1e-3 of the CPU executor (sigmoid: the
 // CPU's float path is Eigen's rational approximation, here 1 / (1 + exp(-x))); softplus at the
 // thresholds; NaN propagation of relu/relu6 (NaN in, NaN out).
+#include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
@@ -25,6 +26,8 @@ namespace {
 using namespace kernels;  // NOLINT: the family's own helper namespace
 
 using activation_launch::ActivationLaunch;
+using activation_launch::ReadActivationBackward;
+using activation_launch::ReadActivationForward;
 using activation_launch::kSeluScale;
 using activation_launch::kSeluScaleAlpha;
 
@@ -114,42 +117,34 @@ __global__ void BackwardKernel(ActivationMode mode, float coef, const Storage<T>
   }
 }
 
-// activation::kForward: y = f(x).
-absl::Status ActivationForward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch, activation_launch::ReadActivationForward(context));
-  const int64_t n = launch.count;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, n));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, n));
+// activation::kForward (kInputs 1: y = f(x)) and kBackward (kInputs 2: buffers [a, b, out], see
+// protocol/kernels/activation.h), read by kRead: one thread per element.
+template <size_t kInputs, auto kRead>
+struct Activation : FloatingKernel<Activation<kInputs, kRead>, kRead> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const ActivationLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, (TakeElementwiseBuffers<T, kInputs>(context, launch.count)));
+    const int64_t n = launch.count;
     if (n == 0) return absl::OkStatus();
+    const ActivationMode mode = launch.activation.mode;
     // The leaky relu's alpha as TensorFlow holds it: the float attribute, cast to T on device.
-    return LaunchGrid(context, "activation_forward", n, ForwardKernel<T>, launch.activation.mode,
-                      launch.LeakyAlpha(), x, y, n);
-  });
-}
-
-// activation::kBackward (buffer order in protocol/kernels/activation.h).
-absl::Status ActivationBackward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ActivationLaunch launch,
-                        activation_launch::ReadActivationBackward(context));
-  const int64_t n = launch.count;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* a, ConstDeviceBuffer<T>(context, 0, n));
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* b, ConstDeviceBuffer<T>(context, 1, n));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* out, DeviceBuffer<T>(context, 2, n));
-    if (n == 0) return absl::OkStatus();
-    return LaunchGrid(context, "activation_backward", n, BackwardKernel<T>,
-                      launch.activation.mode, launch.LeakyAlpha(), a, b, out, n);
-  });
-}
+    const float alpha = launch.LeakyAlpha();
+    if constexpr (kInputs == 1) {
+      return LaunchGrid(context, "activation_forward", n, ForwardKernel<T>, mode, alpha, b.in[0],
+                        b.out, n);
+    } else {
+      return LaunchGrid(context, "activation_backward", n, BackwardKernel<T>, mode, alpha,
+                        b.in[0], b.in[1], b.out, n);
+    }
+  }
+};
 
 }  // namespace
 
 void AddCudaActivationKernels(CudaKernelTable& table) {
   // relu_int8 is not served yet (docs/cuda.md).
-  table.AddFamily(kernel_families::kActivation, ActivationForward, ActivationBackward, nullptr);
+  table.AddFamily(kernel_families::kActivation, Activation<1, ReadActivationForward>::Launch,
+                  Activation<2, ReadActivationBackward>::Launch, nullptr);
 }
 
 }  // namespace vgpu::cuda

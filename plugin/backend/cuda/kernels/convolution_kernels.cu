@@ -58,6 +58,7 @@ using convolution_launch::ReadConvolutionBiasActivationLaunch;
 using convolution_launch::ReadConvolutionLaunch;
 using dnn::CudnnStatus;
 using kernels::Dispatch;
+using kernels::FloatingKernel;
 
 // --- Layout kernels --------------------------------------------------------------------------
 
@@ -479,112 +480,103 @@ absl::Status ForwardTyped(const CudaKernelContext& context, const ConvolutionGeo
   return absl::OkStatus();
 }
 
-template <typename T>
-absl::Status BackwardInputTyped(const CudaKernelContext& context, const ConvolutionGeometry& g) {
-  const CudaLaunchDevice& device = *context.device;
-  VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(0, g.filter_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
-  VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
-  if (g.input_elements == 0) return absl::OkStatus();
-  if (g.output_elements == 0 || g.filter_elements == 0) {
-    return ZeroAsync(device, dx, g.input_elements * sizeof(T));
+// convolution::kBackwardInput: dx from the filter and dy (cudnnConvolutionBackwardData).
+struct BackwardInput : FloatingKernel<BackwardInput, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const ConvolutionGeometry& g) {
+    const CudaLaunchDevice& device = *context.device;
+    VGPU_ASSIGN_OR_RETURN(const T* w, context.Buffer<const T>(0, g.filter_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dx, context.Buffer<T>(2, g.input_elements));
+    if (g.input_elements == 0) return absl::OkStatus();
+    if (g.output_elements == 0 || g.filter_elements == 0) {
+      return ZeroAsync(device, dx, g.input_elements * sizeof(T));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ConvolutionPlan> plan,
+                          PlanFor(context, static_cast<uint32_t>(convolution::kBackwardInput), g,
+                                  Direction::kBackwardInput));
+    VGPU_ASSIGN_OR_RETURN(ConvolutionWorkspace<T> workspace, WorkspaceFor<T>(device, g, *plan));
+    const T* filter = workspace.filter;
+    VGPU_RETURN_IF_ERROR(TransposeFilter(device, g, w, workspace.filter, /*to_cudnn=*/true));
+    T* gradient = plan->explicit_padding ? workspace.padded : dx;
+    Scaling scaling;
+    VGPU_RETURN_IF_ERROR(CudnnStatus(
+        cudnnConvolutionBackwardData(
+            device.libraries->cudnn(), scaling.alpha(g.dtype), plan->filter.get(), filter,
+            plan->y.get(), dy, plan->convolution.get(),
+            static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algorithm), workspace.scratch,
+            plan->workspace_bytes, scaling.beta(g.dtype), plan->x.get(), gradient),
+        "cudnnConvolutionBackwardData"));
+    if (plan->explicit_padding) {
+      // dx is the padded input's gradient without its padding.
+      VGPU_RETURN_IF_ERROR(LaunchGridStride(
+          "convolution input gradient crop", device, g.input_elements, WindowCopyKernel<T>,
+          static_cast<const T*>(gradient), plan->padded_shape, dx, plan->input_shape,
+          g.pad_before[0], g.pad_before[1], g.pad_before[2]));
+    }
+    return absl::OkStatus();
   }
-  VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ConvolutionPlan> plan,
-                        PlanFor(context, static_cast<uint32_t>(convolution::kBackwardInput), g,
-                                Direction::kBackwardInput));
-  VGPU_ASSIGN_OR_RETURN(ConvolutionWorkspace<T> workspace, WorkspaceFor<T>(device, g, *plan));
-  const T* filter = workspace.filter;
-  VGPU_RETURN_IF_ERROR(TransposeFilter(device, g, w, workspace.filter, /*to_cudnn=*/true));
-  T* gradient = plan->explicit_padding ? workspace.padded : dx;
-  Scaling scaling;
-  VGPU_RETURN_IF_ERROR(CudnnStatus(
-      cudnnConvolutionBackwardData(device.libraries->cudnn(), scaling.alpha(g.dtype),
-                                   plan->filter.get(), filter, plan->y.get(), dy,
-                                   plan->convolution.get(),
-                                   static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algorithm),
-                                   workspace.scratch, plan->workspace_bytes,
-                                   scaling.beta(g.dtype), plan->x.get(), gradient),
-      "cudnnConvolutionBackwardData"));
-  if (plan->explicit_padding) {
-    // dx is the padded input's gradient without its padding.
-    VGPU_RETURN_IF_ERROR(LaunchGridStride(
-        "convolution input gradient crop", device, g.input_elements, WindowCopyKernel<T>,
-        static_cast<const T*>(gradient), plan->padded_shape, dx, plan->input_shape,
-        g.pad_before[0], g.pad_before[1], g.pad_before[2]));
-  }
-  return absl::OkStatus();
-}
+};
 
-template <typename T>
-absl::Status BackwardFilterTyped(const CudaKernelContext& context,
-                                 const ConvolutionGeometry& g) {
-  const CudaLaunchDevice& device = *context.device;
-  VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
-  VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
-  VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(2, g.filter_elements));
-  if (g.filter_elements == 0) return absl::OkStatus();
-  if (g.input_elements == 0 || g.output_elements == 0) {
-    return ZeroAsync(device, dw, g.filter_elements * sizeof(T));
+// convolution::kBackwardFilter: dw from x and dy (cudnnConvolutionBackwardFilter).
+struct BackwardFilter : FloatingKernel<BackwardFilter, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const ConvolutionGeometry& g) {
+    const CudaLaunchDevice& device = *context.device;
+    VGPU_ASSIGN_OR_RETURN(const T* x, context.Buffer<const T>(0, g.input_elements));
+    VGPU_ASSIGN_OR_RETURN(const T* dy, context.Buffer<const T>(1, g.output_elements));
+    VGPU_ASSIGN_OR_RETURN(T* dw, context.Buffer<T>(2, g.filter_elements));
+    if (g.filter_elements == 0) return absl::OkStatus();
+    if (g.input_elements == 0 || g.output_elements == 0) {
+      return ZeroAsync(device, dw, g.filter_elements * sizeof(T));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ConvolutionPlan> plan,
+                          PlanFor(context, static_cast<uint32_t>(convolution::kBackwardFilter), g,
+                                  Direction::kBackwardFilter));
+    VGPU_ASSIGN_OR_RETURN(ConvolutionWorkspace<T> workspace, WorkspaceFor<T>(device, g, *plan));
+    T* filter_gradient = workspace.filter;
+    VGPU_ASSIGN_OR_RETURN(const T* input, CudnnInput(device, g, *plan, workspace, x));
+    Scaling scaling;
+    VGPU_RETURN_IF_ERROR(CudnnStatus(
+        cudnnConvolutionBackwardFilter(
+            device.libraries->cudnn(), scaling.alpha(g.dtype), plan->x.get(), input,
+            plan->y.get(), dy, plan->convolution.get(),
+            static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algorithm), workspace.scratch,
+            plan->workspace_bytes, scaling.beta(g.dtype), plan->filter.get(), filter_gradient),
+        "cudnnConvolutionBackwardFilter"));
+    return TransposeFilter(device, g, static_cast<const T*>(filter_gradient), dw,
+                           /*to_cudnn=*/false);
   }
-  VGPU_ASSIGN_OR_RETURN(std::shared_ptr<ConvolutionPlan> plan,
-                        PlanFor(context, static_cast<uint32_t>(convolution::kBackwardFilter), g,
-                                Direction::kBackwardFilter));
-  VGPU_ASSIGN_OR_RETURN(ConvolutionWorkspace<T> workspace, WorkspaceFor<T>(device, g, *plan));
-  T* filter_gradient = workspace.filter;
-  VGPU_ASSIGN_OR_RETURN(const T* input, CudnnInput(device, g, *plan, workspace, x));
-  Scaling scaling;
-  VGPU_RETURN_IF_ERROR(CudnnStatus(
-      cudnnConvolutionBackwardFilter(
-          device.libraries->cudnn(), scaling.alpha(g.dtype), plan->x.get(), input,
-          plan->y.get(), dy, plan->convolution.get(),
-          static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algorithm), workspace.scratch,
-          plan->workspace_bytes, scaling.beta(g.dtype), plan->filter.get(), filter_gradient),
-      "cudnnConvolutionBackwardFilter"));
-  return TransposeFilter(device, g, static_cast<const T*>(filter_gradient), dw,
-                         /*to_cudnn=*/false);
-}
+};
 
-absl::Status ConvolutionForward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    using T = decltype(zero);
+// convolution::kForward: y from x and the filter (cudnnConvolutionForward).
+struct Forward : FloatingKernel<Forward, ReadConvolutionLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const ConvolutionGeometry& g) {
     return ForwardTyped<T>(context, g, static_cast<uint32_t>(convolution::kForward),
                            /*output_buffer=*/2, /*bias=*/nullptr, /*activation=*/-1);
-  });
-}
+  }
+};
 
-absl::Status ConvolutionBiasActivationForward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionBiasActivationLaunch launch,
-                        ReadConvolutionBiasActivationLaunch(context));
-  const ConvolutionGeometry& g = launch.geometry;
-  return Dispatch::Floating(g.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
+// convolution::kForwardBiasActivation: kForward, then the bias and the activation.
+struct ForwardBiasActivation
+    : FloatingKernel<ForwardBiasActivation, ReadConvolutionBiasActivationLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context,
+                          const ConvolutionBiasActivationLaunch& launch) {
+    const ConvolutionGeometry& g = launch.geometry;
     VGPU_ASSIGN_OR_RETURN(const T* bias_data, context.Buffer<const T>(2, g.out_depth));
     return ForwardTyped<T>(context, g,
                            static_cast<uint32_t>(convolution::kForwardBiasActivation),
                            /*output_buffer=*/3, bias_data, ActivationCode(launch.activation));
-  });
-}
-
-absl::Status ConvolutionBackwardInput(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    return BackwardInputTyped<decltype(zero)>(context, g);
-  });
-}
-
-absl::Status ConvolutionBackwardFilter(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ConvolutionGeometry g, ReadConvolutionLaunch(context));
-  return Dispatch::Floating(g.dtype, [&](auto zero) {
-    return BackwardFilterTyped<decltype(zero)>(context, g);
-  });
-}
+  }
+};
 
 }  // namespace
 
 void AddCudaConvolutionKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kConvolution, ConvolutionForward, ConvolutionBackwardInput,
-                  ConvolutionBackwardFilter, ConvolutionBiasActivationForward);
+  table.AddFamily(kernel_families::kConvolution, Forward::Launch, BackwardInput::Launch,
+                  BackwardFilter::Launch, ForwardBiasActivation::Launch);
 }
 
 }  // namespace vgpu::cuda

@@ -1,6 +1,8 @@
 // Helpers shared by the CUDA executor's own kernels (backend/cuda/kernels/*.cu):
 //   - the element types of the shared dtype dispatch (launch/dtype_dispatch.h): fn(T{}) with T
-//     one of float, double, __half, __nv_bfloat16, int32_t, int64_t, uint8_t, bool;
+//     one of float, double, __half, __nv_bfloat16, int32_t, int64_t, uint8_t, bool; and the
+//     base of the floating-point kernels of one typed body (FloatingKernel,
+//     launch/typed_kernel.h);
 //   - the storage type of each dtype in device memory (Storage<T>: bool is a byte, read nonzero
 //     as true, written 0/1) and the type kernels compute in (Compute<T>);
 //   - Narrow<S>, the compute type of __half and __nv_bfloat16: a float that always holds a value
@@ -41,6 +43,7 @@
 #include "plugin/backend/launch/integer_arithmetic.h"
 #include "plugin/backend/launch/launch_context.h"
 #include "plugin/backend/launch/reader_dispatch.h"
+#include "plugin/backend/launch/typed_kernel.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernel_ids.h"
 
@@ -57,6 +60,11 @@ struct CudaElementTypes {
 
 // Dispatch::Floating, Numeric, All, Int32Or64, Index, ElementSize (launch/dtype_dispatch.h).
 using Dispatch = DTypeDispatch<CudaElementTypes>;
+
+// The base of a kernel that reads its launch with kRead and runs Body::Run<T>(context, launch)
+// for the launch's floating-point dtype; Body::Launch is the kernel (launch/typed_kernel.h).
+template <typename Body, auto kRead>
+using FloatingKernel = TypedKernelOf<Dispatch, CudaKernelContext, Body, kRead>;
 
 // The launch readers size buffers with ReaderDispatch's storage types: these kernels' element
 // types must match them in size and alignment, as LaunchContext::Buffer<T> checks with them.

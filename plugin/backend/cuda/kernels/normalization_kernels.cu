@@ -41,11 +41,6 @@ namespace {
 
 using kernels::Dispatch;
 
-// The grid-stride launch of float_compute.cuh, under this file's short name.
-template <typename... Args>
-absl::Status Launch(Args&&... args) {
-  return LaunchGridStride(std::forward<Args>(args)...);
-}
 using normalization_launch::BackwardChannelBuffers;
 using normalization_launch::BatchNormBackwardLaunch;
 using normalization_launch::BatchNormForwardLaunch;
@@ -271,20 +266,19 @@ absl::Status Forward(const CudaKernelContext& context) {
             layout, StatisticTerms<T>{x}, scratch.doubles);
         VGPU_RETURN_IF_ERROR(LastLaunchStatus("batch_norm_forward_training sums"));
       }
-      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_training statistics", device, channels,
-                                  FinalizeTrainingKernel, layout,
-                                  static_cast<const double*>(scratch.doubles),
-                                  launch.params.epsilon, launch.params.exponential_avg_factor,
-                                  out));
+      VGPU_RETURN_IF_ERROR(LaunchGridStride(
+          "batch_norm_forward_training statistics", device, channels, FinalizeTrainingKernel,
+          layout, static_cast<const double*>(scratch.doubles), launch.params.epsilon,
+          launch.params.exponential_avg_factor, out));
     } else {
-      VGPU_RETURN_IF_ERROR(Launch("batch_norm_forward_inference statistics", device, channels,
-                                  FinalizeInferenceKernel, layout, launch.params.epsilon,
-                                  layout.elements() == 0, out));
+      VGPU_RETURN_IF_ERROR(LaunchGridStride(
+          "batch_norm_forward_inference statistics", device, channels, FinalizeInferenceKernel,
+          layout, launch.params.epsilon, layout.elements() == 0, out));
     }
-    return Launch(kTraining ? "batch_norm_forward_training" : "batch_norm_forward_inference",
-                  device, layout.elements(), NormalizeKernel<T>, layout, x,
-                  static_cast<const float*>(out.mean), static_cast<const float*>(out.multiplier),
-                  launch.channel.offset, y);
+    return LaunchGridStride(
+        kTraining ? "batch_norm_forward_training" : "batch_norm_forward_inference", device,
+        layout.elements(), NormalizeKernel<T>, layout, x, static_cast<const float*>(out.mean),
+        static_cast<const float*>(out.multiplier), launch.channel.offset, y);
   });
 }
 
@@ -314,13 +308,13 @@ absl::Status Backward(const CudaKernelContext& context) {
           cudaMemsetAsync(scratch.doubles, 0, 2 * channels * sizeof(double), device.stream),
           "cudaMemsetAsync"));
     }
-    VGPU_RETURN_IF_ERROR(Launch("batch_norm_backward statistics", device, channels,
-                                FinalizeBackwardKernel, layout,
-                                static_cast<const double*>(scratch.doubles),
-                                launch.params.epsilon, out));
-    return Launch(kTraining ? "batch_norm_backward_training" : "batch_norm_backward_inference",
-                  device, layout.elements(), BackwardElementsKernel<T, kTraining>, layout, dy, x,
-                  mean, out, dx);
+    VGPU_RETURN_IF_ERROR(LaunchGridStride("batch_norm_backward statistics", device, channels,
+                                          FinalizeBackwardKernel, layout,
+                                          static_cast<const double*>(scratch.doubles),
+                                          launch.params.epsilon, out));
+    return LaunchGridStride(
+        kTraining ? "batch_norm_backward_training" : "batch_norm_backward_inference", device,
+        layout.elements(), BackwardElementsKernel<T, kTraining>, layout, dy, x, mean, out, dx);
   });
 }
 

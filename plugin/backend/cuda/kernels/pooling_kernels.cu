@@ -44,11 +44,6 @@ namespace {
 
 using kernels::Dispatch;
 
-// The grid-stride launch of float_compute.cuh, under this file's short name.
-template <typename... Args>
-absl::Status Launch(Args&&... args) {
-  return LaunchGridStride(std::forward<Args>(args)...);
-}
 using namespace pooling_launch;  // NOLINT: the family's geometry, readers and buffers
 
 using dnn::RuntimeStatus;
@@ -383,15 +378,15 @@ absl::Status PoolingForward(const CudaKernelContext& context) {
     using T = std::remove_pointer_t<decltype(b.out)>;
     const CudaLaunchDevice& device = *context.device;
     if (launch.pooling.mode == PoolingMode::kAverage) {
-      return Launch("pooling_forward", device, g.output_elements, AvgPoolForwardKernel<T>, g,
-                    b.x, b.out);
+      return LaunchGridStride("pooling_forward", device, g.output_elements,
+                              AvgPoolForwardKernel<T>, g, b.x, b.out);
     }
     if (propagate) {
-      return Launch("pooling_forward", device, g.output_elements,
-                    MaxPoolForwardKernel<T, true>, g, b.x, b.out);
+      return LaunchGridStride("pooling_forward", device, g.output_elements,
+                              MaxPoolForwardKernel<T, true>, g, b.x, b.out);
     }
-    return Launch("pooling_forward", device, g.output_elements, MaxPoolForwardKernel<T, false>,
-                  g, b.x, b.out);
+    return LaunchGridStride("pooling_forward", device, g.output_elements,
+                            MaxPoolForwardKernel<T, false>, g, b.x, b.out);
   });
 }
 
@@ -404,15 +399,15 @@ absl::Status PoolingBackward(const CudaKernelContext& context) {
     using T = std::remove_pointer_t<decltype(b.out)>;
     const CudaLaunchDevice& device = *context.device;
     if (launch.pooling.mode != PoolingMode::kMax) {
-      return Launch("pooling_backward", device, g.input_elements, AvgPoolBackwardKernel<T>, g,
-                    b.dy, b.out);
+      return LaunchGridStride("pooling_backward", device, g.input_elements,
+                              AvgPoolBackwardKernel<T>, g, b.dy, b.out);
     }
     if (propagate) {
-      return Launch("pooling_backward", device, g.input_elements,
-                    MaxPoolBackwardKernel<T, true>, g, b.x, b.dy, b.out);
+      return LaunchGridStride("pooling_backward", device, g.input_elements,
+                              MaxPoolBackwardKernel<T, true>, g, b.x, b.dy, b.out);
     }
-    return Launch("pooling_backward", device, g.input_elements, MaxPoolBackwardKernel<T, false>,
-                  g, b.x, b.dy, b.out);
+    return LaunchGridStride("pooling_backward", device, g.input_elements,
+                            MaxPoolBackwardKernel<T, false>, g, b.x, b.dy, b.out);
   });
 }
 
@@ -422,8 +417,8 @@ absl::Status PoolingGradGrad(const CudaKernelContext& context) {
   const PoolGeometry& g = launch.geometry;
   return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
     using T = std::remove_pointer_t<decltype(b.out)>;
-    return Launch("pooling_grad_grad", *context.device, g.output_elements,
-                  MaxPoolGradGradKernel<T>, g, b.x, b.y, b.ddx, b.out);
+    return LaunchGridStride("pooling_grad_grad", *context.device, g.output_elements,
+                            MaxPoolGradGradKernel<T>, g, b.x, b.y, b.ddx, b.out);
   });
 }
 
@@ -435,25 +430,23 @@ absl::Status PoolingForwardWithArgmax(const CudaKernelContext& context) {
     using T = std::remove_pointer_t<decltype(b.out)>;
     using Targmax = std::remove_pointer_t<decltype(b.argmax)>;
     if (propagate) {
-      return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
-                    MaxPoolWithArgmaxKernel<T, Targmax, true>, launch.a, b.in, b.out, b.argmax);
+      return LaunchGridStride("pooling_forward_with_argmax", *context.device, g.output_elements,
+                              MaxPoolWithArgmaxKernel<T, Targmax, true>, launch.a, b.in, b.out,
+                              b.argmax);
     }
-    return Launch("pooling_forward_with_argmax", *context.device, g.output_elements,
-                  MaxPoolWithArgmaxKernel<T, Targmax, false>, launch.a, b.in, b.out, b.argmax);
+    return LaunchGridStride("pooling_forward_with_argmax", *context.device, g.output_elements,
+                            MaxPoolWithArgmaxKernel<T, Targmax, false>, launch.a, b.in, b.out,
+                            b.argmax);
   });
 }
 
 absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kBackward));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    const T* dy = b.in;
-    const int64_t* argmax = b.argmax;
-    T* dx = b.out;
-    if (g.input_elements == 0) return absl::OkStatus();
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kBackward,
+                                     [&](const ArgmaxGeometry& a, const auto* dy,
+                                         const int64_t* argmax, auto* dx) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(dx)>;
     const CudaLaunchDevice& device = *context.device;
-    if (g.output_elements > 0) {
+    if (a.g.output_elements > 0) {
       // The argmax values are tenant data on the device: they are checked there, and the launch
       // waits for the verdict (this kernel blocks its stream's worker) so that a bad index fails
       // it before dx is written, as on the CPU executor.
@@ -462,9 +455,9 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
       VGPU_RETURN_IF_ERROR(RuntimeStatus(
           cudaMemsetAsync(first_bad, 0xFF, sizeof(*first_bad), device.stream),
           "cudaMemsetAsync"));
-      VGPU_RETURN_IF_ERROR(Launch("pooling_backward_with_argmax check", device,
-                                  g.output_elements, CheckArgmaxKernel, launch.a, argmax,
-                                  first_bad));
+      VGPU_RETURN_IF_ERROR(LaunchGridStride("pooling_backward_with_argmax check", device,
+                                            a.g.output_elements, CheckArgmaxKernel, a, argmax,
+                                            first_bad));
       unsigned long long verdict = 0;
       VGPU_RETURN_IF_ERROR(RuntimeStatus(cudaMemcpyAsync(&verdict, first_bad, sizeof(verdict),
                                                          cudaMemcpyDeviceToHost, device.stream),
@@ -474,23 +467,23 @@ absl::Status PoolingBackwardWithArgmax(const CudaKernelContext& context) {
       if (verdict != ~0ull) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Invalid output gradient index: the argmax of output element ", verdict,
-            " lies outside the input of ", g.input_elements, " elements"));
+            " lies outside the input of ", a.g.input_elements, " elements"));
       }
     }
     VGPU_RETURN_IF_ERROR(RuntimeStatus(
-        cudaMemsetAsync(dx, 0, g.input_elements * sizeof(T), device.stream), "cudaMemsetAsync"));
-    return Launch("pooling_backward_with_argmax", device, g.output_elements,
-                  ScatterArgmaxKernel<T>, launch.a, dy, argmax, dx);
+        cudaMemsetAsync(dx, 0, a.g.input_elements * sizeof(T), device.stream), "cudaMemsetAsync"));
+    return LaunchGridStride("pooling_backward_with_argmax", device, a.g.output_elements,
+                            ScatterArgmaxKernel<T>, a, dy, argmax, dx);
   });
 }
 
 absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ArgmaxLaunch launch, ReadArgmaxLaunch(context, ArgmaxKernel::kGradGrad));
-  const PoolGeometry& g = launch.a.g;
-  return WithArgmaxGradientBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
-    using T = std::remove_pointer_t<decltype(b.out)>;
-    return Launch("pooling_grad_grad_with_argmax", *context.device, g.output_elements,
-                  GatherArgmaxKernel<T>, launch.a, b.in, b.argmax, b.out);
+  return RunArgmaxGradient<Dispatch>(context, ArgmaxKernel::kGradGrad,
+                                     [&](const ArgmaxGeometry& a, const auto* ddx,
+                                         const int64_t* argmax, auto* ddy) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(ddy)>;
+    return LaunchGridStride("pooling_grad_grad_with_argmax", *context.device, a.g.output_elements,
+                            GatherArgmaxKernel<T>, a, ddx, argmax, ddy);
   });
 }
 

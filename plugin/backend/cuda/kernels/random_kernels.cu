@@ -53,10 +53,7 @@
 namespace vgpu::cuda {
 namespace {
 
-using random_launch::RandomOutput;
-using random_launch::ReadPhiloxLaunch;
-using random_launch::ReadUniformIntLaunch;
-using random_launch::UniformIntLaunch;
+using namespace random_launch;  // NOLINT: the family's launches, readers and output fills
 
 // --- Philox4x32-10 on the device (philox.h's arithmetic) --------------------------------------
 
@@ -389,68 +386,61 @@ enum class FloatingKind { kUniform, kNormal, kTruncatedNormal };
 
 // random::kUniform, kNormal and kTruncatedNormal.
 template <FloatingKind kKind>
-absl::Status FloatingKernel(const CudaKernelContext& context) {
+absl::Status FloatingRandomKernel(const CudaKernelContext& context) {
   constexpr const char* kName = kKind == FloatingKind::kUniform  ? "random_uniform"
                                 : kKind == FloatingKind::kNormal ? "random_normal"
                                                                  : "random_truncated_normal";
-  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
-                        ReadPhiloxLaunch(context, RandomOutput::kFloating));
-  return elements::Dispatch::Floating(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
-    if (params.count == 0) return absl::OkStatus();
-    if constexpr (kKind == FloatingKind::kUniform) {
-      return EnqueueFill<T>(context, kName, params, UniformDistribution<T>(), out);
-    } else {
-      NormalTables tables;  // unused by float64
-      if constexpr (!std::is_same_v<T, double>) {
-        VGPU_ASSIGN_OR_RETURN(tables, TablesFor(*context.device));
-      }
-      if constexpr (kKind == FloatingKind::kNormal) {
-        return EnqueueFill<T>(context, kName, params, NormalDistribution<T>{tables}, out);
-      } else {
-        constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
-        const int64_t count = static_cast<int64_t>(params.count);
-        const int64_t groups = (count + kPerGroup - 1) / kPerGroup;
-        return elements::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
-                                MakePhilox(params), tables, count, groups, out);
-      }
-    }
-  });
+  return FillPhiloxOutput<elements::Dispatch, RandomOutput::kFloating>(
+      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        if constexpr (kKind == FloatingKind::kUniform) {
+          return EnqueueFill<T>(context, kName, params, UniformDistribution<T>(), out);
+        } else {
+          NormalTables tables;  // unused by float64
+          if constexpr (!std::is_same_v<T, double>) {
+            VGPU_ASSIGN_OR_RETURN(tables, TablesFor(*context.device));
+          }
+          if constexpr (kKind == FloatingKind::kNormal) {
+            return EnqueueFill<T>(context, kName, params, NormalDistribution<T>{tables}, out);
+          } else {
+            constexpr int kPerGroup = std::is_same_v<T, double> ? 2 : 4;
+            const int64_t count = static_cast<int64_t>(params.count);
+            const int64_t groups = (count + kPerGroup - 1) / kPerGroup;
+            return elements::Launch(kName, *context.device, groups, TruncatedNormalKernel<T>,
+                                    MakePhilox(params), tables, count, groups, out);
+          }
+        }
+      });
 }
 
 // random::kUniformInt.
 absl::Status UniformInt(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(const UniformIntLaunch launch, ReadUniformIntLaunch(context));
-  return elements::Dispatch::Int32Or64(launch.philox.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, launch.philox.count));
-    if (launch.philox.count == 0) return absl::OkStatus();
-    const UniformIntDistribution<T> distribution{
-        static_cast<T>(launch.minval), static_cast<std::make_unsigned_t<T>>(launch.range)};
-    return EnqueueFill<T>(context, "random_uniform_int", launch.philox, distribution, out);
-  });
+  return FillRandomOutput<elements::Dispatch, RandomOutput::kInt32Or64>(
+      context, launch.philox, [&](auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        const UniformIntDistribution<T> distribution{
+            static_cast<T>(launch.minval), static_cast<std::make_unsigned_t<T>>(launch.range)};
+        return EnqueueFill<T>(context, "random_uniform_int", launch.philox, distribution, out);
+      });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
-                        ReadPhiloxLaunch(context, RandomOutput::kInt32Or64));
-  return elements::Dispatch::Int32Or64(params.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(T * out, context.Buffer<T>(0, params.count));
-    if (params.count == 0) return absl::OkStatus();
-    return EnqueueFill<T>(context, "random_uniform_full_int", params, FullIntDistribution<T>(),
-                          out);
-  });
+  return FillPhiloxOutput<elements::Dispatch, RandomOutput::kInt32Or64>(
+      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+        using T = std::remove_pointer_t<decltype(out)>;
+        return EnqueueFill<T>(context, "random_uniform_full_int", params, FullIntDistribution<T>(),
+                              out);
+      });
 }
 
 }  // namespace
 
 void AddCudaRandomKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kRandom, FloatingKernel<FloatingKind::kUniform>,
-                  FloatingKernel<FloatingKind::kNormal>,
-                  FloatingKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
+  table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<FloatingKind::kUniform>,
+                  FloatingRandomKernel<FloatingKind::kNormal>,
+                  FloatingRandomKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
 }
 
 }  // namespace vgpu::cuda

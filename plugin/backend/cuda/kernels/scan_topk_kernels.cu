@@ -67,17 +67,18 @@ __global__ void ScanKernel(ScanLaunch launch, const Storage<T>* x, Storage<T>* y
   }
 }
 
-// reduction::kScan.
-absl::Status Scan(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(ScanLaunch launch, scan_topk_launch::ReadScanLaunch(context));
-  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, launch.count));
+// reduction::kScan, for DispatchSigned's dtypes (typed body: launch/typed_kernel.h): one thread
+// per scan line.
+struct Scan : TypedKernelOf<Dispatch, CudaKernelContext, Scan, scan_topk_launch::ReadScanLaunch,
+                            SignedDTypes> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const ScanLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto x_y, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
     if (launch.count == 0) return absl::OkStatus();
-    return LaunchGrid(context, "scan", launch.outer * launch.inner, ScanKernel<T>, launch, x, y);
-  });
-}
+    return LaunchGrid(context, "scan", launch.outer * launch.inner, ScanKernel<T>, launch,
+                      x_y.in[0], x_y.out);
+  }
+};
 
 // --- Top-k ---------------------------------------------------------------------------------------
 
@@ -129,11 +130,11 @@ __global__ void TopKKernel(int64_t rows, int64_t cols, int64_t k, const Storage<
   }
 }
 
-// reduction::kTopK.
-absl::Status TopK(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(TopKLaunch launch, scan_topk_launch::ReadTopKLaunch(context));
-  return DispatchSigned<Dispatch>(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
+// reduction::kTopK, for DispatchSigned's dtypes: one block per row.
+struct TopK : TypedKernelOf<Dispatch, CudaKernelContext, TopK, scan_topk_launch::ReadTopKLaunch,
+                            SignedDTypes> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const TopKLaunch& launch) {
     VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.x_count));
     VGPU_ASSIGN_OR_RETURN(Storage<T>* values, DeviceBuffer<T>(context, 1, launch.out_count));
     return Dispatch::Index(launch.index_dtype, [&](auto index_zero) -> absl::Status {
@@ -143,8 +144,8 @@ absl::Status TopK(const CudaKernelContext& context) {
       return LaunchRows(context, "top_k", launch.rows, kTopKThreads, TopKKernel<T, Index>,
                         launch.rows, launch.cols, launch.k, x, values, indices);
     });
-  });
-}
+  }
+};
 
 // --- In-top-k ------------------------------------------------------------------------------------
 
@@ -188,7 +189,7 @@ absl::Status InTopK(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaScanTopKKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kScanTopK, Scan, TopK, InTopK);
+  table.AddFamily(kernel_families::kScanTopK, Scan::Launch, TopK::Launch, InTopK);
 }
 
 }  // namespace vgpu::cuda

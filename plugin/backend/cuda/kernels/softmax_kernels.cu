@@ -31,11 +31,8 @@ namespace vgpu::cuda {
 
 namespace {
 
-using namespace kernels;  // NOLINT: the family's own helper namespace
-using softmax_launch::Broadcast2D;
-using softmax_launch::CrossEntropyLaunch;
-using softmax_launch::SoftmaxLaunch;
-using softmax_launch::SparseCrossEntropyLaunch;
+using namespace kernels;         // NOLINT: the family's own helper namespace
+using namespace softmax_launch;  // NOLINT: the family's launches, readers and buffers
 
 constexpr unsigned kRowThreads = 256;  // the block trees assume exactly this many
 
@@ -110,18 +107,16 @@ __global__ void SoftmaxKernel(int64_t batch, int64_t classes, bool log, const St
   }
 }
 
-// reduction::kSoftmax.
-absl::Status Softmax(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(SoftmaxLaunch launch, softmax_launch::ReadSoftmaxLaunch(context));
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* x, ConstDeviceBuffer<T>(context, 0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* y, DeviceBuffer<T>(context, 1, launch.count));
+// reduction::kSoftmax: one block per row.
+struct Softmax : FloatingKernel<Softmax, ReadSoftmaxLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const SoftmaxLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
     if (launch.count == 0) return absl::OkStatus();
     return LaunchRows(context, "softmax", launch.batch, kRowThreads, SoftmaxKernel<T>,
-                      launch.batch, launch.classes, launch.log, x, y);
-  });
-}
+                      launch.batch, launch.classes, launch.log, b.in[0], b.out);
+  }
+};
 
 template <typename T>
 __global__ void SoftmaxCrossEntropyKernel(int64_t batch, int64_t classes, const Storage<T>* logits,
@@ -155,29 +150,22 @@ __global__ void ZeroKernel(int64_t count, S* out) {
   for (int64_t i = GridStart(); i < count; i += GridStride()) out[i] = S{};
 }
 
-// reduction::kSoftmaxCrossEntropy.
-absl::Status SoftmaxCrossEntropy(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(CrossEntropyLaunch launch,
-                        softmax_launch::ReadCrossEntropyLaunch(context));
-  const int64_t batch = launch.batch;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits,
-                          ConstDeviceBuffer<T>(context, 0, launch.logits_count));
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* labels,
-                          ConstDeviceBuffer<T>(context, 1, launch.labels_count));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* loss, DeviceBuffer<T>(context, 2, batch));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 3, launch.count));
+// reduction::kSoftmaxCrossEntropy: one block per row.
+struct SoftmaxCrossEntropy : FloatingKernel<SoftmaxCrossEntropy, ReadCrossEntropyLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context, const CrossEntropyLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, TakeCrossEntropyBuffers<T>(context, launch));
+    const int64_t batch = launch.batch;
     if (batch == 0) return absl::OkStatus();
     if (launch.classes == 0) {
       return LaunchGrid(context, "softmax_cross_entropy", batch, ZeroKernel<Storage<T>>, batch,
-                        loss);
+                        b.loss);
     }
     return LaunchRows(context, "softmax_cross_entropy", batch, kRowThreads,
-                      SoftmaxCrossEntropyKernel<T>, batch, launch.classes, logits,
-                      launch.logits_layout, labels, launch.labels_layout, loss, backprop);
-  });
-}
+                      SoftmaxCrossEntropyKernel<T>, batch, launch.classes, b.logits,
+                      launch.logits_layout, b.labels, launch.labels_layout, b.loss, b.backprop);
+  }
+};
 
 // The labels of up to kLabelsPerLaunch rows, passed by value as a kernel parameter (8 KiB).
 inline constexpr int64_t kLabelsPerLaunch = 1024;
@@ -218,33 +206,32 @@ __global__ void SparseSoftmaxCrossEntropyKernel(int64_t first_row, int64_t rows,
   }
 }
 
-// reduction::kSparseSoftmaxCrossEntropy.
-absl::Status SparseSoftmaxCrossEntropy(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch launch,
-                        softmax_launch::ReadSparseCrossEntropyLaunch(context));
-  const int64_t batch = launch.batch;
-  return Dispatch::Floating(launch.dtype, [&](auto zero) -> absl::Status {
-    using T = decltype(zero);
-    VGPU_ASSIGN_OR_RETURN(const Storage<T>* logits, ConstDeviceBuffer<T>(context, 0, launch.count));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* loss, DeviceBuffer<T>(context, 1, batch));
-    VGPU_ASSIGN_OR_RETURN(Storage<T>* backprop, DeviceBuffer<T>(context, 2, launch.count));
+// reduction::kSparseSoftmaxCrossEntropy: the labels passed by value, kLabelsPerLaunch rows a
+// launch, one block per row.
+struct SparseSoftmaxCrossEntropy
+    : FloatingKernel<SparseSoftmaxCrossEntropy, ReadSparseCrossEntropyLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context,
+                          const SparseCrossEntropyLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, TakeSparseCrossEntropyBuffers<T>(context, launch));
+    const int64_t batch = launch.batch;
     for (int64_t first = 0; first < batch; first += kLabelsPerLaunch) {
       const int64_t rows = std::min(kLabelsPerLaunch, batch - first);
       LabelChunk chunk = {};
       for (int64_t r = 0; r < rows; ++r) chunk.labels[r] = launch.labels[first + r];
       VGPU_RETURN_IF_ERROR(LaunchRows(context, "sparse_softmax_cross_entropy", rows, kRowThreads,
                                       SparseSoftmaxCrossEntropyKernel<T>, first, rows,
-                                      launch.classes, chunk, logits, loss, backprop));
+                                      launch.classes, chunk, b.logits, b.loss, b.backprop));
     }
     return absl::OkStatus();
-  });
-}
+  }
+};
 
 }  // namespace
 
 void AddCudaSoftmaxKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kSoftmax, Softmax, SoftmaxCrossEntropy,
-                  SparseSoftmaxCrossEntropy);
+  table.AddFamily(kernel_families::kSoftmax, Softmax::Launch, SoftmaxCrossEntropy::Launch,
+                  SparseSoftmaxCrossEntropy::Launch);
 }
 
 }  // namespace vgpu::cuda

@@ -50,6 +50,7 @@ using sparse_launch::GatherGeometry;
 using sparse_launch::GatherIndexPosition;
 using sparse_launch::GatherSourceRow;
 using sparse_launch::PrefixLayout;
+using sparse_launch::RunWhere;
 using sparse_launch::ScatterRowDestination;
 using sparse_launch::SegmentOf;
 using sparse_launch::SliceOffset;
@@ -472,8 +473,8 @@ struct CoordinateWriter {
 absl::Status Where(const CudaKernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(sparse_launch::WhereLaunch launch, sparse_launch::ReadWhereLaunch(context));
   const WhereGeometry& g = launch.g;
-  return WithWhereBuffers<Dispatch>(context, launch.dtype, g, launch.coordinate_count,
-                                    [&](const auto* input, int64_t* out) -> absl::Status {
+  return RunWhere<Dispatch>(context, launch,
+                            [&](const auto* input, int64_t* out) -> absl::StatusOr<int64_t> {
     using T = std::remove_const_t<std::remove_pointer_t<decltype(input)>>;
     int64_t found = 0;
     if (g.total > 0) {
@@ -496,7 +497,7 @@ absl::Status Where(const CudaKernelContext& context) {
       // Synchronous: the launch fails unless the input holds exactly num_true true elements.
       VGPU_RETURN_IF_ERROR(ReadBack(stream, selected.As<int64_t>(), &found));
     }
-    return sparse_launch::CheckTrueElements(g, found);
+    return found;
   });
 }
 
