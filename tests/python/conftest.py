@@ -1,6 +1,7 @@
 """Shared set-up of the Python tests. The plugin reads its configuration when TensorFlow loads
 it, so the environment is set here, before any test module imports TensorFlow: two virtual GPUs
 of 1 GiB each. Tests that need another configuration run a child Python (`run_python`)."""
+import json
 import os
 import subprocess
 import sys
@@ -37,6 +38,15 @@ def run_python_code(code, env=None, timeout=180):
         timeout=timeout,
         check=False,
     )
+
+
+def run_probe(code, env=None, timeout=300):
+    """Runs a probe (Python code that prints one line "PROBE <json>") as run_python_code does;
+    asserts that it succeeded and returns the decoded JSON."""
+    result = run_python_code(code, env=env, timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
+    return json.loads(line.split(" ", 1)[1])
 
 
 @pytest.fixture

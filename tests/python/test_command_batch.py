@@ -84,16 +84,10 @@ print("PROBE " + json.dumps({"frames": stats["frames_sent"], "commands": stats["
 
 
 def _probe(address, batching):
-    import json  # noqa: PLC0415
+    from conftest import run_probe  # noqa: PLC0415
 
-    from conftest import run_python_code  # noqa: PLC0415
-
-    result = run_python_code(BATCH_PROBE, env={"VGPU_BACKEND": address,
-                                               "VGPU_BATCH": "1" if batching else "0"},
-                             timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
-    return json.loads(line.split(" ", 1)[1])
+    return run_probe(BATCH_PROBE, env={"VGPU_BACKEND": address,
+                                       "VGPU_BATCH": "1" if batching else "0"})
 
 
 def test_the_client_batches_posted_commands_into_fewer_frames_with_the_same_results(tmp_path):

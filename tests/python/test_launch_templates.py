@@ -5,8 +5,6 @@ settings change (the last, smaller batch; a second model in the same process); a
 template it has not defined (another connection's, or none) gets an error at its next
 synchronisation and keeps its connection; a definition that breaks the protocol ends only its
 connection."""
-import json
-
 import numpy as np
 import pytest
 
@@ -195,14 +193,10 @@ print("PROBE " + json.dumps({
 
 
 def _train(address, templates):
-    from conftest import run_python_code  # noqa: PLC0415
+    from conftest import run_probe  # noqa: PLC0415
 
-    result = run_python_code(TRAINING_PROBE, env={"VGPU_BACKEND": address,
-                                                  "VGPU_TEMPLATES": "1" if templates else "0"},
-                             timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
-    return json.loads(line.split(" ", 1)[1])
+    return run_probe(TRAINING_PROBE, env={"VGPU_BACKEND": address,
+                                          "VGPU_TEMPLATES": "1" if templates else "0"})
 
 
 def test_training_through_templates_is_bit_identical_and_sends_a_fraction_of_the_bytes(tmp_path):
