@@ -166,7 +166,6 @@ absl::StatusOr<Command> LaunchTemplateTable::Instantiate(
   for (const wire::TemplateBinding& binding : bindings) {
     launch.buffers[binding.index] = binding.buffer;
   }
-  ++launches_;
   return launch;
 }
 

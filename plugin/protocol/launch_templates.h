@@ -101,7 +101,6 @@ class LaunchTemplateTable {
 
   size_t size() const { return count_; }
   uint64_t bytes() const { return bytes_; }
-  uint64_t launches() const { return launches_; }
 
  private:
   struct Slot {
@@ -113,7 +112,6 @@ class LaunchTemplateTable {
   std::vector<Slot> slots_;  // by id, grown on demand
   size_t count_ = 0;
   uint64_t bytes_ = 0;
-  uint64_t launches_ = 0;
 };
 
 }  // namespace vgpu

@@ -176,8 +176,9 @@ WireCounters SocketTransport::wire_counters() const {
   counters.frames = frames_sent_.load(std::memory_order_relaxed);
   counters.bytes = bytes_sent_.load(std::memory_order_relaxed);
   counters.host_data_bytes = host_data_sent_.load(std::memory_order_relaxed);
-  counters.templates_created = templates_created_.load(std::memory_order_relaxed);
-  counters.launches_by_template = launches_by_template_.load(std::memory_order_relaxed);
+  std::lock_guard<std::mutex> lock(batch_mu_);
+  counters.templates_created = templates_.templates_created();
+  counters.launches_by_template = templates_.launches_by_template();
   return counters;
 }
 
@@ -384,11 +385,9 @@ absl::Status SocketTransport::AppendToBatch(const Command& command, uint64_t seq
       case wire::BatchEntryForm::kDefineTemplate:
         for (uint32_t id : plan.released) batch_writer_.AddRelease(sequence, id);
         batch_writer_.AddDefinition(sequence, plan.template_id, command);
-        templates_created_.fetch_add(1, std::memory_order_relaxed);
         break;
       case wire::BatchEntryForm::kTemplatedLaunch:
         batch_writer_.AddTemplatedLaunch(sequence, plan.template_id, plan.bindings);
-        launches_by_template_.fetch_add(1, std::memory_order_relaxed);
         break;
       default:  // kCommand (a plan is never a release or a compact command)
         batch_writer_.AddCommandOrCompact(sequence, command);

@@ -224,7 +224,7 @@ class SocketTransport final : public Transport, public activity::Source {
   std::mutex write_mu_;  // one frame at a time on the socket
 
   const bool batching_;
-  std::mutex batch_mu_;
+  mutable std::mutex batch_mu_;  // mutable: wire_counters() reads the template counts
   std::condition_variable batch_cv_;
   std::vector<uint8_t> batch_ ABSL_GUARDED_BY(batch_mu_);  // CommandBatch payload so far
   uint64_t batch_commands_ ABSL_GUARDED_BY(batch_mu_) = 0;
@@ -236,8 +236,6 @@ class SocketTransport final : public Transport, public activity::Source {
   std::atomic<uint64_t> frames_sent_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> host_data_sent_{0};
-  std::atomic<uint64_t> templates_created_{0};
-  std::atomic<uint64_t> launches_by_template_{0};
   std::atomic<uint64_t> commands_written_{0};
 
   std::mutex state_mu_;
