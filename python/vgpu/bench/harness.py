@@ -129,13 +129,14 @@ def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup
     summary = {"median_step_s": median, "steps_per_s": 1.0 / median,
                "examples_per_s": batch_size / median,
                "peak_rss_bytes": result.get("peak_rss_bytes", 0)}
-    counters = result.get("per_step_counters") or []
-    measured = counters[warmup:]
-    if measured:
-        for key in measured[0]:
-            summary[f"{key}_per_step"] = statistics.fmean(c[key] for c in measured)
+    # The worker reads the counters per warm-up step, and over the measured steps as one total
+    # (reading them per step would put vgpu.stats() and its garbage in the timed steps).
+    measured = result.get("measured_counters") or {}
+    if measured and result["steps"]:
+        for key, total in measured.items():
+            summary[f"{key}_per_step"] = total / result["steps"]
         summary["warmup_descriptor_calls_forwarded"] = sum(
-            c["descriptor_calls_forwarded"] for c in counters[:warmup])
+            c["descriptor_calls_forwarded"] for c in result.get("per_step_counters") or [])
     result["summary"] = summary
     return result
 

@@ -39,8 +39,9 @@ def _grouped_bars(rows: list[dict], value, ylabel: str, title: str, path: str,
 
 
 def warmup_curve(rows: list[dict], path: str, first_steps: int = 10) -> None:
-    """Forwarded descriptor calls per step over the first steps, one line per vgpu
-    configuration and model: reuse mode drops to zero after the first step(s)."""
+    """Forwarded descriptor calls per step over the first (warm-up) steps, one line per vgpu
+    configuration and model: reuse mode drops to zero after the first step(s). The worker
+    records counters per step only while warming up."""
     plt = _pyplot()
     figure, axes = plt.subplots(figsize=(7, 4))
     for r in rows:
@@ -53,7 +54,7 @@ def warmup_curve(rows: list[dict], path: str, first_steps: int = 10) -> None:
                   label=f"{r['model']}: {r['configuration']}")
     axes.set_yscale("log")
     axes.xaxis.get_major_locator().set_params(integer=True)
-    axes.set_xlabel("training step (warm-up included)")
+    axes.set_xlabel("warm-up step")
     axes.set_ylabel("descriptor calls forwarded (0 drawn at 0.5)")
     axes.set_title("Warm-up: forwarded descriptor calls per step")
     axes.legend(fontsize="x-small", ncol=2)
