@@ -87,6 +87,21 @@ def test_activation_of_nan_inf_and_extremes_matches_cpu(name):
     assert_matches_cpu(ACTIVATIONS[name], x)
 
 
+@pytest.mark.parametrize("name", ["relu", "relu6"])
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_relu_and_relu6_are_bit_identical_to_cpu_in_vector_and_scalar_lanes(name, dtype):
+    # NaN, signed zeros, infinities and the clamp bounds at every position of a long odd-length
+    # tensor: each lands in a vectorised packet somewhere and in the scalar tail somewhere.
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 6.0, -6.0, 5.99, 6.01,
+                         1e-30, -1e-30, 3.0, -3.0], np.float32)
+    rng = np.random.default_rng(7)
+    x = rng.permutation(np.tile(specials, 75))[:1037].astype(dtype)
+    expected = run_on("/CPU:0", ACTIVATIONS[name], x).numpy()
+    actual = run_on("/GPU:0", ACTIVATIONS[name], x).numpy()
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[np.dtype(dtype).itemsize]
+    np.testing.assert_array_equal(actual.view(bits), expected.view(bits))
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_softplus_thresholds_match_cpu(dtype):
     # Around log(epsilon) + 2 and its negative the kernel switches formula.
