@@ -1,5 +1,6 @@
 // A session's stream worker (see stream_queue.h).
 #include "plugin/backend/stream_queue.h"
+#include "plugin/common/thread_name.h"
 
 #include <utility>
 
@@ -19,7 +20,10 @@ bool RunsAfterError(CommandKind kind) {
 
 StreamQueue::StreamQueue(uint64_t id, uint32_t device, Runner runner)
     : id_(id), device_(device), runner_(std::move(runner)) {
-  worker_ = std::thread([this] { WorkerLoop(); });
+  worker_ = std::thread([this] {
+    NameCurrentThread("vgpu-stream");
+    WorkerLoop();
+  });
 }
 
 StreamQueue::~StreamQueue() {

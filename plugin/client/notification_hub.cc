@@ -2,10 +2,16 @@
 #include "plugin/client/notification_hub.h"
 
 #include "plugin/common/log.h"
+#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 
-NotificationHub::NotificationHub() { thread_ = std::thread([this] { CallbackLoop(); }); }
+NotificationHub::NotificationHub() {
+  thread_ = std::thread([this] {
+    NameCurrentThread("vgpu-callbacks");
+    CallbackLoop();
+  });
+}
 
 NotificationHub::~NotificationHub() {
   {

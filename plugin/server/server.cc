@@ -28,6 +28,7 @@
 #include "plugin/protocol/launch_templates.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/transport/shm_region.h"
+#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 namespace {
@@ -198,7 +199,10 @@ class BlockingCallRunner {
     slot_cv_.wait(lock, [&] { return in_flight_ < max_threads_; });
     if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
       try {
-        threads_.emplace_back([this] { Loop(); });
+        threads_.emplace_back([this] {
+          NameCurrentThread("vgpu-blocking");
+          Loop();
+        });
       } catch (const std::system_error&) {
         if (threads_.empty()) return false;  // the queued call waits for the ones we have
       }
@@ -298,7 +302,10 @@ class ServerConnection final : public CompletionSink {
   // Starts the reader thread. False (the connection is unused) if no thread can be started.
   bool Start() {
     try {
-      thread_ = std::thread([this] { Run(); });
+      thread_ = std::thread([this] {
+        NameCurrentThread("vgpu-conn");
+        Run();
+      });
       return true;
     } catch (const std::system_error&) {
       return false;

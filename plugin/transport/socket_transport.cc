@@ -17,6 +17,7 @@
 #include "plugin/common/log.h"
 #include "plugin/protocol/command_activity.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 namespace {
@@ -195,9 +196,22 @@ SocketTransport::SocketTransport(std::string endpoint, ScopedFd fd, CompletionSi
       batching_(batching),
       batch_writer_(&batch_),
       templates_(template_bytes) {
-  reader_ = std::thread([this] { ReaderLoop(); });
-  if (batching_) flusher_ = std::thread([this] { FlusherLoop(); });
-  if (silence_timeout_ms_ > 0) watchdog_ = std::thread([this] { WatchdogLoop(); });
+  reader_ = std::thread([this] {
+    NameCurrentThread("vgpu-reader");
+    ReaderLoop();
+  });
+  if (batching_) {
+    flusher_ = std::thread([this] {
+      NameCurrentThread("vgpu-flusher");
+      FlusherLoop();
+    });
+  }
+  if (silence_timeout_ms_ > 0) {
+    watchdog_ = std::thread([this] {
+      NameCurrentThread("vgpu-watchdog");
+      WatchdogLoop();
+    });
+  }
   activity::RegisterSource(this);
 }
 

@@ -1,5 +1,7 @@
 """The virtual GPU as TensorFlow sees it: discovery, tensors to and from the device in every
 dtype, tf.function, copies between devices, counters, and the Relu kernels that run on it."""
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -165,3 +167,17 @@ def test_stats_report_the_in_process_executors_own_counters():
     assert after["executor_primitives_created"] == executor["primitives_created"]
     vgpu.reset_stats()  # the client's counters only
     assert vgpu.stats()["executor"]["launches"] >= executor["launches"]
+
+
+def test_the_plugins_threads_are_named_vgpu_in_the_tensorflow_process():
+    # Profilers and `top -H` tell the executor's threads from TensorFlow's ("tf_...") by name.
+    with tf.device("GPU:0"):
+        (tf.ones([512, 512]) * 2.0).numpy()  # starts a stream worker and the compute pool
+    names = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/comm") as comm:
+                names.add(comm.read().strip())
+        except OSError:  # the thread ended meanwhile
+            pass
+    assert {"vgpu-stream", "vgpu-compute"} <= names, names

@@ -4,6 +4,7 @@
 
 #define EIGEN_USE_THREADS
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include "absl/container/inlined_vector.h"
@@ -12,6 +13,8 @@
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/common/thread_name.h"
+
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
@@ -21,12 +24,22 @@ namespace vgpu {
 // scheduling (a shared server) the pool is a FairComputePool, which may run a few more threads
 // only while a tenant would otherwise starve (see fair_compute_pool.h); without it (one tenant,
 // in-process) Eigen's own pool.
+// Eigen's thread environment, with the pool's threads named "vgpu-compute".
+struct NamedComputeThreads : Eigen::StlThreadEnvironment {
+  EnvThread* CreateThread(std::function<void()> body) {
+    return Eigen::StlThreadEnvironment::CreateThread([body = std::move(body)] {
+      NameCurrentThread("vgpu-compute");
+      body();
+    });
+  }
+};
+
 struct CpuExecutor::ComputePool {
   ComputePool(int threads, int extra_threads, bool fair)
       : pool(MakePool(threads, extra_threads, fair)), device(pool.get(), threads) {}
   static std::unique_ptr<Eigen::ThreadPoolInterface> MakePool(int threads, int extra_threads,
                                                               bool fair) {
-    if (!fair) return std::make_unique<Eigen::ThreadPool>(threads);
+    if (!fair) return std::make_unique<Eigen::ThreadPoolTempl<NamedComputeThreads>>(threads);
     return std::make_unique<FairComputePool>(
         FairComputePool::Options{threads, extra_threads, kDefaultStarvationSlice});
   }

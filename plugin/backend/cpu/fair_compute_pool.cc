@@ -1,5 +1,6 @@
 // The tenant-fair compute thread pool (see fair_compute_pool.h).
 #include "plugin/backend/cpu/fair_compute_pool.h"
+#include "plugin/common/thread_name.h"
 
 #include <algorithm>
 #include <utility>
@@ -43,8 +44,16 @@ FairComputePool::FairComputePool(const Options& options)
       starvation_slice_(options.starvation_slice),
       open_slots_(base_slots_) {
   workers_.reserve(max_slots_);
-  for (int i = 0; i < max_slots_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
-  monitor_ = std::thread([this] { MonitorLoop(); });
+  for (int i = 0; i < max_slots_; ++i) {
+    workers_.emplace_back([this, i] {
+      NameCurrentThread("vgpu-compute");
+      WorkerLoop(i);
+    });
+  }
+  monitor_ = std::thread([this] {
+    NameCurrentThread("vgpu-pool-watch");
+    MonitorLoop();
+  });
 }
 
 FairComputePool::~FairComputePool() {
