@@ -1,10 +1,10 @@
 // A session's stream worker (see stream_queue.h).
 #include "plugin/backend/stream_queue.h"
-#include "plugin/common/thread_name.h"
 
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 namespace {

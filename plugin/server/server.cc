@@ -25,10 +25,10 @@
 #include "plugin/common/config.h"
 #include "plugin/common/log.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/common/thread_name.h"
 #include "plugin/protocol/launch_templates.h"
 #include "plugin/protocol/wire_format.h"
 #include "plugin/transport/shm_region.h"
-#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 namespace {

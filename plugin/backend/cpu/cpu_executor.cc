@@ -14,16 +14,11 @@
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/common/thread_name.h"
-
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace vgpu {
 
-// Kernels split their work for `threads` cores (the device's numThreads()). With fair
-// scheduling (a shared server) the pool is a FairComputePool, which may run a few more threads
-// only while a tenant would otherwise starve (see fair_compute_pool.h); without it (one tenant,
-// in-process) Eigen's own pool.
 // Eigen's thread environment, with the pool's threads named "vgpu-compute".
 struct NamedComputeThreads : Eigen::StlThreadEnvironment {
   EnvThread* CreateThread(std::function<void()> body) {
@@ -34,6 +29,10 @@ struct NamedComputeThreads : Eigen::StlThreadEnvironment {
   }
 };
 
+// Kernels split their work for `threads` cores (the device's numThreads()). With fair
+// scheduling (a shared server) the pool is a FairComputePool, which may run a few more threads
+// only while a tenant would otherwise starve (see fair_compute_pool.h); without it (one tenant,
+// in-process) Eigen's own pool.
 struct CpuExecutor::ComputePool {
   ComputePool(int threads, int extra_threads, bool fair)
       : pool(MakePool(threads, extra_threads, fair)), device(pool.get(), threads) {}

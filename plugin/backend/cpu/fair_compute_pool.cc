@@ -1,9 +1,10 @@
 // The tenant-fair compute thread pool (see fair_compute_pool.h).
 #include "plugin/backend/cpu/fair_compute_pool.h"
-#include "plugin/common/thread_name.h"
 
 #include <algorithm>
 #include <utility>
+
+#include "plugin/common/thread_name.h"
 
 namespace vgpu {
 namespace {

@@ -48,12 +48,11 @@ absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaun
       y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero);
       break;
     case ActivationMode::kRelu6:
-      // The max as Relu's, which gives TensorFlow-CPU's bits for -0 and NaN in vectorised and
-      // scalar lanes alike. The min needs no NaN handling of its own (6 is neither NaN nor a
-      // signed zero, and a NaN first operand is returned as is): with it, Relu6 took twice
-      // Relu's time (issue 28).
-      // bfloat16 keeps both NaN-propagating (its packets round-trip through float, and a NaN's
-      // sign then follows TensorFlow-CPU's only this way).
+      // The max as Relu's gives TensorFlow-CPU's bits for -0 and NaN in vectorised and scalar
+      // lanes alike. The min needs no NaN handling of its own (6 is neither NaN nor a signed
+      // zero, and a NaN first operand is returned as is); with it Relu6 took twice Relu's time
+      // (issue 28). bfloat16 keeps both: its packets round-trip through float, and a NaN's sign
+      // follows TensorFlow-CPU's only that way.
       if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
         y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero)
                                .template cwiseMin<Eigen::PropagateNaN>(T(6));
