@@ -15,6 +15,24 @@ void IterationDetector::CountLocked(uint64_t matched) {
   first_output_ = matched;
 }
 
+bool IterationDetector::ExtendPeriodicRunLocked(uint64_t signature) {
+  if (!periodic_run_open_) return false;
+  if (signature == 0 || periodic_run_.size() >= kMaxPeriodicRunLaunches) {
+    periodic_run_open_ = false;
+    periodic_run_.clear();
+    periodic_run_.shrink_to_fit();
+    return false;
+  }
+  periodic_run_.push_back(signature);
+  const size_t length = periodic_run_.size();
+  if (length % kInferenceRepeats != 0) return false;
+  const size_t period = length / kInferenceRepeats;
+  if (period < kMinPeriodLaunches) return false;
+  const auto first = periodic_run_.begin();
+  return std::equal(first, first + period, first + period) &&
+         std::equal(first, first + period, first + 2 * period);
+}
+
 bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inputs,
                                 uint64_t output, uint64_t signature) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -22,7 +40,19 @@ bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inpu
   // Order-dependent combination (boost-style), never 0 for a non-empty run.
   run_signature_ ^= signature + 0x9e3779b97f4a7c15ull + (run_signature_ << 6) + (run_signature_ >> 2);
   run_signature_ |= 1;
-  if (role == LaunchRole::kBackward) backward_since_wait_ = true;
+  if (role == LaunchRole::kBackward) {
+    backward_since_wait_ = true;
+    periodic_run_open_ = false;
+    periodic_run_.clear();
+  }
+  if (role == LaunchRole::kForward && iterations_.load(std::memory_order_relaxed) == 0 &&
+      !inference_warmup_.load(std::memory_order_relaxed) && ExtendPeriodicRunLocked(signature)) {
+    // A repeated forward-only run with no host wait in between: an inference warm-up. Not an
+    // iteration (no step record), so Observe still returns false.
+    inference_warmup_.store(true, std::memory_order_release);
+    periodic_run_.clear();
+    periodic_run_open_ = false;
+  }
   if (role == LaunchRole::kForward) {
     if (in_backward_) {  // a new forward phase begins
       in_backward_ = false;
@@ -59,6 +89,8 @@ bool IterationDetector::ObserveHostWait() {
   launches_since_wait_ = 0;
   backward_since_wait_ = false;
   run_signature_ = 0;
+  periodic_run_.clear();
+  periodic_run_open_ = true;
   // Once warm (by a training step or earlier inference runs) signatures are no longer computed.
   if (run == 0 || equal_runs_ < kInferenceRepeats ||
       inference_warmup_.load(std::memory_order_relaxed) ||

@@ -24,6 +24,14 @@
 //    the same small initialiser twice between waits, and training must keep its first step as
 //    the warm-up. It is not counted in iterations() (no step record), and a phase
 //    with a backward launch never counts as one.
+//  * a repeated tf.function called with no host wait between its runs (nothing read back)
+//    makes one long run, which never equals the previous one. So the forward-only launches
+//    since the last host wait are also checked for a period: when the first 3P of them are
+//    three equal blocks of P launches, P at least kMinPeriodLaunches (the launch signatures
+//    compared one by one), the warm-up completes as an inference iteration too. The period
+//    must start at the host wait and be long, so that a model's initialisers (a few
+//    launches each) or a training step's repeated layers (which follow other work) do not
+//    qualify.
 #ifndef VGPU_CLIENT_ITERATION_DETECTOR_H_
 #define VGPU_CLIENT_ITERATION_DETECTOR_H_
 
@@ -70,6 +78,9 @@ class IterationDetector {
 
  private:
   void CountLocked(uint64_t matched);
+  // Adds a forward launch's signature to the periodic run; true if the run now holds three
+  // equal blocks of at least kMinPeriodLaunches launches (see the top of the file).
+  bool ExtendPeriodicRunLocked(uint64_t signature);
 
   mutable std::mutex mu_;
   // The forward phase in progress (or the one the current backward phase follows).
@@ -87,11 +98,18 @@ class IterationDetector {
   // signature of those launches, the signature of the last forward-only run between host waits
   // (0: none) and how many runs in a row had it.
   static constexpr int kInferenceRepeats = 3;
+  // The periodic run: the shortest period that counts, and the most launches kept to find one.
+  static constexpr size_t kMinPeriodLaunches = 64;
+  static constexpr size_t kMaxPeriodicRunLaunches = 3 * 4096;
   size_t launches_since_wait_ = 0;
   bool backward_since_wait_ = false;
   uint64_t run_signature_ = 0;
   uint64_t last_forward_only_run_ = 0;
   int equal_runs_ = 0;
+  // The signatures of the forward-only launches since the last host wait, while a period may
+  // still be found (cleared by a backward launch, a launch without signature or the bound).
+  std::vector<uint64_t> periodic_run_;
+  bool periodic_run_open_ = true;
   std::atomic<bool> inference_warmup_{false};
 };
 

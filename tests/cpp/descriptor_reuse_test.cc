@@ -218,6 +218,52 @@ TEST(IterationDetector, RunsThatDifferInKernelsOrSettingsAreNotAnInferenceWarmUp
   EXPECT_FALSE(detector.warmup_complete());
 }
 
+TEST(IterationDetector, AFunctionCalledThriceWithoutHostWaitsCompletesAnInferenceWarmUp) {
+  IterationDetector detector;
+  constexpr int kLaunches = 70;  // one call of the function: signatures 1..70
+  InferenceRun(detector, kLaunches);
+  InferenceRun(detector, kLaunches);
+  InferenceRun(detector, kLaunches - 1);
+  EXPECT_FALSE(detector.warmup_complete());
+  detector.Observe(LaunchRole::kForward, {0x100}, 0x200, kLaunches);  // the third call's last
+  EXPECT_TRUE(detector.warmup_complete());
+  EXPECT_TRUE(detector.inference_warmup());
+  EXPECT_EQ(detector.iterations(), 0u);
+  EXPECT_FALSE(detector.ObserveHostWait());  // already complete
+}
+
+TEST(IterationDetector, AChainOfOneRepeatedLaunchCompletesAtThreeMinimumPeriods) {
+  IterationDetector detector;
+  for (int i = 0; i < 3 * 64 - 1; ++i) detector.Observe(LaunchRole::kForward, {0x100}, 0x200, 9);
+  EXPECT_FALSE(detector.warmup_complete());
+  detector.Observe(LaunchRole::kForward, {0x100}, 0x200, 9);
+  EXPECT_TRUE(detector.inference_warmup());
+}
+
+TEST(IterationDetector, ShortPeriodsLateStartsAndBackwardLaunchesAreNotPeriodicRuns) {
+  {  // an initialiser of 5 launches, repeated 30 times: 150 launches, under 3 x 64...
+    IterationDetector detector;
+    for (int i = 0; i < 30; ++i) InferenceRun(detector, 5);
+    EXPECT_FALSE(detector.warmup_complete());
+  }
+  {  // ...other work before the repeated calls: the period does not start at the host wait...
+    IterationDetector detector;
+    InferenceRun(detector, 10, /*first_signature=*/1000);
+    for (int i = 0; i < 6; ++i) InferenceRun(detector, 70);
+    EXPECT_FALSE(detector.warmup_complete());
+  }
+  {  // ...and a backward launch ends the search until the next host wait, which restarts it.
+    IterationDetector detector;
+    InferenceRun(detector, 70);
+    detector.Observe(LaunchRole::kBackward, {0xB00}, 0xC00, 8);
+    for (int i = 0; i < 6; ++i) InferenceRun(detector, 70);
+    EXPECT_FALSE(detector.warmup_complete());
+    detector.ObserveHostWait();
+    for (int i = 0; i < 3; ++i) InferenceRun(detector, 70);
+    EXPECT_TRUE(detector.inference_warmup());
+  }
+}
+
 TEST(IterationDetector, TrainingStepsBetweenHostWaitsAreNeverInferenceRuns) {
   IterationDetector detector;
   for (int step = 0; step < 4; ++step) {

@@ -122,3 +122,52 @@ def test_repeated_inference_completes_the_warm_up_and_then_forwards_no_descripto
     assert forwarded[4:] == [0, 0], forwarded
     assert forwarded.count(0) >= 2 and forwarded == sorted(forwarded, reverse=True), forwarded
     assert probe["max_error"] < 1e-5
+
+
+CALLS_WITHOUT_WAITS_CODE = r"""
+import json
+import numpy as np
+import tensorflow as tf
+import vgpu
+
+@tf.function
+def chain(x, y):
+    for _ in range(40):  # 80 launches a call: longer than the shortest period that counts
+        x = tf.math.sin(x) * y
+    return x
+
+x = np.linspace(-1, 1, 16).astype(np.float32)
+with tf.device("GPU:0"):
+    xs, ys = tf.constant(x), tf.constant(x[::-1].copy())
+    forwarded = []
+    for _ in range(4):  # four calls, nothing read back between them: one long run
+        before = vgpu.stats()["descriptor_calls_forwarded"]
+        result = chain(xs, ys)
+        forwarded.append(vgpu.stats()["descriptor_calls_forwarded"] - before)
+    result = result.numpy()
+with tf.device("CPU:0"):
+    expected = chain(tf.constant(x), tf.constant(x[::-1].copy())).numpy()
+state = vgpu.stats()["devices"][0]["descriptor_reuse"]
+print("PROBE " + json.dumps({"forwarded": forwarded, "state": state,
+                             "max_error": float(np.abs(result - expected).max())}))
+"""
+
+
+def test_a_function_called_again_and_again_without_reading_results_completes_the_warm_up():
+    from conftest import run_python_code  # noqa: PLC0415
+
+    result = run_python_code(CALLS_WITHOUT_WAITS_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"},
+                             timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
+    probe = json.loads(line.split(" ", 1)[1])
+    # No host wait separates the calls, so they are one run, which never equals an earlier one.
+    # Its launches repeat from the start, though (IterationDetector's periodic run: three
+    # equal blocks of at least 64 launches, reached in the third call), and the fourth call
+    # forwards nothing. Before, such a loop forwarded every descriptor call for ever.
+    assert probe["state"]["inference_warmup"] is True
+    assert probe["state"]["iterations_detected"] == 0
+    forwarded = probe["forwarded"]
+    assert forwarded[0] > 0 and forwarded[1] > 0, forwarded
+    assert forwarded[3] == 0, forwarded
+    assert probe["max_error"] < 1e-6
