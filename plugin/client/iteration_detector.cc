@@ -2,6 +2,7 @@
 #include "plugin/client/iteration_detector.h"
 
 #include <algorithm>
+#include <cstddef>
 
 namespace vgpu {
 
@@ -17,20 +18,26 @@ void IterationDetector::CountLocked(uint64_t matched) {
 
 bool IterationDetector::ExtendPeriodicRunLocked(uint64_t signature) {
   if (!periodic_run_open_) return false;
-  if (signature == 0 || periodic_run_.size() >= kMaxPeriodicRunLaunches) {
+  if (signature == 0) {
     periodic_run_open_ = false;
     periodic_run_.clear();
-    periodic_run_.shrink_to_fit();
     return false;
   }
+  if (periodic_run_.size() >= kMaxPeriodicRunLaunches) periodic_run_.clear();  // start again
   periodic_run_.push_back(signature);
-  const size_t length = periodic_run_.size();
-  if (length % kInferenceRepeats != 0) return false;
-  const size_t period = length / kInferenceRepeats;
-  if (period < kMinPeriodLaunches) return false;
-  const auto first = periodic_run_.begin();
-  return std::equal(first, first + period, first + period) &&
-         std::equal(first, first + period, first + 2 * period);
+  const size_t launches = periodic_run_.size();
+  for (const size_t start : kPeriodicRunStarts) {
+    if (start >= launches) break;
+    const size_t length = launches - start;
+    const size_t period = length / kInferenceRepeats;
+    if (length % kInferenceRepeats != 0 || period < kMinPeriodLaunches) continue;
+    const auto first = periodic_run_.begin() + static_cast<std::ptrdiff_t>(start);
+    if (std::equal(first, first + period, first + period) &&
+        std::equal(first, first + period, first + 2 * period)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inputs,

@@ -26,12 +26,15 @@
 //    with a backward launch never counts as one.
 //  * a repeated tf.function called with no host wait between its runs (nothing read back)
 //    makes one long run, which never equals the previous one. So the forward-only launches
-//    since the last host wait are also checked for a period: when the first 3P of them are
-//    three equal blocks of P launches, P at least kMinPeriodLaunches (the launch signatures
-//    compared one by one), the warm-up completes as an inference iteration too. The period
-//    must start at the host wait and be long, so that a model's initialisers (a few
-//    launches each) or a training step's repeated layers (which follow other work) do not
-//    qualify.
+//    since the last host wait are also checked for a period: when the launches from one of a
+//    few starting points (the host wait, then the 193rd, 577th and 1345th launch after it) to
+//    the latest are three equal blocks of P launches, P at least kMinPeriodLaunches (the
+//    launch signatures compared one by one), the warm-up completes as an inference iteration
+//    too. The later starting points find a loop that begins after other work (the model's
+//    initialisation); after kMaxPeriodicRunLaunches launches the search starts again from the
+//    next one. The period must be long, so that initialisers (a few launches each) do not
+//    qualify, and a backward launch ends the search until the next host wait, so that a
+//    training step is never taken for an inference run.
 #ifndef VGPU_CLIENT_ITERATION_DETECTOR_H_
 #define VGPU_CLIENT_ITERATION_DETECTOR_H_
 
@@ -78,8 +81,9 @@ class IterationDetector {
 
  private:
   void CountLocked(uint64_t matched);
-  // Adds a forward launch's signature to the periodic run; true if the run now holds three
-  // equal blocks of at least kMinPeriodLaunches launches (see the top of the file).
+  // Adds a forward launch's signature to the periodic run; true if the launches from one of
+  // its starting points on are now three equal blocks of at least kMinPeriodLaunches launches
+  // (see the top of the file).
   bool ExtendPeriodicRunLocked(uint64_t signature);
 
   mutable std::mutex mu_;
@@ -100,7 +104,8 @@ class IterationDetector {
   static constexpr int kInferenceRepeats = 3;
   // The periodic run: the shortest period that counts, and the most launches kept to find one.
   static constexpr size_t kMinPeriodLaunches = 64;
-  static constexpr size_t kMaxPeriodicRunLaunches = 3 * 4096;
+  static constexpr size_t kMaxPeriodicRunLaunches = 3 * 1024;
+  static constexpr size_t kPeriodicRunStarts[] = {0, 192, 576, 1344};
   size_t launches_since_wait_ = 0;
   bool backward_since_wait_ = false;
   uint64_t run_signature_ = 0;

@@ -240,16 +240,22 @@ TEST(IterationDetector, AChainOfOneRepeatedLaunchCompletesAtThreeMinimumPeriods)
   EXPECT_TRUE(detector.inference_warmup());
 }
 
-TEST(IterationDetector, ShortPeriodsLateStartsAndBackwardLaunchesAreNotPeriodicRuns) {
+TEST(IterationDetector, ALoopAfterOtherWorkIsFoundInALaterWindow) {
+  IterationDetector detector;
+  InferenceRun(detector, 10, /*first_signature=*/1000);  // the model's initialisation
+  for (int i = 0; i < 3; ++i) InferenceRun(detector, 70);
+  // From the host wait on, the launches start with the initialisation: no period. From the
+  // 193rd launch on, inside the loop, they repeat: found after 3 x 70 launches from there.
+  EXPECT_FALSE(detector.warmup_complete());
+  for (int i = 0; i < 3; ++i) InferenceRun(detector, 70);
+  EXPECT_TRUE(detector.inference_warmup());
+  EXPECT_EQ(detector.iterations(), 0u);
+}
+
+TEST(IterationDetector, ShortPeriodsAndBackwardLaunchesAreNotPeriodicRuns) {
   {  // an initialiser of 5 launches, repeated 30 times: 150 launches, under 3 x 64...
     IterationDetector detector;
     for (int i = 0; i < 30; ++i) InferenceRun(detector, 5);
-    EXPECT_FALSE(detector.warmup_complete());
-  }
-  {  // ...other work before the repeated calls: the period does not start at the host wait...
-    IterationDetector detector;
-    InferenceRun(detector, 10, /*first_signature=*/1000);
-    for (int i = 0; i < 6; ++i) InferenceRun(detector, 70);
     EXPECT_FALSE(detector.warmup_complete());
   }
   {  // ...and a backward launch ends the search until the next host wait, which restarts it.
