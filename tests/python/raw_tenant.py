@@ -204,13 +204,14 @@ def varint(value):
 def batch_entries(*entries):
     """A CommandBatch payload of (sequence, body) or (sequence, body, form) entries: each is
     varint zigzag(sequence delta), varint length << 3 | form, body."""
-    out, previous = b"", 0
+    out, previous = bytearray(), 0  # a bytearray grows in place; bytes += copies each time
     for sequence, body, *form in entries:
         delta = sequence - previous
         out += varint(2 * delta if delta >= 0 else -2 * delta - 1)
-        out += varint(len(body) << 3 | (form[0] if form else ENTRY_COMMAND)) + body
+        out += varint(len(body) << 3 | (form[0] if form else ENTRY_COMMAND))
+        out += body
         previous = sequence
-    return out
+    return bytes(out)
 
 
 def sealed_memfd(size, seals=None):
