@@ -2,7 +2,6 @@
 forwards descriptor calls only during the warm-up step, forward mode forwards every descriptor
 call, both give bit-identical losses, and with a final partial batch (another shape) the results
 still equal TensorFlow's CPU kernels. Each configuration runs in a child process."""
-import json
 import os
 
 import numpy as np
@@ -14,15 +13,11 @@ EPOCHS = 3
 
 
 def _probe(device, mode):
-    from conftest import run_python_code  # noqa: PLC0415
+    from conftest import run_probe  # noqa: PLC0415
 
-    result = run_python_code(
-        f"import runpy, sys; sys.argv = [{PROBE!r}, {device!r}]; "
-        f"runpy.run_path({PROBE!r}, run_name='__main__')",
-        env={"VGPU_DESCRIPTOR_MODE": mode}, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
-    return json.loads(line.split(" ", 1)[1])
+    return run_probe(f"import runpy, sys; sys.argv = [{PROBE!r}, {device!r}]; "
+                     f"runpy.run_path({PROBE!r}, run_name='__main__')",
+                     env={"VGPU_DESCRIPTOR_MODE": mode})
 
 
 @pytest.fixture(scope="module")
@@ -106,12 +101,9 @@ print("PROBE " + json.dumps({"forwarded": forwarded, "state": state,
 
 
 def test_repeated_inference_completes_the_warm_up_and_then_forwards_no_descriptor_call():
-    from conftest import run_python_code  # noqa: PLC0415
+    from conftest import run_probe  # noqa: PLC0415
 
-    result = run_python_code(INFERENCE_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"}, timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
-    probe = json.loads(line.split(" ", 1)[1])
+    probe = run_probe(INFERENCE_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"})
     # Inference has no backward pass: the third equal run between host waits completes the
     # warm-up (IterationDetector::ObserveHostWait; the first call also initialises the weights,
     # so it differs from the later ones); every later run answers descriptor calls locally.
@@ -154,13 +146,9 @@ print("PROBE " + json.dumps({"forwarded": forwarded, "state": state,
 
 
 def test_a_function_called_again_and_again_without_reading_results_completes_the_warm_up():
-    from conftest import run_python_code  # noqa: PLC0415
+    from conftest import run_probe  # noqa: PLC0415
 
-    result = run_python_code(CALLS_WITHOUT_WAITS_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"},
-                             timeout=300)
-    assert result.returncode == 0, result.stderr[-3000:]
-    line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
-    probe = json.loads(line.split(" ", 1)[1])
+    probe = run_probe(CALLS_WITHOUT_WAITS_CODE, env={"VGPU_DESCRIPTOR_MODE": "reuse"})
     # No host wait separates the calls, so they are one run, which never equals an earlier one.
     # Its launches repeat from the start, though (IterationDetector's periodic run: three
     # equal blocks of at least 64 launches, reached in the third call), and the fourth call
