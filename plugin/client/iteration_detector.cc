@@ -16,11 +16,15 @@ void IterationDetector::CountLocked(uint64_t matched) {
   first_output_ = matched;
 }
 
+void IterationDetector::ClosePeriodicRunLocked() {
+  periodic_run_open_ = false;
+  periodic_run_.clear();
+}
+
 bool IterationDetector::ExtendPeriodicRunLocked(uint64_t signature) {
   if (!periodic_run_open_) return false;
   if (signature == 0) {
-    periodic_run_open_ = false;
-    periodic_run_.clear();
+    ClosePeriodicRunLocked();
     return false;
   }
   if (periodic_run_.size() >= kMaxPeriodicRunLaunches) periodic_run_.clear();  // start again
@@ -49,16 +53,13 @@ bool IterationDetector::Observe(LaunchRole role, absl::Span<const uint64_t> inpu
   run_signature_ |= 1;
   if (role == LaunchRole::kBackward) {
     backward_since_wait_ = true;
-    periodic_run_open_ = false;
-    periodic_run_.clear();
+    ClosePeriodicRunLocked();
   }
-  if (role == LaunchRole::kForward && iterations_.load(std::memory_order_relaxed) == 0 &&
-      !inference_warmup_.load(std::memory_order_relaxed) && ExtendPeriodicRunLocked(signature)) {
+  if (role == LaunchRole::kForward && !warmup_complete() && ExtendPeriodicRunLocked(signature)) {
     // A repeated forward-only run with no host wait in between: an inference warm-up. Not an
     // iteration (no step record), so Observe still returns false.
     inference_warmup_.store(true, std::memory_order_release);
-    periodic_run_.clear();
-    periodic_run_open_ = false;
+    ClosePeriodicRunLocked();
   }
   if (role == LaunchRole::kForward) {
     if (in_backward_) {  // a new forward phase begins

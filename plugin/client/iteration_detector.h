@@ -85,6 +85,8 @@ class IterationDetector {
   // its starting points on are now three equal blocks of at least kMinPeriodLaunches launches
   // (see the top of the file).
   bool ExtendPeriodicRunLocked(uint64_t signature);
+  // Ends the search for a period until the next host wait.
+  void ClosePeriodicRunLocked();
 
   mutable std::mutex mu_;
   // The forward phase in progress (or the one the current backward phase follows).

@@ -78,7 +78,7 @@ def main(argv):
             # warm-up step (the warm-up curve), then once before the first measured step and once
             # after the last. vgpu.stats() costs ~60 us and its JSON feeds Python's garbage
             # collector, which TensorFlow-CPU's steps would not pay.
-            if use_vgpu and (batch < FLAGS.warmup or batch == FLAGS.warmup):
+            if use_vgpu and batch <= FLAGS.warmup:
                 self.before = _counters()
             self.start = time.perf_counter()
             if self.trace is not None and "begin_s" not in profiled_span:
