@@ -30,6 +30,7 @@ void ClientCounters::Reset() {
   descriptor_calls_forwarded_.store(0, std::memory_order_relaxed);
   settings_updates_.store(0, std::memory_order_relaxed);
   queue_misses_.store(0, std::memory_order_relaxed);
+  outputs_forwarded_.store(0, std::memory_order_relaxed);
   bytes_sent_.store(0, std::memory_order_relaxed);
   bytes_received_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
@@ -77,6 +78,7 @@ std::string ClientCounters::ToJson() const {
                   ", \"frees\": ", frees_.load(std::memory_order_relaxed),
                   ", \"bytes_in_use\": ", bytes_in_use(),
                   ", \"peak_bytes_in_use\": ", peak_bytes_in_use_.load(std::memory_order_relaxed),
+                  ", \"outputs_forwarded\": ", outputs_forwarded(),
                   "}");
   return json;
 }

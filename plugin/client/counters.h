@@ -37,6 +37,8 @@ class ClientCounters {
   // shape); a create found no reusable descriptor in its queue.
   void CountSettingsUpdate() { settings_updates_.fetch_add(1, std::memory_order_relaxed); }
   void CountQueueMiss() { queue_misses_.fetch_add(1, std::memory_order_relaxed); }
+  // An op kernel's output that TensorFlow let take over an input's buffer (computed in place).
+  void CountForwardedOutput() { outputs_forwarded_.fetch_add(1, std::memory_order_relaxed); }
   // A descriptor call of the virtual DNN API: answered locally or forwarded to the executor.
   void CountDescriptorCall(DescriptorKind kind, DescriptorVerb verb, bool forwarded) {
     descriptor_calls_[static_cast<size_t>(kind) - 1][static_cast<size_t>(verb)].fetch_add(
@@ -59,6 +61,9 @@ class ClientCounters {
   }
   uint64_t settings_updates() const { return settings_updates_.load(std::memory_order_relaxed); }
   uint64_t queue_misses() const { return queue_misses_.load(std::memory_order_relaxed); }
+  uint64_t outputs_forwarded() const {
+    return outputs_forwarded_.load(std::memory_order_relaxed);
+  }
   uint64_t bytes_to_device() const { return bytes_to_device_.load(std::memory_order_relaxed); }
   uint64_t bytes_from_device() const { return bytes_from_device_.load(std::memory_order_relaxed); }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
@@ -77,6 +82,7 @@ class ClientCounters {
   std::atomic<uint64_t> descriptor_calls_local_{0};
   std::atomic<uint64_t> settings_updates_{0};
   std::atomic<uint64_t> queue_misses_{0};
+  std::atomic<uint64_t> outputs_forwarded_{0};
   std::atomic<uint64_t> descriptor_calls_forwarded_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};

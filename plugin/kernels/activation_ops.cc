@@ -55,7 +55,8 @@ class ActivationOp : public ActivationKernel<ActivationOp<kMode>, kMode> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
-                          context.ForwardOrAllocateOutput({0}, 0, dtype, ShapeOf(x.get())));
+                          context.ForwardHeldOrAllocateOutput({{0, &x}}, 0, dtype,
+                                                              ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
     return LaunchActivation(context, activation::kForward, kMode, this->attributes_, x.get(),
                             {BufferOf(x.get()), BufferOf(y.get())});
@@ -94,7 +95,9 @@ class ActivationGradOp : public ActivationKernel<ActivationGradOp<kMode, kCheck>
       }
     }
     const TF_DataType dtype = TF_TensorType(a.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0, 1}, 0, dtype, a_shape));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.ForwardHeldOrAllocateOutput(
+                              {{0, &inputs[0]}, {1, &inputs[1]}}, 0, dtype, a_shape));
     if (TF_TensorElementCount(a.get()) == 0) return absl::OkStatus();
     return LaunchActivation(context, activation::kBackward, kMode, this->attributes_, a.get(),
                             {BufferOf(a.get()), BufferOf(b.get()), BufferOf(out.get())});

@@ -69,7 +69,8 @@ class BiasAddOp : public WithAttributes<BiasAddOp, DataFormat, ReadDataFormat> {
     }
     const TF_DataType dtype = TF_TensorType(value.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
-                          context.ForwardOrAllocateOutput({0}, 0, dtype, value_shape));
+                          context.ForwardHeldOrAllocateOutput({{0, &inputs[0]}}, 0, dtype,
+                                                              value_shape));
     if (TF_TensorElementCount(value.get()) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings value_settings, TensorSettings(value.get()));
     VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings bias_settings, TensorSettings(bias.get()));

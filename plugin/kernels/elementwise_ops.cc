@@ -184,7 +184,8 @@ class BinaryElementwiseOp {
     }
     const TF_DataType out_dtype = IsComparison(kOp) ? TF_BOOL : dtype;
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
-                          context.ForwardOrAllocateOutput({0, 1}, 0, out_dtype, shapes->output));
+                          context.ForwardHeldOrAllocateOutput({{0, &inputs[0]}, {1, &inputs[1]}},
+                                                              0, out_dtype, shapes->output));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
     VGPU_RETURN_IF_ERROR(CheckMergedRank(*shapes, x_shape, y_shape));
     return LaunchBinary(context, kOp, dtype, shapes->merged_operands[0],
@@ -205,7 +206,8 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
     const TF_DataType dtype = TF_TensorType(x.get());
     const TF_DataType out_dtype = IsPredicate(kOp) ? TF_BOOL : dtype;
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
-                          context.ForwardOrAllocateOutput({0}, 0, out_dtype, ShapeOf(x.get())));
+                          context.ForwardHeldOrAllocateOutput({{0, &x}}, 0, out_dtype,
+                                                              ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
     OpTensorDescriptorSettings op_settings;
     op_settings.op = kOp;

@@ -201,17 +201,46 @@ absl::StatusOr<TensorPtr> OpContext::AllocateOutput(int index, TF_DataType dtype
 absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocateOutput(
     std::initializer_list<int> candidate_inputs, int index, TF_DataType dtype,
     absl::Span<const int64_t> dims) const {
+  std::vector<ForwardCandidate> candidates;
+  for (int input : candidate_inputs) candidates.push_back({input, nullptr});
+  return ForwardOrAllocate(candidates, index, dtype, dims);
+}
+
+absl::StatusOr<TensorPtr> OpContext::ForwardHeldOrAllocateOutput(
+    std::initializer_list<ForwardCandidate> candidates, int index, TF_DataType dtype,
+    absl::Span<const int64_t> dims) const {
+  return ForwardOrAllocate(absl::MakeConstSpan(candidates.begin(), candidates.size()), index,
+                           dtype, dims);
+}
+
+absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocate(
+    absl::Span<const ForwardCandidate> candidates, int index, TF_DataType dtype,
+    absl::Span<const int64_t> dims) const {
   VGPU_RETURN_IF_ERROR(CheckedShapeElements(dims).status());
+  std::vector<int> inputs;
+  std::vector<ForwardCandidate> released;
+  for (const ForwardCandidate& candidate : candidates) {
+    inputs.push_back(candidate.input);
+    if (candidate.held != nullptr && *candidate.held != nullptr) {
+      candidate.held->reset();
+      released.push_back(candidate);
+    }
+  }
   ScopedTfStatus status;
-  std::vector<int> candidates(candidate_inputs);
   int forwarded = -1;
-  TF_Tensor* tensor = TF_ForwardInputOrAllocateOutput(
-      context_, candidates.data(), static_cast<int>(candidates.size()), index, dims.data(),
-      static_cast<int>(dims.size()), &forwarded, status.get());
-  TensorPtr owned(tensor);
+  TensorPtr owned(TF_ForwardInputOrAllocateOutput(
+      context_, inputs.data(), static_cast<int>(inputs.size()), index, dims.data(),
+      static_cast<int>(dims.size()), &forwarded, status.get()));
+  for (const ForwardCandidate& candidate : released) {
+    VGPU_ASSIGN_OR_RETURN(*candidate.held, Input(candidate.input));
+  }
   VGPU_RETURN_IF_ERROR(status.ToStatus());
   if (TF_TensorType(owned.get()) != dtype) {
     return absl::InternalError("forwarded output has the wrong dtype");
+  }
+  if (forwarded >= 0) {
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, Stream());
+    stream->device().counters().CountForwardedOutput();
   }
   return owned;
 }

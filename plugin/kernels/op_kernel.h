@@ -114,10 +114,28 @@ class OpContext {
   // Output `index` of `dtype` and `dims`.
   absl::StatusOr<TensorPtr> AllocateOutput(int index, TF_DataType dtype,
                                            absl::Span<const int64_t> dims) const;
-  // Like AllocateOutput, but reuses one of `candidate_inputs`' buffers when TensorFlow allows.
+  // Like AllocateOutput, but reuses one of `candidate_inputs`' buffers when TensorFlow allows
+  // (never one the kernel holds a handle on: see ForwardHeldOrAllocateOutput).
   absl::StatusOr<TensorPtr> ForwardOrAllocateOutput(std::initializer_list<int> candidate_inputs,
                                                     int index, TF_DataType dtype,
                                                     absl::Span<const int64_t> dims) const;
+  // An input offered for an output's buffer, with the kernel's own handle on it (nullptr if the
+  // kernel holds none).
+  struct ForwardCandidate {
+    int input;
+    TensorPtr* held;
+  };
+  // Like ForwardOrAllocateOutput, for a kernel that holds handles on the candidate inputs.
+  // TensorFlow forwards an input only while nothing else references its buffer, and a held
+  // TensorPtr is such a reference (so ForwardOrAllocateOutput never forwards an input the kernel
+  // holds). Each `held` handle is dropped for the call and taken again after it: it stays valid,
+  // and shares the output's buffer if TensorFlow forwarded that input (the input itself stays
+  // alive meanwhile, TensorFlow holds it until the kernel returns). Only for ops whose executor
+  // kernels may write the output over an input: element-wise ones, where each output element is
+  // written from its own input elements only.
+  absl::StatusOr<TensorPtr> ForwardHeldOrAllocateOutput(
+      std::initializer_list<ForwardCandidate> candidates, int index, TF_DataType dtype,
+      absl::Span<const int64_t> dims) const;
   // A scratch device buffer that lives until the kernel returns (stream order keeps it valid
   // for the work launched before that).
   absl::StatusOr<TensorPtr> AllocateTemp(TF_DataType dtype, absl::Span<const int64_t> dims) const;
@@ -139,6 +157,9 @@ class OpContext {
   TF_OpKernelContext* raw() const { return context_; }
 
  private:
+  absl::StatusOr<TensorPtr> ForwardOrAllocate(absl::Span<const ForwardCandidate> candidates,
+                                              int index, TF_DataType dtype,
+                                              absl::Span<const int64_t> dims) const;
   TF_OpKernelContext* context_;
 };
 

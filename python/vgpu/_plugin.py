@@ -88,6 +88,7 @@ _SUMMED = (
     "descriptor_calls_forwarded",
     "descriptor_settings_updates",
     "descriptor_queue_misses",
+    "outputs_forwarded",
 )
 
 
@@ -109,7 +110,8 @@ def stats() -> dict[str, Any]:
     per-device peaks), ``descriptor_calls`` (descriptor kind -> {"create", "set", "destroy"}),
     ``descriptor_calls_local``, ``descriptor_calls_forwarded``, ``descriptor_settings_updates``
     (reused descriptors whose settings changed), ``descriptor_queue_misses`` (creates the
-    queues could not serve), ``descriptor_mode``, ``warmup_complete`` (any device),
+    queues could not serve), ``outputs_forwarded`` (op outputs TensorFlow let take over an
+    input's buffer: element-wise ops computed in place, as on TensorFlow's CPU), ``descriptor_mode``, ``warmup_complete`` (any device),
     ``iterations_detected`` (the most of any device), ``descriptor_queues`` (a list of
     {"device", "stream", "kind", "length"}), ``devices``: a list of {"ordinal", "backend", "counters"},
     and ``executor``: the in-process executor's own counters since it started, not reset by
