@@ -47,10 +47,10 @@ struct SessionLimits {
   // An allocation that fails for lack of memory while the client has frees waiting for its own
   // queued work waits at most this long for that work, then retries once.
   std::chrono::milliseconds pending_free_wait = kDefaultPendingFreeWait;
-  // A launch whose buffers total at most this many bytes runs on the thread that submits it when
-  // its stream is idle, instead of waking the stream's worker (StreamQueue::RunInlineOrEnqueue):
-  // for small kernels the hand-off costs more than the kernel. 0: every launch goes to the
-  // worker. The executor decides whether its launches may run on another thread at all.
+  // A launch whose buffers total at most this many bytes, or a copy or memset of at most this
+  // many bytes, runs on the thread that submits it when its stream is idle, instead of waking
+  // the stream's worker (StreamQueue::RunInlineOrEnqueue): for small work the hand-off costs
+  // more than the work. 0: everything goes to the worker. The executor decides whether its launches may run on another thread at all.
   uint64_t inline_launch_bytes = kDefaultInlineLaunchBytes;
   static constexpr uint64_t kDefaultInlineLaunchBytes = 64 * 1024;
 };

@@ -530,20 +530,19 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
         ", which does not exist")));
   }
   StreamQueue& stream = *it->second->queue;
-  if (command.kind == CommandKind::kLaunch) {
-    if (!command.descriptors.empty()) {
-      if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
-        return ErrorReply(s);
-      }
+  if (command.kind == CommandKind::kLaunch && !command.descriptors.empty()) {
+    if (absl::Status s = ResolveDescriptorReferencesLocked(command); !s.ok()) {
+      return ErrorReply(s);
     }
-    if (RunsInline(command)) {
-      // Outside the session lock: the kernel runs now, and other streams must not wait for it.
-      std::shared_ptr<Stream> keep = it->second;
-      lock.unlock();
-      work.command = std::move(command);
-      keep->queue->RunInlineOrEnqueue(std::move(work));
-      return Reply{};
-    }
+  }
+  if (RunsInline(command)) {
+    // Outside the session lock: the kernel or copy runs now, and other streams must not wait
+    // for it.
+    std::shared_ptr<Stream> keep = it->second;
+    lock.unlock();
+    work.command = std::move(command);
+    keep->queue->RunInlineOrEnqueue(std::move(work));
+    return Reply{};
   }
   if (command.kind == CommandKind::kRecordEvent &&
       events_.size() >= static_cast<size_t>(limits_.max_events) &&
@@ -571,6 +570,17 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
 
 bool ClientSession::RunsInline(const Command& command) const {
   if (limits_.inline_launch_bytes == 0) return false;
+  switch (command.kind) {
+    case CommandKind::kMemcpyHtoD:
+    case CommandKind::kMemcpyDtoH:
+    case CommandKind::kMemcpyDtoD:
+    case CommandKind::kMemset:
+      return command.size <= limits_.inline_launch_bytes;
+    case CommandKind::kLaunch:
+      break;
+    default:
+      return false;
+  }
   uint64_t bytes = 0;
   for (const BufferArg& buffer : command.buffers) {
     if (buffer.size > limits_.inline_launch_bytes - bytes) return false;

@@ -41,9 +41,10 @@ struct Config {
   // team alike); 0: the CPUs this process may use (common/cpu_count.h).
   int compute_threads = 0;
   static constexpr int kMaxComputeThreads = 1024;
-  // VGPU_INLINE_LAUNCH_BYTES: in-process launches whose buffers total at most this many bytes
-  // run on TensorFlow's thread when their stream is idle (SessionLimits::inline_launch_bytes);
-  // 0: every launch goes to its stream's worker. Unset: the executor's default.
+  // VGPU_INLINE_LAUNCH_BYTES: in-process launches whose buffers total at most this many bytes,
+  // and copies and memsets of at most this many bytes, run on TensorFlow's thread when their
+  // stream is idle (SessionLimits::inline_launch_bytes); 0: everything goes to its stream's
+  // worker. Unset: the executor's default.
   std::optional<uint64_t> inline_launch_bytes;
   static constexpr uint64_t kMaxInlineLaunchBytes = 64ull << 20;
   // VGPU_TRACE: record every command of every device into this file (trace/trace_format.h);

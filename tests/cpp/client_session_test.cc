@@ -1,7 +1,7 @@
 // Tests of one client's session (backend/client_session.h) on the CPU backing executor as a
 // hostile tenant drives it: a free is ordered after the queued work that uses the memory,
-// memory changes tenant only scrubbed, the quota charges what the arena takes, and streams,
-// events and descriptors are capped per session.
+// memory changes tenant only scrubbed, the quota charges what the arena takes, streams,
+// events and descriptors are capped per session, and small copies run at once on an idle stream.
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -247,6 +247,27 @@ TEST_F(ClientSessionTest, CancelEndsWaitsOnQueuedWorkAndTheTeardownSkipsIt) {
   sink_.release.Open();  // the running notification ends; the 100 copies never run
   attacker_.reset();
   EXPECT_EQ(executor_->arena(0).Info().bytes_in_use, 0u);  // the attacker's memory is back
+}
+
+TEST_F(ClientSessionTest, SmallCopiesRunAtOnceOnAnIdleStreamAndQueueBehindABusyOne) {
+  Open();
+  const uint64_t x = Allocate(*attacker_, 4096);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  // Idle stream: the copies have run when Handle returns, with no synchronisation.
+  std::vector<uint8_t> read(16, 0);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 7));
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 1, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 7));
+  // Busy stream: they wait for the work queued before them, in order.
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 9));
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 1, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 7));  // not yet: the stream is held
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 1).ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
 }
 
 TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {
