@@ -28,6 +28,9 @@
 // TensorFlow's CPU kernels round every product before adding it; so must these (no fused
 // multiply-add, which -march=native would otherwise allow the compiler to form).
 #pragma GCC optimize("fp-contract=off")
+// -O2's "very cheap" vectorisation leaves the channel loops (runtime trip counts) scalar; they
+// are element-wise (no reduction is reordered), so vectorising them changes no result.
+#pragma GCC optimize("vect-cost-model=dynamic")
 
 namespace vgpu::cpu_kernels {
 namespace {
@@ -114,6 +117,11 @@ void ParallelOverOutputRows(const Eigen::ThreadPoolDevice& device, const PoolGeo
   });
 }
 
+// Channels are pooled in blocks of at most this many, accumulated in a local array: stores to
+// it cannot alias the input, so the channel loops vectorise (stores to the output could, and
+// kept them scalar).
+constexpr int64_t kChannelBlock = 64;
+
 double WindowSize(const PoolGeometry& g) {
   return static_cast<double>(g.window[0] * g.window[1] * g.window[2]);
 }
@@ -127,14 +135,19 @@ void MaxPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
   ParallelOverOutputRows(device, g, WindowSize(g) * channels, sizeof(T) * channels,
                          [&](int64_t b, int64_t od, int64_t oh, int64_t ow, int64_t position) {
     T* out = y + position * channels;
-    std::fill(out, out + channels, Eigen::NumTraits<T>::lowest());
-    ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
-      const T* in = x + input_position * channels;
-      // An unconditional select (not a conditional store) vectorises.
-      for (int64_t c = 0; c < channels; ++c) {
-        out[c] = RaisesMax<kPropagateNan>(out[c], in[c]) ? in[c] : out[c];
-      }
-    });
+    for (int64_t c0 = 0; c0 < channels; c0 += kChannelBlock) {
+      const int64_t width = std::min(kChannelBlock, channels - c0);
+      T best[kChannelBlock];
+      std::fill(best, best + width, Eigen::NumTraits<T>::lowest());
+      ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+        const T* in = x + input_position * channels + c0;
+        // An unconditional select (not a conditional store) vectorises.
+        for (int64_t c = 0; c < width; ++c) {
+          best[c] = RaisesMax<kPropagateNan>(best[c], in[c]) ? in[c] : best[c];
+        }
+      });
+      std::copy(best, best + width, out + c0);
+    }
   });
 }
 
@@ -147,15 +160,19 @@ void AvgPoolForward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g
   ParallelOverOutputRows(device, g, WindowSize(g) * channels, sizeof(T) * channels,
                          [&](int64_t b, int64_t od, int64_t oh, int64_t ow, int64_t position) {
     T* out = y + position * channels;
-    std::fill(out, out + channels, T(0));
-    int64_t count = 0;
-    ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
-      const T* in = x + input_position * channels;
-      for (int64_t c = 0; c < channels; ++c) out[c] += in[c];
-      ++count;
-    });
-    const T divisor(static_cast<float>(count));
-    for (int64_t c = 0; c < channels; ++c) out[c] /= divisor;
+    for (int64_t c0 = 0; c0 < channels; c0 += kChannelBlock) {
+      const int64_t width = std::min(kChannelBlock, channels - c0);
+      T sum[kChannelBlock];
+      std::fill(sum, sum + width, T(0));
+      int64_t count = 0;
+      ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+        const T* in = x + input_position * channels + c0;
+        for (int64_t c = 0; c < width; ++c) sum[c] += in[c];
+        ++count;
+      });
+      const T divisor(static_cast<float>(count));
+      for (int64_t c = 0; c < width; ++c) out[c0 + c] = sum[c] / divisor;
+    }
   });
 }
 
@@ -177,7 +194,6 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
                      const T* dy, T* dx) {
   const int64_t channels = kSingleChannel ? 1 : g.channels;
   const LoopOrder order = GradientOrder(g);
-  constexpr int64_t kChannelBlock = 64;
   const int64_t blocks_per_image = (channels + kChannelBlock - 1) / kChannelBlock;
   const int64_t units = g.images * blocks_per_image;
   const int64_t in_positions = g.InputPositions();
