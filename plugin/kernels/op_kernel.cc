@@ -6,6 +6,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/common/activity.h"
 #include "plugin/common/log.h"
@@ -201,7 +202,7 @@ absl::StatusOr<TensorPtr> OpContext::AllocateOutput(int index, TF_DataType dtype
 absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocateOutput(
     std::initializer_list<int> candidate_inputs, int index, TF_DataType dtype,
     absl::Span<const int64_t> dims) const {
-  std::vector<ForwardCandidate> candidates;
+  absl::InlinedVector<ForwardCandidate, 4> candidates;
   for (int input : candidate_inputs) candidates.push_back({input, nullptr});
   return ForwardOrAllocate(candidates, index, dtype, dims);
 }
@@ -217,8 +218,8 @@ absl::StatusOr<TensorPtr> OpContext::ForwardOrAllocate(
     absl::Span<const ForwardCandidate> candidates, int index, TF_DataType dtype,
     absl::Span<const int64_t> dims) const {
   VGPU_RETURN_IF_ERROR(CheckedShapeElements(dims).status());
-  std::vector<int> inputs;
-  std::vector<ForwardCandidate> released;
+  absl::InlinedVector<int, 4> inputs;
+  absl::InlinedVector<ForwardCandidate, 4> released;
   for (const ForwardCandidate& candidate : candidates) {
     inputs.push_back(candidate.input);
     if (candidate.held != nullptr && *candidate.held != nullptr) {

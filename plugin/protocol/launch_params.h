@@ -38,8 +38,7 @@ class ParamWriter {
   template <typename T>
   ParamWriter& Put(const T& value) {
     static_assert(std::is_trivially_copyable_v<T>, "parameters must be trivially copyable");
-    const auto* bytes = reinterpret_cast<const uint8_t*>(&value);
-    block_->insert(block_->end(), bytes, bytes + sizeof(T));
+    Append(&value, sizeof(T));
     return *this;
   }
 
@@ -51,12 +50,19 @@ class ParamWriter {
   }
 
   ParamWriter& PutBytes(const void* data, size_t size) {
-    const auto* bytes = static_cast<const uint8_t*>(data);
-    block_->insert(block_->end(), bytes, bytes + size);
+    Append(data, size);
     return *this;
   }
 
  private:
+  // Grows the block and copies in place: a launch writes its parameters a few bytes at a time,
+  // and InlinedVector's general insert costs several times a resize and a memcpy.
+  void Append(const void* data, size_t size) {
+    const size_t old_size = block_->size();
+    block_->resize(old_size + size);
+    std::memcpy(block_->data() + old_size, data, size);
+  }
+
   ParamBlock* block_;
 };
 
