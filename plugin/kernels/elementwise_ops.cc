@@ -264,7 +264,8 @@ class SelectOp : public NoAttributes<SelectOp> {
     }
     const TF_DataType dtype = TF_TensorType(then_tensor.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
-                          context.ForwardOrAllocateOutput({1, 2}, 0, dtype, then_shape));
+                          context.ForwardHeldOrAllocateOutput(
+                              {{1, &inputs[1]}, {2, &inputs[2]}}, 0, dtype, then_shape));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
     const std::optional<BroadcastShapes> shapes =
         Broadcast({described_condition, then_shape, else_shape});
@@ -349,7 +350,8 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
           ", and else ", ShapeString(else_shape), " must be broadcastable"));
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
-                          context.ForwardOrAllocateOutput({1, 2}, 0, dtype, shapes->output));
+                          context.ForwardHeldOrAllocateOutput(
+                              {{1, &inputs[1]}, {2, &inputs[2]}}, 0, dtype, shapes->output));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
     VGPU_RETURN_IF_ERROR(CheckMergedRank(*shapes, condition_shape, then_shape));
     return LaunchSelect(context, dtype, *shapes, condition.get(), then_tensor.get(),
