@@ -454,7 +454,8 @@ class AddNOp : public NoAttributes<AddNOp> {
     }
     if (count == 1) return context.SetOutput(0, inputs[0].get());
     const TF_DataType dtype = TF_TensorType(inputs[0].get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.ForwardOrAllocateOutput({0}, 0, dtype, shape));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr out,
+                          context.ForwardHeldOrAllocateOutput({{0, &inputs[0]}}, 0, dtype, shape));
     if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
     KernelLaunch launch(context);
     launch.DescribeTensor(dtype, FlatShape(out.get()));

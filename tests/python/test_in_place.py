@@ -89,3 +89,20 @@ def test_a_tensor_with_another_reader_is_never_overwritten():
     np.testing.assert_array_equal(y.numpy(), doubled)
     np.testing.assert_array_equal(first.numpy(), np.maximum(doubled - np.float32(1.0), 0))
     np.testing.assert_allclose(second.numpy(), np.sqrt(np.abs(doubled)) + doubled, rtol=1e-6)
+
+
+def test_add_n_sums_into_its_first_input_and_matches_cpu():
+    x = random_array((3, 1000), np.float32, seed=7)
+
+    @tf.function
+    def summed(x):
+        # Eleven terms: TensorFlow's association of a first group, then groups of eight.
+        return tf.add_n([x * tf.constant(float(k)) for k in range(1, 12)])
+
+    expected = _run("/CPU:0", summed, x)
+    _run("/GPU:0", summed, x)
+    vgpu.reset_stats()
+    actual = _run("/GPU:0", summed, x)
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+    # The eleven products write over nothing (x is the caller's); AddN takes the first of them.
+    assert vgpu.stats()["outputs_forwarded"] >= 1, vgpu.stats()["outputs_forwarded"]
