@@ -575,7 +575,7 @@ bool ClientSession::RunsInline(const Command& command) const {
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset:
-      return command.size <= limits_.inline_launch_bytes;
+      return limits_.inline_copies && command.size <= limits_.inline_launch_bytes;
     case CommandKind::kLaunch:
       break;
     default:

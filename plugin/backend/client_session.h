@@ -114,8 +114,8 @@ class ClientSession final : public ExecutorSession {
   // messages ("kernel N" if it has none).
   absl::string_view KernelName(uint64_t kernel_id) const;
   std::string KernelLabel(uint64_t kernel_id) const;
-  // Whether a launch, copy or memset is small enough to run on the submitting thread when its
-  // stream is idle (SessionLimits::inline_launch_bytes).
+  // Whether a launch (or, with SessionLimits::inline_copies, a copy or memset) is small enough
+  // to run on the submitting thread when its stream is idle (SessionLimits::inline_launch_bytes).
   bool RunsInline(const Command& command) const;
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
   // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.

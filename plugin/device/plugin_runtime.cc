@@ -139,6 +139,7 @@ PluginRuntime::PluginRuntime() {
     if (config_.inline_launch_bytes.has_value()) {
       options.session_limits.inline_launch_bytes = *config_.inline_launch_bytes;
     }
+    options.session_limits.inline_copies = true;  // the submitting thread is TensorFlow's
     absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
         CreateExecutor(config_.executor, options);
     if (!executor.ok()) {

@@ -250,7 +250,9 @@ TEST_F(ClientSessionTest, CancelEndsWaitsOnQueuedWorkAndTheTeardownSkipsIt) {
 }
 
 TEST_F(ClientSessionTest, SmallCopiesRunAtOnceOnAnIdleStreamAndQueueBehindABusyOne) {
-  Open();
+  CpuExecutor::Options options;
+  options.session_limits.inline_copies = true;  // as in process
+  Open(options);
   const uint64_t x = Allocate(*attacker_, 4096);
   ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
   // Idle stream: the copies have run when Handle returns, with no synchronisation.
