@@ -58,6 +58,7 @@ class ParamWriter {
   // Grows the block and copies in place: a launch writes its parameters a few bytes at a time,
   // and InlinedVector's general insert costs several times a resize and a memcpy.
   void Append(const void* data, size_t size) {
+    if (size == 0) return;  // `data` may be null then
     const size_t old_size = block_->size();
     block_->resize(old_size + size);
     std::memcpy(block_->data() + old_size, data, size);
