@@ -59,7 +59,7 @@ LaunchPlan LaunchTemplateCache::Plan(const Command& command) {
       const BufferArg& now = command.buffers[i];
       BufferArg& last = known.buffers[i];
       if (now.address != last.address || now.size != last.size) {
-        plan.bindings.push_back({static_cast<uint16_t>(i), now});
+        plan.bindings.push_back(wire::BindingBetween(static_cast<uint16_t>(i), last, now));
         last = now;
       }
     }
@@ -164,7 +164,7 @@ absl::StatusOr<Command> LaunchTemplateTable::Instantiate(
     }
   }
   for (const wire::TemplateBinding& binding : bindings) {
-    launch.buffers[binding.index] = binding.buffer;
+    launch.buffers[binding.index] = wire::ApplyBinding(launch.buffers[binding.index], binding);
   }
   return launch;
 }

@@ -284,9 +284,9 @@ void BatchWriter::AddTemplatedLaunch(uint64_t sequence, uint32_t id,
     PutVarint(body, id);
     PutVarint(body, bindings.size());
     for (const TemplateBinding& binding : bindings) {
-      PutVarint(body, binding.index);
-      PutVarint(body, binding.buffer.address);
-      PutVarint(body, binding.buffer.size);
+      PutVarint(body, static_cast<uint64_t>(binding.index) << 1 | (binding.size_changed ? 1 : 0));
+      PutVarint(body, ZigZag(static_cast<int64_t>(binding.address_delta)));
+      if (binding.size_changed) PutVarint(body, binding.size);
     }
   });
 }
@@ -342,9 +342,11 @@ absl::Status ReadBatchEntry(ByteReader& reader, uint64_t previous_sequence, Batc
       entry->bindings = fields.Rest();
       entry->binding_count = static_cast<uint32_t>(count);
       for (uint64_t i = 0; well_formed && i < count; ++i) {
-        uint64_t index = 0, address = 0, size = 0;
-        well_formed = fields.GetVarint(&index) && index < kMaxTemplateBuffers &&
-                      fields.GetVarint(&address) && fields.GetVarint(&size);
+        uint64_t index_and_flag = 0, address_delta = 0, size = 0;
+        well_formed = fields.GetVarint(&index_and_flag) &&
+                      (index_and_flag >> 1) < kMaxTemplateBuffers &&
+                      fields.GetVarint(&address_delta) &&
+                      ((index_and_flag & 1) == 0 || fields.GetVarint(&size));
       }
       well_formed = well_formed && fields.remaining() == 0;
       break;
@@ -410,13 +412,31 @@ absl::InlinedVector<TemplateBinding, 4> DecodeBindings(const BatchEntry& entry) 
   absl::InlinedVector<TemplateBinding, 4> decoded(entry.binding_count);
   ByteReader reader(entry.bindings);
   for (TemplateBinding& binding : decoded) {
-    uint64_t index = 0;
-    reader.GetVarint(&index);
-    binding.index = static_cast<uint16_t>(index);
-    reader.GetVarint(&binding.buffer.address);
-    reader.GetVarint(&binding.buffer.size);
+    uint64_t index_and_flag = 0, zigzag_delta = 0;
+    reader.GetVarint(&index_and_flag);
+    binding.index = static_cast<uint16_t>(index_and_flag >> 1);
+    binding.size_changed = (index_and_flag & 1) != 0;
+    reader.GetVarint(&zigzag_delta);
+    binding.address_delta = static_cast<uint64_t>(UnZigZag(zigzag_delta));
+    if (binding.size_changed) reader.GetVarint(&binding.size);
   }
   return decoded;
+}
+
+TemplateBinding BindingBetween(uint16_t index, const BufferArg& last, const BufferArg& now) {
+  TemplateBinding binding;
+  binding.index = index;
+  binding.address_delta = now.address - last.address;  // modulo 2^64
+  binding.size_changed = now.size != last.size;
+  binding.size = binding.size_changed ? now.size : 0;
+  return binding;
+}
+
+BufferArg ApplyBinding(const BufferArg& last, const TemplateBinding& binding) {
+  BufferArg now = last;
+  now.address = last.address + binding.address_delta;  // modulo 2^64
+  if (binding.size_changed) now.size = binding.size;
+  return now;
 }
 
 std::vector<uint8_t> ExpandCompactCommand(const BatchEntry& entry) {

@@ -5,7 +5,7 @@
 // Frame (a 24-byte header, then `payload_length` payload bytes):
 //   offset  size  field
 //        0     4  magic           0x56 0x47 0x50 0x55 ("VGPU"; uint32 0x55504756)
-//        4     2  version         kWireVersion (6); a frame of another version is rejected
+//        4     2  version         kWireVersion (7); a frame of another version is rejected
 //        6     2  message type    MessageType below
 //        8     8  sequence        client-chosen for Command and ShmAttach (> 0, unique per
 //                                 connection: the server only echoes it, so a duplicate only
@@ -74,9 +74,11 @@
 //                    launch runs, and its device, stream, kernel, buffers, params and
 //                    descriptors become the connection's launch template `id` (replacing an
 //                    earlier template of that id);
-//       2 templated: varint template id, varint binding count, then per binding varint buffer
-//                    index, varint address, varint size: template `id`'s launch runs with these
-//                    buffers changed, and the template keeps them for its next launch;
+//       2 templated: varint template id, varint binding count, then per binding varint
+//                    (buffer index << 1 | size changed), varint zigzag(new address - the
+//                    template's last address of that buffer, modulo 2^64), and varint size
+//                    when the size changed: template `id`'s launch runs with these buffers
+//                    changed, and the template keeps them for its next launch;
 //       3 release:   varint template id: the template is forgotten and its charge given back
 //                    (the client makes room for a definition; nothing runs);
 //       4 compact:   an asynchronous command without buffers, params, descriptors or host
@@ -143,9 +145,10 @@ inline constexpr uint32_t kMagic = 0x55504756;  // "VGPU" on the wire
 // coefficient, rnn and dropout kinds), and the legacy kernel ids 1-3 were removed; 3 the
 // shared-memory data path (ShmAttach, command flag kShmData); 4 CommandBatch frames; 5
 // ProfileControl / ProfileRecords frames; 6 launch templates (CommandBatch entry forms, the
-// Welcome's template budget). Both ends speak one version: a peer of another
-// version is refused with both versions named.
-inline constexpr uint16_t kWireVersion = 6;
+// Welcome's template budget); 7 a templated launch's bindings are changes from the template's
+// last buffers (address delta, size only when it changed). Both ends speak one version: a peer
+// of another version is refused with both versions named.
+inline constexpr uint16_t kWireVersion = 7;
 // Command bodies (EncodeCommand, without kShmData) are the same since this version, so a
 // command trace recorded at any version from here to kWireVersion still decodes.
 inline constexpr uint16_t kOldestSameCommandVersion = 2;
@@ -274,11 +277,20 @@ struct DecodedCommand {
 // Decodes a command payload. `storage` holds the bytes; host_src is set to point into it.
 absl::StatusOr<DecodedCommand> DecodeCommand(std::shared_ptr<const std::vector<uint8_t>> storage);
 
-// One buffer of a templated launch that differs from its template's last launch.
+// One buffer of a templated launch that differs from its template's last launch, as a change
+// from that last buffer: its address moved by `address_delta` (modulo 2^64), and its size is
+// `size` when `size_changed` (else it kept its size). From one step to the next a buffer mostly
+// moves a little and keeps its size, so a binding costs a few bytes rather than a full address.
 struct TemplateBinding {
   uint16_t index = 0;
-  BufferArg buffer;
+  uint64_t address_delta = 0;
+  bool size_changed = false;
+  uint64_t size = 0;
 };
+// The binding of buffer `index` that turns `last` into `now`.
+TemplateBinding BindingBetween(uint16_t index, const BufferArg& last, const BufferArg& now);
+// `last` with `binding` applied (the receiver's side of BindingBetween).
+BufferArg ApplyBinding(const BufferArg& last, const TemplateBinding& binding);
 
 // A CommandBatch payload being built, entry by entry (the forms of CommandBatch above). Not
 // thread-safe.

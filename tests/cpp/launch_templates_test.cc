@@ -50,7 +50,9 @@ TEST(LaunchTemplateEntries, EveryFormRoundTrips) {
   wire::BatchWriter writer(&payload);
   writer.AddCommand(7, launch);
   writer.AddDefinition(8, 42, launch);
-  const std::vector<wire::TemplateBinding> bindings = {{1, {0x9000, 128}}};
+  const BufferArg moved{0x9000, 128};
+  const std::vector<wire::TemplateBinding> bindings = {
+      wire::BindingBetween(1, launch.buffers[1], moved)};
   writer.AddTemplatedLaunch(9, 42, bindings);
   writer.AddRelease(9, 42);
   absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(payload);
@@ -69,8 +71,9 @@ TEST(LaunchTemplateEntries, EveryFormRoundTrips) {
   const auto decoded_bindings = wire::DecodeBindings((*entries)[2]);
   ASSERT_EQ(decoded_bindings.size(), 1u);
   EXPECT_EQ(decoded_bindings[0].index, 1);
-  EXPECT_EQ(decoded_bindings[0].buffer.address, 0x9000u);
-  EXPECT_EQ(decoded_bindings[0].buffer.size, 128u);
+  const BufferArg applied = wire::ApplyBinding(launch.buffers[1], decoded_bindings[0]);
+  EXPECT_EQ(applied.address, 0x9000u);
+  EXPECT_EQ(applied.size, 128u);
   EXPECT_EQ((*entries)[3].form, BatchEntryForm::kReleaseTemplate);
   EXPECT_EQ((*entries)[3].template_id, 42u);
   // A templated launch with no binding, right after the previous entry, is 4 bytes: the
@@ -83,6 +86,37 @@ TEST(LaunchTemplateEntries, EveryFormRoundTrips) {
   EXPECT_EQ(bare.size() - before, 4u);
 }
 
+TEST(LaunchTemplateEntries, ABindingIsTheBuffersMoveNotItsAddress) {
+  // A buffer a page further on, of the same size: its binding is the index with the flag and
+  // zigzag(4096) in two bytes, not the 6-byte address and the size.
+  const BufferArg last{0x7f3a00001000, 65536}, now{0x7f3a00002000, 65536};
+  const wire::TemplateBinding moved = wire::BindingBetween(2, last, now);
+  EXPECT_FALSE(moved.size_changed);
+  std::vector<uint8_t> payload;
+  wire::BatchWriter writer(&payload);
+  writer.AddTemplatedLaunch(1, 3, std::vector<wire::TemplateBinding>{moved});
+  // delta, length and form, id, count, then the binding's three bytes.
+  EXPECT_EQ(payload.size(), 7u);
+  // Moves down, across the ends of the address space, and size changes come back exactly.
+  const std::vector<std::pair<BufferArg, BufferArg>> moves = {
+      {last, now}, {now, last}, {{~0ull - 15, 8}, {16, 8}}, {{16, 8}, {~0ull - 15, 24}},
+      {{0x1000, 64}, {0x1000, 0}}};
+  for (const auto& [from, to] : moves) {
+    payload.clear();
+    wire::BatchWriter move_writer(&payload);
+    move_writer.AddTemplatedLaunch(1, 3,
+                                   std::vector<wire::TemplateBinding>{
+                                       wire::BindingBetween(0, from, to)});
+    absl::StatusOr<std::vector<wire::BatchEntry>> entries = wire::SplitBatch(payload);
+    ASSERT_TRUE(entries.ok()) << entries.status();
+    const auto decoded = wire::DecodeBindings((*entries)[0]);
+    ASSERT_EQ(decoded.size(), 1u);
+    const BufferArg applied = wire::ApplyBinding(from, decoded[0]);
+    EXPECT_EQ(applied.address, to.address);
+    EXPECT_EQ(applied.size, to.size);
+  }
+}
+
 TEST(LaunchTemplateEntries, MalformedEntriesAreRefused) {
   const auto batch_of = [](auto add) {
     std::vector<uint8_t> payload;
@@ -91,17 +125,22 @@ TEST(LaunchTemplateEntries, MalformedEntriesAreRefused) {
     return payload;
   };
   const std::vector<uint8_t> templated = batch_of([](wire::BatchWriter& w) {
-    w.AddTemplatedLaunch(1, 3, std::vector<wire::TemplateBinding>{{0, {1, 2}}});
+    w.AddTemplatedLaunch(1, 3, std::vector<wire::TemplateBinding>{{0, 1, true, 2}});
   });
   ASSERT_TRUE(wire::CheckBatch(templated).ok());
-  // templated = delta 2, length 5 << 3 | 2, id 3, count 1, index 0, address 1, size 2.
+  // templated = delta 2, length 5 << 3 | 2, id 3, count 1, index 0 << 1 | size changed,
+  // zigzag(address delta 1) = 2, size 2.
   ASSERT_EQ(templated.size(), 7u);
+  std::vector<uint8_t> size_missing = templated;  // the flag says a size follows; none does
+  size_missing.pop_back();
+  size_missing[1] = 4 << 3 | 2;
+  EXPECT_FALSE(wire::CheckBatch(size_missing).ok());
   std::vector<uint8_t> short_bindings = templated;  // the count says 2, one is there
   short_bindings[3] = 2;
   EXPECT_FALSE(wire::CheckBatch(short_bindings).ok());
   std::vector<uint8_t> index_out_of_range = templated;  // a binding past kMaxTemplateBuffers
   index_out_of_range.erase(index_out_of_range.begin() + 4);
-  const uint8_t index[] = {0x80, 0x08};  // 1024
+  const uint8_t index[] = {0x81, 0x10};  // 1024 << 1 | 1
   index_out_of_range.insert(index_out_of_range.begin() + 4, index, index + 2);
   index_out_of_range[1] = 6 << 3 | 2;
   EXPECT_FALSE(wire::CheckBatch(index_out_of_range).ok());
@@ -146,7 +185,8 @@ TEST(LaunchTemplateCache, OnlyChangedBuffersAreBound) {
   ASSERT_EQ(plan.form, BatchEntryForm::kTemplatedLaunch);
   ASSERT_EQ(plan.bindings.size(), 1u);
   EXPECT_EQ(plan.bindings[0].index, 1);
-  EXPECT_EQ(plan.bindings[0].buffer.address, 0x7000u);
+  EXPECT_EQ(plan.bindings[0].address_delta, 0x7000u - 0x2000u);  // from Launch's {0x2000, 64}
+  EXPECT_FALSE(plan.bindings[0].size_changed);
   plan = cache.Plan(launch);  // the template remembers the new buffer
   EXPECT_TRUE(plan.bindings.empty());
 }
@@ -204,7 +244,8 @@ TEST(LaunchTemplateTable, DefinitionsAreCheckedOnceAndBindingsPerLaunch) {
   absl::StatusOr<Command> rebuilt = table.Instantiate(0, {});
   ASSERT_TRUE(rebuilt.ok()) << rebuilt.status();
   EXPECT_TRUE(SameLaunch(*rebuilt, launch));
-  const std::vector<wire::TemplateBinding> out_of_range = {{2, {0x5000, 8}}};
+  const std::vector<wire::TemplateBinding> out_of_range = {
+      wire::BindingBetween(2, BufferArg{}, BufferArg{0x5000, 8})};
   EXPECT_FALSE(table.Instantiate(0, out_of_range).ok());
   EXPECT_FALSE(table.Instantiate(1, {}).ok());  // another id (another connection's, stale...)
   // Over the budget, not a launch, out of range: refused.

@@ -349,7 +349,7 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
     record.descriptors.clear();
     writer.AddCommand(9, launch);
     writer.AddDefinition(10, 4, launch);
-    writer.AddTemplatedLaunch(11, 4, std::vector<TemplateBinding>{{1, {0x40, 8}}});
+    writer.AddTemplatedLaunch(11, 4, std::vector<TemplateBinding>{{1, 0x40, true, 8}});
     writer.AddRelease(12, 4);
     writer.AddCommandOrCompact(13, record);
     seeds.push_back(batch);

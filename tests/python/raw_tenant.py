@@ -15,7 +15,7 @@ import threading
 import time
 
 HEADER = struct.Struct("<IHHQII")  # magic, version, type, sequence, payload length, reserved
-MAGIC, VERSION = 0x55504756, 6
+MAGIC, VERSION = 0x55504756, 7
 HELLO, WELCOME, REFUSED, COMMAND, REPLY, DATA, NOTIFY = 1, 2, 3, 4, 5, 6, 7
 SHM_ATTACH = 10
 PROFILE_CONTROL, PROFILE_RECORDS = 12, 13

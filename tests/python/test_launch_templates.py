@@ -21,9 +21,14 @@ def define(sequence, template_id, payload):
 
 
 def templated(sequence, template_id, bindings=()):
+    """`bindings`: (buffer index, its move from the template's last address, new size or None
+    when the size stays)."""
     body = varint(template_id) + varint(len(bindings))
-    for index, address, size in bindings:
-        body += varint(index) + varint(address) + varint(size)
+    for index, move, size in bindings:
+        body += varint(index << 1 | (size is not None))
+        body += varint(((move << 1) ^ (move >> 63)) & (2**64 - 1))  # zigzag
+        if size is not None:
+            body += varint(size)
     return (sequence, body, ENTRY_TEMPLATED)
 
 
@@ -67,7 +72,7 @@ def test_a_templated_launch_runs_its_template_with_the_buffers_it_rebinds(tmp_pa
         send_batch(tenant,
                    define(tenant.next_sequence(), 7, relu_payload(stream, x, y, COUNT)),
                    # The same launch writing z instead of y: only buffer 1 is sent.
-                   templated(tenant.next_sequence(), 7, [(1, z, 4 * COUNT)]))
+                   templated(tenant.next_sequence(), 7, [(1, z - y, None)]))
         expected = np.maximum(VALUES, 0)
         np.testing.assert_array_equal(
             np.frombuffer(tenant.read(stream, y, 4 * COUNT), np.float32), expected)
@@ -113,7 +118,7 @@ def test_naming_a_template_this_connection_does_not_hold_is_an_error_not_a_crash
             "another_connections": [templated(tenant.next_sequence(), 3)],  # the owner's id
             "binding_out_of_range": [
                 define(tenant.next_sequence(), 0, relu_payload(stream, x, y, COUNT)),
-                templated(tenant.next_sequence(), 0, [(2, z, 4 * COUNT)])],
+                templated(tenant.next_sequence(), 0, [(2, z - y, 4 * COUNT)])],
             "released": [
                 define(tenant.next_sequence(), 0, relu_payload(stream, x, y, COUNT)),
                 release(tenant.next_sequence(), 0),

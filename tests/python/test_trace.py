@@ -68,7 +68,7 @@ def _records(path, with_offsets=False):
     version, wire_version, device_count = struct.unpack_from("<HHI", data, 8)
     # Trace format 2; the header names the wire version of the recording build (6: launch
     # templates, which change batches, not the command bodies a trace holds).
-    assert (version, wire_version) == (2, 6)
+    assert (version, wire_version) == (2, 7)
     offset = 40
     for _ in range(2):  # producer, backends
         (length,) = struct.unpack_from("<I", data, offset)
