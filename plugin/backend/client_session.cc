@@ -121,6 +121,16 @@ std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
   return it == streams_.end() ? nullptr : it->second;
 }
 
+bool ClientSession::ReachedLocked(const EventMark& mark) const {
+  for (const auto& [id, stream] : streams_) {
+    if (stream->serial == mark.stream_serial) return stream->queue->IsCompleted(mark.position);
+  }
+  for (const std::shared_ptr<Stream>& stream : draining_) {
+    if (stream->serial == mark.stream_serial) return stream->queue->IsCompleted(mark.position);
+  }
+  return true;  // the stream is gone: everything it was given has run
+}
+
 std::shared_ptr<ClientSession::Stream> ClientSession::FindStreamBySerial(uint64_t serial) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [id, stream] : streams_) {
@@ -556,12 +566,27 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
     auto event = events_.find(command.object);
     if (event == events_.end()) return Reply{};  // never recorded: nothing to wait for
     if (event->second.stream_serial == serial) return Reply{};  // FIFO already orders it
+    // Reached already (its stream has run the recording, or is gone): nothing to wait for,
+    // and the stream stays idle for what follows (a small copy then runs inline).
+    if (ReachedLocked(event->second)) return Reply{};
     // Executed as: wait until stream `dst` (a serial) has run up to position `src`.
     command.dst = event->second.stream_serial;
     command.src = event->second.position;
   }
   const uint64_t event_id = command.object;
   const bool is_record = command.kind == CommandKind::kRecordEvent;
+  if (is_record && limits_.inline_copies) {
+    // In process, an idle stream records at once on the calling thread: whoever polls the
+    // event next (TensorFlow's event manager polls right after recording) finds it complete,
+    // instead of waiting for the stream's worker to wake and run it.
+    std::shared_ptr<Stream> keep = it->second;
+    lock.unlock();
+    work.command = std::move(command);
+    const uint64_t position = keep->queue->RunInlineOrEnqueue(std::move(work));
+    lock.lock();
+    events_[event_id] = EventMark{serial, position};
+    return Reply{};
+  }
   work.command = std::move(command);
   const uint64_t position = stream.Enqueue(std::move(work));
   if (is_record) events_[event_id] = EventMark{serial, position};

@@ -110,6 +110,8 @@ class ClientSession final : public ExecutorSession {
   std::shared_ptr<Stream> FindStream(uint64_t id);
   // The stream of `serial`, live or being destroyed (null: gone, its work all completed).
   std::shared_ptr<Stream> FindStreamBySerial(uint64_t serial);
+  // Whether the stream `mark` names has run its recording (true when that stream is gone).
+  bool ReachedLocked(const EventMark& mark) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The executor's name for a kernel id (empty: it has no such kernel), and the name for
   // messages ("kernel N" if it has none).
   absl::string_view KernelName(uint64_t kernel_id) const;

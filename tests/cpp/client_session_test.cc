@@ -2,9 +2,11 @@
 // hostile tenant drives it: a free is ordered after the queued work that uses the memory,
 // memory changes tenant only scrubbed, the quota charges what the arena takes, streams,
 // events and descriptors are capped per session, and small copies run at once on an idle stream.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -36,10 +38,19 @@ class GatedSink : public CompletionSink {
     if (token == kBlockingToken) {
       reached.Open();
       release.Wait();
+      return;
     }
+    std::lock_guard<std::mutex> lock(mu);
+    notified.push_back(token);
+  }
+  bool Notified(uint64_t token) {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(notified.begin(), notified.end(), token) != notified.end();
   }
   Gate reached;
   Gate release;
+  std::mutex mu;
+  std::vector<uint64_t> notified;  // tokens, in the order they arrived
 };
 
 class ClientSessionTest : public ::testing::Test {
@@ -269,6 +280,43 @@ TEST_F(ClientSessionTest, SmallCopiesRunAtOnceOnAnIdleStreamAndQueueBehindABusyO
   EXPECT_EQ(read, std::vector<uint8_t>(16, 7));  // not yet: the stream is held
   sink_.release.Open();
   ASSERT_TRUE(Synchronize(*attacker_, 1).ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
+}
+
+TEST_F(ClientSessionTest, InProcessAnIdleStreamRecordsAtOnceAndAReachedWaitQueuesNothing) {
+  CpuExecutor::Options options;
+  options.session_limits.inline_copies = true;  // as in process
+  Open(options);
+  const uint64_t x = Allocate(*attacker_, 4096);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 7));
+  auto record = [&](uint64_t stream, uint64_t event) {
+    Command command = EventCommand(CommandKind::kRecordEvent, stream, event);
+    command.token = event;
+    return attacker_->Handle(std::move(command)).status;
+  };
+  // Idle stream 1: the recording is notified before Handle returns.
+  ASSERT_TRUE(record(1, 42).ok());
+  EXPECT_TRUE(sink_.Notified(42));
+  // Stream 2 waits for it: reached, so nothing is queued and the copy after it runs at once.
+  std::vector<uint8_t> read(16, 0);
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 42)).status.ok());
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 7));
+  // Busy stream 1: the recording waits its turn, and so does what stream 2 orders after it.
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 9));
+  ASSERT_TRUE(record(1, 43).ok());
+  EXPECT_FALSE(sink_.Notified(43));
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 43)).status.ok());
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 7));  // not yet: stream 1 is held
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  EXPECT_TRUE(sink_.Notified(43));
   EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
 }
 
