@@ -12,6 +12,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "plugin/backend/launch/kernel_families.h"
 #include "plugin/backend/launch/launch_view.h"
 #include "plugin/common/activity.h"
 #include "plugin/protocol/command_activity.h"
@@ -545,7 +546,7 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
       return ErrorReply(s);
     }
   }
-  if (RunsInline(command)) {
+  if (RunsInline(command, limits_)) {
     // Outside the session lock: the kernel or copy runs now, and other streams must not wait
     // for it.
     std::shared_ptr<Stream> keep = it->second;
@@ -593,22 +594,27 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   return Reply{};
 }
 
-bool ClientSession::RunsInline(const Command& command) const {
-  if (limits_.inline_launch_bytes == 0) return false;
+bool ClientSession::RunsInline(const Command& command, const SessionLimits& limits) {
+  if (limits.inline_launch_bytes == 0) return false;
   switch (command.kind) {
     case CommandKind::kMemcpyHtoD:
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset:
-      return limits_.inline_copies && command.size <= limits_.inline_launch_bytes;
+      return limits.inline_copies && command.size <= limits.inline_launch_bytes;
     case CommandKind::kLaunch:
       break;
     default:
       return false;
   }
+  // A costly kernel counts its bytes several times (InlineByteWeight): the bound stands for
+  // the time the submitting thread may be held.
+  const uint64_t weight =
+      kernel_families::InlineByteWeight(static_cast<KernelId>(command.object));
+  const uint64_t bound = limits.inline_launch_bytes / weight;
   uint64_t bytes = 0;
   for (const BufferArg& buffer : command.buffers) {
-    if (buffer.size > limits_.inline_launch_bytes - bytes) return false;
+    if (buffer.size > bound - bytes) return false;
     bytes += buffer.size;
   }
   return true;

@@ -42,6 +42,12 @@ class ClientSession final : public ExecutorSession {
   uint64_t BytesInUse() const override;
   SessionStats Stats() const override;
 
+  // Whether a launch (or, with SessionLimits::inline_copies, a copy or memset) is small enough
+  // to run on the submitting thread when its stream is idle: its buffers total at most
+  // `limits.inline_launch_bytes`, each byte counted kernel_families::InlineByteWeight(kernel)
+  // times (a costly kernel holds the thread longer per byte). Pure.
+  static bool RunsInline(const Command& command, const SessionLimits& limits);
+
  private:
   // Where an event was recorded: the stream by its serial (a client's stream ids can be reused
   // after DestroyStream; serials never are) and the record command's position on it.
@@ -116,9 +122,6 @@ class ClientSession final : public ExecutorSession {
   // messages ("kernel N" if it has none).
   absl::string_view KernelName(uint64_t kernel_id) const;
   std::string KernelLabel(uint64_t kernel_id) const;
-  // Whether a launch (or, with SessionLimits::inline_copies, a copy or memset) is small enough
-  // to run on the submitting thread when its stream is idle (SessionLimits::inline_launch_bytes).
-  bool RunsInline(const Command& command) const;
   // Replaces descriptor references (forward mode) in a launch by the settings they name, so
   // that the launch no longer depends on the descriptors' lifetime. Caller holds mu_.
   absl::Status ResolveDescriptorReferencesLocked(Command& command)

@@ -12,9 +12,12 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "gtest/gtest.h"
+#include "plugin/backend/client_session.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernels/elementwise.h"
+#include "plugin/protocol/kernels/random.h"
 #include "test_commands.h"
 #include "test_sync.h"
 
@@ -318,6 +321,33 @@ TEST_F(ClientSessionTest, InProcessAnIdleStreamRecordsAtOnceAndAReachedWaitQueue
   ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
   EXPECT_TRUE(sink_.Notified(43));
   EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
+}
+
+TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
+  SessionLimits limits;
+  limits.inline_launch_bytes = 64 << 10;
+  auto launch = [](KernelId kernel, uint64_t output_bytes) {
+    Command command = MakeCommand(CommandKind::kLaunch, 1);
+    command.object = static_cast<uint64_t>(kernel);
+    command.buffers = {{0x1000, 16}, {0x2000, output_bytes}};
+    return command;
+  };
+  // An element-wise launch of 32 KiB runs inline; a random generator of the same size does
+  // not, and one of 2 KiB does (the bound divided by InlineByteWeight, 16).
+  EXPECT_TRUE(ClientSession::RunsInline(launch(elementwise::kBinary, 32 << 10), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(random::kUniform, 32 << 10), limits));
+  EXPECT_TRUE(ClientSession::RunsInline(launch(random::kUniform, 2 << 10), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(random::kNormal, 8 << 10), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 64 << 10), limits));
+  // Copies only with inline_copies (in process); events never by this rule.
+  Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1);
+  copy.size = 1024;
+  EXPECT_FALSE(ClientSession::RunsInline(copy, limits));
+  limits.inline_copies = true;
+  EXPECT_TRUE(ClientSession::RunsInline(copy, limits));
+  EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kRecordEvent, 1), limits));
+  limits.inline_launch_bytes = 0;  // off
+  EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 16), limits));
 }
 
 TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {

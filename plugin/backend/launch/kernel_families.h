@@ -119,6 +119,17 @@ inline constexpr KernelIdentity kRandom[] = {
     {random::kUniformFullInt, "random_uniform_full_int"},
 };
 
+// How many times its buffers' bytes a launch of `kernel` counts against the inline bound
+// (SessionLimits::inline_launch_bytes, client_session.cc): a random generator hashes a counter
+// per element, some 30x an element-wise op's work per byte (64 KiB of uniform floats: ~120 us
+// against ~3 us for a multiply), so only a small one is cheaper to run inline than to hand on.
+inline uint64_t InlineByteWeight(KernelId kernel) {
+  for (const KernelIdentity& random_kernel : kRandom) {
+    if (random_kernel.id == kernel) return 16;
+  }
+  return 1;
+}
+
 inline constexpr KernelIdentity kNormalization[] = {
     {normalization::kForwardTraining, "batch_norm_forward_training"},
     {normalization::kForwardInference, "batch_norm_forward_inference"},
