@@ -136,6 +136,39 @@ def test_naming_a_template_this_connection_does_not_hold_is_an_error_not_a_crash
         assert not tenant.closed and server.alive()
 
 
+@pytest.mark.parametrize("case", ["onto_another_tenants_buffer", "around_the_address_space",
+                                  "straddling_two_allocations", "size_past_the_allocation"])
+def test_a_binding_moved_out_of_the_tenants_memory_is_refused_and_touches_nothing(tmp_path,
+                                                                                   case):
+    # Bindings are moves from the template's last address (wire version 7): whatever a move
+    # adds up to is checked against the tenant's own allocations, as a whole address would be.
+    with ServerProcess(tmp_path) as server, RawTenant(server.address) as victim, \
+            RawTenant(server.address) as tenant:
+        victim_stream, vx, vy, _ = _relu_setup(victim)
+        victim.write(victim_stream, vy, VALUES.tobytes())
+        assert victim.synchronize(victim_stream).ok
+        stream, x, y, z = _relu_setup(tenant)
+        binding = {
+            "onto_another_tenants_buffer": (1, vy - y, None),
+            "around_the_address_space": (1, -(y + 4096), None),
+            "straddling_two_allocations": (1, 4 * COUNT - 4, None),
+            "size_past_the_allocation": (1, 0, 1 << 20),
+        }[case]
+        send_batch(tenant,
+                   define(tenant.next_sequence(), 0, relu_payload(stream, x, y, COUNT)),
+                   templated(tenant.next_sequence(), 0, [binding]))
+        reply = tenant.synchronize(stream)
+        assert not reply.ok, reply
+        assert "allocation" in reply.message or "not a device address" in reply.message, reply
+        np.testing.assert_array_equal(
+            np.frombuffer(victim.read(victim_stream, vy, 4 * COUNT), np.float32), VALUES)
+        # The connection goes on.
+        tenant.relu(stream, x, z, COUNT)
+        np.testing.assert_array_equal(
+            np.frombuffer(tenant.read(stream, z, 4 * COUNT), np.float32), np.maximum(VALUES, 0))
+        assert not tenant.closed and server.alive()
+
+
 @pytest.mark.parametrize("case", ["not_a_launch", "over_budget", "release_undefined",
                                   "no_budget"])
 def test_a_definition_that_breaks_the_protocol_ends_only_its_connection(tmp_path, case):
