@@ -546,7 +546,8 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
       return ErrorReply(s);
     }
   }
-  if (RunsInline(command, limits_)) {
+  const bool is_record = command.kind == CommandKind::kRecordEvent;
+  if (!is_record && RunsInline(command, limits_)) {
     // Outside the session lock: the kernel or copy runs now, and other streams must not wait
     // for it.
     std::shared_ptr<Stream> keep = it->second;
@@ -575,8 +576,7 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
     command.src = event->second.position;
   }
   const uint64_t event_id = command.object;
-  const bool is_record = command.kind == CommandKind::kRecordEvent;
-  if (is_record && limits_.inline_copies) {
+  if (is_record && RunsInline(command, limits_)) {
     // In process, an idle stream records at once on the calling thread: whoever polls the
     // event next (TensorFlow's event manager polls right after recording) finds it complete,
     // instead of waiting for the stream's worker to wake and run it.
@@ -602,6 +602,9 @@ bool ClientSession::RunsInline(const Command& command, const SessionLimits& limi
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset:
       return limits.inline_copies && command.size <= limits.inline_launch_bytes;
+    case CommandKind::kRecordEvent:
+      // In process, an event recording (its notification) is as cheap as a small copy.
+      return limits.inline_copies;
     case CommandKind::kLaunch:
       break;
     default:

@@ -339,15 +339,24 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
   EXPECT_TRUE(ClientSession::RunsInline(launch(random::kUniform, 2 << 10), limits));
   EXPECT_FALSE(ClientSession::RunsInline(launch(random::kNormal, 8 << 10), limits));
   EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 64 << 10), limits));
-  // Copies only with inline_copies (in process); events never by this rule.
+  // Copies and event recordings only with inline_copies (in process); waits and host
+  // notifications never.
   Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1);
   copy.size = 1024;
+  const Command record = MakeCommand(CommandKind::kRecordEvent, 1);
   EXPECT_FALSE(ClientSession::RunsInline(copy, limits));
+  EXPECT_FALSE(ClientSession::RunsInline(record, limits));
   limits.inline_copies = true;
   EXPECT_TRUE(ClientSession::RunsInline(copy, limits));
-  EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kRecordEvent, 1), limits));
-  limits.inline_launch_bytes = 0;  // off
+  EXPECT_TRUE(ClientSession::RunsInline(record, limits));
+  EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kWaitEvent, 1), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kNotify, 1), limits));
+  // Off (VGPU_INLINE_LAUNCH_BYTES=0, and the CUDA executor, whose streams' CUDA state only
+  // their workers touch): nothing runs inline, not even a recording.
+  limits.inline_launch_bytes = 0;
   EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 16), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(copy, limits));
+  EXPECT_FALSE(ClientSession::RunsInline(record, limits));
 }
 
 TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {
