@@ -123,17 +123,18 @@ std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
 }
 
 bool ClientSession::ReachedLocked(const EventMark& mark) const {
-  for (const auto& [id, stream] : streams_) {
-    if (stream->serial == mark.stream_serial) return stream->queue->IsCompleted(mark.position);
-  }
-  for (const std::shared_ptr<Stream>& stream : draining_) {
-    if (stream->serial == mark.stream_serial) return stream->queue->IsCompleted(mark.position);
-  }
-  return true;  // the stream is gone: everything it was given has run
+  const std::shared_ptr<Stream> stream = FindStreamBySerialLocked(mark.stream_serial);
+  // A stream that is gone has run everything it was given.
+  return stream == nullptr || stream->queue->IsCompleted(mark.position);
 }
 
 std::shared_ptr<ClientSession::Stream> ClientSession::FindStreamBySerial(uint64_t serial) {
   std::lock_guard<std::mutex> lock(mu_);
+  return FindStreamBySerialLocked(serial);
+}
+
+std::shared_ptr<ClientSession::Stream> ClientSession::FindStreamBySerialLocked(
+    uint64_t serial) const {
   for (const auto& [id, stream] : streams_) {
     if (stream->serial == serial) return stream;
   }

@@ -117,6 +117,8 @@ class ClientSession final : public ExecutorSession {
   std::shared_ptr<Stream> FindStream(uint64_t id);
   // The stream of `serial`, live or being destroyed (null: gone, its work all completed).
   std::shared_ptr<Stream> FindStreamBySerial(uint64_t serial);
+  std::shared_ptr<Stream> FindStreamBySerialLocked(uint64_t serial) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the stream `mark` names has run its recording (true when that stream is gone).
   bool ReachedLocked(const EventMark& mark) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The executor's name for a kernel id (empty: it has no such kernel), and the name for
