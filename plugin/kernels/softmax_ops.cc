@@ -3,12 +3,13 @@
 // Shapes and broadcasting are validated as TensorFlow's kernels do; the launches carry tensor
 // descriptors created and destroyed per call, as cudnnSoftmaxForward's callers do.
 //
-// SparseSoftmaxCrossEntropyWithLogits takes its labels in host memory (as the op kernel's
-// HostMemory input) and sends them to the backing executor inside the launch's parameter block.
-// When the labels come from the host (a dataset, a constant) nothing is copied at all; labels
-// computed on the device are copied to the host by TensorFlow first. A label outside
-// [0, classes) gives a NaN loss and a NaN gradient row, as TensorFlow's CUDA kernel does (its CPU
-// kernel raises InvalidArgument "Received a label value of ...").
+// SparseSoftmaxCrossEntropyWithLogits takes its labels in device memory, as TensorFlow's GPU
+// kernel does. (They were a HostMemory input once: Keras casts the labels on the device, so
+// TensorFlow copied them back to the host in the middle of every training step, and the op's
+// thread waited for the executor to finish the whole forward pass before it could issue the
+// backward one.) A label outside [0, classes) gives a NaN loss and a NaN gradient row, as
+// TensorFlow's CUDA kernel does (its CPU kernel raises InvalidArgument "Received a label value
+// of ...").
 #include "plugin/kernels/softmax_ops.h"
 
 #include <algorithm>
@@ -168,7 +169,6 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
       return absl::InvalidArgumentError(absl::StrCat(
           "Must have at least one class, but got logits shape ", ShapeString(logits_dims)));
     }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> label_values, context.HostIntegers(1));
     const TF_DataType dtype = TF_TensorType(logits.get());
     VGPU_ASSIGN_OR_RETURN(CrossEntropyOutputs out,
                           AllocateCrossEntropyOutputs(context, dtype, logits_dims));
@@ -176,10 +176,11 @@ class SparseSoftmaxCrossEntropyOp : public NoAttributes<SparseSoftmaxCrossEntrop
 
     return KernelLaunch(context)
         .DescribeTensor(dtype, logits_dims)
+        .DescribeTensor(TF_TensorType(labels.get()), labels_dims)
         .Buffer(logits.get())
+        .Buffer(labels.get())
         .Buffer(out.loss.get())
         .Buffer(out.backprop.get())
-        .ParamArray<int64_t>(label_values)
         .Run(reduction::kSparseSoftmaxCrossEntropy);
   }
 
@@ -196,8 +197,7 @@ void RegisterSoftmaxOps(const char* device_type) {
     for (TF_DataType label_type : {TF_INT32, TF_INT64}) {
       RegisterKernel<SparseSoftmaxCrossEntropyOp>("SparseSoftmaxCrossEntropyWithLogits",
                                                   device_type,
-                                                  {{"T", dtype}, {"Tlabels", label_type}},
-                                                  {"labels"});
+                                                  {{"T", dtype}, {"Tlabels", label_type}});
     }
   }
   DocumentOp("Softmax", "", "Over the last dimension; 16-bit types computed in float.");
@@ -205,7 +205,7 @@ void RegisterSoftmaxOps(const char* device_type) {
   DocumentOp("SoftmaxCrossEntropyWithLogits", "",
              "Logits and labels broadcast to [batch, classes]; 16-bit types computed in float.");
   DocumentOp("SparseSoftmaxCrossEntropyWithLogits", "",
-             "Labels in host memory. A label out of range gives a NaN loss and gradient row, as "
+             "Labels in device memory. A label out of range gives a NaN loss and gradient row, as "
              "TensorFlow's CUDA kernel (its CPU kernel raises InvalidArgument).");
 }
 

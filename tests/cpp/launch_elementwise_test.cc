@@ -423,17 +423,50 @@ TEST(SoftmaxLaunchTest, CrossEntropyOperandsBroadcastAlongDimensionsOfOne) {
                 "broadcastable to the backprop shape"));
 }
 
-TEST(SoftmaxLaunchTest, SparseLabelsTravelInTheParametersOnePerRow) {
+TEST(SoftmaxLaunchTest, SparseLabelsAreADeviceBufferOfInt32OrInt64) {
+  HandLaunch launch;
+  launch.Tensor({2, 3}).Tensor({2}, DType::kInt32).Buffer(24).Buffer(8).Buffer(8).Buffer(24);
+  absl::StatusOr<softmax_launch::SparseCrossEntropyLaunch> read =
+      softmax_launch::ReadSparseCrossEntropyLaunch(launch.View());
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_TRUE(read->labels_on_device);
+  EXPECT_EQ(read->label_dtype, DType::kInt32);
+  EXPECT_EQ(read->batch, 2);
+  EXPECT_EQ(read->classes, 3);
+  HandLaunch int64_labels;
+  int64_labels.Tensor({2, 3}).Tensor({2}, DType::kInt64).Buffer(24).Buffer(16).Buffer(8)
+      .Buffer(24);
+  ASSERT_TRUE(softmax_launch::ReadSparseCrossEntropyLaunch(int64_labels.View()).ok());
+  // int64 labels in a buffer sized for int32 ones, float labels, and a labels tensor that does
+  // not have one value per row are refused.
+  HandLaunch short_labels;
+  short_labels.Tensor({2, 3}).Tensor({2}, DType::kInt64).Buffer(24).Buffer(8).Buffer(8)
+      .Buffer(24);
+  EXPECT_FALSE(softmax_launch::ReadSparseCrossEntropyLaunch(short_labels.View()).ok());
+  HandLaunch float_labels;
+  float_labels.Tensor({2, 3}).Tensor({2}).Buffer(24).Buffer(8).Buffer(8).Buffer(24);
+  EXPECT_EQ(MessageOf(softmax_launch::ReadSparseCrossEntropyLaunch(float_labels.View()).status()),
+            "sparse cross-entropy labels must be int32 or int64");
+  HandLaunch three_labels;
+  three_labels.Tensor({2, 3}).Tensor({3}, DType::kInt32).Buffer(24).Buffer(12).Buffer(8)
+      .Buffer(24);
+  EXPECT_EQ(MessageOf(softmax_launch::ReadSparseCrossEntropyLaunch(three_labels.View()).status()),
+            "sparse cross-entropy takes labels [2] for logits [2, 3]");
+}
+
+TEST(SoftmaxLaunchTest, HostSparseLabelsTravelInTheParametersOnePerRow) {
   HandLaunch launch;
   launch.Tensor({2, 3}).Buffer(24).Buffer(8).Buffer(24).Param(uint32_t{2}).Param(int64_t{0})
       .Param(int64_t{7});
   absl::StatusOr<softmax_launch::SparseCrossEntropyLaunch> read =
-      softmax_launch::ReadSparseCrossEntropyLaunch(launch.View());
+      softmax_launch::ReadSparseCrossEntropyHostLabelsLaunch(launch.View());
   ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_FALSE(read->labels_on_device);
   EXPECT_EQ(read->labels, (std::vector<int64_t>{0, 7}));  // 7: a NaN row, not an error
   HandLaunch one_label;
   one_label.Tensor({2, 3}).Buffer(24).Buffer(8).Buffer(24).Param(uint32_t{1}).Param(int64_t{0});
-  EXPECT_EQ(MessageOf(softmax_launch::ReadSparseCrossEntropyLaunch(one_label.View()).status()),
+  EXPECT_EQ(MessageOf(
+                softmax_launch::ReadSparseCrossEntropyHostLabelsLaunch(one_label.View()).status()),
             "expected 2 labels, the launch carries 1");
 }
 

@@ -83,6 +83,7 @@ inline constexpr KernelIdentity kReduction[] = {
 inline constexpr KernelIdentity kSoftmax[] = {
     {reduction::kSoftmax, "softmax"},
     {reduction::kSoftmaxCrossEntropy, "softmax_cross_entropy"},
+    {reduction::kSparseSoftmaxCrossEntropyHostLabels, "sparse_softmax_cross_entropy_host_labels"},
     {reduction::kSparseSoftmaxCrossEntropy, "sparse_softmax_cross_entropy"},
 };
 inline constexpr KernelIdentity kScanTopK[] = {

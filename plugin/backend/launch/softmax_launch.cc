@@ -77,22 +77,55 @@ absl::StatusOr<CrossEntropyLaunch> ReadCrossEntropyLaunch(const LaunchView& laun
   return read;
 }
 
-absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
-  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits,
-                        launch.Descriptor<TensorDescriptorSettings>(0));
+namespace {
+
+// The logits descriptor both sparse cross-entropy launches start with.
+absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseLogits(const TensorDescriptorSettings& logits) {
   if (logits.rank != 2 || logits.dims[0] < 0 || logits.dims[1] <= 0) {
     return absl::InvalidArgumentError("sparse cross-entropy takes logits [batch, classes > 0]");
   }
   SparseCrossEntropyLaunch read;
   VGPU_RETURN_IF_ERROR(ReadRows(logits, &read));
+  VGPU_RETURN_IF_ERROR(ReaderDispatch::Floating(read.dtype, AcceptDType()));
+  return read;
+}
+
+}  // namespace
+
+absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyLaunch(const LaunchView& launch) {
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
+  TensorDescriptorSettings logits, labels;
+  VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&logits, &labels));
+  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch read, ReadSparseLogits(logits));
+  if (labels.rank != 1 || labels.dims[0] != read.batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sparse cross-entropy takes labels [", read.batch, "] for logits [", read.batch, ", ",
+        read.classes, "]"));
+  }
+  if (labels.dtype != DType::kInt32 && labels.dtype != DType::kInt64) {
+    return absl::InvalidArgumentError("sparse cross-entropy labels must be int32 or int64");
+  }
+  read.labels_on_device = true;
+  read.label_dtype = labels.dtype;
+  VGPU_RETURN_IF_ERROR(ExpectDenseBuffer(launch, 0, read.count, read.dtype));
+  VGPU_RETURN_IF_ERROR(ExpectDenseBuffer(launch, 1, read.batch, read.label_dtype));
+  VGPU_RETURN_IF_ERROR(ExpectDenseBuffer(launch, 2, read.batch, read.dtype));
+  VGPU_RETURN_IF_ERROR(ExpectDenseBuffer(launch, 3, read.count, read.dtype));
+  return read;
+}
+
+absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyHostLabelsLaunch(
+    const LaunchView& launch) {
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
+  VGPU_ASSIGN_OR_RETURN(TensorDescriptorSettings logits,
+                        launch.Descriptor<TensorDescriptorSettings>(0));
+  VGPU_ASSIGN_OR_RETURN(SparseCrossEntropyLaunch read, ReadSparseLogits(logits));
   ParamReader reader = launch.Params();
   VGPU_ASSIGN_OR_RETURN(read.labels, reader.GetArray<int64_t>(static_cast<uint32_t>(read.batch)));
   if (static_cast<int64_t>(read.labels.size()) != read.batch) {
     return absl::InvalidArgumentError(
         absl::StrCat("expected ", read.batch, " labels, the launch carries ", read.labels.size()));
   }
-  VGPU_RETURN_IF_ERROR(ReaderDispatch::Floating(read.dtype, AcceptDType()));
   VGPU_RETURN_IF_ERROR(
       ExpectDenseBuffers(launch, read.dtype, {read.count, read.batch, read.count}));
   return read;

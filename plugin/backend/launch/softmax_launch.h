@@ -63,32 +63,51 @@ absl::StatusOr<CrossEntropyBuffers<T>> TakeCrossEntropyBuffers(const Context& co
   return b;
 }
 
-// reduction::kSparseSoftmaxCrossEntropy: descriptors [logits [batch, classes > 0]], buffers
-// [logits, loss [batch], backprop], params array<int64> labels (batch values, not range-checked:
-// a label outside [0, classes) gives a NaN row).
+// reduction::kSparseSoftmaxCrossEntropy: descriptors [logits [batch, classes > 0], labels
+// [batch] int32 or int64], buffers [logits, labels, loss [batch], backprop]; and
+// kSparseSoftmaxCrossEntropyHostLabels: descriptors [logits], buffers [logits, loss, backprop],
+// params array<int64> labels (batch values). Labels are not range-checked: a label outside
+// [0, classes) gives a NaN row.
 struct SparseCrossEntropyLaunch {
   DType dtype = DType::kFloat32;
   int64_t batch = 0, classes = 0, count = 0;
-  std::vector<int64_t> labels;
+  bool labels_on_device = false;
+  DType label_dtype = DType::kInt64;  // with labels_on_device: kInt32 or kInt64
+  std::vector<int64_t> labels;        // without: the launch's labels
 };
 absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyLaunch(const LaunchView& launch);
+absl::StatusOr<SparseCrossEntropyLaunch> ReadSparseCrossEntropyHostLabelsLaunch(
+    const LaunchView& launch);
 
-// kSparseSoftmaxCrossEntropy's buffers as T.
+// The sparse cross-entropy launches' buffers, the logits, loss and backprop as T.
 template <typename T>
 struct SparseCrossEntropyBuffers {
-  const T* logits;  // launch.count values
-  T* loss;          // launch.batch values
-  T* backprop;      // launch.count values
+  const T* logits;                        // launch.count values
+  const int32_t* labels32 = nullptr;      // launch.batch values, with label_dtype kInt32
+  const int64_t* labels64 = nullptr;      // launch.batch values: the device's, with kInt64, or
+                                          // the launch's own without labels_on_device
+  T* loss;                                // launch.batch values
+  T* backprop;                            // launch.count values
 };
-// Each buffer checked by context.Buffer, in buffer order, to hold its count of T; the first
-// error otherwise.
+// Each buffer checked by context.Buffer, in buffer order, to hold its count; the first error
+// otherwise. Without labels_on_device, labels64 points into `launch`.
 template <typename T, typename Context>
 absl::StatusOr<SparseCrossEntropyBuffers<T>> TakeSparseCrossEntropyBuffers(
     const Context& context, const SparseCrossEntropyLaunch& launch) {
   SparseCrossEntropyBuffers<T> b;
-  VGPU_ASSIGN_OR_RETURN(b.logits, context.template Buffer<const T>(0, launch.count));
-  VGPU_ASSIGN_OR_RETURN(b.loss, context.template Buffer<T>(1, launch.batch));
-  VGPU_ASSIGN_OR_RETURN(b.backprop, context.template Buffer<T>(2, launch.count));
+  int index = 0;
+  VGPU_ASSIGN_OR_RETURN(b.logits, context.template Buffer<const T>(index++, launch.count));
+  if (!launch.labels_on_device) {
+    b.labels64 = launch.labels.data();
+  } else if (launch.label_dtype == DType::kInt32) {
+    VGPU_ASSIGN_OR_RETURN(b.labels32,
+                          context.template Buffer<const int32_t>(index++, launch.batch));
+  } else {
+    VGPU_ASSIGN_OR_RETURN(b.labels64,
+                          context.template Buffer<const int64_t>(index++, launch.batch));
+  }
+  VGPU_ASSIGN_OR_RETURN(b.loss, context.template Buffer<T>(index++, launch.batch));
+  VGPU_ASSIGN_OR_RETURN(b.backprop, context.template Buffer<T>(index++, launch.count));
   return b;
 }
 

@@ -56,14 +56,21 @@ struct SoftmaxParams {
 inline constexpr KernelId kSoftmaxCrossEntropy = KernelId{521};
 
 // SparseSoftmaxCrossEntropyWithLogits.
-// descriptors: [logits tensor [batch, classes]]; buffers: [logits, loss [batch],
-// backprop [batch, classes]]; params: array<int64> labels (batch values).
+// descriptors: [logits tensor [batch, classes], labels tensor [batch] (int32 or int64)];
+// buffers: [logits, labels, loss [batch], backprop [batch, classes]]; params: none.
 //   loss[b]       = log(sum_c exp(s[b,c])) - s[b,label[b]],  s = logits - max
 //   backprop[b,c] = exp(s[b,c]) / sum_c exp(s[b,c]) - (c == label[b])
-// The labels travel inside the launch: the op kernel receives them in host memory and sends
-// them along (no device copy). A label outside [0, classes) gives a NaN loss and a NaN backprop
-// row, as TensorFlow's CUDA kernel (its CPU kernel raises InvalidArgument).
-inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{522};
+// The labels stay in device memory, as TensorFlow's GPU kernel takes them: labels computed on
+// the device (Keras casts them) cost no device-to-host copy, which would hold the issuing
+// thread until the executor had run the whole forward pass. A label outside [0, classes) gives
+// a NaN loss and a NaN backprop row, as TensorFlow's CUDA kernel (its CPU kernel raises
+// InvalidArgument).
+inline constexpr KernelId kSparseSoftmaxCrossEntropy = KernelId{523};
+
+// The same with the labels inside the launch (params: array<int64> labels, batch values;
+// descriptors [logits]; buffers [logits, loss, backprop]). What the op kernel sent before the
+// labels moved to device memory; kept so that traces recorded then still replay.
+inline constexpr KernelId kSparseSoftmaxCrossEntropyHostLabels = KernelId{522};
 
 // Cumulative sum or product along the middle dimension (Cumsum, Cumprod).
 // descriptors: [reduce (op kSum or kProd, the dtype), tensor [outer, n, inner] (x and y share

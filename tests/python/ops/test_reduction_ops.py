@@ -221,6 +221,31 @@ def test_sparse_softmax_cross_entropy_matches_cpu(dtype, label_dtype, batch, cla
     assert_matches_cpu(sparse_xent, logits, labels, expect_launch=batch > 0)
 
 
+def test_sparse_softmax_cross_entropy_reads_labels_computed_on_the_device_where_they_are():
+    """Labels computed on the device (Keras casts them) stay there: the launch reads them from
+    device memory, as TensorFlow's GPU kernel does, so nothing is copied back to the host before
+    the loss is read. (As a HostMemory input they were copied back in the middle of every
+    training step, the op's thread waiting for the device to finish the forward pass.)"""
+    logits = random_array((6, 5), np.float32, seed=13)
+    labels = np.array([0, 4, 2, 2, 1, 3], np.int32)
+
+    @tf.function
+    def loss_and_gradient(features, label_ids):
+        return sparse_xent(features, tf.cast(label_ids, tf.int64))
+
+    with tf.device("/GPU:0"):
+        features, label_ids = tf.constant(logits), tf.constant(labels)
+        loss_and_gradient(features, label_ids)  # traced and warmed up
+        before = vgpu.stats()["bytes_from_device"]
+        loss, backprop = loss_and_gradient(features, label_ids)
+        copied_back = vgpu.stats()["bytes_from_device"] - before
+    assert copied_back == 0
+    expected_loss, expected_backprop = run_on("/CPU:0", sparse_xent, logits,
+                                              labels.astype(np.int64))
+    np.testing.assert_allclose(loss.numpy(), expected_loss.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(backprop.numpy(), expected_backprop.numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("labels", [[0, 5, 1], [-1, 7, 0]])
 def test_sparse_softmax_cross_entropy_with_out_of_range_labels_gives_nan_like_cuda(labels):
     """TensorFlow's CUDA kernel gives a NaN loss and gradient row for a label outside

@@ -28,6 +28,7 @@ using softmax_launch::Broadcast2D;
 using softmax_launch::CrossEntropyLaunch;
 using softmax_launch::ReadCrossEntropyLaunch;
 using softmax_launch::ReadSoftmaxLaunch;
+using softmax_launch::ReadSparseCrossEntropyHostLabelsLaunch;
 using softmax_launch::ReadSparseCrossEntropyLaunch;
 using softmax_launch::SoftmaxLaunch;
 using softmax_launch::SparseCrossEntropyLaunch;
@@ -108,16 +109,16 @@ void SoftmaxCrossEntropyRows(const Eigen::ThreadPoolDevice& device, const T* log
   });
 }
 
-template <typename T>
+template <typename T, typename Label>
 void SparseSoftmaxCrossEntropyRows(const Eigen::ThreadPoolDevice& device, const T* logits,
-                                   const int64_t* labels, T* loss, T* backprop, int64_t batch,
+                                   const Label* labels, T* loss, T* backprop, int64_t batch,
                                    int64_t classes) {
   using C = ComputeType<T>;
   device.parallelFor(batch, RowCost(classes, 2 * sizeof(T)), [&](Eigen::Index begin,
                                                                   Eigen::Index end) {
     RowArray<C> shifted(classes), probabilities(classes);
     for (int64_t b = begin; b < end; ++b) {
-      const int64_t label = labels[b];
+      const int64_t label = static_cast<int64_t>(labels[b]);
       if (label < 0 || label >= classes) {  // TensorFlow's CUDA kernel: a NaN loss and row
         const T nan = static_cast<T>(std::numeric_limits<float>::quiet_NaN());
         loss[b] = nan;
@@ -164,15 +165,22 @@ struct SoftmaxCrossEntropy : FloatingKernel<SoftmaxCrossEntropy, ReadCrossEntrop
   }
 };
 
-// reduction::kSparseSoftmaxCrossEntropy: as kSoftmaxCrossEntropy with one label index per row.
-struct SparseSoftmaxCrossEntropy
-    : FloatingKernel<SparseSoftmaxCrossEntropy, ReadSparseCrossEntropyLaunch> {
+// reduction::kSparseSoftmaxCrossEntropy (labels in device memory, int32 or int64) and
+// kSparseSoftmaxCrossEntropyHostLabels (labels in the launch): as kSoftmaxCrossEntropy with one
+// label index per row.
+template <auto kRead>
+struct SparseSoftmaxCrossEntropy : FloatingKernel<SparseSoftmaxCrossEntropy<kRead>, kRead> {
   template <typename T>
   static absl::Status Run(const KernelContext& context, const SparseCrossEntropyLaunch& launch) {
     VGPU_ASSIGN_OR_RETURN(auto b, TakeSparseCrossEntropyBuffers<T>(context, launch));
     if (launch.batch == 0) return absl::OkStatus();
-    SparseSoftmaxCrossEntropyRows<T>(*context.device, b.logits, launch.labels.data(), b.loss,
-                                     b.backprop, launch.batch, launch.classes);
+    if (b.labels32 != nullptr) {
+      SparseSoftmaxCrossEntropyRows<T>(*context.device, b.logits, b.labels32, b.loss, b.backprop,
+                                       launch.batch, launch.classes);
+    } else {
+      SparseSoftmaxCrossEntropyRows<T>(*context.device, b.logits, b.labels64, b.loss, b.backprop,
+                                       launch.batch, launch.classes);
+    }
     return absl::OkStatus();
   }
 };
@@ -181,7 +189,8 @@ struct SparseSoftmaxCrossEntropy
 
 void AddSoftmaxKernels(KernelTable& table) {
   table.AddFamily(kernel_families::kSoftmax, Softmax::Launch, SoftmaxCrossEntropy::Launch,
-                  SparseSoftmaxCrossEntropy::Launch);
+                  SparseSoftmaxCrossEntropy<ReadSparseCrossEntropyHostLabelsLaunch>::Launch,
+                  SparseSoftmaxCrossEntropy<ReadSparseCrossEntropyLaunch>::Launch);
 }
 
 }  // namespace vgpu::cpu_kernels

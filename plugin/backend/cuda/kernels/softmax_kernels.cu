@@ -7,14 +7,16 @@
 // layer (launch/softmax_launch.h) reads and validates every launch on the host, as for the CPU
 // executor, before anything is enqueued.
 //
-// The sparse labels arrive in the launch's parameter block (host memory; a label outside
-// [0, classes) gives a NaN loss and backprop row, as on the CPU); they travel to the device as
-// kernel parameters, kLabelsPerLaunch per launch, so no device copy or allocation is needed.
+// The sparse labels are read from device memory (int32 or int64; a label outside [0, classes)
+// gives a NaN loss and backprop row, as on the CPU). The older form with the labels in the
+// launch's parameter block (kSparseSoftmaxCrossEntropyHostLabels, for recorded traces) passes
+// them as kernel parameters, kLabelsPerLaunch per launch.
 //
 // GPU run must confirm: each kernel x dtype against the CPU executor (rtol 1e-3 float32), rows of
 // 1..100k classes, broadcast logits/labels (dims of 1) for the dense loss, classes == 0 (loss 0),
-// batches above kLabelsPerLaunch (several launches), out-of-range labels (NaN rows), and that
-// kernel parameter blocks of ~8 KiB launch (CUDA 12.1+ allows 32 KiB on sm_70+).
+// int32 and int64 device labels, host labels in batches above kLabelsPerLaunch (several
+// launches), out-of-range labels (NaN rows), and that kernel parameter blocks of ~8 KiB launch
+// (CUDA 12.1+ allows 32 KiB on sm_70+).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -173,16 +175,32 @@ struct LabelChunk {
   int64_t labels[kLabelsPerLaunch];
 };
 
-// Rows [first_row, first_row + rows) of the batch; labels.labels[r] is row first_row + r's.
-template <typename T>
+// The labels of a chunk of rows passed by value (kSparseSoftmaxCrossEntropyHostLabels): row
+// first_row + r's is chunk.labels[r].
+struct ChunkLabels {
+  LabelChunk chunk;
+  __device__ int64_t operator()(int64_t first_row, int64_t r) const { return chunk.labels[r]; }
+};
+
+// The labels in device memory (kSparseSoftmaxCrossEntropy), int32 or int64.
+template <typename Label>
+struct DeviceLabels {
+  const Label* labels;
+  __device__ int64_t operator()(int64_t first_row, int64_t r) const {
+    return static_cast<int64_t>(labels[first_row + r]);
+  }
+};
+
+// Rows [first_row, first_row + rows) of the batch; labels(first_row, r) is row first_row + r's.
+template <typename T, typename Labels>
 __global__ void SparseSoftmaxCrossEntropyKernel(int64_t first_row, int64_t rows, int64_t classes,
-                                                LabelChunk labels, const Storage<T>* logits,
+                                                Labels labels, const Storage<T>* logits,
                                                 Storage<T>* loss, Storage<T>* backprop) {
   using W = WideFloat<T>;
   __shared__ W scratch[kRowThreads];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t b = first_row + r;
-    const int64_t label = labels.labels[r];
+    const int64_t label = labels(first_row, r);
     if (label < 0 || label >= classes) {  // TensorFlow's CUDA kernel: a NaN loss and row
       const W nan = W(0) / W(0);
       for (int64_t c = threadIdx.x; c < classes; c += kRowThreads) {
@@ -206,10 +224,32 @@ __global__ void SparseSoftmaxCrossEntropyKernel(int64_t first_row, int64_t rows,
   }
 }
 
-// reduction::kSparseSoftmaxCrossEntropy: the labels passed by value, kLabelsPerLaunch rows a
-// launch, one block per row.
+// reduction::kSparseSoftmaxCrossEntropy: the labels read from device memory, one launch, one
+// block per row.
 struct SparseSoftmaxCrossEntropy
     : FloatingKernel<SparseSoftmaxCrossEntropy, ReadSparseCrossEntropyLaunch> {
+  template <typename T>
+  static absl::Status Run(const CudaKernelContext& context,
+                          const SparseCrossEntropyLaunch& launch) {
+    VGPU_ASSIGN_OR_RETURN(auto b, TakeSparseCrossEntropyBuffers<T>(context, launch));
+    if (b.labels32 != nullptr) {
+      return LaunchRows(context, "sparse_softmax_cross_entropy", launch.batch, kRowThreads,
+                        SparseSoftmaxCrossEntropyKernel<T, DeviceLabels<int32_t>>, int64_t{0},
+                        launch.batch, launch.classes, DeviceLabels<int32_t>{b.labels32},
+                        b.logits, b.loss, b.backprop);
+    }
+    return LaunchRows(context, "sparse_softmax_cross_entropy", launch.batch, kRowThreads,
+                      SparseSoftmaxCrossEntropyKernel<T, DeviceLabels<int64_t>>, int64_t{0},
+                      launch.batch, launch.classes, DeviceLabels<int64_t>{b.labels64}, b.logits,
+                      b.loss, b.backprop);
+  }
+};
+
+// reduction::kSparseSoftmaxCrossEntropyHostLabels: the labels passed by value, kLabelsPerLaunch
+// rows a launch, one block per row.
+struct SparseSoftmaxCrossEntropyHostLabels
+    : FloatingKernel<SparseSoftmaxCrossEntropyHostLabels,
+                     ReadSparseCrossEntropyHostLabelsLaunch> {
   template <typename T>
   static absl::Status Run(const CudaKernelContext& context,
                           const SparseCrossEntropyLaunch& launch) {
@@ -217,11 +257,12 @@ struct SparseSoftmaxCrossEntropy
     const int64_t batch = launch.batch;
     for (int64_t first = 0; first < batch; first += kLabelsPerLaunch) {
       const int64_t rows = std::min(kLabelsPerLaunch, batch - first);
-      LabelChunk chunk = {};
-      for (int64_t r = 0; r < rows; ++r) chunk.labels[r] = launch.labels[first + r];
+      ChunkLabels chunk = {};
+      for (int64_t r = 0; r < rows; ++r) chunk.chunk.labels[r] = launch.labels[first + r];
       VGPU_RETURN_IF_ERROR(LaunchRows(context, "sparse_softmax_cross_entropy", rows, kRowThreads,
-                                      SparseSoftmaxCrossEntropyKernel<T>, first, rows,
-                                      launch.classes, chunk, b.logits, b.loss, b.backprop));
+                                      SparseSoftmaxCrossEntropyKernel<T, ChunkLabels>, first,
+                                      rows, launch.classes, chunk, b.logits, b.loss,
+                                      b.backprop));
     }
     return absl::OkStatus();
   }
@@ -231,7 +272,7 @@ struct SparseSoftmaxCrossEntropy
 
 void AddCudaSoftmaxKernels(CudaKernelTable& table) {
   table.AddFamily(kernel_families::kSoftmax, Softmax::Launch, SoftmaxCrossEntropy::Launch,
-                  SparseSoftmaxCrossEntropy::Launch);
+                  SparseSoftmaxCrossEntropyHostLabels::Launch, SparseSoftmaxCrossEntropy::Launch);
 }
 
 }  // namespace vgpu::cuda
