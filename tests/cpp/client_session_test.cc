@@ -16,6 +16,7 @@
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/shared_quota.h"
 #include "plugin/protocol/descriptors.h"
+#include "plugin/protocol/kernels/convolution.h"
 #include "plugin/protocol/kernels/elementwise.h"
 #include "plugin/protocol/kernels/random.h"
 #include "test_commands.h"
@@ -339,6 +340,13 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
   EXPECT_TRUE(ClientSession::RunsInline(launch(random::kUniform, 2 << 10), limits));
   EXPECT_FALSE(ClientSession::RunsInline(launch(random::kNormal, 8 << 10), limits));
   EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 64 << 10), limits));
+  // A matrix product or convolution, however small, runs on the stream's worker (oneDNN's
+  // OpenMP team is per calling thread).
+  EXPECT_FALSE(ClientSession::RunsInline(launch(convolution::kMatmul, 16), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(convolution::kMatmulBiasActivation, 16), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(convolution::kForward, 16), limits));
+  EXPECT_FALSE(ClientSession::RunsInline(launch(convolution::kBackwardFilter, 16), limits));
+  EXPECT_TRUE(ClientSession::RunsInline(launch(convolution::kBiasAdd, 16), limits));
   // Copies and event recordings only with inline_copies (in process); waits and host
   // notifications never.
   Command copy = MakeCommand(CommandKind::kMemcpyDtoH, 1);

@@ -120,13 +120,29 @@ inline constexpr KernelIdentity kRandom[] = {
     {random::kUniformFullInt, "random_uniform_full_int"},
 };
 
+// A weight that keeps every launch of the kernel off the submitting thread (any buffer byte
+// exceeds the bound it leaves).
+inline constexpr uint64_t kNeverInline = ~uint64_t{0};
+
 // How many times its buffers' bytes a launch of `kernel` counts against the inline bound
-// (SessionLimits::inline_launch_bytes, client_session.cc): a random generator hashes a counter
-// per element, some 30x an element-wise op's work per byte (64 KiB of uniform floats: ~120 us
-// against ~3 us for a multiply), so only a small one is cheaper to run inline than to hand on.
+// (SessionLimits::inline_launch_bytes, client_session.cc):
+//   - a random generator hashes a counter per element, some 30x an element-wise op's work per
+//     byte (64 KiB of uniform floats: ~120 us against ~3 us for a multiply), so only a small
+//     one is cheaper to run inline than to hand on: 16;
+//   - a matrix product or convolution never runs inline (kNeverInline). On the CPU executor it
+//     runs on oneDNN's OpenMP team, and OpenMP keeps one team per calling thread: run inline,
+//     TensorFlow's thread became the master of a second team competing with the stream
+//     worker's for two cores. An mlp's two 40 KiB gradient products took 90-120 us each inline
+//     against 13-16 us on the stream worker.
 inline uint64_t InlineByteWeight(KernelId kernel) {
   for (const KernelIdentity& random_kernel : kRandom) {
     if (random_kernel.id == kernel) return 16;
+  }
+  for (const KernelIdentity& contraction : kMatmul) {
+    if (contraction.id == kernel) return kNeverInline;
+  }
+  for (const KernelIdentity& contraction : kConvolution) {
+    if (contraction.id == kernel) return kNeverInline;
   }
   return 1;
 }
