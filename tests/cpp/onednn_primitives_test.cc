@@ -4,6 +4,8 @@
 // batched and transposed products), the LRU bound holds, and launches with bad shapes are
 // InvalidArgument before oneDNN sees them (nothing built, nothing crashed). Skipped where the
 // build has no oneDNN (VGPU_ONEDNN=OFF).
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -230,6 +232,30 @@ TEST_F(OnednnPrimitives, FusedMatmulAddsTheBiasAndActivates) {
       EXPECT_NEAR(c[r * n + q], sum > 0 ? sum : 0, 1e-4);
     }
   EXPECT_EQ(ExecutorPrimitiveCounters().created, 1u);
+}
+
+TEST(OnednnThreads, APrimitiveBelowAMillionMultiplyAddsRunsOnOneThread) {
+  // cnn's and mlp's 64x128x10 products: one thread; their 64x1600x128 one: the executor's.
+  EXPECT_EQ(OnednnThreadsFor(2, 64.0 * 128 * 10), 1);
+  EXPECT_EQ(OnednnThreadsFor(2, 64.0 * 1600 * 128), 2);
+  EXPECT_EQ(OnednnThreadsFor(16, kParallelOnednnMultiplyAdds), 16);
+  EXPECT_EQ(OnednnThreadsFor(16, kParallelOnednnMultiplyAdds - 1), 1);
+  EXPECT_EQ(OnednnThreadsFor(0, 1e12), 1);
+}
+
+TEST_F(OnednnPrimitives, SmallAndLargeMatmulsBothMatchADirectSum) {
+  // 8x16x8 runs on one thread, 160x128x64 (1.3 M multiply-adds) on the executor's threads.
+  for (const auto& [m, k, n] : {std::array<int, 3>{8, 16, 8}, std::array<int, 3>{160, 128, 64}}) {
+    std::vector<float> a = Pattern(m * k, 0.25f), b = Pattern(k * n, 0.5f), c(m * n, 99.0f);
+    ASSERT_TRUE(RunMatmul(Matmul(false, false), {m, k}, {k, n}, {m, n}, &a, &b, &c).ok());
+    for (int r = 0; r < m; ++r)
+      for (int q = 0; q < n; ++q) {
+        double sum = 0;
+        for (int t = 0; t < k; ++t) sum += double{a[r * k + t]} * b[t * n + q];
+        ASSERT_NEAR(c[r * n + q], sum, 1e-3 * (1 + std::abs(sum))) << m << " " << r << " " << q;
+      }
+  }
+  EXPECT_EQ(ExecutorPrimitiveCounters().created, 2u);
 }
 
 TEST_F(OnednnPrimitives, MatmulWithAShortBufferIsInvalidArgument) {

@@ -96,6 +96,14 @@ bool IsReference(const char* implementation) {
 }
 
 // Settings every convolution primitive depends on.
+// The multiply-adds of a convolution (each direction does as many): every output element's
+// taps times the input channels of its group (one for a depthwise convolution).
+double MultiplyAdds(const ConvolutionGeometry& g) {
+  const int64_t depth = g.depthwise ? 1 : g.filter_in_depth;
+  return static_cast<double>(g.output_elements) * static_cast<double>(g.FilterTaps()) *
+         static_cast<double>(depth);
+}
+
 onednn::PrimitiveKey ConvolutionKey(int kind, const ConvolutionGeometry& g, int threads) {
   onednn::PrimitiveKey key(kind);
   for (int64_t v : {int64_t{threads}, static_cast<int64_t>(g.data_format),
@@ -264,7 +272,7 @@ absl::StatusOr<bool> OnednnConvolutionForward(const Eigen::ThreadPoolDevice& dev
                                               float* y) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
-  const int threads = device.numThreads();
+  const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
   onednn::UseThreads(threads);
   onednn::PrimitiveKey key = ConvolutionKey(onednn::kConvolutionForward, g, threads);
   key.Add(bias != nullptr).Add(activation.has_value() ? static_cast<int64_t>(*activation) : -1);
@@ -292,7 +300,7 @@ absl::StatusOr<bool> OnednnConvolutionBackwardInput(const Eigen::ThreadPoolDevic
                                                     float* dx) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
-  const int threads = device.numThreads();
+  const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
   onednn::UseThreads(threads);
   auto entry = onednn::Cache().FindOrCreate<ConvolutionEntry>(
       ConvolutionKey(onednn::kConvolutionBackwardData, g, threads),
@@ -318,7 +326,7 @@ absl::StatusOr<bool> OnednnConvolutionBackwardFilter(const Eigen::ThreadPoolDevi
                                                      float* dfilter) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
-  const int threads = device.numThreads();
+  const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
   onednn::UseThreads(threads);
   auto entry = onednn::Cache().FindOrCreate<ConvolutionEntry>(
       ConvolutionKey(onednn::kConvolutionBackwardWeights, g, threads),

@@ -106,7 +106,11 @@ absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
 #if VGPU_HAVE_ONEDNN
   if (!ExecutorUsesOnednn() || shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
   if (shape.batch_rank + 2 > DNNL_MAX_NDIMS) return false;
-  const int threads = device.numThreads();
+  double products = 1;  // the output's batch count
+  for (int i = 0; i < shape.batch_rank; ++i) products *= static_cast<double>(shape.out_batch[i]);
+  const int threads = OnednnThreadsFor(
+      device.numThreads(), products * static_cast<double>(shape.m) *
+                               static_cast<double>(shape.n) * static_cast<double>(shape.k));
   onednn::UseThreads(threads);
   onednn::PrimitiveKey key(onednn::kMatmul);
   key.Add(threads).Add(shape.transpose_a).Add(shape.transpose_b).Add(shape.m).Add(shape.n)

@@ -39,6 +39,19 @@ void ResetExecutorPrimitiveCounters();
 // kernel to Eigen (to compare, or to step around a oneDNN problem).
 bool ExecutorUsesOnednn();
 
+// The OpenMP threads a oneDNN primitive of `multiply_adds` multiply-adds runs on, given the
+// executor's `device_threads`: one below kParallelOnednnMultiplyAdds, all of them above. The
+// team's other threads sleep between kernels (OMP_WAIT_POLICY=PASSIVE, below), and waking them
+// costs more than a small primitive's work: an mlp's or cnn's 64x128x10 product took 33-86 us
+// on two threads (oneDNN's own timing, AVX-512 Xeon), its work being ~3 us on one. Pure; it
+// depends on the shape only, so a shape always runs with the same primitive (the results do not
+// depend on timing).
+inline constexpr double kParallelOnednnMultiplyAdds = 1 << 20;
+inline int OnednnThreadsFor(int device_threads, double multiply_adds) {
+  if (device_threads < 1 || multiply_adds < kParallelOnednnMultiplyAdds) return 1;
+  return device_threads;
+}
+
 }  // namespace vgpu
 
 #if VGPU_HAVE_ONEDNN
