@@ -663,6 +663,20 @@ def test_bias_add_and_grad_match_cpu(shape, data_format, dtype):
     assert_matches_cpu(grad, value, **conv_tolerance(dtype))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (3000, 7), (5, 1)])
+def test_bias_add_grad_over_many_row_blocks_matches_cpu(shape, dtype):
+    """NHWC bias gradients are summed in blocks of ~64 KiB of rows (8x40x40x16 floats: 13
+    blocks; 3000x7: 2), each into its own partial, then added in order."""
+    grad = lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format="NHWC")
+    value = random_array(shape, dtype, seed=35)
+    assert_matches_cpu(grad, value, **conv_tolerance(dtype))
+    with tf.device("/GPU:0"):
+        first = grad(tf.constant(value)).numpy()
+        again = grad(tf.constant(value)).numpy()
+    np.testing.assert_array_equal(first, again)  # the same blocks, the same order
+
+
 def test_bias_add_gradients_match_cpu():
     value = random_array((3, 4, 5), np.float32, seed=31)
     bias = random_array((5,), np.float32, seed=32)
