@@ -19,7 +19,9 @@ constexpr size_t kCanaryBytes = 64;
 
 // The test executors' options: small, and the same on every executor.
 constexpr uint64_t kMemoryPerDevice = 256ull << 20;
-constexpr int kComputeThreads = 2;
+// Three compute threads: more than two, so that on the CPU executor no launch takes the serial
+// path (CpuExecutor::SerialLaunchBytes) and every kernel splits its work as on bigger machines.
+constexpr int kComputeThreads = 3;
 // The tenant every test launch is filed under (fair scheduling on a shared executor).
 constexpr uint64_t kTenant = 1;
 

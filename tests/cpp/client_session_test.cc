@@ -367,6 +367,13 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
   EXPECT_FALSE(ClientSession::RunsInline(record, limits));
 }
 
+TEST(CpuExecutorSerialLaunches, UnderFourMiBALaunchRunsAloneOnTwoThreadsOrFewer) {
+  EXPECT_EQ(CpuExecutor::SerialLaunchBytes(1), uint64_t{4} << 20);
+  EXPECT_EQ(CpuExecutor::SerialLaunchBytes(2), uint64_t{4} << 20);
+  EXPECT_EQ(CpuExecutor::SerialLaunchBytes(3), 0u);
+  EXPECT_EQ(CpuExecutor::SerialLaunchBytes(16), 0u);
+}
+
 TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {
   CpuExecutor::Options options;
   options.session_limits.max_allocations = 3;

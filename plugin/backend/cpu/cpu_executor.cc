@@ -35,7 +35,10 @@ struct NamedComputeThreads : Eigen::StlThreadEnvironment {
 // in-process) Eigen's own pool.
 struct CpuExecutor::ComputePool {
   ComputePool(int threads, int extra_threads, bool fair)
-      : pool(MakePool(threads, extra_threads, fair)), device(pool.get(), threads) {}
+      : pool(MakePool(threads, extra_threads, fair)),
+        device(pool.get(), threads),
+        serial(pool.get(), 1),
+        serial_launch_bytes(SerialLaunchBytes(threads)) {}
   static std::unique_ptr<Eigen::ThreadPoolInterface> MakePool(int threads, int extra_threads,
                                                               bool fair) {
     if (!fair) return std::make_unique<Eigen::ThreadPoolTempl<NamedComputeThreads>>(threads);
@@ -44,6 +47,8 @@ struct CpuExecutor::ComputePool {
   }
   std::unique_ptr<Eigen::ThreadPoolInterface> pool;
   Eigen::ThreadPoolDevice device;
+  Eigen::ThreadPoolDevice serial;  // numThreads() 1: parallelFor runs on the calling thread
+  uint64_t serial_launch_bytes;
 };
 
 absl::StatusOr<std::unique_ptr<CpuExecutor>> CpuExecutor::Create(const Options& options) {
@@ -130,7 +135,15 @@ absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchR
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
   }
-  return RunKernel(*kernel, KernelContext(request.launch, &compute_device()));
+  uint64_t bytes = 0;
+  for (const uint64_t size : request.launch.buffer_sizes) bytes += size;
+  const Eigen::ThreadPoolDevice* device =
+      bytes < pool_->serial_launch_bytes ? &pool_->serial : &pool_->device;
+  return RunKernel(*kernel, KernelContext(request.launch, device));
+}
+
+uint64_t CpuExecutor::SerialLaunchBytes(int threads) {
+  return threads <= 2 ? uint64_t{4} << 20 : 0;
 }
 
 const Eigen::ThreadPoolDevice& CpuExecutor::compute_device() const { return pool_->device; }

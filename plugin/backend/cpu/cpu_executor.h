@@ -52,9 +52,21 @@ class CpuExecutor final : public ArenaBackedExecutor {
   absl::Status Launch(ExecutorStream* stream, uint64_t tenant, const LaunchRequest& request,
                       PinnedRanges& pins) override;
 
-  // The device every kernel runs on. Work it schedules is filed under the calling thread's
-  // ComputeTenantScope (Copy and Launch set it to their tenant).
+  // The device kernels run on. Work it schedules is filed under the calling thread's
+  // ComputeTenantScope (Copy and Launch set it to their tenant). A launch whose buffers total
+  // less than SerialLaunchBytes(threads) runs on a device of one thread instead: the stream's
+  // worker alone.
   const Eigen::ThreadPoolDevice& compute_device() const;
+
+  // The buffer bytes under which a launch runs on the stream's worker thread alone, for a pool
+  // of `threads`: 4 MiB with two threads or fewer, 0 (every launch may split) with more. On two
+  // cores the thread that submits the work (TensorFlow's, issuing the next ops) shares a core
+  // with one of the pool's two threads, and a kernel split in two waits for its slower half:
+  // measured on a two-core Xeon, an mlp step took 4.3-4.8 ms with every launch split and
+  // 3.3-3.4 ms with those under 4 MiB on one thread (cnn, resnet and mobilenetv2: unchanged,
+  // their large kernels still split). Not measured with more cores, so not applied there. A
+  // function of the launch's size only: a kernel's results do not depend on timing. Pure.
+  static uint64_t SerialLaunchBytes(int threads);
 
  private:
   struct ComputePool;
