@@ -611,10 +611,10 @@ bool ClientSession::RunsInline(const Command& command, const SessionLimits& limi
     default:
       return false;
   }
-  // A costly kernel counts its bytes several times (InlineByteWeight): the bound stands for
+  // A costly kernel counts its bytes several times (ByteWorkWeight): the bound stands for
   // the time the submitting thread may be held.
   const uint64_t weight =
-      kernel_families::InlineByteWeight(static_cast<KernelId>(command.object));
+      kernel_families::ByteWorkWeight(static_cast<KernelId>(command.object));
   const uint64_t bound = limits.inline_launch_bytes / weight;
   uint64_t bytes = 0;
   for (const BufferArg& buffer : command.buffers) {

@@ -45,7 +45,7 @@ class ClientSession final : public ExecutorSession {
   // Whether a launch (or, with SessionLimits::inline_copies, a copy, memset or event
   // recording) is small enough to run on the submitting thread when its stream is idle
   // (nothing does when inline_launch_bytes is 0): a launch's buffers total at most
-  // `limits.inline_launch_bytes`, each byte counted kernel_families::InlineByteWeight(kernel)
+  // `limits.inline_launch_bytes`, each byte counted kernel_families::ByteWorkWeight(kernel)
   // times (a costly kernel holds the thread longer per byte). Pure.
   static bool RunsInline(const Command& command, const SessionLimits& limits);
 

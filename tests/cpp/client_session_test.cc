@@ -334,7 +334,7 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
     return command;
   };
   // An element-wise launch of 32 KiB runs inline; a random generator of the same size does
-  // not, and one of 2 KiB does (the bound divided by InlineByteWeight, 16).
+  // not, and one of 2 KiB does (the bound divided by ByteWorkWeight, 16).
   EXPECT_TRUE(ClientSession::RunsInline(launch(elementwise::kBinary, 32 << 10), limits));
   EXPECT_FALSE(ClientSession::RunsInline(launch(random::kUniform, 32 << 10), limits));
   EXPECT_TRUE(ClientSession::RunsInline(launch(random::kUniform, 2 << 10), limits));
@@ -372,6 +372,21 @@ TEST(CpuExecutorSerialLaunches, UnderFourMiBALaunchRunsAloneOnTwoThreadsOrFewer)
   EXPECT_EQ(CpuExecutor::SerialLaunchBytes(2), uint64_t{4} << 20);
   EXPECT_EQ(CpuExecutor::SerialLaunchBytes(3), 0u);
   EXPECT_EQ(CpuExecutor::SerialLaunchBytes(16), 0u);
+  // 3 MiB of element-wise work runs serially, of random numbers (16x the work per byte) or a
+  // matrix product (sized by its multiply-adds) does not; nothing does without a bound.
+  const uint64_t sizes[] = {uint64_t{1} << 20, uint64_t{2} << 20};
+  auto request = [&](KernelId kernel) {
+    LaunchRequest launch;
+    launch.kernel_id = static_cast<uint32_t>(kernel);
+    launch.launch.buffer_sizes = absl::MakeConstSpan(sizes);
+    return launch;
+  };
+  const uint64_t bound = CpuExecutor::SerialLaunchBytes(2);
+  EXPECT_TRUE(CpuExecutor::RunsSerially(request(elementwise::kBinary), bound));
+  EXPECT_FALSE(CpuExecutor::RunsSerially(request(random::kUniform), bound));
+  EXPECT_FALSE(CpuExecutor::RunsSerially(request(convolution::kMatmul), bound));
+  EXPECT_FALSE(CpuExecutor::RunsSerially(request(elementwise::kBinary), bound / 2));
+  EXPECT_FALSE(CpuExecutor::RunsSerially(request(elementwise::kBinary), 0));
 }
 
 TEST_F(ClientSessionTest, AllocationsPerSessionAreCapped) {

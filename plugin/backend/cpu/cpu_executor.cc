@@ -12,6 +12,7 @@
 #include "plugin/backend/cpu/fair_compute_pool.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
+#include "plugin/backend/launch/kernel_families.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/common/thread_name.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -135,11 +136,22 @@ absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchR
   if (kernel == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown kernel id ", request.kernel_id));
   }
-  uint64_t bytes = 0;
-  for (const uint64_t size : request.launch.buffer_sizes) bytes += size;
   const Eigen::ThreadPoolDevice* device =
-      bytes < pool_->serial_launch_bytes ? &pool_->serial : &pool_->device;
+      RunsSerially(request, pool_->serial_launch_bytes) ? &pool_->serial : &pool_->device;
   return RunKernel(*kernel, KernelContext(request.launch, device));
+}
+
+bool CpuExecutor::RunsSerially(const LaunchRequest& request, uint64_t serial_launch_bytes) {
+  // Each byte counts as much work as it stands for (a random generator's 16 times; a matrix
+  // product's or convolution's without bound, so never).
+  const uint64_t bound =
+      serial_launch_bytes / kernel_families::ByteWorkWeight(KernelId{request.kernel_id});
+  uint64_t bytes = 0;
+  for (const uint64_t size : request.launch.buffer_sizes) {
+    if (size >= bound - bytes) return false;
+    bytes += size;
+  }
+  return true;
 }
 
 uint64_t CpuExecutor::SerialLaunchBytes(int threads) {

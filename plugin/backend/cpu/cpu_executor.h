@@ -67,6 +67,10 @@ class CpuExecutor final : public ArenaBackedExecutor {
   // their large kernels still split). Not measured with more cores, so not applied there. A
   // function of the launch's size only: a kernel's results do not depend on timing. Pure.
   static uint64_t SerialLaunchBytes(int threads);
+  // Whether `request` runs on the stream's worker alone under `serial_launch_bytes`: its
+  // buffers total less, each byte counted kernel_families::ByteWorkWeight(kernel) times (a matrix
+  // product or convolution never does: its oneDNN team is sized by its multiply-adds). Pure.
+  static bool RunsSerially(const LaunchRequest& request, uint64_t serial_launch_bytes);
 
  private:
   struct ComputePool;

@@ -120,29 +120,31 @@ inline constexpr KernelIdentity kRandom[] = {
     {random::kUniformFullInt, "random_uniform_full_int"},
 };
 
-// A weight that keeps every launch of the kernel off the submitting thread (any buffer byte
-// exceeds the bound it leaves).
-inline constexpr uint64_t kNeverInline = ~uint64_t{0};
+// The weight of a kernel whose work its bytes do not bound (a matrix product, a convolution):
+// a launch of it is never "small" (any buffer byte exceeds a bound divided by it).
+inline constexpr uint64_t kUnboundedWork = ~uint64_t{0};
 
-// How many times its buffers' bytes a launch of `kernel` counts against the inline bound
-// (SessionLimits::inline_launch_bytes, client_session.cc):
+// How many element-wise bytes of work one byte of a launch of `kernel` stands for, for the
+// rules that keep small launches where they are cheapest: the inline bound
+// (SessionLimits::inline_launch_bytes, ClientSession::RunsInline) and the CPU executor's serial
+// bound (CpuExecutor::SerialLaunchBytes).
 //   - a random generator hashes a counter per element, some 30x an element-wise op's work per
-//     byte (64 KiB of uniform floats: ~120 us against ~3 us for a multiply), so only a small
-//     one is cheaper to run inline than to hand on: 16;
-//   - a matrix product or convolution never runs inline (kNeverInline). On the CPU executor it
-//     runs on oneDNN's OpenMP team, and OpenMP keeps one team per calling thread: run inline,
-//     TensorFlow's thread became the master of a second team competing with the stream
-//     worker's for two cores. An mlp's two 40 KiB gradient products took 90-120 us each inline
-//     against 13-16 us on the stream worker.
-inline uint64_t InlineByteWeight(KernelId kernel) {
+//     byte (64 KiB of uniform floats: ~120 us against ~3 us for a multiply): 16;
+//   - a matrix product or convolution: kUnboundedWork. It never runs inline: on the CPU
+//     executor it runs on oneDNN's OpenMP team, and OpenMP keeps one team per calling thread,
+//     so run inline TensorFlow's thread became the master of a second team competing with the
+//     stream worker's for two cores (an mlp's two 40 KiB gradient products took 90-120 us each
+//     inline against 13-16 us on the stream worker). Nor is it made serial by its size: its
+//     own rule sizes its team by multiply-adds (OnednnThreadsFor).
+inline uint64_t ByteWorkWeight(KernelId kernel) {
   for (const KernelIdentity& random_kernel : kRandom) {
     if (random_kernel.id == kernel) return 16;
   }
   for (const KernelIdentity& contraction : kMatmul) {
-    if (contraction.id == kernel) return kNeverInline;
+    if (contraction.id == kernel) return kUnboundedWork;
   }
   for (const KernelIdentity& contraction : kConvolution) {
-    if (contraction.id == kernel) return kNeverInline;
+    if (contraction.id == kernel) return kUnboundedWork;
   }
   return 1;
 }

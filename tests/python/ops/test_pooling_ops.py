@@ -90,6 +90,17 @@ def test_max_pool_grad_breaks_ties_like_cpu():
     assert_matches_cpu(pool_gradient("max", (2, 2), (2, 2), "VALID"), x, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("shape,window", [((2, 8, 6, 70), 2), ((3, 26, 26, 32), 2),
+                                          ((1, 9, 9, 3), 3), ((2, 7, 5, 4), 2)])
+def test_max_pool_grad_with_tiling_windows_matches_cpu_bit_for_bit(shape, window):
+    """Windows that tile the input (stride == window, no padding) write each input's gradient
+    once: exactly (8x6, 26x26, 9x9 with 3x3) or with a last row or column in no window (7x5),
+    over several channel blocks (70 channels), with ties in most windows."""
+    x = np.random.default_rng(13).integers(0, 4, size=shape).astype(np.float32)
+    assert_matches_cpu(pool_gradient("max", (window, window), (window, window), "VALID"), x,
+                       rtol=0, atol=0)
+
+
 @pytest.mark.parametrize("mode", sorted(POOLS))
 @pytest.mark.parametrize("padding", ["VALID", "SAME"])
 def test_pool_gradient_in_nchw_matches_nhwc_on_cpu(mode, padding):

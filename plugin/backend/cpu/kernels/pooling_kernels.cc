@@ -187,8 +187,23 @@ LoopOrder GradientOrder(const PoolGeometry& g) {
   return g.spatial_dims == 3 ? LoopOrder{{2, 1, 0}} : LoopOrder{{0, 1, 2}};
 }
 
+// Whether the windows tile the input without overlap (stride == window, no padding, in every
+// dimension): each input position then lies in at most one window, and in exactly one when
+// the windows also reach the input's end (`*covers`).
+bool WindowsTile(const PoolGeometry& g, bool* covers) {
+  *covers = true;
+  for (int d = 0; d < 3; ++d) {
+    if (g.stride[d] != g.window[d] || g.pad[d] != 0) return false;
+    if (g.out[d] * g.window[d] != g.in[d]) *covers = false;
+  }
+  return true;
+}
+
 // Max pooling gradient. Work units are (image, block of channels): every dx element receives
-// its contributions from outputs of its own image and channel, in GradientOrder.
+// its contributions from outputs of its own image and channel, in GradientOrder. When the
+// windows tile the input (2x2 pooling with stride 2, the common case) and NaNs are not
+// propagated, each dx element is written once, in window order: the gradient at the window's
+// first maximum, 0 elsewhere (no zeroing pass and no scattered additions; the same values).
 template <typename T, bool kSingleChannel, bool kPropagateNan>
 void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                      const T* dy, T* dx) {
@@ -199,17 +214,56 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
   const int64_t in_positions = g.InputPositions();
   const double per_unit = static_cast<double>(g.OutputPositions()) * WindowSize(g) *
                           static_cast<double>(std::min(channels, kChannelBlock));
+  bool covers = false;
+  const bool tiles = WindowsTile(g, &covers) && !kPropagateNan;
   device.parallelFor(units, Cost(per_unit * sizeof(T), per_unit * sizeof(T), per_unit),
                      [&](Eigen::Index begin, Eigen::Index end) {
     T best_value[kChannelBlock];
     int64_t best_index[kChannelBlock];
+    int32_t best_slot[kChannelBlock];
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t b = unit / blocks_per_image;
       const int64_t c0 = (unit % blocks_per_image) * kChannelBlock;
       const int64_t c1 = std::min(channels, c0 + kChannelBlock);
       const int64_t width = c1 - c0;
-      for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
-        std::fill(dx + p * channels + c0, dx + p * channels + c1, T(0));
+      if (!(tiles && covers)) {
+        for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
+          std::fill(dx + p * channels + c0, dx + p * channels + c1, T(0));
+        }
+      }
+      if (tiles) {
+        for (int64_t position = b * g.OutputPositions(); position < (b + 1) * g.OutputPositions();
+             ++position) {
+          int64_t rest = position - b * g.OutputPositions();
+          const int64_t ow = rest % g.out[2];
+          rest /= g.out[2];
+          const int64_t oh = rest % g.out[1], od = rest / g.out[1];
+          std::fill(best_value, best_value + width, -Eigen::NumTraits<T>::infinity());
+          ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+            const T* in = x + input_position * channels + c0;
+            for (int64_t c = 0; c < width; ++c) {
+              best_value[c] = best_value[c] < in[c] ? in[c] : best_value[c];
+            }
+          });
+          // The window slot of each channel's first maximum (walking backwards, keeping the
+          // last match), then every slot written: the gradient at that slot, 0 elsewhere.
+          int32_t slot = 0;
+          std::fill(best_slot, best_slot + width, -1);  // -1: none (a window of NaNs only)
+          ForEachInWindowReversed(g, b, od, oh, ow, [&](int64_t input_position) {
+            const T* __restrict in = x + input_position * channels + c0;
+            for (int64_t c = 0; c < width; ++c) {
+              best_slot[c] = in[c] == best_value[c] ? slot : best_slot[c];
+            }
+            ++slot;
+          });
+          const T* __restrict grad = dy + position * channels + c0;
+          ForEachInWindow(g, b, od, oh, ow, [&](int64_t input_position) {
+            --slot;  // the slot numbers of the reversed walk, counted back down
+            T* __restrict out = dx + input_position * channels + c0;
+            for (int64_t c = 0; c < width; ++c) out[c] = best_slot[c] == slot ? grad[c] : T(0);
+          });
+        }
+        continue;
       }
       int64_t o[3];
       for (o[order[0]] = 0; o[order[0]] < g.out[order[0]]; ++o[order[0]]) {
