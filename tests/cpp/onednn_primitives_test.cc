@@ -234,18 +234,22 @@ TEST_F(OnednnPrimitives, FusedMatmulAddsTheBiasAndActivates) {
   EXPECT_EQ(ExecutorPrimitiveCounters().created, 1u);
 }
 
-TEST(OnednnThreads, APrimitiveBelowAMillionMultiplyAddsRunsOnOneThread) {
-  // cnn's and mlp's 64x128x10 products: one thread; their 64x1600x128 one: the executor's.
+TEST(OnednnThreads, ASmallPrimitiveRunsOnOneThread) {
+  // The 64x128x10 products of cnn and mlp: one thread. mlp's 64x784x256 one: one thread of two,
+  // all of four; cnn's second convolution (143 M multiply-adds): both threads.
   EXPECT_EQ(OnednnThreadsFor(2, 64.0 * 128 * 10), 1);
-  EXPECT_EQ(OnednnThreadsFor(2, 64.0 * 1600 * 128), 2);
+  EXPECT_EQ(OnednnThreadsFor(2, 64.0 * 784 * 256), 1);
+  EXPECT_EQ(OnednnThreadsFor(4, 64.0 * 784 * 256), 4);
+  EXPECT_EQ(OnednnThreadsFor(2, 143e6), 2);
   EXPECT_EQ(OnednnThreadsFor(16, kParallelOnednnMultiplyAdds), 16);
   EXPECT_EQ(OnednnThreadsFor(16, kParallelOnednnMultiplyAdds - 1), 1);
+  EXPECT_EQ(OnednnThreadsFor(2, kParallelOnednnMultiplyAddsOnTwoThreads), 2);
   EXPECT_EQ(OnednnThreadsFor(0, 1e12), 1);
 }
 
 TEST_F(OnednnPrimitives, SmallAndLargeMatmulsBothMatchADirectSum) {
-  // 8x16x8 runs on one thread, 160x128x64 (1.3 M multiply-adds) on the executor's threads.
-  for (const auto& [m, k, n] : {std::array<int, 3>{8, 16, 8}, std::array<int, 3>{160, 128, 64}}) {
+  // 8x16x8 runs on one thread, 320x256x256 (21 M multiply-adds) on the executor's threads.
+  for (const auto& [m, k, n] : {std::array<int, 3>{8, 16, 8}, std::array<int, 3>{320, 256, 256}}) {
     std::vector<float> a = Pattern(m * k, 0.25f), b = Pattern(k * n, 0.5f), c(m * n, 99.0f);
     ASSERT_TRUE(RunMatmul(Matmul(false, false), {m, k}, {k, n}, {m, n}, &a, &b, &c).ok());
     for (int r = 0; r < m; ++r)

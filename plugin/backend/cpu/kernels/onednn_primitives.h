@@ -40,15 +40,20 @@ void ResetExecutorPrimitiveCounters();
 bool ExecutorUsesOnednn();
 
 // The OpenMP threads a oneDNN primitive of `multiply_adds` multiply-adds runs on, given the
-// executor's `device_threads`: one below kParallelOnednnMultiplyAdds, all of them above. The
-// team's other threads sleep between kernels (OMP_WAIT_POLICY=PASSIVE, below), and waking them
-// costs more than a small primitive's work: an mlp's or cnn's 64x128x10 product took 33-86 us
-// on two threads (oneDNN's own timing, AVX-512 Xeon), its work being ~3 us on one. Pure; it
-// depends on the shape only, so a shape always runs with the same primitive (the results do not
-// depend on timing).
+// executor's `device_threads`: one below the bound, all of them above. The team's other threads
+// sleep between kernels (OMP_WAIT_POLICY=PASSIVE, below), and waking them costs more than a
+// small primitive's work: an mlp's or cnn's 64x128x10 product took 33-86 us on two threads
+// (oneDNN's own timing, AVX-512 Xeon), ~2 us on one. The bound is 2^20 multiply-adds, and
+// 2^24 on two threads: there the second thread shares a core with the thread issuing the next
+// ops, and the mlp's 64x784x256 product (12.8 M) made the step slower split than whole (3.6-3.8
+// against 3.1-3.5 ms, cnn unchanged). Pure; it depends on the shape only, so a shape always
+// runs with the same primitive (the results do not depend on timing).
 inline constexpr double kParallelOnednnMultiplyAdds = 1 << 20;
+inline constexpr double kParallelOnednnMultiplyAddsOnTwoThreads = 1 << 24;
 inline int OnednnThreadsFor(int device_threads, double multiply_adds) {
-  if (device_threads < 1 || multiply_adds < kParallelOnednnMultiplyAdds) return 1;
+  const double bound = device_threads <= 2 ? kParallelOnednnMultiplyAddsOnTwoThreads
+                                           : kParallelOnednnMultiplyAdds;
+  if (device_threads < 1 || multiply_adds < bound) return 1;
   return device_threads;
 }
 
