@@ -39,24 +39,37 @@ T SoftplusThreshold() {
   return Eigen::numext::log(Eigen::NumTraits<T>::epsilon()) + T(2);
 }
 
+// Whether T's Relu and Relu6 take Eigen's plain max, then add 0: for float and double the packet
+// max and the scalar max agree lane for lane (both keep x where x is NaN or a zero), and adding
+// 0 turns -0 into TensorFlow-CPU's +0 and leaves every other value, NaNs included, as it is.
+// The NaN-propagating max, needed for the 16-bit types, took 5.5x as long on the AVX build
+// (5.4 ms against 1.0 ms for a Relu over mobilenetv2's 64x48x48x96 activations).
+template <typename T>
+inline constexpr bool kFastMax = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
 template <typename T>
 absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaunch& launch,
                      ConstFlatMap<T> x, FlatMap<T> y) {
   const T zero(0), one(1);
   switch (launch.activation.mode) {
     case ActivationMode::kRelu:
-      y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero);
+      if constexpr (kFastMax<T>) {
+        y.device(device) = x.cwiseMax(zero) + x.constant(zero);
+      } else {
+        y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero);
+      }
       break;
     case ActivationMode::kRelu6:
-      // The max as Relu's gives TensorFlow-CPU's bits for -0 and NaN in vectorised and scalar
-      // lanes alike. The min needs no NaN handling of its own (6 is neither NaN nor a signed
-      // zero, and a NaN first operand is returned as is); with it Relu6 took twice Relu's time
-      // (issue 28). bfloat16 keeps both: its packets round-trip through float, and a NaN's sign
-      // follows TensorFlow-CPU's only that way.
-      if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+      if constexpr (kFastMax<T>) {
+        y.device(device) = x.cwiseMax(zero).cwiseMin(T(6)) + x.constant(zero);
+      } else if constexpr (std::is_same_v<T, Eigen::bfloat16>) {
+        // bfloat16's packets round-trip through float, and a NaN's sign follows
+        // TensorFlow-CPU's only with both NaN-propagating.
         y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero)
                                .template cwiseMin<Eigen::PropagateNaN>(T(6));
       } else {
+        // The min needs no NaN handling of its own (6 is neither NaN nor a signed zero, and a
+        // NaN first operand is returned as is).
         y.device(device) = x.template cwiseMax<Eigen::PropagateNaN>(zero).cwiseMin(T(6));
       }
       break;
