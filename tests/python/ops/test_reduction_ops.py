@@ -344,6 +344,29 @@ def test_16_bit_sums_accumulate_in_float_like_tensorflow_gpu(dtype, name):
         np.testing.assert_allclose(values, np.asarray(expected, np.float64), rtol=1e-2, atol=1)
 
 
+@pytest.mark.parametrize("dtype", FLOATING)
+@pytest.mark.parametrize("name", ["sum", "mean"])
+def test_sums_over_every_dimension_but_the_last_match_cpu(dtype, name):
+    """BatchNormalization's statistics: the columns of [rows, channels] summed in blocks of ~64
+    KiB of rows, each into its own partial, then added in order (8x24x24x40: 23 blocks)."""
+    x = random_array((8, 24, 24, 40), dtype, seed=21)
+    fn = lambda t: REDUCTIONS[name](t, axis=[0, 1, 2])
+    first = run_on("/GPU:0", fn, x).numpy()
+    np.testing.assert_array_equal(run_on("/GPU:0", fn, x).numpy(), first)  # the same order
+    # Against the exact sum of the same values: the accumulation's rounding (float32 for the
+    # 16-bit types, as TensorFlow's GPU kernels; TensorFlow-CPU sums float16 in float16) grows
+    # with the sum of magnitudes, the result's with its own.
+    values = np.asarray(x, np.float64).reshape(-1, 40)
+    divisor = values.shape[0] if name == "mean" else 1
+    exact = values.sum(axis=0) / divisor
+    magnitude = np.abs(values).sum(axis=0) / divisor
+    accumulate = 1e-15 if np.dtype(dtype) == np.dtype(np.float64) else 1e-6
+    stored = {np.dtype(np.float64): 1e-15, np.dtype(np.float32): 1e-6,
+              np.dtype(np.float16): 1e-3}.get(np.dtype(dtype), 8e-3)  # bfloat16: 8e-3
+    error = np.abs(np.asarray(first, np.float64) - exact)
+    assert np.all(error <= accumulate * magnitude + stored * np.abs(exact)), error
+
+
 def test_float16_mean_of_many_ones_is_one():
     out = run_on("/GPU:0", lambda t: tf.reduce_mean(t), np.ones((100000,), np.float16))
     assert float(out.numpy()) == 1.0

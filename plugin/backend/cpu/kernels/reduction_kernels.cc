@@ -18,6 +18,7 @@
 #include "absl/status/status.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/row_sums.h"
 #include "plugin/backend/launch/dtype_sets.h"
 #include "plugin/backend/launch/reduction_launch.h"
 #include "plugin/common/status_macros.h"
@@ -142,6 +143,19 @@ template <typename T>
 absl::Status ReduceNumeric(const Eigen::ThreadPoolDevice& device, ReduceOp op, const T* in,
                            T* out, const std::vector<int64_t>& runs, bool reduce_first,
                            int64_t per_output) {
+  // Over every dimension but the last (BatchNormalization's statistics, for one): the column
+  // sums of a [rows, columns] matrix, one pass over memory (row_sums.h).
+  if constexpr (!std::is_same_v<T, bool> && !Eigen::NumTraits<T>::IsInteger) {
+    if (runs.size() == 2 && reduce_first && (op == ReduceOp::kSum || op == ReduceOp::kMean)) {
+      using CT = std::conditional_t<kAccumulatesInFloat<T>, float, T>;
+      const CT count = static_cast<CT>(per_output);
+      const bool mean = op == ReduceOp::kMean;
+      SumColumns<T, CT>(device, in, runs[0], runs[1], out, [&](CT sum) {
+        return static_cast<T>(mean ? sum / count : sum);
+      });
+      return absl::OkStatus();
+    }
+  }
   switch (op) {
     case ReduceOp::kSum:
       ReduceInLayout<T>(device, in, out, runs, reduce_first, [&](auto y, auto x, auto axes) {
