@@ -1,7 +1,8 @@
 // The bias family's kernels (protocol/kernels/convolution.h: kBiasAdd, kBiasAddGrad) on the CPU
 // backing executor, as the Eigen broadcasts and reductions TensorFlow's CPU kernels use, from
 // the geometry launch/bias_launch.h reads: the value tensor viewed as [outer, channels, inner],
-// inner being 1 for NHWC, the product of the spatial dimensions for NCHW.
+// inner being 1 for NHWC, the product of the spatial dimensions for NCHW. The NHWC bias
+// gradient is a column sum in one pass over memory (row_sums.h).
 #include "plugin/backend/cpu/kernels/float_compute.h"  // first: EIGEN_USE_THREADS
 
 #include "plugin/backend/cpu/kernel_registry.h"

@@ -95,7 +95,6 @@ bool IsReference(const char* implementation) {
   return implementation == nullptr || std::strncmp(implementation, "ref", 3) == 0;
 }
 
-// Settings every convolution primitive depends on.
 // The multiply-adds of a convolution (each direction does as many): every output element's
 // taps times the input channels of its group (one for a depthwise convolution).
 double MultiplyAdds(const ConvolutionGeometry& g) {
@@ -104,6 +103,7 @@ double MultiplyAdds(const ConvolutionGeometry& g) {
          static_cast<double>(depth);
 }
 
+// Settings every convolution primitive depends on.
 onednn::PrimitiveKey ConvolutionKey(int kind, const ConvolutionGeometry& g, int threads) {
   onednn::PrimitiveKey key(kind);
   for (int64_t v : {int64_t{threads}, static_cast<int64_t>(g.data_format),

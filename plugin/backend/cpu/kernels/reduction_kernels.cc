@@ -3,8 +3,9 @@
 // TensorFlow's ReductionHelper layout (alternating reduced / kept runs, see
 // protocol/kernels/reduction.h) and is reduced with the same Eigen expressions as TensorFlow's
 // CPU kernels for each layout, so the results agree with them up to the order in which the
-// thread pool combines partial sums. The launch layer (launch/reduction_launch.h) reads and
-// validates every launch; these only compute.
+// thread pool combines partial sums; floating sums and means over every dimension but the last
+// are column sums in one pass over memory instead (row_sums.h). The launch layer
+// (launch/reduction_launch.h) reads and validates every launch; these only compute.
 #define EIGEN_USE_THREADS
 
 #include <algorithm>
@@ -145,7 +146,7 @@ absl::Status ReduceNumeric(const Eigen::ThreadPoolDevice& device, ReduceOp op, c
                            int64_t per_output) {
   // Over every dimension but the last (BatchNormalization's statistics, for one): the column
   // sums of a [rows, columns] matrix, one pass over memory (row_sums.h).
-  if constexpr (!std::is_same_v<T, bool> && !Eigen::NumTraits<T>::IsInteger) {
+  if constexpr (!Eigen::NumTraits<T>::IsInteger) {
     if (runs.size() == 2 && reduce_first && (op == ReduceOp::kSum || op == ReduceOp::kMean)) {
       using CT = std::conditional_t<kAccumulatesInFloat<T>, float, T>;
       const CT count = static_cast<CT>(per_output);
