@@ -64,15 +64,31 @@ uint64_t StreamQueue::pending() const {
 
 void StreamQueue::WaitUntilCompleted(uint64_t position) const {
   std::unique_lock<std::mutex> lock(mu_);
+  if (completed_ >= position || cancelled_) return;
+  const auto entry = waits_.insert(position);
   progress_cv_.wait(lock, [&] { return completed_ >= position || cancelled_; });
+  if (completed_ < position) waits_.erase(entry);  // reached: RunLocked erased it
 }
 
 bool StreamQueue::WaitUntilCompletedFor(uint64_t position,
                                       std::chrono::milliseconds timeout) const {
   std::unique_lock<std::mutex> lock(mu_);
-  return progress_cv_.wait_for(lock, timeout,
-                               [&] { return completed_ >= position || cancelled_; }) &&
-         completed_ >= position;
+  if (completed_ < position && !cancelled_) {
+    const auto entry = waits_.insert(position);
+    progress_cv_.wait_for(lock, timeout, [&] { return completed_ >= position || cancelled_; });
+    if (completed_ < position) waits_.erase(entry);
+  }
+  return completed_ >= position;
+}
+
+size_t StreamQueue::waiters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return waits_.size();
+}
+
+uint64_t StreamQueue::progress_signals() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return progress_signals_;
 }
 
 void StreamQueue::Cancel() {
@@ -145,7 +161,13 @@ void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
   }
   running_ = false;
   ++completed_;
-  progress_cv_.notify_all();
+  // Wake the waiters only when one of them is reached; its entry leaves waits_ now, so that
+  // every entry stays ahead of completed_.
+  if (!waits_.empty() && *waits_.begin() <= completed_) {
+    waits_.erase(waits_.begin(), waits_.upper_bound(completed_));
+    ++progress_signals_;
+    progress_cv_.notify_all();
+  }
 }
 
 void StreamQueue::WorkerLoop() {

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "absl/status/status.h"
@@ -73,6 +74,12 @@ class StreamQueue {
   // As WaitUntilCompleted, for at most `timeout`; returns whether `position` was reached.
   bool WaitUntilCompletedFor(uint64_t position, std::chrono::milliseconds timeout) const;
 
+  // How many times a completion woke the threads waiting for the stream's progress: once per
+  // completion that reached a position waited for, not once per command (for tests).
+  uint64_t progress_signals() const;
+  // Threads blocked in WaitUntilCompleted* now (for tests).
+  size_t waiters() const;
+
   // True if every command up to `position` has run.
   bool IsCompleted(uint64_t position) const;
 
@@ -100,6 +107,12 @@ class StreamQueue {
   mutable std::mutex mu_;
   std::condition_variable work_cv_;
   mutable std::condition_variable progress_cv_;
+  // The positions threads wait for in WaitUntilCompleted*, one entry per waiting thread, each
+  // ahead of completed_. progress_cv_ is signalled when the first of them is reached (its
+  // entries leave then) or on cancellation, not after every command: a stream waiting for
+  // another's event is not woken by each of its kernels.
+  mutable std::multiset<uint64_t> waits_;
+  uint64_t progress_signals_ = 0;
   std::deque<Work> queue_;
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;

@@ -1,6 +1,7 @@
 // Tests of one session stream (backend/stream_queue.h) with a scripted runner:
 // FIFO order, asynchronous enqueue, completion positions, the sticky first error, draining on
 // destruction, and running a command inline on the caller's thread only while the stream is idle.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <thread>
@@ -118,6 +119,42 @@ TEST(StreamQueue, WaitUntilCompletedWaitsOnlyForItsPosition) {
   release.Open();
   stream.WaitUntilCompleted(2);
   EXPECT_TRUE(stream.IsCompleted(2));
+}
+
+TEST(StreamQueue, WaitersAreWokenWhenTheirPositionIsReachedNotAfterEveryCommand) {
+  LoggingRunner runner(/*hold_first=*/true);
+  StreamQueue stream(7, 0, runner.Runner());
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
+  runner.running.Wait();
+  for (int i = 1; i < 60; ++i) stream.Enqueue(MakeCommand(CommandKind::kLaunch, i));
+  std::thread near([&] { stream.WaitUntilCompleted(10); });
+  bool far_reached = false;
+  std::thread far([&] {
+    far_reached = stream.WaitUntilCompletedFor(50, std::chrono::minutes(1));
+  });
+  while (stream.waiters() < 2) std::this_thread::yield();
+  runner.release.Open();
+  near.join();
+  far.join();
+  EXPECT_TRUE(far_reached);
+  EXPECT_EQ(stream.waiters(), 0u);
+  // Positions 10 and 50: two signals, although 50 and more commands completed meanwhile.
+  EXPECT_EQ(stream.progress_signals(), 2u);
+  stream.WaitUntilCompleted(60);
+  EXPECT_EQ(runner.log.values().size(), 60u);
+}
+
+TEST(StreamQueue, AWaitThatTimesOutLeavesNoWaiterBehind) {
+  LoggingRunner runner(/*hold_first=*/true);
+  StreamQueue stream(7, 0, runner.Runner());
+  stream.Enqueue(MakeCommand(CommandKind::kLaunch, 0));
+  runner.running.Wait();
+  EXPECT_FALSE(stream.WaitUntilCompletedFor(1, std::chrono::milliseconds(1)));
+  EXPECT_EQ(stream.waiters(), 0u);
+  runner.release.Open();
+  while (!stream.IsCompleted(1)) std::this_thread::yield();
+  EXPECT_EQ(stream.progress_signals(), 0u);  // nobody waited any more when it completed
+  EXPECT_TRUE(stream.WaitUntilCompletedFor(1, std::chrono::milliseconds(1)));
 }
 
 TEST(StreamQueue, RemembersTheFirstErrorAndNamesTheCommand) {
