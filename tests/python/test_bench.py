@@ -48,7 +48,11 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
     assert [c["configuration"] for c in results["launch_cost"]] == [
         "tensorflow-cpu", "vgpu inproc", "vgpu unix"]
     for cost in results["launch_cost"]:
-        assert cost["us_per_op"] > 0
+        # The slope between two chains: a few µs per op at most, and it may come out slightly
+        # negative on TensorFlow's CPU in a quick run (its op costs ~0.1 µs, within the noise).
+        assert len(cost["call_s"]) == len(cost["short_call_s"]) == 5
+        assert cost["short_ops"] < cost["ops"]
+        assert abs(cost["us_per_op"]) < 1000 and cost["call_us"] > 0
         if cost["device"] == "gpu":
             assert cost["launches_per_call"] >= cost["ops"]
     # Peak resident memory per configuration (a remote one adds its server's).
@@ -97,3 +101,13 @@ def test_quick_profile_writes_a_per_op_account_of_each_model(tmp_path):
     assert "**step, as the table adds up**" in rows and "**step, measured by the worker**" in rows
     assert any(line.startswith("The table accounts for the measured gap to within")
                for line in table)
+
+
+def test_the_tiny_op_cost_is_the_slope_between_two_chains_and_the_call_the_rest():
+    from vgpu.bench.launch_cost import per_op_cost
+
+    us_per_op, call_us = per_op_cost(short_s=300e-6, long_s=700e-6, short_ops=20, ops=420)
+    assert us_per_op == pytest.approx(1.0)
+    assert call_us == pytest.approx(280.0)
+    with pytest.raises(ValueError, match="longer than the short one"):
+        per_op_cost(300e-6, 700e-6, short_ops=20, ops=20)

@@ -274,14 +274,16 @@ LAUNCH_COST_CONFIGURATIONS = (
 )
 
 
-def launch_cost(name: str, ops: int = 200, repeats: int = 20, timeout: float = 600) -> dict:
-    """µs per tiny kernel launch under configuration `name` (LAUNCH_COST_CONFIGURATIONS),
-    measured in a child process (vgpu.bench.launch_cost)."""
+def launch_cost(name: str, ops: int = 420, short_ops: int = 20, repeats: int = 100,
+                timeout: float = 600) -> dict:
+    """µs per tiny kernel launch under configuration `name` (LAUNCH_COST_CONFIGURATIONS): the
+    slope between chains of `short_ops` and `ops` ops, and the rest of a call; measured in a
+    child process (vgpu.bench.launch_cost)."""
     _, device, server = next(c for c in LAUNCH_COST_CONFIGURATIONS if c[0] == name)
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     command = [sys.executable, "-m", "vgpu.bench.launch_cost", f"--device={device}",
-               f"--ops={ops}", f"--repeats={repeats}"]
+               f"--ops={ops}", f"--short_ops={short_ops}", f"--repeats={repeats}"]
 
     def run(run_env):
         done = subprocess.run(command, env=run_env, capture_output=True, text=True,
@@ -303,15 +305,28 @@ def launch_cost(name: str, ops: int = 200, repeats: int = 20, timeout: float = 6
 
 
 def launch_cost_table(results: list[dict], hooks_off_ns: float | None = None) -> str:
-    """A Markdown table of µs per tiny launch, with the ratio to TensorFlow's own CPU op; with
+    """A Markdown table of µs per tiny launch (the slope between a short and a long chain) and
+    per call besides its ops, with the ratios to TensorFlow's own CPU op and call; with
     `hooks_off_ns`, a line on what the profiling hooks cost per op while no profile is taken."""
-    base = next((r["us_per_op"] for r in results if r["configuration"] == "tensorflow-cpu"), None)
-    lines = ["| configuration | µs per tiny op (launch) | launches per call | vs tensorflow-cpu |",
-             "|---|---:|---:|---:|"]
+    base = next((r for r in results if r["configuration"] == "tensorflow-cpu"), None)
+    lines = ["| configuration | µs per tiny op (launch) | vs tensorflow-cpu | "
+             "µs per call besides its ops | vs tensorflow-cpu | launches per call |",
+             "|---|---:|---:|---:|---:|---:|"]
+
+    def ratio(value: float, reference: float | None) -> str:
+        return f"{value / reference:.1f}x" if reference and reference > 0 else "–"
+
     for r in results:
         launches = f"{r['launches_per_call']:.0f}" if r["launches_per_call"] is not None else "–"
-        ratio = f"{r['us_per_op'] / base:.2f}x" if base else "–"
-        lines.append(f"| {r['configuration']} | {r['us_per_op']:.1f} | {launches} | {ratio} |")
+        lines.append(
+            f"| {r['configuration']} | {r['us_per_op']:.2f} | "
+            f"{ratio(r['us_per_op'], base and base['us_per_op'])} | {r['call_us']:.0f} | "
+            f"{ratio(r['call_us'], base and base['call_us'])} | {launches} |")
+    if results:
+        r = results[0]
+        lines.append(f"\nPer op: the slope between tf.functions of {r['short_ops']} and "
+                     f"{r['ops']} chained `sin` ops on one element, Grappler's arithmetic "
+                     f"optimizer off (on the CPU it would compose the chain into one op).")
     if hooks_off_ns is not None:
         inproc = next((r["us_per_op"] for r in results
                        if r["configuration"] == "vgpu inproc"), None)

@@ -1,10 +1,17 @@
-"""The cost of one tiny kernel launch, run in a child process: a tf.function of `--ops` chained
-element-wise ops (sin) on a one-element tensor, timed per call and divided by the ops. On the
-virtual GPU (in process or through VGPU_BACKEND's server) every op is one launch; with
-``--device cpu`` TensorFlow's own CPU kernels run the same graph, the reference for what
-TensorFlow itself costs per op.
+"""The cost of one tiny kernel launch, run in a child process: two tf.functions, chains of
+`--short_ops` and `--ops` element-wise ops (sin) on a one-element tensor, called in turn and
+timed per call. The cost of an op is the slope between the two chains' median calls,
+(long - short) / (ops - short_ops); what a call costs besides its ops (TensorFlow's function
+call, the result's copy back) is the rest of the short chain's call. On the virtual GPU (in
+process or through VGPU_BACKEND's server) every op is one launch; with ``--device cpu``
+TensorFlow's own CPU kernels run the same graph, the reference for what TensorFlow itself costs
+per op.
 
-    python -m vgpu.bench.launch_cost --device gpu --ops 200 --repeats 20
+Grappler's arithmetic optimizer is off in both: on the CPU it composes a chain of element-wise
+ops into one `_UnaryOpsComposition` op, after which a call of 3000 sins takes as long as a call
+of 20, and no op is left to time (the GPU device has no such composition).
+
+    python -m vgpu.bench.launch_cost --device gpu --ops 420 --short_ops 20 --repeats 100
 """
 from __future__ import annotations
 
@@ -16,8 +23,30 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "The virtual GPU, or TensorFlow's CPU.")
-flags.DEFINE_integer("ops", 200, "Chained ops per call (one launch each on the virtual GPU).")
-flags.DEFINE_integer("repeats", 20, "Timed calls (after two untimed ones).")
+flags.DEFINE_integer("ops", 420, "Chained ops per call of the long chain (one launch each on "
+                     "the virtual GPU).")
+flags.DEFINE_integer("short_ops", 20, "Chained ops per call of the short chain.")
+flags.DEFINE_integer("repeats", 100, "Timed calls of each chain (after two untimed ones).")
+
+
+def _chain(tf, ops: int):
+    @tf.function
+    def chain(x):
+        for _ in range(ops):  # unrolled: `ops` nodes, one kernel each
+            x = tf.math.sin(x)
+        return x
+
+    return chain
+
+
+def per_op_cost(short_s: float, long_s: float, short_ops: int, ops: int) -> tuple[float, float]:
+    """(µs per op, µs per call besides its ops) from the median calls of a chain of `short_ops`
+    and one of `ops` ops: the slope and the intercept of the line through the two."""
+    if ops <= short_ops:
+        raise ValueError(f"the long chain ({ops} ops) must be longer than the short one "
+                         f"({short_ops})")
+    per_op = (long_s - short_s) / (ops - short_ops)
+    return 1e6 * per_op, 1e6 * (short_s - short_ops * per_op)
 
 
 def main(argv):
@@ -26,29 +55,34 @@ def main(argv):
 
     if FLAGS.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
-    ops = FLAGS.ops
-
-    @tf.function
-    def chain(x):
-        for _ in range(ops):  # unrolled: `ops` nodes that no graph rewrite can merge
-            x = tf.math.sin(x)
-        return x
+    tf.config.optimizer.set_experimental_options({"arithmetic_optimization": False})
+    chains = {FLAGS.short_ops: _chain(tf, FLAGS.short_ops), FLAGS.ops: _chain(tf, FLAGS.ops)}
 
     with tf.device("GPU:0" if FLAGS.device == "gpu" else "CPU:0"):
         x = tf.constant([0.5], tf.float32)
-        for _ in range(2):
-            chain(x).numpy()  # tracing, warm-up (and the descriptor method's warm-up)
-        launches_before = _launches() if FLAGS.device == "gpu" else 0
-        times = []
+        for chain in chains.values():
+            for _ in range(2):
+                chain(x).numpy()  # tracing, warm-up (and the descriptor method's warm-up)
+        times = {ops: [] for ops in chains}
+        launches = {ops: 0 for ops in chains}
         for _ in range(FLAGS.repeats):
-            start = time.perf_counter()
-            chain(x).numpy()  # the result's copy back waits for the whole chain
-            times.append(time.perf_counter() - start)
-    launches = (_launches() - launches_before) / FLAGS.repeats if FLAGS.device == "gpu" else None
-    median = statistics.median(times)
+            for ops, chain in chains.items():  # in turn, so that both see the same machine
+                before = _launches() if FLAGS.device == "gpu" else 0
+                start = time.perf_counter()
+                chain(x).numpy()  # the result's copy back waits for the whole chain
+                times[ops].append(time.perf_counter() - start)
+                if FLAGS.device == "gpu":
+                    launches[ops] += _launches() - before
+    medians = {ops: statistics.median(t) for ops, t in times.items()}
+    us_per_op, call_us = per_op_cost(medians[FLAGS.short_ops], medians[FLAGS.ops],
+                                     FLAGS.short_ops, FLAGS.ops)
+    launches_per_call = (launches[FLAGS.ops] / FLAGS.repeats
+                         if FLAGS.device == "gpu" else None)
     print("VGPU_BENCH_RESULT " + json.dumps({
-        "device": FLAGS.device, "ops": ops, "call_s": times, "median_call_s": median,
-        "us_per_op": 1e6 * median / ops, "launches_per_call": launches}))
+        "device": FLAGS.device, "ops": FLAGS.ops, "short_ops": FLAGS.short_ops,
+        "call_s": times[FLAGS.ops], "short_call_s": times[FLAGS.short_ops],
+        "median_call_s": medians[FLAGS.ops], "median_short_call_s": medians[FLAGS.short_ops],
+        "us_per_op": us_per_op, "call_us": call_us, "launches_per_call": launches_per_call}))
 
 
 def _launches() -> int:

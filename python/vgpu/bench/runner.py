@@ -82,8 +82,10 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
         if (server is not None and not remote) or (name == "tensorflow-cpu" and not tf_cpu):
             continue
         _progress(f"launch cost {name} ...")
-        launch_costs.append(harness.launch_cost(name, 50 if quick else 200, 3 if quick else 20))
-        _progress(f"  {launch_costs[-1]['us_per_op']:.1f} µs per tiny op")
+        launch_costs.append(harness.launch_cost(name, 60 if quick else 420, 10 if quick else 20,
+                                                5 if quick else 100))
+        _progress(f"  {launch_costs[-1]['us_per_op']:.2f} µs per tiny op, "
+                  f"{launch_costs[-1]['call_us']:.0f} µs per call besides its ops")
     hooks_off_ns = harness.activity_hooks_off_ns()
     _progress(f"profiling hooks with no profile taken: {hooks_off_ns:.1f} ns per op")
     best: dict[tuple[str, str], dict] = {}
