@@ -131,7 +131,18 @@ void FillFromBlocks(const Eigen::ThreadPoolDevice& device, const random::PhiloxP
   auto fill = [&](Eigen::Index first, Eigen::Index last) {
     Philox4x32 generator = base;
     generator.Skip(static_cast<uint64_t>(first));
-    for (Eigen::Index block = first; block < last; ++block) {
+    Eigen::Index block = first;
+    Philox4x32::Block batch[Philox4x32::kBatch];
+    for (; last - block >= Philox4x32::kBatch; block += Philox4x32::kBatch) {
+      generator.NextBatch(batch);
+      // The output's last block may be partial: its count is clipped.
+      for (int i = 0; i < Philox4x32::kBatch; ++i) {
+        const int64_t offset = (block + i) * Convert::kPerBlock;
+        const int n = static_cast<int>(std::min<int64_t>(Convert::kPerBlock, count - offset));
+        convert.Write(batch[i], out + offset, n);
+      }
+    }
+    for (; block < last; ++block) {
       const int64_t offset = block * Convert::kPerBlock;
       const int n = static_cast<int>(std::min<int64_t>(Convert::kPerBlock, count - offset));
       convert.Write(generator.Next(), out + offset, n);
