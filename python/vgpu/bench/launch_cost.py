@@ -22,11 +22,6 @@ import time
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "The virtual GPU, or TensorFlow's CPU.")
-flags.DEFINE_integer("ops", 420, "Chained ops per call of the long chain (one launch each on "
-                     "the virtual GPU).")
-flags.DEFINE_integer("short_ops", 20, "Chained ops per call of the short chain.")
-flags.DEFINE_integer("repeats", 100, "Timed calls of each chain (after two untimed ones).")
 
 
 def _chain(tf, ops: int):
@@ -60,9 +55,9 @@ def main(argv):
 
     with tf.device("GPU:0" if FLAGS.device == "gpu" else "CPU:0"):
         x = tf.constant([0.5], tf.float32)
-        for chain in chains.values():
-            for _ in range(2):
-                chain(x).numpy()  # tracing, warm-up (and the descriptor method's warm-up)
+        for _ in range(3):  # tracing, warm-up, and the descriptor method's warm-up, which
+            for chain in chains.values():  # needs the calls' sequence to repeat
+                chain(x).numpy()
         times = {ops: [] for ops in chains}
         launches = {ops: 0 for ops in chains}
         for _ in range(FLAGS.repeats):
@@ -85,6 +80,16 @@ def main(argv):
         "us_per_op": us_per_op, "call_us": call_us, "launches_per_call": launches_per_call}))
 
 
+def _define_flags() -> None:
+    """The command line's flags (defined only when this module runs as a program, so that
+    importing it, as the tests do, leaves other programs' flags alone)."""
+    flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "The virtual GPU, or TensorFlow's CPU.")
+    flags.DEFINE_integer("ops", 420, "Chained ops per call of the long chain (one launch each on "
+                         "the virtual GPU).")
+    flags.DEFINE_integer("short_ops", 20, "Chained ops per call of the short chain.")
+    flags.DEFINE_integer("repeats", 100, "Timed calls of each chain (after three untimed ones).")
+
+
 def _launches() -> int:
     import vgpu
 
@@ -92,4 +97,5 @@ def _launches() -> int:
 
 
 if __name__ == "__main__":
+    _define_flags()
     app.run(main)
