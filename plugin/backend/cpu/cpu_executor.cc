@@ -14,6 +14,7 @@
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/backend/launch/kernel_families.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/common/denormals.h"
 #include "plugin/common/thread_name.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 #include "unsupported/Eigen/CXX11/ThreadPool"
@@ -25,6 +26,7 @@ struct NamedComputeThreads : Eigen::StlThreadEnvironment {
   EnvThread* CreateThread(std::function<void()> body) {
     return Eigen::StlThreadEnvironment::CreateThread([body = std::move(body)] {
       NameCurrentThread("vgpu-compute");
+      FlushDenormalsOnThisThread();  // as TensorFlow's kernel threads (common/denormals.h)
       body();
     });
   }
@@ -131,6 +133,9 @@ absl::Status CpuExecutor::Memset(ExecutorStream*, uint64_t, const MemsetRequest&
 absl::Status CpuExecutor::Launch(ExecutorStream*, uint64_t tenant, const LaunchRequest& request,
                                  PinnedRanges&) {
   ComputeTenantScope compute_tenant(tenant);  // fair share of the compute pool
+  // Denormals flushed, as TensorFlow-CPU's kernels run, whichever thread runs the launch (a
+  // stream's worker, or inline the submitting thread); the pool's threads flush always.
+  ScopedFlushDenormals flush_denormals;
   launches_.fetch_add(1, std::memory_order_relaxed);
   const KernelInfo* kernel = Kernels().Find(request.kernel_id);
   if (kernel == nullptr) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "plugin/common/denormals.h"
 #include "plugin/common/thread_name.h"
 
 namespace vgpu {
@@ -48,6 +49,7 @@ FairComputePool::FairComputePool(const Options& options)
   for (int i = 0; i < max_slots_; ++i) {
     workers_.emplace_back([this, i] {
       NameCurrentThread("vgpu-compute");
+      FlushDenormalsOnThisThread();  // as TensorFlow's kernel threads (common/denormals.h)
       WorkerLoop(i);
     });
   }
