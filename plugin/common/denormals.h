@@ -4,7 +4,7 @@
 // same on their threads, which (1) keeps their results identical to TensorFlow-CPU's (1e-40 * 3
 // is 0 there, not 3e-40) whichever thread runs a launch, and (2) keeps them fast: an x86
 // multiply of a denormal takes a microcode assist of ~100 cycles, and Adam's moment estimates
-// decay into that range (an mlp's optimizer step took 1.5x as long after ~700 steps).
+// decay into that range (an mlp's training step took 1.5x as long after ~700 steps).
 // x86 only (the MXCSR register's FTZ and DAZ bits); elsewhere these do nothing.
 #ifndef VGPU_COMMON_DENORMALS_H_
 #define VGPU_COMMON_DENORMALS_H_
@@ -38,7 +38,9 @@ class ScopedFlushDenormals {
  public:
 #if VGPU_HAVE_MXCSR
   ScopedFlushDenormals() : saved_(_mm_getcsr()) {
-    if ((saved_ & kFlushDenormalBits) != kFlushDenormalBits) _mm_setcsr(saved_ | kFlushDenormalBits);
+    if ((saved_ & kFlushDenormalBits) != kFlushDenormalBits) {
+      _mm_setcsr(saved_ | kFlushDenormalBits);
+    }
   }
   ~ScopedFlushDenormals() {
     if ((saved_ & kFlushDenormalBits) != kFlushDenormalBits) _mm_setcsr(saved_);
