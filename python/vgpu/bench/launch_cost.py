@@ -59,19 +59,19 @@ def main(argv):
             for chain in chains.values():  # needs the calls' sequence to repeat
                 chain(x).numpy()
         times = {ops: [] for ops in chains}
-        launches = {ops: 0 for ops in chains}
+        long_chain_launches = 0
         for _ in range(FLAGS.repeats):
             for ops, chain in chains.items():  # in turn, so that both see the same machine
                 before = _launches() if FLAGS.device == "gpu" else 0
                 start = time.perf_counter()
                 chain(x).numpy()  # the result's copy back waits for the whole chain
                 times[ops].append(time.perf_counter() - start)
-                if FLAGS.device == "gpu":
-                    launches[ops] += _launches() - before
+                if FLAGS.device == "gpu" and ops == FLAGS.ops:
+                    long_chain_launches += _launches() - before
     medians = {ops: statistics.median(t) for ops, t in times.items()}
     us_per_op, call_us = per_op_cost(medians[FLAGS.short_ops], medians[FLAGS.ops],
                                      FLAGS.short_ops, FLAGS.ops)
-    launches_per_call = (launches[FLAGS.ops] / FLAGS.repeats
+    launches_per_call = (long_chain_launches / FLAGS.repeats
                          if FLAGS.device == "gpu" else None)
     print("VGPU_BENCH_RESULT " + json.dumps({
         "device": FLAGS.device, "ops": FLAGS.ops, "short_ops": FLAGS.short_ops,
