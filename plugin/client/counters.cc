@@ -31,6 +31,7 @@ void ClientCounters::Reset() {
   settings_updates_.store(0, std::memory_order_relaxed);
   queue_misses_.store(0, std::memory_order_relaxed);
   outputs_forwarded_.store(0, std::memory_order_relaxed);
+  local_synchronizations_.store(0, std::memory_order_relaxed);
   bytes_sent_.store(0, std::memory_order_relaxed);
   bytes_received_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
@@ -70,6 +71,7 @@ std::string ClientCounters::ToJson() const {
   absl::StrAppend(&json, ", \"commands_sent\": ", total,
                   ", \"launches\": ", commands(CommandKind::kLaunch),
                   ", \"round_trips\": ", round_trips(),
+                  ", \"synchronizations_local\": ", local_synchronizations(),
                   ", \"bytes_sent\": ", bytes_sent_.load(std::memory_order_relaxed),
                   ", \"bytes_received\": ", bytes_received_.load(std::memory_order_relaxed),
                   ", \"bytes_to_device\": ", bytes_to_device(),

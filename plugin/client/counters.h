@@ -39,6 +39,10 @@ class ClientCounters {
   void CountQueueMiss() { queue_misses_.fetch_add(1, std::memory_order_relaxed); }
   // An op kernel's output that TensorFlow let take over an input's buffer (computed in place).
   void CountForwardedOutput() { outputs_forwarded_.fetch_add(1, std::memory_order_relaxed); }
+  // A synchronisation answered without a round trip (DeviceClient::SynchronizeDevice).
+  void CountLocalSynchronization() {
+    local_synchronizations_.fetch_add(1, std::memory_order_relaxed);
+  }
   // A descriptor call of the virtual DNN API: answered locally or forwarded to the executor.
   void CountDescriptorCall(DescriptorKind kind, DescriptorVerb verb, bool forwarded) {
     descriptor_calls_[static_cast<size_t>(kind) - 1][static_cast<size_t>(verb)].fetch_add(
@@ -64,6 +68,9 @@ class ClientCounters {
   uint64_t outputs_forwarded() const {
     return outputs_forwarded_.load(std::memory_order_relaxed);
   }
+  uint64_t local_synchronizations() const {
+    return local_synchronizations_.load(std::memory_order_relaxed);
+  }
   uint64_t bytes_to_device() const { return bytes_to_device_.load(std::memory_order_relaxed); }
   uint64_t bytes_from_device() const { return bytes_from_device_.load(std::memory_order_relaxed); }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
@@ -83,6 +90,7 @@ class ClientCounters {
   std::atomic<uint64_t> settings_updates_{0};
   std::atomic<uint64_t> queue_misses_{0};
   std::atomic<uint64_t> outputs_forwarded_{0};
+  std::atomic<uint64_t> local_synchronizations_{0};
   std::atomic<uint64_t> descriptor_calls_forwarded_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};

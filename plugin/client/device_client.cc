@@ -1,9 +1,12 @@
 // DeviceClient and its stream, event and timer objects (see device_client.h).
 #include "plugin/client/device_client.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <new>
+#include <string_view>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -61,7 +64,17 @@ DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* tran
       backend_device_(backend_device),
       transport_(transport),
       hub_(hub),
-      dnn_(this, descriptor_mode) {}
+      dnn_(this, descriptor_mode),
+      tracks_completion_(!transport->DeliversNotificationsInline() &&
+                         LocalSynchronizationFromEnvironment()) {}
+
+void ClientStream::Settle(uint64_t position) {
+  uint64_t current = settled_.load(std::memory_order_relaxed);
+  while (current < position &&
+         !settled_.compare_exchange_weak(current, position, std::memory_order_release,
+                                         std::memory_order_relaxed)) {
+  }
+}
 
 Command DeviceClient::MakeCommand(CommandKind kind) const {
   Command command;
@@ -205,11 +218,18 @@ absl::StatusOr<std::unique_ptr<ClientStream>> DeviceClient::CreateStream() {
   const uint64_t id = command.stream;
   Reply reply = Call(std::move(command));
   if (!reply.status.ok()) return reply.status;
-  return std::make_unique<ClientStream>(this, id);
+  auto stream = std::make_unique<ClientStream>(this, id);
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.push_back(stream.get());
+  return stream;
 }
 
 absl::Status DeviceClient::DestroyStream(std::unique_ptr<ClientStream> stream) {
   if (stream == nullptr) return absl::OkStatus();
+  {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.erase(std::remove(streams_.begin(), streams_.end(), stream.get()), streams_.end());
+  }
   dnn_.ReleaseStream(stream->id());
   Command command = MakeCommand(CommandKind::kDestroyStream);
   command.stream = stream->id();
@@ -229,7 +249,7 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
   command.host_src = src;
   command.size = size;
   counters_.AddBytesToDevice(size);
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src,
@@ -239,7 +259,7 @@ absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uin
   command.host_dst = dst;
   command.size = size;
   counters_.AddBytesFromDevice(size);
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src,
@@ -252,7 +272,7 @@ absl::Status DeviceClient::CopyDeviceToDevice(ClientStream& stream, uint64_t dst
   command.dst = dst;
   command.src = src;
   command.size = size;
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::Memset(ClientStream& stream, uint64_t dst, uint32_t pattern,
@@ -262,7 +282,7 @@ absl::Status DeviceClient::Memset(ClientStream& stream, uint64_t dst, uint32_t p
   command.pattern = pattern;
   command.pattern_bytes = pattern_bytes;
   command.size = size;
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::PostLaunch(ClientStream& stream, KernelId kernel,
@@ -274,7 +294,7 @@ absl::Status DeviceClient::PostLaunch(ClientStream& stream, KernelId kernel,
   command.buffers.assign(buffers.begin(), buffers.end());
   command.params.assign(params.begin(), params.end());
   command.descriptors.assign(descriptor_section.begin(), descriptor_section.end());
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::CopyToOtherBackend(ClientStream& stream, DeviceClient& destination,
@@ -363,7 +383,10 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
     generation = ++event->recorded_;
     event->recorder_ = this;
   }
-  uint64_t token = hub_->Register(
+  Command command = MakeCommand(CommandKind::kRecordEvent, stream);
+  command.object = event->id();
+  absl::Status status = PostWithNotification(
+      stream, std::move(command),
       [event, generation](const absl::Status& stream_status) {
         std::lock_guard<std::mutex> lock(event->mu_);
         if (generation > event->reached_) event->reached_ = generation;
@@ -371,12 +394,7 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
         event->cv_.notify_all();
       },
       /*on_callback_thread=*/false);
-  Command command = MakeCommand(CommandKind::kRecordEvent, stream);
-  command.object = event->id();
-  command.token = token;
-  absl::Status status = Post(std::move(command));
   if (!status.ok()) {
-    hub_->Unregister(token);
     std::lock_guard<std::mutex> lock(event->mu_);
     if (generation > event->reached_) event->reached_ = generation;
     event->cv_.notify_all();
@@ -395,7 +413,7 @@ absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent&
   }
   Command command = MakeCommand(CommandKind::kWaitEvent, stream);
   command.object = event.id();
-  return Post(std::move(command));
+  return PostOnStream(stream, std::move(command));
 }
 
 absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, ClientStream& other) {
@@ -409,12 +427,81 @@ absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, Clien
 
 absl::Status DeviceClient::PostNotify(ClientStream& stream, NotificationHub::Handler handler,
                                       bool on_callback_thread) {
-  uint64_t token = hub_->Register(std::move(handler), on_callback_thread);
-  Command command = MakeCommand(CommandKind::kNotify, stream);
-  command.token = token;
+  return PostWithNotification(stream, MakeCommand(CommandKind::kNotify, stream),
+                              std::move(handler), on_callback_thread);
+}
+
+absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command command,
+                                                NotificationHub::Handler handler,
+                                                bool on_callback_thread) {
+  std::unique_lock<std::mutex> order(stream.post_mu_, std::defer_lock);
+  uint64_t position = 0;
+  if (TracksPostsOn(stream)) {
+    order.lock();
+    position = stream.posted_.load(std::memory_order_relaxed) + 1;
+    // Settled before the handler runs: whoever the handler wakes finds the stream settled.
+    handler = [s = &stream, position, inner = std::move(handler)](const absl::Status& status) {
+      if (status.ok()) s->Settle(position);
+      inner(status);
+    };
+  }
+  command.token = hub_->Register(std::move(handler), on_callback_thread);
+  const uint64_t token = command.token;
   absl::Status status = Post(std::move(command));
-  if (!status.ok()) hub_->Unregister(token);
+  if (!status.ok()) {
+    hub_->Unregister(token);
+    return status;
+  }
+  if (position != 0) stream.posted_.store(position, std::memory_order_release);
   return status;
+}
+
+bool DeviceClient::TracksPostsOn(ClientStream& stream) const {
+  if (tracks_completion_ && (&stream.device() == this || SharesBackendWith(stream.device()))) {
+    return true;
+  }
+  // A stream of a device on another backend (TensorFlow may pass another device's stream): the
+  // stream's notifications would not follow these posts in order, so its synchronisations go to
+  // its backend from now on.
+  if (tracks_completion_ || stream.device().tracks_completion_) {
+    stream.untracked_.store(true, std::memory_order_release);
+  }
+  return false;
+}
+
+absl::Status DeviceClient::PostOnStream(ClientStream& stream, Command command) {
+  if (!TracksPostsOn(stream)) return Post(std::move(command));
+  std::lock_guard<std::mutex> order(stream.post_mu_);
+  VGPU_RETURN_IF_ERROR(Post(std::move(command)));
+  stream.posted_.fetch_add(1, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+bool DeviceClient::AllStreamsSettled() {
+  if (!tracks_completion_ || transport_->Lost()) return false;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  for (ClientStream* stream : streams_) {
+    if (!StreamSettled(*stream)) return false;
+  }
+  return true;
+}
+
+bool DeviceClient::StreamSettled(ClientStream& stream) {
+  if (!tracks_completion_ || stream.untracked_.load(std::memory_order_acquire) ||
+      transport_->Lost()) {
+    return false;
+  }
+  // posted() first: a command whose post ends after it is not covered (it was concurrent with
+  // the synchronisation).
+  const uint64_t posted = stream.posted();
+  if (stream.settled() < posted) return false;
+  std::lock_guard<std::mutex> lock(stream.mu_);
+  return stream.callbacks_done_ >= stream.callbacks_posted_;
+}
+
+bool DeviceClient::LocalSynchronizationFromEnvironment() {
+  const char* value = std::getenv("VGPU_LOCAL_SYNC");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 absl::Status DeviceClient::HostCallback(ClientStream& stream,
@@ -475,6 +562,10 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
     callbacks_target = stream.callbacks_posted_;
   }
   dnn_.ObserveHostWait();
+  if (StreamSettled(stream)) {
+    counters_.CountLocalSynchronization();
+    return absl::OkStatus();
+  }
   Command command = MakeCommand(CommandKind::kSynchronizeStream, stream);
   absl::Status status = Call(std::move(command)).status;
   std::unique_lock<std::mutex> lock(stream.mu_);
@@ -489,6 +580,10 @@ absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
 
 absl::Status DeviceClient::SynchronizeDevice() {
   dnn_.ObserveHostWait();
+  if (AllStreamsSettled()) {
+    counters_.CountLocalSynchronization();
+    return absl::OkStatus();
+  }
   return Call(MakeCommand(CommandKind::kSynchronizeDevice)).status;
 }
 

@@ -43,8 +43,18 @@ class ClientStream {
   DeviceClient& device() const { return *device_; }
   uint64_t id() const { return id_; }
 
+  // Completion tracking (remote backends, see DeviceClient::SynchronizeDevice): how many
+  // stream-ordered commands were posted on this stream, and how many of the first of them are
+  // known to have completed without error. Non-blocking.
+  uint64_t posted() const { return posted_.load(std::memory_order_acquire); }
+  uint64_t settled() const { return settled_.load(std::memory_order_acquire); }
+
  private:
   friend class DeviceClient;
+  // The `position`-th command posted on the stream completed and the stream had no error then:
+  // so did every command before it (a stream runs its commands in order). Non-blocking.
+  void Settle(uint64_t position);
+
   DeviceClient* const device_;
   const uint64_t id_;
   // Host callbacks posted on this stream and those that have finished running.
@@ -52,6 +62,14 @@ class ClientStream {
   std::condition_variable cv_;
   uint64_t callbacks_posted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t callbacks_done_ ABSL_GUARDED_BY(mu_) = 0;
+  // Held while a command is posted on the stream (only where completion is tracked), so that
+  // posted_ counts the commands in the order the backend receives them.
+  std::mutex post_mu_;
+  std::atomic<uint64_t> posted_{0};
+  std::atomic<uint64_t> settled_{0};
+  // A device of another backend posted on this stream: its synchronisations always go to the
+  // backend.
+  std::atomic<bool> untracked_{false};
 };
 
 // An event: recorded on a stream, completes when the stream reaches the recording.
@@ -156,9 +174,21 @@ class DeviceClient {
 
   // Synchronisation (round trips). SynchronizeStream also waits for the stream's host callbacks
   // posted before it.
+  //
+  // On a remote backend, a synchronisation whose streams are all settled is answered here,
+  // without a round trip: every command posted on them is known to have completed without error,
+  // because a later notification of the same stream (an event recording, a host callback) came
+  // back with an OK status, and a stream runs its commands in order. Device-to-host bytes are in
+  // place by then (their data frames precede the notification). TensorFlow synchronises the whole
+  // device before each read-back of an eager tensor, usually right after the event that made the
+  // tensor ready; the answer is the backend's (OK), one round trip sooner.
   absl::Status SynchronizeStream(ClientStream& stream);
   absl::Status StreamStatus(ClientStream& stream);
   absl::Status SynchronizeDevice();
+
+  // Whether synchronisations may be answered locally (see above): a backend reached through a
+  // transport whose notifications arrive on its own thread. Thread-safe.
+  bool tracks_completion() const { return tracks_completion_; }
 
  private:
   friend class DnnApi;  // forwards descriptor calls in forward mode, posts launches
@@ -188,8 +218,26 @@ class DeviceClient {
                                   uint64_t src, uint64_t size);
   absl::Status CopyNowAcrossBackends(DeviceClient* destination, uint64_t dst,
                                      DeviceClient* source, uint64_t src, uint64_t size);
+  // Posts a notification on `stream`; `handler` runs when the stream reaches it. Where
+  // completion is tracked, an OK notification also settles the stream up to it.
   absl::Status PostNotify(ClientStream& stream, NotificationHub::Handler handler,
                           bool on_callback_thread);
+  // Registers `handler` for `command` (an event recording or a notification of `stream`, its
+  // token set here) and posts it; unregisters it if the post fails.
+  absl::Status PostWithNotification(ClientStream& stream, Command command,
+                                    NotificationHub::Handler handler, bool on_callback_thread);
+  // Posts a stream-ordered command on `stream` (Post) and counts it in the stream's order.
+  absl::Status PostOnStream(ClientStream& stream, Command command);
+  // Whether this device's posts on `stream` are counted in the stream's order (if not, and
+  // either side tracks completion, the stream is marked untracked for good).
+  bool TracksPostsOn(ClientStream& stream) const;
+  // Whether every command posted on `stream` (or on every stream of this device) is known to
+  // have completed without error, with no host callback of the stream pending or running, and
+  // the backend is not lost. False wherever completion is not tracked.
+  bool StreamSettled(ClientStream& stream);
+  bool AllStreamsSettled();
+  // False when VGPU_LOCAL_SYNC is "0" (every synchronisation is a round trip).
+  static bool LocalSynchronizationFromEnvironment();
 
   const int ordinal_;
   const uint32_t backend_device_;
@@ -198,6 +246,10 @@ class DeviceClient {
   ClientCounters counters_;
   DnnApi dnn_;
   std::vector<DeviceClient*> peers_;  // by ordinal; set before any work, then read-only
+  const bool tracks_completion_;
+  // This device's live streams, for AllStreamsSettled.
+  std::mutex streams_mu_;
+  std::vector<ClientStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace vgpu

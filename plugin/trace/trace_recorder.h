@@ -112,6 +112,7 @@ class TracingTransport final : public Transport {
   bool DeliversNotificationsInline() const override {
     return inner_->DeliversNotificationsInline();
   }
+  bool Lost() const override { return inner_->Lost(); }
 
  private:
   Transport* const inner_;

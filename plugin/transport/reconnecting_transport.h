@@ -50,6 +50,7 @@ class ReconnectingTransport final : public Transport {
   Reply Call(Command command) override;
   std::string Describe() const override { return endpoint_; }
   bool DeliversNotificationsInline() const override { return false; }
+  bool Lost() const override { return current_.load()->dead(); }
 
   // Frames written over every session so far. Thread-safe.
   WireCounters wire_counters() const override;

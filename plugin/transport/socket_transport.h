@@ -121,6 +121,7 @@ class SocketTransport final : public Transport, public activity::Source {
   Reply Call(Command command) override;
   std::string Describe() const override { return endpoint_; }
   bool DeliversNotificationsInline() const override { return false; }
+  bool Lost() const override { return dead(); }
 
   // Round trips so far that waited for a Reply (for tests and benchmarks).
   uint64_t calls() const { return calls_.load(); }

@@ -62,6 +62,10 @@ class Transport {
   // transport's reader thread, where a handler that waits for a reply would deadlock the reader:
   // host callbacks must then run on the hub's callback thread.
   virtual bool DeliversNotificationsInline() const { return true; }
+  // True while the connection to the backend is lost and no new session replaced it: the
+  // loss must then be reported by synchronisations, which go to the transport for it
+  // (DeviceClient answers a synchronisation locally only while this is false). Thread-safe.
+  virtual bool Lost() const { return false; }
 };
 
 }  // namespace vgpu

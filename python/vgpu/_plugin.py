@@ -89,6 +89,7 @@ _SUMMED = (
     "descriptor_settings_updates",
     "descriptor_queue_misses",
     "outputs_forwarded",
+    "synchronizations_local",
 )
 
 
@@ -103,7 +104,8 @@ def stats() -> dict[str, Any]:
     ``launches_by_template`` (launch templates: a repeated launch sent as a template id plus the
     buffers that changed), ``command_bytes_sent`` (wire bytes minus host-to-device data),
     ``launches``,
-    ``round_trips``, ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
+    ``round_trips``, ``synchronizations_local`` (synchronisations of a remote device answered
+    without a round trip: every command posted was known to have completed), ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
     replies and device-to-host data in; in-process, what the same frames would occupy on the
     wire), ``bytes_to_device``, ``bytes_from_device`` (tensor data copied), ``allocations``, ``frees``,
     ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of

@@ -15,6 +15,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "plugin/client/device_client.h"
+#include "plugin/client/notification_hub.h"
+#include "plugin/protocol/kernel_ids.h"
 #include "plugin/transport/reconnecting_transport.h"
 #include "plugin/transport/socket_transport.h"
 #include "notification_log.h"
@@ -224,6 +227,50 @@ TEST(Server, NotificationsArriveAfterTheWorkBeforeThem) {
   uint64_t stream = client.CreateStream();
   ASSERT_TRUE(client.transport->Post(NotifyCommand(stream, 5)).ok());
   EXPECT_TRUE(client.sink.WaitFor(5).ok());
+}
+
+// A device client over a real connection: once the notification of the last work on every
+// stream came back OK, synchronisations are answered without a round trip, and the read-backs
+// (through the shared region and through the socket) are in place; a failed stream still gets
+// its synchronisation from the server, with the error.
+TEST(Server, SettledSynchronisationsOfARemoteDeviceCostNoRoundTrip) {
+  RunningServer server(SmallServer());
+  NotificationHub hub;
+  auto transport = SocketTransport::Connect(server.address(), "", &hub, nullptr, 2000);
+  ASSERT_TRUE(transport.ok()) << transport.status();
+  DeviceClient client(0, 0, transport->get(), &hub);
+  ASSERT_TRUE(client.tracks_completion());
+  auto stream = client.CreateStream();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  for (uint64_t size : {uint64_t{1} << 10, uint64_t{256} << 10}) {  // socket, shared region
+    absl::StatusOr<uint64_t> buffer = client.Allocate(size);
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    std::vector<uint8_t> in(size), out(size, 0);
+    for (size_t i = 0; i < size; ++i) in[i] = static_cast<uint8_t>(i * 13 + size);
+    ASSERT_TRUE(client.CopyHostToDevice(**stream, *buffer, in.data(), size).ok());
+    ASSERT_TRUE(client.CopyDeviceToHost(**stream, out.data(), *buffer, size).ok());
+    std::shared_ptr<ClientEvent> event = client.CreateEvent();
+    ASSERT_TRUE(client.RecordEvent(**stream, event).ok());
+    ASSERT_TRUE(event->Wait().ok());
+    const uint64_t calls = (*transport)->calls();
+    EXPECT_TRUE(client.SynchronizeDevice().ok());
+    EXPECT_TRUE(client.SynchronizeStream(**stream).ok());
+    EXPECT_EQ((*transport)->calls(), calls) << size;
+    EXPECT_EQ(out, in) << size;
+    ASSERT_TRUE(client.DestroyEvent(*event).ok());
+    ASSERT_TRUE(client.Free(*buffer, size).ok());
+  }
+  EXPECT_EQ(client.counters().local_synchronizations(), 4u);
+
+  ASSERT_TRUE(client.dnn().Launch(**stream, static_cast<KernelId>(999), {}, {}, {}).ok());
+  std::shared_ptr<ClientEvent> failed = client.CreateEvent();
+  ASSERT_TRUE(client.RecordEvent(**stream, failed).ok());
+  EXPECT_FALSE(failed->Wait().ok());
+  const uint64_t calls = (*transport)->calls();
+  absl::Status status = client.SynchronizeDevice();
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_EQ((*transport)->calls(), calls + 1);
+  ASSERT_TRUE(client.DestroyStream(*std::move(stream)).ok());
 }
 
 TEST(Server, AForgedAddressIsAnErrorNeverAnotherTenantsData) {
