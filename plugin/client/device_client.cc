@@ -68,6 +68,8 @@ DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* tran
       tracks_completion_(!transport->DeliversNotificationsInline() &&
                          LocalSynchronizationFromEnvironment()) {}
 
+ClientStream::~ClientStream() { device_->ForgetStream(this); }
+
 void ClientStream::Settle(uint64_t position) {
   uint64_t current = settled_.load(std::memory_order_relaxed);
   while (current < position &&
@@ -226,10 +228,7 @@ absl::StatusOr<std::unique_ptr<ClientStream>> DeviceClient::CreateStream() {
 
 absl::Status DeviceClient::DestroyStream(std::unique_ptr<ClientStream> stream) {
   if (stream == nullptr) return absl::OkStatus();
-  {
-    std::lock_guard<std::mutex> lock(streams_mu_);
-    streams_.erase(std::remove(streams_.begin(), streams_.end(), stream.get()), streams_.end());
-  }
+  ForgetStream(stream.get());
   dnn_.ReleaseStream(stream->id());
   Command command = MakeCommand(CommandKind::kDestroyStream);
   command.stream = stream->id();
@@ -497,6 +496,11 @@ bool DeviceClient::StreamSettled(ClientStream& stream) {
   if (stream.settled() < posted) return false;
   std::lock_guard<std::mutex> lock(stream.mu_);
   return stream.callbacks_done_ >= stream.callbacks_posted_;
+}
+
+void DeviceClient::ForgetStream(const ClientStream* stream) {
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  streams_.erase(std::remove(streams_.begin(), streams_.end(), stream), streams_.end());
 }
 
 bool DeviceClient::LocalSynchronizationFromEnvironment() {

@@ -36,10 +36,14 @@ namespace vgpu {
 class DeviceClient;
 
 // A stream of one device. Created by DeviceClient::CreateStream; destroy it with
-// DeviceClient::DestroyStream. Thread-safe.
+// DeviceClient::DestroyStream (which drains it). Its device must outlive it. Thread-safe.
 class ClientStream {
  public:
   ClientStream(DeviceClient* device, uint64_t id) : device_(device), id_(id) {}
+  // Leaves its device's list of streams (if DestroyStream did not already).
+  ~ClientStream();
+  ClientStream(const ClientStream&) = delete;
+  ClientStream& operator=(const ClientStream&) = delete;
   DeviceClient& device() const { return *device_; }
   uint64_t id() const { return id_; }
 
@@ -192,6 +196,7 @@ class DeviceClient {
 
  private:
   friend class DnnApi;  // forwards descriptor calls in forward mode, posts launches
+  friend class ClientStream;  // leaves streams_ when destroyed
   // A command of `kind` for this client's backend device; the second also names `stream`.
   Command MakeCommand(CommandKind kind) const;
   Command MakeCommand(CommandKind kind, const ClientStream& stream) const;
@@ -238,6 +243,8 @@ class DeviceClient {
   bool AllStreamsSettled();
   // False when VGPU_LOCAL_SYNC is "0" (every synchronisation is a round trip).
   static bool LocalSynchronizationFromEnvironment();
+  // Removes `stream` from streams_ (idempotent).
+  void ForgetStream(const ClientStream* stream);
 
   const int ordinal_;
   const uint32_t backend_device_;

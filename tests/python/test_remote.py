@@ -70,6 +70,40 @@ def test_keras_training_through_the_server_matches_in_process(server, inproc_los
     assert _losses(done) == pytest.approx(inproc_losses, rel=1e-5, abs=1e-6)
 
 
+STEP_ROUND_TRIPS = TRAIN.replace(
+    "    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0, shuffle=False)\n", """
+    per_step = []
+    class Count(keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            self.before = vgpu.stats()
+        def on_train_batch_end(self, batch, logs=None):
+            after = vgpu.stats()
+            per_step.append({k: after[k] - self.before[k]
+                             for k in ("round_trips", "synchronizations_local")})
+    history = model.fit(x, y, epochs=2, batch_size=16, verbose=0, shuffle=False,
+                        callbacks=[Count()])
+    print("STEPS " + json.dumps(per_step))
+""")
+
+
+def test_keras_steps_through_the_server_synchronise_without_round_trips(server):
+    # TensorFlow synchronises the device before each read-back of a step's results; once the
+    # notification of the last work came back, the client answers that itself. The results are
+    # the same bits either way.
+    runs = {}
+    for local in ("1", "0"):
+        done = _python(STEP_ROUND_TRIPS, backend_env(server.address, VGPU_LOCAL_SYNC=local))
+        steps_line = next(l for l in done.stdout.splitlines() if l.startswith("STEPS "))
+        runs[local] = (_losses(done), json.loads(steps_line.split(" ", 1)[1]))
+    (losses_local, steps_local), (losses_remote, steps_remote) = runs["1"], runs["0"]
+    assert losses_local == losses_remote
+    after_warmup = steps_local[2:]
+    assert all(step["round_trips"] == 0 for step in after_warmup), steps_local
+    assert all(step["synchronizations_local"] >= 1 for step in after_warmup), steps_local
+    assert all(step["round_trips"] >= 1 for step in steps_remote[2:]), steps_remote
+    assert all(step["synchronizations_local"] == 0 for step in steps_remote), steps_remote
+
+
 CLIENT_WORK = """
     import numpy as np, tensorflow as tf
     rng = np.random.default_rng({seed})
