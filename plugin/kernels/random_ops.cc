@@ -2,14 +2,17 @@
 // (StatelessRandomUniformV2, StatelessRandomNormalV2, StatelessTruncatedNormalV2,
 // StatelessRandomUniformIntV2, StatelessRandomUniformFullIntV2), behind tf.random.stateless_*,
 // Keras' initializers (GlorotNormal, HeNormal, TruncatedNormal...), Dropout and GaussianNoise.
-// Their shape, key, counter and alg inputs are host memory (validated and read here, as
-// TensorFlow's kernels do); the numbers themselves are generated on the device (Philox, with
-// TensorFlow's exact bits, protocol/kernels/random.h).
+// Their shape and alg inputs are host memory (validated and read here, as TensorFlow's kernels
+// do); key and counter are device memory, as in TensorFlow's GPU build, and the kernel reads them
+// in its stream's order (random::kKeyCounterInBuffers). The numbers are generated on the device
+// (Philox, with TensorFlow's exact bits, protocol/kernels/random.h).
 //
-// StatelessRandomGetKeyCounter derives key and counter from a seed; TensorFlow's GPU build
-// registers it with every argument in host memory, and so does this file: it computes on the
-// host (one Philox block), so the op counts as the device's and its outputs feed the random ops'
-// host-memory inputs without a copy.
+// StatelessRandomGetKeyCounter derives key and counter from a seed. TensorFlow's GPU build
+// registers it with every argument in host memory, so a seed held in a device variable (every
+// Keras Dropout, GaussianNoise or random augmentation layer: keras.random.SeedGenerator) is
+// copied back to the host in the middle of each step, and the step waits for the device to get
+// there. Here the seed, key and counter stay in device memory and the derivation is a kernel
+// (random::kKeyCounterFromSeed): nothing waits.
 #include <algorithm>
 #include <cstring>
 #include <memory>
@@ -18,7 +21,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "plugin/common/philox.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
@@ -74,8 +76,8 @@ int64_t HostScalar(const TF_Tensor* tensor) {
   }
 }
 
-// The stateless V2 random ops: inputs shape, key, counter, alg (all host memory), and for
-// UniformIntV2 minval, maxval (host memory too).
+// The stateless V2 random ops: inputs shape, key, counter, alg (shape and alg in host memory,
+// key and counter on the device), and for UniformIntV2 minval, maxval (host memory).
 template <Distribution kDistribution>
 class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> {
  public:
@@ -141,8 +143,7 @@ class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> 
     random::PhiloxParams params;
     VGPU_ASSIGN_OR_RETURN(params.dtype, DeviceDTypeOf(dtype));
     params.count = static_cast<uint64_t>(count);
-    std::memcpy(&params.key, TF_TensorData(key.get()), sizeof(params.key));
-    std::memcpy(params.counter, TF_TensorData(counter.get()), sizeof(params.counter));
+    params.flags = random::kKeyCounterInBuffers;  // read on the device, after whatever wrote them
     if constexpr (kDistribution == Distribution::kUniformInt) {
       if (!(minval < maxval)) {
         return absl::InvalidArgumentError(
@@ -152,14 +153,24 @@ class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> 
       int_params.philox = params;
       int_params.minval = minval;
       int_params.maxval = maxval;
-      return KernelLaunch(context).Buffer(y.get()).Param(int_params).Run(random::kUniformInt);
+      return KernelLaunch(context)
+          .Buffer(y.get())
+          .Buffer(key.get())
+          .Buffer(counter.get())
+          .Param(int_params)
+          .Run(random::kUniformInt);
     } else {
-      return KernelLaunch(context).Buffer(y.get()).Param(params).Run(KernelOf(kDistribution));
+      return KernelLaunch(context)
+          .Buffer(y.get())
+          .Buffer(key.get())
+          .Buffer(counter.get())
+          .Param(params)
+          .Run(KernelOf(kDistribution));
     }
   }
 };
 
-// StatelessRandomGetKeyCounter(seed) -> key [1], counter [2] (uint64), all in host memory.
+// StatelessRandomGetKeyCounter(seed) -> key [1], counter [2] (uint64), all in device memory.
 class StatelessRandomGetKeyCounterOp : public NoAttributes<StatelessRandomGetKeyCounterOp> {
  public:
   absl::Status Compute(OpContext& context) {
@@ -169,16 +180,16 @@ class StatelessRandomGetKeyCounterOp : public NoAttributes<StatelessRandomGetKey
       return absl::InvalidArgumentError(
           absl::StrCat("seed must have shape [2], not ", ShapeString(seed_shape)));
     }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> seeds, context.HostIntegers(0));
-    uint64_t key = 0;
-    uint64_t counter[2] = {0, 0};
-    KeyCounterFromSeed(static_cast<uint64_t>(seeds[0]), static_cast<uint64_t>(seeds[1]), &key,
-                       counter);
-    VGPU_ASSIGN_OR_RETURN(TensorPtr key_tensor, context.AllocateOutput(0, TF_UINT64, {1}));
-    VGPU_ASSIGN_OR_RETURN(TensorPtr counter_tensor, context.AllocateOutput(1, TF_UINT64, {2}));
-    std::memcpy(TF_TensorData(key_tensor.get()), &key, sizeof(key));
-    std::memcpy(TF_TensorData(counter_tensor.get()), counter, sizeof(counter));
-    return absl::OkStatus();
+    random::SeedParams params;
+    params.dtype = TF_TensorType(seed.get()) == TF_INT32 ? DType::kInt32 : DType::kInt64;
+    VGPU_ASSIGN_OR_RETURN(TensorPtr key, context.AllocateOutput(0, TF_UINT64, {1}));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr counter, context.AllocateOutput(1, TF_UINT64, {2}));
+    return KernelLaunch(context)
+        .Buffer(seed.get())
+        .Buffer(key.get())
+        .Buffer(counter.get())
+        .Param(params)
+        .Run(random::kKeyCounterFromSeed);
   }
 };
 
@@ -190,11 +201,10 @@ void RegisterStateless(const char* op_name, const char* device_type,
       if constexpr (kDistribution == Distribution::kUniformInt) {
         RegisterKernel<StatelessRandomOp<kDistribution>>(
             op_name, device_type, {{"dtype", dtype}, {"Tshape", shape_type}},
-            {"shape", "key", "counter", "alg", "minval", "maxval"});
+            {"shape", "alg", "minval", "maxval"});
       } else {
         RegisterKernel<StatelessRandomOp<kDistribution>>(
-            op_name, device_type, {{"dtype", dtype}, {"Tshape", shape_type}},
-            {"shape", "key", "counter", "alg"});
+            op_name, device_type, {{"dtype", dtype}, {"Tshape", shape_type}}, {"shape", "alg"});
       }
     }
   }
@@ -222,11 +232,12 @@ void RegisterRandomOps(const char* device_type) {
       "The raw Philox bits, TensorFlow's CPU numbers bit for bit.");
   for (TF_DataType seed_type : {TF_INT32, TF_INT64}) {
     RegisterKernel<StatelessRandomGetKeyCounterOp>("StatelessRandomGetKeyCounter", device_type,
-                                                   {{"Tseed", seed_type}},
-                                                   {"seed", "key", "counter"});
+                                                   {{"Tseed", seed_type}}, {});
   }
   DocumentOp("StatelessRandomGetKeyCounter", "",
-             "Computed on the host, every argument in host memory (as TensorFlow's GPU build).");
+             "Computed on the device: seed, key and counter stay in device memory (TensorFlow's "
+             "GPU build reads the seed back to the host, a wait in every step of a Keras "
+             "Dropout layer).");
 }
 
 }  // namespace vgpu

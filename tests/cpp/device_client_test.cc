@@ -17,6 +17,7 @@
 #include "plugin/backend/device_address.h"
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
+#include "plugin/common/philox.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/protocol/kernels/random.h"
 #include "plugin/transport/inproc_transport.h"
@@ -430,6 +431,109 @@ TEST_F(DeviceClientTest, LaunchWithTheWrongArgumentsFailsTheStream) {
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("random_uniform"), std::string::npos) << status;
   EXPECT_NE(status.message().find("1 buffers"), std::string::npos) << status;
+}
+
+// --- Random kernels whose key and counter live in device memory ------------------------------
+
+template <typename P>
+absl::Span<const uint8_t> BytesOf(const P& params) {
+  return absl::Span<const uint8_t>(reinterpret_cast<const uint8_t*>(&params), sizeof(params));
+}
+
+TEST_F(DeviceClientTest, RandomKernelsDeriveAndReadKeyAndCounterOnTheDeviceInStreamOrder) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  constexpr uint64_t kCount = 1000;
+  const uint64_t seed = NewBuffer(16), key = NewBuffer(8), counter = NewBuffer(16);
+  const uint64_t from_buffers = NewBuffer(kCount * 4), from_params = NewBuffer(kCount * 4);
+  struct Case {
+    random::SeedParams params;
+    std::vector<uint8_t> bytes;
+    uint64_t seed0, seed1;  // as TensorFlow reads the seed tensor: int32 -> int64 -> uint64
+  };
+  const int64_t seed64[2] = {42, -7};
+  const int32_t seed32[2] = {-1, 5};
+  std::vector<Case> cases(2);
+  cases[0].params.dtype = DType::kInt64;
+  cases[0].bytes.assign(reinterpret_cast<const uint8_t*>(seed64),
+                        reinterpret_cast<const uint8_t*>(seed64) + 16);
+  cases[0].seed0 = 42;
+  cases[0].seed1 = static_cast<uint64_t>(int64_t{-7});
+  cases[1].params.dtype = DType::kInt32;
+  cases[1].bytes.assign(reinterpret_cast<const uint8_t*>(seed32),
+                        reinterpret_cast<const uint8_t*>(seed32) + 8);
+  cases[1].seed0 = static_cast<uint64_t>(int64_t{-1});
+  cases[1].seed1 = 5;
+  for (const Case& c : cases) {
+    ASSERT_TRUE(client_->CopyHostToDevice(*stream, seed, c.bytes.data(), c.bytes.size()).ok());
+    const BufferArg derive[] = {{seed, c.bytes.size()}, {key, 8}, {counter, 16}};
+    ASSERT_TRUE(client_->dnn()
+                    .Launch(*stream, random::kKeyCounterFromSeed, {}, derive, BytesOf(c.params))
+                    .ok());
+    random::PhiloxParams in_buffers;
+    in_buffers.count = kCount;
+    in_buffers.flags = random::kKeyCounterInBuffers;
+    const BufferArg drawn[] = {{from_buffers, kCount * 4}, {key, 8}, {counter, 16}};
+    ASSERT_TRUE(
+        client_->dnn().Launch(*stream, random::kUniform, {}, drawn, BytesOf(in_buffers)).ok());
+
+    random::PhiloxParams in_params;
+    in_params.count = kCount;
+    KeyCounterFromSeed(c.seed0, c.seed1, &in_params.key, in_params.counter);
+    const BufferArg reference[] = {{from_params, kCount * 4}};
+    ASSERT_TRUE(
+        client_->dnn().Launch(*stream, random::kUniform, {}, reference, BytesOf(in_params)).ok());
+
+    uint64_t key_read = 0, counter_read[2] = {0, 0};
+    std::vector<float> a(kCount), b(kCount);
+    ASSERT_TRUE(client_->CopyDeviceToHost(*stream, &key_read, key, 8).ok());
+    ASSERT_TRUE(client_->CopyDeviceToHost(*stream, counter_read, counter, 16).ok());
+    ASSERT_TRUE(client_->CopyDeviceToHost(*stream, a.data(), from_buffers, kCount * 4).ok());
+    ASSERT_TRUE(client_->CopyDeviceToHost(*stream, b.data(), from_params, kCount * 4).ok());
+    ASSERT_TRUE(client_->SynchronizeStream(*stream).ok());
+    EXPECT_EQ(key_read, in_params.key);
+    EXPECT_EQ(counter_read[0], in_params.counter[0]);
+    EXPECT_EQ(counter_read[1], in_params.counter[1]);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), kCount * 4), 0);
+    EXPECT_NE(a[0], a[1]);
+  }
+}
+
+TEST_F(DeviceClientTest, RandomLaunchesWithABadKeyCounterLayoutFailTheStream) {
+  auto stream = NewStream();
+  ASSERT_NE(stream, nullptr);
+  const uint64_t y = NewBuffer(64), small = NewBuffer(4), words = NewBuffer(16);
+  random::PhiloxParams flagged;
+  flagged.count = 16;
+  flagged.flags = random::kKeyCounterInBuffers;
+  random::PhiloxParams unknown = flagged;
+  unknown.flags = 2;
+  random::SeedParams float_seed;
+  float_seed.dtype = DType::kFloat32;
+  const BufferArg only_y[] = {{y, 64}};
+  const BufferArg short_key[] = {{y, 64}, {small, 4}, {words, 16}};
+  const BufferArg short_counter[] = {{y, 64}, {words, 8}, {small, 4}};
+  const BufferArg three[] = {{y, 64}, {words, 8}, {words, 16}};
+  const BufferArg seed_key_counter[] = {{words, 16}, {words, 8}, {words, 16}};
+  struct Bad {
+    KernelId kernel;
+    absl::Span<const BufferArg> buffers;
+    absl::Span<const uint8_t> params;
+    const char* message;
+  };
+  const Bad cases[] = {
+      {random::kUniform, three, BytesOf(unknown), "unknown flags 2"},
+      {random::kUniform, only_y, BytesOf(flagged), "3 buffers"},
+      {random::kUniform, short_key, BytesOf(flagged), "buffer 1 holds 4 bytes"},
+      {random::kUniform, short_counter, BytesOf(flagged), "buffer 2 holds 4 bytes"},
+      {random::kKeyCounterFromSeed, seed_key_counter, BytesOf(float_seed), "int32 or int64"},
+  };
+  for (const Bad& bad : cases) {
+    ASSERT_TRUE(client_->dnn().Launch(*stream, bad.kernel, {}, bad.buffers, bad.params).ok());
+    absl::Status status = client_->SynchronizeStream(*stream);
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << bad.message;
+    EXPECT_NE(status.message().find(bad.message), std::string::npos) << status;
+  }
 }
 
 TEST(CpuExecutor, CreateRejectsABadDeviceCount) {

@@ -118,6 +118,7 @@ inline constexpr KernelIdentity kRandom[] = {
     {random::kTruncatedNormal, "random_truncated_normal"},
     {random::kUniformInt, "random_uniform_int"},
     {random::kUniformFullInt, "random_uniform_full_int"},
+    {random::kKeyCounterFromSeed, "random_key_counter"},
 };
 
 // The weight of a kernel whose work its bytes do not bound (a matrix product, a convolution):

@@ -23,12 +23,25 @@ absl::Status CheckOutput(const LaunchView& launch, uint64_t count, size_t elemen
   return launch.ExpectElements(0, count, element_size, element_size);
 }
 
+// The launch's buffers as its flags say: [y], or [y, key, counter] with kKeyCounterInBuffers.
+absl::Status CheckBuffers(const LaunchView& launch, const random::PhiloxParams& philox) {
+  if (philox.flags == 0) return launch.ExpectBuffers(1);
+  if (philox.flags != random::kKeyCounterInBuffers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown flags ", philox.flags, " in a random kernel's parameters"));
+  }
+  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
+  VGPU_RETURN_IF_ERROR(launch.ExpectElements(1, 1, sizeof(uint64_t), sizeof(uint64_t)));
+  return launch.ExpectElements(2, 2, sizeof(uint64_t), sizeof(uint64_t));
+}
+
 }  // namespace
 
 absl::StatusOr<random::PhiloxParams> ReadPhiloxLaunch(const LaunchView& launch,
                                                       RandomOutput output) {
   VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams philox,
-                        launch.ReadParams<random::PhiloxParams>(1));
+                        launch.Params().Get<random::PhiloxParams>());
+  VGPU_RETURN_IF_ERROR(CheckBuffers(launch, philox));
   VGPU_RETURN_IF_ERROR(CheckCount(philox));
   size_t element_size = 0;
   auto measure = [&](auto zero) -> absl::Status {
@@ -43,9 +56,9 @@ absl::StatusOr<random::PhiloxParams> ReadPhiloxLaunch(const LaunchView& launch,
 }
 
 absl::StatusOr<UniformIntLaunch> ReadUniformIntLaunch(const LaunchView& launch) {
-  VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(1));
   VGPU_ASSIGN_OR_RETURN(const random::UniformIntParams params,
                         launch.Params().Get<random::UniformIntParams>());
+  VGPU_RETURN_IF_ERROR(CheckBuffers(launch, params.philox));
   VGPU_RETURN_IF_ERROR(CheckCount(params.philox));
   UniformIntLaunch read;
   read.philox = params.philox;
@@ -68,6 +81,24 @@ absl::StatusOr<UniformIntLaunch> ReadUniformIntLaunch(const LaunchView& launch) 
       }));
   VGPU_RETURN_IF_ERROR(CheckOutput(launch, params.philox.count, element_size));
   return read;
+}
+
+absl::StatusOr<DType> ReadKeyCounterLaunch(const LaunchView& launch) {
+  VGPU_ASSIGN_OR_RETURN(const random::SeedParams params,
+                        launch.ReadParams<random::SeedParams>(3));
+  size_t seed_size = 0;
+  if (params.dtype == DType::kInt32) {
+    seed_size = sizeof(int32_t);
+  } else if (params.dtype == DType::kInt64) {
+    seed_size = sizeof(int64_t);
+  } else {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a seed is int32 or int64, not dtype ", static_cast<int>(params.dtype)));
+  }
+  VGPU_RETURN_IF_ERROR(launch.ExpectElements(0, 2, seed_size, seed_size));
+  VGPU_RETURN_IF_ERROR(launch.ExpectElements(1, 1, sizeof(uint64_t), sizeof(uint64_t)));
+  VGPU_RETURN_IF_ERROR(launch.ExpectElements(2, 2, sizeof(uint64_t), sizeof(uint64_t)));
+  return params.dtype;
 }
 
 }  // namespace vgpu::random_launch

@@ -21,9 +21,10 @@ enum class RandomOutput {
   kInt32Or64,  // kUniformFullInt (and kUniformInt, read by ReadUniformIntLaunch)
 };
 
-// random::kUniform, kNormal, kTruncatedNormal and kUniformFullInt: buffers [y], params
-// PhiloxParams. Checks, in this order, that the launch has one buffer, the parameter block, that
-// count is at most kMaxLaunchElements, that the dtype is one of `output`'s (the executor
+// random::kUniform, kNormal, kTruncatedNormal and kUniformFullInt: buffers [y] (or [y, key,
+// counter] with kKeyCounterInBuffers), params PhiloxParams. Checks, in this order, the parameter
+// block, the flags and buffers (key 8 bytes, counter 16, each 8-aligned), that count is at most
+// kMaxLaunchElements, that the dtype is one of `output`'s (the executor
 // dispatch's error otherwise), and that y holds count aligned elements of the dtype. Returns the
 // parameters: the executor's typed Buffer(0, count) then cannot fail.
 absl::StatusOr<random::PhiloxParams> ReadPhiloxLaunch(const LaunchView& launch,
@@ -41,6 +42,24 @@ struct UniformIntLaunch {
 // ReadPhiloxLaunch for an int32 or int64 output, and, before y's size, that
 // minval < maxval and both lie within the dtype.
 absl::StatusOr<UniformIntLaunch> ReadUniformIntLaunch(const LaunchView& launch);
+
+// random::kKeyCounterFromSeed: buffers [seed, key, counter], params SeedParams. Checks that the
+// launch has three buffers, that the seed's dtype is int32 or int64, and the buffers' sizes
+// (two seed elements, key 8 bytes, counter 16, each aligned). Returns the seed's dtype.
+absl::StatusOr<DType> ReadKeyCounterLaunch(const LaunchView& launch);
+
+// The key and counter a Philox kernel draws with: `params`' own, or with kKeyCounterInBuffers
+// what read_words(buffer index, uint64_t* out, words) reads from buffers 1 (one word) and 2 (two),
+// in the kernel's stream order. The flag is cleared in the result.
+template <typename ReadWords>
+absl::StatusOr<random::PhiloxParams> ResolveKeyCounter(random::PhiloxParams params,
+                                                       ReadWords&& read_words) {
+  if ((params.flags & random::kKeyCounterInBuffers) == 0) return params;
+  VGPU_RETURN_IF_ERROR(read_words(1, &params.key, 1));
+  VGPU_RETURN_IF_ERROR(read_words(2, params.counter, 2));
+  params.flags = 0;
+  return params;
+}
 
 // Every Philox kernel's start on an executor: T, the element type `Dispatch` (an executor's
 // DTypeDispatch) gives params.dtype among kOutput's dtypes, and y (buffer 0) as params.count

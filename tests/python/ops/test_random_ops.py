@@ -224,6 +224,31 @@ def test_key_counter_from_a_seed_is_computed_on_the_device_like_cpu(seed_dtype):
         np.testing.assert_array_equal(a.numpy(), e.numpy())
 
 
+def test_a_seed_held_on_the_device_is_never_copied_back_to_draw_numbers():
+    # Keras' SeedGenerator keeps its seed in a device variable. TensorFlow's GPU kernel of
+    # StatelessRandomGetKeyCounter takes the seed in host memory, which copies it back, and
+    # waits for the device to get there, in every training step with a Dropout layer. Here
+    # nothing comes back until the result is read.
+    with tf.device("/GPU:0"):
+        seed = tf.Variable([7, 11], dtype=tf.int64)
+
+    @tf.function
+    def draw():
+        seed.assign_add([1, 0])
+        return tf.random.stateless_uniform([256], seed=seed.read_value())
+
+    draw()
+    vgpu.reset_stats()
+    values = draw()
+    stats = vgpu.stats()
+    assert values.device.endswith("GPU:0")
+    assert stats["commands"].get("memcpy_dtoh", 0) == 0, stats["commands"]
+    assert stats["bytes_from_device"] == 0
+    with tf.device("/CPU:0"):
+        expected = tf.random.stateless_uniform([256], seed=tf.constant([9, 11], tf.int64))
+    np.testing.assert_array_equal(values.numpy(), expected.numpy())
+
+
 def test_key_counter_of_a_bad_seed_is_invalid_argument():
     with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
                                             match=r"seed must have shape \[2\], not \[3\]"):

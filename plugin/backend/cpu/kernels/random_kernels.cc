@@ -32,7 +32,9 @@ namespace {
 using random_launch::FillPhiloxOutput;
 using random_launch::FillRandomOutput;
 using random_launch::RandomOutput;
+using random_launch::ReadKeyCounterLaunch;
 using random_launch::ReadUniformIntLaunch;
+using random_launch::ResolveKeyCounter;
 using random_launch::UniformIntLaunch;
 
 // Rounds a float result to T as TensorFlow's distributions do (Eigen's conversions).
@@ -223,12 +225,24 @@ void FillTruncatedNormal(const Eigen::ThreadPoolDevice& device,
 
 // --- Kernels: their launches are read by the launch layer (launch/random_launch.h). ---
 
+// The key and counter of a launch, from its buffers where it names them (host memory here).
+absl::StatusOr<random::PhiloxParams> KeyCounterOf(const KernelContext& context,
+                                                  const random::PhiloxParams& params) {
+  return ResolveKeyCounter(params, [&](size_t index, uint64_t* out, uint64_t words) {
+    absl::StatusOr<uint64_t*> buffer = context.Buffer<uint64_t>(index, words);
+    if (!buffer.ok()) return buffer.status();
+    std::copy(*buffer, *buffer + words, out);
+    return absl::OkStatus();
+  });
+}
+
 // random::kUniform, kNormal and kTruncatedNormal.
 template <template <typename> class Distribution>
 absl::Status FloatingRandomKernel(const KernelContext& context) {
   return FillPhiloxOutput<Dispatch, RandomOutput::kFloating>(
-      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+      context, [&](const random::PhiloxParams& launched, auto* out) -> absl::Status {
         using T = std::remove_pointer_t<decltype(out)>;
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params, KeyCounterOf(context, launched));
         if constexpr (std::is_same_v<Distribution<T>, TruncatedNormalGroup<T>>) {
           FillTruncatedNormal<T>(*context.device, params, out);
         } else {
@@ -246,7 +260,9 @@ absl::Status UniformInt(const KernelContext& context) {
         using T = std::remove_pointer_t<decltype(out)>;
         const UniformIntFromBlock<T> convert{static_cast<T>(launch.minval),
                                              static_cast<std::make_unsigned_t<T>>(launch.range)};
-        FillFromBlocks<T>(*context.device, launch.philox, convert, out);
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                              KeyCounterOf(context, launch.philox));
+        FillFromBlocks<T>(*context.device, params, convert, out);
         return absl::OkStatus();
       });
 }
@@ -254,11 +270,30 @@ absl::Status UniformInt(const KernelContext& context) {
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const KernelContext& context) {
   return FillPhiloxOutput<Dispatch, RandomOutput::kInt32Or64>(
-      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+      context, [&](const random::PhiloxParams& launched, auto* out) -> absl::Status {
         using T = std::remove_pointer_t<decltype(out)>;
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params, KeyCounterOf(context, launched));
         FillFromBlocks<T>(*context.device, params, FullIntFromBlock<T>(), out);
         return absl::OkStatus();
       });
+}
+
+// random::kKeyCounterFromSeed.
+absl::Status KeyCounterFromSeedKernel(const KernelContext& context) {
+  VGPU_ASSIGN_OR_RETURN(const DType dtype, ReadKeyCounterLaunch(context));
+  uint64_t seed[2];
+  if (dtype == DType::kInt32) {
+    VGPU_ASSIGN_OR_RETURN(const int32_t* values, context.Buffer<int32_t>(0, 2));
+    // As TensorFlow converts its seed tensor's values: int32 -> int64 -> uint64.
+    for (int i = 0; i < 2; ++i) seed[i] = static_cast<uint64_t>(static_cast<int64_t>(values[i]));
+  } else {
+    VGPU_ASSIGN_OR_RETURN(const int64_t* values, context.Buffer<int64_t>(0, 2));
+    for (int i = 0; i < 2; ++i) seed[i] = static_cast<uint64_t>(values[i]);
+  }
+  VGPU_ASSIGN_OR_RETURN(uint64_t* key, context.Buffer<uint64_t>(1, 1));
+  VGPU_ASSIGN_OR_RETURN(uint64_t* counter, context.Buffer<uint64_t>(2, 2));
+  KeyCounterFromSeed(seed[0], seed[1], key, counter);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -266,7 +301,8 @@ absl::Status UniformFullInt(const KernelContext& context) {
 void AddRandomKernels(KernelTable& table) {
   table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<UniformFromBlock>,
                   FloatingRandomKernel<NormalFromBlock>,
-                  FloatingRandomKernel<TruncatedNormalGroup>, UniformInt, UniformFullInt);
+                  FloatingRandomKernel<TruncatedNormalGroup>, UniformInt, UniformFullInt,
+                  KeyCounterFromSeedKernel);
 }
 
 }  // namespace vgpu::cpu_kernels

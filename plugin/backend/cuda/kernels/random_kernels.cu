@@ -372,6 +372,27 @@ absl::StatusOr<NormalTables> TablesFor(const CudaLaunchDevice& device) {
 
 // --- Kernels --------------------------------------------------------------------------------
 
+// Copies `words` uint64 of buffer `index` to the host, in the stream's order (it is synchronised).
+absl::Status ReadWords(const CudaKernelContext& context, size_t index, uint64_t* out,
+                       uint64_t words) {
+  VGPU_ASSIGN_OR_RETURN(uint64_t * buffer, context.Buffer<uint64_t>(index, words));
+  const cudaStream_t stream = context.device->stream;
+  VGPU_RETURN_IF_ERROR(elements::CudaError(
+      cudaMemcpyAsync(out, buffer, words * sizeof(uint64_t), cudaMemcpyDeviceToHost, stream),
+      "random key/counter read"));
+  return elements::CudaError(cudaStreamSynchronize(stream), "random key/counter read");
+}
+
+// The key and counter of a launch, read back from device memory where it names them (24 bytes;
+// the kernels take them by value).
+absl::StatusOr<random::PhiloxParams> KeyCounterOf(const CudaKernelContext& context,
+                                                  const random::PhiloxParams& params) {
+  return random_launch::ResolveKeyCounter(
+      params, [&](size_t index, uint64_t* out, uint64_t words) {
+        return ReadWords(context, index, out, words);
+      });
+}
+
 template <typename T, typename Distribution>
 absl::Status EnqueueFill(const CudaKernelContext& context, const char* name,
                          const random::PhiloxParams& params, const Distribution& distribution,
@@ -391,8 +412,9 @@ absl::Status FloatingRandomKernel(const CudaKernelContext& context) {
                                 : kKind == FloatingKind::kNormal ? "random_normal"
                                                                  : "random_truncated_normal";
   return FillPhiloxOutput<elements::Dispatch, RandomOutput::kFloating>(
-      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+      context, [&](const random::PhiloxParams& launched, auto* out) -> absl::Status {
         using T = std::remove_pointer_t<decltype(out)>;
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params, KeyCounterOf(context, launched));
         if constexpr (kKind == FloatingKind::kUniform) {
           return EnqueueFill<T>(context, kName, params, UniformDistribution<T>(), out);
         } else {
@@ -421,18 +443,52 @@ absl::Status UniformInt(const CudaKernelContext& context) {
         using T = std::remove_pointer_t<decltype(out)>;
         const UniformIntDistribution<T> distribution{
             static_cast<T>(launch.minval), static_cast<std::make_unsigned_t<T>>(launch.range)};
-        return EnqueueFill<T>(context, "random_uniform_int", launch.philox, distribution, out);
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params,
+                              KeyCounterOf(context, launch.philox));
+        return EnqueueFill<T>(context, "random_uniform_int", params, distribution, out);
       });
 }
 
 // random::kUniformFullInt.
 absl::Status UniformFullInt(const CudaKernelContext& context) {
   return FillPhiloxOutput<elements::Dispatch, RandomOutput::kInt32Or64>(
-      context, [&](const random::PhiloxParams& params, auto* out) -> absl::Status {
+      context, [&](const random::PhiloxParams& launched, auto* out) -> absl::Status {
         using T = std::remove_pointer_t<decltype(out)>;
+        VGPU_ASSIGN_OR_RETURN(const random::PhiloxParams params, KeyCounterOf(context, launched));
         return EnqueueFill<T>(context, "random_uniform_full_int", params, FullIntDistribution<T>(),
                               out);
       });
+}
+
+// random::kKeyCounterFromSeed: two words on the host (the seed read back, the key and counter
+// written), the stream synchronised for each copy.
+absl::Status KeyCounterFromSeedKernel(const CudaKernelContext& context) {
+  VGPU_ASSIGN_OR_RETURN(const DType dtype, random_launch::ReadKeyCounterLaunch(context));
+  const cudaStream_t stream = context.device->stream;
+  uint64_t seed[2];
+  if (dtype == DType::kInt32) {
+    VGPU_ASSIGN_OR_RETURN(int32_t * values, context.Buffer<int32_t>(0, 2));
+    int32_t host[2];
+    VGPU_RETURN_IF_ERROR(elements::CudaError(
+        cudaMemcpyAsync(host, values, sizeof(host), cudaMemcpyDeviceToHost, stream), "seed read"));
+    VGPU_RETURN_IF_ERROR(elements::CudaError(cudaStreamSynchronize(stream), "seed read"));
+    // As TensorFlow converts its seed tensor's values: int32 -> int64 -> uint64.
+    for (int i = 0; i < 2; ++i) seed[i] = static_cast<uint64_t>(static_cast<int64_t>(host[i]));
+  } else {
+    VGPU_RETURN_IF_ERROR(ReadWords(context, 0, seed, 2));
+  }
+  uint64_t key = 0;
+  uint64_t counter[2] = {0, 0};
+  KeyCounterFromSeed(seed[0], seed[1], &key, counter);
+  VGPU_ASSIGN_OR_RETURN(uint64_t * key_out, context.Buffer<uint64_t>(1, 1));
+  VGPU_ASSIGN_OR_RETURN(uint64_t * counter_out, context.Buffer<uint64_t>(2, 2));
+  VGPU_RETURN_IF_ERROR(elements::CudaError(
+      cudaMemcpyAsync(key_out, &key, sizeof(key), cudaMemcpyHostToDevice, stream), "key write"));
+  VGPU_RETURN_IF_ERROR(elements::CudaError(
+      cudaMemcpyAsync(counter_out, counter, sizeof(counter), cudaMemcpyHostToDevice, stream),
+      "counter write"));
+  // The host words die at return.
+  return elements::CudaError(cudaStreamSynchronize(stream), "key/counter write");
 }
 
 }  // namespace
@@ -440,7 +496,8 @@ absl::Status UniformFullInt(const CudaKernelContext& context) {
 void AddCudaRandomKernels(CudaKernelTable& table) {
   table.AddFamily(kernel_families::kRandom, FloatingRandomKernel<FloatingKind::kUniform>,
                   FloatingRandomKernel<FloatingKind::kNormal>,
-                  FloatingRandomKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt);
+                  FloatingRandomKernel<FloatingKind::kTruncatedNormal>, UniformInt, UniformFullInt,
+                  KeyCounterFromSeedKernel);
 }
 
 }  // namespace vgpu::cuda
