@@ -6,8 +6,9 @@
 //     as two uint32 words; TensorFlow's uint64 key tensor holds key words (lo, hi), its uint64
 //     counter tensor [c0, c1] holds counter words (c0 lo, c0 hi, c1 lo, c1 hi);
 //   - each call of Next() yields four uint32 and then advances the counter by one.
-// Pure arithmetic, header-only: the executor's random kernels use it, and so does the op kernel
-// that derives a key and counter from a seed on the host (StatelessRandomGetKeyCounter).
+// Pure arithmetic, header-only: the executors' random kernels use it, among them the one that
+// derives a key and counter from a seed (random::kKeyCounterFromSeed, behind
+// StatelessRandomGetKeyCounter).
 #ifndef VGPU_COMMON_PHILOX_H_
 #define VGPU_COMMON_PHILOX_H_
 
