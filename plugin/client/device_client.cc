@@ -479,17 +479,16 @@ absl::Status DeviceClient::PostOnStream(ClientStream& stream, Command command) {
 bool DeviceClient::AllStreamsSettled() {
   if (!tracks_completion_ || transport_->Lost()) return false;
   std::lock_guard<std::mutex> lock(streams_mu_);
-  for (ClientStream* stream : streams_) {
-    if (!StreamSettled(*stream)) return false;
-  }
-  return true;
+  return std::all_of(streams_.begin(), streams_.end(),
+                     [](ClientStream* stream) { return NothingPendingOn(*stream); });
 }
 
 bool DeviceClient::StreamSettled(ClientStream& stream) {
-  if (!tracks_completion_ || stream.untracked_.load(std::memory_order_acquire) ||
-      transport_->Lost()) {
-    return false;
-  }
+  return tracks_completion_ && !transport_->Lost() && NothingPendingOn(stream);
+}
+
+bool DeviceClient::NothingPendingOn(ClientStream& stream) {
+  if (stream.untracked_.load(std::memory_order_acquire)) return false;
   // posted() first: a command whose post ends after it is not covered (it was concurrent with
   // the synchronisation).
   const uint64_t posted = stream.posted();

@@ -241,6 +241,9 @@ class DeviceClient {
   // the backend is not lost. False wherever completion is not tracked.
   bool StreamSettled(ClientStream& stream);
   bool AllStreamsSettled();
+  // The per-stream part of both: not marked untracked, settled up to every post, no host
+  // callback pending or running.
+  static bool NothingPendingOn(ClientStream& stream);
   // False when VGPU_LOCAL_SYNC is "0" (every synchronisation is a round trip).
   static bool LocalSynchronizationFromEnvironment();
   // Removes `stream` from streams_ (idempotent).
