@@ -32,6 +32,7 @@ void ClientCounters::Reset() {
   queue_misses_.store(0, std::memory_order_relaxed);
   outputs_forwarded_.store(0, std::memory_order_relaxed);
   local_synchronizations_.store(0, std::memory_order_relaxed);
+  early_events_.store(0, std::memory_order_relaxed);
   bytes_sent_.store(0, std::memory_order_relaxed);
   bytes_received_.store(0, std::memory_order_relaxed);
   bytes_to_device_.store(0, std::memory_order_relaxed);
@@ -72,6 +73,7 @@ std::string ClientCounters::ToJson() const {
                   ", \"launches\": ", commands(CommandKind::kLaunch),
                   ", \"round_trips\": ", round_trips(),
                   ", \"synchronizations_local\": ", local_synchronizations(),
+                  ", \"events_completed_early\": ", early_events(),
                   ", \"bytes_sent\": ", bytes_sent_.load(std::memory_order_relaxed),
                   ", \"bytes_received\": ", bytes_received_.load(std::memory_order_relaxed),
                   ", \"bytes_to_device\": ", bytes_to_device(),

@@ -43,6 +43,8 @@ class ClientCounters {
   void CountLocalSynchronization() {
     local_synchronizations_.fetch_add(1, std::memory_order_relaxed);
   }
+  // An event that completed when it was recorded (DeviceClient::RecordEvent).
+  void CountEarlyEvent() { early_events_.fetch_add(1, std::memory_order_relaxed); }
   // A descriptor call of the virtual DNN API: answered locally or forwarded to the executor.
   void CountDescriptorCall(DescriptorKind kind, DescriptorVerb verb, bool forwarded) {
     descriptor_calls_[static_cast<size_t>(kind) - 1][static_cast<size_t>(verb)].fetch_add(
@@ -71,6 +73,7 @@ class ClientCounters {
   uint64_t local_synchronizations() const {
     return local_synchronizations_.load(std::memory_order_relaxed);
   }
+  uint64_t early_events() const { return early_events_.load(std::memory_order_relaxed); }
   uint64_t bytes_to_device() const { return bytes_to_device_.load(std::memory_order_relaxed); }
   uint64_t bytes_from_device() const { return bytes_from_device_.load(std::memory_order_relaxed); }
   int64_t bytes_in_use() const { return bytes_in_use_.load(std::memory_order_relaxed); }
@@ -91,6 +94,7 @@ class ClientCounters {
   std::atomic<uint64_t> queue_misses_{0};
   std::atomic<uint64_t> outputs_forwarded_{0};
   std::atomic<uint64_t> local_synchronizations_{0};
+  std::atomic<uint64_t> early_events_{0};
   std::atomic<uint64_t> descriptor_calls_forwarded_{0};
   std::atomic<uint64_t> bytes_sent_{0};
   std::atomic<uint64_t> bytes_received_{0};

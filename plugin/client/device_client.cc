@@ -66,7 +66,9 @@ DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* tran
       hub_(hub),
       dnn_(this, descriptor_mode),
       tracks_completion_(!transport->DeliversNotificationsInline() &&
-                         LocalSynchronizationFromEnvironment()) {}
+                         LocalSynchronizationFromEnvironment()),
+      completes_events_early_(tracks_completion_ && transport->CapturesHostDataWhenPosted() &&
+                              EarlyEventsFromEnvironment()) {}
 
 ClientStream::~ClientStream() { device_->ForgetStream(this); }
 
@@ -97,7 +99,14 @@ Command DeviceClient::MakeCommand(CommandKind kind, const ClientStream& stream) 
   return command;
 }
 
-void DeviceClient::SetPeers(std::vector<DeviceClient*> peers) { peers_ = std::move(peers); }
+void DeviceClient::SetPeers(std::vector<DeviceClient*> peers) {
+  peers_ = std::move(peers);
+  for (const DeviceClient* peer : peers_) {
+    if (peer != nullptr && peer != this && SharesBackendWith(*peer)) {
+      completes_events_early_ = false;
+    }
+  }
+}
 
 DeviceClient* DeviceClient::OwnerOf(uint64_t address) const {
   uint32_t device;
@@ -201,6 +210,7 @@ absl::StatusOr<uint64_t> DeviceClient::Allocate(uint64_t size) {
 }
 
 absl::Status DeviceClient::Free(uint64_t address, uint64_t size) {
+  AwaitFences();  // a copy the host was told is complete may still write there
   Command command = MakeCommand(CommandKind::kFree);
   command.dst = address;
   Reply reply = Call(std::move(command));
@@ -347,6 +357,7 @@ absl::Status DeviceClient::CopyNow(void* host_dst, uint64_t dst, const void* hos
       return CopyNowAcrossBackends(destination, dst, source, src, size);
     }
   }
+  AwaitFences();  // outside the streams: ordered after early-completed copies by waiting
   Command command = MakeCommand(CommandKind::kMemcpyNow);
   command.host_dst = host_dst;
   command.dst = dst;
@@ -368,6 +379,8 @@ absl::Status DeviceClient::DestroyEvent(const ClientEvent& event) {
   if (recorder != nullptr && recorder != this && !SharesBackendWith(*recorder)) {
     return recorder->DestroyEvent(event);
   }
+  // A fence's waits name the event: it must outlive them on the backend.
+  AwaitFences(event.id());
   Command command = MakeCommand(CommandKind::kDestroyEvent);
   command.object = event.id();
   return Post(std::move(command));
@@ -375,7 +388,12 @@ absl::Status DeviceClient::DestroyEvent(const ClientEvent& event) {
 
 absl::Status DeviceClient::RecordEvent(ClientStream& stream,
                                        const std::shared_ptr<ClientEvent>& event) {
-  if (&stream.device() != this) return stream.device().RecordEvent(stream, event);
+  return Record(stream, event, /*may_complete_early=*/true);
+}
+
+absl::Status DeviceClient::Record(ClientStream& stream, const std::shared_ptr<ClientEvent>& event,
+                                  bool may_complete_early) {
+  if (&stream.device() != this) return stream.device().Record(stream, event, may_complete_early);
   uint64_t generation;
   {
     std::lock_guard<std::mutex> lock(event->mu_);
@@ -384,6 +402,7 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
   }
   Command command = MakeCommand(CommandKind::kRecordEvent, stream);
   command.object = event->id();
+  bool completed_early = false;
   absl::Status status = PostWithNotification(
       stream, std::move(command),
       [event, generation](const absl::Status& stream_status) {
@@ -392,8 +411,10 @@ absl::Status DeviceClient::RecordEvent(ClientStream& stream,
         if (!stream_status.ok() && event->error_.ok()) event->error_ = stream_status;
         event->cv_.notify_all();
       },
-      /*on_callback_thread=*/false);
-  if (!status.ok()) {
+      /*on_callback_thread=*/false,
+      may_complete_early && completes_events_early_ ? &completed_early : nullptr);
+  if (!status.ok() || completed_early) {
+    if (completed_early) counters_.CountEarlyEvent();
     std::lock_guard<std::mutex> lock(event->mu_);
     if (generation > event->reached_) event->reached_ = generation;
     event->cv_.notify_all();
@@ -418,7 +439,8 @@ absl::Status DeviceClient::WaitForEvent(ClientStream& stream, const ClientEvent&
 absl::Status DeviceClient::CreateStreamDependency(ClientStream& dependent, ClientStream& other) {
   // Each stream is driven by its own device (TensorFlow may pass another device's stream).
   std::shared_ptr<ClientEvent> marker = other.device().CreateEvent();
-  absl::Status status = other.device().RecordEvent(other, marker);
+  // Waited for by the backend only: completing it early would gain nothing.
+  absl::Status status = other.device().Record(other, marker, /*may_complete_early=*/false);
   if (status.ok()) status = dependent.device().WaitForEvent(dependent, *marker);
   absl::Status destroyed = other.device().DestroyEvent(*marker);
   return status.ok() ? destroyed : status;
@@ -432,15 +454,24 @@ absl::Status DeviceClient::PostNotify(ClientStream& stream, NotificationHub::Han
 
 absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command command,
                                                 NotificationHub::Handler handler,
-                                                bool on_callback_thread) {
+                                                bool on_callback_thread, bool* completed_early) {
   std::unique_lock<std::mutex> order(stream.post_mu_, std::defer_lock);
   uint64_t position = 0;
+  uint64_t fence = 0;
+  const CommandKind kind = command.kind;
   if (TracksPostsOn(stream)) {
     order.lock();
+    VGPU_RETURN_IF_ERROR(OrderAfterFences(stream));
     position = stream.posted_.load(std::memory_order_relaxed) + 1;
+    // Early completion: nothing before the recording that the host could observe is unfinished.
+    if (completed_early != nullptr && stream.last_host_visible_ <= stream.settled()) {
+      fence = OpenFence(stream, command.object);
+    }
     // Settled before the handler runs: whoever the handler wakes finds the stream settled.
-    handler = [s = &stream, position, inner = std::move(handler)](const absl::Status& status) {
+    handler = [this, s = &stream, position, fence,
+               inner = std::move(handler)](const absl::Status& status) {
       if (status.ok()) s->Settle(position);
+      if (fence != 0) CloseFence(fence);
       inner(status);
     };
   }
@@ -449,10 +480,88 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
   absl::Status status = Post(std::move(command));
   if (!status.ok()) {
     hub_->Unregister(token);
+    if (fence != 0) CloseFence(fence);
     return status;
   }
-  if (position != 0) stream.posted_.store(position, std::memory_order_release);
+  if (position != 0) {
+    stream.posted_.store(position, std::memory_order_release);
+    NotePosted(stream, kind, position);
+  }
+  if (completed_early != nullptr) *completed_early = fence != 0;
   return status;
+}
+
+void DeviceClient::NotePosted(ClientStream& stream, CommandKind kind, uint64_t position) {
+  switch (kind) {
+    case CommandKind::kMemcpyHtoD:  // its bytes were taken when it was posted
+    case CommandKind::kWaitEvent:
+    case CommandKind::kRecordEvent:
+      return;
+    default:
+      stream.last_host_visible_ = position;
+  }
+}
+
+absl::Status DeviceClient::OrderAfterFences(ClientStream& stream) {
+  const uint64_t latest = fence_sequence_.load(std::memory_order_acquire);
+  if (latest <= stream.fences_ordered_) return absl::OkStatus();
+  std::vector<uint64_t> events;
+  {
+    std::lock_guard<std::mutex> lock(fence_mu_);
+    for (const Fence& fence : fences_) {
+      if (fence.sequence > stream.fences_ordered_ && fence.sequence <= latest &&
+          fence.stream != &stream) {
+        events.push_back(fence.event_id);
+      }
+    }
+  }
+  // A wait names the event's last recording when the backend receives it: that one, or a later
+  // one, which can only wait for work posted before it (no cycle).
+  for (uint64_t event_id : events) {
+    Command wait = MakeCommand(CommandKind::kWaitEvent, stream);
+    wait.object = event_id;
+    VGPU_RETURN_IF_ERROR(Post(std::move(wait)));
+    stream.posted_.fetch_add(1, std::memory_order_release);
+  }
+  stream.fences_ordered_ = latest;
+  return absl::OkStatus();
+}
+
+uint64_t DeviceClient::OpenFence(const ClientStream& stream, uint64_t event_id) {
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  const uint64_t sequence = fence_sequence_.load(std::memory_order_relaxed) + 1;
+  fences_.push_back(Fence{sequence, &stream, event_id});
+  fence_sequence_.store(sequence, std::memory_order_release);
+  return sequence;
+}
+
+void DeviceClient::CloseFence(uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  fences_.erase(std::remove_if(fences_.begin(), fences_.end(),
+                               [&](const Fence& fence) { return fence.sequence == sequence; }),
+                fences_.end());
+  fence_cv_.notify_all();
+}
+
+bool DeviceClient::AwaitFences(uint64_t event_id) {
+  if (!completes_events_early_) return false;
+  // Only those open now: fences opened meanwhile belong to later work.
+  const uint64_t latest = fence_sequence_.load(std::memory_order_acquire);
+  std::unique_lock<std::mutex> lock(fence_mu_);
+  bool waited = false;
+  fence_cv_.wait(lock, [&] {
+    const bool open = std::any_of(fences_.begin(), fences_.end(), [&](const Fence& fence) {
+      return fence.sequence <= latest && (event_id == 0 || fence.event_id == event_id);
+    });
+    waited = waited || open;
+    return !open;
+  });
+  return waited;
+}
+
+bool DeviceClient::EarlyEventsFromEnvironment() {
+  const char* value = std::getenv("VGPU_LOCAL_EVENTS");
+  return value == nullptr || std::string_view(value) != "0";
 }
 
 bool DeviceClient::TracksPostsOn(ClientStream& stream) const {
@@ -471,8 +580,11 @@ bool DeviceClient::TracksPostsOn(ClientStream& stream) const {
 absl::Status DeviceClient::PostOnStream(ClientStream& stream, Command command) {
   if (!TracksPostsOn(stream)) return Post(std::move(command));
   std::lock_guard<std::mutex> order(stream.post_mu_);
+  VGPU_RETURN_IF_ERROR(OrderAfterFences(stream));
+  const CommandKind kind = command.kind;
   VGPU_RETURN_IF_ERROR(Post(std::move(command)));
-  stream.posted_.fetch_add(1, std::memory_order_release);
+  const uint64_t position = stream.posted_.fetch_add(1, std::memory_order_release) + 1;
+  NotePosted(stream, kind, position);
   return absl::OkStatus();
 }
 
@@ -565,7 +677,9 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
     callbacks_target = stream.callbacks_posted_;
   }
   dnn_.ObserveHostWait();
-  if (StreamSettled(stream)) {
+  // Early-completed recordings (RecordEvent) leave their streams unsettled until the backend's
+  // reports arrive, which are already on their way: waiting for them is cheaper than asking.
+  if (StreamSettled(stream) || (AwaitFences() && StreamSettled(stream))) {
     counters_.CountLocalSynchronization();
     return absl::OkStatus();
   }
@@ -583,7 +697,7 @@ absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
 
 absl::Status DeviceClient::SynchronizeDevice() {
   dnn_.ObserveHostWait();
-  if (AllStreamsSettled()) {
+  if (AllStreamsSettled() || (AwaitFences() && AllStreamsSettled())) {
     counters_.CountLocalSynchronization();
     return absl::OkStatus();
   }

@@ -74,6 +74,12 @@ class ClientStream {
   // A device of another backend posted on this stream: its synchronisations always go to the
   // backend.
   std::atomic<bool> untracked_{false};
+  // Early event completion (DeviceClient::RecordEvent): the position of the last command posted
+  // whose completion the host can observe beyond device memory (anything but a host-to-device
+  // copy, an event wait or an event recording), and the device's fence sequence up to which
+  // this stream's later work is already ordered after the fences of other streams.
+  uint64_t last_host_visible_ ABSL_GUARDED_BY(post_mu_) = 0;
+  uint64_t fences_ordered_ ABSL_GUARDED_BY(post_mu_) = 0;
 };
 
 // An event: recorded on a stream, completes when the stream reaches the recording.
@@ -159,6 +165,18 @@ class DeviceClient {
   // Events and stream dependencies. Each command goes to the device of the stream it names
   // (TensorFlow may pass another device's stream); an event recorded on another backend is
   // waited for on the host before the waiting stream's later work is posted.
+  //
+  // Early completion (remote backends whose transport takes a copy's bytes when it is posted,
+  // VGPU_LOCAL_EVENTS not "0", no other device of the process on the same backend): an event
+  // recorded on a stream whose unfinished commands are only host-to-device copies, event waits
+  // and recordings is complete as soon as it is recorded. Nothing of those commands is visible
+  // to the host: the source bytes are already taken, and what they do to device memory is
+  // ordered by a fence instead — until the backend reports the recording reached, every
+  // command this device posts on another stream is preceded by a wait for it, and calls that
+  // touch device memory outside the streams (CopyNow, Free) wait for the report. TensorFlow
+  // waits for an input copy's event before it issues the ops that read the input; this saves
+  // that round trip. A failed copy is then reported by the next synchronisation, as a kernel's
+  // error is.
   std::shared_ptr<ClientEvent> CreateEvent();
   absl::Status DestroyEvent(const ClientEvent& event);
   absl::Status RecordEvent(ClientStream& stream, const std::shared_ptr<ClientEvent>& event);
@@ -185,7 +203,9 @@ class DeviceClient {
   // back with an OK status, and a stream runs its commands in order. Device-to-host bytes are in
   // place by then (their data frames precede the notification). TensorFlow synchronises the whole
   // device before each read-back of an eager tensor, usually right after the event that made the
-  // tensor ready; the answer is the backend's (OK), one round trip sooner.
+  // tensor ready; the answer is the backend's (OK), one round trip sooner. Streams left unsettled
+  // only by early-completed events (RecordEvent) are settled by waiting for those events'
+  // notifications, which are already on their way, before deciding.
   absl::Status SynchronizeStream(ClientStream& stream);
   absl::Status StreamStatus(ClientStream& stream);
   absl::Status SynchronizeDevice();
@@ -193,6 +213,8 @@ class DeviceClient {
   // Whether synchronisations may be answered locally (see above): a backend reached through a
   // transport whose notifications arrive on its own thread. Thread-safe.
   bool tracks_completion() const { return tracks_completion_; }
+  // Whether events may complete early (see RecordEvent). Thread-safe after SetPeers.
+  bool completes_events_early() const { return completes_events_early_; }
 
  private:
   friend class DnnApi;  // forwards descriptor calls in forward mode, posts launches
@@ -229,8 +251,28 @@ class DeviceClient {
                           bool on_callback_thread);
   // Registers `handler` for `command` (an event recording or a notification of `stream`, its
   // token set here) and posts it; unregisters it if the post fails.
+  // With `completed_early` set, the command (an event recording) may complete early: then
+  // *completed_early is set true and a fence is opened until the notification arrives.
   absl::Status PostWithNotification(ClientStream& stream, Command command,
-                                    NotificationHub::Handler handler, bool on_callback_thread);
+                                    NotificationHub::Handler handler, bool on_callback_thread,
+                                    bool* completed_early = nullptr);
+  // RecordEvent, with early completion allowed or not (CreateStreamDependency's marker).
+  absl::Status Record(ClientStream& stream, const std::shared_ptr<ClientEvent>& event,
+                      bool may_complete_early);
+  // Fences of early completions (see RecordEvent). OrderAfterFences posts, on `stream` (its
+  // post_mu_ held), a wait for each open fence of another stream that the stream is not yet
+  // ordered after. OpenFence and CloseFence register and retire one; AwaitFences blocks until
+  // none of those open at the call (all, or those of one event) is, and says whether there was
+  // one to wait for. A fence closes when its notification arrives, or fails with the connection.
+  absl::Status OrderAfterFences(ClientStream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream.post_mu_);
+  uint64_t OpenFence(const ClientStream& stream, uint64_t event_id);
+  void CloseFence(uint64_t sequence);
+  bool AwaitFences(uint64_t event_id = 0);
+  // Counts `kind`, just posted as the stream's `position`-th command, for early completion.
+  static void NotePosted(ClientStream& stream, CommandKind kind, uint64_t position)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream.post_mu_);
+  // False when VGPU_LOCAL_EVENTS is "0".
+  static bool EarlyEventsFromEnvironment();
   // Posts a stream-ordered command on `stream` (Post) and counts it in the stream's order.
   absl::Status PostOnStream(ClientStream& stream, Command command);
   // Whether this device's posts on `stream` are counted in the stream's order (if not, and
@@ -260,6 +302,18 @@ class DeviceClient {
   // This device's live streams, for AllStreamsSettled.
   std::mutex streams_mu_;
   std::vector<ClientStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  // Early event completion (RecordEvent): enabled at construction, disabled by SetPeers when a
+  // peer shares the backend (its streams could read this device's memory unfenced).
+  bool completes_events_early_;
+  struct Fence {
+    uint64_t sequence;
+    const ClientStream* stream;  // identity only
+    uint64_t event_id;
+  };
+  std::mutex fence_mu_;
+  std::condition_variable fence_cv_;
+  std::vector<Fence> fences_ ABSL_GUARDED_BY(fence_mu_);  // open, by sequence
+  std::atomic<uint64_t> fence_sequence_{0};              // the last opened
 };
 
 }  // namespace vgpu

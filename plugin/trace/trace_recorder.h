@@ -113,6 +113,9 @@ class TracingTransport final : public Transport {
     return inner_->DeliversNotificationsInline();
   }
   bool Lost() const override { return inner_->Lost(); }
+  bool CapturesHostDataWhenPosted() const override {
+    return inner_->CapturesHostDataWhenPosted();
+  }
 
  private:
   Transport* const inner_;

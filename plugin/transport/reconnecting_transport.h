@@ -51,6 +51,7 @@ class ReconnectingTransport final : public Transport {
   std::string Describe() const override { return endpoint_; }
   bool DeliversNotificationsInline() const override { return false; }
   bool Lost() const override { return current_.load()->dead(); }
+  bool CapturesHostDataWhenPosted() const override { return true; }
 
   // Frames written over every session so far. Thread-safe.
   WireCounters wire_counters() const override;

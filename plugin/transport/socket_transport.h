@@ -122,6 +122,7 @@ class SocketTransport final : public Transport, public activity::Source {
   std::string Describe() const override { return endpoint_; }
   bool DeliversNotificationsInline() const override { return false; }
   bool Lost() const override { return dead(); }
+  bool CapturesHostDataWhenPosted() const override { return true; }
 
   // Round trips so far that waited for a Reply (for tests and benchmarks).
   uint64_t calls() const { return calls_.load(); }

@@ -66,6 +66,10 @@ class Transport {
   // loss must then be reported by synchronisations, which go to the transport for it
   // (DeviceClient answers a synchronisation locally only while this is false). Thread-safe.
   virtual bool Lost() const { return false; }
+  // True when Post has taken a host-to-device copy's bytes by the time it returns (written to
+  // the socket or to shared memory), so that the source may be reused at once. False in
+  // process, where the stream reads the source when it reaches the copy.
+  virtual bool CapturesHostDataWhenPosted() const { return false; }
 };
 
 }  // namespace vgpu

@@ -79,7 +79,8 @@ STEP_ROUND_TRIPS = TRAIN.replace(
         def on_train_batch_end(self, batch, logs=None):
             after = vgpu.stats()
             per_step.append({k: after[k] - self.before[k]
-                             for k in ("round_trips", "synchronizations_local")})
+                             for k in ("round_trips", "synchronizations_local",
+                                       "events_completed_early")})
     history = model.fit(x, y, epochs=2, batch_size=16, verbose=0, shuffle=False,
                         callbacks=[Count()])
     print("STEPS " + json.dumps(per_step))
@@ -102,6 +103,22 @@ def test_keras_steps_through_the_server_synchronise_without_round_trips(server):
     assert all(step["synchronizations_local"] >= 1 for step in after_warmup), steps_local
     assert all(step["round_trips"] >= 1 for step in steps_remote[2:]), steps_remote
     assert all(step["synchronizations_local"] == 0 for step in steps_remote), steps_remote
+
+
+def test_keras_input_copies_through_the_server_complete_without_waiting_for_it(server):
+    # The event after a step's input copy completes when it is recorded (the bytes are already
+    # on the wire); the compute stream waits for the copy on the server instead. The results
+    # are the same bits as when every event waits for the server.
+    runs = {}
+    for early in ("1", "0"):
+        done = _python(STEP_ROUND_TRIPS, backend_env(server.address, VGPU_LOCAL_EVENTS=early))
+        steps_line = next(l for l in done.stdout.splitlines() if l.startswith("STEPS "))
+        runs[early] = (_losses(done), json.loads(steps_line.split(" ", 1)[1]))
+    (losses_early, steps_early), (losses_late, steps_late) = runs["1"], runs["0"]
+    assert losses_early == losses_late
+    assert all(step["events_completed_early"] >= 1 for step in steps_early[2:]), steps_early
+    assert all(step["round_trips"] == 0 for step in steps_early[2:]), steps_early
+    assert all(step["events_completed_early"] == 0 for step in steps_late), steps_late
 
 
 CLIENT_WORK = """
