@@ -67,8 +67,13 @@ DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* tran
       dnn_(this, descriptor_mode),
       tracks_completion_(!transport->DeliversNotificationsInline() &&
                          LocalSynchronizationFromEnvironment()),
-      completes_events_early_(tracks_completion_ && transport->CapturesHostDataWhenPosted() &&
-                              EarlyEventsFromEnvironment()) {}
+      // Remote: needs the notifications' tracking and a transport that takes copies' bytes. In
+      // process this client takes them itself (CopyHostToDevice).
+      completes_events_early_(EarlyEventsFromEnvironment() &&
+                              (tracks_completion_ ? transport->CapturesHostDataWhenPosted()
+                                                  : transport->DeliversNotificationsInline())),
+      captures_host_data_(completes_events_early_ && !transport->CapturesHostDataWhenPosted()),
+      tracks_posts_(tracks_completion_ || completes_events_early_) {}
 
 ClientStream::~ClientStream() { device_->ForgetStream(this); }
 
@@ -104,6 +109,8 @@ void DeviceClient::SetPeers(std::vector<DeviceClient*> peers) {
   for (const DeviceClient* peer : peers_) {
     if (peer != nullptr && peer != this && SharesBackendWith(*peer)) {
       completes_events_early_ = false;
+      captures_host_data_ = false;
+      tracks_posts_ = tracks_completion_;
     }
   }
 }
@@ -257,6 +264,17 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
   command.dst = dst;
   command.host_src = src;
   command.size = size;
+  if (captures_host_data_ && size > 0) {
+    // In process the stream reads the source when it reaches the copy: take the bytes now, so
+    // that an event recorded after the copy may complete at once (RecordEvent). Without memory
+    // for them the copy reads the source in place, and the event waits for it.
+    std::shared_ptr<uint8_t[]> taken(new (std::nothrow) uint8_t[size]);
+    if (taken != nullptr) {
+      std::memcpy(taken.get(), src, size);
+      command.host_src = taken.get();
+      command.host_storage = std::move(taken);
+    }
+  }
   counters_.AddBytesToDevice(size);
   return PostOnStream(stream, std::move(command));
 }
@@ -458,7 +476,7 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
   std::unique_lock<std::mutex> order(stream.post_mu_, std::defer_lock);
   uint64_t position = 0;
   uint64_t fence = 0;
-  const CommandKind kind = command.kind;
+  const bool host_can_observe = HostCanObserve(command);
   if (TracksPostsOn(stream)) {
     order.lock();
     VGPU_RETURN_IF_ERROR(OrderAfterFences(stream));
@@ -485,20 +503,23 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
   }
   if (position != 0) {
     stream.posted_.store(position, std::memory_order_release);
-    NotePosted(stream, kind, position);
+    if (host_can_observe) stream.last_host_visible_ = position;
   }
   if (completed_early != nullptr) *completed_early = fence != 0;
   return status;
 }
 
-void DeviceClient::NotePosted(ClientStream& stream, CommandKind kind, uint64_t position) {
-  switch (kind) {
-    case CommandKind::kMemcpyHtoD:  // its bytes were taken when it was posted
+bool DeviceClient::HostCanObserve(const Command& command) const {
+  switch (command.kind) {
+    case CommandKind::kMemcpyHtoD:
+      // Not once its bytes are taken (by the transport when posted, or by CopyHostToDevice);
+      // until then it reads the caller's memory.
+      return captures_host_data_ && command.host_storage == nullptr && command.size > 0;
     case CommandKind::kWaitEvent:
     case CommandKind::kRecordEvent:
-      return;
+      return false;
     default:
-      stream.last_host_visible_ = position;
+      return true;
   }
 }
 
@@ -544,7 +565,9 @@ void DeviceClient::CloseFence(uint64_t sequence) {
 }
 
 bool DeviceClient::AwaitFences(uint64_t event_id) {
-  if (!completes_events_early_) return false;
+  // A host callback runs on its stream's worker in process: a fence behind that stream would
+  // never close while it waits. TensorFlow's callbacks do not touch device memory.
+  if (!completes_events_early_ || running_callback_of != nullptr) return false;
   // Only those open now: fences opened meanwhile belong to later work.
   const uint64_t latest = fence_sequence_.load(std::memory_order_acquire);
   std::unique_lock<std::mutex> lock(fence_mu_);
@@ -565,13 +588,13 @@ bool DeviceClient::EarlyEventsFromEnvironment() {
 }
 
 bool DeviceClient::TracksPostsOn(ClientStream& stream) const {
-  if (tracks_completion_ && (&stream.device() == this || SharesBackendWith(stream.device()))) {
+  if (tracks_posts_ && (&stream.device() == this || SharesBackendWith(stream.device()))) {
     return true;
   }
   // A stream of a device on another backend (TensorFlow may pass another device's stream): the
   // stream's notifications would not follow these posts in order, so its synchronisations go to
   // its backend from now on.
-  if (tracks_completion_ || stream.device().tracks_completion_) {
+  if (tracks_posts_ || stream.device().tracks_posts_) {
     stream.untracked_.store(true, std::memory_order_release);
   }
   return false;
@@ -581,10 +604,10 @@ absl::Status DeviceClient::PostOnStream(ClientStream& stream, Command command) {
   if (!TracksPostsOn(stream)) return Post(std::move(command));
   std::lock_guard<std::mutex> order(stream.post_mu_);
   VGPU_RETURN_IF_ERROR(OrderAfterFences(stream));
-  const CommandKind kind = command.kind;
+  const bool host_can_observe = HostCanObserve(command);
   VGPU_RETURN_IF_ERROR(Post(std::move(command)));
   const uint64_t position = stream.posted_.fetch_add(1, std::memory_order_release) + 1;
-  NotePosted(stream, kind, position);
+  if (host_can_observe) stream.last_host_visible_ = position;
   return absl::OkStatus();
 }
 
@@ -679,7 +702,7 @@ absl::Status DeviceClient::SynchronizeStream(ClientStream& stream) {
   dnn_.ObserveHostWait();
   // Early-completed recordings (RecordEvent) leave their streams unsettled until the backend's
   // reports arrive, which are already on their way: waiting for them is cheaper than asking.
-  if (StreamSettled(stream) || (AwaitFences() && StreamSettled(stream))) {
+  if (StreamSettled(stream) || (tracks_completion_ && AwaitFences() && StreamSettled(stream))) {
     counters_.CountLocalSynchronization();
     return absl::OkStatus();
   }
@@ -697,7 +720,7 @@ absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
 
 absl::Status DeviceClient::SynchronizeDevice() {
   dnn_.ObserveHostWait();
-  if (AllStreamsSettled() || (AwaitFences() && AllStreamsSettled())) {
+  if (AllStreamsSettled() || (tracks_completion_ && AwaitFences() && AllStreamsSettled())) {
     counters_.CountLocalSynchronization();
     return absl::OkStatus();
   }

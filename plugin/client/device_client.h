@@ -47,9 +47,10 @@ class ClientStream {
   DeviceClient& device() const { return *device_; }
   uint64_t id() const { return id_; }
 
-  // Completion tracking (remote backends, see DeviceClient::SynchronizeDevice): how many
-  // stream-ordered commands were posted on this stream, and how many of the first of them are
-  // known to have completed without error. Non-blocking.
+  // Completion tracking (remote backends, or where events complete early; see
+  // DeviceClient::SynchronizeDevice and RecordEvent): how many stream-ordered commands were
+  // posted on this stream, and how many of the first of them are known to have completed
+  // without error. Non-blocking.
   uint64_t posted() const { return posted_.load(std::memory_order_acquire); }
   uint64_t settled() const { return settled_.load(std::memory_order_acquire); }
 
@@ -166,17 +167,19 @@ class DeviceClient {
   // (TensorFlow may pass another device's stream); an event recorded on another backend is
   // waited for on the host before the waiting stream's later work is posted.
   //
-  // Early completion (remote backends whose transport takes a copy's bytes when it is posted,
-  // VGPU_LOCAL_EVENTS not "0", no other device of the process on the same backend): an event
-  // recorded on a stream whose unfinished commands are only host-to-device copies, event waits
-  // and recordings is complete as soon as it is recorded. Nothing of those commands is visible
-  // to the host: the source bytes are already taken, and what they do to device memory is
-  // ordered by a fence instead — until the backend reports the recording reached, every
-  // command this device posts on another stream is preceded by a wait for it, and calls that
-  // touch device memory outside the streams (CopyNow, Free) wait for the report. TensorFlow
-  // waits for an input copy's event before it issues the ops that read the input; this saves
-  // that round trip. A failed copy is then reported by the next synchronisation, as a kernel's
-  // error is.
+  // Early completion (VGPU_LOCAL_EVENTS not "0", no other device of the process on the same
+  // backend): an event recorded on a stream whose unfinished commands are only host-to-device
+  // copies, event waits and recordings is complete as soon as it is recorded. Nothing of those
+  // commands is visible to the host: the source bytes are already taken (by a remote transport
+  // when it posts them; in process CopyHostToDevice takes them), and what they do to device
+  // memory is ordered by a fence instead — until the backend reports the recording reached,
+  // every command this device posts on another stream is preceded by a wait for it, and calls
+  // that touch device memory outside the streams (CopyNow, Free) wait for the report.
+  // TensorFlow waits for an input copy's event before it issues the ops that read the input,
+  // and the copy waits on the backend for the compute stream's earlier work: without this, the
+  // next step is not issued until the device has finished the last one (in process as through
+  // a server). A failed copy is then reported by the next synchronisation, as a kernel's error
+  // is.
   std::shared_ptr<ClientEvent> CreateEvent();
   absl::Status DestroyEvent(const ClientEvent& event);
   absl::Status RecordEvent(ClientStream& stream, const std::shared_ptr<ClientEvent>& event);
@@ -268,9 +271,10 @@ class DeviceClient {
   uint64_t OpenFence(const ClientStream& stream, uint64_t event_id);
   void CloseFence(uint64_t sequence);
   bool AwaitFences(uint64_t event_id = 0);
-  // Counts `kind`, just posted as the stream's `position`-th command, for early completion.
-  static void NotePosted(ClientStream& stream, CommandKind kind, uint64_t position)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream.post_mu_);
+  // Whether the host can observe `command`'s completion beyond device memory (early
+  // completion: anything but a host-to-device copy whose bytes are taken, an event wait or an
+  // event recording). Call before posting it.
+  bool HostCanObserve(const Command& command) const;
   // False when VGPU_LOCAL_EVENTS is "0".
   static bool EarlyEventsFromEnvironment();
   // Posts a stream-ordered command on `stream` (Post) and counts it in the stream's order.
@@ -303,8 +307,12 @@ class DeviceClient {
   std::mutex streams_mu_;
   std::vector<ClientStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
   // Early event completion (RecordEvent): enabled at construction, disabled by SetPeers when a
-  // peer shares the backend (its streams could read this device's memory unfenced).
+  // peer shares the backend (its streams could read this device's memory unfenced). In process
+  // CopyHostToDevice takes the bytes itself (captures_host_data_). Posts are counted per stream
+  // (tracks_posts_) where completion is tracked or events may complete early.
   bool completes_events_early_;
+  bool captures_host_data_;
+  bool tracks_posts_;
   struct Fence {
     uint64_t sequence;
     const ClientStream* stream;  // identity only

@@ -1,8 +1,8 @@
-// Tests of early event completion (DeviceClient::RecordEvent on a remote backend): an event
-// recorded after host-to-device copies whose bytes the transport already took is complete at
-// once, and the device's later work on other streams is fenced behind the copies instead —
-// a wait for the recording precedes it, and CopyNow, Free and DestroyEvent wait for the
-// backend's report. Anything else before the recording (a read-back, a memset, a kernel) keeps
+// Tests of early event completion (DeviceClient::RecordEvent): an event recorded after
+// host-to-device copies whose bytes were already taken (by a remote transport, or in process by
+// the client) is complete at once, and the device's later work on other streams is fenced
+// behind the copies instead — a wait for the recording precedes it, and CopyNow, Free and
+// DestroyEvent wait for the backend's report. Anything else before the recording (a read-back, a memset, a kernel) keeps
 // the event pending until the backend reaches it. The backend is the CPU executor in process,
 // behind a transport that behaves as a remote one and can hold posted commands back, so that
 // "not yet executed" is deterministic.
@@ -309,19 +309,64 @@ TEST_F(EarlyEventTest, AFailedCopyIsReportedByTheNextSynchronisation) {
   ASSERT_TRUE(client_->DestroyEvent(*copied).ok());
 }
 
-TEST(EarlyEventSwitchTest, OffInProcessAndWhenTheEnvironmentSaysSo) {
+// In process the stream reads a copy's source when it reaches the copy, so the client takes the
+// bytes itself when it posts the copy; the rest is as through a server.
+TEST(EarlyEventInProcessTest, TheCopyTakesTheBytesAndTheEventCompletesAtOnce) {
+  CpuExecutor::Options options;
+  options.device_count = 1;
+  options.memory_limit_per_device = 16ull << 20;
+  options.compute_threads = 2;
+  NotificationHub hub;
+  std::unique_ptr<CpuExecutor> executor = *CpuExecutor::Create(options);
+  InprocTransport transport(executor->OpenSession(&hub));
+  DeviceClient client(0, 0, &transport, &hub);
+  ASSERT_TRUE(client.completes_events_early());
+  std::unique_ptr<ClientStream> held = *client.CreateStream();
+  std::unique_ptr<ClientStream> copies = *client.CreateStream();
+  std::unique_ptr<ClientStream> compute = *client.CreateStream();
+  constexpr uint64_t kBytes = 1 << 20;  // past what runs inline
+  const uint64_t input = *client.Allocate(kBytes);
+  const uint64_t output = *client.Allocate(kBytes);
+
+  // The copy stream waits behind a host callback of another stream, as TensorFlow's waits for
+  // the compute stream's earlier work.
+  Gate release;
+  ASSERT_TRUE(client.HostCallback(*held, [&](const absl::Status&) { release.Wait(); }).ok());
+  ASSERT_TRUE(client.CreateStreamDependency(*copies, *held).ok());
+  std::vector<uint8_t> source(kBytes, 3);
+  ASSERT_TRUE(client.CopyHostToDevice(*copies, input, source.data(), kBytes).ok());
+  std::shared_ptr<ClientEvent> copied = client.CreateEvent();
+  ASSERT_TRUE(client.RecordEvent(*copies, copied).ok());
+  EXPECT_EQ(copied->Query(), ClientEvent::State::kComplete);
+  EXPECT_EQ(client.counters().early_events(), 1u);
+  std::fill(source.begin(), source.end(), 0);  // reused at once: the copy took the bytes
+  ASSERT_TRUE(client.CopyDeviceToDevice(*compute, output, input, kBytes).ok());  // fenced
+
+  release.Open();
+  ASSERT_TRUE(client.SynchronizeDevice().ok());
+  std::vector<uint8_t> seen(kBytes, 0);
+  ASSERT_TRUE(client.CopyNow(seen.data(), 0, nullptr, output, kBytes).ok());
+  EXPECT_EQ(seen, std::vector<uint8_t>(kBytes, 3));
+  ASSERT_TRUE(client.DestroyEvent(*copied).ok());
+  for (auto* stream : {&held, &copies, &compute}) {
+    ASSERT_TRUE(client.DestroyStream(std::move(*stream)).ok());
+  }
+}
+
+TEST(EarlyEventSwitchTest, OnWhereBytesAreTakenOffWhenTheEnvironmentSaysSo) {
   CpuExecutor::Options options;
   options.device_count = 1;
   options.memory_limit_per_device = 1ull << 20;
   NotificationHub hub;
   std::unique_ptr<CpuExecutor> executor = *CpuExecutor::Create(options);
   InprocTransport inproc(executor->OpenSession(&hub));
-  EXPECT_FALSE(DeviceClient(0, 0, &inproc, &hub).completes_events_early());
+  EXPECT_TRUE(DeviceClient(0, 0, &inproc, &hub).completes_events_early());
 
   HoldingTransport remote(std::make_unique<InprocTransport>(executor->OpenSession(&hub)));
   EXPECT_TRUE(DeviceClient(0, 0, &remote, &hub).completes_events_early());
   ASSERT_EQ(setenv("VGPU_LOCAL_EVENTS", "0", 1), 0);
   EXPECT_FALSE(DeviceClient(0, 0, &remote, &hub).completes_events_early());
+  EXPECT_FALSE(DeviceClient(0, 0, &inproc, &hub).completes_events_early());
   ASSERT_EQ(unsetenv("VGPU_LOCAL_EVENTS"), 0);
 
   // Two devices of one backend: the other's streams could read this one's memory unfenced.
