@@ -264,10 +264,10 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
   command.dst = dst;
   command.host_src = src;
   command.size = size;
-  if (captures_host_data_ && size > 0) {
+  if (captures_host_data_ && size > 0 && size <= kMaxTakenCopyBytes) {
     // In process the stream reads the source when it reaches the copy: take the bytes now, so
-    // that an event recorded after the copy may complete at once (RecordEvent). Without memory
-    // for them the copy reads the source in place, and the event waits for it.
+    // that an event recorded after the copy may complete at once (RecordEvent). Past the bound,
+    // or without memory for them, the copy reads the source in place and the event waits.
     std::shared_ptr<uint8_t[]> taken(new (std::nothrow) uint8_t[size]);
     if (taken != nullptr) {
       std::memcpy(taken.get(), src, size);

@@ -275,6 +275,9 @@ class DeviceClient {
   // completion: anything but a host-to-device copy whose bytes are taken, an event wait or an
   // event recording). Call before posting it.
   bool HostCanObserve(const Command& command) const;
+  // In process, the largest host-to-device copy whose bytes CopyHostToDevice takes (a step's
+  // input batch is far smaller; a model's weights loaded at once need not be copied twice).
+  static constexpr uint64_t kMaxTakenCopyBytes = 64ull << 20;
   // False when VGPU_LOCAL_EVENTS is "0".
   static bool EarlyEventsFromEnvironment();
   // Posts a stream-ordered command on `stream` (Post) and counts it in the stream's order.
