@@ -107,8 +107,8 @@ def stats() -> dict[str, Any]:
     ``launches``,
     ``round_trips``, ``synchronizations_local`` (synchronisations of a remote device answered
     without a round trip: every command posted was known to have completed),
-    ``events_completed_early`` (events of a remote device complete when recorded, after
-    host-to-device copies whose bytes were already sent), ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
+    ``events_completed_early`` (events complete when recorded, after host-to-device copies
+    whose bytes were already taken), ``bytes_sent`` and ``bytes_received`` (protocol frames: commands out;
     replies and device-to-host data in; in-process, what the same frames would occupy on the
     wire), ``bytes_to_device``, ``bytes_from_device`` (tensor data copied), ``allocations``, ``frees``,
     ``bytes_in_use``, ``peak_bytes_in_use`` (summed over devices; the peak is the sum of
