@@ -73,7 +73,8 @@ DeviceClient::DeviceClient(int ordinal, uint32_t backend_device, Transport* tran
                               (tracks_completion_ ? transport->CapturesHostDataWhenPosted()
                                                   : transport->DeliversNotificationsInline())),
       captures_host_data_(completes_events_early_ && !transport->CapturesHostDataWhenPosted()),
-      tracks_posts_(tracks_completion_ || completes_events_early_) {}
+      tracks_posts_(tracks_completion_ || completes_events_early_),
+      staging_(captures_host_data_ ? StagingPool::Create(kStagingKeptBytes) : nullptr) {}
 
 ClientStream::~ClientStream() { device_->ForgetStream(this); }
 
@@ -268,7 +269,7 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
     // In process the stream reads the source when it reaches the copy: take the bytes now, so
     // that an event recorded after the copy may complete at once (RecordEvent). Past the bound,
     // or without memory for them, the copy reads the source in place and the event waits.
-    std::shared_ptr<uint8_t[]> taken(new (std::nothrow) uint8_t[size]);
+    std::shared_ptr<uint8_t> taken = staging_->Take(size);
     if (taken != nullptr) {
       std::memcpy(taken.get(), src, size);
       command.host_src = taken.get();

@@ -27,6 +27,7 @@
 #include "plugin/client/counters.h"
 #include "plugin/client/dnn_api.h"
 #include "plugin/client/notification_hub.h"
+#include "plugin/client/staging_pool.h"
 #include "plugin/protocol/command.h"
 #include "plugin/protocol/kernel_ids.h"
 #include "plugin/transport/transport.h"
@@ -276,8 +277,10 @@ class DeviceClient {
   // event recording). Call before posting it.
   bool HostCanObserve(const Command& command) const;
   // In process, the largest host-to-device copy whose bytes CopyHostToDevice takes (a step's
-  // input batch is far smaller; a model's weights loaded at once need not be copied twice).
-  static constexpr uint64_t kMaxTakenCopyBytes = 64ull << 20;
+  // input batch is smaller; larger copies, such as weights loaded at once, are not copied
+  // twice), and how many bytes of buffers the staging pool keeps for reuse.
+  static constexpr uint64_t kMaxTakenCopyBytes = 16ull << 20;
+  static constexpr uint64_t kStagingKeptBytes = 64ull << 20;
   // False when VGPU_LOCAL_EVENTS is "0".
   static bool EarlyEventsFromEnvironment();
   // Posts a stream-ordered command on `stream` (Post) and counts it in the stream's order.
@@ -316,6 +319,8 @@ class DeviceClient {
   bool completes_events_early_;
   bool captures_host_data_;
   bool tracks_posts_;
+  // Buffers for the bytes CopyHostToDevice takes (null unless captures_host_data_).
+  const std::shared_ptr<StagingPool> staging_;
   struct Fence {
     uint64_t sequence;
     const ClientStream* stream;  // identity only
