@@ -87,16 +87,23 @@ STEP_ROUND_TRIPS = TRAIN.replace(
 """)
 
 
+def _train_with_and_without(server, switch):
+    """Trains through `server` with the environment variable `switch` at "1", then at "0":
+    ((losses, per-step counters) with it on, (losses, per-step counters) with it off)."""
+    runs = []
+    for value in ("1", "0"):
+        done = _python(STEP_ROUND_TRIPS, backend_env(server.address, **{switch: value}))
+        steps_line = next(l for l in done.stdout.splitlines() if l.startswith("STEPS "))
+        runs.append((_losses(done), json.loads(steps_line.split(" ", 1)[1])))
+    return runs
+
+
 def test_keras_steps_through_the_server_synchronise_without_round_trips(server):
     # TensorFlow synchronises the device before each read-back of a step's results; once the
     # notification of the last work came back, the client answers that itself. The results are
     # the same bits either way.
-    runs = {}
-    for local in ("1", "0"):
-        done = _python(STEP_ROUND_TRIPS, backend_env(server.address, VGPU_LOCAL_SYNC=local))
-        steps_line = next(l for l in done.stdout.splitlines() if l.startswith("STEPS "))
-        runs[local] = (_losses(done), json.loads(steps_line.split(" ", 1)[1]))
-    (losses_local, steps_local), (losses_remote, steps_remote) = runs["1"], runs["0"]
+    (losses_local, steps_local), (losses_remote, steps_remote) = _train_with_and_without(
+        server, "VGPU_LOCAL_SYNC")
     assert losses_local == losses_remote
     after_warmup = steps_local[2:]
     assert all(step["round_trips"] == 0 for step in after_warmup), steps_local
@@ -109,12 +116,8 @@ def test_keras_input_copies_through_the_server_complete_without_waiting_for_it(s
     # The event after a step's input copy completes when it is recorded (the bytes are already
     # on the wire); the compute stream waits for the copy on the server instead. The results
     # are the same bits as when every event waits for the server.
-    runs = {}
-    for early in ("1", "0"):
-        done = _python(STEP_ROUND_TRIPS, backend_env(server.address, VGPU_LOCAL_EVENTS=early))
-        steps_line = next(l for l in done.stdout.splitlines() if l.startswith("STEPS "))
-        runs[early] = (_losses(done), json.loads(steps_line.split(" ", 1)[1]))
-    (losses_early, steps_early), (losses_late, steps_late) = runs["1"], runs["0"]
+    (losses_early, steps_early), (losses_late, steps_late) = _train_with_and_without(
+        server, "VGPU_LOCAL_EVENTS")
     assert losses_early == losses_late
     assert all(step["events_completed_early"] >= 1 for step in steps_early[2:]), steps_early
     assert all(step["round_trips"] == 0 for step in steps_early[2:]), steps_early
