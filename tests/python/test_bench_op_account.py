@@ -80,6 +80,8 @@ def test_the_device_account_divides_the_executors_work_by_issuing_op_and_splits_
         "Stream #1": [("matmul", 10, 30, "d/MatMul:MatMul"), ("MemcpyH2D", 50, 60)],
         "Stream #2": [("relu", 20, 40, "d/Relu:Relu")],
         "Op kernels (host)": [("MatMul", 0, 12), ("Relu", 40, 55)],
+        # The client waiting for the device is not the executor's work.
+        "Round trips (host)": [("synchronize_device", 30, 60)],
     }, plane_name="/device:GPU:0")
     account = op_account.account_device(space)
     assert account.executor.window_ps == 60

@@ -134,19 +134,25 @@ def account_host_ops(xspace, window: tuple[int, int] | None = None) -> Account:
 # The virtual GPU's planes (the plugin's profiler, plugin/profiler/device_planes.h).
 DEVICE_PLANE_PREFIX = "/device:GPU:"
 OP_KERNELS_LINE = "Op kernels (host)"
+# Lines measured on the host end so ("Op kernels (host)", "Round trips (host)"): the client's
+# time, never the executor's. A round trip's wait is the client's, not work the device ran.
+HOST_LINE_SUFFIX = "(host)"
 UNATTRIBUTED = "(no op)"
 
 
 def device_intervals(xspace) -> tuple[list[Interval], list[Interval]]:
     """(executor work, host-side op kernels) of the virtual GPU's planes: each executor event
     (kernel, copy, memset) labelled with the op type of its "tf_op" stat, and each op kernel's
-    Compute on the host (the client's cost) labelled with its op type."""
+    Compute on the host (the client's cost) labelled with its op type. The host's other lines
+    (the round trips the client waited for) are neither."""
     executor, client = [], []
     for plane in xspace.planes:
         if not plane.name.startswith(DEVICE_PLANE_PREFIX):
             continue
         for line in plane.lines:
             on_host = line.name == OP_KERNELS_LINE
+            if not on_host and line.name.endswith(HOST_LINE_SUFFIX):
+                continue
             for start, end, name, stats in _line_events(plane, line):
                 if on_host:
                     client.append((start, end, name))
