@@ -26,6 +26,8 @@ import sys
 
 from absl import app, flags
 
+from vgpu import _openmp
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("listen", None, "unix:///path/to.sock or tcp://host:port (port 0: any).")
 flags.DEFINE_string("executor", "cpu", "The backing executor to host (`vgpu info` lists those "
@@ -245,9 +247,9 @@ def main(argv: list[str]) -> int:
         return _serve_with_metrics(binary)
     sys.stdout.flush()
     sys.stderr.flush()
-    # oneDNN's OpenMP threads sleep between kernels rather than spin against the executor's
-    # Eigen pool (libgomp reads this when the server starts); the user's own setting wins.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # oneDNN's OpenMP threads spin briefly, then sleep between kernels (vgpu/_openmp.py;
+    # libgomp reads this when the server starts); the user's own settings win.
+    _openmp.apply_defaults()
     try:
         os.execv(binary, [binary, *server_arguments()])
     except OSError as error:
