@@ -8,8 +8,9 @@ server binary). libgomp reads them once, when it loads; a value the user set win
 * ``GOMP_SPINCOUNT=20000``: but they spin for a short while first (about 0.2 ms by libgomp's own
   estimate of 100 000 rounds a millisecond), so that the convolutions and matrix products of a
   training step, which follow each other closely on the stream's worker, find their team
-  awake. Measured in docs/benchmarks.md: cnn 9.9 against 9.5 ms a step in process, 11.8
-  against 11.2 ms through a server; mlp, resnet and mobilenetv2 unchanged.
+  awake. Measured in docs/benchmarks.md (medians of interleaved A/Bs): cnn 9.9-10.0 against
+  9.5-9.8 ms a step in process, 11.8 against 11.2 ms through a server; mlp, resnet and
+  mobilenetv2 unchanged.
 """
 import os
 from typing import MutableMapping
