@@ -85,6 +85,12 @@ void AddBiasAndActivate(const Eigen::ThreadPoolDevice& device, DataT* data, int6
     case ActivationMode::kTanh:
       out.device(device) = biased.tanh().template cast<DataT>();
       break;
+    case ActivationMode::kElu:
+    case ActivationMode::kSelu:
+    case ActivationMode::kSoftplus:
+    case ActivationMode::kSoftsign:
+    case ActivationMode::kLeakyRelu:
+      break;  // never here: ReadFusedEpilogue refuses these modes before the launch runs
   }
 }
 
