@@ -532,6 +532,7 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   // Validate and pin the memory it names now, outside the session lock: a bad range fails
   // the stream in its turn without touching memory, and a Free waits for this command.
   StreamQueue::Work work;
+  if (command.activity.recorded && activity::Enabled()) work.queued_ns = activity::NowNs();
   work.rejected = PinCommandRanges(command, &work.pins);
   if (!work.rejected.ok()) errors_.fetch_add(1, std::memory_order_relaxed);
   std::unique_lock<std::mutex> lock(mu_);
@@ -690,6 +691,7 @@ absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& w
   if (command.kind == CommandKind::kLaunch) {
     record->name = activity::Intern(KernelLabel(command.object));
   }
+  record->queued_ns = work.queued_ns;
   record->start_ns = activity::NowNs();
   absl::Status status = ExecuteCommand(stream, work, stream_status);
   record->end_ns = activity::NowNs();
@@ -728,7 +730,22 @@ absl::Status ClientSession::ExecuteCommand(ExecutorStream* stream, StreamQueue::
       // The stream that recorded the event (by serial: a reused id is another stream); if it
       // is gone, its work has all completed. A cancelled session stops waiting.
       std::shared_ptr<Stream> other = FindStreamBySerial(command.dst);
-      if (other != nullptr) other->queue->WaitUntilCompleted(command.src);
+      if (other == nullptr) return absl::OkStatus();
+      // While a profile is taken, a wait that blocks is a record: the stream idles meanwhile.
+      const bool recorded = command.activity.recorded && activity::Enabled() &&
+                            !other->queue->IsCompleted(command.src);
+      const int64_t start_ns = recorded ? activity::NowNs() : 0;
+      other->queue->WaitUntilCompleted(command.src);
+      if (recorded) {
+        activity::Record wait;
+        wait.kind = activity::Kind::kEventWait;
+        wait.device = command.activity.device;
+        wait.stream = command.stream;
+        wait.name = activity::Intern(absl::StrCat("wait for stream ", other->queue->id()));
+        wait.start_ns = start_ns;
+        wait.end_ns = activity::NowNs();
+        activity::Add(wait);
+      }
       return absl::OkStatus();
     }
     default:

@@ -35,6 +35,8 @@ class StreamQueue {
     // Not OK: the command is not run; it fails with this error in its turn (so the error
     // surfaces at the stream's next synchronisation, in order, like an execution error).
     absl::Status rejected;
+    // While a profile is taken: when it was queued (activity::NowNs(); 0 otherwise).
+    int64_t queued_ns = 0;
   };
 
   // Runs one command on the worker thread. `stream_status` is the stream's first error so far.

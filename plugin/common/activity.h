@@ -32,6 +32,8 @@ enum class Kind : uint8_t {
   kCopyOnDevice,  // device to device
   kMemset,
   kCall,          // a call the client waited for: one round trip (name: the command's kind)
+  kEventWait,     // an executor stream blocked on an event of another stream, for as long as
+                  // it was blocked (name: "wait for stream <id>"); only waits that blocked
 };
 
 // Names (op types, kernel names) are interned: a record carries a small id.
@@ -48,6 +50,10 @@ struct Record {
   int64_t start_ns = 0;   // NowNs() clock
   int64_t end_ns = 0;
   uint64_t bytes = 0;     // copies and memsets: their size; kernels: their parameter block's
+  // Executor records (kernels, copies, memsets) of an in-process executor: when the command was
+  // queued on its stream (NowNs() clock; 0: not known). From there to start_ns the command
+  // waited for the stream's earlier work or for the stream's worker to wake.
+  int64_t queued_ns = 0;
   // kOp records: what the op did on the client while it ran (descriptor calls of the virtual DNN
   // API answered locally and forwarded to the executor, calls that waited for a reply).
   uint32_t descriptor_calls_local = 0;

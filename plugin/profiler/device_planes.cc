@@ -27,6 +27,7 @@ std::string EventName(const Record& record) {
     case Kind::kOp:
     case Kind::kKernel:
     case Kind::kCall:
+    case Kind::kEventWait:
       break;
   }
   std::string name = activity::NameOf(record.name);
@@ -40,6 +41,8 @@ int64_t LineId(const Record& record) {
       return kOpKernelsLineId;
     case Kind::kCall:
       return kRoundTripsLineId;
+    case Kind::kEventWait:
+      return kEventWaitsLineId;
     default:
       return static_cast<int64_t>(record.stream);
   }
@@ -48,6 +51,7 @@ int64_t LineId(const Record& record) {
 std::string LineName(int64_t line_id) {
   if (line_id == kOpKernelsLineId) return kOpKernelsLineName;
   if (line_id == kRoundTripsLineId) return kRoundTripsLineName;
+  if (line_id == kEventWaitsLineId) return kEventWaitsLineName;
   return absl::StrCat("Stream #", line_id);
 }
 
@@ -66,6 +70,8 @@ void AddDevicePlanes(absl::Span<const Record> records, uint64_t dropped, XSpaceB
     const int64_t descriptors_local = plane.StatMetadataId("descriptor_calls_local");
     const int64_t descriptors_forwarded = plane.StatMetadataId("descriptor_calls_forwarded");
     const int64_t round_trips = plane.StatMetadataId("round_trips");
+    const int64_t queue_wait = plane.StatMetadataId("queue_wait_ns");
+    const int64_t waiting_stream = plane.StatMetadataId("stream");
     for (auto& [line_id, line_records] : lines) {
       std::stable_sort(line_records.begin(), line_records.end(),
                        [](const Record* a, const Record* b) { return a->start_ns < b->start_ns; });
@@ -84,6 +90,14 @@ void AddDevicePlanes(absl::Span<const Record> records, uint64_t dropped, XSpaceB
         if (record->bytes != 0) {
           event.stats.push_back(
               {record->kind == Kind::kKernel ? params_bytes : bytes, record->bytes});
+        }
+        if (record->queued_ns != 0) {
+          event.stats.push_back(
+              {queue_wait, static_cast<uint64_t>(
+                               std::max<int64_t>(0, record->start_ns - record->queued_ns))});
+        }
+        if (record->kind == Kind::kEventWait) {
+          event.stats.push_back({waiting_stream, record->stream});
         }
         if (record->kind == Kind::kOp) {
           event.stats.push_back({descriptors_local, uint64_t{record->descriptor_calls_local}});

@@ -15,6 +15,7 @@
 #include "plugin/backend/client_session.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/shared_quota.h"
+#include "plugin/common/activity.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/convolution.h"
 #include "plugin/protocol/kernels/elementwise.h"
@@ -322,6 +323,48 @@ TEST_F(ClientSessionTest, InProcessAnIdleStreamRecordsAtOnceAndAReachedWaitQueue
   ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
   EXPECT_TRUE(sink_.Notified(43));
   EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
+}
+
+TEST_F(ClientSessionTest, AProfileRecordsTheWaitsThatBlockAndWhenEachCommandWasQueued) {
+  Open();
+  const uint64_t x = Allocate(*attacker_, 4096);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  activity::Start();
+  auto recorded = [](Command command) {
+    command.activity.recorded = true;  // as the client tags every command while profiling
+    return command;
+  };
+  Stall(1);
+  auto post = [&](Command command) { return attacker_->Handle(recorded(std::move(command))); };
+  ASSERT_TRUE(post(EventCommand(CommandKind::kRecordEvent, 1, 50)).status.ok());
+  ASSERT_TRUE(post(EventCommand(CommandKind::kWaitEvent, 2, 50)).status.ok());
+  const std::vector<uint8_t> bytes(64, 3);
+  ASSERT_TRUE(
+      post(CopyIn(CommandKind::kMemcpyHtoD, 2, x, bytes.data(), bytes.size())).status.ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const int64_t released_ns = activity::NowNs();
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  // Reached now: a second wait blocks nothing and is no record.
+  ASSERT_TRUE(post(EventCommand(CommandKind::kWaitEvent, 2, 50)).status.ok());
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  activity::Stop();
+
+  std::vector<activity::Record> waits, copies;
+  for (const activity::Record& record : activity::Take()) {
+    if (record.kind == activity::Kind::kEventWait) waits.push_back(record);
+    if (record.kind == activity::Kind::kCopyToDevice) copies.push_back(record);
+  }
+  ASSERT_EQ(waits.size(), 1u);
+  EXPECT_EQ(waits[0].stream, 2u);
+  EXPECT_EQ(activity::NameOf(waits[0].name), "wait for stream 1");
+  EXPECT_LT(waits[0].start_ns, released_ns);  // blocked until stream 1 was let go
+  EXPECT_GE(waits[0].end_ns, released_ns);
+  ASSERT_EQ(copies.size(), 1u);
+  EXPECT_GT(copies[0].queued_ns, 0);
+  EXPECT_LT(copies[0].queued_ns, released_ns);  // queued behind the wait ...
+  EXPECT_GE(copies[0].start_ns, released_ns);   // ... and run after it
 }
 
 TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {

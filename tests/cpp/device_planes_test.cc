@@ -113,6 +113,35 @@ TEST(DevicePlanesTest, OpsCarryTheirClientCountsKernelsTheirParamsAndCallsHaveAL
   EXPECT_EQ(StatString(plane, call, "tf_op"), "dense/MatMul:MatMul");
 }
 
+TEST(DevicePlanesTest, QueuedCommandsCarryTheirWaitAndBlockedStreamsHaveALineOfTheirOwn) {
+  Record queued = Make(Kind::kKernel, 0, 1, "relu", 5000, 5200);
+  queued.queued_ns = 4000;
+  Record early = Make(Kind::kCopyToDevice, 0, 1, "", 6000, 6100, 64);
+  early.queued_ns = 6500;  // clocks of two threads: never a negative wait
+  Record wait = Make(Kind::kEventWait, 0, 2, "wait for stream 1", 3000, 4500);
+  wait.op = activity::kNoName;
+  const std::vector<Record> records = {queued, early, wait,
+                                       Make(Kind::kKernel, 0, 1, "add", 7000, 7100)};
+  XSpaceBuilder space;
+  AddDevicePlanes(records, 0, &space);
+  const XPlaneBuilder& plane = space.planes()[0];
+  ASSERT_EQ(plane.lines().size(), 2u);
+  EXPECT_EQ(plane.lines()[0].name(), "Stream #1");
+  EXPECT_EQ(plane.lines()[1].name(), kEventWaitsLineName);
+
+  const std::vector<XEventRecord>& stream = plane.lines()[0].events();
+  ASSERT_EQ(stream.size(), 3u);
+  EXPECT_EQ(StatString(plane, stream[0], "queue_wait_ns"), "1000");
+  EXPECT_EQ(StatString(plane, stream[1], "queue_wait_ns"), "0");
+  EXPECT_EQ(StatString(plane, stream[2], "queue_wait_ns"), "");  // not known
+
+  const XEventRecord& blocked = plane.lines()[1].events()[0];
+  EXPECT_EQ(plane.EventName(blocked.metadata_id), "wait for stream 1");
+  EXPECT_EQ(blocked.duration_ps, 1'500'000);
+  EXPECT_EQ(StatString(plane, blocked, "stream"), "2");
+  EXPECT_EQ(StatString(plane, blocked, "tf_op"), "");  // no op's device time
+}
+
 TEST(DevicePlanesTest, DroppedRecordsAreAWarningAndNoRecordsNoPlanes) {
   XSpaceBuilder space;
   AddDevicePlanes({}, /*dropped=*/12, &space);

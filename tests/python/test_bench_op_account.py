@@ -14,22 +14,26 @@ BASE_PS = 1000 * 1000  # every line's timestamp (1 µs), in ps
 
 
 def _space(lines: dict[str, list[tuple]], plane_name: str = "/host:CPU", space=None):
-    """An XSpace with a plane `plane_name`: per line name, events (name, start_ps, end_ps) or
-    (name, start_ps, end_ps, tf_op) relative to the line's timestamp."""
+    """An XSpace with a plane `plane_name`: per line name, events (name, start_ps, end_ps),
+    (name, start_ps, end_ps, tf_op) or (name, start_ps, end_ps, tf_op, queue_wait_ns) relative
+    to the line's timestamp (tf_op "" for none)."""
     space = space if space is not None else xplane_pb2.XSpace()
     plane = space.planes.add(name=plane_name)
     plane.stat_metadata[1].name = "tf_op"
+    plane.stat_metadata[2].name = "queue_wait_ns"
     ids: dict[str, int] = {}
     for line_name, events in lines.items():
         line = plane.lines.add(name=line_name, timestamp_ns=BASE_PS // 1000)
-        for name, start, end, *tf_op in events:
+        for name, start, end, *stats in events:
             if name not in ids:
                 ids[name] = len(ids) + 1
                 plane.event_metadata[ids[name]].name = name
             event = line.events.add(metadata_id=ids[name], offset_ps=start,
                                     duration_ps=end - start)
-            if tf_op:
-                event.stats.add(metadata_id=1, str_value=tf_op[0])
+            if stats and stats[0]:
+                event.stats.add(metadata_id=1, str_value=stats[0])
+            if len(stats) > 1:
+                event.stats.add(metadata_id=2, uint64_value=stats[1])
     return space
 
 
@@ -104,6 +108,38 @@ def test_device_idle_with_no_op_kernel_running_is_the_runtimes_and_host_planes_a
     assert op_account.account_host_ops(space).shares_ps == pytest.approx({"Mul": 500})
 
 
+def test_idle_time_goes_to_the_client_then_event_waits_then_queued_commands_then_the_rest():
+    ns = 1000  # ps: queue_wait_ns is in nanoseconds
+    # Executor (stream 1): a MatMul 0-10 ns and a Relu 100-110 ns whose command was queued
+    # 40 ns before it started (60-100). Stream 2 was blocked on stream 1's event 30-70 ns. The
+    # client computed an op kernel 20-40 ns. Idle 10-100: the client's 20-40, then the wait's
+    # 40-70, then the queued Relu's 70-100; 10-20 is the rest.
+    space = _space({
+        "Stream #1": [("matmul", 0, 10 * ns, "d/MatMul:MatMul"),
+                      ("relu", 100 * ns, 110 * ns, "d/Relu:Relu", 40)],
+        "Event waits": [("wait for stream 1", 30 * ns, 70 * ns)],
+        "Op kernels (host)": [("Relu", 20 * ns, 40 * ns)],
+    }, plane_name="/device:GPU:0")
+    found = op_account.device_intervals(space)
+    assert found.queued == [(BASE_PS + 60 * ns, BASE_PS + 100 * ns, "relu")]
+    assert found.event_waits == [(BASE_PS + 30 * ns, BASE_PS + 70 * ns, "wait for stream 1")]
+    account = op_account.account_device(space)
+    # The wait is not the executor's work: only the kernels are shared out.
+    assert account.executor.shares_ps == pytest.approx({"MatMul": 10 * ns, "Relu": 10 * ns})
+    assert account.executor.idle_ps == 90 * ns
+    assert account.idle_while_client_ps == 20 * ns
+    assert account.idle_event_wait_ps == 30 * ns
+    assert account.idle_queued_ps == 30 * ns
+    assert account.idle_otherwise_ps == 10 * ns
+
+
+def test_interval_subtraction_keeps_what_lies_outside():
+    a = [(0, 10), (20, 30), (40, 50)]
+    assert op_account._subtract(a, [(5, 25), (45, 60)]) == [(0, 5), (25, 30), (40, 45)]
+    assert op_account._subtract(a, []) == a
+    assert op_account._subtract(a, [(-5, 100)]) == []
+
+
 def test_a_space_without_device_planes_gives_an_empty_device_account():
     account = op_account.account_device(xplane_pb2.XSpace())
     assert account.executor.window_ps == 0 and account.client_ps == {}
@@ -143,12 +179,16 @@ def test_the_comparison_adds_up_to_each_sides_step_and_says_how_much_of_the_gap_
     assert comparison.cpu_window_ms == pytest.approx(50 * ms)
     assert comparison.vgpu_window_ms == pytest.approx(100 * ms)
     # Each side's rows add up to its step; the table explains the measured gap exactly here.
+    assert (comparison.idle_event_wait_ms, comparison.idle_queued_ms) == (0, 0)
     executor_side = (sum(r[2] for r in comparison.rows) + comparison.idle_while_client_ms +
+                     comparison.idle_event_wait_ms + comparison.idle_queued_ms +
                      comparison.idle_otherwise_ms)
     assert executor_side == pytest.approx(comparison.vgpu_window_ms)
     assert comparison.unaccounted == pytest.approx(0.0)
     table = op_account.markdown("toy", comparison)
     assert "| MatMul |" in table and "to within 0.0%" in table
+    for row in ("blocked on another's event", "a command queued, not started", "nothing queued"):
+        assert row in table
 
 
 def test_a_profile_without_the_workers_step_events_is_an_error():

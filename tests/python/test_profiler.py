@@ -57,6 +57,7 @@ for plane in space.planes:
         lines[line.name] = events
     planes[plane.name] = lines
 print("PROFILE " + json.dumps({"launches": launches, "path": path, "started_ps": started * 1000,
+                               "backend": os.environ.get("VGPU_BACKEND", ""),
                                "stopped_ps": stopped * 1000, "planes": planes,
                                "warnings": list(space.warnings)}))
 """
@@ -149,6 +150,22 @@ def test_round_trips_are_on_their_own_line_named_by_command(profile):
     assert {e["name"] for e in calls} <= {
         "allocate", "free", "memory_info", "synchronize_stream", "synchronize_device",
         "stream_status", "memcpy_sync", "create_stream", "destroy_stream"}, calls
+
+
+def test_in_process_executor_events_say_how_long_their_command_was_queued(profile):
+    events = _stream_events(profile)
+    waits = [e["stats"].get("queue_wait_ns") for e in events]
+    if profile["backend"].startswith("unix"):
+        # A server reports each command's start and end only.
+        assert waits == [None] * len(events)
+        assert "Event waits" not in profile["planes"]["/device:GPU:0"]
+        return
+    assert None not in waits, "an in-process executor event lacks queue_wait_ns"
+    assert sum(waits) > 0
+    # Streams blocked on another's event (if any were): no op's device time, the waiting stream.
+    for event in profile["planes"]["/device:GPU:0"].get("Event waits", []):
+        assert event["name"].startswith("wait for stream ") and "tf_op" not in event["stats"]
+        assert event["stats"]["stream"] > 0
 
 
 def test_kernel_events_carry_their_parameter_block_size(profile):

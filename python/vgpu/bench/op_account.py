@@ -13,9 +13,15 @@ each): the shares of all op types plus the instants with no op running ("idle") 
 window exactly, which is what lets two runs' accounts be subtracted line by line.
 
 On the virtual GPU, the same division applies to the executor's work (its kernels, copies and
-memsets, each tagged with the TensorFlow op that issued it); the time the executor is idle is
-split by whether the client was computing an op kernel meanwhile (the client is the
-bottleneck) or not (TensorFlow's runtime, waits, thread hand-offs).
+memsets, each tagged with the TensorFlow op that issued it). Each instant the executor runs
+nothing goes to the first of these that holds then:
+
+* the client is computing an op kernel (the client is the bottleneck);
+* a stream is blocked on another stream's event (the "Event waits" line: a compute stream
+  waiting for an input copy, a copy stream for the compute stream's earlier work);
+* a command is queued and has not started: the stream's worker has yet to wake (an executor
+  event's "queue_wait_ns" stat says how long its command was queued before it started);
+* none of these: TensorFlow's runtime and Python between ops and steps, its event polling.
 """
 from __future__ import annotations
 
@@ -137,15 +143,28 @@ OP_KERNELS_LINE = "Op kernels (host)"
 # Lines measured on the host end so ("Op kernels (host)", "Round trips (host)"): the client's
 # time, never the executor's. A round trip's wait is the client's, not work the device ran.
 HOST_LINE_SUFFIX = "(host)"
+# The times an executor stream was blocked on another stream's event: not the executor's work.
+EVENT_WAITS_LINE = "Event waits"
 UNATTRIBUTED = "(no op)"
 
 
-def device_intervals(xspace) -> tuple[list[Interval], list[Interval]]:
-    """(executor work, host-side op kernels) of the virtual GPU's planes: each executor event
-    (kernel, copy, memset) labelled with the op type of its "tf_op" stat, and each op kernel's
-    Compute on the host (the client's cost) labelled with its op type. The host's other lines
-    (the round trips the client waited for) are neither."""
-    executor, client = [], []
+@dataclasses.dataclass
+class DeviceIntervals:
+    """The virtual GPU's planes as intervals (picoseconds)."""
+
+    executor: list[Interval]  # kernels, copies, memsets, labelled with the issuing op's type
+    client: list[Interval]  # op kernels computed on the host, labelled with their op type
+    event_waits: list[Interval]  # a stream blocked on another stream's event
+    queued: list[Interval]  # a command queued on its stream, not yet started
+
+
+def device_intervals(xspace) -> DeviceIntervals:
+    """The intervals of the virtual GPU's planes: each executor event (kernel, copy, memset)
+    labelled with the op type of its "tf_op" stat, and, from its "queue_wait_ns" stat, the time
+    its command was queued before it started; each op kernel's Compute on the host (the
+    client's cost) labelled with its op type; the event waits. The host's other lines (the
+    round trips the client waited for) are none of these."""
+    found = DeviceIntervals([], [], [], [])
     for plane in xspace.planes:
         if not plane.name.startswith(DEVICE_PLANE_PREFIX):
             continue
@@ -155,11 +174,16 @@ def device_intervals(xspace) -> tuple[list[Interval], list[Interval]]:
                 continue
             for start, end, name, stats in _line_events(plane, line):
                 if on_host:
-                    client.append((start, end, name))
+                    found.client.append((start, end, name))
+                elif line.name == EVENT_WAITS_LINE:
+                    found.event_waits.append((start, end, name))
                 else:
                     tf_op = stats.get("tf_op", "")
-                    executor.append((start, end, tf_op.rpartition(":")[2] or UNATTRIBUTED))
-    return executor, client
+                    found.executor.append((start, end, tf_op.rpartition(":")[2] or UNATTRIBUTED))
+                    queued_ps = 1000 * int(stats.get("queue_wait_ns", 0))
+                    if queued_ps > 0:
+                        found.queued.append((start - queued_ps, start, name))
+    return found
 
 
 @dataclasses.dataclass
@@ -168,8 +192,11 @@ class DeviceAccount:
 
     executor: Account  # the window divided between the op types whose work the executor ran
     client_ps: dict[str, int]  # per op type, the host time its op kernels took (not shared)
-    idle_while_client_ps: int  # executor idle while an op kernel ran on the host
-    idle_otherwise_ps: int  # executor idle and no op kernel running: runtime, waits, hand-offs
+    # The executor's idle time, each instant counted once, in this order of precedence:
+    idle_while_client_ps: int  # an op kernel ran on the host
+    idle_event_wait_ps: int  # else a stream was blocked on another stream's event
+    idle_queued_ps: int  # else a command was queued and had not started (its worker waking)
+    idle_otherwise_ps: int  # else: TensorFlow's runtime and Python, its event polling
 
 
 def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
@@ -180,6 +207,23 @@ def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
         else:
             merged.append([start, end])
     return [(a, b) for a, b in merged]
+
+
+def _subtract(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The parts of sorted, disjoint intervals `a` outside sorted, disjoint intervals `b`."""
+    result, j = [], 0
+    for start, end in a:
+        while j < len(b) and b[j][1] <= start:
+            j += 1
+        k, cursor = j, start
+        while k < len(b) and b[k][0] < end:
+            if b[k][0] > cursor:
+                result.append((cursor, b[k][0]))
+            cursor = max(cursor, b[k][1])
+            k += 1
+        if cursor < end:
+            result.append((cursor, end))
+    return result
 
 
 def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
@@ -198,7 +242,8 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
     """The virtual GPU's account of the window (default: from the first to the last event of
     its planes): the executor's time per op type, the client's time per op type, and the
     executor's idle time split by whether the client was computing an op kernel meanwhile."""
-    executor, client = device_intervals(xspace)
+    found = device_intervals(xspace)
+    executor, client = found.executor, found.client
     everything = executor + client
     if window is None and everything:
         window = (min(i[0] for i in everything), max(i[1] for i in everything))
@@ -207,7 +252,7 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
     for start, end, kind in client:
         client_ps[kind] = client_ps.get(kind, 0) + (end - start)
     if window is None:
-        return DeviceAccount(shares, client_ps, 0, 0)
+        return DeviceAccount(shares, client_ps, 0, 0, 0, 0)
     begin, end = window
 
     def clip(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -221,8 +266,15 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
         cursor = max(cursor, stop)
     if cursor < end:
         idle.append((cursor, end))
-    while_client = _overlap(idle, clip(_union(client)))
-    return DeviceAccount(shares, client_ps, while_client, shares.idle_ps - while_client)
+    # Each idle instant goes to the first category that holds then.
+    spent = []
+    for category in (client, found.event_waits, found.queued):
+        covered = clip(_union(category))
+        spent.append(_overlap(idle, covered))
+        idle = _subtract(idle, covered)
+    while_client, event_wait, queued = spent
+    return DeviceAccount(shares, client_ps, while_client, event_wait, queued,
+                         shares.idle_ps - while_client - event_wait - queued)
 
 
 # The trace event the benchmark worker wraps each profiled step in (vgpu/bench/worker.py).
@@ -251,6 +303,8 @@ class Comparison:
     rows: list[tuple[str, float, float, float]]  # op type, TF-CPU, executor, client
     cpu_idle_ms: float
     idle_while_client_ms: float
+    idle_event_wait_ms: float
+    idle_queued_ms: float
     idle_otherwise_ms: float
     cpu_window_ms: float  # the account's step: window / steps
     vgpu_window_ms: float
@@ -286,6 +340,8 @@ def compare(cpu_xspace, cpu_span_s: float, vgpu_xspace, vgpu_span_s: float) -> C
         rows=rows,
         cpu_idle_ms=cpu.idle_ps / cpu_steps / 1e9,
         idle_while_client_ms=device.idle_while_client_ps / vgpu_steps / 1e9,
+        idle_event_wait_ms=device.idle_event_wait_ps / vgpu_steps / 1e9,
+        idle_queued_ms=device.idle_queued_ps / vgpu_steps / 1e9,
         idle_otherwise_ms=device.idle_otherwise_ps / vgpu_steps / 1e9,
         cpu_window_ms=(cpu_window[1] - cpu_window[0]) / cpu_steps / 1e9,
         vgpu_window_ms=(vgpu_window[1] - vgpu_window[0]) / vgpu_steps / 1e9,
@@ -310,8 +366,14 @@ def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
     lines.append(f"| idle: no op running (TF-CPU) / executor idle while the client computes "
                  f"an op | {c.cpu_idle_ms:.3f} | {c.idle_while_client_ms:.3f} | | "
                  f"{c.idle_while_client_ms - c.cpu_idle_ms:+.3f} |")
-    lines.append(f"| executor idle, no op on the client (runtime, waits, hand-offs) | | "
-                 f"{c.idle_otherwise_ms:.3f} | | {c.idle_otherwise_ms:+.3f} |")
+    for label, ms in (
+            ("executor idle, a stream blocked on another's event (input copies, their order)",
+             c.idle_event_wait_ms),
+            ("executor idle, a command queued, not started (its stream's worker waking)",
+             c.idle_queued_ms),
+            ("executor idle, nothing queued (TensorFlow's runtime and Python, event polling)",
+             c.idle_otherwise_ms)):
+        lines.append(f"| {label} | | {ms:.3f} | | {ms:+.3f} |")
     lines.append(f"| **step, as the table adds up** | {c.cpu_window_ms:.3f} | "
                  f"{c.vgpu_window_ms:.3f} | | {c.vgpu_window_ms - c.cpu_window_ms:+.3f} |")
     lines.append(f"| **step, measured by the worker** | {c.cpu_measured_ms:.3f} | "
