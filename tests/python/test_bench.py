@@ -88,25 +88,31 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
         assert (out / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
 
 
-def test_quick_profile_writes_a_per_op_account_of_each_model(tmp_path):
+def test_quick_profile_writes_a_per_op_account_of_each_model_in_process_and_remote(tmp_path):
     out = tmp_path / "profile"
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env["TF_CPP_MIN_LOG_LEVEL"] = "2"
     done = subprocess.run([sys.executable, "-m", "vgpu.cli", "bench", "--profile", "--quick",
-                           "--models", "mlp", "--out", str(out)], env=env, capture_output=True,
-                          text=True, timeout=300, check=False)
+                           "--profile_remote", "--models", "mlp", "--out", str(out)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
-    table = (out / "op_account.md").read_text().splitlines()
-    assert table[0] == "**mlp** (ms per step)"
-    rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ")}
-    # The mlp's matrix products run on both sides (TensorFlow-CPU may fuse them with their bias
-    # as _FusedMatMul): time on TensorFlow's CPU kernels and on the virtual GPU's executor.
-    matmuls = [line.split("|") for name, line in rows.items() if "MatMul" in name]
-    assert sum(float(cells[2]) for cells in matmuls) > 0
-    assert sum(float(cells[3]) for cells in matmuls) > 0
-    assert "**step, as the table adds up**" in rows and "**step, measured by the worker**" in rows
-    assert any(line.startswith("The table accounts for the measured gap to within")
-               for line in table)
+    text = (out / "op_account.md").read_text()
+    local, _, remote = text.partition("**mlp through a Unix server** (ms per step)")
+    assert remote, "no table through a server"
+    for table in (local.splitlines(), remote.splitlines()):
+        rows = {line.split("|")[1].strip(): line for line in table if line.startswith("| ")}
+        # The mlp's matrix products run on both sides (TensorFlow-CPU may fuse them with their
+        # bias as _FusedMatMul): time on TensorFlow's CPU kernels and on the virtual GPU's
+        # executor (through a server, the kernel times the server sent back).
+        matmuls = [line.split("|") for name, line in rows.items() if "MatMul" in name]
+        assert sum(float(cells[2]) for cells in matmuls) > 0
+        assert sum(float(cells[3]) for cells in matmuls) > 0
+        assert "**step, as the table adds up**" in rows
+        assert "**step, measured by the worker**" in rows
+        assert any(line.startswith("The table accounts for the measured gap to within")
+                   for line in table)
+    assert local.splitlines()[0] == "**mlp** (ms per step)"
+    assert (out / "profiles" / "mlp-gpu-unix").is_dir()
 
 
 def test_the_tiny_op_cost_is_the_slope_between_two_chains_and_the_call_the_rest():

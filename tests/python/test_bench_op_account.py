@@ -131,6 +131,7 @@ def test_idle_time_goes_to_the_client_then_event_waits_then_queued_commands_then
     assert account.idle_event_wait_ps == 30 * ns
     assert account.idle_queued_ps == 30 * ns
     assert account.idle_otherwise_ps == 10 * ns
+    assert account.causes_known
 
 
 def test_interval_subtraction_keeps_what_lies_outside():
@@ -187,8 +188,14 @@ def test_the_comparison_adds_up_to_each_sides_step_and_says_how_much_of_the_gap_
     assert comparison.unaccounted == pytest.approx(0.0)
     table = op_account.markdown("toy", comparison)
     assert "| MatMul |" in table and "to within 0.0%" in table
+    # No queue_wait_ns in this profile (as through a server): the idle causes are one row.
+    assert not comparison.causes_known
+    assert "does not tell them apart" in table and "nothing queued" not in table
+    comparison.causes_known = True  # as in process
+    table = op_account.markdown("toy", comparison)
     for row in ("blocked on another's event", "a command queued, not started", "nothing queued"):
         assert row in table
+    assert "does not tell them apart" not in table
 
 
 def test_a_profile_without_the_workers_step_events_is_an_error():

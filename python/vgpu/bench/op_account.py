@@ -156,6 +156,9 @@ class DeviceIntervals:
     client: list[Interval]  # op kernels computed on the host, labelled with their op type
     event_waits: list[Interval]  # a stream blocked on another stream's event
     queued: list[Interval]  # a command queued on its stream, not yet started
+    # Whether the executor's events say when their commands were queued (in process; a server
+    # reports start and end only, and no event waits): else the idle causes are not told apart.
+    causes_known: bool = False
 
 
 def device_intervals(xspace) -> DeviceIntervals:
@@ -180,6 +183,7 @@ def device_intervals(xspace) -> DeviceIntervals:
                 else:
                     tf_op = stats.get("tf_op", "")
                     found.executor.append((start, end, tf_op.rpartition(":")[2] or UNATTRIBUTED))
+                    found.causes_known = found.causes_known or "queue_wait_ns" in stats
                     queued_ps = 1000 * int(stats.get("queue_wait_ns", 0))
                     if queued_ps > 0:
                         found.queued.append((start - queued_ps, start, name))
@@ -197,6 +201,7 @@ class DeviceAccount:
     idle_event_wait_ps: int  # else a stream was blocked on another stream's event
     idle_queued_ps: int  # else a command was queued and had not started (its worker waking)
     idle_otherwise_ps: int  # else: TensorFlow's runtime and Python, its event polling
+    causes_known: bool = True  # False: the profile cannot tell the last three apart (a server)
 
 
 def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
@@ -274,7 +279,8 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
         idle = _subtract(idle, covered)
     while_client, event_wait, queued = spent
     return DeviceAccount(shares, client_ps, while_client, event_wait, queued,
-                         shares.idle_ps - while_client - event_wait - queued)
+                         shares.idle_ps - while_client - event_wait - queued,
+                         found.causes_known)
 
 
 # The trace event the benchmark worker wraps each profiled step in (vgpu/bench/worker.py).
@@ -306,6 +312,7 @@ class Comparison:
     idle_event_wait_ms: float
     idle_queued_ms: float
     idle_otherwise_ms: float
+    causes_known: bool
     cpu_window_ms: float  # the account's step: window / steps
     vgpu_window_ms: float
     cpu_measured_ms: float  # the worker's own clock over the profiled steps, per step
@@ -343,6 +350,7 @@ def compare(cpu_xspace, cpu_span_s: float, vgpu_xspace, vgpu_span_s: float) -> C
         idle_event_wait_ms=device.idle_event_wait_ps / vgpu_steps / 1e9,
         idle_queued_ms=device.idle_queued_ps / vgpu_steps / 1e9,
         idle_otherwise_ms=device.idle_otherwise_ps / vgpu_steps / 1e9,
+        causes_known=device.causes_known,
         cpu_window_ms=(cpu_window[1] - cpu_window[0]) / cpu_steps / 1e9,
         vgpu_window_ms=(vgpu_window[1] - vgpu_window[0]) / vgpu_steps / 1e9,
         cpu_measured_ms=1e3 * cpu_span_s / cpu_steps,
@@ -366,13 +374,18 @@ def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
     lines.append(f"| idle: no op running (TF-CPU) / executor idle while the client computes "
                  f"an op | {c.cpu_idle_ms:.3f} | {c.idle_while_client_ms:.3f} | | "
                  f"{c.idle_while_client_ms - c.cpu_idle_ms:+.3f} |")
-    for label, ms in (
-            ("executor idle, a stream blocked on another's event (input copies, their order)",
-             c.idle_event_wait_ms),
-            ("executor idle, a command queued, not started (its stream's worker waking)",
-             c.idle_queued_ms),
-            ("executor idle, nothing queued (TensorFlow's runtime and Python, event polling)",
-             c.idle_otherwise_ms)):
+    causes = (
+        ("executor idle, a stream blocked on another's event (input copies, their order)",
+         c.idle_event_wait_ms),
+        ("executor idle, a command queued, not started (its stream's worker waking)",
+         c.idle_queued_ms),
+        ("executor idle, nothing queued (TensorFlow's runtime and Python, event polling)",
+         c.idle_otherwise_ms))
+    if not c.causes_known:  # a server's profile: waits, hand-offs and the runtime together
+        causes = (("executor idle, no op on the client (waits, hand-offs, runtime: a server's "
+                   "profile does not tell them apart)",
+                   c.idle_event_wait_ms + c.idle_queued_ms + c.idle_otherwise_ms),)
+    for label, ms in causes:
         lines.append(f"| {label} | | {ms:.3f} | | {ms:+.3f} |")
     lines.append(f"| **step, as the table adds up** | {c.cpu_window_ms:.3f} | "
                  f"{c.vgpu_window_ms:.3f} | | {c.vgpu_window_ms - c.cpu_window_ms:+.3f} |")

@@ -32,6 +32,10 @@ flags.DEFINE_bool("profile", False, "Instead of the suite: the per-op account. P
                   "virtual GPU and writes op_account.md: each op type's time per step on both, "
                   "the client's, and the idle rest (vgpu/bench/op_account.py).")
 flags.DEFINE_integer("profile_steps", 5, "Profiled steps per model with --profile.")
+flags.DEFINE_bool("profile_remote", False, "With --profile: also profile each model on the "
+                  "virtual GPU through a `vgpu server` on a Unix socket, a second table per "
+                  "model (the server times each command; it does not say when commands were "
+                  "queued or what its streams waited for).")
 
 
 def machine() -> dict:
@@ -128,24 +132,30 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
 
 
 def run_profile(out: str, models: list[str], steps: int, warmup: int,
-                batch_size: int) -> str:
-    """The per-op account of each model (see --profile); writes op_account.md into `out` and
-    returns its text."""
+                batch_size: int, remote: bool = False) -> str:
+    """The per-op account of each model (see --profile; with `remote`, --profile_remote's second
+    table); writes op_account.md into `out` and returns its text."""
     from vgpu.bench import op_account  # noqa: PLC0415
 
+    configs = [("cpu", harness.TF_CPU), ("gpu", harness.INPROC_REUSE)]
+    if remote:
+        configs.append(("gpu-unix", harness.REMOTE_UNIX_REUSE))
     sections = []
     for model in models:
         profiles = {}
-        for config in (harness.TF_CPU, harness.INPROC_REUSE):
-            folder = os.path.abspath(os.path.join(out, "profiles", f"{model}-{config.device}"))
+        for label, config in configs:
+            folder = os.path.abspath(os.path.join(out, "profiles", f"{model}-{label}"))
             _progress(f"profiling {steps} steps of {model} on {config.name} ...")
             result = harness.run_configuration(config, model, steps, warmup, batch_size,
                                                profile_dir=folder)
-            profiles[config.device] = (op_account.load_xspace(folder),
-                                       result["profiled_span_s"])
-        comparison = op_account.compare(*profiles["cpu"], *profiles["gpu"])
-        sections.append(op_account.markdown(model, comparison))
-        _progress(f"  {model}: gap accounted to within {100 * comparison.unaccounted:.1f}%")
+            profiles[label] = (op_account.load_xspace(folder), result["profiled_span_s"])
+        for label, title in (("gpu", model), ("gpu-unix", f"{model} through a Unix server")):
+            if label not in profiles:
+                continue
+            comparison = op_account.compare(*profiles["cpu"], *profiles[label])
+            sections.append(op_account.markdown(title, comparison))
+            _progress(f"  {title}: gap accounted to within "
+                      f"{100 * comparison.unaccounted:.1f}%")
     text = "\n\n".join(sections) + "\n"
     os.makedirs(out, exist_ok=True)
     with open(os.path.join(out, "op_account.md"), "w", encoding="utf-8") as f:
@@ -160,7 +170,7 @@ def main_from_flags() -> int:
     if FLAGS.profile:
         steps = 2 if FLAGS.quick else FLAGS.profile_steps
         run_profile(FLAGS.out, FLAGS.models, steps, 2 if FLAGS.quick else FLAGS.warmup,
-                    FLAGS.batch_size)
+                    FLAGS.batch_size, FLAGS.profile_remote)
         return 0
     run(FLAGS.out, FLAGS.models, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
         FLAGS.quick, FLAGS.remote, FLAGS.tf_cpu, FLAGS.bandwidth_mb)
