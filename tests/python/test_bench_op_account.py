@@ -121,7 +121,7 @@ def test_idle_time_goes_to_the_client_then_event_waits_then_queued_commands_then
         "Op kernels (host)": [("Relu", 20 * ns, 40 * ns)],
     }, plane_name="/device:GPU:0")
     found = op_account.device_intervals(space)
-    assert found.queued == [(BASE_PS + 60 * ns, BASE_PS + 100 * ns, "relu")]
+    assert found.queued == [(BASE_PS + 60 * ns, BASE_PS + 100 * ns, "Relu")]
     assert found.event_waits == [(BASE_PS + 30 * ns, BASE_PS + 70 * ns, "wait for stream 1")]
     account = op_account.account_device(space)
     # The wait is not the executor's work: only the kernels are shared out.
@@ -132,6 +132,37 @@ def test_idle_time_goes_to_the_client_then_event_waits_then_queued_commands_then
     assert account.idle_queued_ps == 30 * ns
     assert account.idle_otherwise_ps == 10 * ns
     assert account.causes_known
+    # The queued time left to the causes after the client's and the wait's: the Relu's 70-100.
+    assert account.queued_by_op_ps == pytest.approx({"Relu": 30 * ns})
+
+
+def test_idle_time_with_several_commands_queued_goes_to_the_one_queued_first():
+    ns = 1000
+    # Idle 10-100 ns. A MatMul queued 20-110 (started at 110) and a Relu queued 40-100 (started
+    # at 100, on another stream): 20-100 is the MatMul's, queued first; the Relu waited behind.
+    space = _space({
+        "Stream #1": [("add", 0, 10 * ns, "d/Add:Add"),
+                      ("relu", 100 * ns, 110 * ns, "d/Relu:Relu", 60)],
+        "Stream #2": [("matmul", 110 * ns, 120 * ns, "d/MatMul:MatMul", 90)],
+    }, plane_name="/device:GPU:0")
+    account = op_account.account_device(space)
+    assert account.idle_queued_ps == 80 * ns  # 20-100
+    assert account.queued_by_op_ps == pytest.approx({"MatMul": 80 * ns})
+    assert account.idle_otherwise_ps == 10 * ns  # 10-20
+
+
+def test_each_instant_goes_to_the_interval_that_started_first():
+    # a 0-10, b 5-30, c 8-12 (inside b): 0-10 a, 10-30 b (queued before c).
+    assert op_account._first_queued([(5, 30, "b"), (0, 10, "a"), (8, 12, "c")]) == {
+        "a": 10, "b": 20}
+    assert op_account._first_queued([(0, 5, "x"), (10, 15, "x")]) == {"x": 10}  # a gap
+    assert op_account._first_queued([]) == {}
+
+
+def test_intervals_are_clipped_to_spans_keeping_their_labels():
+    spans = [(0, 10), (20, 30), (40, 50)]
+    assert op_account._clip_to([(5, 45, "a"), (31, 39, "b"), (-5, 2, "c")], spans) == [
+        (5, 10, "a"), (20, 30, "a"), (40, 45, "a"), (0, 2, "c")]
 
 
 def test_interval_subtraction_keeps_what_lies_outside():
@@ -192,7 +223,9 @@ def test_the_comparison_adds_up_to_each_sides_step_and_says_how_much_of_the_gap_
     assert not comparison.causes_known
     assert "does not tell them apart" in table and "nothing queued" not in table
     comparison.causes_known = True  # as in process
+    comparison.queued_by_op_ms = {"MatMul": 0.25, "Relu": 0.5, "Add": 0.125, "Mul": 0.0625}
     table = op_account.markdown("toy", comparison)
+    assert "by op type (ms per step): Relu 0.500, MatMul 0.250, Add 0.125." in table
     for row in ("blocked on another's event", "a command queued, not started", "nothing queued"):
         assert row in table
     assert "does not tell them apart" not in table

@@ -25,8 +25,10 @@ nothing goes to the first of these that holds then:
 """
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import glob
+import heapq
 import os
 import re
 
@@ -155,7 +157,7 @@ class DeviceIntervals:
     executor: list[Interval]  # kernels, copies, memsets, labelled with the issuing op's type
     client: list[Interval]  # op kernels computed on the host, labelled with their op type
     event_waits: list[Interval]  # a stream blocked on another stream's event
-    queued: list[Interval]  # a command queued on its stream, not yet started
+    queued: list[Interval]  # a command queued on its stream, not yet started (its op type)
     # Whether the executor's events say when their commands were queued (in process; a server
     # reports start and end only, and no event waits): else the idle causes are not told apart.
     causes_known: bool = False
@@ -181,12 +183,12 @@ def device_intervals(xspace) -> DeviceIntervals:
                 elif line.name == EVENT_WAITS_LINE:
                     found.event_waits.append((start, end, name))
                 else:
-                    tf_op = stats.get("tf_op", "")
-                    found.executor.append((start, end, tf_op.rpartition(":")[2] or UNATTRIBUTED))
+                    kind = stats.get("tf_op", "").rpartition(":")[2] or UNATTRIBUTED
+                    found.executor.append((start, end, kind))
                     found.causes_known = found.causes_known or "queue_wait_ns" in stats
                     queued_ps = 1000 * int(stats.get("queue_wait_ns", 0))
                     if queued_ps > 0:
-                        found.queued.append((start - queued_ps, start, name))
+                        found.queued.append((start - queued_ps, start, kind))
     return found
 
 
@@ -202,6 +204,8 @@ class DeviceAccount:
     idle_queued_ps: int  # else a command was queued and had not started (its worker waking)
     idle_otherwise_ps: int  # else: TensorFlow's runtime and Python, its event polling
     causes_known: bool = True  # False: the profile cannot tell the last three apart (a server)
+    # idle_queued_ps shared out between the op types of the commands that were queued then.
+    queued_by_op_ps: dict[str, float] = dataclasses.field(default_factory=dict)
 
 
 def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
@@ -229,6 +233,41 @@ def _subtract(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> list[tuple[
         if cursor < end:
             result.append((cursor, end))
     return result
+
+
+def _clip_to(intervals: list[Interval], spans: list[tuple[int, int]]) -> list[Interval]:
+    """The parts of labelled `intervals` (which may overlap each other) inside sorted, disjoint
+    `spans`, each part keeping its label."""
+    starts = [a for a, _ in spans]
+    parts = []
+    for start, stop, label in intervals:
+        i = max(0, bisect.bisect_right(starts, start) - 1)
+        while i < len(spans) and spans[i][0] < stop:
+            a, b = max(start, spans[i][0]), min(stop, spans[i][1])
+            if a < b:
+                parts.append((a, b, label))
+            i += 1
+    return parts
+
+
+def _first_queued(intervals: list[Interval]) -> dict[str, float]:
+    """The time covered by labelled `intervals`, each instant given to the label of the interval
+    that started first among those covering it."""
+    edges = sorted({t for start, stop, _ in intervals for t in (start, stop)})
+    ordered = sorted(intervals)
+    covered: dict[str, float] = {}
+    heap: list[Interval] = []
+    next_interval = 0
+    for begin, end in zip(edges, edges[1:]):
+        while next_interval < len(ordered) and ordered[next_interval][0] <= begin:
+            heapq.heappush(heap, ordered[next_interval])
+            next_interval += 1
+        while heap and heap[0][1] <= begin:  # ended: no longer queued
+            heapq.heappop(heap)
+        if heap:
+            label = heap[0][2]
+            covered[label] = covered.get(label, 0.0) + (end - begin)
+    return covered
 
 
 def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
@@ -272,15 +311,19 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
     if cursor < end:
         idle.append((cursor, end))
     # Each idle instant goes to the first category that holds then.
-    spent = []
-    for category in (client, found.event_waits, found.queued):
+    def take(idle, category):  # (the idle time `category` covers, the idle time left)
         covered = clip(_union(category))
-        spent.append(_overlap(idle, covered))
-        idle = _subtract(idle, covered)
-    while_client, event_wait, queued = spent
+        return _overlap(idle, covered), _subtract(idle, covered)
+
+    while_client, idle = take(idle, client)
+    event_wait, idle = take(idle, found.event_waits)
+    queued, _ = take(idle, found.queued)
+    # Which ops' commands were queued then: each such instant goes to the command queued first
+    # (the one a waking worker runs first; the others wait behind it).
+    queued_by_op = _first_queued(_clip_to(found.queued, idle))
     return DeviceAccount(shares, client_ps, while_client, event_wait, queued,
                          shares.idle_ps - while_client - event_wait - queued,
-                         found.causes_known)
+                         found.causes_known, queued_by_op)
 
 
 # The trace event the benchmark worker wraps each profiled step in (vgpu/bench/worker.py).
@@ -313,6 +356,7 @@ class Comparison:
     idle_queued_ms: float
     idle_otherwise_ms: float
     causes_known: bool
+    queued_by_op_ms: dict[str, float]  # idle_queued_ms by the op type of the waiting commands
     cpu_window_ms: float  # the account's step: window / steps
     vgpu_window_ms: float
     cpu_measured_ms: float  # the worker's own clock over the profiled steps, per step
@@ -351,6 +395,8 @@ def compare(cpu_xspace, cpu_span_s: float, vgpu_xspace, vgpu_span_s: float) -> C
         idle_queued_ms=device.idle_queued_ps / vgpu_steps / 1e9,
         idle_otherwise_ms=device.idle_otherwise_ps / vgpu_steps / 1e9,
         causes_known=device.causes_known,
+        queued_by_op_ms={kind: ps / vgpu_steps / 1e9
+                         for kind, ps in device.queued_by_op_ps.items()},
         cpu_window_ms=(cpu_window[1] - cpu_window[0]) / cpu_steps / 1e9,
         vgpu_window_ms=(vgpu_window[1] - vgpu_window[0]) / vgpu_steps / 1e9,
         cpu_measured_ms=1e3 * cpu_span_s / cpu_steps,
@@ -393,6 +439,11 @@ def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
                  f"{c.vgpu_measured_ms:.3f} | | "
                  f"{c.vgpu_measured_ms - c.cpu_measured_ms:+.3f} |")
     lines.append("")
+    waiting = sorted(c.queued_by_op_ms.items(), key=lambda item: -item[1])[:3]
+    if c.causes_known and waiting:
+        lines.append("Commands queued while the executor idled, by op type (ms per step): " +
+                     ", ".join(f"{kind} {ms:.3f}" for kind, ms in waiting) + ".")
+        lines.append("")
     lines.append(f"The table accounts for the measured gap to within "
                  f"{100 * c.unaccounted:.1f}%. The client column is not shared out: it overlaps "
                  f"the executor's work (the executor runs a launch while the client describes "
