@@ -204,8 +204,8 @@ class DeviceAccount:
     idle_queued_ps: int  # else a command was queued and had not started (its worker waking)
     idle_otherwise_ps: int  # else: TensorFlow's runtime and Python, its event polling
     causes_known: bool = True  # False: the profile cannot tell the last three apart (a server)
-    # idle_queued_ps shared out between the op types of the commands that were queued then.
-    queued_by_op_ps: dict[str, float] = dataclasses.field(default_factory=dict)
+    # idle_queued_ps by op type: each instant to the command queued first (_first_queued).
+    queued_by_op_ps: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
 def _union(intervals: list[Interval]) -> list[tuple[int, int]]:
@@ -250,12 +250,12 @@ def _clip_to(intervals: list[Interval], spans: list[tuple[int, int]]) -> list[In
     return parts
 
 
-def _first_queued(intervals: list[Interval]) -> dict[str, float]:
+def _first_queued(intervals: list[Interval]) -> dict[str, int]:
     """The time covered by labelled `intervals`, each instant given to the label of the interval
     that started first among those covering it."""
     edges = sorted({t for start, stop, _ in intervals for t in (start, stop)})
     ordered = sorted(intervals)
-    covered: dict[str, float] = {}
+    covered: dict[str, int] = {}
     heap: list[Interval] = []
     next_interval = 0
     for begin, end in zip(edges, edges[1:]):
@@ -266,7 +266,7 @@ def _first_queued(intervals: list[Interval]) -> dict[str, float]:
             heapq.heappop(heap)
         if heap:
             label = heap[0][2]
-            covered[label] = covered.get(label, 0.0) + (end - begin)
+            covered[label] = covered.get(label, 0) + (end - begin)
     return covered
 
 
@@ -285,7 +285,7 @@ def _overlap(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
 def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccount:
     """The virtual GPU's account of the window (default: from the first to the last event of
     its planes): the executor's time per op type, the client's time per op type, and the
-    executor's idle time split by whether the client was computing an op kernel meanwhile."""
+    executor's idle time split by cause (see the module's docstring)."""
     found = device_intervals(xspace)
     executor, client = found.executor, found.client
     everything = executor + client
@@ -317,10 +317,10 @@ def account_device(xspace, window: tuple[int, int] | None = None) -> DeviceAccou
 
     while_client, idle = take(idle, client)
     event_wait, idle = take(idle, found.event_waits)
-    queued, _ = take(idle, found.queued)
-    # Which ops' commands were queued then: each such instant goes to the command queued first
-    # (the one a waking worker runs first; the others wait behind it).
+    # The rest of the idle time with a command queued, by op type: each instant goes to the
+    # command queued first (the one a waking worker runs first; the others wait behind it).
     queued_by_op = _first_queued(_clip_to(found.queued, idle))
+    queued = sum(queued_by_op.values())
     return DeviceAccount(shares, client_ps, while_client, event_wait, queued,
                          shares.idle_ps - while_client - event_wait - queued,
                          found.causes_known, queued_by_op)
