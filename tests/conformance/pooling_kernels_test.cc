@@ -173,6 +173,85 @@ TEST_P(PoolingKernelsTest, RejectsHostilePoolingDescriptors) {
             absl::StatusCode::kInvalidArgument);  // no pooling descriptor first
 }
 
+// Whether two floats are the same value, telling -0 from 0 and taking every NaN as equal.
+bool SameFloat(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+TEST_P(PoolingKernelsTest, GradientThroughReluIsTheGradientTimesWhetherTheInputIsPositive) {
+  // One 2x4 image, 2x2 windows with stride 2 (tiling): window 0 has a positive maximum, window
+  // 1 only zeros and negatives (its maximum 0 is not positive). TensorFlow's ReluGrad multiplies:
+  // a negative gradient times 0 is -0, a NaN gradient stays NaN.
+  std::vector<float> x = {1, 3, 0, -1,
+                          2, -4, -2, 0};
+  auto tiles = Window2d(PoolingMode::kMax, 2, 2);
+  for (float g : {5.0f, -5.0f, kNan}) {
+    std::vector<float> dy = {7, g}, dx(8, -1);
+    ASSERT_TRUE(Launch().Describe(tiles).Tensor({1, 2, 4, 1}).Tensor({1, 1, 2, 1})
+                    .Buffer(&x).Buffer(&dy).Buffer(&dx).Run(pooling::kBackwardThroughRelu).ok());
+    const std::vector<float> expected = {0, 7, g * 0.0f, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < dx.size(); ++i) {
+      EXPECT_TRUE(SameFloat(dx[i], expected[i])) << "g " << g << " element " << i << ": " << dx[i];
+    }
+  }
+}
+
+TEST_P(PoolingKernelsTest, GradientThroughReluMatchesTheGradientMaskedAfterwards) {
+  // Overlapping windows (3x3, stride 2, one row and column of padding after) and tiling ones
+  // (2x2, stride 2), both layouts, inputs and gradients with zeros, negatives and NaNs: the
+  // fused kernel gives kBackward's dx times (x > 0), bit for bit.
+  struct Case {
+    int32_t window, stride, pad_after;
+    DataFormat format;
+  };
+  for (const Case& c : {Case{3, 2, 1, DataFormat::kNHWC}, Case{2, 2, 0, DataFormat::kNHWC},
+                        Case{3, 2, 1, DataFormat::kNCHW}, Case{2, 2, 0, DataFormat::kNCHW}}) {
+    auto p = Window2d(PoolingMode::kMax, c.window, c.stride, c.format);
+    p.pad_after[0] = p.pad_after[1] = c.pad_after;
+    const int64_t in = 6, out = (in + c.pad_after - c.window) / c.stride + 1, channels = 3;
+    const bool nhwc = c.format == DataFormat::kNHWC;
+    const std::vector<int64_t> x_shape = nhwc ? std::vector<int64_t>{2, in, in, channels}
+                                              : std::vector<int64_t>{2, channels, in, in};
+    const std::vector<int64_t> y_shape = nhwc ? std::vector<int64_t>{2, out, out, channels}
+                                              : std::vector<int64_t>{2, channels, out, out};
+    std::vector<float> x(2 * in * in * channels), dy(2 * out * out * channels);
+    for (size_t i = 0; i < x.size(); ++i) {
+      x[i] = i % 11 == 0 ? kNan : static_cast<float>(static_cast<int>((i * 7) % 13) - 8);
+    }
+    for (size_t i = 0; i < dy.size(); ++i) {
+      dy[i] = i % 7 == 0 ? kNan : static_cast<float>(static_cast<int>((i * 5) % 9) - 4);
+    }
+    std::vector<float> plain(x.size(), -1), fused(x.size(), -1);
+    ASSERT_TRUE(Launch().Describe(p).Tensor(x_shape).Tensor(y_shape)
+                    .Buffer(&x).Buffer(&dy).Buffer(&plain).Run(pooling::kBackward).ok());
+    ASSERT_TRUE(Launch().Describe(p).Tensor(x_shape).Tensor(y_shape)
+                    .Buffer(&x).Buffer(&dy).Buffer(&fused).Run(pooling::kBackwardThroughRelu)
+                    .ok());
+    int masked = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float expected = plain[i] * (x[i] > 0 ? 1.0f : 0.0f);
+      masked += x[i] > 0 ? 0 : 1;
+      EXPECT_TRUE(SameFloat(fused[i], expected))
+          << "window " << c.window << " element " << i << ": " << fused[i] << " for " << expected;
+    }
+    EXPECT_GT(masked, 0);
+  }
+}
+
+TEST_P(PoolingKernelsTest, GradientThroughReluRefusesAveragePoolingAndMissingBuffers) {
+  std::vector<float> x(16, 1), dy(4, 1), dx(16, -1);
+  EXPECT_EQ(Launch().Describe(Window2d(PoolingMode::kAverage, 2, 2)).Tensor({1, 4, 4, 1})
+                .Tensor({1, 2, 2, 1}).Buffer(&x).Buffer(&dy).Buffer(&dx)
+                .Run(pooling::kBackwardThroughRelu).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Launch().Describe(Window2d(PoolingMode::kMax, 2, 2)).Tensor({1, 4, 4, 1})
+                .Tensor({1, 2, 2, 1}).Buffer(&dy).Buffer(&dx)
+                .Run(pooling::kBackwardThroughRelu).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(dx, std::vector<float>(16, -1));  // refused before writing
+}
+
 TEST_P(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   std::vector<float> dy = {1, 2, 3, 4}, dx(4, -1);

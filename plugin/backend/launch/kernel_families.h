@@ -73,6 +73,7 @@ inline constexpr KernelIdentity kPooling[] = {
     {pooling::kBackwardWithArgmax, "pooling_backward_with_argmax"},
     {pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax"},
     {pooling::kGradGrad, "pooling_grad_grad"},
+    {pooling::kBackwardThroughRelu, "pooling_backward_through_relu"},
 };
 
 // The reduction id range holds three families.

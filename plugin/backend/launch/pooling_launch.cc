@@ -107,6 +107,7 @@ absl::StatusOr<PoolGeometry> PoolGeometryOf(const PoolingDescriptorSettings& poo
 absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, PoolingKernel kernel) {
   if (kernel == PoolingKernel::kForward) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
   if (kernel == PoolingKernel::kGradGrad) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
+  if (kernel == PoolingKernel::kBackwardThroughRelu) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
   PoolingLaunch read;
   read.kernel = kernel;
   VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read.pooling, &read.x, &read.y));
@@ -116,6 +117,9 @@ absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, Poolin
   }
   if (kernel == PoolingKernel::kGradGrad && read.pooling.mode != PoolingMode::kMax) {
     return absl::InvalidArgumentError("the second-order pooling gradient needs max pooling");
+  }
+  if (kernel == PoolingKernel::kBackwardThroughRelu && read.pooling.mode != PoolingMode::kMax) {
+    return absl::InvalidArgumentError("the pooling gradient through a ReLU needs max pooling");
   }
   return read;
 }

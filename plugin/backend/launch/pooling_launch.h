@@ -62,11 +62,12 @@ enum class PoolingKernel {
   kForward,   // buffers [x, y]
   kBackward,  // [x, dy, dx] for max pooling, [dy, dx] for average pooling
   kGradGrad,  // [x, y, ddx, ddy]; max pooling only
+  kBackwardThroughRelu,  // [x, dy, dx]; max pooling only
 };
 
-// pooling::kForward, kBackward, kGradGrad: descriptors [pooling, x, y], the buffer count of
-// `kernel` (checked first for kForward and kGradGrad, after the descriptors for kBackward,
-// whose count depends on the mode).
+// pooling::kForward, kBackward, kGradGrad, kBackwardThroughRelu: descriptors [pooling, x, y],
+// the buffer count of `kernel` (checked first, except for kBackward, whose count depends on
+// the mode and is checked after the descriptors).
 struct PoolingLaunch {
   PoolingKernel kernel = PoolingKernel::kForward;
   PoolingDescriptorSettings pooling;
@@ -103,7 +104,8 @@ absl::Status WithPoolingBuffers(const Context& context, const PoolingLaunch& lau
         VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.output_elements));
         break;
       }
-      case PoolingKernel::kBackward: {
+      case PoolingKernel::kBackward:
+      case PoolingKernel::kBackwardThroughRelu: {
         if (launch.pooling.mode == PoolingMode::kMax) {
           VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
         }

@@ -84,6 +84,14 @@ inline constexpr KernelId kGradGradWithArgmax = KernelId{404};
 //   propagation is not used.
 inline constexpr KernelId kGradGrad = KernelId{405};
 
+// Max pooling's gradient followed by ReLU's, for a max pooling of a ReLU's output (the plugin's
+// graph optimizer fuses TensorFlow's MaxPoolGrad and the ReluGrad whose features are the same
+// orig_input; see docs/graph_fusions.md). One pass instead of two over x and dx.
+// descriptors: [pooling (max), x tensor, y tensor]; buffers: [x, dy, dx]; params: none.
+//   dx = kBackward's dx, each element then multiplied by 1 where x > 0 and by 0 elsewhere
+//   (TensorFlow's ReluGrad: a NaN gradient stays NaN, a negative one becomes -0).
+inline constexpr KernelId kBackwardThroughRelu = KernelId{406};
+
 }  // namespace vgpu::pooling
 
 #endif  // VGPU_PROTOCOL_KERNELS_POOLING_H_

@@ -224,6 +224,15 @@ void PositionsWithWholeWindows(const PoolGeometry& g, int64_t whole[3]) {
   }
 }
 
+// ReluGrad of one element: gradient * (features > 0), as TensorFlow computes it (a NaN or
+// negative gradient where features <= 0 gives NaN or -0; x * 1 is x exactly). Both values are
+// computed and one selected, without a branch, so that a loop calling it can vectorise.
+template <typename T>
+inline T ThroughRelu(T gradient, T features) {
+  const T masked = gradient * T(0);
+  return features > T(0) ? gradient : masked;
+}
+
 // MaxPoolBackward's work unit (image `b`, channels [c0, c0 + width)) when the windows tile the
 // input and NaNs are not propagated: each window's elements are written once, in window order,
 // the gradient at the first element equal to the window's maximum of non-NaN elements and 0
@@ -231,13 +240,16 @@ void PositionsWithWholeWindows(const PoolGeometry& g, int64_t whole[3]) {
 // precomputed `slot_offsets` (no clamping, divisions or per-position index arithmetic: that
 // per-window cost made this kernel compute-bound, 1.2 ms on one thread for cnn's first pooling
 // gradient, 12 MB of memory traffic); a window cut by the input's end (padding after, "same")
-// by the offsets of its elements inside, gathered into `scratch`.
-template <typename T>
+// by the offsets of its elements inside, gathered into `scratch`. kThroughRelu
+// (kBackwardThroughRelu): what a window routes is first multiplied by (maximum > 0), ReLU's
+// gradient at the element it goes to, which equals the maximum.
+template <typename T, bool kThroughRelu>
 void TiledMaxPoolBackwardUnit(const PoolGeometry& g, int64_t channels, int64_t b, int64_t c0,
                               int64_t width, const std::vector<int64_t>& slot_offsets,
                               std::vector<int64_t>& scratch, const T* x, const T* dy, T* dx) {
   T best[kChannelBlock];
   int32_t first[kChannelBlock];
+  T routed[kChannelBlock];  // kThroughRelu: the gradient routed to each channel's maximum
   int64_t whole[3];
   PositionsWithWholeWindows(g, whole);
   scratch.resize(slot_offsets.size());
@@ -268,6 +280,13 @@ void TiledMaxPoolBackwardUnit(const PoolGeometry& g, int64_t channels, int64_t b
           for (int64_t c = 0; c < width; ++c) first[c] = in[c] == best[c] ? s : first[c];
         }
         const T* __restrict grad = dy + PositionIndex(g.out, b, od, oh, ow) * channels + c0;
+        if constexpr (kThroughRelu) {
+          // The ReLU's gradient matters only where the gradient is routed, at an element equal
+          // to the window's maximum: applied once per window to what is routed (elsewhere the
+          // gradient is 0 either way).
+          for (int64_t c = 0; c < width; ++c) routed[c] = ThroughRelu(grad[c], best[c]);
+          grad = routed;
+        }
         for (int s = 0; s < slots; ++s) {
           T* __restrict out = dx + origin + offsets[s];
           for (int64_t c = 0; c < width; ++c) out[c] = first[c] == s ? grad[c] : T(0);
@@ -282,7 +301,9 @@ void TiledMaxPoolBackwardUnit(const PoolGeometry& g, int64_t channels, int64_t b
 // windows tile the input (2x2 pooling with stride 2, the common case) and NaNs are not
 // propagated, each dx element is written once, in window order: the gradient at the window's
 // first maximum, 0 elsewhere (no zeroing pass and no scattered additions; the same values).
-template <typename T, bool kSingleChannel, bool kPropagateNan>
+// kThroughRelu: dx is then multiplied by (x > 0), in the same pass when the windows tile the
+// input, else per work unit after its additions (kBackwardThroughRelu).
+template <typename T, bool kSingleChannel, bool kPropagateNan, bool kThroughRelu>
 void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g, const T* x,
                      const T* dy, T* dx) {
   const int64_t channels = kSingleChannel ? 1 : g.channels;
@@ -311,7 +332,8 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
         }
       }
       if (tiles) {
-        TiledMaxPoolBackwardUnit<T>(g, channels, b, c0, width, slot_offsets, scratch, x, dy, dx);
+        TiledMaxPoolBackwardUnit<T, kThroughRelu>(g, channels, b, c0, width, slot_offsets,
+                                                  scratch, x, dy, dx);
         continue;
       }
       int64_t o[3];
@@ -356,6 +378,13 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
               if (best_index[c] >= 0) dx[best_index[c]] += grad[c];
             }
           }
+        }
+      }
+      if constexpr (kThroughRelu) {
+        for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
+          const T* __restrict in = x + p * channels;
+          T* __restrict out = dx + p * channels;
+          for (int64_t c = c0; c < c1; ++c) out[c] = ThroughRelu(out[c], in[c]);
         }
       }
     }
@@ -475,10 +504,11 @@ absl::Status PoolingForward(const KernelContext& context) {
   });
 }
 
-// pooling::kBackward (see protocol/kernels/pooling.h).
+// pooling::kBackward and kBackwardThroughRelu (see protocol/kernels/pooling.h).
+template <pooling_launch::PoolingKernel kKernel>
 absl::Status PoolingBackward(const KernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
-                        ReadPoolingLaunch(context, pooling_launch::PoolingKernel::kBackward));
+  constexpr bool kThroughRelu = kKernel == pooling_launch::PoolingKernel::kBackwardThroughRelu;
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, kKernel));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
@@ -492,7 +522,8 @@ absl::Status PoolingBackward(const KernelContext& context) {
         return;
       }
       WithBool(propagate, [&](auto nan) {
-        MaxPoolBackward<T, kSingle, decltype(nan)::value>(device, g, b.x, b.dy, b.out);
+        MaxPoolBackward<T, kSingle, decltype(nan)::value, kThroughRelu>(device, g, b.x, b.dy,
+                                                                         b.out);
       });
     });
     return absl::OkStatus();
@@ -515,9 +546,11 @@ absl::Status PoolingGradGrad(const KernelContext& context) {
 }
 
 void AddPoolingKernels(KernelTable& table) {
-  table.AddFamily(kernel_families::kPooling, PoolingForward, PoolingBackward,
-                  PoolingForwardWithArgmax, PoolingBackwardWithArgmax, PoolingGradGradWithArgmax,
-                  PoolingGradGrad);
+  using pooling_launch::PoolingKernel;
+  table.AddFamily(kernel_families::kPooling, PoolingForward,
+                  PoolingBackward<PoolingKernel::kBackward>, PoolingForwardWithArgmax,
+                  PoolingBackwardWithArgmax, PoolingGradGradWithArgmax, PoolingGradGrad,
+                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>);
 }
 
 }  // namespace vgpu::cpu_kernels

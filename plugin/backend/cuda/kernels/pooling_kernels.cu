@@ -244,8 +244,9 @@ __device__ void ForEachCoveringOutput(const PoolGeometry& g, const Position& q, 
 }
 
 // dx[i] = the sum, in T, over the outputs whose window covers i in the CPU kernel's order
-// (ForEachCoveringOutput), of dy where i holds that window's max.
-template <typename T, bool kPropagateNan>
+// (ForEachCoveringOutput), of dy where i holds that window's max. kThroughRelu: that sum times
+// (x[i] > 0), ReLU's gradient (kBackwardThroughRelu).
+template <typename T, bool kPropagateNan, bool kThroughRelu>
 __global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T* dx) {
   using A = Arith<T>;
   VGPU_GRID_STRIDE(i, g.input_elements) {
@@ -256,6 +257,9 @@ __global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T
         sum = A::Add(sum, dy[IndexOf(g.out, g.channels, q.b, od, oh, ow, q.c)]);
       }
     });
+    if constexpr (kThroughRelu) {
+      sum = A::Mul(sum, A::Less(A::Zero(), x[i]) ? A::FromDouble(1.0) : A::Zero());
+    }
     dx[i] = sum;
   }
 }
@@ -390,9 +394,11 @@ absl::Status PoolingForward(const CudaKernelContext& context) {
   });
 }
 
+// pooling::kBackward and kBackwardThroughRelu.
+template <PoolingKernel kKernel>
 absl::Status PoolingBackward(const CudaKernelContext& context) {
-  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
-                        ReadPoolingLaunch(context, PoolingKernel::kBackward));
+  constexpr bool kThroughRelu = kKernel == PoolingKernel::kBackwardThroughRelu;
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, kKernel));
   const PoolGeometry& g = launch.geometry;
   const bool propagate = launch.pooling.nan_propagation == NanPropagation::kPropagate;
   return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
@@ -404,10 +410,10 @@ absl::Status PoolingBackward(const CudaKernelContext& context) {
     }
     if (propagate) {
       return LaunchGridStride("pooling_backward", device, g.input_elements,
-                              MaxPoolBackwardKernel<T, true>, g, b.x, b.dy, b.out);
+                              MaxPoolBackwardKernel<T, true, kThroughRelu>, g, b.x, b.dy, b.out);
     }
     return LaunchGridStride("pooling_backward", device, g.input_elements,
-                            MaxPoolBackwardKernel<T, false>, g, b.x, b.dy, b.out);
+                            MaxPoolBackwardKernel<T, false, kThroughRelu>, g, b.x, b.dy, b.out);
   });
 }
 
@@ -490,9 +496,10 @@ absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
 }  // namespace
 
 void AddCudaPoolingKernels(CudaKernelTable& table) {
-  table.AddFamily(kernel_families::kPooling, PoolingForward, PoolingBackward,
-                  PoolingForwardWithArgmax, PoolingBackwardWithArgmax, PoolingGradGradWithArgmax,
-                  PoolingGradGrad);
+  table.AddFamily(kernel_families::kPooling, PoolingForward,
+                  PoolingBackward<PoolingKernel::kBackward>, PoolingForwardWithArgmax,
+                  PoolingBackwardWithArgmax, PoolingGradGradWithArgmax, PoolingGradGrad,
+                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>);
 }
 
 }  // namespace vgpu::cuda
