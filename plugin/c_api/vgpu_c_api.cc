@@ -4,7 +4,9 @@
 #include <cstring>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "plugin/device/plugin_runtime.h"
+#include "plugin/graph/graph_fusions.h"
 #include "plugin/kernels/op_catalog.h"
 
 namespace {
@@ -25,7 +27,10 @@ extern "C" {
 int VGPU_ApiVersion(void) { return VGPU_C_API_VERSION; }
 
 size_t VGPU_StatsJson(char* buffer, size_t capacity) {
-  return CopyOut(vgpu::PluginRuntime::Get().StatsJson(), buffer, capacity);
+  const vgpu::graph_fusions::FusionCounts fusions = vgpu::graph_fusions::ProcessTotals();
+  const std::string graph_fusions = absl::StrCat(
+      "\"graph_fusions\": {\"max_pool_grad_relu_grad\": ", fusions.max_pool_grad_relu_grad, "}");
+  return CopyOut(vgpu::PluginRuntime::Get().StatsJson(graph_fusions), buffer, capacity);
 }
 
 size_t VGPU_InfoJson(char* buffer, size_t capacity) {

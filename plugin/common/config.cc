@@ -228,6 +228,14 @@ absl::StatusOr<Config> LoadConfig(
     }
     config.inline_launch_bytes = *value;
   }
+  if (auto fusions = getenv("VGPU_GRAPH_FUSIONS")) {
+    const absl::string_view text = absl::StripAsciiWhitespace(*fusions);
+    if (text != "0" && text != "1") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_GRAPH_FUSIONS='", *fusions, "' must be 0 (the graph optimizer fuses nothing) or 1"));
+    }
+    config.graph_fusions = text == "1";
+  }
   if (auto trace = getenv("VGPU_TRACE")) {
     config.trace_path = std::string(absl::StripAsciiWhitespace(*trace));
   }

@@ -47,6 +47,9 @@ struct Config {
   // worker. Unset: the executor's default.
   std::optional<uint64_t> inline_launch_bytes;
   static constexpr uint64_t kMaxInlineLaunchBytes = 64ull << 20;
+  // VGPU_GRAPH_FUSIONS: "0" turns off the graph optimizer's fusions (graph/graph_fusions.h),
+  // "1" (the default) leaves them on.
+  bool graph_fusions = true;
   // VGPU_TRACE: record every command of every device into this file (trace/trace_format.h);
   // empty: no recording (and no cost).
   std::string trace_path;

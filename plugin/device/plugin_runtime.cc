@@ -228,7 +228,7 @@ PluginRuntime::PluginRuntime() {
                                     "(s) on ", absl::StrJoin(config_.backends, ", ")));
 }
 
-std::string PluginRuntime::StatsJson() const {
+std::string PluginRuntime::StatsJson(absl::string_view more_members) const {
   std::string json = "{\"devices\": [";
   for (int i = 0; i < device_count(); ++i) {
     absl::StrAppend(&json, i == 0 ? "" : ", ", "{\"ordinal\": ", i,
@@ -266,6 +266,7 @@ std::string PluginRuntime::StatsJson() const {
                     ", \"primitives_created\": ", stats.primitives_created,
                     ", \"primitives_reused\": ", stats.primitives_reused, "}");
   }
+  if (!more_members.empty()) absl::StrAppend(&json, ", ", more_members);
   absl::StrAppend(&json, "}");
   return json;
 }

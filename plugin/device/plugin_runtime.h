@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "plugin/client/device_client.h"
 #include "plugin/client/notification_hub.h"
 #include "plugin/common/config.h"
@@ -35,7 +36,9 @@ class PluginRuntime {
   const std::string& device_type() const { return config_.device_type; }
 
   // JSON documents for `vgpu.stats()` and `vgpu info` (see c_api/vgpu_c_api.h).
-  std::string StatsJson() const;
+  // `more_members`: members the layers above the runtime add at the document's top level
+  // ("\"name\": value, ..."; empty: none).
+  std::string StatsJson(absl::string_view more_members = "") const;
   std::string InfoJson() const;
   void ResetStats();
   // An explicit training-step boundary on every device (see client/iteration_detector.h).

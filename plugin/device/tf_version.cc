@@ -1,6 +1,7 @@
 // Finding the running TensorFlow's version (see tf_version.h). TF_Version() lives in
-// libtensorflow_cc.so.2, which the plugin does not link; it is looked up among the libraries
-// already loaded in the process.
+// libtensorflow_cc.so.2, which the plugin does not link; it is looked up, as the other
+// functions of that library the plugin calls, among the libraries already loaded in the
+// process.
 #include "plugin/device/tf_version.h"
 
 #include <dlfcn.h>
@@ -26,19 +27,23 @@ int CollectLibrary(struct dl_phdr_info* info, size_t, void* data) {
 
 }  // namespace
 
-std::optional<std::string> RunningTensorFlowVersion() {
-  VersionFn fn = reinterpret_cast<VersionFn>(::dlsym(RTLD_DEFAULT, "TF_Version"));
-  if (fn == nullptr) {
-    std::vector<std::string> libraries;
-    ::dl_iterate_phdr(CollectLibrary, &libraries);
-    for (const std::string& path : libraries) {
-      void* handle = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
-      if (handle == nullptr) continue;
-      fn = reinterpret_cast<VersionFn>(::dlsym(handle, "TF_Version"));
-      ::dlclose(handle);
-      if (fn != nullptr) break;
-    }
+void* LoadedTensorFlowFunction(const char* name) {
+  void* function = ::dlsym(RTLD_DEFAULT, name);
+  if (function != nullptr) return function;
+  std::vector<std::string> libraries;
+  ::dl_iterate_phdr(CollectLibrary, &libraries);
+  for (const std::string& path : libraries) {
+    void* handle = ::dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+    if (handle == nullptr) continue;
+    function = ::dlsym(handle, name);
+    ::dlclose(handle);  // NOLOAD: the library stays loaded, as it was
+    if (function != nullptr) return function;
   }
+  return nullptr;
+}
+
+std::optional<std::string> RunningTensorFlowVersion() {
+  VersionFn fn = reinterpret_cast<VersionFn>(LoadedTensorFlowFunction("TF_Version"));
   if (fn == nullptr) return std::nullopt;
   const char* version = fn();
   if (version == nullptr) return std::nullopt;

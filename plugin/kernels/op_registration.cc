@@ -2,7 +2,9 @@
 #include "plugin/kernels/op_registration.h"
 
 #include "plugin/device/platform_registration.h"
+#include "plugin/common/log.h"
 #include "plugin/device/plugin_runtime.h"
+#include "plugin/graph/fused_ops.h"
 
 extern "C" {
 
@@ -13,6 +15,10 @@ void TF_InitKernel() {
   if (registered || vgpu::IsDuplicateLoad()) return;
   registered = true;
   const char* device_type = vgpu::PluginRuntime::Get().device_type().c_str();
+  // The fused ops' definitions first: their kernels are registered with their families below.
+  if (absl::Status status = vgpu::fused_ops::RegisterDefinitions(); !status.ok()) {
+    vgpu::Log(vgpu::LogLevel::kError, status.message());
+  }
   vgpu::RegisterActivationOps(device_type);
   vgpu::RegisterElementwiseOps(device_type);
   vgpu::RegisterConvolutionOps(device_type);

@@ -16,6 +16,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/graph/fused_ops.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
@@ -447,6 +448,9 @@ class PoolOp {
 
 // MaxPoolGrad / MaxPoolGradV2 (orig_input, orig_output, grad[, ksize, strides]) -> the gradient
 // with respect to orig_input. The maximum of each window is recomputed from orig_input.
+// kThroughRelu: the graph optimizer's _VgpuMaxPoolGradWithReluGrad (graph/fused_ops.h), the
+// same gradient then through the ReLU whose output orig_input is (pooling::kBackwardThroughRelu).
+template <bool kThroughRelu = false>
 class MaxPoolGradOp {
  public:
   static absl::StatusOr<std::unique_ptr<MaxPoolGradOp>> Create(OpConstruction& construction) {
@@ -468,7 +472,9 @@ class MaxPoolGradOp {
     if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanMaxPoolGradient(window, nan_, in));
     VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
-    return LaunchPooling(context, pooling::kBackward, plan, dtype, x_dims,
+    return LaunchPooling(context,
+                         kThroughRelu ? pooling::kBackwardThroughRelu : pooling::kBackward, plan,
+                         dtype, x_dims,
                          {BufferOf(x.get()), BufferOf(dy.get()), BufferOf(dx.get())});
   }
 
@@ -549,9 +555,11 @@ void RegisterPoolingOps(const char* device_type) {
                                                     kFloatingTypes, {"ksize", "strides"});
   RegisterKernelForTypes<PoolOp<PoolingMode::kAverage>>("AvgPool", device_type, "T",
                                                         kFloatingTypes);
-  RegisterKernelForTypes<MaxPoolGradOp>("MaxPoolGrad", device_type, "T", kFloatingTypes);
-  RegisterKernelForTypes<MaxPoolGradOp>("MaxPoolGradV2", device_type, "T", kFloatingTypes,
-                                        {"ksize", "strides"});
+  RegisterKernelForTypes<MaxPoolGradOp<>>("MaxPoolGrad", device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<MaxPoolGradOp<>>("MaxPoolGradV2", device_type, "T", kFloatingTypes,
+                                          {"ksize", "strides"});
+  RegisterKernelForTypes<MaxPoolGradOp<true>>(fused_ops::kMaxPoolGradWithReluGrad, device_type,
+                                              "T", kFloatingTypes);
   RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGrad", device_type, "T", kFloatingTypes);
   RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGradV2", device_type, "T",
                                             kFloatingTypes, {"ksize", "strides"});
@@ -575,6 +583,10 @@ void RegisterPoolingOps(const char* device_type) {
              absl::StrCat("VALID, SAME, EXPLICIT padding. ", nan_backward).c_str());
   DocumentOp("MaxPoolGradV2", "NHWC, NCHW",
              absl::StrCat("ksize and strides as host int32 tensors. ", nan_backward).c_str());
+  DocumentOp(fused_ops::kMaxPoolGradWithReluGrad, "NHWC, NCHW",
+             "The plugin's fusion of MaxPoolGrad and the ReluGrad of its orig_input "
+             "(docs/graph_fusions.md): MaxPoolGrad's gradient times (orig_input > 0), in one "
+             "pass.");
   const char* grad_grad =
       "Gradient of MaxPoolGrad: the grad value at each window's first element equal to "
       "orig_output (0 where none is, e.g. a NaN maximum).";

@@ -122,7 +122,10 @@ def stats() -> dict[str, Any]:
     and ``executor``: the in-process executor's own counters since it started, not reset by
     ``reset_stats()`` ({"name", "launches", "copies", "bytes_copied", "memsets",
     "descriptors_created", "primitives_created", "primitives_reused"}; None for devices on a
-    server), also as ``executor_primitives_created`` / ``executor_primitives_reused``.
+    server), also as ``executor_primitives_created`` / ``executor_primitives_reused``; and
+    ``graph_fusions``: op pairs the plugin's graph optimizer fused in this process, by rewrite
+    ({"max_pool_grad_relu_grad"}; counted per graph rewritten, not per step run, and not reset
+    by ``reset_stats()``; docs/graph_fusions.md).
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
@@ -160,6 +163,7 @@ def stats() -> dict[str, Any]:
     total["executor"] = executor
     total["executor_primitives_created"] = executor["primitives_created"] if executor else None
     total["executor_primitives_reused"] = executor["primitives_reused"] if executor else None
+    total["graph_fusions"] = raw.get("graph_fusions", {})
     return total
 
 

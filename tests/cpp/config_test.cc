@@ -283,6 +283,18 @@ TEST(InlineLaunchBytes, RejectsWhatIsNotASizeAndHugeSizes) {
   }
 }
 
+TEST(GraphFusions, OnByDefaultAndZeroTurnsThemOff) {
+  EXPECT_TRUE(Loaded({}).graph_fusions);
+  EXPECT_FALSE(Loaded({{"VGPU_GRAPH_FUSIONS", " 0 "}}).graph_fusions);
+  EXPECT_TRUE(Loaded({{"VGPU_GRAPH_FUSIONS", "1"}}).graph_fusions);
+}
+
+TEST(GraphFusions, RejectsWhatIsNotZeroOrOne) {
+  for (const char* bad : {"", "off", "2", "true"}) {
+    ExpectInvalid({{"VGPU_GRAPH_FUSIONS", bad}}, "VGPU_GRAPH_FUSIONS");
+  }
+}
+
 TEST(CpuCount, CgroupV2QuotaRoundsUpAndMaxMeansNoQuota) {
   EXPECT_EQ(CpuCountFromCgroupV2("max 100000\n"), std::nullopt);
   EXPECT_EQ(CpuCountFromCgroupV2("200000 100000\n"), 2);

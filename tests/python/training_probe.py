@@ -73,7 +73,7 @@ def main(device):
         result.update(steps=callbacks[0].steps, iterations_detected=stats["iterations_detected"],
                       descriptor_calls=stats["descriptor_calls"], mode=stats["descriptor_mode"],
                       forwarded=stats["descriptor_calls_forwarded"],
-                      local=stats["descriptor_calls_local"])
+                      local=stats["descriptor_calls_local"], graph_fusions=stats["graph_fusions"])
     print("PROBE " + json.dumps(result))
 
 

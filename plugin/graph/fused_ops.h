@@ -1,0 +1,30 @@
+// The ops the plugin's graph optimizer puts in place of TensorFlow op pairs (graph_fusions.h):
+// their names, and their registration in TensorFlow's op registry (they are not TensorFlow's
+// ops, so the plugin defines them; the virtual GPU's kernels for them are registered with the
+// other kernels of their family, kernels/*_ops.cc). Names start with "_Vgpu": an underscore, as
+// TensorFlow's own internal ops, so that no user code is expected to create them.
+#ifndef VGPU_GRAPH_FUSED_OPS_H_
+#define VGPU_GRAPH_FUSED_OPS_H_
+
+#include "absl/status/status.h"
+
+namespace vgpu::fused_ops {
+
+// ReluGrad(MaxPoolGrad(orig_input, orig_output, grad), orig_input): inputs orig_input,
+// orig_output, grad; output the gradient with respect to orig_input, through the ReLU whose
+// output orig_input is. Attributes as MaxPoolGrad's (T, ksize, strides, padding,
+// explicit_paddings, data_format).
+inline constexpr char kMaxPoolGradWithReluGrad[] = "_VgpuMaxPoolGradWithReluGrad";
+
+// Registers every fused op's definition with TensorFlow (once per process; later calls do
+// nothing). Call from TF_InitKernel, before the kernels are registered. Not thread-safe
+// against itself (TensorFlow calls TF_InitKernel once, on one thread).
+absl::Status RegisterDefinitions();
+
+// Whether RegisterDefinitions succeeded in this load of the plugin (the graph optimizer puts
+// fused ops in graphs only then). Thread-safe.
+bool DefinitionsRegistered();
+
+}  // namespace vgpu::fused_ops
+
+#endif  // VGPU_GRAPH_FUSED_OPS_H_

@@ -1,0 +1,223 @@
+// The graph rewrites of the plugin's Grappler optimizer (see graph_fusions.h), on TensorFlow's
+// GraphDef protocol buffer (its generated classes come with TensorFlow's headers and library).
+#include "plugin/graph/graph_fusions.h"
+
+#include <atomic>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "plugin/graph/fused_ops.h"
+#include "tensorflow/core/framework/graph.pb.h"
+#include "tensorflow/core/framework/node_def.pb.h"
+#include "tensorflow/core/framework/types.pb.h"
+
+namespace vgpu::graph_fusions {
+namespace {
+
+using tensorflow::GraphDef;
+using tensorflow::NodeDef;
+
+// One input of a node as a GraphDef names it: "node", "node:port" or "^node" (control).
+struct InputRef {
+  absl::string_view node;
+  int port = 0;
+  bool control = false;
+};
+
+InputRef ParseInput(absl::string_view input) {
+  if (absl::StartsWith(input, "^")) return {input.substr(1), -1, true};
+  const size_t colon = input.rfind(':');
+  int port = 0;
+  if (colon != absl::string_view::npos && absl::SimpleAtoi(input.substr(colon + 1), &port)) {
+    return {input.substr(0, colon), port, false};
+  }
+  return {input, 0, false};
+}
+
+bool SameTensor(const InputRef& a, const InputRef& b) {
+  return !a.control && !b.control && a.node == b.node && a.port == b.port;
+}
+
+// Whether `device` ("/job:localhost/replica:0/task:0/device:GPU:0") has type `type`.
+bool PlacedOn(absl::string_view device, absl::string_view type) {
+  constexpr absl::string_view kDevice = "/device:";
+  const size_t at = device.find(kDevice);
+  if (at == absl::string_view::npos) return false;
+  absl::string_view rest = device.substr(at + kDevice.size());
+  return rest.substr(0, rest.find(':')) == type;
+}
+
+// The node's "T" attribute, or DT_INVALID.
+tensorflow::DataType TypeOf(const NodeDef& node) {
+  auto it = node.attr().find("T");
+  return it == node.attr().end() ? tensorflow::DT_INVALID : it->second.type();
+}
+
+bool FusedKernelHasType(tensorflow::DataType type) {
+  return type == tensorflow::DT_FLOAT || type == tensorflow::DT_HALF ||
+         type == tensorflow::DT_BFLOAT16 || type == tensorflow::DT_DOUBLE;
+}
+
+// The graph's nodes by name, and how many data inputs of other nodes read each node.
+struct GraphIndex {
+  explicit GraphIndex(const GraphDef& graph) {
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const NodeDef& node = graph.node(i);
+      by_name.emplace(node.name(), i);
+      for (const std::string& input : node.input()) {
+        const InputRef ref = ParseInput(input);
+        if (!ref.control) ++data_readers[ref.node];
+      }
+    }
+  }
+  absl::flat_hash_map<absl::string_view, int> by_name;
+  absl::flat_hash_map<absl::string_view, int> data_readers;
+};
+
+// The fused node for MaxPoolGrad `pool_grad` read by ReluGrad `relu_grad`: relu_grad's name,
+// device and underscore attributes (output shapes, colocation), pool_grad's data inputs and op
+// attributes, and both nodes' control inputs.
+NodeDef MaxPoolGradWithReluGrad(const NodeDef& pool_grad, const NodeDef& relu_grad) {
+  NodeDef fused;
+  fused.set_name(relu_grad.name());
+  fused.set_op(fused_ops::kMaxPoolGradWithReluGrad);
+  fused.set_device(relu_grad.device());
+  for (int i = 0; i < 3; ++i) fused.add_input(pool_grad.input(i));
+  const std::string on_pool_grad = absl::StrCat("^", pool_grad.name());
+  std::vector<std::string> controls;
+  auto add_control = [&](const std::string& input) {
+    if (!ParseInput(input).control || input == on_pool_grad) return;
+    for (const std::string& seen : controls) {
+      if (seen == input) return;
+    }
+    controls.push_back(input);
+  };
+  for (int i = 3; i < pool_grad.input_size(); ++i) add_control(pool_grad.input(i));
+  for (int i = 2; i < relu_grad.input_size(); ++i) add_control(relu_grad.input(i));
+  for (std::string& control : controls) fused.add_input(std::move(control));
+  for (const auto& [name, value] : pool_grad.attr()) {
+    if (!absl::StartsWith(name, "_")) (*fused.mutable_attr())[name] = value;
+  }
+  for (const auto& [name, value] : relu_grad.attr()) {
+    if (absl::StartsWith(name, "_")) (*fused.mutable_attr())[name] = value;
+  }
+  return fused;
+}
+
+// Whether graph node `relu_grad` is ReluGrad(MaxPoolGrad(x, y, dy), x) with a MaxPoolGrad that
+// may go (see Fuse); if so, its index.
+std::optional<int> FusableMaxPoolGrad(const GraphDef& graph, const GraphIndex& index,
+                                      const std::vector<bool>& removed, const NodeDef& relu_grad,
+                                      const absl::flat_hash_set<std::string>& preserved,
+                                      absl::string_view device_type) {
+  if (relu_grad.op() != "ReluGrad" || relu_grad.input_size() < 2) return std::nullopt;
+  const InputRef gradient = ParseInput(relu_grad.input(0));
+  const InputRef features = ParseInput(relu_grad.input(1));
+  if (gradient.control || gradient.port != 0 || features.control) return std::nullopt;
+  auto found = index.by_name.find(gradient.node);
+  if (found == index.by_name.end() || removed[found->second]) return std::nullopt;
+  const NodeDef& pool_grad = graph.node(found->second);
+  if (pool_grad.op() != "MaxPoolGrad" || pool_grad.input_size() < 3) return std::nullopt;
+  for (int i = 0; i < 3; ++i) {
+    if (ParseInput(pool_grad.input(i)).control) return std::nullopt;
+  }
+  if (!SameTensor(ParseInput(pool_grad.input(0)), features)) return std::nullopt;
+  auto readers = index.data_readers.find(pool_grad.name());
+  if (readers == index.data_readers.end() || readers->second != 1) return std::nullopt;
+  if (preserved.contains(pool_grad.name())) return std::nullopt;
+  if (pool_grad.device() != relu_grad.device() || !PlacedOn(relu_grad.device(), device_type)) {
+    return std::nullopt;
+  }
+  const tensorflow::DataType type = TypeOf(relu_grad);
+  if (type != TypeOf(pool_grad) || !FusedKernelHasType(type)) return std::nullopt;
+  return found->second;
+}
+
+// Renames control inputs on removed nodes to the nodes that took their place, once each.
+void MoveControlInputs(GraphDef& graph, const std::vector<bool>& removed,
+                       const absl::flat_hash_map<std::string, std::string>& replaced_by) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    if (removed[i]) continue;
+    NodeDef& node = *graph.mutable_node(i);
+    bool changed = false;
+    for (std::string& input : *node.mutable_input()) {
+      const InputRef ref = ParseInput(input);
+      if (!ref.control) continue;
+      auto it = replaced_by.find(ref.node);
+      if (it == replaced_by.end()) continue;
+      input = absl::StrCat("^", it->second);
+      changed = true;
+    }
+    if (!changed) continue;
+    // Drop a control input that is now repeated, or on the node itself.
+    std::vector<std::string> kept;
+    for (const std::string& input : node.input()) {
+      const InputRef ref = ParseInput(input);
+      bool drop = ref.control && ref.node == node.name();
+      for (const std::string& seen : kept) drop = drop || (ref.control && seen == input);
+      if (!drop) kept.push_back(input);
+    }
+    node.clear_input();
+    for (std::string& input : kept) node.add_input(std::move(input));
+  }
+}
+
+// Removes the nodes marked in `removed`, keeping the others in their order.
+void RemoveNodes(GraphDef& graph, const std::vector<bool>& removed) {
+  auto* nodes = graph.mutable_node();
+  int kept = 0;
+  for (int i = 0; i < nodes->size(); ++i) {
+    if (removed[i]) continue;
+    if (kept != i) nodes->SwapElements(kept, i);
+    ++kept;
+  }
+  nodes->DeleteSubrange(kept, nodes->size() - kept);
+}
+
+std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
+
+}  // namespace
+
+FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
+                  absl::string_view device_type) {
+  FusionCounts counts;
+  std::vector<bool> removed(graph.node_size(), false);
+  absl::flat_hash_map<std::string, std::string> replaced_by;
+  {
+    const GraphIndex index(graph);  // views into the names: no node is renamed while it lives
+    std::vector<std::pair<int, NodeDef>> fused_nodes;
+    for (int r = 0; r < graph.node_size(); ++r) {
+      const NodeDef& relu_grad = graph.node(r);
+      std::optional<int> m =
+          FusableMaxPoolGrad(graph, index, removed, relu_grad, preserved, device_type);
+      if (!m.has_value()) continue;
+      const NodeDef& pool_grad = graph.node(*m);
+      fused_nodes.emplace_back(r, MaxPoolGradWithReluGrad(pool_grad, relu_grad));
+      replaced_by.emplace(pool_grad.name(), relu_grad.name());
+      removed[*m] = true;
+      ++counts.max_pool_grad_relu_grad;
+    }
+    for (auto& [position, node] : fused_nodes) *graph.mutable_node(position) = std::move(node);
+  }
+  if (counts.total() == 0) return counts;
+  MoveControlInputs(graph, removed, replaced_by);
+  RemoveNodes(graph, removed);
+  return counts;
+}
+
+FusionCounts ProcessTotals() {
+  FusionCounts counts;
+  counts.max_pool_grad_relu_grad = total_max_pool_grad_relu_grad.load(std::memory_order_relaxed);
+  return counts;
+}
+
+void AddToProcessTotals(const FusionCounts& counts) {
+  total_max_pool_grad_relu_grad.fetch_add(counts.max_pool_grad_relu_grad,
+                                          std::memory_order_relaxed);
+}
+
+}  // namespace vgpu::graph_fusions

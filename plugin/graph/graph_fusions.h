@@ -1,0 +1,55 @@
+// The graph rewrites of the plugin's Grappler optimizer (graph_optimizer.cc): op pairs of a
+// TensorFlow graph, placed on the virtual GPU, replaced by one fused op (fused_ops.h) whose
+// kernel makes one pass over memory where the pair made two. Each rewrite computes exactly what
+// the pair computed (the same values, bit for bit), and applies only where nothing else in the
+// graph reads the intermediate tensor. See docs/graph_fusions.md.
+//
+//   ReluGrad(MaxPoolGrad(x, y, dy), x)  ->  _VgpuMaxPoolGradWithReluGrad(x, y, dy)
+//     The backward pass of ReLU followed by max pooling (Conv2D with a ReLU, then MaxPool2D):
+//     the pooling gradient is masked by the ReLU's output as it is written, instead of a
+//     second pass reading it back with x.
+#ifndef VGPU_GRAPH_GRAPH_FUSIONS_H_
+#define VGPU_GRAPH_GRAPH_FUSIONS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/string_view.h"
+
+namespace tensorflow {
+class GraphDef;
+}  // namespace tensorflow
+
+namespace vgpu::graph_fusions {
+
+// How many op pairs were fused, by rewrite.
+struct FusionCounts {
+  int64_t max_pool_grad_relu_grad = 0;
+
+  int64_t total() const { return max_pool_grad_relu_grad; }
+  FusionCounts& operator+=(const FusionCounts& other) {
+    max_pool_grad_relu_grad += other.max_pool_grad_relu_grad;
+    return *this;
+  }
+};
+
+// Applies every rewrite to `graph`, in place. A pair is fused only when both nodes are placed on
+// a device of type `device_type` (e.g. "/job:localhost/replica:0/task:0/device:GPU:0" for
+// "GPU"), have the same dtype (one the fused kernel has), and the first node of the pair is not
+// in `preserved` (fetched or otherwise kept by name), has no other reader of its output and is
+// removed; the fused node takes the second node's name, so its readers are unchanged. Control
+// dependencies on the removed node move to the fused node. A graph with nothing to fuse is left
+// as it was. Never fails: a node it does not understand is left alone. Not thread-safe for one
+// graph; distinct graphs may be rewritten concurrently.
+FusionCounts Fuse(tensorflow::GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
+                  absl::string_view device_type);
+
+// The fusions made in this process so far (every graph the optimizer has rewritten), and the
+// optimizer's way to add to them. Thread-safe.
+FusionCounts ProcessTotals();
+void AddToProcessTotals(const FusionCounts& counts);
+
+}  // namespace vgpu::graph_fusions
+
+#endif  // VGPU_GRAPH_GRAPH_FUSIONS_H_

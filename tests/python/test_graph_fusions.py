@@ -1,0 +1,260 @@
+"""The plugin's graph fusions (docs/graph_fusions.md): ReluGrad(MaxPoolGrad(x, y, dy), x) in a
+graph on the virtual GPU becomes one _VgpuMaxPoolGradWithReluGrad kernel. The fused result must
+be bit for bit what the two ops give run one after the other on the virtual GPU (eagerly, where
+Grappler does not run), and match TensorFlow's CPU kernels; graphs where the pair cannot be
+fused (the pooling gradient read elsewhere, other features, the CPU) are left alone;
+VGPU_GRAPH_FUSIONS=0 turns the fusions off; a Keras CNN trains to the same losses with one
+launch fewer per step; the fused op refuses bad shapes like MaxPoolGrad."""
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tensorflow.core.framework import attr_value_pb2
+
+import vgpu
+from ops.op_testing import BF16, random_array, tolerance
+
+PROBE = os.path.join(os.path.dirname(__file__), "training_probe.py")
+FUSED_OP = "_VgpuMaxPoolGradWithReluGrad"
+
+
+def fusions():
+    return vgpu.stats()["graph_fusions"]["max_pool_grad_relu_grad"]
+
+
+def relu_pool_gradient(ksize, strides, padding, data_format="NHWC"):
+    """A function of (pre-activation x, dy): ReluGrad(MaxPoolGrad(relu(x), y, dy), relu(x)),
+    the backward pass of relu followed by max pooling, written with the raw ops."""
+    window = [1, ksize, ksize, 1] if data_format == "NHWC" else [1, 1, ksize, ksize]
+    steps = [1, strides, strides, 1] if data_format == "NHWC" else [1, 1, strides, strides]
+
+    def gradient(x, dy):
+        r = tf.nn.relu(x)
+        y = tf.nn.max_pool(r, window, steps, padding, data_format=data_format)
+        g = tf.raw_ops.MaxPoolGrad(orig_input=r, orig_output=y, grad=dy, ksize=window,
+                                   strides=steps, padding=padding, data_format=data_format)
+        return tf.raw_ops.ReluGrad(gradients=g, features=r)
+
+    return gradient
+
+
+def inputs(x_shape, dy_shape, dtype, seed, nan_in_x=True):
+    """x with zeros, negatives and (`nan_in_x`) a NaN; dy with negatives and a NaN."""
+    x = random_array(x_shape, np.float32, seed=seed)
+    x[x > 1.5] = 0  # whole windows of zeros after the relu
+    if nan_in_x:
+        x.flat[3] = np.nan
+    dy = random_array(dy_shape, np.float32, seed=seed + 1)
+    dy.flat[1] = np.nan
+    return x.astype(dtype), dy.astype(dtype)
+
+
+# (x shape, ksize, strides, padding, format): windows that tile the input (the common 2x2
+# pooling) and overlapping windows with padding, channels last and first.
+GEOMETRIES = [
+    ((2, 8, 8, 3), 2, 2, "VALID", "NHWC"),
+    ((2, 9, 7, 4), 3, 2, "SAME", "NHWC"),
+    ((2, 3, 8, 6), 2, 2, "VALID", "NCHW"),
+    ((1, 2, 9, 9), 3, 2, "SAME", "NCHW"),
+]
+
+
+def pooled_shape(x_shape, ksize, strides, padding, data_format):
+    spatial = x_shape[1:3] if data_format == "NHWC" else x_shape[2:4]
+    out = [(n - ksize) // strides + 1 if padding == "VALID" else -(-n // strides)
+           for n in spatial]
+    return ((x_shape[0], *out, x_shape[3]) if data_format == "NHWC"
+            else (x_shape[0], x_shape[1], *out))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16])
+@pytest.mark.parametrize("x_shape,ksize,strides,padding,data_format", GEOMETRIES)
+def test_the_fused_kernel_gives_the_two_ops_results_bit_for_bit(dtype, x_shape, ksize, strides,
+                                                               padding, data_format):
+    gradient = relu_pool_gradient(ksize, strides, padding, data_format)
+    x, dy = inputs(x_shape, pooled_shape(x_shape, ksize, strides, padding, data_format), dtype,
+                   seed=x_shape[1] + ksize)
+    with tf.device("/GPU:0"):
+        before = fusions()
+        fused = tf.function(gradient)(tf.constant(x), tf.constant(dy))
+        assert fusions() == before + 1
+        one_after_the_other = gradient(tf.constant(x), tf.constant(dy))  # eager: not fused
+    assert fused.device.endswith("GPU:0")
+    np.testing.assert_array_equal(fused.numpy(), one_after_the_other.numpy())
+    assert np.isnan(fused.numpy().astype(np.float32)).any()  # the NaN gradient went through
+    if data_format == "NHWC":
+        # Against TensorFlow's CPU kernels (channels-last only), with no NaN in x: the virtual
+        # GPU's max pooling skips NaNs as cuDNN does, where TensorFlow's CPU kernels differ
+        # (docs/ops.md).
+        x, dy = inputs(x_shape, pooled_shape(x_shape, ksize, strides, padding, data_format),
+                       dtype, seed=x_shape[1] + ksize, nan_in_x=False)
+        with tf.device("/GPU:0"):
+            fused = tf.function(gradient)(tf.constant(x), tf.constant(dy))
+        with tf.device("/CPU:0"):
+            expected = gradient(tf.constant(x), tf.constant(dy))
+        np.testing.assert_allclose(fused.numpy().astype(np.float64),
+                                   expected.numpy().astype(np.float64), **tolerance(dtype))
+
+
+def test_the_gradient_of_conv_relu_max_pool_is_fused_and_matches_cpu():
+    x = random_array((4, 10, 10, 3), np.float32, seed=1)
+    w = random_array((3, 3, 3, 6), np.float32, seed=2)
+
+    def loss_gradients(x, w):
+        with tf.GradientTape() as tape:
+            tape.watch([x, w])
+            r = tf.nn.relu(tf.nn.conv2d(x, w, 1, "SAME"))
+            p = tf.nn.max_pool2d(r, 2, 2, "VALID")
+            loss = tf.reduce_sum(p * p)
+        return tape.gradient(loss, [x, w])
+
+    with tf.device("/CPU:0"):
+        expected = loss_gradients(tf.constant(x), tf.constant(w))
+    with tf.device("/GPU:0"):
+        before = fusions()
+        actual = tf.function(loss_gradients)(tf.constant(x), tf.constant(w))
+        assert fusions() == before + 1
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_pooling_gradient_read_elsewhere_is_not_fused():
+    gradient = relu_pool_gradient(2, 2, "VALID")
+
+    def both(x, dy):
+        r = tf.nn.relu(x)
+        y = tf.nn.max_pool2d(r, 2, 2, "VALID")
+        g = tf.raw_ops.MaxPoolGrad(orig_input=r, orig_output=y, grad=dy, ksize=[1, 2, 2, 1],
+                                   strides=[1, 2, 2, 1], padding="VALID")
+        return g, tf.raw_ops.ReluGrad(gradients=g, features=r)
+
+    x, dy = inputs((1, 4, 4, 2), (1, 2, 2, 2), np.float32, seed=3)
+    with tf.device("/GPU:0"):
+        before = fusions()
+        g, through_relu = tf.function(both)(tf.constant(x), tf.constant(dy))
+        assert fusions() == before
+        np.testing.assert_array_equal(through_relu.numpy(),
+                                      gradient(tf.constant(x), tf.constant(dy)).numpy())
+    assert g.numpy().shape == x.shape
+
+
+def test_relu_features_other_than_the_pooled_input_are_not_fused():
+    def other_features(x, dy, features):
+        r = tf.nn.relu(x)
+        y = tf.nn.max_pool2d(r, 2, 2, "VALID")
+        g = tf.raw_ops.MaxPoolGrad(orig_input=r, orig_output=y, grad=dy, ksize=[1, 2, 2, 1],
+                                   strides=[1, 2, 2, 1], padding="VALID")
+        return tf.raw_ops.ReluGrad(gradients=g, features=features)
+
+    x, dy = inputs((1, 4, 4, 2), (1, 2, 2, 2), np.float32, seed=4)
+    features = random_array(x.shape, np.float32, seed=5)
+    args = [tf.constant(a) for a in (x, dy, features)]
+    with tf.device("/GPU:0"):
+        before = fusions()
+        actual = tf.function(other_features)(*args)
+        assert fusions() == before
+    with tf.device("/CPU:0"):
+        expected = other_features(*args)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_graphs_on_the_cpu_are_not_fused():
+    gradient = relu_pool_gradient(2, 2, "VALID")
+    x, dy = inputs((1, 4, 4, 2), (1, 2, 2, 2), np.float32, seed=6)
+    with tf.device("/CPU:0"):
+        before = fusions()
+        tf.function(gradient)(tf.constant(x), tf.constant(dy)).numpy()
+        assert fusions() == before
+
+
+def _attr_list(values):
+    return attr_value_pb2.AttrValue(list=attr_value_pb2.AttrValue.ListValue(i=values))
+
+
+def _run_fused_op(x, y, dy):
+    """Runs the fused op itself (as a graph that names it directly) on the virtual GPU."""
+    graph = tf.Graph()
+    with graph.as_default(), tf.device("/GPU:0"):
+        tensors = [tf.constant(a) for a in (x, y, dy)]
+        op = graph.create_op(FUSED_OP, tensors, [tf.float32], name="fused", attrs={
+            "T": attr_value_pb2.AttrValue(type=tf.float32.as_datatype_enum),
+            "ksize": _attr_list([1, 2, 2, 1]), "strides": _attr_list([1, 2, 2, 1]),
+            "padding": attr_value_pb2.AttrValue(s=b"VALID")})
+    with tf.compat.v1.Session(graph=graph) as session:
+        return session.run(op.outputs[0])
+
+
+def test_the_fused_op_refuses_a_gradient_of_the_wrong_shape():
+    x = np.maximum(random_array((1, 4, 4, 2), np.float32, seed=7), 0)
+    y = np.zeros((1, 2, 2, 2), np.float32)
+    assert _run_fused_op(x, y, np.ones((1, 2, 2, 2), np.float32)).shape == x.shape
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _run_fused_op(x, y, np.ones((1, 3, 2, 2), np.float32))
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        _run_fused_op(x[0], y, np.ones((1, 2, 2, 2), np.float32))
+
+
+FUSABLE_GRAPH = """
+import hashlib, json
+import numpy as np, tensorflow as tf, vgpu
+rng = np.random.default_rng(8)
+x = tf.constant(rng.uniform(-1, 1, (2, 8, 8, 4)).astype(np.float32))
+dy = tf.constant(rng.uniform(-1, 1, (2, 4, 4, 4)).astype(np.float32))
+@tf.function
+def gradient(x, dy):
+    r = tf.nn.relu(x)
+    y = tf.nn.max_pool2d(r, 2, 2, "VALID")
+    g = tf.raw_ops.MaxPoolGrad(orig_input=r, orig_output=y, grad=dy, ksize=[1, 2, 2, 1],
+                               strides=[1, 2, 2, 1], padding="VALID")
+    return tf.raw_ops.ReluGrad(gradients=g, features=r)
+with tf.device("/GPU:0"):
+    result = gradient(x, dy).numpy()
+print("PROBE " + json.dumps({"fusions": vgpu.stats()["graph_fusions"],
+                             "sha": hashlib.sha256(result.tobytes()).hexdigest()}))
+"""
+
+
+def test_vgpu_graph_fusions_0_turns_the_fusions_off_without_changing_results():
+    from conftest import run_probe  # noqa: PLC0415
+
+    fused = run_probe(FUSABLE_GRAPH)
+    plain = run_probe(FUSABLE_GRAPH, env={"VGPU_GRAPH_FUSIONS": "0"})
+    assert fused["fusions"] == {"max_pool_grad_relu_grad": 1}
+    assert plain["fusions"] == {"max_pool_grad_relu_grad": 0}
+    assert fused["sha"] == plain["sha"]
+
+
+def test_a_bad_graph_fusions_value_is_refused_naming_the_variable():
+    from conftest import run_python_code  # noqa: PLC0415
+
+    result = run_python_code(
+        "import json, vgpu; print('INFO ' + json.dumps(vgpu.info()))",
+        env={"VGPU_GRAPH_FUSIONS": "yes"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("INFO "))
+    info = json.loads(line[5:])
+    assert info["device_count"] == 0
+    assert "VGPU_GRAPH_FUSIONS" in info["declined"]
+
+
+def _train(env):
+    from conftest import run_probe  # noqa: PLC0415
+
+    return run_probe(f"import runpy, sys; sys.argv = [{PROBE!r}, 'gpu']; "
+                     f"runpy.run_path({PROBE!r}, run_name='__main__')", env=env)
+
+
+def test_a_keras_cnn_trains_to_the_same_losses_with_one_launch_fewer_per_step():
+    fused = _train({})
+    plain = _train({"VGPU_GRAPH_FUSIONS": "0"})
+    assert fused["losses"] == plain["losses"]
+    # The probe's model has one Conv2D(relu) + MaxPooling2D pair: its training function's
+    # backward pass loses one launch a step (the ReluGrad).
+    assert fused["graph_fusions"]["max_pool_grad_relu_grad"] >= 1
+    assert plain["graph_fusions"]["max_pool_grad_relu_grad"] == 0
+    fused_launches = [step["launches"] for step in fused["steps"]]
+    plain_launches = [step["launches"] for step in plain["steps"]]
+    assert [p - f for f, p in zip(fused_launches, plain_launches)] == [1] * len(plain_launches)
