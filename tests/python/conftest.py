@@ -49,6 +49,18 @@ def run_probe(code, env=None, timeout=300):
     return json.loads(line.split(" ", 1)[1])
 
 
+def declined_info(env):
+    """vgpu.info() of a fresh interpreter with the given VGPU_* environment, which the plugin
+    must decline: asserts zero devices and returns the info (its "declined" says why)."""
+    result = run_python_code(
+        "import json, vgpu; print('INFO ' + json.dumps(vgpu.info()))", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(l for l in result.stdout.splitlines() if l.startswith("INFO "))
+    info = json.loads(line[5:])
+    assert info["device_count"] == 0
+    return info
+
+
 @pytest.fixture
 def run_python():
     """run_python_code as a fixture: run(code, env=None, timeout=180)."""
