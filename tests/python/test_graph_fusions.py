@@ -2,7 +2,7 @@
 graph on the virtual GPU becomes one _VgpuMaxPoolGradWithReluGrad kernel. The fused result must
 be bit for bit what the two ops give run one after the other on the virtual GPU (eagerly, where
 Grappler does not run), and match TensorFlow's CPU kernels; graphs where the pair cannot be
-fused (the pooling gradient read elsewhere, other features, the CPU) are left alone;
+fused (the pooling gradient read elsewhere or fetched, other features, the CPU) are left alone;
 VGPU_GRAPH_FUSIONS=0 turns the fusions off; a Keras CNN trains to the same losses with one
 launch fewer per step; the fused op refuses bad shapes like MaxPoolGrad."""
 import os
@@ -137,6 +137,29 @@ def test_a_pooling_gradient_read_elsewhere_is_not_fused():
         np.testing.assert_array_equal(through_relu.numpy(),
                                       gradient(tf.constant(x), tf.constant(dy)).numpy())
     assert g.numpy().shape == x.shape
+
+
+def test_a_fetched_pooling_gradient_is_not_fused():
+    graph = tf.Graph()
+    with graph.as_default():
+        x = tf.compat.v1.placeholder(tf.float32, (1, 4, 4, 2))
+        dy = tf.compat.v1.placeholder(tf.float32, (1, 2, 2, 2))
+        with tf.device("/GPU:0"):
+            r = tf.nn.relu(x)
+            y = tf.nn.max_pool2d(r, 2, 2, "VALID")
+            g = tf.raw_ops.MaxPoolGrad(orig_input=r, orig_output=y, grad=dy, ksize=[1, 2, 2, 1],
+                                       strides=[1, 2, 2, 1], padding="VALID")
+            through_relu = tf.raw_ops.ReluGrad(gradients=g, features=r)
+    x_value, dy_value = inputs((1, 4, 4, 2), (1, 2, 2, 2), np.float32, seed=9)
+    feed = {x: x_value, dy: dy_value}
+    with tf.compat.v1.Session(graph=graph) as session:
+        before = fusions()
+        alone = session.run(through_relu, feed)
+        assert fusions() == before + 1  # only the ReLU gradient fetched: fused
+        g_value, beside_g = session.run([g, through_relu], feed)
+        assert fusions() == before + 1  # the pooling gradient fetched too: kept
+    np.testing.assert_array_equal(alone, beside_g)
+    assert g_value.shape == x_value.shape
 
 
 def test_relu_features_other_than_the_pooled_input_are_not_fused():
