@@ -3,6 +3,7 @@
 #include "plugin/graph/graph_fusions.h"
 
 #include <atomic>
+#include <optional>
 #include <utility>
 #include <vector>
 

@@ -28,10 +28,6 @@ struct FusionCounts {
   int64_t max_pool_grad_relu_grad = 0;
 
   int64_t total() const { return max_pool_grad_relu_grad; }
-  FusionCounts& operator+=(const FusionCounts& other) {
-    max_pool_grad_relu_grad += other.max_pool_grad_relu_grad;
-    return *this;
-  }
 };
 
 // Applies every rewrite to `graph`, in place. A pair is fused only when both nodes are placed on

@@ -12,11 +12,11 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "absl/strings/str_cat.h"
 #include "plugin/common/log.h"
 #include "plugin/device/platform_registration.h"
 #include "plugin/device/plugin_runtime.h"
