@@ -569,13 +569,26 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
   if (command.kind == CommandKind::kWaitEvent) {
     auto event = events_.find(command.object);
     if (event == events_.end()) return Reply{};  // never recorded: nothing to wait for
-    if (event->second.stream_serial == serial) return Reply{};  // FIFO already orders it
-    // Reached already (its stream has run the recording, or is gone): nothing to wait for,
-    // and the stream stays idle for what follows (a small copy then runs inline).
-    if (ReachedLocked(event->second)) return Reply{};
-    // Executed as: wait until stream `dst` (a serial) has run up to position `src`.
-    command.dst = event->second.stream_serial;
-    command.src = event->second.position;
+    // Recordings on this stream need no wait (FIFO orders them), nor those reached already
+    // (their stream has run them, or is gone): then the stream stays idle for what follows (a
+    // small copy runs inline).
+    EventMarks pending;
+    for (const EventMark& mark : event->second) {
+      if (mark.stream_serial != serial && !ReachedLocked(mark)) pending.push_back(mark);
+    }
+    if (pending.empty()) return Reply{};
+    // Executed as: wait until stream `dst` (a serial) has run up to position `src`; one such
+    // wait per recording pending.
+    for (size_t i = 0; i + 1 < pending.size(); ++i) {
+      StreamQueue::Work wait;
+      wait.command = command;
+      wait.command.dst = pending[i].stream_serial;
+      wait.command.src = pending[i].position;
+      wait.queued_ns = work.queued_ns;
+      stream.Enqueue(std::move(wait));
+    }
+    command.dst = pending.back().stream_serial;
+    command.src = pending.back().position;
   }
   const uint64_t event_id = command.object;
   if (is_record && RunsInline(command, limits_)) {
@@ -587,13 +600,28 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
     work.command = std::move(command);
     const uint64_t position = keep->queue->RunInlineOrEnqueue(std::move(work));
     lock.lock();
-    events_[event_id] = EventMark{serial, position};
+    AddRecordingLocked(event_id, EventMark{serial, position});
     return Reply{};
   }
   work.command = std::move(command);
   const uint64_t position = stream.Enqueue(std::move(work));
-  if (is_record) events_[event_id] = EventMark{serial, position};
+  if (is_record) AddRecordingLocked(event_id, EventMark{serial, position});
   return Reply{};
+}
+
+void ClientSession::AddRecordingLocked(uint64_t event_id, const EventMark& mark) {
+  EventMarks& marks = events_[event_id];
+  bool superseded = false;  // by a later recording of the same stream (recorded inline)
+  marks.erase(std::remove_if(marks.begin(), marks.end(),
+                             [&](const EventMark& old) {
+                               if (old.stream_serial != mark.stream_serial) {
+                                 return ReachedLocked(old);
+                               }
+                               superseded = superseded || old.position > mark.position;
+                               return old.position < mark.position;
+                             }),
+              marks.end());
+  if (!superseded) marks.push_back(mark);
 }
 
 bool ClientSession::RunsInline(const Command& command, const SessionLimits& limits) {

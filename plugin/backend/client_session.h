@@ -21,6 +21,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "plugin/backend/cpu/cpu_executor.h"
 #include "plugin/backend/stream_queue.h"
 #include "plugin/backend/executor_session.h"
@@ -56,6 +57,13 @@ class ClientSession final : public ExecutorSession {
     uint64_t stream_serial = 0;
     uint64_t position = 0;
   };
+  // An event's recordings that a wait must cover: the last one of each stream, as long as it
+  // has not been reached. A wait covers every one of them, not only the last recording as on
+  // a GPU: the client completes some recordings early (DeviceClient::RecordEvent) and orders
+  // other streams after them by waits naming the event, and TensorFlow may record the event
+  // again, on another stream, before such a wait arrives. Waiting for more work that was queued
+  // before the wait cannot form a cycle.
+  using EventMarks = absl::InlinedVector<EventMark, 2>;
   // A virtual stream: the session's queue and the executor's state for it. The queue is
   // destroyed (drained) first.
   struct Stream {
@@ -121,6 +129,10 @@ class ClientSession final : public ExecutorSession {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Whether the stream `mark` names has run its recording (true when that stream is gone).
   bool ReachedLocked(const EventMark& mark) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds a recording of `event_id` to its marks, dropping those reached and an earlier one of
+  // the same stream.
+  void AddRecordingLocked(uint64_t event_id, const EventMark& mark)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The executor's name for a kernel id (empty: it has no such kernel), and the name for
   // messages ("kernel N" if it has none).
   absl::string_view KernelName(uint64_t kernel_id) const;
@@ -151,7 +163,7 @@ class ClientSession final : public ExecutorSession {
   std::vector<std::shared_ptr<Stream>> draining_ ABSL_GUARDED_BY(mu_);
   uint64_t next_stream_serial_ ABSL_GUARDED_BY(mu_) = 1;
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  absl::flat_hash_map<uint64_t, EventMark> events_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, EventMarks> events_ ABSL_GUARDED_BY(mu_);
   // Forward mode: the executor's own descriptor objects, by client-chosen id.
   absl::flat_hash_map<uint64_t, std::unique_ptr<ExecutorDescriptor>> descriptors_
       ABSL_GUARDED_BY(mu_);

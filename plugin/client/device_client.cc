@@ -506,6 +506,7 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
     stream.posted_.store(position, std::memory_order_release);
     if (host_can_observe) stream.last_host_visible_ = position;
   }
+  if (fence != 0) PublishFence(fence);
   if (completed_early != nullptr) *completed_early = fence != 0;
   return status;
 }
@@ -531,6 +532,7 @@ absl::Status DeviceClient::OrderAfterFences(ClientStream& stream) {
   {
     std::lock_guard<std::mutex> lock(fence_mu_);
     for (const Fence& fence : fences_) {
+      // Unpublished fences (sequence 0) are left out: their recordings are not posted yet.
       if (fence.sequence > stream.fences_ordered_ && fence.sequence <= latest &&
           fence.stream != &stream) {
         events.push_back(fence.event_id);
@@ -551,16 +553,24 @@ absl::Status DeviceClient::OrderAfterFences(ClientStream& stream) {
 
 uint64_t DeviceClient::OpenFence(const ClientStream& stream, uint64_t event_id) {
   std::lock_guard<std::mutex> lock(fence_mu_);
-  const uint64_t sequence = fence_sequence_.load(std::memory_order_relaxed) + 1;
-  fences_.push_back(Fence{sequence, &stream, event_id});
-  fence_sequence_.store(sequence, std::memory_order_release);
-  return sequence;
+  const uint64_t id = ++last_fence_id_;
+  fences_.push_back(Fence{id, /*sequence=*/0, &stream, event_id});
+  return id;
 }
 
-void DeviceClient::CloseFence(uint64_t sequence) {
+void DeviceClient::PublishFence(uint64_t id) {
+  std::lock_guard<std::mutex> lock(fence_mu_);
+  auto fence = std::find_if(fences_.begin(), fences_.end(),
+                            [&](const Fence& open) { return open.id == id; });
+  if (fence == fences_.end()) return;  // its notification came first: nothing to order after
+  fence->sequence = fence_sequence_.load(std::memory_order_relaxed) + 1;
+  fence_sequence_.store(fence->sequence, std::memory_order_release);
+}
+
+void DeviceClient::CloseFence(uint64_t id) {
   std::lock_guard<std::mutex> lock(fence_mu_);
   fences_.erase(std::remove_if(fences_.begin(), fences_.end(),
-                               [&](const Fence& fence) { return fence.sequence == sequence; }),
+                               [&](const Fence& fence) { return fence.id == id; }),
                 fences_.end());
   fence_cv_.notify_all();
 }
@@ -569,13 +579,13 @@ bool DeviceClient::AwaitFences(uint64_t event_id) {
   // A host callback runs on its stream's worker in process: a fence behind that stream would
   // never close while it waits. TensorFlow's callbacks do not touch device memory.
   if (!completes_events_early_ || running_callback_of != nullptr) return false;
-  // Only those open now: fences opened meanwhile belong to later work.
-  const uint64_t latest = fence_sequence_.load(std::memory_order_acquire);
   std::unique_lock<std::mutex> lock(fence_mu_);
+  // Only those open now: fences opened meanwhile belong to later work.
+  const uint64_t latest = last_fence_id_;
   bool waited = false;
   fence_cv_.wait(lock, [&] {
     const bool open = std::any_of(fences_.begin(), fences_.end(), [&](const Fence& fence) {
-      return fence.sequence <= latest && (event_id == 0 || fence.event_id == event_id);
+      return fence.id <= latest && (event_id == 0 || fence.event_id == event_id);
     });
     waited = waited || open;
     return !open;

@@ -264,13 +264,17 @@ class DeviceClient {
   absl::Status Record(ClientStream& stream, const std::shared_ptr<ClientEvent>& event,
                       bool may_complete_early);
   // Fences of early completions (see RecordEvent). OrderAfterFences posts, on `stream` (its
-  // post_mu_ held), a wait for each open fence of another stream that the stream is not yet
-  // ordered after. OpenFence and CloseFence register and retire one; AwaitFences blocks until
-  // none of those open at the call (all, or those of one event) is, and says whether there was
-  // one to wait for. A fence closes when its notification arrives, or fails with the connection.
+  // post_mu_ held), a wait for each published fence of another stream that the stream is not
+  // yet ordered after. OpenFence registers one (returning its id) before its recording is
+  // posted; PublishFence makes it visible to OrderAfterFences once the recording is posted (a
+  // wait posted earlier could reach the backend before the recording it names, and would then
+  // wait for nothing); CloseFence retires it. AwaitFences blocks until none of those open at the
+  // call (all, or those of one event), published or not, is, and says whether there was one to
+  // wait for. A fence closes when its notification arrives, or fails with the connection.
   absl::Status OrderAfterFences(ClientStream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stream.post_mu_);
   uint64_t OpenFence(const ClientStream& stream, uint64_t event_id);
-  void CloseFence(uint64_t sequence);
+  void PublishFence(uint64_t id);
+  void CloseFence(uint64_t id);
   bool AwaitFences(uint64_t event_id = 0);
   // Whether the host can observe `command`'s completion beyond device memory (early
   // completion: anything but a host-to-device copy whose bytes are taken, an event wait or an
@@ -322,14 +326,16 @@ class DeviceClient {
   // Buffers for the bytes CopyHostToDevice takes (null unless captures_host_data_).
   const std::shared_ptr<StagingPool> staging_;
   struct Fence {
-    uint64_t sequence;
+    uint64_t id;        // in the order opened
+    uint64_t sequence;  // in the order published; 0 until its recording is posted
     const ClientStream* stream;  // identity only
     uint64_t event_id;
   };
   std::mutex fence_mu_;
   std::condition_variable fence_cv_;
-  std::vector<Fence> fences_ ABSL_GUARDED_BY(fence_mu_);  // open, by sequence
-  std::atomic<uint64_t> fence_sequence_{0};              // the last opened
+  std::vector<Fence> fences_ ABSL_GUARDED_BY(fence_mu_);  // open, by id
+  uint64_t last_fence_id_ ABSL_GUARDED_BY(fence_mu_) = 0;  // the last opened
+  std::atomic<uint64_t> fence_sequence_{0};                // the last published
 };
 
 }  // namespace vgpu

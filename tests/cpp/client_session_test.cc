@@ -325,6 +325,63 @@ TEST_F(ClientSessionTest, InProcessAnIdleStreamRecordsAtOnceAndAReachedWaitQueue
   EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
 }
 
+TEST_F(ClientSessionTest, AWaitCoversAnEarlierRecordingOnAnotherStreamNotYetReached) {
+  // The client completes a recording early and orders other streams after it by a wait naming
+  // the event; TensorFlow may record the event again, on an idle stream, before that wait
+  // arrives. The wait must still cover the first recording.
+  CpuExecutor::Options options;
+  options.session_limits.inline_copies = true;  // as in process
+  Open(options);
+  const uint64_t x = Allocate(*attacker_, 4096);
+  for (uint64_t stream : {1, 2, 3}) ASSERT_TRUE(CreateStream(*attacker_, stream).ok());
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 7));
+  ASSERT_TRUE(Synchronize(*attacker_, 1).ok());
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 9));
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 1, 44)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 3, 44)).status.ok());
+  ASSERT_TRUE(Synchronize(*attacker_, 3).ok());  // the second recording is reached
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 44)).status.ok());
+  std::vector<uint8_t> read(16, 0);
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 0));  // not yet: stream 1 is held
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
+}
+
+TEST_F(ClientSessionTest, AWaitCoversTheHeldRecordingWhicheverStreamRecordedLast) {
+  CpuExecutor::Options options;
+  options.session_limits.inline_copies = true;
+  Open(options);
+  const uint64_t x = Allocate(*attacker_, 4096);
+  for (uint64_t stream : {1, 2, 3}) ASSERT_TRUE(CreateStream(*attacker_, stream).ok());
+  // Recorded on idle stream 3 (reached at once), then on held stream 1, then on stream 3
+  // again (reached): stream 1's recording is the one a wait must cover.
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 3, 45)).status.ok());
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 9));
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 1, 45)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kRecordEvent, 3, 45)).status.ok());
+  ASSERT_TRUE(Synchronize(*attacker_, 3).ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 45)).status.ok());
+  std::vector<uint8_t> read(16, 0);
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 0));  // not yet: stream 1 is held
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
+  // Every recording reached: a wait queues nothing, and a small read after it runs at once.
+  ASSERT_TRUE(Synchronize(*attacker_, 1).ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 2, 45)).status.ok());
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 4));
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 4));
+}
+
 TEST_F(ClientSessionTest, AProfileRecordsTheWaitsThatBlockAndWhenEachCommandWasQueued) {
   Open();
   const uint64_t x = Allocate(*attacker_, 4096);

@@ -36,6 +36,10 @@ class HoldingTransport final : public Transport {
   explicit HoldingTransport(std::unique_ptr<InprocTransport> inner) : inner_(std::move(inner)) {}
 
   absl::Status Post(Command command) override {
+    if (command.kind == CommandKind::kRecordEvent && pause_recordings.load()) {
+      recording_paused.Open();
+      resume_recordings.Wait();
+    }
     std::lock_guard<std::mutex> lock(mu_);
     if (command.kind == CommandKind::kMemcpyHtoD) {
       const auto* bytes = static_cast<const uint8_t*>(command.host_src);
@@ -70,8 +74,14 @@ class HoldingTransport final : public Transport {
     }
     held_.clear();
   }
-  // The kinds posted on `stream` so far, in order.
   std::atomic<int> calls{0};
+  // While set, the post of an event recording opens `recording_paused` and then waits for
+  // `resume_recordings` (another thread posts meanwhile).
+  std::atomic<bool> pause_recordings{false};
+  Gate recording_paused;
+  Gate resume_recordings;
+
+  // The kinds posted on `stream` so far, in order.
 
   std::vector<CommandKind> PostedOn(uint64_t stream) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -80,6 +90,11 @@ class HoldingTransport final : public Transport {
       if (s == stream) kinds.push_back(kind);
     }
     return kinds;
+  }
+  // Every post so far, as (stream, kind), in the order posted.
+  std::vector<std::pair<uint64_t, CommandKind>> Posted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return posted_;
   }
 
  private:
@@ -186,6 +201,41 @@ TEST_F(EarlyEventTest, WorkOnAnotherStreamWaitsForTheCopyTheEventStoodFor) {
   transport_->Release();
   ASSERT_TRUE(client_->SynchronizeDevice().ok());
   EXPECT_EQ(Read(output_), std::vector<uint8_t>(kBytes, 5));
+  ASSERT_TRUE(client_->DestroyEvent(*copied).ok());
+}
+
+TEST_F(EarlyEventTest, WorkPostedWhileTheRecordingIsBeingPostedIsNotCountedAsOrderedAfterIt) {
+  // Another thread posts on the compute stream while the early recording is on its way: a
+  // wait posted then could reach the backend before the recording and wait for nothing. The
+  // fence counts only once the recording is posted, so the op that reads the copy (posted after
+  // the event completed) is preceded by a wait posted after the recording.
+  transport_->Hold();
+  std::vector<uint8_t> source(kBytes, 6);
+  ASSERT_TRUE(client_->CopyHostToDevice(*copies_, input_, source.data(), kBytes).ok());
+  std::shared_ptr<ClientEvent> copied = client_->CreateEvent();
+  transport_->pause_recordings = true;
+  std::thread recorder([&] { EXPECT_TRUE(client_->RecordEvent(*copies_, copied).ok()); });
+  transport_->recording_paused.Wait();
+  ASSERT_TRUE(client_->Memset(*compute_, output_, 0, 1, kBytes).ok());  // unrelated work
+  transport_->resume_recordings.Open();
+  recorder.join();
+  ASSERT_EQ(copied->Query(), ClientEvent::State::kComplete);
+  ASSERT_TRUE(client_->CopyDeviceToDevice(*compute_, output_, input_, kBytes).ok());
+
+  const std::vector<std::pair<uint64_t, CommandKind>> posted = transport_->Posted();
+  const auto recording = std::find(posted.begin(), posted.end(),
+                                   std::make_pair(copies_->id(), CommandKind::kRecordEvent));
+  const auto wait = std::find(recording, posted.end(),
+                              std::make_pair(compute_->id(), CommandKind::kWaitEvent));
+  const auto read = std::find(posted.begin(), posted.end(),
+                              std::make_pair(compute_->id(), CommandKind::kMemcpyDtoD));
+  ASSERT_NE(recording, posted.end());
+  EXPECT_NE(wait, posted.end());
+  EXPECT_LT(wait, read);
+
+  transport_->Release();
+  ASSERT_TRUE(client_->SynchronizeDevice().ok());
+  EXPECT_EQ(Read(output_), std::vector<uint8_t>(kBytes, 6));
   ASSERT_TRUE(client_->DestroyEvent(*copied).ok());
 }
 
