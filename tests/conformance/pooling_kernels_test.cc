@@ -252,6 +252,135 @@ TEST_P(PoolingKernelsTest, GradientThroughReluRefusesAveragePoolingAndMissingBuf
   EXPECT_EQ(dx, std::vector<float>(16, -1));  // refused before writing
 }
 
+TEST_P(PoolingKernelsTest, WindowIndexNamesTheSlotTheGradientTakesAndWhetherTheMaximumIsPositive) {
+  // One 2x8 image, 2x2 windows with stride 2: a positive maximum at slot 1; a maximum 0 first at
+  // slot 0 (and again at slot 3); only NaNs (no slot, y = lowest()); only -inf (slot 0, the
+  // first element equal to the maximum -inf, y = lowest()).
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {1, 3, 0, -1, kNan, kNan, -inf, -inf,
+                          2, -4, -2, 0, kNan, kNan, -inf, -inf};
+  std::vector<float> y(4, -1);
+  std::vector<uint8_t> index(4, 0xEE);
+  auto tiles = Window2d(PoolingMode::kMax, 2, 2);
+  ASSERT_TRUE(Launch().Describe(tiles).Tensor({1, 2, 8, 1}).Tensor({1, 1, 4, 1})
+                  .Buffer(&x).Buffer(&y).Buffer(&index).Run(pooling::kForwardWithWindowIndex)
+                  .ok());
+  EXPECT_EQ(y, (std::vector<float>{3, 0, kLowest, kLowest}));
+  EXPECT_EQ(index, (std::vector<uint8_t>{0x80 | 1, 0, pooling::kNoWindowSlot, 0}));
+  for (float g : {5.0f, -5.0f}) {
+    std::vector<float> dy = {7, g, 9, g}, dx(16, -1), masked(16, -1);
+    ASSERT_TRUE(Launch().Describe(tiles).Tensor({1, 2, 8, 1}).Tensor({1, 1, 4, 1})
+                    .Buffer(&index).Buffer(&dy).Buffer(&dx)
+                    .Run(pooling::kBackwardFromWindowIndex).ok());
+    EXPECT_EQ(dx, (std::vector<float>{0, 7, g, 0, 0, 0, g, 0, 0, 0, 0, 0, 0, 0, 0, 0}));
+    ASSERT_TRUE(Launch().Describe(tiles).Tensor({1, 2, 8, 1}).Tensor({1, 1, 4, 1})
+                    .Buffer(&index).Buffer(&dy).Buffer(&masked)
+                    .Run(pooling::kBackwardFromWindowIndexThroughRelu).ok());
+    for (size_t i = 0; i < masked.size(); ++i) {
+      const float expected = i == 1 ? 7.0f : (i == 2 || i == 6) ? g * 0.0f : 0.0f;
+      EXPECT_TRUE(SameFloat(masked[i], expected)) << "g " << g << " element " << i;
+    }
+  }
+}
+
+TEST_P(PoolingKernelsTest, WindowIndexKernelsGiveWhatTheKernelsThatReadTheInputGive) {
+  // Tiling windows that cover the input or leave its last row and column out, both layouts,
+  // more channels than one CPU block (64), inputs with NaNs, infinities, ties, zeros and
+  // negatives, gradients with NaNs: y, dx and the dx through a ReLU equal kForward's, kBackward's
+  // and kBackwardThroughRelu's, bit for bit.
+  struct Case {
+    int32_t window;
+    int64_t in, channels;
+    DataFormat format;
+  };
+  for (const Case& c : {Case{2, 6, 3, DataFormat::kNHWC}, Case{2, 7, 70, DataFormat::kNHWC},
+                        Case{3, 7, 2, DataFormat::kNHWC}, Case{2, 5, 3, DataFormat::kNCHW}}) {
+    auto p = Window2d(PoolingMode::kMax, c.window, c.window, c.format);
+    const int64_t out = c.in / c.window, images = 2;
+    const bool nhwc = c.format == DataFormat::kNHWC;
+    const std::vector<int64_t> x_shape = nhwc ? std::vector<int64_t>{images, c.in, c.in, c.channels}
+                                              : std::vector<int64_t>{images, c.channels, c.in, c.in};
+    const std::vector<int64_t> y_shape = nhwc ? std::vector<int64_t>{images, out, out, c.channels}
+                                              : std::vector<int64_t>{images, c.channels, out, out};
+    std::vector<float> x(images * c.in * c.in * c.channels), dy(images * out * out * c.channels);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int v = static_cast<int>((i * 7) % 13) - 8;
+      x[i] = i % 11 == 0 ? kNan : i % 17 == 0 ? -std::numeric_limits<float>::infinity()
+                                              : static_cast<float>(v / 2);
+    }
+    for (size_t i = 0; i < dy.size(); ++i) {
+      dy[i] = i % 7 == 0 ? kNan : static_cast<float>(static_cast<int>((i * 5) % 9) - 4);
+    }
+    // Runs `kernel` on buffers a, b, c (x's and y's shapes as above).
+    auto run = [&](KernelId kernel, auto* a, auto* b, auto* c) {
+      return Launch().Describe(p).Tensor(x_shape).Tensor(y_shape).Buffer(a).Buffer(b).Buffer(c)
+          .Run(kernel);
+    };
+    std::vector<float> y(dy.size(), -1), y_indexed(dy.size(), -1);
+    std::vector<uint8_t> index(dy.size(), 0xEE);
+    ASSERT_TRUE(Launch().Describe(p).Tensor(x_shape).Tensor(y_shape).Buffer(&x).Buffer(&y)
+                    .Run(pooling::kForward).ok());
+    ASSERT_TRUE(run(pooling::kForwardWithWindowIndex, &x, &y_indexed, &index).ok());
+    for (size_t i = 0; i < y.size(); ++i) {
+      EXPECT_TRUE(SameFloat(y_indexed[i], y[i])) << "window " << c.window << " y " << i;
+    }
+    for (const auto& [reads_x, from_index] :
+         {std::pair{pooling::kBackward, pooling::kBackwardFromWindowIndex},
+          std::pair{pooling::kBackwardThroughRelu,
+                    pooling::kBackwardFromWindowIndexThroughRelu}}) {
+      std::vector<float> expected(x.size(), -1), dx(x.size(), -1);
+      ASSERT_TRUE(run(reads_x, &x, &dy, &expected).ok());
+      ASSERT_TRUE(run(from_index, &index, &dy, &dx).ok());
+      for (size_t i = 0; i < x.size(); ++i) {
+        EXPECT_TRUE(SameFloat(dx[i], expected[i]))
+            << "window " << c.window << " in " << c.in << " kernel " << static_cast<uint32_t>(from_index)
+            << " element " << i << ": " << dx[i] << " for " << expected[i];
+      }
+    }
+  }
+}
+
+TEST_P(PoolingKernelsTest, WindowIndexKernelsRefuseWindowsThatDoNotTileAndRouteNoStrayByte) {
+  std::vector<float> x(16, 1), y(4, -1), dy(4, 1), dx(16, -1);
+  std::vector<uint8_t> index(4, 0);
+  auto forward = [&](const PoolingDescriptorSettings& p, std::vector<int64_t> y_shape) {
+    return Launch().Describe(p).Tensor({1, 4, 4, 1}).Tensor(y_shape).Buffer(&x).Buffer(&y)
+        .Buffer(&index).Run(pooling::kForwardWithWindowIndex).code();
+  };
+  const auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(forward(Window2d(PoolingMode::kMax, 3, 2), {1, 1, 1, 1}), kInvalid);  // overlapping
+  EXPECT_EQ(forward(Window2d(PoolingMode::kMax, 2, 3), {1, 1, 1, 1}), kInvalid);  // gaps
+  EXPECT_EQ(forward(Window2d(PoolingMode::kAverage, 2, 2), {1, 2, 2, 1}), kInvalid);
+  auto propagating = Window2d(PoolingMode::kMax, 2, 2);
+  propagating.nan_propagation = NanPropagation::kPropagate;
+  EXPECT_EQ(forward(propagating, {1, 2, 2, 1}), kInvalid);
+  auto padded = Window2d(PoolingMode::kMax, 2, 2);
+  padded.pad_after[0] = padded.pad_after[1] = 1;
+  EXPECT_EQ(forward(padded, {1, 2, 2, 1}), kInvalid);  // "same": the last windows are cut
+  padded.pad_after[0] = padded.pad_after[1] = 0;
+  padded.pad_before[0] = padded.pad_before[1] = 1;
+  EXPECT_EQ(forward(padded, {1, 2, 2, 1}), kInvalid);
+  std::vector<float> big(16 * 16), big_y(1);
+  std::vector<uint8_t> big_index(1);
+  EXPECT_EQ(Launch().Describe(Window2d(PoolingMode::kMax, 12, 12)).Tensor({1, 12, 12, 1})
+                .Tensor({1, 1, 1, 1}).Buffer(&big).Buffer(&big_y).Buffer(&big_index)
+                .Run(pooling::kForwardWithWindowIndex).code(),
+            kInvalid);  // 144 elements: more than a byte's 127 slots
+  EXPECT_EQ(Launch().Describe(Window2d(PoolingMode::kMax, 2, 2)).Tensor({1, 4, 4, 1})
+                .Tensor({1, 2, 2, 1}).Buffer(&dy).Buffer(&dx)
+                .Run(pooling::kBackwardFromWindowIndex).code(),
+            kInvalid);  // no window_index buffer
+  EXPECT_EQ(dx, std::vector<float>(16, -1));  // refused before writing
+  EXPECT_EQ(y, std::vector<float>(4, -1));
+  // Bytes a client wrote itself: a slot past the window's 4 routes nothing, whatever its flag.
+  index = {4, 0x7E, 0xFF, 0x80 | 3};
+  ASSERT_TRUE(Launch().Describe(Window2d(PoolingMode::kMax, 2, 2)).Tensor({1, 4, 4, 1})
+                  .Tensor({1, 2, 2, 1}).Buffer(&index).Buffer(&dy).Buffer(&dx)
+                  .Run(pooling::kBackwardFromWindowIndexThroughRelu).ok());
+  EXPECT_EQ(dx[15], 1.0f);  // window (1, 1), slot 3: row 3, column 3
+  for (size_t i = 0; i < 15; ++i) EXPECT_EQ(dx[i], 0.0f) << i;
+}
+
 TEST_P(PoolingKernelsTest, ArgmaxGradientsRefuseIndicesOutsideTheInput) {
   auto p = Window2d(PoolingMode::kMax, 1, 1);
   std::vector<float> dy = {1, 2, 3, 4}, dx(4, -1);

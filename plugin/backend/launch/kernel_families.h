@@ -74,6 +74,10 @@ inline constexpr KernelIdentity kPooling[] = {
     {pooling::kGradGradWithArgmax, "pooling_grad_grad_with_argmax"},
     {pooling::kGradGrad, "pooling_grad_grad"},
     {pooling::kBackwardThroughRelu, "pooling_backward_through_relu"},
+    {pooling::kForwardWithWindowIndex, "pooling_forward_with_window_index"},
+    {pooling::kBackwardFromWindowIndex, "pooling_backward_from_window_index"},
+    {pooling::kBackwardFromWindowIndexThroughRelu,
+     "pooling_backward_from_window_index_through_relu"},
 };
 
 // The reduction id range holds three families.

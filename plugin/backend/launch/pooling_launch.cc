@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/protocol/kernels/pooling.h"
 
 namespace vgpu::pooling_launch {
 
@@ -104,10 +105,29 @@ absl::StatusOr<PoolGeometry> PoolGeometryOf(const PoolingDescriptorSettings& poo
   return g;
 }
 
+bool WindowIndexable(const PoolGeometry& g) {
+  for (int d = 0; d < 3; ++d) {
+    if (g.stride[d] != g.window[d] || g.pad[d] != 0) return false;
+  }
+  return g.window[0] * g.window[1] * g.window[2] <= pooling::kMaxWindowSlots;
+}
+
+namespace {
+
+bool UsesWindowIndex(PoolingKernel kernel) {
+  return kernel == PoolingKernel::kForwardWithWindowIndex ||
+         kernel == PoolingKernel::kBackwardFromWindowIndex ||
+         kernel == PoolingKernel::kBackwardFromWindowIndexThroughRelu;
+}
+
+}  // namespace
+
 absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, PoolingKernel kernel) {
   if (kernel == PoolingKernel::kForward) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(2));
   if (kernel == PoolingKernel::kGradGrad) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(4));
-  if (kernel == PoolingKernel::kBackwardThroughRelu) VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
+  if (kernel == PoolingKernel::kBackwardThroughRelu || UsesWindowIndex(kernel)) {
+    VGPU_RETURN_IF_ERROR(launch.ExpectBuffers(3));
+  }
   PoolingLaunch read;
   read.kernel = kernel;
   VGPU_RETURN_IF_ERROR(launch.ReadDescriptors(&read.pooling, &read.x, &read.y));
@@ -120,6 +140,21 @@ absl::StatusOr<PoolingLaunch> ReadPoolingLaunch(const LaunchView& launch, Poolin
   }
   if (kernel == PoolingKernel::kBackwardThroughRelu && read.pooling.mode != PoolingMode::kMax) {
     return absl::InvalidArgumentError("the pooling gradient through a ReLU needs max pooling");
+  }
+  if (UsesWindowIndex(kernel)) {
+    // Padding after is checked too: PoolGeometry keeps only the padding before.
+    bool padded_after = false;
+    for (int k = 0; k < read.pooling.spatial_dims; ++k) {
+      padded_after = padded_after || read.pooling.pad_after[k] != 0;
+    }
+    if (read.pooling.mode != PoolingMode::kMax ||
+        read.pooling.nan_propagation != NanPropagation::kNotPropagate ||
+        !WindowIndexable(read.geometry) || padded_after) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "window-index pooling needs max pooling without NaN propagation over windows that "
+          "tile the input (stride equal to the window, no padding) of at most ",
+          pooling::kMaxWindowSlots, " elements"));
+    }
   }
   return read;
 }

@@ -63,7 +63,16 @@ enum class PoolingKernel {
   kBackward,  // [x, dy, dx] for max pooling, [dy, dx] for average pooling
   kGradGrad,  // [x, y, ddx, ddy]; max pooling only
   kBackwardThroughRelu,  // [x, dy, dx]; max pooling only
+  // Max pooling over tiling windows (WindowIndexable), NaNs not propagated:
+  kForwardWithWindowIndex,              // [x, y, window_index]
+  kBackwardFromWindowIndex,             // [window_index, dy, dx]
+  kBackwardFromWindowIndexThroughRelu,  // [window_index, dy, dx]
 };
+
+// Whether the window-index kernels take geometry `g`: stride == window and no padding in every
+// dimension (the windows tile the input, each wholly inside it), at most
+// pooling::kMaxWindowSlots elements per window.
+bool WindowIndexable(const PoolGeometry& g);
 
 // pooling::kForward, kBackward, kGradGrad, kBackwardThroughRelu: descriptors [pooling, x, y],
 // the buffer count of `kernel` (checked first, except for kBackward, whose count depends on
@@ -85,6 +94,8 @@ struct PoolingBuffers {
   const T* y = nullptr;
   const T* dy = nullptr;
   const T* ddx = nullptr;
+  const uint8_t* window_index = nullptr;  // the window-index gradients' input
+  uint8_t* window_index_out = nullptr;    // kForwardWithWindowIndex's second output
   T* out = nullptr;
 };
 
@@ -109,6 +120,21 @@ absl::Status WithPoolingBuffers(const Context& context, const PoolingLaunch& lau
         if (launch.pooling.mode == PoolingMode::kMax) {
           VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
         }
+        VGPU_ASSIGN_OR_RETURN(b.dy, context.template Buffer<const T>(next++, g.output_elements));
+        VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.input_elements));
+        break;
+      }
+      case PoolingKernel::kForwardWithWindowIndex: {
+        VGPU_ASSIGN_OR_RETURN(b.x, context.template Buffer<const T>(next++, g.input_elements));
+        VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.output_elements));
+        VGPU_ASSIGN_OR_RETURN(b.window_index_out,
+                              context.template Buffer<uint8_t>(next++, g.output_elements));
+        break;
+      }
+      case PoolingKernel::kBackwardFromWindowIndex:
+      case PoolingKernel::kBackwardFromWindowIndexThroughRelu: {
+        VGPU_ASSIGN_OR_RETURN(b.window_index,
+                              context.template Buffer<const uint8_t>(next++, g.output_elements));
         VGPU_ASSIGN_OR_RETURN(b.dy, context.template Buffer<const T>(next++, g.output_elements));
         VGPU_ASSIGN_OR_RETURN(b.out, context.template Buffer<T>(next++, g.input_elements));
         break;

@@ -92,6 +92,32 @@ inline constexpr KernelId kGradGrad = KernelId{405};
 //   (TensorFlow's ReluGrad: a NaN gradient stays NaN, a negative one becomes -0).
 inline constexpr KernelId kBackwardThroughRelu = KernelId{406};
 
+// Max pooling that also records, per output element, which element of its window the backward
+// pass routes the gradient to, so that the gradient need not read x again (the plugin's graph
+// optimizer passes it from a MaxPool to its MaxPoolGrad; see docs/graph_fusions.md). Only for
+// windows that tile the input: stride == window and no padding in every spatial dimension
+// (windows then never overlap and lie wholly inside the input), at most kMaxWindowSlots
+// elements per window, NaNs not propagated.
+// descriptors: [pooling (max, kNotPropagate), x tensor, y tensor];
+// buffers: [x, y, window_index (uint8, one per element of y)]; params: none.
+//   y = kForward's y. window_index = s | (m > 0 ? 0x80 : 0), where s is the slot (position in
+//   window order) of the element kBackward would route to: the first element equal to m, the
+//   largest non-NaN element of the window; s = kNoWindowSlot when every element is NaN.
+inline constexpr KernelId kForwardWithWindowIndex = KernelId{407};
+inline constexpr int kMaxWindowSlots = 127;
+inline constexpr int kNoWindowSlot = 127;
+
+// The gradient of kForwardWithWindowIndex's pooling: descriptors as there (x: dx's shape);
+// buffers: [window_index, dy, dx]; params: none.
+//   dx = dy at the slot each window_index byte names, 0 elsewhere (and at positions no window
+//   covers); a slot outside the window routes nothing. Equal to kBackward's dx for the
+//   window_index of the same x.
+inline constexpr KernelId kBackwardFromWindowIndex = KernelId{408};
+
+// As kBackwardFromWindowIndex, then each routed gradient multiplied by 1 where the byte's 0x80
+// flag is set and by 0 elsewhere: kBackwardThroughRelu's dx for the window_index of the same x.
+inline constexpr KernelId kBackwardFromWindowIndexThroughRelu = KernelId{409};
+
 }  // namespace vgpu::pooling
 
 #endif  // VGPU_PROTOCOL_KERNELS_POOLING_H_

@@ -391,6 +391,120 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
   });
 }
 
+// The window-index kernels' work units: (image, block of channels), as MaxPoolBackward's, over
+// windows that tile the input wholly inside it (WindowIndexable), visited by `slot_offsets`.
+template <typename Fn>
+void ParallelOverWindowIndexUnits(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
+                                  int64_t channels, double bytes_per_element, Fn&& fn) {
+  const int64_t blocks_per_image = (channels + kChannelBlock - 1) / kChannelBlock;
+  const double per_unit = static_cast<double>(g.OutputPositions()) * WindowSize(g) *
+                          static_cast<double>(std::min(channels, kChannelBlock));
+  device.parallelFor(g.images * blocks_per_image,
+                     Cost(per_unit * bytes_per_element, per_unit * bytes_per_element, per_unit),
+                     [&](Eigen::Index begin, Eigen::Index end) {
+    for (int64_t unit = begin; unit < end; ++unit) {
+      const int64_t c0 = (unit % blocks_per_image) * kChannelBlock;
+      fn(unit / blocks_per_image, c0, std::min(kChannelBlock, channels - c0));
+    }
+  });
+}
+
+// pooling::kForwardWithWindowIndex: y as MaxPoolForward<T, *, false> computes it, and the slot
+// of the element TiledMaxPoolBackwardUnit routes to (found the same way) with the flag
+// (maximum > 0).
+template <typename T>
+void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
+                                   const T* x, T* y, uint8_t* window_index) {
+  const int64_t channels = g.channels;
+  const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
+  const int slots = static_cast<int>(slot_offsets.size());
+  ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
+                                                                   int64_t width) {
+    T best[kChannelBlock];
+    uint8_t first[kChannelBlock];
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t origin =
+              PositionIndex(g.in, b, od * g.stride[0], oh * g.stride[1], ow * g.stride[2]) *
+                  channels + c0;
+          std::fill(best, best + width, -Eigen::NumTraits<T>::infinity());
+          for (int s = 0; s < slots; ++s) {
+            const T* __restrict in = x + origin + slot_offsets[s];
+            for (int64_t c = 0; c < width; ++c) best[c] = best[c] < in[c] ? in[c] : best[c];
+          }
+          std::fill(first, first + width, static_cast<uint8_t>(pooling::kNoWindowSlot));
+          for (int s = slots - 1; s >= 0; --s) {
+            const T* __restrict in = x + origin + slot_offsets[s];
+            for (int64_t c = 0; c < width; ++c) {
+              first[c] = in[c] == best[c] ? static_cast<uint8_t>(s) : first[c];
+            }
+          }
+          const int64_t position = PositionIndex(g.out, b, od, oh, ow) * channels + c0;
+          T* __restrict out = y + position;
+          uint8_t* __restrict index = window_index + position;
+          const T lowest = Eigen::NumTraits<T>::lowest();
+          for (int64_t c = 0; c < width; ++c) {
+            // max(lowest(), the window) by TensorFlow's rule: the non-NaN maximum, raised to
+            // lowest() (a window of NaNs or of -inf gives lowest()).
+            out[c] = best[c] < lowest ? lowest : best[c];
+            index[c] = static_cast<uint8_t>(first[c] | (best[c] > T(0) ? 0x80 : 0));
+          }
+        }
+      }
+    }
+  });
+}
+
+// pooling::kBackwardFromWindowIndex(ThroughRelu): each window's elements written once, the
+// (masked) gradient at the slot its window_index byte names and 0 elsewhere; positions no
+// window covers (the input's end, under VALID) are zeroed first.
+template <typename T, bool kThroughRelu>
+void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
+                                    const uint8_t* window_index, const T* dy, T* dx) {
+  const int64_t channels = g.channels;
+  const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
+  const int slots = static_cast<int>(slot_offsets.size());
+  bool covers = false;
+  WindowsTile(g, &covers);
+  const int64_t in_positions = g.InputPositions();
+  ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
+                                                                   int64_t width) {
+    if (!covers) {
+      for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
+        std::fill(dx + p * channels + c0, dx + p * channels + c0 + width, T(0));
+      }
+    }
+    uint8_t slot[kChannelBlock];
+    T routed[kChannelBlock];
+    for (int64_t od = 0; od < g.out[0]; ++od) {
+      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          const int64_t origin =
+              PositionIndex(g.in, b, od * g.stride[0], oh * g.stride[1], ow * g.stride[2]) *
+                  channels + c0;
+          const int64_t position = PositionIndex(g.out, b, od, oh, ow) * channels + c0;
+          const uint8_t* __restrict index = window_index + position;
+          const T* __restrict grad = dy + position;
+          for (int64_t c = 0; c < width; ++c) {
+            slot[c] = index[c] & 0x7F;
+            if constexpr (kThroughRelu) {
+              const T masked = grad[c] * T(0);
+              routed[c] = (index[c] & 0x80) != 0 ? grad[c] : masked;
+            } else {
+              routed[c] = grad[c];
+            }
+          }
+          for (int s = 0; s < slots; ++s) {
+            T* __restrict out = dx + origin + slot_offsets[s];
+            for (int64_t c = 0; c < width; ++c) out[c] = slot[c] == s ? routed[c] : T(0);
+          }
+        }
+      }
+    }
+  });
+}
+
 // Average pooling gradient, gathered per input row: dx sums dy * T(1 / window count) over the
 // windows covering each element, in GradientOrder.
 template <typename T, bool kSingleChannel>
@@ -545,12 +659,45 @@ absl::Status PoolingGradGrad(const KernelContext& context) {
   });
 }
 
+// pooling::kForwardWithWindowIndex (see protocol/kernels/pooling.h).
+absl::Status PoolingForwardWithWindowIndex(const KernelContext& context) {
+  VGPU_ASSIGN_OR_RETURN(
+      PoolingLaunch launch,
+      ReadPoolingLaunch(context, pooling_launch::PoolingKernel::kForwardWithWindowIndex));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    if (launch.geometry.output_elements == 0) return absl::OkStatus();
+    MaxPoolForwardWithWindowIndex<T>(*context.device, launch.geometry, b.x, b.out,
+                                     b.window_index_out);
+    return absl::OkStatus();
+  });
+}
+
+// pooling::kBackwardFromWindowIndex and kBackwardFromWindowIndexThroughRelu.
+template <pooling_launch::PoolingKernel kKernel>
+absl::Status PoolingBackwardFromWindowIndex(const KernelContext& context) {
+  constexpr bool kThroughRelu =
+      kKernel == pooling_launch::PoolingKernel::kBackwardFromWindowIndexThroughRelu;
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, kKernel));
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    if (launch.geometry.input_elements == 0) return absl::OkStatus();
+    MaxPoolBackwardFromWindowIndex<T, kThroughRelu>(*context.device, launch.geometry,
+                                                    b.window_index, b.dy, b.out);
+    return absl::OkStatus();
+  });
+}
+
 void AddPoolingKernels(KernelTable& table) {
   using pooling_launch::PoolingKernel;
   table.AddFamily(kernel_families::kPooling, PoolingForward,
                   PoolingBackward<PoolingKernel::kBackward>, PoolingForwardWithArgmax,
                   PoolingBackwardWithArgmax, PoolingGradGradWithArgmax, PoolingGradGrad,
-                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>);
+                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>,
+                  PoolingForwardWithWindowIndex,
+                  PoolingBackwardFromWindowIndex<PoolingKernel::kBackwardFromWindowIndex>,
+                  PoolingBackwardFromWindowIndex<
+                      PoolingKernel::kBackwardFromWindowIndexThroughRelu>);
 }
 
 }  // namespace vgpu::cpu_kernels

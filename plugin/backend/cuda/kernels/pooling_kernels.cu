@@ -264,6 +264,68 @@ __global__ void MaxPoolBackwardKernel(PoolGeometry g, const T* x, const T* dy, T
   }
 }
 
+// pooling::kForwardWithWindowIndex: y as MaxPoolForwardKernel<T, false>, and the slot of the
+// element MaxElement<T, false> routes to (windows tile the input: WindowIndexable) with the
+// flag (that element > 0).
+template <typename T>
+__global__ void MaxPoolWithWindowIndexKernel(PoolGeometry g, const T* x, T* y,
+                                             uint8_t* window_index) {
+  using A = Arith<T>;
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    const Position o = Split(i, g.out, g.channels);
+    const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+                ws = WindowOf(g, 2, o.p[2]);
+    T best = A::Lowest();
+    for (int64_t z = zs.begin; z < zs.end; ++z) {
+      for (int64_t h = hs.begin; h < hs.end; ++h) {
+        for (int64_t w = ws.begin; w < ws.end; ++w) {
+          const T v = x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)];
+          if (A::Less(best, v)) best = v;
+        }
+      }
+    }
+    y[i] = best;
+    const int64_t routed = MaxElement<T, false>(g, x, o.b, o.p[0], o.p[1], o.p[2], o.c);
+    uint8_t byte = pooling::kNoWindowSlot;
+    if (routed >= 0) {
+      const Position q = Split(routed, g.in, g.channels);
+      const int64_t slot =
+          ((q.p[0] - zs.begin) * g.window[1] + (q.p[1] - hs.begin)) * g.window[2] +
+          (q.p[2] - ws.begin);
+      byte = static_cast<uint8_t>(slot | (A::Less(A::Zero(), x[routed]) ? 0x80 : 0));
+    }
+    window_index[i] = byte;
+  }
+}
+
+// pooling::kBackwardFromWindowIndex(ThroughRelu): dx[i] = dy of the window covering i where
+// that window's byte names i's slot (masked by the byte's flag with kThroughRelu), else 0.
+template <typename T, bool kThroughRelu>
+__global__ void MaxPoolBackwardFromWindowIndexKernel(PoolGeometry g, const uint8_t* window_index,
+                                                     const T* dy, T* dx) {
+  using A = Arith<T>;
+  VGPU_GRID_STRIDE(i, g.input_elements) {
+    const Position q = Split(i, g.in, g.channels);
+    int64_t o[3], slot = 0;
+    bool covered = true;
+    for (int d = 0; d < 3; ++d) {
+      o[d] = q.p[d] / g.window[d];
+      covered = covered && o[d] < g.out[d];
+      slot = slot * g.window[d] + q.p[d] % g.window[d];
+    }
+    T value = A::Zero();
+    if (covered) {
+      const int64_t j = IndexOf(g.out, g.channels, q.b, o[0], o[1], o[2], q.c);
+      const uint8_t byte = window_index[j];
+      if ((byte & 0x7F) == slot) {
+        value = dy[j];
+        if (kThroughRelu && (byte & 0x80) == 0) value = A::Mul(value, A::Zero());
+      }
+    }
+    dx[i] = value;
+  }
+}
+
 // dx[i] = the sum over the windows covering i (in ForEachCoveringOutput's order) of
 // dy * T(1 / that window's element count).
 template <typename T>
@@ -493,13 +555,42 @@ absl::Status PoolingGradGradWithArgmax(const CudaKernelContext& context) {
   });
 }
 
+absl::Status PoolingForwardWithWindowIndex(const CudaKernelContext& context) {
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch,
+                        ReadPoolingLaunch(context, PoolingKernel::kForwardWithWindowIndex));
+  const PoolGeometry& g = launch.geometry;
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    return LaunchGridStride("pooling_forward_with_window_index", *context.device,
+                            g.output_elements, MaxPoolWithWindowIndexKernel<T>, g, b.x, b.out,
+                            b.window_index_out);
+  });
+}
+
+// pooling::kBackwardFromWindowIndex and kBackwardFromWindowIndexThroughRelu.
+template <PoolingKernel kKernel>
+absl::Status PoolingBackwardFromWindowIndex(const CudaKernelContext& context) {
+  constexpr bool kThroughRelu = kKernel == PoolingKernel::kBackwardFromWindowIndexThroughRelu;
+  VGPU_ASSIGN_OR_RETURN(PoolingLaunch launch, ReadPoolingLaunch(context, kKernel));
+  const PoolGeometry& g = launch.geometry;
+  return WithPoolingBuffers<Dispatch>(context, launch, [&](auto b) -> absl::Status {
+    using T = std::remove_pointer_t<decltype(b.out)>;
+    return LaunchGridStride("pooling_backward_from_window_index", *context.device,
+                            g.input_elements, MaxPoolBackwardFromWindowIndexKernel<T, kThroughRelu>,
+                            g, b.window_index, b.dy, b.out);
+  });
+}
+
 }  // namespace
 
 void AddCudaPoolingKernels(CudaKernelTable& table) {
   table.AddFamily(kernel_families::kPooling, PoolingForward,
                   PoolingBackward<PoolingKernel::kBackward>, PoolingForwardWithArgmax,
                   PoolingBackwardWithArgmax, PoolingGradGradWithArgmax, PoolingGradGrad,
-                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>);
+                  PoolingBackward<PoolingKernel::kBackwardThroughRelu>,
+                  PoolingForwardWithWindowIndex,
+                  PoolingBackwardFromWindowIndex<PoolingKernel::kBackwardFromWindowIndex>,
+                  PoolingBackwardFromWindowIndex<PoolingKernel::kBackwardFromWindowIndexThroughRelu>);
 }
 
 }  // namespace vgpu::cuda
