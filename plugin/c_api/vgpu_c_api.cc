@@ -29,7 +29,8 @@ int VGPU_ApiVersion(void) { return VGPU_C_API_VERSION; }
 size_t VGPU_StatsJson(char* buffer, size_t capacity) {
   const vgpu::graph_fusions::FusionCounts fusions = vgpu::graph_fusions::ProcessTotals();
   const std::string graph_fusions = absl::StrCat(
-      "\"graph_fusions\": {\"max_pool_grad_relu_grad\": ", fusions.max_pool_grad_relu_grad, "}");
+      "\"graph_fusions\": {\"max_pool_grad_relu_grad\": ", fusions.max_pool_grad_relu_grad,
+      ", \"max_pool_window_index\": ", fusions.max_pool_window_index, "}");
   return CopyOut(vgpu::PluginRuntime::Get().StatsJson(graph_fusions), buffer, capacity);
 }
 

@@ -2,6 +2,7 @@
 #include "plugin/graph/fused_ops.h"
 
 #include <atomic>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "plugin/device/tf_status_bridge.h"
@@ -18,23 +19,60 @@ void ShapeOfFirstInput(TF_ShapeInferenceContext* context, TF_Status* status) {
   TF_DeleteShapeHandle(shape);
 }
 
-absl::Status RegisterMaxPoolGradWithReluGrad() {
-  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kMaxPoolGradWithReluGrad);
-  TF_OpDefinitionBuilderAddInput(builder, "orig_input: T");
-  TF_OpDefinitionBuilderAddInput(builder, "orig_output: T");
-  TF_OpDefinitionBuilderAddInput(builder, "grad: T");
-  TF_OpDefinitionBuilderAddOutput(builder, "output: T");
-  // MaxPoolGrad's attributes, so that its node's attributes carry over as they are.
+// The outputs' shapes are left unknown (the C API cannot read list attributes such as ksize);
+// TensorFlow then infers its readers' shapes at run time.
+void UnknownShapes(TF_ShapeInferenceContext* context, TF_Status* status) {
+  TF_ShapeInferenceContextSetUnknownShape(context, status);
+}
+
+// MaxPool's and MaxPoolGrad's window attributes, so that their nodes' attributes carry over as
+// they are.
+void AddWindowAttributes(TF_OpDefinitionBuilder* builder) {
   TF_OpDefinitionBuilderAddAttr(builder, "ksize: list(int) >= 4");
   TF_OpDefinitionBuilderAddAttr(builder, "strides: list(int) >= 4");
   TF_OpDefinitionBuilderAddAttr(builder, "padding: {'SAME', 'VALID', 'EXPLICIT'}");
   TF_OpDefinitionBuilderAddAttr(builder, "explicit_paddings: list(int) = []");
   TF_OpDefinitionBuilderAddAttr(builder, "data_format: {'NHWC', 'NCHW'} = 'NHWC'");
   TF_OpDefinitionBuilderAddAttr(builder, "T: {half, bfloat16, float, double} = DT_FLOAT");
-  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, ShapeOfFirstInput);
+}
+
+absl::Status Register(TF_OpDefinitionBuilder* builder) {
   ScopedTfStatus status;
   TF_RegisterOpDefinition(builder, status.get());  // takes the builder
   return status.ToStatus();
+}
+
+absl::Status RegisterMaxPoolGradWithReluGrad() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kMaxPoolGradWithReluGrad);
+  TF_OpDefinitionBuilderAddInput(builder, "orig_input: T");
+  TF_OpDefinitionBuilderAddInput(builder, "orig_output: T");
+  TF_OpDefinitionBuilderAddInput(builder, "grad: T");
+  TF_OpDefinitionBuilderAddOutput(builder, "output: T");
+  AddWindowAttributes(builder);
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, ShapeOfFirstInput);
+  return Register(builder);
+}
+
+absl::Status RegisterMaxPoolWithWindowIndex() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kMaxPoolWithWindowIndex);
+  TF_OpDefinitionBuilderAddInput(builder, "input: T");
+  TF_OpDefinitionBuilderAddOutput(builder, "output: T");
+  TF_OpDefinitionBuilderAddOutput(builder, "window_index: uint8");
+  AddWindowAttributes(builder);
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, UnknownShapes);
+  return Register(builder);
+}
+
+absl::Status RegisterMaxPoolGradFromWindowIndex() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kMaxPoolGradFromWindowIndex);
+  TF_OpDefinitionBuilderAddInput(builder, "orig_input: T");
+  TF_OpDefinitionBuilderAddInput(builder, "window_index: uint8");
+  TF_OpDefinitionBuilderAddInput(builder, "grad: T");
+  TF_OpDefinitionBuilderAddOutput(builder, "output: T");
+  AddWindowAttributes(builder);
+  TF_OpDefinitionBuilderAddAttr(builder, "through_relu: bool = false");
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, ShapeOfFirstInput);
+  return Register(builder);
 }
 
 
@@ -46,11 +84,16 @@ absl::Status RegisterDefinitions() {
   static bool attempted = false;
   if (attempted) return absl::OkStatus();
   attempted = true;
-  absl::Status status = RegisterMaxPoolGradWithReluGrad();
-  if (!status.ok()) {
-    return absl::Status(status.code(), absl::StrCat("registering ", kMaxPoolGradWithReluGrad,
-                                                    ": ", status.message(),
-                                                    "; the graph optimizer fuses nothing"));
+  for (auto [name, register_definition] :
+       {std::pair{kMaxPoolGradWithReluGrad, &RegisterMaxPoolGradWithReluGrad},
+        std::pair{kMaxPoolWithWindowIndex, &RegisterMaxPoolWithWindowIndex},
+        std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex}}) {
+    absl::Status status = register_definition();
+    if (!status.ok()) {
+      return absl::Status(status.code(), absl::StrCat("registering ", name, ": ",
+                                                      status.message(),
+                                                      "; the graph optimizer fuses nothing"));
+    }
   }
   definitions_registered.store(true, std::memory_order_release);
   return absl::OkStatus();

@@ -16,6 +16,18 @@ namespace vgpu::fused_ops {
 // explicit_paddings, data_format).
 inline constexpr char kMaxPoolGradWithReluGrad[] = "_VgpuMaxPoolGradWithReluGrad";
 
+// MaxPool that also gives, as output 1 ("window_index", uint8, the output's shape), which
+// element of each window the gradient goes to and whether the window's maximum is positive
+// (pooling::kForwardWithWindowIndex). Input and attributes as MaxPool's; only windows that tile
+// the input (VALID padding, strides equal to ksize) of at most 127 elements, NaNs not propagated.
+inline constexpr char kMaxPoolWithWindowIndex[] = "_VgpuMaxPoolWithWindowIndex";
+
+// MaxPoolGrad from that window index: inputs orig_input (for its shape; not read), window_index,
+// grad; output the gradient with respect to orig_input. With the attribute through_relu, the
+// gradient through the ReLU whose output orig_input is, as kMaxPoolGradWithReluGrad. Attributes
+// otherwise as MaxPoolGrad's.
+inline constexpr char kMaxPoolGradFromWindowIndex[] = "_VgpuMaxPoolGradFromWindowIndex";
+
 // Registers every fused op's definition with TensorFlow (once per process; later calls do
 // nothing). Call from TF_InitKernel, before the kernels are registered. Not thread-safe
 // against itself (TensorFlow calls TF_InitKernel once, on one thread).

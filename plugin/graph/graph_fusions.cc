@@ -3,15 +3,19 @@
 #include "plugin/graph/graph_fusions.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/graph/fused_ops.h"
+#include "plugin/protocol/kernels/pooling.h"
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/framework/types.pb.h"
@@ -138,6 +142,105 @@ std::optional<int> FusableMaxPoolGrad(const GraphDef& graph, const GraphIndex& i
   return found->second;
 }
 
+// Whether TensorFlow's max pooling kernels propagate NaNs (TF_ENABLE_MAXPOOL_NANPROP true or
+// 1; the plugin's kernels read it the same way): then windows are not given an index.
+bool MaxPoolPropagatesNan() {
+  const char* raw = std::getenv("TF_ENABLE_MAXPOOL_NANPROP");
+  if (raw == nullptr) return false;
+  const std::string value = absl::AsciiStrToLower(raw);
+  return value != "0" && value != "false";
+}
+
+// The node's list(int) attribute `name` (empty if it has none).
+std::vector<int64_t> IntList(const NodeDef& node, const char* name) {
+  auto it = node.attr().find(name);
+  if (it == node.attr().end()) return {};
+  return {it->second.list().i().begin(), it->second.list().i().end()};
+}
+
+std::string StringAttr(const NodeDef& node, const char* name, const char* otherwise) {
+  auto it = node.attr().find(name);
+  return it == node.attr().end() ? otherwise : it->second.s();
+}
+
+// Whether MaxPool node `pool` has windows the window-index kernels take: VALID padding, ksize
+// equal to strides, 1 over the batch and channels, at most pooling::kMaxWindowSlots elements.
+bool HasWindowsThatTile(const NodeDef& pool) {
+  if (StringAttr(pool, "padding", "") != "VALID") return false;
+  const std::string format = StringAttr(pool, "data_format", "NHWC");
+  if (format != "NHWC" && format != "NCHW") return false;
+  const std::vector<int64_t> ksize = IntList(pool, "ksize");
+  if (ksize.size() != 4 || IntList(pool, "strides") != ksize) return false;
+  const int channel = format == "NHWC" ? 3 : 1;
+  int64_t slots = 1;
+  for (int d = 0; d < 4; ++d) {
+    if (d == 0 || d == channel) {
+      if (ksize[d] != 1) return false;
+      continue;
+    }
+    if (ksize[d] < 1 || ksize[d] > pooling::kMaxWindowSlots) return false;
+    slots *= ksize[d];
+  }
+  return slots <= pooling::kMaxWindowSlots;
+}
+
+// Whether `grad` (MaxPoolGrad or the fusion with ReluGrad) is the gradient of MaxPool `pool`,
+// which the window-index rewrite may take: orig_input and orig_output are pool's input and
+// output 0, the same device of `device_type`, dtype and window attributes.
+bool IsGradientOfPool(const NodeDef& grad, const NodeDef& pool, absl::string_view device_type) {
+  if (pool.op() != "MaxPool" || pool.input_size() < 1) return false;
+  const InputRef pool_input = ParseInput(pool.input(0));
+  if (pool_input.control || !SameTensor(ParseInput(grad.input(0)), pool_input)) return false;
+  if (pool.device() != grad.device() || !PlacedOn(grad.device(), device_type)) return false;
+  const tensorflow::DataType type = TypeOf(pool);
+  if (type != TypeOf(grad) || !FusedKernelHasType(type)) return false;
+  for (const char* name : {"ksize", "strides"}) {
+    if (IntList(pool, name) != IntList(grad, name)) return false;
+  }
+  for (const char* name : {"padding", "data_format"}) {
+    if (StringAttr(pool, name, "NHWC") != StringAttr(grad, name, "NHWC")) return false;
+  }
+  return HasWindowsThatTile(pool);
+}
+
+// Gives MaxPool nodes whose output 0 feeds a MaxPoolGrad (or its fusion with ReluGrad) as
+// orig_output the window index, and those gradients the index instead of recomputing the
+// maximum from orig_input. Returns how many gradients were rewritten.
+int64_t GiveMaxPoolsAWindowIndex(GraphDef& graph, absl::string_view device_type) {
+  if (MaxPoolPropagatesNan()) return 0;
+  absl::flat_hash_map<std::string, int> by_name;
+  for (int i = 0; i < graph.node_size(); ++i) by_name.emplace(graph.node(i).name(), i);
+  std::vector<bool> pool_rewritten(graph.node_size(), false);
+  int64_t rewritten = 0;
+  for (int g = 0; g < graph.node_size(); ++g) {
+    const NodeDef& grad = graph.node(g);
+    const bool through_relu = grad.op() == fused_ops::kMaxPoolGradWithReluGrad;
+    if (grad.op() != "MaxPoolGrad" && !through_relu) continue;
+    if (grad.input_size() < 3) continue;
+    bool data_inputs = true;
+    for (int i = 0; i < 3; ++i) data_inputs = data_inputs && !ParseInput(grad.input(i)).control;
+    const InputRef output = ParseInput(grad.input(1));
+    if (!data_inputs || output.port != 0) continue;
+    auto found = by_name.find(std::string(output.node));
+    if (found == by_name.end()) continue;
+    const int p = found->second;
+    if (!pool_rewritten[p] && !IsGradientOfPool(grad, graph.node(p), device_type)) continue;
+    if (!pool_rewritten[p]) {
+      NodeDef& pool = *graph.mutable_node(p);
+      pool.set_op(fused_ops::kMaxPoolWithWindowIndex);
+      pool.mutable_attr()->erase("_output_shapes");  // it has two outputs now
+      pool_rewritten[p] = true;
+    }
+    NodeDef& rewritten_grad = *graph.mutable_node(g);
+    const std::string index = absl::StrCat(graph.node(p).name(), ":1");
+    rewritten_grad.set_op(fused_ops::kMaxPoolGradFromWindowIndex);
+    rewritten_grad.set_input(1, index);
+    (*rewritten_grad.mutable_attr())["through_relu"].set_b(through_relu);
+    ++rewritten;
+  }
+  return rewritten;
+}
+
 // Renames control inputs on removed nodes to the nodes that took their place, once each.
 void MoveControlInputs(GraphDef& graph, const std::vector<bool>& removed,
                        const absl::flat_hash_map<std::string, std::string>& replaced_by) {
@@ -180,6 +283,7 @@ void RemoveNodes(GraphDef& graph, const std::vector<bool>& removed) {
 }
 
 std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
+std::atomic<int64_t> total_max_pool_window_index{0};
 
 }  // namespace
 
@@ -204,21 +308,25 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
     }
     for (auto& [position, node] : fused_nodes) *graph.mutable_node(position) = std::move(node);
   }
-  if (counts.total() == 0) return counts;
-  MoveControlInputs(graph, removed, replaced_by);
-  RemoveNodes(graph, removed);
+  if (counts.max_pool_grad_relu_grad != 0) {
+    MoveControlInputs(graph, removed, replaced_by);
+    RemoveNodes(graph, removed);
+  }
+  counts.max_pool_window_index = GiveMaxPoolsAWindowIndex(graph, device_type);
   return counts;
 }
 
 FusionCounts ProcessTotals() {
   FusionCounts counts;
   counts.max_pool_grad_relu_grad = total_max_pool_grad_relu_grad.load(std::memory_order_relaxed);
+  counts.max_pool_window_index = total_max_pool_window_index.load(std::memory_order_relaxed);
   return counts;
 }
 
 void AddToProcessTotals(const FusionCounts& counts) {
   total_max_pool_grad_relu_grad.fetch_add(counts.max_pool_grad_relu_grad,
                                           std::memory_order_relaxed);
+  total_max_pool_window_index.fetch_add(counts.max_pool_window_index, std::memory_order_relaxed);
 }
 
 }  // namespace vgpu::graph_fusions

@@ -8,6 +8,14 @@
 //     The backward pass of ReLU followed by max pooling (Conv2D with a ReLU, then MaxPool2D):
 //     the pooling gradient is masked by the ReLU's output as it is written, instead of a
 //     second pass reading it back with x.
+//
+//   MaxPool(x) -> y  and  MaxPoolGrad(x, y, dy)  (or the fusion above)
+//     ->  _VgpuMaxPoolWithWindowIndex(x) -> (y, window_index)  and
+//         _VgpuMaxPoolGradFromWindowIndex(x, window_index, dy)  (through_relu for the fusion)
+//     The forward pass records which element of each window the gradient goes to (a byte per
+//     output), so that the gradient does not read x again. Both nodes keep their names; only for
+//     windows that tile the input (VALID, strides equal to ksize, at most 127 elements), with
+//     TF_ENABLE_MAXPOOL_NANPROP unset or false.
 #ifndef VGPU_GRAPH_GRAPH_FUSIONS_H_
 #define VGPU_GRAPH_GRAPH_FUSIONS_H_
 
@@ -26,18 +34,20 @@ namespace vgpu::graph_fusions {
 // How many op pairs were fused, by rewrite.
 struct FusionCounts {
   int64_t max_pool_grad_relu_grad = 0;
+  int64_t max_pool_window_index = 0;  // MaxPool / gradient pairs given a window index
 
-  int64_t total() const { return max_pool_grad_relu_grad; }
+  int64_t total() const { return max_pool_grad_relu_grad + max_pool_window_index; }
 };
 
-// Applies every rewrite to `graph`, in place. A pair is fused only when both nodes are placed on
-// a device of type `device_type` (e.g. "/job:localhost/replica:0/task:0/device:GPU:0" for
-// "GPU"), have the same dtype (one the fused kernel has), and the first node of the pair is not
-// in `preserved` (fetched or otherwise kept by name), has no other reader of its output and is
-// removed; the fused node takes the second node's name, so its readers are unchanged. Control
-// dependencies on the removed node move to the fused node. A graph with nothing to fuse is left
-// as it was. Never fails: a node it does not understand is left alone. Not thread-safe for one
-// graph; distinct graphs may be rewritten concurrently.
+// Applies every rewrite to `graph`, in place. A pair is rewritten only when both nodes are
+// placed on a device of type `device_type` (e.g. "/job:localhost/replica:0/task:0/device:GPU:0"
+// for "GPU") and have the same dtype (one the new kernels have). A fusion also needs the first
+// node of the pair not in `preserved` (fetched or otherwise kept by name) and with no other
+// reader of its output: it is removed, and the fused node takes the second node's name, so its
+// readers are unchanged; control dependencies on the removed node move to the fused node. The
+// window-index rewrite removes nothing and renames nothing. A graph with nothing to rewrite is
+// left as it was. Never fails: a node it does not understand is left alone. Not thread-safe
+// for one graph; distinct graphs may be rewritten concurrently.
 FusionCounts Fuse(tensorflow::GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
                   absl::string_view device_type);
 

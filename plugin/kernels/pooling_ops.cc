@@ -485,6 +485,102 @@ class MaxPoolGradOp {
   NanPropagation nan_;
 };
 
+// Refuses a plan the window-index kernels do not take (pooling_launch::WindowIndexable): the
+// graph optimizer rewrites only VALID max pooling with strides equal to ksize, NaNs not
+// propagated, so this fails only for a graph that names the ops itself.
+absl::Status CheckWindowIndexable(const PoolPlan& plan) {
+  const PoolingDescriptorSettings& s = plan.settings;
+  int64_t slots = 1;
+  bool tiles = s.nan_propagation == NanPropagation::kNotPropagate;
+  for (int k = 0; k < s.spatial_dims; ++k) {
+    tiles = tiles && s.window[k] == s.stride[k] && s.pad_before[k] == 0 && s.pad_after[k] == 0;
+    slots *= s.window[k];
+  }
+  if (tiles && slots <= pooling::kMaxWindowSlots) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      fused_ops::kMaxPoolWithWindowIndex, " and ", fused_ops::kMaxPoolGradFromWindowIndex,
+      " need windows that tile the input (VALID padding, strides equal to ksize) of at most ",
+      pooling::kMaxWindowSlots, " elements, and NaNs not propagated"));
+}
+
+// The graph optimizer's _VgpuMaxPoolWithWindowIndex (graph/fused_ops.h): MaxPool's output and
+// the window index its gradient reads (pooling::kForwardWithWindowIndex).
+class MaxPoolWithWindowIndexOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<MaxPoolWithWindowIndexOp>> Create(
+      OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(Window2dSource window,
+                          Window2dSource::Read(construction, CheckGradWindow2d, true));
+    VGPU_ASSIGN_OR_RETURN(NanPropagation nan, MaxPoolNanPropagationFromEnvironment());
+    return std::unique_ptr<MaxPoolWithWindowIndexOp>(
+        new MaxPoolWithWindowIndexOp(std::move(window), nan));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 1, 2));
+    const std::vector<int64_t> x_dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan,
+                          PlanPooling(window, PoolingMode::kMax, nan_, x_dims, kRank4));
+    VGPU_RETURN_IF_ERROR(CheckWindowIndexable(plan));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.output_dims));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr index, context.AllocateOutput(1, TF_UINT8, plan.output_dims));
+    if (TF_TensorElementCount(y.get()) == 0) return absl::OkStatus();
+    return LaunchPooling(context, pooling::kForwardWithWindowIndex, plan, dtype, x_dims,
+                         {BufferOf(x.get()), BufferOf(y.get()), BufferOf(index.get())});
+  }
+
+ private:
+  MaxPoolWithWindowIndexOp(Window2dSource window, NanPropagation nan)
+      : window_(std::move(window)), nan_(nan) {}
+  Window2dSource window_;
+  NanPropagation nan_;
+};
+
+// The graph optimizer's _VgpuMaxPoolGradFromWindowIndex (orig_input, window_index, grad): the
+// gradient with respect to orig_input, through a ReLU with the attribute through_relu
+// (pooling::kBackwardFromWindowIndex / kBackwardFromWindowIndexThroughRelu). orig_input gives
+// the shape only.
+class MaxPoolGradFromWindowIndexOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<MaxPoolGradFromWindowIndexOp>> Create(
+      OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(Window2dSource window,
+                          Window2dSource::Read(construction, CheckGradWindow2d, true));
+    VGPU_ASSIGN_OR_RETURN(bool through_relu, construction.Bool("through_relu"));
+    return std::unique_ptr<MaxPoolGradFromWindowIndexOp>(
+        new MaxPoolGradFromWindowIndexOp(std::move(window), through_relu));
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    auto& [x, index, dy] = inputs;
+    VGPU_ASSIGN_OR_RETURN(const PoolWindow window, window_.Window(context, 3, 4));
+    const std::vector<int64_t> x_dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(PoolPlan plan, PlanPooling(window, PoolingMode::kMax,
+                                                     NanPropagation::kNotPropagate, x_dims,
+                                                     kRank4));
+    VGPU_RETURN_IF_ERROR(ExpectShape("window_index", plan.output_dims, ShapeOf(index.get())));
+    VGPU_RETURN_IF_ERROR(ExpectShape("grad", plan.output_dims, ShapeOf(dy.get())));
+    VGPU_RETURN_IF_ERROR(CheckWindowIndexable(plan));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr dx, context.AllocateOutput(0, dtype, x_dims));
+    if (TF_TensorElementCount(dx.get()) == 0) return absl::OkStatus();
+    return LaunchPooling(context,
+                         through_relu_ ? pooling::kBackwardFromWindowIndexThroughRelu
+                                       : pooling::kBackwardFromWindowIndex,
+                         plan, dtype, x_dims,
+                         {BufferOf(index.get()), BufferOf(dy.get()), BufferOf(dx.get())});
+  }
+
+ private:
+  MaxPoolGradFromWindowIndexOp(Window2dSource window, bool through_relu)
+      : window_(std::move(window)), through_relu_(through_relu) {}
+  Window2dSource window_;
+  bool through_relu_;
+};
+
 // MaxPoolGradGrad / MaxPoolGradGradV2 (orig_input, orig_output, grad[, ksize, strides]) -> the
 // gradient of MaxPoolGrad with respect to its grad input, shaped like orig_output.
 class MaxPoolGradGradOp {
@@ -560,6 +656,10 @@ void RegisterPoolingOps(const char* device_type) {
                                           {"ksize", "strides"});
   RegisterKernelForTypes<MaxPoolGradOp<true>>(fused_ops::kMaxPoolGradWithReluGrad, device_type,
                                               "T", kFloatingTypes);
+  RegisterKernelForTypes<MaxPoolWithWindowIndexOp>(fused_ops::kMaxPoolWithWindowIndex,
+                                                   device_type, "T", kFloatingTypes);
+  RegisterKernelForTypes<MaxPoolGradFromWindowIndexOp>(fused_ops::kMaxPoolGradFromWindowIndex,
+                                                       device_type, "T", kFloatingTypes);
   RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGrad", device_type, "T", kFloatingTypes);
   RegisterKernelForTypes<MaxPoolGradGradOp>("MaxPoolGradGradV2", device_type, "T",
                                             kFloatingTypes, {"ksize", "strides"});
@@ -587,6 +687,13 @@ void RegisterPoolingOps(const char* device_type) {
              "The plugin's fusion of MaxPoolGrad and the ReluGrad of its orig_input "
              "(docs/graph_fusions.md): MaxPoolGrad's gradient times (orig_input > 0), in one "
              "pass.");
+  DocumentOp(fused_ops::kMaxPoolWithWindowIndex, "NHWC, NCHW",
+             "The plugin's MaxPool whose gradient is a MaxPoolGrad of the same graph "
+             "(docs/graph_fusions.md): also outputs, per window, a byte naming the element the "
+             "gradient goes to. VALID padding, strides equal to ksize, at most 127 elements.");
+  DocumentOp(fused_ops::kMaxPoolGradFromWindowIndex, "NHWC, NCHW",
+             "The plugin's MaxPoolGrad (or its fusion with ReluGrad, through_relu) from that "
+             "window index, without reading orig_input.");
   const char* grad_grad =
       "Gradient of MaxPoolGrad: the grad value at each window's first element equal to "
       "orig_output (0 where none is, e.g. a NaN maximum).";

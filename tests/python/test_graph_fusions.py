@@ -1,10 +1,12 @@
-"""The plugin's graph fusions (docs/graph_fusions.md): ReluGrad(MaxPoolGrad(x, y, dy), x) in a
-graph on the virtual GPU becomes one _VgpuMaxPoolGradWithReluGrad kernel. The fused result must
-be bit for bit what the two ops give run one after the other on the virtual GPU (eagerly, where
-Grappler does not run), and match TensorFlow's CPU kernels; graphs where the pair cannot be
-fused (the pooling gradient read elsewhere or fetched, other features, the CPU) are left alone;
-VGPU_GRAPH_FUSIONS=0 turns the fusions off; a Keras CNN trains to the same losses with one
-launch fewer per step; the fused op refuses bad shapes like MaxPoolGrad."""
+"""The plugin's graph rewrites (docs/graph_fusions.md). ReluGrad(MaxPoolGrad(x, y, dy), x) in a
+graph on the virtual GPU becomes one _VgpuMaxPoolGradWithReluGrad kernel; a MaxPool whose output
+a MaxPoolGrad (or that fusion) reads, over windows that tile the input, becomes
+_VgpuMaxPoolWithWindowIndex and gives the gradient a byte per window instead of x. Results must
+be bit for bit what the ops give run one after the other on the virtual GPU (eagerly, where
+Grappler does not run), and match TensorFlow's CPU kernels; graphs where a rewrite does not
+apply (the pooling gradient read elsewhere or fetched, other features, overlapping windows, NaN
+propagation, the CPU) are left alone; VGPU_GRAPH_FUSIONS=0 turns the rewrites off; a Keras CNN
+trains to the same losses with one launch fewer per step; the new ops refuse bad shapes."""
 import os
 
 import numpy as np
@@ -21,6 +23,10 @@ FUSED_OP = "_VgpuMaxPoolGradWithReluGrad"
 
 def fusions():
     return vgpu.stats()["graph_fusions"]["max_pool_grad_relu_grad"]
+
+
+def window_indexes():
+    return vgpu.stats()["graph_fusions"]["max_pool_window_index"]
 
 
 def relu_pool_gradient(ksize, strides, padding, data_format="NHWC"):
@@ -117,6 +123,71 @@ def test_the_gradient_of_conv_relu_max_pool_is_fused_and_matches_cpu():
         assert fusions() == before + 1
     for a, e in zip(actual, expected):
         np.testing.assert_allclose(a.numpy(), e.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def pool_and_gradient(ksize, data_format):
+    """A function of (x, dy): MaxPool(x) over VALID ksize x ksize windows with strides ksize, and
+    MaxPoolGrad(x, that output, dy), written with the raw ops."""
+    window = [1, ksize, ksize, 1] if data_format == "NHWC" else [1, 1, ksize, ksize]
+
+    def both(x, dy):
+        y = tf.nn.max_pool(x, window, window, "VALID", data_format=data_format)
+        g = tf.raw_ops.MaxPoolGrad(orig_input=x, orig_output=y, grad=dy, ksize=window,
+                                   strides=window, padding="VALID", data_format=data_format)
+        return y, g
+
+    return both
+
+
+# (x shape, ksize, format): windows that cover the input, windows that leave its last rows and
+# columns out, 3x3 windows, more channels than the CPU kernels' block of 64, channels first.
+TILING_GEOMETRIES = [
+    ((2, 8, 8, 3), 2, "NHWC"),
+    ((2, 9, 7, 4), 2, "NHWC"),
+    ((1, 7, 8, 70), 3, "NHWC"),
+    ((2, 3, 9, 6), 2, "NCHW"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16])
+@pytest.mark.parametrize("x_shape,ksize,data_format", TILING_GEOMETRIES)
+def test_a_max_pool_gives_its_gradient_a_window_index_with_the_same_bits(dtype, x_shape, ksize,
+                                                                        data_format):
+    both = pool_and_gradient(ksize, data_format)
+    x, dy = inputs(x_shape, pooled_shape(x_shape, ksize, ksize, "VALID", data_format), dtype,
+                   seed=x_shape[2] + ksize)
+    x.flat[5] = -np.inf
+    with tf.device("/GPU:0"):
+        before = window_indexes()
+        y, g = tf.function(both)(tf.constant(x), tf.constant(dy))
+        assert window_indexes() == before + 1
+        eager_y, eager_g = both(tf.constant(x), tf.constant(dy))  # eager: reads x again
+    np.testing.assert_array_equal(y.numpy(), eager_y.numpy())
+    np.testing.assert_array_equal(g.numpy(), eager_g.numpy())
+    assert np.isnan(g.numpy().astype(np.float32)).any()  # the NaN gradient went through
+
+
+def test_overlapping_or_padded_windows_get_no_window_index():
+    def same_and_overlapping(x, dy_same, dy_overlapping):
+        grads = []
+        for ksize, strides, padding, dy in ((2, 2, "SAME", dy_same),
+                                            (3, 2, "VALID", dy_overlapping)):
+            window, steps = [1, ksize, ksize, 1], [1, strides, strides, 1]
+            y = tf.nn.max_pool(x, window, steps, padding)
+            grads.append(tf.raw_ops.MaxPoolGrad(orig_input=x, orig_output=y, grad=dy,
+                                                ksize=window, strides=steps, padding=padding))
+        return grads
+
+    x, dy_same = inputs((1, 7, 7, 2), (1, 4, 4, 2), np.float32, seed=11)
+    dy_overlapping = random_array((1, 3, 3, 2), np.float32, seed=12)
+    args = [tf.constant(a) for a in (x, dy_same, dy_overlapping)]
+    with tf.device("/GPU:0"):
+        before = window_indexes()
+        actual = tf.function(same_and_overlapping)(*args)
+        assert window_indexes() == before
+        expected = same_and_overlapping(*args)
+    for a, e in zip(actual, expected):
+        np.testing.assert_array_equal(a.numpy(), e.numpy())
 
 
 def test_a_pooling_gradient_read_elsewhere_is_not_fused():
@@ -218,6 +289,38 @@ def test_the_fused_op_refuses_a_gradient_of_the_wrong_shape():
         _run_fused_op(x[0], y, np.ones((1, 2, 2, 2), np.float32))
 
 
+def _run_window_index_ops(x, dy, padding="VALID", index_shape=None):
+    """Runs _VgpuMaxPoolWithWindowIndex then _VgpuMaxPoolGradFromWindowIndex, named directly in
+    a graph, on the virtual GPU; `index_shape` reshapes the index between them."""
+    graph = tf.Graph()
+    window = {"T": attr_value_pb2.AttrValue(type=tf.float32.as_datatype_enum),
+              "ksize": _attr_list([1, 2, 2, 1]), "strides": _attr_list([1, 2, 2, 1]),
+              "padding": attr_value_pb2.AttrValue(s=padding.encode())}
+    with graph.as_default(), tf.device("/GPU:0"):
+        x_tensor, dy_tensor = tf.constant(x), tf.constant(dy)
+        pool = graph.create_op("_VgpuMaxPoolWithWindowIndex", [x_tensor],
+                               [tf.float32, tf.uint8], name="pool", attrs=window)
+        index = pool.outputs[1]
+        if index_shape is not None:
+            index = tf.reshape(index, index_shape)
+        grad = graph.create_op("_VgpuMaxPoolGradFromWindowIndex", [x_tensor, index, dy_tensor],
+                               [tf.float32], name="grad", attrs=window)
+    with tf.compat.v1.Session(graph=graph) as session:
+        return session.run([pool.outputs[0], pool.outputs[1], grad.outputs[0]])
+
+
+def test_the_window_index_ops_refuse_what_they_cannot_take():
+    x = random_array((1, 4, 4, 2), np.float32, seed=13)
+    dy = np.ones((1, 2, 2, 2), np.float32)
+    y, index, dx = _run_window_index_ops(x, dy)
+    assert y.shape == dy.shape and index.dtype == np.uint8 and dx.shape == x.shape
+    with pytest.raises(tf.errors.InvalidArgumentError, match="window_index"):
+        _run_window_index_ops(x, dy, index_shape=(1, 4, 2))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="tile the input"):
+        _run_window_index_ops(random_array((1, 5, 5, 2), np.float32, seed=14),
+                              np.ones((1, 3, 3, 2), np.float32), padding="SAME")
+
+
 FUSABLE_GRAPH = """
 import hashlib, json
 import numpy as np, tensorflow as tf, vgpu
@@ -243,9 +346,19 @@ def test_vgpu_graph_fusions_0_turns_the_fusions_off_without_changing_results():
 
     fused = run_probe(FUSABLE_GRAPH)
     plain = run_probe(FUSABLE_GRAPH, env={"VGPU_GRAPH_FUSIONS": "0"})
-    assert fused["fusions"] == {"max_pool_grad_relu_grad": 1}
-    assert plain["fusions"] == {"max_pool_grad_relu_grad": 0}
+    assert fused["fusions"] == {"max_pool_grad_relu_grad": 1, "max_pool_window_index": 1}
+    assert plain["fusions"] == {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0}
     assert fused["sha"] == plain["sha"]
+
+
+def test_nan_propagation_leaves_max_pooling_without_a_window_index():
+    from conftest import run_probe  # noqa: PLC0415
+
+    propagating = run_probe(FUSABLE_GRAPH, env={"TF_ENABLE_MAXPOOL_NANPROP": "1"})
+    plain = run_probe(FUSABLE_GRAPH, env={"TF_ENABLE_MAXPOOL_NANPROP": "1",
+                                          "VGPU_GRAPH_FUSIONS": "0"})
+    assert propagating["fusions"] == {"max_pool_grad_relu_grad": 1, "max_pool_window_index": 0}
+    assert propagating["sha"] == plain["sha"]
 
 
 def test_a_bad_graph_fusions_value_is_refused_naming_the_variable():
@@ -269,7 +382,8 @@ def test_a_keras_cnn_trains_to_the_same_losses_with_one_launch_fewer_per_step():
     # The probe's model has one Conv2D(relu) + MaxPooling2D pair: its training function's
     # backward pass loses one launch a step (the ReluGrad).
     assert fused["graph_fusions"]["max_pool_grad_relu_grad"] >= 1
-    assert plain["graph_fusions"]["max_pool_grad_relu_grad"] == 0
+    assert fused["graph_fusions"]["max_pool_window_index"] >= 1  # 2x2 VALID pooling
+    assert plain["graph_fusions"] == {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0}
     fused_launches = [step["launches"] for step in fused["steps"]]
     plain_launches = [step["launches"] for step in plain["steps"]]
     assert [p - f for f, p in zip(fused_launches, plain_launches)] == [1] * len(plain_launches)
