@@ -184,11 +184,13 @@ bool HasWindowsThatTile(const NodeDef& pool) {
   return slots <= pooling::kMaxWindowSlots;
 }
 
-// Whether `grad` (MaxPoolGrad or the fusion with ReluGrad) is the gradient of MaxPool `pool`,
-// which the window-index rewrite may take: orig_input and orig_output are pool's input and
-// output 0, the same device of `device_type`, dtype and window attributes.
+// Whether `grad` (MaxPoolGrad or the fusion with ReluGrad) is the gradient of `pool` (a MaxPool,
+// or one this rewrite already gave a window index for another gradient) that the window-index
+// rewrite may take: orig_input and orig_output are pool's input and output 0, the same device
+// of `device_type`, dtype and window attributes.
 bool IsGradientOfPool(const NodeDef& grad, const NodeDef& pool, absl::string_view device_type) {
-  if (pool.op() != "MaxPool" || pool.input_size() < 1) return false;
+  if (pool.op() != "MaxPool" && pool.op() != fused_ops::kMaxPoolWithWindowIndex) return false;
+  if (pool.input_size() < 1) return false;
   const InputRef pool_input = ParseInput(pool.input(0));
   if (pool_input.control || !SameTensor(ParseInput(grad.input(0)), pool_input)) return false;
   if (pool.device() != grad.device() || !PlacedOn(grad.device(), device_type)) return false;
@@ -224,7 +226,9 @@ int64_t GiveMaxPoolsAWindowIndex(GraphDef& graph, absl::string_view device_type)
     auto found = by_name.find(std::string(output.node));
     if (found == by_name.end()) continue;
     const int p = found->second;
-    if (!pool_rewritten[p] && !IsGradientOfPool(grad, graph.node(p), device_type)) continue;
+    // A _VgpuMaxPoolWithWindowIndex already in the graph (named by its author) is not taken.
+    if (graph.node(p).op() != "MaxPool" && !pool_rewritten[p]) continue;
+    if (!IsGradientOfPool(grad, graph.node(p), device_type)) continue;
     if (!pool_rewritten[p]) {
       NodeDef& pool = *graph.mutable_node(p);
       pool.set_op(fused_ops::kMaxPoolWithWindowIndex);

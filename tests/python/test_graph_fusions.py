@@ -167,6 +167,27 @@ def test_a_max_pool_gives_its_gradient_a_window_index_with_the_same_bits(dtype, 
     assert np.isnan(g.numpy().astype(np.float32)).any()  # the NaN gradient went through
 
 
+def test_two_gradients_of_one_pool_share_its_index_and_one_of_another_input_reads_x():
+    window = [1, 2, 2, 1]
+
+    def gradients(x, other, dy1, dy2):
+        y = tf.nn.max_pool(x, window, window, "VALID")
+        return [tf.raw_ops.MaxPoolGrad(orig_input=orig, orig_output=y, grad=dy, ksize=window,
+                                       strides=window, padding="VALID")
+                for orig, dy in ((x, dy1), (x, dy2), (other, dy1))]
+
+    x, dy1 = inputs((2, 6, 6, 3), (2, 3, 3, 3), np.float32, seed=15)
+    other, dy2 = inputs((2, 6, 6, 3), (2, 3, 3, 3), np.float32, seed=16)
+    args = [tf.constant(a) for a in (x, other, dy1, dy2)]
+    with tf.device("/GPU:0"):
+        before = window_indexes()
+        actual = tf.function(gradients)(*args)
+        assert window_indexes() == before + 2  # not the one whose orig_input is `other`
+        expected = gradients(*args)
+    for a, e in zip(actual, expected):
+        np.testing.assert_array_equal(a.numpy(), e.numpy())
+
+
 def test_overlapping_or_padded_windows_get_no_window_index():
     def same_and_overlapping(x, dy_same, dy_overlapping):
         grads = []
