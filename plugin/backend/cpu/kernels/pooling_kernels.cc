@@ -393,9 +393,10 @@ void MaxPoolBackward(const Eigen::ThreadPoolDevice& device, const PoolGeometry& 
 
 // The window-index kernels' work units: (image, block of channels), as MaxPoolBackward's, over
 // windows that tile the input wholly inside it (WindowIndexable), visited by `slot_offsets`.
+// Calls unit(b, c0, width) once per unit, in parallel.
 template <typename Fn>
 void ParallelOverWindowIndexUnits(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
-                                  int64_t channels, double bytes_per_element, Fn&& fn) {
+                                  int64_t channels, double bytes_per_element, Fn&& unit_fn) {
   const int64_t blocks_per_image = (channels + kChannelBlock - 1) / kChannelBlock;
   const double per_unit = static_cast<double>(g.OutputPositions()) * WindowSize(g) *
                           static_cast<double>(std::min(channels, kChannelBlock));
@@ -404,9 +405,26 @@ void ParallelOverWindowIndexUnits(const Eigen::ThreadPoolDevice& device, const P
                      [&](Eigen::Index begin, Eigen::Index end) {
     for (int64_t unit = begin; unit < end; ++unit) {
       const int64_t c0 = (unit % blocks_per_image) * kChannelBlock;
-      fn(unit / blocks_per_image, c0, std::min(kChannelBlock, channels - c0));
+      unit_fn(unit / blocks_per_image, c0, std::min(kChannelBlock, channels - c0));
     }
   });
+}
+
+// Calls window_fn(origin, position) for each window of image `b` in row-major order: the
+// element offsets of its first input element and of its output element, at channel c0.
+template <typename Fn>
+inline void ForEachTilingWindow(const PoolGeometry& g, int64_t channels, int64_t b, int64_t c0,
+                                Fn&& window_fn) {
+  for (int64_t od = 0; od < g.out[0]; ++od) {
+    for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+      for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+        window_fn(
+            PositionIndex(g.in, b, od * g.stride[0], oh * g.stride[1], ow * g.stride[2]) *
+                    channels + c0,
+            PositionIndex(g.out, b, od, oh, ow) * channels + c0);
+      }
+    }
+  }
 }
 
 // pooling::kForwardWithWindowIndex: y as MaxPoolForward<T, *, false> computes it, and the slot
@@ -422,37 +440,29 @@ void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const 
                                                                    int64_t width) {
     T best[kChannelBlock];
     uint8_t first[kChannelBlock];
-    for (int64_t od = 0; od < g.out[0]; ++od) {
-      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-          const int64_t origin =
-              PositionIndex(g.in, b, od * g.stride[0], oh * g.stride[1], ow * g.stride[2]) *
-                  channels + c0;
-          std::fill(best, best + width, -Eigen::NumTraits<T>::infinity());
-          for (int s = 0; s < slots; ++s) {
-            const T* __restrict in = x + origin + slot_offsets[s];
-            for (int64_t c = 0; c < width; ++c) best[c] = best[c] < in[c] ? in[c] : best[c];
-          }
-          std::fill(first, first + width, static_cast<uint8_t>(pooling::kNoWindowSlot));
-          for (int s = slots - 1; s >= 0; --s) {
-            const T* __restrict in = x + origin + slot_offsets[s];
-            for (int64_t c = 0; c < width; ++c) {
-              first[c] = in[c] == best[c] ? static_cast<uint8_t>(s) : first[c];
-            }
-          }
-          const int64_t position = PositionIndex(g.out, b, od, oh, ow) * channels + c0;
-          T* __restrict out = y + position;
-          uint8_t* __restrict index = window_index + position;
-          const T lowest = Eigen::NumTraits<T>::lowest();
-          for (int64_t c = 0; c < width; ++c) {
-            // max(lowest(), the window) by TensorFlow's rule: the non-NaN maximum, raised to
-            // lowest() (a window of NaNs or of -inf gives lowest()).
-            out[c] = best[c] < lowest ? lowest : best[c];
-            index[c] = static_cast<uint8_t>(first[c] | (best[c] > T(0) ? 0x80 : 0));
-          }
+    const T lowest = Eigen::NumTraits<T>::lowest();
+    ForEachTilingWindow(g, channels, b, c0, [&](int64_t origin, int64_t position) {
+      std::fill(best, best + width, -Eigen::NumTraits<T>::infinity());
+      for (int s = 0; s < slots; ++s) {
+        const T* __restrict in = x + origin + slot_offsets[s];
+        for (int64_t c = 0; c < width; ++c) best[c] = best[c] < in[c] ? in[c] : best[c];
+      }
+      std::fill(first, first + width, static_cast<uint8_t>(pooling::kNoWindowSlot));
+      for (int s = slots - 1; s >= 0; --s) {
+        const T* __restrict in = x + origin + slot_offsets[s];
+        for (int64_t c = 0; c < width; ++c) {
+          first[c] = in[c] == best[c] ? static_cast<uint8_t>(s) : first[c];
         }
       }
-    }
+      T* __restrict out = y + position;
+      uint8_t* __restrict index = window_index + position;
+      for (int64_t c = 0; c < width; ++c) {
+        // max(lowest(), the window) by TensorFlow's rule: the non-NaN maximum, raised to
+        // lowest() (a window of NaNs or of -inf gives lowest()).
+        out[c] = best[c] < lowest ? lowest : best[c];
+        index[c] = static_cast<uint8_t>(first[c] | (best[c] > T(0) ? 0x80 : 0));
+      }
+    });
   });
 }
 
@@ -477,31 +487,23 @@ void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const
     }
     uint8_t slot[kChannelBlock];
     T routed[kChannelBlock];
-    for (int64_t od = 0; od < g.out[0]; ++od) {
-      for (int64_t oh = 0; oh < g.out[1]; ++oh) {
-        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
-          const int64_t origin =
-              PositionIndex(g.in, b, od * g.stride[0], oh * g.stride[1], ow * g.stride[2]) *
-                  channels + c0;
-          const int64_t position = PositionIndex(g.out, b, od, oh, ow) * channels + c0;
-          const uint8_t* __restrict index = window_index + position;
-          const T* __restrict grad = dy + position;
-          for (int64_t c = 0; c < width; ++c) {
-            slot[c] = index[c] & 0x7F;
-            if constexpr (kThroughRelu) {
-              const T masked = grad[c] * T(0);
-              routed[c] = (index[c] & 0x80) != 0 ? grad[c] : masked;
-            } else {
-              routed[c] = grad[c];
-            }
-          }
-          for (int s = 0; s < slots; ++s) {
-            T* __restrict out = dx + origin + slot_offsets[s];
-            for (int64_t c = 0; c < width; ++c) out[c] = slot[c] == s ? routed[c] : T(0);
-          }
+    ForEachTilingWindow(g, channels, b, c0, [&](int64_t origin, int64_t position) {
+      const uint8_t* __restrict index = window_index + position;
+      const T* __restrict grad = dy + position;
+      for (int64_t c = 0; c < width; ++c) {
+        slot[c] = index[c] & 0x7F;
+        if constexpr (kThroughRelu) {
+          const T masked = grad[c] * T(0);
+          routed[c] = (index[c] & 0x80) != 0 ? grad[c] : masked;
+        } else {
+          routed[c] = grad[c];
         }
       }
-    }
+      for (int s = 0; s < slots; ++s) {
+        T* __restrict out = dx + origin + slot_offsets[s];
+        for (int64_t c = 0; c < width; ++c) out[c] = slot[c] == s ? routed[c] : T(0);
+      }
+    });
   });
 }
 

@@ -137,23 +137,29 @@ __device__ __forceinline__ int64_t IndexOf(const int64_t* dims, int64_t channels
 
 // --- Kernels ---------------------------------------------------------------------------------
 
+// Forward max pooling of output element o: the window's max from lowest(), NaN winning with
+// propagation.
 template <typename T, bool kPropagateNan>
-__global__ void MaxPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
+__device__ T WindowMax(const PoolGeometry& g, const T* x, const Position& o) {
   using A = Arith<T>;
-  VGPU_GRID_STRIDE(i, g.output_elements) {
-    const Position o = Split(i, g.out, g.channels);
-    const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
-                ws = WindowOf(g, 2, o.p[2]);
-    T best = A::Lowest();
-    for (int64_t z = zs.begin; z < zs.end; ++z) {
-      for (int64_t h = hs.begin; h < hs.end; ++h) {
-        for (int64_t w = ws.begin; w < ws.end; ++w) {
-          const T v = x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)];
-          if (A::Less(best, v) || (kPropagateNan && A::IsNan(v))) best = v;
-        }
+  const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
+              ws = WindowOf(g, 2, o.p[2]);
+  T best = A::Lowest();
+  for (int64_t z = zs.begin; z < zs.end; ++z) {
+    for (int64_t h = hs.begin; h < hs.end; ++h) {
+      for (int64_t w = ws.begin; w < ws.end; ++w) {
+        const T v = x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)];
+        if (A::Less(best, v) || (kPropagateNan && A::IsNan(v))) best = v;
       }
     }
-    y[i] = best;
+  }
+  return best;
+}
+
+template <typename T, bool kPropagateNan>
+__global__ void MaxPoolForwardKernel(PoolGeometry g, const T* x, T* y) {
+  VGPU_GRID_STRIDE(i, g.output_elements) {
+    y[i] = WindowMax<T, kPropagateNan>(g, x, Split(i, g.out, g.channels));
   }
 }
 
@@ -275,16 +281,7 @@ __global__ void MaxPoolWithWindowIndexKernel(PoolGeometry g, const T* x, T* y,
     const Position o = Split(i, g.out, g.channels);
     const WindowRange zs = WindowOf(g, 0, o.p[0]), hs = WindowOf(g, 1, o.p[1]),
                 ws = WindowOf(g, 2, o.p[2]);
-    T best = A::Lowest();
-    for (int64_t z = zs.begin; z < zs.end; ++z) {
-      for (int64_t h = hs.begin; h < hs.end; ++h) {
-        for (int64_t w = ws.begin; w < ws.end; ++w) {
-          const T v = x[IndexOf(g.in, g.channels, o.b, z, h, w, o.c)];
-          if (A::Less(best, v)) best = v;
-        }
-      }
-    }
-    y[i] = best;
+    y[i] = WindowMax<T, false>(g, x, o);
     const int64_t routed = MaxElement<T, false>(g, x, o.b, o.p[0], o.p[1], o.p[2], o.c);
     uint8_t byte = pooling::kNoWindowSlot;
     if (routed >= 0) {
