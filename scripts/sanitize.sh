@@ -59,7 +59,7 @@ CMAKE=cmake
 TARGETS=(vgpu_core_tests vgpu_server_stress_tests)
 # TSan: the tests of the threaded parts (server, streams, sessions, the fair compute pool, hub,
 # client runtime, executor registry and transport factory).
-TSAN_FILTER='Server*:AuthThrottle*:StreamQueue*:ClientSession*:SessionLayer*:CpuExecutor*:FairComputePool*:ExecutorRegistry*:TransportFactory*:NotificationHub*:DeviceClient*:DeviceArena*:WireFormat*-*DeathTest*'
+TSAN_FILTER='Server*:AuthThrottle*:StreamQueue*:ClientSession*:SessionLayer*:CpuExecutor*:FairComputePool*:ExecutorRegistry*:TransportFactory*:NotificationHub*:DeviceClient*:EarlyEvent*:DeviceArena*:WireFormat*-*DeathTest*'
 
 failures=0
 
