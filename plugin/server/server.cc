@@ -243,6 +243,9 @@ class BlockingCallRunner {
   std::vector<std::thread> threads_;
 };
 
+// The descriptor the accept loop keeps to accept-and-refuse when out of descriptors.
+ScopedFd OpenReserveFd() { return ScopedFd(::open("/dev/null", O_RDONLY | O_CLOEXEC)); }
+
 // Writes Refused(reason) on a fresh connection without blocking (a tiny frame fits the socket
 // buffer) and shuts its write side: the client reads the reason, then end of stream.
 void SendRefusal(int fd, const std::string& reason) {
@@ -1136,7 +1139,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   // Non-blocking, so that a connection gone between poll and accept cannot block the loop.
   ::fcntl(server->listener_.get(), F_SETFL,
           ::fcntl(server->listener_.get(), F_GETFL, 0) | O_NONBLOCK);
-  server->reserve_fd_ = ScopedFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  server->reserve_fd_ = OpenReserveFd();
   return server;
 }
 
@@ -1285,7 +1288,27 @@ void Server::RefuseAndClose(ScopedFd fd, const std::string& reason) {
   }
 }
 
+void Server::LogAcceptBackOff(const char* why) {
+  const int64_t now = NowNs();
+  if (now - last_refusal_log_ns_ < 1'000'000'000) return;
+  Log(LogLevel::kWarning, absl::StrCat("vgpu server: cannot accept connections: ", why,
+                                       "; backing off"));
+  last_refusal_log_ns_ = now;
+}
+
 bool Server::AcceptOne() {
+  // The reserve first. Another thread can take the descriptor freed between closing a refused
+  // connection and reopening the reserve below (glibc opens /sys/devices/system/cpu/online the
+  // first time a thread needs a malloc arena: a new connection's thread). Were the descriptor
+  // it gives back then handed to a connection, the next time descriptors run out nobody waiting
+  // could be told, and the backlog would wait until some client left.
+  if (!reserve_fd_.valid()) {
+    reserve_fd_ = OpenReserveFd();
+    if (!reserve_fd_.valid()) {
+      LogAcceptBackOff("no file descriptor left, not even to refuse");
+      return false;
+    }
+  }
   sockaddr_storage peer{};
   socklen_t length = sizeof(peer);
   int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &length,
@@ -1302,13 +1325,8 @@ bool Server::AcceptOne() {
       ScopedFd refused(spare);
       SendRefusal(refused.get(), "the server is out of file descriptors; try again later");
     }
-    reserve_fd_ = ScopedFd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
-    const int64_t now = NowNs();
-    if (now - last_refusal_log_ns_ >= 1'000'000'000) {
-      Log(LogLevel::kWarning, absl::StrCat("vgpu server: cannot accept connections: ",
-                                           std::strerror(error), "; backing off"));
-      last_refusal_log_ns_ = now;
-    }
+    reserve_fd_ = OpenReserveFd();  // if another thread took the descriptor: the next call
+    LogAcceptBackOff(std::strerror(error));
     return false;
   }
   ScopedFd connection_fd(fd);

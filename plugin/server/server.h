@@ -152,6 +152,10 @@ class Server {
   // Makes Serve() return after closing every connection. Thread-safe; returns at once.
   void Stop();
 
+  // Tests only: closes the descriptor kept to refuse clients when descriptors run out, as when
+  // another thread took it while the accept loop was using it. Call before Serve().
+  void DropReserveForTesting() { reserve_fd_.Reset(); }
+
   // The address clients use (with the port chosen for tcp port 0).
   const std::string& address() const { return address_; }
   // {"view": "full"|"tenant", "clients": [...], "tenants": [...], "devices": [...],
@@ -178,6 +182,8 @@ class Server {
   // Accepts one pending connection (or refuses it: caps, out of file descriptors). Returns
   // false when the accept loop should back off from the listener for a while.
   bool AcceptOne();
+  // Logs, at most once a second, that the accept loop backs off because of `why`.
+  void LogAcceptBackOff(const char* why);
   // Sends Refused(reason) on a fresh connection without blocking, then closes it.
   void RefuseAndClose(ScopedFd fd, const std::string& reason);
   // Closes connections past their handshake deadline or stalled in a frame (accept loop).
@@ -223,7 +229,9 @@ class Server {
   std::atomic<uint64_t> next_client_id_{1};
   const int64_t started_ns_;
 
-  ScopedFd reserve_fd_;  // closed to accept-and-refuse when out of file descriptors
+  // Closed to accept-and-refuse when out of file descriptors; taken back before any other
+  // connection is accepted (accept loop only).
+  ScopedFd reserve_fd_;
   std::deque<std::pair<int64_t, ScopedFd>> lingering_;  // refused, closed soon; accept loop only
   int64_t last_refusal_log_ns_ = 0;  // accept loop only
   uint64_t refusals_unlogged_ = 0;   // accept loop only

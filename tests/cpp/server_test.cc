@@ -3,7 +3,10 @@
 // client's memory, tokens, malformed frames, and a dead server turning calls into errors.
 #include "plugin/server/server.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,13 +34,16 @@ using namespace vgpu_test;  // NOLINT: test_commands.h's builders, NotificationL
 // A server on a fresh Unix socket, serving on its own thread.
 class RunningServer {
  public:
-  explicit RunningServer(Server::Options options) {
+  // `before_serving` runs on the created server before its accept loop starts.
+  explicit RunningServer(Server::Options options,
+                         const std::function<void(Server&)>& before_serving = nullptr) {
     static std::atomic<int> counter{0};
     options.listen = absl::StrCat("unix:///tmp/vgpu-test-", ::getpid(), "-", counter++, ".sock");
     options.compute_threads = 2;
     auto server = Server::Create(options);
     EXPECT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
+    if (before_serving) before_serving(*server_);
     thread_ = std::thread([this] { (void)server_->Serve(); });
   }
   ~RunningServer() { Shutdown(); }
@@ -465,6 +471,76 @@ TEST(Server, ConnectionsPastThePerPeerCapAreRefusedWithTheFlagNamed) {
   EXPECT_FALSE(refused.ok());
   EXPECT_NE(refused.message().find("--max_connections_per_peer"), std::string::npos) << refused;
   EXPECT_NE(first.Allocate(4096), 0u);  // those connected are unaffected
+}
+
+// Lowers this process's descriptor limit and opens descriptors up to it, leaving `free` of
+// them unused; restores both when destroyed.
+class ScarceDescriptors {
+ public:
+  explicit ScarceDescriptors(int free) {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    int highest = 0;
+    for (int fd = 0; fd < 4096; ++fd) {
+      if (::fcntl(fd, F_GETFD) != -1) highest = fd;
+    }
+    rlimit scarce = saved_;
+    scarce.rlim_cur = highest + 1 + 8;
+    EXPECT_EQ(::setrlimit(RLIMIT_NOFILE, &scarce), 0) << std::strerror(errno);
+    for (int fd; (fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) fillers_.emplace_back(fd);
+    EXPECT_EQ(errno, EMFILE);
+    EXPECT_GE(fillers_.size(), static_cast<size_t>(free));
+    fillers_.resize(fillers_.size() - free);
+  }
+  ~ScarceDescriptors() {
+    fillers_.clear();
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+
+ private:
+  rlimit saved_{};
+  std::vector<ScopedFd> fillers_;
+};
+
+// A Unix-socket client's socket, made while descriptors are plenty (connecting needs none).
+ScopedFd UnconnectedUnixSocket() {
+  ScopedFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  timeval bound{10, 0};  // never hang the test
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  return fd;
+}
+
+// Connects `fd` to the server at `address` and returns all it reads until end of stream (or
+// the socket's receive timeout).
+std::string ConnectAndReadToEnd(int fd, const std::string& address) {
+  auto parsed = ParseSocketAddress(address);
+  EXPECT_TRUE(parsed.ok());
+  sockaddr_un where{};
+  where.sun_family = AF_UNIX;
+  std::strncpy(where.sun_path, parsed->path.c_str(), sizeof(where.sun_path) - 1);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)), 0)
+      << std::strerror(errno);
+  std::string received;
+  char chunk[256];
+  for (ssize_t n; (n = ::recv(fd, chunk, sizeof(chunk), 0)) > 0;) received.append(chunk, n);
+  return received;
+}
+
+TEST(Server, OutOfDescriptorsItStillRefusesClientsAfterAnotherThreadTookItsReserve) {
+  // The reserve gone, as when another thread opened a file in the moment the accept loop had
+  // it closed; the descriptor comes back free. The server must take it back as its reserve
+  // rather than hand it to a client, or none of the clients after could be told anything.
+  RunningServer server(SmallServer(), [](Server& s) { s.DropReserveForTesting(); });
+  ScopedFd first = UnconnectedUnixSocket(), second = UnconnectedUnixSocket();
+  {
+    ScarceDescriptors scarce(/*free=*/1);
+    EXPECT_NE(ConnectAndReadToEnd(first.get(), server.address()).find("out of file descriptors"),
+              std::string::npos);
+    EXPECT_NE(ConnectAndReadToEnd(second.get(), server.address()).find("out of file descriptors"),
+              std::string::npos);
+  }
+  Client later;  // descriptors free again: served
+  ASSERT_TRUE(later.Connect(server.address()).ok());
+  EXPECT_NE(later.Allocate(4096), 0u);
 }
 
 TEST(Server, ManyReadsAndSynchronisationsPastTheBudgetsComplete) {
