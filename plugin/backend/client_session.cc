@@ -727,6 +727,11 @@ absl::Status ClientSession::Execute(ExecutorStream* stream, StreamQueue::Work& w
   return status;
 }
 
+size_t ClientSession::WaitersOn(uint64_t stream) {
+  std::shared_ptr<Stream> found = FindStream(stream);
+  return found == nullptr ? 0 : found->queue->waiters();
+}
+
 absl::Status ClientSession::ExecuteCommand(ExecutorStream* stream, StreamQueue::Work& work,
                                            const absl::Status& stream_status) {
   Command& command = work.command;

@@ -50,6 +50,11 @@ class ClientSession final : public ExecutorSession {
   // times (a costly kernel holds the thread longer per byte). Pure.
   static bool RunsInline(const Command& command, const SessionLimits& limits);
 
+  // Threads blocked now until work of the client's stream `stream` completes (a waiting
+  // stream's worker, a synchronisation); 0 for an unknown stream. For tests, which order
+  // themselves on it instead of sleeping. Thread-safe.
+  size_t WaitersOn(uint64_t stream);
+
  private:
   // Where an event was recorded: the stream by its serial (a client's stream ids can be reused
   // after DestroyStream; serials never are) and the record command's position on it.

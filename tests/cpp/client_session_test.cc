@@ -399,7 +399,9 @@ TEST_F(ClientSessionTest, AProfileRecordsTheWaitsThatBlockAndWhenEachCommandWasQ
   const std::vector<uint8_t> bytes(64, 3);
   ASSERT_TRUE(
       post(CopyIn(CommandKind::kMemcpyHtoD, 2, x, bytes.data(), bytes.size())).status.ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Stream 2's worker has begun the wait (its record's start is taken before it blocks).
+  auto* session = static_cast<ClientSession*>(attacker_.get());
+  while (session->WaitersOn(1) == 0) std::this_thread::yield();
   const int64_t released_ns = activity::NowNs();
   sink_.release.Open();
   ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
