@@ -201,6 +201,17 @@ class MetricsHTTPServer(http.server.HTTPServer):
                                                       self._token)
 
     def get_request(self):
+        # The reserve first. Another thread (a scrape opens a socket to the server) can take the
+        # descriptor freed between closing a waiting connection and reopening the reserve; were
+        # the one it gives back handed to a connection, the next time descriptors run out no
+        # waiting client could be closed and the backlog would keep the listener readable.
+        if self._reserve < 0:
+            try:
+                self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as error:
+                if error.errno in _OUT_OF_RESOURCES:
+                    self._back_off(error)
+                raise  # serve_forever skips this round
         try:
             return self.socket.accept()
         except OSError as error:
@@ -222,7 +233,12 @@ class MetricsHTTPServer(http.server.HTTPServer):
         try:
             self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         except OSError:
-            self._reserve = -1  # taken again on a later round
+            self._reserve = -1  # taken again before the next accept
+        self._back_off(error)
+
+    def _back_off(self, error: OSError) -> None:
+        """Reports (at most once a second) that accept() ran out of resources; rests
+        ACCEPT_BACKOFF_S."""
         now = time.monotonic()
         if now - self._last_report >= 1.0:
             print(f"vgpu server: metrics endpoint cannot accept connections: {error.strerror}; "

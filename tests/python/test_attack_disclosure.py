@@ -317,6 +317,60 @@ def _scrape_succeeds(server):
         return False
 
 
+# Run in a child process, whose descriptor limit it lowers: the metrics endpoint with its
+# reserve gone (as when another thread opened a file in the moment it was closed) and exactly one
+# descriptor free; prints what two scrapers connecting then get back.
+_LOST_RESERVE_SCRIPT = r"""
+import os, resource, socket, threading
+from prometheus_client import CollectorRegistry
+from vgpu.metrics import MetricsHTTPServer
+
+server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry())
+threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+os.close(server._reserve)  # taken by another thread
+server._reserve = -1
+scrapers = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
+for scraper in scrapers:
+    scraper.settimeout(10)
+highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, hard))
+fillers = []
+try:
+    while True:
+        fillers.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+os.close(fillers.pop())  # the one descriptor free
+
+
+def answer(scraper):
+    scraper.connect(("127.0.0.1", server.server_address[1]))
+    data = b""
+    try:
+        scraper.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        while chunk := scraper.recv(4096):
+            data += chunk
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    return data
+
+
+print([answer(scraper).split(b"\r\n", 1)[0].decode() for scraper in scrapers])
+"""
+
+
+def test_the_metrics_endpoint_takes_its_reserve_back_before_serving_anyone():
+    """The free descriptor goes back to the reserve, not to a scraper: out of descriptors, the
+    endpoint closes both waiting scrapers unanswered (before the fix it served the first with
+    the reserve's descriptor and then could turn nobody away)."""
+    done = subprocess.run([sys.executable, "-c", _LOST_RESERVE_SCRIPT], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "['', '']", done.stdout + done.stderr[-2000:]
+    assert "cannot accept connections" in done.stderr, done.stderr[-2000:]
+
+
 def test_the_metrics_endpoint_serves_a_bounded_number_of_connections(tmp_path):
     with MetricsServer(tmp_path, "0", ["--metrics_max_connections=4"]) as server:
         pid = server.process.pid
