@@ -321,9 +321,11 @@ def _scrape_succeeds(server):
 # reserve gone (as when another thread opened a file in the moment it was closed) and exactly one
 # descriptor free; prints what two scrapers connecting then get back.
 _LOST_RESERVE_SCRIPT = r"""
-import os, resource, socket, threading
+import ctypes, os, resource, socket, threading
 from prometheus_client import CollectorRegistry
 from vgpu.metrics import MetricsHTTPServer
+
+ctypes.CDLL("libgcc_s.so.1")  # a thread's exit loads it: not while no descriptor is free
 
 server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry())
 threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -333,7 +335,7 @@ scrapers = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
 for scraper in scrapers:
     scraper.settimeout(10)
 highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
-_, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, hard))
 fillers = []
 try:
@@ -356,7 +358,12 @@ def answer(scraper):
     return data
 
 
-print([answer(scraper).split(b"\r\n", 1)[0].decode() for scraper in scrapers])
+answers = [answer(scraper).split(b"\r\n", 1)[0].decode() for scraper in scrapers]
+for fd in fillers:
+    os.close(fd)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+server.shutdown()
+print(answers)
 """
 
 
