@@ -4,6 +4,7 @@
 // geometries they build for both executors.
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -210,6 +211,22 @@ TEST(StridedSliceLaunch, RefusesASliceThatLeavesItsDimension) {
             "slice leaves dimension 0 of size 5");
 }
 
+TEST(StridedSliceLaunch, AHugeStrideOfADimensionThatSelectsOneElementIsNeverMultipliedOut) {
+  // x's first dimension steps by 2^48 elements; a stride of 2^32 there would overflow int64
+  // (UndefinedBehaviorSanitizer caught it in the mutated-seed fuzz test), but one element never
+  // steps.
+  const int64_t big = int64_t{1} << 24;
+  const ParamOnlyLaunch launch =
+      StridedSliceParams(4, {4, big, big}, {1, 0, 0}, {int64_t{1} << 32, 1, 1}, {1, 1, 1});
+  absl::StatusOr<BufferCopy> slice = data_movement_launch::ReadStridedSliceLaunch(launch.View());
+  ASSERT_TRUE(slice.ok()) << slice.status();
+  EXPECT_EQ(slice->plan.src_offset, int64_t{1} << 48);
+  // An empty slice reads nothing, whatever its (unchecked) begin.
+  const ParamOnlyLaunch empty =
+      StridedSliceParams(4, {4, big, big}, {3, big - 1, big - 1}, {1, 1, 1}, {0, 1, 1});
+  EXPECT_TRUE(data_movement_launch::ReadStridedSliceLaunch(empty.View()).ok());
+}
+
 TEST(StridedSliceLaunch, TheGradientWritesWhereTheSliceReads) {
   const ParamOnlyLaunch launch = StridedSliceParams(8, {6}, {1}, {2}, {3});
   absl::StatusOr<BufferCopy> scatter = data_movement_launch::ReadSliceScatterLaunch(launch.View());
@@ -347,6 +364,15 @@ TEST(MirrorPadLaunch, ReflectPadsMustBeSmallerThanTheDimension) {
   // SYMMETRIC [a b c] padded by 3 before: c b a a b c.
   const int64_t expected[] = {2, 1, 0, 0, 1, 2};
   for (int64_t p = 0; p < 6; ++p) EXPECT_EQ(MirrorSource(pad->g, 0, p), expected[p]) << p;
+}
+
+TEST(MirrorPadLaunch, ADimensionOfTheLowestSizeIsRefusedWithoutOverflow) {
+  // A hostile size of INT64_MIN: the pad limit (size - 1 for REFLECT) is not computed from it
+  // (UndefinedBehaviorSanitizer caught that in the mutated-seed fuzz test).
+  const ParamOnlyLaunch launch(2, MirrorPadParams(4, {std::numeric_limits<int64_t>::min()}, {0},
+                                                  {0}, data_movement::MirrorPadMode::kReflect));
+  EXPECT_TRUE(absl::IsInvalidArgument(
+      data_movement_launch::ReadMirrorPadLaunch(launch.View()).status()));
 }
 
 TEST(MirrorPadLaunch, TheGradientFoldsEveryPaddedDimensionTheLastIntoDx) {

@@ -150,12 +150,17 @@ absl::StatusOr<SliceSpec> ReadSliceSpec(const LaunchView& launch) {
 
 // The plan y[i] = x[begin + i * strides] (reads from x, writes y contiguously).
 StridedCopy SlicePlan(const SliceSpec& spec) {
-  const DimVector x_strides = RowMajorStrides(spec.x_dims);
+  // ReadSliceSpec checks begin and the strides against x_dims only for a slice that is not
+  // empty, and a dimension that selects one element never steps: neither may reach the offset
+  // arithmetic (a hostile stride times x's stride overflows).
+  const bool empty = std::find(spec.y_dims.begin(), spec.y_dims.end(), 0) != spec.y_dims.end();
+  const DimVector x_strides =
+      empty ? DimVector(spec.x_dims.size(), 0) : RowMajorStrides(spec.x_dims);
   StridedCopy plan;
   plan.element_size = spec.element_size;
   for (size_t d = 0; d < spec.x_dims.size(); ++d) {
     plan.src_offset += spec.begin[d] * x_strides[d];
-    AppendDim(plan, spec.y_dims[d], spec.strides[d] * x_strides[d], 0);
+    AppendDim(plan, spec.y_dims[d], spec.y_dims[d] > 1 ? spec.strides[d] * x_strides[d] : 0, 0);
   }
   SetDenseDestination(plan);
   return plan;
@@ -245,9 +250,11 @@ absl::StatusOr<MirrorPadGeometry> ReadMirrorPadGeometry(ParamReader& reader) {
   g.rank = static_cast<int32_t>(rank);
   for (size_t d = 0; d < rank; ++d) {
     const int64_t n = dims[d];
-    const int64_t limit = n - g.offset;  // the largest pad the mode allows
-    if (n < 0 || n > kMaxLaunchElements || before[d] < 0 || after[d] < 0 || before[d] > limit ||
-        after[d] > limit) {
+    // The largest pad the mode allows; computed only for a size in range (a hostile size near
+    // INT64_MIN would overflow).
+    const bool n_in_range = n >= 0 && n <= kMaxLaunchElements;
+    const int64_t limit = n_in_range ? n - g.offset : -1;
+    if (!n_in_range || before[d] < 0 || after[d] < 0 || before[d] > limit || after[d] > limit) {
       return absl::InvalidArgumentError(absl::StrCat("mirror pad: dimension ", d, " of size ", n,
                                                      " cannot be padded by ", before[d], " and ",
                                                      after[d]));
