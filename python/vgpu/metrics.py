@@ -176,6 +176,11 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
         del format, args  # a scrape every few seconds would flood the server's log
 
 
+def _open_reserve() -> int:
+    """The descriptor the accept loop keeps to accept-and-close when out of descriptors."""
+    return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+
+
 class MetricsHTTPServer(http.server.HTTPServer):
     """The /metrics endpoint: a thread per connection, at most `max_connections` at once (more
     are closed at once); `token` (if not empty) required as ``Authorization: Bearer``; out of
@@ -190,7 +195,7 @@ class MetricsHTTPServer(http.server.HTTPServer):
         self._token = f"Bearer {token}".encode() if token else b""
         self._slots = threading.BoundedSemaphore(max(1, max_connections))
         # Closed to accept-and-close the waiting client when out of descriptors (then reopened).
-        self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self._reserve = _open_reserve()
         self._last_report = 0.0
         super().__init__((host, port), _MetricsHandler)
         self.socket.setblocking(False)  # accept never blocks the loop (a client may leave)
@@ -207,7 +212,7 @@ class MetricsHTTPServer(http.server.HTTPServer):
         # waiting client could be closed and the backlog would keep the listener readable.
         if self._reserve < 0:
             try:
-                self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+                self._reserve = _open_reserve()
             except OSError as error:
                 if error.errno in _OUT_OF_RESOURCES:
                     self._back_off(error)
@@ -231,7 +236,7 @@ class MetricsHTTPServer(http.server.HTTPServer):
         except OSError:
             pass
         try:
-            self._reserve = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            self._reserve = _open_reserve()
         except OSError:
             self._reserve = -1  # taken again before the next accept
         self._back_off(error)
