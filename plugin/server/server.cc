@@ -53,6 +53,9 @@ constexpr uint64_t kQueuedCommandBytes = 512;
 // After accept fails for lack of file descriptors (or memory), the listener is left alone this
 // long, so the accept loop does not spin.
 constexpr int kAcceptBackoffMs = 100;
+// Out of descriptors, each back-off refuses up to this many waiting clients, one after another
+// on the one reserve descriptor (more than the listener's backlog of 64).
+constexpr int kRefusalsPerBackOff = 128;
 // A refused connection stays open (write side shut) this long so its client can read why.
 constexpr int64_t kRefusalLingerNs = 500'000'000;
 constexpr size_t kMaxLingeringRefusals = 64;
@@ -1288,6 +1291,33 @@ void Server::RefuseAndClose(ScopedFd fd, const std::string& reason) {
   }
 }
 
+std::optional<Server::Accepted> Server::RefuseBacklogOutOfDescriptors() {
+  // The whole backlog in one round, not one client per back-off: a backlog of dozens would
+  // otherwise wait seconds for its reason, past its clients' connect timeouts.
+  for (int i = 0; i < kRefusalsPerBackOff; ++i) {
+    Accepted waiting;
+    waiting.fd = ScopedFd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&waiting.peer),
+                                    &waiting.peer_length, SOCK_CLOEXEC));
+    if (!waiting.fd.valid()) return std::nullopt;  // nobody left, or the descriptor was taken
+    // Room for the reserve as well: descriptors came back during the round (a client left).
+    // This client is served, not refused.
+    if (ScopedFd reserve = OpenReserveFd(); reserve.valid()) {
+      reserve_fd_ = std::move(reserve);
+      return waiting;
+    }
+    SendRefusal(waiting.fd.get(), "the server is out of file descriptors; try again later");
+    // It cannot linger as other refusals do (its descriptor is the reserve's). Reading what
+    // its client already sent (a Hello) lets the close end the stream instead of resetting it,
+    // which over TCP could discard the reason before the client reads it.
+    char unread[512];
+    for (int reads = 0; reads < 8; ++reads) {
+      if (::recv(waiting.fd.get(), unread, sizeof(unread), MSG_DONTWAIT) <= 0) break;
+    }
+    refused_out_of_descriptors_.fetch_add(1, std::memory_order_relaxed);
+  }
+  return std::nullopt;
+}
+
 void Server::LogAcceptBackOff(const char* why) {
   const int64_t now = NowNs();
   if (now - last_refusal_log_ns_ < 1'000'000'000) return;
@@ -1309,29 +1339,36 @@ bool Server::AcceptOne() {
       return false;
     }
   }
-  sockaddr_storage peer{};
-  socklen_t length = sizeof(peer);
-  int fd = ::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&peer), &length,
-                     SOCK_CLOEXEC);
-  if (fd < 0) {
+  Accepted accepted;
+  accepted.fd = ScopedFd(::accept4(listener_.get(), reinterpret_cast<sockaddr*>(&accepted.peer),
+                                   &accepted.peer_length, SOCK_CLOEXEC));
+  if (!accepted.fd.valid()) {
     const int error = errno;
     if (error != EMFILE && error != ENFILE && error != ENOBUFS && error != ENOMEM) return true;
-    // Out of descriptors: free the reserve to accept the waiting client and tell it why, so the
-    // backlog does not keep the listener readable (and the loop spinning).
+    // Out of descriptors: free the reserve to accept the waiting clients and tell them why, so
+    // the backlog does not keep the listener readable (and the loop spinning).
     lingering_.clear();
     reserve_fd_.Reset();
-    int spare = ::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (spare >= 0) {
-      ScopedFd refused(spare);
-      SendRefusal(refused.get(), "the server is out of file descriptors; try again later");
+    std::optional<Accepted> served = RefuseBacklogOutOfDescriptors();
+    if (served.has_value()) {
+      Admit(*std::move(served));
+      return true;
     }
     reserve_fd_ = OpenReserveFd();  // if another thread took the descriptor: the next call
+    accept_back_offs_.fetch_add(1, std::memory_order_relaxed);
     LogAcceptBackOff(std::strerror(error));
     return false;
   }
-  ScopedFd connection_fd(fd);
+  Admit(std::move(accepted));
+  return true;
+}
+
+void Server::Admit(Accepted accepted) {
+  const int fd = accepted.fd.get();
+  const sockaddr_storage& peer = accepted.peer;
+  ScopedFd connection_fd = std::move(accepted.fd);
   std::string description;
-  const std::string key = PeerKey(fd, peer, length, &description);
+  const std::string key = PeerKey(fd, peer, accepted.peer_length, &description);
   if (peer.ss_family == AF_INET || peer.ss_family == AF_INET6) TuneSocket(fd);
   std::string refusal;
   {
@@ -1367,7 +1404,7 @@ bool Server::AcceptOne() {
       if (connection->Start()) {
         ++from_peer;
         connections_.push_back(std::move(connection));
-        return true;
+        return;
       }
       connection_fd = connection->TakeFd();  // to tell the client why
       refusal = "the server cannot start a thread for the connection; try again later";
@@ -1375,7 +1412,6 @@ bool Server::AcceptOne() {
     if (from_peer == 0) connections_per_peer_.erase(key);
   }
   if (connection_fd.valid()) RefuseAndClose(std::move(connection_fd), refusal);
-  return true;
 }
 
 absl::Status Server::Serve() {
@@ -1507,7 +1543,10 @@ std::string Server::StatsJson(const StatsViewer& viewer) {
                       (NowNs() - started_ns_) / 1e9, ", \"commands_total\": ",
                       commands_total_.load(), ", \"client_quota\": ", options_.client_quota,
                       ", \"connections\": ", connection_count, ", \"receiving_bytes\": ",
-                      receiving, ", \"handshakes_evicted\": ", handshakes_evicted, ", \"max_staging_bytes\": ", options_.max_staging_bytes,
+                      receiving, ", \"handshakes_evicted\": ", handshakes_evicted,
+                      ", \"accept_back_offs\": ", accept_back_offs_.load(),
+                      ", \"refused_out_of_descriptors\": ", refused_out_of_descriptors_.load(),
+                      ", \"max_staging_bytes\": ", options_.max_staging_bytes,
                       ", \"streams\": ", streams, ", \"queued_commands\": ", queued,
                       ", \"clients\": [", clients, "], \"tenants\": [", tenant_json,
                       "], \"devices\": [", devices, "]}");

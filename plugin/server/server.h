@@ -15,6 +15,8 @@
 #ifndef VGPU_SERVER_SERVER_H_
 #define VGPU_SERVER_SERVER_H_
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -182,6 +185,19 @@ class Server {
   // Accepts one pending connection (or refuses it: caps, out of file descriptors). Returns
   // false when the accept loop should back off from the listener for a while.
   bool AcceptOne();
+  // A connection accept() returned, with its peer's address.
+  struct Accepted {
+    ScopedFd fd;
+    sockaddr_storage peer{};
+    socklen_t peer_length = sizeof(sockaddr_storage);
+  };
+  // Out of descriptors, with the reserve closed: accepts and refuses the clients waiting in the
+  // backlog (a bounded number), each on the one descriptor freed. If descriptors come back
+  // meanwhile it reopens the reserve and returns the client just accepted, to be served.
+  // Accept loop only.
+  std::optional<Accepted> RefuseBacklogOutOfDescriptors();
+  // Serves a new connection, or refuses it past the connection caps. Accept loop only.
+  void Admit(Accepted accepted);
   // Logs, at most once a second, that the accept loop backs off because of `why`.
   void LogAcceptBackOff(const char* why);
   // Sends Refused(reason) on a fresh connection without blocking, then closes it.
@@ -234,6 +250,10 @@ class Server {
   ScopedFd reserve_fd_;
   std::deque<std::pair<int64_t, ScopedFd>> lingering_;  // refused, closed soon; accept loop only
   int64_t last_refusal_log_ns_ = 0;  // accept loop only
+  // Times accept ran out of descriptors (or memory) and the loop backed off, and the clients
+  // refused then (StatsJson; written by the accept loop only).
+  std::atomic<uint64_t> accept_back_offs_{0};
+  std::atomic<uint64_t> refused_out_of_descriptors_{0};
   uint64_t refusals_unlogged_ = 0;   // accept loop only
 
   std::mutex receiving_mu_;

@@ -49,6 +49,8 @@ DEFAULT_MAX_CONNECTIONS = 16
 REQUEST_TIMEOUT_S = 5.0
 # After accept() failed for lack of file descriptors (or memory), the listener rests this long.
 ACCEPT_BACKOFF_S = 0.1
+# Waiting connections closed per back-off, one after another on the reserve descriptor.
+REFUSALS_PER_BACK_OFF = 128
 _OUT_OF_RESOURCES = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 _TENANT_GAUGES = (
@@ -187,6 +189,7 @@ class MetricsHTTPServer(http.server.HTTPServer):
     file descriptors, accept backs off instead of spinning. Call serve_forever() in a thread."""
 
     allow_reuse_address = True
+    request_queue_size = 64  # the listener's backlog, as the server's (http.server's: 5)
 
     def __init__(self, host: str, port: int, registry: CollectorRegistry, token: str = "",
                  max_connections: int = DEFAULT_MAX_CONNECTIONS):
@@ -221,25 +224,36 @@ class MetricsHTTPServer(http.server.HTTPServer):
             return self.socket.accept()
         except OSError as error:
             if error.errno in _OUT_OF_RESOURCES:
-                self._refuse_one_and_back_off(error)
+                served = self._refuse_waiting_and_back_off(error)
+                if served is not None:
+                    return served
             raise  # serve_forever skips this round
 
-    def _refuse_one_and_back_off(self, error: OSError) -> None:
-        """Out of descriptors: closes one waiting connection through the reserve (so that the
-        backlog drains instead of keeping the listener readable) and rests ACCEPT_BACKOFF_S."""
+    def _refuse_waiting_and_back_off(self, error: OSError) -> tuple | None:
+        """Out of descriptors: closes the waiting connections (up to REFUSALS_PER_BACK_OFF), one
+        after another through the reserve, so that the backlog drains instead of keeping the
+        listener readable; then rests ACCEPT_BACKOFF_S. If descriptors come back meanwhile (the
+        reserve opens again beside a connection just accepted), returns that connection's
+        (socket, address) to be served instead, without resting; otherwise None."""
         if self._reserve >= 0:
             os.close(self._reserve)
             self._reserve = -1
-        try:
-            waiting, _ = self.socket.accept()
-            waiting.close()
-        except OSError:
-            pass
+        for _ in range(REFUSALS_PER_BACK_OFF):
+            try:
+                waiting = self.socket.accept()
+            except OSError:
+                break  # nobody left waiting, or the descriptor was taken meanwhile
+            try:
+                self._reserve = _open_reserve()
+                return waiting
+            except OSError:
+                waiting[0].close()
         try:
             self._reserve = _open_reserve()
         except OSError:
             self._reserve = -1  # taken again before the next accept
         self._back_off(error)
+        return None
 
     def _back_off(self, error: OSError) -> None:
         """Reports (at most once a second) that accept() ran out of resources; rests

@@ -509,9 +509,8 @@ ScopedFd UnconnectedUnixSocket() {
   return fd;
 }
 
-// Connects `fd` to the server at `address` and returns all it reads until end of stream (or
-// the socket's receive timeout).
-std::string ConnectAndReadToEnd(int fd, const std::string& address) {
+// Connects `fd` to the Unix-socket server at `address` (into its backlog: no accept needed).
+void ConnectUnix(int fd, const std::string& address) {
   auto parsed = ParseSocketAddress(address);
   EXPECT_TRUE(parsed.ok());
   sockaddr_un where{};
@@ -519,10 +518,27 @@ std::string ConnectAndReadToEnd(int fd, const std::string& address) {
   std::strncpy(where.sun_path, parsed->path.c_str(), sizeof(where.sun_path) - 1);
   EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&where), sizeof(where)), 0)
       << std::strerror(errno);
+}
+
+// All `fd` reads until end of stream (or the socket's receive timeout).
+std::string ReadToEnd(int fd) {
   std::string received;
   char chunk[256];
   for (ssize_t n; (n = ::recv(fd, chunk, sizeof(chunk), 0)) > 0;) received.append(chunk, n);
   return received;
+}
+
+std::string ConnectAndReadToEnd(int fd, const std::string& address) {
+  ConnectUnix(fd, address);
+  return ReadToEnd(fd);
+}
+
+// The number after "key": in a stats JSON object (-1 if absent).
+int64_t StatNumber(const std::string& json, const std::string& key) {
+  const std::string quoted = absl::StrCat("\"", key, "\": ");
+  const size_t at = json.find(quoted);
+  if (at == std::string::npos) return -1;
+  return std::strtoll(json.c_str() + at + quoted.size(), nullptr, 10);
 }
 
 TEST(Server, OutOfDescriptorsItStillRefusesClientsAfterAnotherThreadTookItsReserve) {
@@ -538,6 +554,30 @@ TEST(Server, OutOfDescriptorsItStillRefusesClientsAfterAnotherThreadTookItsReser
     EXPECT_NE(ConnectAndReadToEnd(second.get(), server.address()).find("out of file descriptors"),
               std::string::npos);
   }
+  Client later;  // descriptors free again: served
+  ASSERT_TRUE(later.Connect(server.address()).ok());
+  EXPECT_NE(later.Allocate(4096), 0u);
+}
+
+TEST(Server, OutOfDescriptorsItRefusesTheWholeBacklogWithoutABackOffPerClient) {
+  RunningServer server(SmallServer());
+  constexpr int kWaiting = 24;
+  std::vector<ScopedFd> waiting;
+  for (int i = 0; i < kWaiting; ++i) waiting.push_back(UnconnectedUnixSocket());
+  {
+    ScarceDescriptors scarce(/*free=*/0);  // the server holds its reserve; nothing else is free
+    for (const ScopedFd& fd : waiting) ConnectUnix(fd.get(), server.address());
+    for (const ScopedFd& fd : waiting) {
+      EXPECT_NE(ReadToEnd(fd.get()).find("out of file descriptors"), std::string::npos);
+    }
+  }
+  const std::string stats = server.server().StatsJson();
+  EXPECT_EQ(StatNumber(stats, "refused_out_of_descriptors"), kWaiting) << stats;
+  // Refused in a round or a few (the clients connect while the server runs), not one per
+  // 100 ms back-off: 24 back-offs would keep the last client waiting 2.4 s.
+  const int64_t back_offs = StatNumber(stats, "accept_back_offs");
+  EXPECT_GE(back_offs, 1) << stats;
+  EXPECT_LE(back_offs, kWaiting / 2) << stats;
   Client later;  // descriptors free again: served
   ASSERT_TRUE(later.Connect(server.address()).ok());
   EXPECT_NE(later.Allocate(4096), 0u);

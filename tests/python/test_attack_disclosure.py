@@ -378,6 +378,62 @@ def test_the_metrics_endpoint_takes_its_reserve_back_before_serving_anyone():
     assert "cannot accept connections" in done.stderr, done.stderr[-2000:]
 
 
+# Run in a child process, whose descriptor limit it lowers: the metrics endpoint holding its
+# reserve and no descriptor free while 24 scrapers wait in its backlog; prints what each got and
+# how many times the accept loop backed off.
+_BACKLOG_SCRIPT = r"""
+import ctypes, os, resource, socket, threading
+from prometheus_client import CollectorRegistry
+from vgpu.metrics import MetricsHTTPServer
+
+ctypes.CDLL("libgcc_s.so.1")  # a thread's exit loads it: not while no descriptor is free
+
+server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry())
+back_offs = []
+rest = server._back_off
+server._back_off = lambda error: (back_offs.append(error.errno), rest(error))
+scrapers = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(24)]
+for scraper in scrapers:
+    scraper.settimeout(10)
+highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, hard))
+fillers = []
+try:
+    while True:
+        fillers.append(os.open(os.devnull, os.O_RDONLY))
+except OSError:
+    pass
+for scraper in scrapers:  # all in the backlog before the loop looks
+    scraper.connect(("127.0.0.1", server.server_address[1]))
+threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+answers = []
+for scraper in scrapers:
+    try:
+        answers.append(scraper.recv(4096).decode())
+    except ConnectionResetError:
+        answers.append("reset")
+    except socket.timeout:
+        answers.append("timeout")
+for fd in fillers:
+    os.close(fd)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+server.shutdown()
+print(answers, len(back_offs))
+"""
+
+
+def test_the_metrics_endpoint_closes_its_whole_backlog_in_one_back_off():
+    """Out of descriptors, the waiting scrapers are closed one after another in one round, not
+    one per 100 ms rest (24 rests would keep the last scraper waiting 2.4 s)."""
+    done = subprocess.run([sys.executable, "-c", _BACKLOG_SCRIPT], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    answers, back_offs = done.stdout.strip().rsplit(" ", 1)
+    assert answers == str([""] * 24), done.stdout + done.stderr[-2000:]
+    assert 1 <= int(back_offs) <= 2, done.stdout
+
+
 def test_the_metrics_endpoint_serves_a_bounded_number_of_connections(tmp_path):
     with MetricsServer(tmp_path, "0", ["--metrics_max_connections=4"]) as server:
         pid = server.process.pid
