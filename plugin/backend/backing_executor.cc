@@ -26,9 +26,12 @@ absl::Status BackingExecutor::SetDescriptor(ExecutorDescriptor& descriptor,
 }
 
 std::unique_ptr<ExecutorSession> BackingExecutor::OpenSession(
-    CompletionSink* sink, uint64_t quota_bytes, std::shared_ptr<SharedQuota> shared_quota) {
+    CompletionSink* sink, uint64_t quota_bytes, std::shared_ptr<SharedQuota> shared_quota,
+    std::shared_ptr<StreamThreadBudget> stream_threads) {
+  SessionLimits limits = session_limits();
+  if (stream_threads != nullptr) limits.stream_threads = std::move(stream_threads);
   return std::make_unique<ClientSession>(this, next_session_id_.fetch_add(1), sink, quota_bytes,
-                                         session_limits(), std::move(shared_quota));
+                                         std::move(limits), std::move(shared_quota));
 }
 
 }  // namespace vgpu

@@ -31,6 +31,46 @@ namespace vgpu {
 
 // What one session (client) may hold at once. Exceeding a limit is a ResourceExhausted error for
 // that client only.
+// Stream worker threads that sessions may have together: each stream is a thread, and the
+// host's threads are shared by every tenant. A server has one for all its clients
+// (--max_streams) and one per peer under it (half of that), so that no peer takes them all.
+// Thread-safe.
+class StreamThreadBudget {
+ public:
+  // `what` names the limit in refusals. Every take from this budget also takes from `parent`.
+  StreamThreadBudget(int limit, std::string what,
+                     std::shared_ptr<StreamThreadBudget> parent = nullptr)
+      : limit_(limit), what_(std::move(what)), parent_(std::move(parent)) {}
+  // Takes one thread here and from every parent; when one is full, takes nothing and returns
+  // that budget (nullptr on success).
+  const StreamThreadBudget* TryTake() {
+    int taken = taken_.load(std::memory_order_relaxed);
+    do {
+      if (taken >= limit_) return this;
+    } while (!taken_.compare_exchange_weak(taken, taken + 1, std::memory_order_relaxed));
+    if (parent_ != nullptr) {
+      if (const StreamThreadBudget* full = parent_->TryTake(); full != nullptr) {
+        taken_.fetch_sub(1, std::memory_order_relaxed);
+        return full;
+      }
+    }
+    return nullptr;
+  }
+  // Gives back one thread TryTake took.
+  void Give() {
+    taken_.fetch_sub(1, std::memory_order_relaxed);
+    if (parent_ != nullptr) parent_->Give();
+  }
+  int limit() const { return limit_; }
+  const std::string& what() const { return what_; }
+
+ private:
+  const int limit_;
+  const std::string what_;
+  const std::shared_ptr<StreamThreadBudget> parent_;
+  std::atomic<int> taken_{0};
+};
+
 struct SessionLimits {
   static constexpr int kDefaultMaxStreams = 256;
   static constexpr int kDefaultMaxEvents = 1 << 16;
@@ -38,6 +78,8 @@ struct SessionLimits {
   static constexpr std::chrono::milliseconds kDefaultPendingFreeWait{10'000};
 
   int max_streams = kDefaultMaxStreams;          // each is a worker thread (StreamQueue)
+  // Shared with other sessions: their streams together (null: only max_streams each).
+  std::shared_ptr<StreamThreadBudget> stream_threads;
   int max_events = kDefaultMaxEvents;            // recorded, not yet destroyed events
   int max_descriptors = kDefaultMaxDescriptors;  // forward-mode descriptor objects
   // Allocations held at once (live, or freed and still used by queued work), over all devices:
@@ -206,8 +248,11 @@ class BackingExecutor {
   // beyond it fail with ResourceExhausted. `shared_quota` (may be null) is a budget the session
   // shares with others (a tenant's connections), checked as well. Every session must be
   // destroyed before the executor. Thread-safe.
-  std::unique_ptr<ExecutorSession> OpenSession(CompletionSink* sink, uint64_t quota_bytes = 0,
-                                               std::shared_ptr<SharedQuota> shared_quota = nullptr);
+  // `stream_threads`, if not null, replaces session_limits().stream_threads for this session.
+  std::unique_ptr<ExecutorSession> OpenSession(
+      CompletionSink* sink, uint64_t quota_bytes = 0,
+      std::shared_ptr<SharedQuota> shared_quota = nullptr,
+      std::shared_ptr<StreamThreadBudget> stream_threads = nullptr);
 
  protected:
   // For executors' stats(): counts descriptors created by the default CreateDescriptor.

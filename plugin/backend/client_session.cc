@@ -385,10 +385,18 @@ Reply ClientSession::HandleCreateStream(Command& command) {
         " streams, the most it may have (--max_streams_per_client=", limits_.max_streams,
         ")")));
   }
+  if (limits_.stream_threads != nullptr) {
+    if (const StreamThreadBudget* full = limits_.stream_threads->TryTake(); full != nullptr) {
+      return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
+          "cannot start stream ", command.stream, ": ", full->limit(), " streams run already, ",
+          full->what(), "; try again later")));
+    }
+  }
+  auto stream = std::make_shared<Stream>();
+  stream->thread_budget = limits_.stream_threads;  // given back however this ends
   absl::StatusOr<std::unique_ptr<ExecutorStream>> executor_stream =
       executor_->CreateStream(command.device);
   if (!executor_stream.ok()) return ErrorReply(executor_stream.status());
-  auto stream = std::make_shared<Stream>();
   stream->serial = next_stream_serial_++;
   stream->executor_stream = *std::move(executor_stream);
   try {  // each stream is a worker thread, which the system may refuse
@@ -528,6 +536,13 @@ Reply ClientSession::HandleDescriptorDestroy(Command& command) {
   return Reply{};
 }
 
+uint64_t ClientSession::QueueEntries(const Command& command) const {
+  if (command.kind != CommandKind::kWaitEvent) return 1;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto event = events_.find(command.object);
+  return event == events_.end() ? 1 : std::max<uint64_t>(1, event->second.size());
+}
+
 Reply ClientSession::EnqueueOnStream(Command& command) {
   // Validate and pin the memory it names now, outside the session lock: a bad range fails
   // the stream in its turn without touching memory, and a Free waits for this command.
@@ -580,8 +595,12 @@ Reply ClientSession::EnqueueOnStream(Command& command) {
     // Executed as: wait until stream `dst` (a serial) has run up to position `src`; one such
     // wait per recording pending.
     for (size_t i = 0; i + 1 < pending.size(); ++i) {
-      StreamQueue::Work wait;
-      wait.command = command;
+      StreamQueue::Work wait;  // only what a wait reads, not a copy of the whole command
+      wait.command.kind = command.kind;
+      wait.command.device = command.device;
+      wait.command.stream = command.stream;
+      wait.command.object = command.object;
+      wait.command.activity = command.activity;
       wait.command.dst = pending[i].stream_serial;
       wait.command.src = pending[i].position;
       wait.queued_ns = work.queued_ns;

@@ -39,6 +39,7 @@ class ClientSession final : public ExecutorSession {
   ~ClientSession() override;
 
   Reply Handle(Command command) override;
+  uint64_t QueueEntries(const Command& command) const override;
   void Cancel() override;
   uint64_t BytesInUse() const override;
   SessionStats Stats() const override;
@@ -75,7 +76,13 @@ class ClientSession final : public ExecutorSession {
     uint64_t serial = 0;  // unique in the session, never reused
     std::unique_ptr<ExecutorStream> executor_stream;
     std::unique_ptr<StreamQueue> queue;
-    ~Stream() { queue.reset(); }
+    // The server-wide thread this stream took (SessionLimits::stream_threads), if any: given
+    // back once its worker has ended.
+    std::shared_ptr<StreamThreadBudget> thread_budget;
+    ~Stream() {
+      queue.reset();
+      if (thread_budget != nullptr) thread_budget->Give();
+    }
   };
 
   // Runs one stream-ordered command on a stream's worker thread, on the memory pinned for it,

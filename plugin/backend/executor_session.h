@@ -43,6 +43,10 @@ class ExecutorSession {
  public:
   virtual ~ExecutorSession() = default;
   virtual Reply Handle(Command command) = 0;
+  // How many stream queue entries Handle(command) would add at most, were it called now: 1,
+  // except for a wait on an event recorded on several streams (one wait per recording). For
+  // charging what a tenant queues before it is queued. Thread-safe.
+  virtual uint64_t QueueEntries(const Command& /*command*/) const { return 1; }
   // The session is about to be destroyed (its client is gone): queued work that has not started
   // is skipped and every wait on it ends, so that neither the teardown nor a blocking call in
   // flight waits on anything the client queued (only on the commands running now). Commands

@@ -114,18 +114,16 @@ absl::Status LaunchTemplateTable::Define(uint32_t id, const Command& launch) {
         "launch template ", id, " with ", launch.buffers.size(), " buffers is out of range (ids < ",
         wire::kMaxTemplates, ", at most ", wire::kMaxTemplateBuffers, " buffers)"));
   }
-  if (id >= slots_.size()) slots_.resize(id + 1);
-  Slot& slot = slots_[id];
+  auto existing = slots_.find(id);
   const uint64_t charge = wire::TemplateChargeBytes(launch);
-  const uint64_t held = bytes_ - (slot.defined ? slot.charge : 0);
+  const uint64_t held = bytes_ - (existing != slots_.end() ? existing->second.charge : 0);
   if (held + charge > budget_bytes_) {
     return absl::InvalidArgumentError(absl::StrCat(
         "launch template ", id, " (", charge, " bytes) does not fit the connection's template "
         "budget of ", budget_bytes_, " bytes (", held, " held)"));
   }
-  if (!slot.defined) ++count_;
+  Slot& slot = slots_[id];
   bytes_ = held + charge;
-  slot.defined = true;
   slot.charge = charge;
   slot.launch = launch;
   slot.launch.activity = {};
@@ -134,28 +132,24 @@ absl::Status LaunchTemplateTable::Define(uint32_t id, const Command& launch) {
 }
 
 absl::Status LaunchTemplateTable::Release(uint32_t id) {
-  if (id >= slots_.size() || !slots_[id].defined) {
+  auto slot = slots_.find(id);
+  if (slot == slots_.end()) {
     return absl::InvalidArgumentError(
         absl::StrCat("release of launch template ", id, ", which is not defined"));
   }
-  Slot& slot = slots_[id];
-  bytes_ -= slot.charge;
-  --count_;
-  slot.defined = false;
-  slot.charge = 0;
-  slot.launch.buffers.clear();
-  slot.launch.params.clear();
-  slot.launch.descriptors.clear();
+  bytes_ -= slot->second.charge;
+  slots_.erase(slot);
   return absl::OkStatus();
 }
 
 absl::StatusOr<Command> LaunchTemplateTable::Instantiate(
     uint32_t id, absl::Span<const wire::TemplateBinding> bindings) {
-  if (id >= slots_.size() || !slots_[id].defined) {
+  auto slot = slots_.find(id);
+  if (slot == slots_.end()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "a launch names template ", id, ", which this connection has not defined"));
   }
-  Command& launch = slots_[id].launch;
+  Command& launch = slot->second.launch;
   for (const wire::TemplateBinding& binding : bindings) {
     if (binding.index >= launch.buffers.size()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -15,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/container/inlined_vector.h"
+#include "absl/container/node_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
@@ -99,18 +100,19 @@ class LaunchTemplateTable {
   absl::StatusOr<Command> Instantiate(uint32_t id,
                                       absl::Span<const wire::TemplateBinding> bindings);
 
-  size_t size() const { return count_; }
+  size_t size() const { return slots_.size(); }
   uint64_t bytes() const { return bytes_; }
 
  private:
   struct Slot {
-    bool defined = false;
     uint64_t charge = 0;
     Command launch;
   };
   const uint64_t budget_bytes_;
-  std::vector<Slot> slots_;  // by id, grown on demand
-  size_t count_ = 0;
+  // By id: only the defined ones (ids are the client's; a table sized by the highest would
+  // hold far more than the templates are charged). A node each, so that a template holds its
+  // slot and a pointer, within its charge.
+  absl::node_hash_map<uint32_t, Slot> slots_;
   uint64_t bytes_ = 0;
 };
 

@@ -565,6 +565,16 @@ absl::StatusOr<DecodedCommand> DecodeCommand(
     return absl::InvalidArgumentError(
         absl::StrCat(CommandKindName(c.kind), ": too many buffers or parameter bytes"));
   }
+  // Only a launch names buffers and descriptors, and only a launch and a descriptor's creation
+  // and settings carry parameter bytes: nothing else may make the server hold them.
+  const bool launch = c.kind == CommandKind::kLaunch;
+  const bool takes_params = launch || c.kind == CommandKind::kDescriptorCreate ||
+                            c.kind == CommandKind::kDescriptorSet;
+  if ((!launch && (buffers > 0 || descriptors > 0)) || (!takes_params && params > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        CommandKindName(c.kind), " carries ", buffers, " buffers, ", params,
+        " parameter bytes and ", descriptors, " descriptor bytes (only a launch carries them)"));
+  }
   if (static_cast<uint64_t>(buffers) * 16 > reader.remaining()) {
     return absl::InvalidArgumentError("truncated command frame (buffers)");
   }

@@ -1,9 +1,11 @@
 // The `vgpu server` accept loop and its connections (see server.h).
 #include "plugin/server/server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +33,30 @@
 #include "plugin/transport/shm_region.h"
 
 namespace vgpu {
+
+std::string IpPeerKey(const sockaddr_storage& peer) {
+  in_addr v4{};
+  if (peer.ss_family == AF_INET) {
+    v4 = reinterpret_cast<const sockaddr_in&>(peer).sin_addr;
+  } else {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return "loopback";
+    if (IN6_IS_ADDR_V4MAPPED(&v6)) {
+      std::memcpy(&v4, v6.s6_addr + 12, sizeof(v4));
+    } else {
+      in6_addr prefix{};
+      std::memcpy(prefix.s6_addr, v6.s6_addr, 8);
+      char text[INET6_ADDRSTRLEN] = "?";
+      ::inet_ntop(AF_INET6, &prefix, text, sizeof(text));
+      return absl::StrCat(text, "/64");
+    }
+  }
+  if ((ntohl(v4.s_addr) >> 24) == 127) return "loopback";
+  char text[INET_ADDRSTRLEN] = "?";
+  ::inet_ntop(AF_INET, &v4, text, sizeof(text));
+  return text;
+}
+
 namespace {
 
 // Tokens the server itself puts on a stream (to send an asynchronous copy's data when the
@@ -50,6 +76,20 @@ constexpr uint64_t kStagingOverheadBytes = 128;
 // place in the stream's queue, its pins): charged to the tenant's host budget until it has run,
 // so that commands queued behind a stalled stream are bounded by --max_staging_bytes.
 constexpr uint64_t kQueuedCommandBytes = 512;
+// What a queued launch holds per buffer besides that: its argument and the pin that keeps its
+// allocation alive.
+constexpr uint64_t kQueuedBytesPerBuffer = 64;
+// The largest CommandBatch payload accepted. A client flushes its batch once it passes 64 KiB,
+// so a batch is at most that plus one command (a launch's 1 MiB of parameters, 1 MiB of
+// descriptors and 4096 buffers). Held while its entries are queued, charged to the tenant.
+constexpr uint32_t kMaxBatchPayloadBytes = 4u << 20;
+
+// The bytes a queued command holds beyond its frame: its decoded parameters and descriptor
+// settings (copies of the frame's) and, per buffer, what kQueuedBytesPerBuffer counts.
+uint64_t DecodedCommandBytes(const Command& command) {
+  return command.params.size() + command.descriptors.size() +
+         command.buffers.size() * kQueuedBytesPerBuffer;
+}
 // After accept fails for lack of file descriptors (or memory), the listener is left alone this
 // long, so the accept loop does not spin.
 constexpr int kAcceptBackoffMs = 100;
@@ -87,11 +127,14 @@ class HostBudget {
 
   // Blocks until `bytes` fit under the limit (or nothing but the permanent charge is charged:
   // one charge larger than the rest proceeds alone), then charges them. False, charging
-  // nothing, once Close() was called.
-  bool Acquire(uint64_t bytes) {
+  // nothing, once Close() was called. `beside`: bytes the caller itself holds charged and
+  // gives back only after this returns (the command batch whose entries it queues); they are
+  // not waited for, so the holder never waits for itself.
+  bool Acquire(uint64_t bytes, uint64_t beside = 0) {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] {
-      return closed_ || in_use_ <= permanent_ || bytes <= limit_ - std::min(limit_, in_use_);
+      const uint64_t others = in_use_ - std::min(in_use_, beside);
+      return closed_ || others <= permanent_ || bytes <= limit_ - std::min(limit_, others);
     });
     if (closed_) return false;
     in_use_ += bytes;
@@ -272,7 +315,7 @@ std::string PeerKey(int fd, const sockaddr_storage& peer, socklen_t length,
     ::getnameinfo(reinterpret_cast<const sockaddr*>(&peer), length, host, sizeof(host), service,
                   sizeof(service), NI_NUMERICHOST | NI_NUMERICSERV);
     *description = absl::StrCat(host, ":", service);
-    return host;
+    return IpPeerKey(peer);
   }
   ucred credentials{};
   socklen_t size = sizeof(credentials);
@@ -523,24 +566,14 @@ class ServerConnection final : public CompletionSink {
   }
 
   // Reads one command frame's payload into a growing buffer (never the declared size ahead of
-  // the bytes), charged to the tenant's budget (large frames, until executed). A frame larger
-  // than the connection's own allowance (FrameReader::kPayloadChunkBytes) first reserves the
-  // rest of its length from the server's receive budget (fair share per peer), held until the
-  // frame is in: a frame never waits for budget halfway, so reservations cannot deadlock.
-  // `keep_charge` false: a large frame is charged only while it is received (a batch, whose
-  // entries are charged one by one as they are queued).
+  // the bytes), charged to the tenant's budget (large frames, until executed, or for a batch
+  // until its entries are queued). A frame larger than the connection's own allowance
+  // (FrameReader::kPayloadChunkBytes) first reserves the rest of its length from the server's
+  // receive budget (fair share per peer), held until the frame is in: a frame never waits for
+  // budget halfway, so reservations cannot deadlock.
   absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> ReadCommandFrame(FrameReader& reader,
-                                                                         uint32_t length,
-                                                                         bool keep_charge = true) {
+                                                                         uint32_t length) {
     std::shared_ptr<std::vector<uint8_t>> frame;
-    if (!keep_charge && length >= kChargedFrameBytes) {
-      if (!budget_->Acquire(length)) return absl::CancelledError("connection closing");
-      frame = std::make_shared<std::vector<uint8_t>>();
-      absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> read =
-          ReadCommandFramePayload(reader, length, std::move(frame));
-      budget_->Release(length);
-      return read;
-    }
     if (length >= kChargedFrameBytes) {
       if (!budget_->Acquire(length)) return absl::CancelledError("connection closing");
       frame = HostBudget::ChargedBuffer(budget_, length);
@@ -636,7 +669,8 @@ class ServerConnection final : public CompletionSink {
     {
       std::lock_guard<std::mutex> lock(session_mu_);
       session_ = server_->executor_->OpenSession(this, server_->options_.client_quota,
-                                                 tenant_budget);
+                                                 tenant_budget,
+                                                 server_->PeerStreamThreads(peer_key_));
       if (closing_.load()) session_->Cancel();  // closed meanwhile (Close saw no session)
     }
     tenant_.store(true);
@@ -698,19 +732,28 @@ class ServerConnection final : public CompletionSink {
         continue;
       }
       if (header->type == wire::MessageType::kCommandBatch) {
-        // Charged while it is received only: its entries are charged one by one as they are
-        // queued, so they never wait for the charge of the frame that holds them (the frame
-        // itself, at most one per connection, is then held uncharged until its last entry).
+        if (header->payload_length > kMaxBatchPayloadBytes) {
+          return MalformedFrame(absl::InvalidArgumentError(absl::StrCat(
+              "a command batch of ", header->payload_length, " bytes (at most ",
+              kMaxBatchPayloadBytes, ")")));
+        }
+        // Charged (a large one) until its last entry is queued; each entry is charged as well
+        // as it is queued, beside the batch's charge: an entry never waits for the frame that
+        // holds it.
         absl::StatusOr<std::shared_ptr<std::vector<uint8_t>>> frame =
-            ReadCommandFrame(reader, header->payload_length, /*keep_charge=*/false);
+            ReadCommandFrame(reader, header->payload_length);
         if (!frame.ok()) return frame.status();
         if (absl::Status checked = wire::CheckBatch(**frame); !checked.ok()) {
           return MalformedFrame(checked);
         }
+        batch_charge_ = header->payload_length >= kChargedFrameBytes ? header->payload_length : 0;
+        absl::Status served = absl::OkStatus();
         wire::BatchCursor cursor(**frame);
-        for (wire::BatchEntry entry; cursor.Next(&entry);) {
-          VGPU_RETURN_IF_ERROR(ServeBatchEntry(entry));
+        for (wire::BatchEntry entry; served.ok() && cursor.Next(&entry);) {
+          served = ServeBatchEntry(entry);
         }
+        batch_charge_ = 0;
+        VGPU_RETURN_IF_ERROR(served);
         continue;
       }
       if (header->type != wire::MessageType::kCommand) {
@@ -942,11 +985,13 @@ class ServerConnection final : public CompletionSink {
         // Charged until it has run (backpressure: wait while the tenant's budget is full). A
         // frame charged already (large) is kept with the command, its charge with it.
         // A templated launch has no frame: its params and descriptors are what it holds.
-        const uint64_t frame_bytes =
-            frame != nullptr ? frame->size() : command.params.size() + command.descriptors.size();
-        const bool frame_charged = frame != nullptr && frame_bytes >= kChargedFrameBytes;
-        const uint64_t charge = kQueuedCommandBytes + (frame_charged ? 0 : frame_bytes);
-        if (!budget_->Acquire(charge)) return false;
+        // Its decoded parameters, descriptors and buffers' pins are held besides the frame; a
+        // wait on an event recorded on several streams queues one wait per recording.
+        const uint64_t frame_bytes = frame != nullptr ? frame->size() : 0;
+        const bool frame_charged = frame_bytes >= kChargedFrameBytes;
+        const uint64_t charge = kQueuedCommandBytes * session->QueueEntries(command) +
+                                (frame_charged ? 0 : frame_bytes) + DecodedCommandBytes(command);
+        if (!budget_->Acquire(charge, batch_charge_)) return false;
         command.host_storage = HostBudget::ChargeHolder(
             budget_, charge,
             frame_charged ? std::shared_ptr<const void>(frame) : std::move(command.host_storage));
@@ -959,7 +1004,7 @@ class ServerConnection final : public CompletionSink {
       } else if (wants_host_data) {  // kMemcpyDtoH: data goes back when the stream reaches it
         // Backpressure: wait until earlier reads have gone out (--max_staging_bytes).
         const uint64_t charge = command.size + kStagingOverheadBytes;
-        if (!budget_->Acquire(charge)) return false;
+        if (!budget_->Acquire(charge, batch_charge_)) return false;
         std::shared_ptr<std::vector<uint8_t>> buffer = HostBudget::ChargedBuffer(budget_, charge);
         buffer->resize(command.size);
         command.host_dst = buffer->data();
@@ -1015,7 +1060,11 @@ class ServerConnection final : public CompletionSink {
     }
     std::shared_ptr<std::vector<uint8_t>> buffer;
     if (wants_host_data && !in_shm) {  // device-to-host kMemcpyNow: the data rides on the Reply
-      buffer = std::make_shared<std::vector<uint8_t>>(command.size);
+      // Charged until the Reply is written (a client that does not read holds it).
+      const uint64_t charge = command.size + kStagingOverheadBytes;
+      if (!budget_->Acquire(charge)) return false;
+      buffer = HostBudget::ChargedBuffer(budget_, charge);
+      buffer->resize(command.size);
       command.host_dst = buffer->data();
     }
     const uint64_t size = command.size;
@@ -1056,6 +1105,9 @@ class ServerConnection final : public CompletionSink {
   // Launch templates (wire_format.h): the table (reader thread only; absent when the
   // connection was granted no budget) and what it did, for the stats.
   std::optional<LaunchTemplateTable> templates_;
+  // The charge of the command batch whose entries the reader is queueing (0 between batches
+  // and for small ones): the entries' charges do not wait for it. Reader thread only.
+  uint64_t batch_charge_ = 0;
   std::atomic<uint64_t> templates_created_{0};
   std::atomic<uint64_t> launches_by_template_{0};
   // Progress, watched by the accept loop (Overdue).
@@ -1094,6 +1146,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   absl::StatusOr<SocketAddress> address = ParseSocketAddress(options.listen);
   if (!address.ok()) return address.status();
   if (options.max_connections < 1 || options.max_connections_per_peer < 1 ||
+      options.max_streams < 1 ||
       options.max_handshakes < 1 || options.max_allocations_per_client < 1 ||
       options.handshake_timeout_ms < 1 || options.frame_timeout_ms < 1 ||
       options.max_staging_bytes == 0 || options.max_receiving_bytes == 0) {
@@ -1118,6 +1171,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   executor_options.memory_limit_per_device = options.memory_limit;
   executor_options.compute_threads = options.compute_threads;
   executor_options.session_limits.max_streams = options.max_streams_per_client;
+
   executor_options.session_limits.max_allocations = options.max_allocations_per_client;
   executor_options.shared_by_tenants = options.fair_scheduling;
   absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
@@ -1154,7 +1208,11 @@ Server::Server(const Options& options, std::unique_ptr<BackingExecutor> executor
       address_(std::move(address)),
       wake_read_(std::move(wake_read)),
       wake_write_(std::move(wake_write)),
-      started_ns_(NowNs()) {
+      started_ns_(NowNs()),
+      stream_threads_(std::make_shared<StreamThreadBudget>(
+          options.max_streams,
+          absl::StrCat("the most the server may have (--max_streams=", options.max_streams,
+                       ")"))) {
   for (const auto& [name, limit] : options_.tenant_quotas) {
     tenant_budgets_[name] = std::make_shared<SharedQuota>(name, limit);
   }
@@ -1163,6 +1221,25 @@ Server::Server(const Options& options, std::unique_ptr<BackingExecutor> executor
 std::shared_ptr<SharedQuota> Server::TenantBudget(const std::string& tenant) const {
   auto it = tenant_budgets_.find(tenant);
   return it == tenant_budgets_.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<StreamThreadBudget> Server::PeerStreamThreads(const std::string& peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Entries of peers that left are dropped as the map grows (a bounded sweep per new peer).
+  if (peer_stream_threads_.size() >= 64) {
+    absl::erase_if(peer_stream_threads_, [](const auto& entry) { return entry.second.expired(); });
+  }
+  std::weak_ptr<StreamThreadBudget>& slot = peer_stream_threads_[peer];
+  std::shared_ptr<StreamThreadBudget> budget = slot.lock();
+  if (budget == nullptr) {
+    const int limit = std::max(1, options_.max_streams / 2);
+    budget = std::make_shared<StreamThreadBudget>(
+        limit, absl::StrCat("the most one peer (", peer, ") may have: half of --max_streams=",
+                            options_.max_streams),
+        stream_threads_);
+    slot = budget;
+  }
+  return budget;
 }
 
 void Server::RecordFinishedConnection(const std::string& tenant, const TenantTotals& totals,

@@ -39,6 +39,14 @@
 
 namespace vgpu {
 
+// The peer an IP address counts as for the per-peer limits (--max_connections_per_peer, the
+// failed-authentication throttle, the receive budget's fair share). One address is one peer,
+// except where one party holds many: every loopback address (any local user can use all of
+// 127.0.0.0/8 and ::1) is the single peer "loopback", and an IPv6 address counts by its /64 (the
+// block one host or site is usually given). An IPv4-mapped IPv6 address counts as its IPv4 one.
+// `peer` is an AF_INET or AF_INET6 address.
+std::string IpPeerKey(const sockaddr_storage& peer);
+
 class ServerConnection;
 
 // Who asks for the server's statistics, and so what StatsJson shows (docs/security.md, "Who may
@@ -81,6 +89,8 @@ class Server {
     int compute_threads = 0;          // 0: one per core
     // Streams one client may have at once (each is a worker thread on the server).
     int max_streams_per_client = SessionLimits::kDefaultMaxStreams;
+    // Streams of all clients together (each a thread; a host's threads are finite).
+    int max_streams = kDefaultMaxStreams;
     // Share compute fairly among tenants (ExecutorOptions::shared_by_tenants; on the CPU
     // executor the FairComputePool); off: for a server with one trusted tenant.
     // --[no]fair_scheduling.
@@ -111,6 +121,7 @@ class Server {
   // it the server stops reading that tenant's commands until earlier ones are done
   // (backpressure); one frame alone may always proceed. --max_staging_bytes.
   static constexpr uint64_t kDefaultMaxStagingBytes = 256ull << 20;
+  static constexpr int kDefaultMaxStreams = 4096;
   // Bytes of large frames being received over all connections: a frame larger than
   // FrameReader::kPayloadChunkBytes reserves the rest of its length before its payload is read,
   // waiting while the budget is full or its peer holds more than a fair share (the budget
@@ -214,6 +225,9 @@ class Server {
   void ReleaseReceiving(const std::string& peer, uint64_t bytes);
   // The memory budget the connections of `tenant` share (null: none configured).
   std::shared_ptr<SharedQuota> TenantBudget(const std::string& tenant) const;
+  // The stream threads the connections of `peer` share: half of --max_streams, within the
+  // server's (kept while a connection of the peer holds it). Thread-safe.
+  std::shared_ptr<StreamThreadBudget> PeerStreamThreads(const std::string& peer);
   // What a tenant's connections did, summed (finished connections are added as they end).
   struct TenantTotals {
     uint64_t commands = 0;
@@ -278,6 +292,10 @@ class Server {
   absl::flat_hash_map<std::string, TenantTotals> finished_tenants_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> connections_per_peer_ ABSL_GUARDED_BY(mu_);
   uint64_t handshakes_evicted_ ABSL_GUARDED_BY(mu_) = 0;  // closed by --max_handshakes
+  // Stream threads: all clients' (--max_streams), and each peer's within it.
+  const std::shared_ptr<StreamThreadBudget> stream_threads_;
+  absl::flat_hash_map<std::string, std::weak_ptr<StreamThreadBudget>> peer_stream_threads_
+      ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace vgpu

@@ -66,6 +66,7 @@ struct CommandLine {
   int compute_threads = 0;
   std::string ready_file;
   int max_streams_per_client = SessionLimits::kDefaultMaxStreams;
+  int max_streams = Server::kDefaultMaxStreams;
   std::string max_staging_bytes = "256MiB";
   std::string max_receiving_bytes = "512MiB";
   double handshake_timeout = Server::kDefaultHandshakeTimeoutMs / 1000.0;
@@ -180,6 +181,10 @@ std::vector<Flag> ServerFlags(CommandLine* line) {
       IntFlag("max_streams_per_client",
               "Streams one client may have at once (each is a server thread).",
               &line->max_streams_per_client, 1),
+      IntFlag("max_streams",
+              "Streams of all clients together (each is a server thread); past it a new "
+              "stream is refused.",
+              &line->max_streams, 1),
       StringFlag("max_staging_bytes",
                  "Host memory one client may hold in flight (device-to-host data not yet taken, "
                  "host-to-device data not yet executed); past it the server reads no more of its "
@@ -373,6 +378,7 @@ absl::StatusOr<Server::Options> BuildOptions(const CommandLine& line) {
   options.device_count = line.device_count;
   options.compute_threads = line.compute_threads;
   options.max_streams_per_client = line.max_streams_per_client;
+  options.max_streams = line.max_streams;
   VGPU_ASSIGN_OR_RETURN(options.max_staging_bytes,
                         ByteSizeFlag("max_staging_bytes", line.max_staging_bytes));
   VGPU_ASSIGN_OR_RETURN(options.max_receiving_bytes,

@@ -61,6 +61,9 @@ flags.DEFINE_string("ready_file", None, "Write the bound address to this file on
 flags.DEFINE_integer("max_streams_per_client", 256,
                      "Streams one client may have at once (each is a server thread).",
                      lower_bound=1)
+flags.DEFINE_integer("max_streams", 4096,
+                     "Streams of all clients together (each is a server thread); past it a new "
+                     "stream is refused.", lower_bound=1)
 # Limits against hostile or broken clients (docs/security.md; defaults in plugin/server/server.h,
 # which vgpu-server's must match).
 flags.DEFINE_string("max_staging_bytes", "256MiB",
@@ -108,12 +111,12 @@ flags.DEFINE_float("shutdown_timeout", 10.0,
 
 # The flags above that belong to the server (cli.py defines others in the same FLAGS).
 SERVER_FLAGS = ("listen", "executor", "memory_limit", "client_quota", "tenant_quota", "token_file",
-                "operator_token_file", "device_count",
-                "compute_threads", "ready_file", "max_streams_per_client", "max_staging_bytes",
+                "operator_token_file", "device_count", "compute_threads", "ready_file",
+                "max_streams_per_client", "max_streams", "max_staging_bytes",
                 "max_receiving_bytes", "handshake_timeout", "frame_timeout", "fair_scheduling",
-                "shared_memory", "max_shm_bytes", "max_template_bytes", "max_connections", "max_connections_per_peer",
-                "max_handshakes", "min_receive_rate", "max_allocations_per_client",
-                "shutdown_timeout")
+                "shared_memory", "max_shm_bytes", "max_template_bytes", "max_connections",
+                "max_connections_per_peer", "max_handshakes", "min_receive_rate",
+                "max_allocations_per_client", "shutdown_timeout")
 
 
 def binary_path() -> str:

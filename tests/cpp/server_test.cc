@@ -3,6 +3,7 @@
 // client's memory, tokens, malformed frames, and a dead server turning calls into errors.
 #include "plugin/server/server.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -581,6 +582,80 @@ TEST(Server, OutOfDescriptorsItRefusesTheWholeBacklogWithoutABackOffPerClient) {
   Client later;  // descriptors free again: served
   ASSERT_TRUE(later.Connect(server.address()).ok());
   EXPECT_NE(later.Allocate(4096), 0u);
+}
+
+TEST(Server, StreamsOfAllClientsTogetherAreBoundedByMaxStreams) {
+  // Each stream is a server thread: many connections of one user could otherwise start tens of
+  // thousands of them (64 connections x 256 streams) and exhaust the host's threads. One peer
+  // (here: this process's uid) may have half of them.
+  Server::Options options = SmallServer();
+  options.max_streams = 6;
+  RunningServer server(options);
+  Client first, second;
+  ASSERT_TRUE(first.Connect(server.address()).ok());
+  ASSERT_TRUE(second.Connect(server.address()).ok());
+  auto create = [](Client& client, uint64_t stream) {
+    return client.transport->Call(MakeCommand(CommandKind::kCreateStream, stream)).status;
+  };
+  ASSERT_TRUE(create(first, 1).ok());
+  ASSERT_TRUE(create(first, 2).ok());
+  ASSERT_TRUE(create(second, 1).ok());
+  absl::Status refused = create(second, 2);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+  EXPECT_NE(refused.message().find("half of --max_streams=6"), std::string::npos) << refused;
+  // A stream destroyed gives its thread back, to any client.
+  ASSERT_TRUE(first.transport->Call(MakeCommand(CommandKind::kDestroyStream, 2)).status.ok());
+  EXPECT_TRUE(create(second, 2).ok());
+  // And a client that leaves gives back all of its streams.
+  first.transport.reset();
+  for (int attempt = 0; attempt < 200 && !create(second, 3).ok(); ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // until the server reaps it
+  }
+  EXPECT_TRUE(second.Sync(3).ok());
+}
+
+sockaddr_storage IpAddress(const char* text) {
+  sockaddr_storage address{};
+  if (std::strchr(text, ':') != nullptr) {
+    auto& v6 = reinterpret_cast<sockaddr_in6&>(address);
+    v6.sin6_family = AF_INET6;
+    EXPECT_EQ(::inet_pton(AF_INET6, text, &v6.sin6_addr), 1) << text;
+  } else {
+    auto& v4 = reinterpret_cast<sockaddr_in&>(address);
+    v4.sin_family = AF_INET;
+    EXPECT_EQ(::inet_pton(AF_INET, text, &v4.sin_addr), 1) << text;
+  }
+  return address;
+}
+
+TEST(StreamThreadBudget, ATakeIsRefusedByTheFirstFullBudgetAndTakesNothing) {
+  auto server = std::make_shared<StreamThreadBudget>(3, "server");
+  StreamThreadBudget peer_a(2, "peer a", server), peer_b(2, "peer b", server);
+  EXPECT_EQ(peer_a.TryTake(), nullptr);
+  EXPECT_EQ(peer_a.TryTake(), nullptr);
+  EXPECT_EQ(peer_a.TryTake(), &peer_a);   // the peer's half
+  EXPECT_EQ(peer_b.TryTake(), nullptr);
+  EXPECT_EQ(peer_b.TryTake(), server.get());  // the server's whole
+  EXPECT_EQ(peer_b.TryTake(), server.get());  // a refused take took nothing from peer b
+  peer_a.Give();
+  EXPECT_EQ(peer_b.TryTake(), nullptr);
+  EXPECT_EQ(server->TryTake(), server.get());
+}
+
+TEST(Server, APeerThatHoldsManyAddressesCountsAsOnePeer) {
+  // The per-peer limits are per key: a local user binding 127.0.0.2, 127.0.0.3, ... or a host
+  // with an IPv6 /64 must not multiply them.
+  EXPECT_EQ(IpPeerKey(IpAddress("127.0.0.1")), "loopback");
+  EXPECT_EQ(IpPeerKey(IpAddress("127.45.6.7")), "loopback");
+  EXPECT_EQ(IpPeerKey(IpAddress("::1")), "loopback");
+  EXPECT_EQ(IpPeerKey(IpAddress("::ffff:127.0.0.9")), "loopback");
+  EXPECT_EQ(IpPeerKey(IpAddress("2001:db8:1:2:3:4:5:6")), "2001:db8:1:2::/64");
+  EXPECT_EQ(IpPeerKey(IpAddress("2001:db8:1:2:ffff:ffff:ffff:ffff")), "2001:db8:1:2::/64");
+  EXPECT_EQ(IpPeerKey(IpAddress("2001:db8:1:3::1")), "2001:db8:1:3::/64");
+  // Distinct IPv4 hosts stay distinct, mapped or not.
+  EXPECT_EQ(IpPeerKey(IpAddress("10.0.0.1")), "10.0.0.1");
+  EXPECT_EQ(IpPeerKey(IpAddress("::ffff:10.0.0.1")), "10.0.0.1");
+  EXPECT_EQ(IpPeerKey(IpAddress("10.0.0.2")), "10.0.0.2");
 }
 
 TEST(Server, ManyReadsAndSynchronisationsPastTheBudgetsComplete) {

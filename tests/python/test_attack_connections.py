@@ -349,12 +349,13 @@ def test_a_tenant_trickling_frames_cannot_hold_the_receive_budget_from_others(tm
         assert server.alive()
 
 
-def _hello_with_token(address, token, source=None):
-    """Says Hello with `token` (from the `source` IP address over TCP if given); returns the
-    first frame's (type, payload)."""
+def _hello_with_token(address, token, source=None, host=None):
+    """Says Hello with `token` (from the `source` IP address over TCP if given, to `host`
+    instead of the address's if given); returns the first frame's (type, payload)."""
     if source is not None:
-        host, port = address[len("tcp://"):].rsplit(":", 1)
-        sock = socket.create_connection((host, int(port)), timeout=10, source_address=(source, 0))
+        listen_host, port = address[len("tcp://"):].rsplit(":", 1)
+        sock = socket.create_connection((host or listen_host, int(port)), timeout=10,
+                                        source_address=(source, 0))
     else:
         sock = connect_socket(address)
     with sock:
@@ -365,24 +366,45 @@ def _hello_with_token(address, token, source=None):
         return kind, payload[4:].decode(errors="replace") if kind == REFUSED else payload
 
 
+def _non_loopback_ipv4():
+    """An IPv4 address of this machine that is not a loopback one (None if it has none)."""
+    probe = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        probe.connect(("192.0.2.1", 9))  # no packet is sent: this only picks a source address
+        address = probe.getsockname()[0]
+    except OSError:
+        return None
+    finally:
+        probe.close()
+    return None if address.startswith("127.") else address
+
+
 def test_failed_authentications_are_rate_limited_per_peer(tmp_path):
     """Issue 25, class 5: a peer guessing the token gets a few tries, then about one a second,
-    refused before its token is compared; another peer is not affected."""
-    listen = "tcp://127.0.0.1:0"
+    refused before its token is compared; another peer is not affected. Every loopback address
+    is one peer: a local user cannot take fresh tries from 127.0.0.3, 127.0.0.4, ..."""
+    other = _non_loopback_ipv4()
+    listen = "tcp://0.0.0.0:0" if other else "tcp://127.0.0.1:0"
     with ServerProcess(tmp_path, listen=listen, token="the-right-token") as server:
-        reasons = [_hello_with_token(server.address, f"guess-{i}", source="127.0.0.2")[1]
-                   for i in range(40)]
+        reasons = [_hello_with_token(server.address, f"guess-{i}", source="127.0.0.2",
+                                     host="127.0.0.1")[1] for i in range(40)]
         throttled = [r for r in reasons if "too many failed authentications" in r]
         assert len(throttled) >= 25, reasons[:15]
         assert all("token" in r or "too many" in r for r in reasons), reasons
-        # Even the right token is refused from the throttled peer for now...
-        kind, reason = _hello_with_token(server.address, "the-right-token", source="127.0.0.2")
-        assert kind == REFUSED and "retry in" in reason, reason
-        # ...while another peer authenticates at once.
-        kind, _ = _hello_with_token(server.address, "the-right-token", source="127.0.0.1")
-        assert kind == WELCOME
+        # Even the right token is refused from the throttled peer for now, from any loopback
+        # address...
+        for source in ("127.0.0.2", "127.0.0.3", "127.9.9.9"):
+            kind, reason = _hello_with_token(server.address, "the-right-token", source=source,
+                                             host="127.0.0.1")
+            assert kind == REFUSED and "retry in" in reason, (source, reason)
+        # ...while another peer authenticates at once (where the machine has another address).
+        if other is not None:
+            kind, _ = _hello_with_token(server.address, "the-right-token", source=other,
+                                        host=other)
+            assert kind == WELCOME
         time.sleep(1.5)  # one token refilled: the throttled peer may try again
-        kind, _ = _hello_with_token(server.address, "the-right-token", source="127.0.0.2")
+        kind, _ = _hello_with_token(server.address, "the-right-token", source="127.0.0.2",
+                                    host="127.0.0.1")
         assert kind == WELCOME
         assert server.alive()
 
