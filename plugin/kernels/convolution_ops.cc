@@ -152,12 +152,6 @@ absl::StatusOr<ConvAttributes> ReadConvAttributes(OpConstruction& construction, 
     if (strides.size() != static_cast<size_t>(rank)) {
       return absl::InvalidArgumentError(rules.strides_count);
     }
-    if (kind == ConvKind::kDepthwise &&
-        strides[SpatialDim(a.data_format, 0)] != strides[SpatialDim(a.data_format, 1)]) {
-      return absl::InvalidArgumentError(
-          "Current implementation only supports equal length strides in the row and column "
-          "dimensions.");
-    }
     if (strides[0] != 1 || strides[channel] != 1) {
       return batch_or_depth(rules.batch_depth_strides);
     }
@@ -770,7 +764,8 @@ void RegisterConvolution2DOps(const char* device_type) {
   RegisterKernelForTypes<ConvolutionOp<ConvKind::kDepthwise>>(
       "DepthwiseConv2dNative", device_type, "T", kConvolutionTypes);
   DocumentOp("DepthwiseConv2dNative", "NHWC, NCHW",
-             "Dilations are applied (TensorFlow's kernels ignore or reject them).");
+             "Dilations are applied (TensorFlow's kernels ignore or reject them); unequal row "
+             "and column strides are computed (TensorFlow's GPU kernel rejects them).");
   RegisterKernelForTypes<ConvolutionBackpropOp<DepthwiseBackprop, BackpropOf::kInput>>(
       "DepthwiseConv2dNativeBackpropInput", device_type, "T", kConvolutionTypes,
       {"input_sizes"});
