@@ -1,5 +1,6 @@
-// Resource-variable updates on the virtual GPU: AssignAddVariableOp, AssignSubVariableOp and
-// ResourceStridedSliceAssign (`variable[begin:end:strides] = value`).
+// Resource-variable updates on the virtual GPU: AssignAddVariableOp, AssignSubVariableOp,
+// ResourceStridedSliceAssign (`variable[begin:end:strides] = value`) and the state of
+// tf.random.Generator (RngReadAndSkip, RngSkip).
 // TensorFlow's DEFAULT kernels for these compute on the host and would dereference device
 // memory, and the 2.21 wheel does not export the C API for variables, so these use TensorFlow's
 // exported C++ kernel API (LookupResource<Var>). The arithmetic runs on the backing executor for
@@ -21,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "plugin/client/device_client.h"
+#include "plugin/common/status_macros.h"
 #include "plugin/device/se_handles.h"
 #include "plugin/kernels/dtype_map.h"
 #include "plugin/kernels/kernel_launch.h"
@@ -230,9 +232,98 @@ class ResourceStridedSliceAssignOp : public StatusOpKernel {
   StridedSliceMasks masks_;
 };
 
+// The counter-based generators' state ops (tf.random.Generator keeps its state in an int64
+// variable on the device it was made on, so these must run there). Philox's state is a 128-bit
+// counter (elements 0 and 1, low word first) and a key (element 2). Skipping `delta` advances
+// the counter by 256 * delta, the product taken modulo 2^64 as TensorFlow's kernels take it.
+// RngReadAndSkip (kReadOld) also outputs the state's first three elements as they were. The
+// state is read back and written on the host: one synchronisation per call, as a generator's
+// draw costs one anyway to be useful.
+template <typename AlgT, typename DeltaT, bool kReadOld>
+class RngSkipOp : public StatusOpKernel {
+ public:
+  using StatusOpKernel::StatusOpKernel;
+
+ private:
+  // TensorFlow's algorithm ids (random/rng_alg.h).
+  static constexpr int64_t kPhilox = 1, kThreeFry = 2, kAutoSelect = 3;
+  static constexpr int64_t kPhiloxStateSize = 3;
+
+  absl::Status ComputeWithStatus(tf::OpKernelContext* context) override {
+    const tf::Tensor& alg_tensor = context->input(1);
+    const tf::Tensor& delta_tensor = context->input(2);
+    if (alg_tensor.NumElements() != 1 || delta_tensor.NumElements() != 1) {
+      return absl::InvalidArgumentError("the algorithm and delta must be scalars");
+    }
+    const int64_t alg = static_cast<int64_t>(alg_tensor.flat<AlgT>()(0));
+    if (alg == kThreeFry) {
+      return absl::UnimplementedError("Non-XLA devices don't support the ThreeFry algorithm.");
+    }
+    if (alg != kPhilox && alg != kAutoSelect) {
+      return absl::InvalidArgumentError(absl::StrCat("Unsupported algorithm id: ", alg));
+    }
+    const uint64_t advance = static_cast<uint64_t>(delta_tensor.flat<DeltaT>()(0)) * 256;
+    absl::StatusOr<std::unique_ptr<variables::LockedVariables>> locked =
+        variables::LockedVariables::Acquire(context, {0});
+    if (!locked.ok()) return locked.status();
+    tf::Var* variable = (*locked)->get(0);
+    const tf::Tensor& state = *variable->tensor();
+    if (state.dtype() != tf::DT_INT64) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype of RNG state variable must be int64, not ", tf::DataTypeString(state.dtype())));
+    }
+    if (state.dims() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "RNG state must have one and only one dimension, not ", state.dims()));
+    }
+    if (state.NumElements() < kPhiloxStateSize) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "The size of the state must be at least ", kPhiloxStateSize, "; got ",
+          state.NumElements()));
+    }
+    absl::StatusOr<ClientStream*> stream = StreamOf(context);
+    if (!stream.ok()) return stream.status();
+    if (absl::Status prepared = PrepareToUpdate(context, variable, **stream); !prepared.ok()) {
+      return prepared;
+    }
+    DeviceClient& device = (*stream)->device();
+    const uint64_t state_address = BufferOf(*variable->tensor()).address;
+    uint64_t words[kPhiloxStateSize];
+    absl::Status status = device.CopyDeviceToHost(**stream, words, state_address, sizeof(words));
+    if (status.ok()) status = device.SynchronizeStream(**stream);
+    if (!status.ok()) return status;
+    if constexpr (kReadOld) {
+      tf::Tensor* old = nullptr;
+      VGPU_RETURN_IF_ERROR(
+          context->allocate_output(0, tf::TensorShape({kPhiloxStateSize}), &old));
+      VGPU_RETURN_IF_ERROR(
+          device.CopyHostToDevice(**stream, BufferOf(*old).address, words, sizeof(words)));
+    }
+    uint64_t counter[2] = {words[0] + advance, words[1]};
+    if (counter[0] < advance) ++counter[1];  // the carry into the counter's high word
+    status = device.CopyHostToDevice(**stream, state_address, counter, sizeof(counter));
+    if (!status.ok()) return status;
+    return device.SynchronizeStream(**stream);  // the host words must outlive the copies
+  }
+};
+
 }  // namespace
 
 void RegisterVariableOps(const char* device_type) {
+  variables::RegisterVariableKernel(
+      "RngReadAndSkip", device_type, {}, {"resource", "alg", "delta"},
+      [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+        return new RngSkipOp<int32_t, uint64_t, /*kReadOld=*/true>(context);
+      });
+  DocumentOp("RngReadAndSkip", "",
+             "tf.random.Generator's state (Philox; ThreeFry is Unimplemented, as on TensorFlow's "
+             "CPU): read back and advanced on the host, one synchronisation per call.");
+  variables::RegisterVariableKernel(
+      "RngSkip", device_type, {}, {"resource", "algorithm", "delta"},
+      [](tf::OpKernelConstruction* context) -> tf::OpKernel* {
+        return new RngSkipOp<int64_t, int64_t, /*kReadOld=*/false>(context);
+      });
+  DocumentOp("RngSkip", "", "As RngReadAndSkip, without the output.");
   for (const char* op : {"AssignAddVariableOp", "AssignSubVariableOp"}) {
     DocumentOp(op, "",
                "int8, uint8, int16, uint16, uint32, uint64 and complex: a round trip through host "

@@ -284,3 +284,83 @@ def test_stateless_normals_bad_input_is_invalid_argument(op):
     with tf.device("/GPU:0"), pytest.raises(tf.errors.InvalidArgumentError,
                                             match="Dimension -1 must be >= 0"):
         op([3, -1], key, counter, tf.float32)
+
+
+# ---- tf.random.Generator: its state variable lives on the device it was made on ----
+
+
+def _generator_draws(device):
+    """What a generator seeded alike draws on `device`: eager, in a tf.function, after a skip,
+    and its final state."""
+    with tf.device(device):
+        generator = tf.random.Generator.from_seed(1234)
+        normal = generator.normal([4, 3])
+        integers = generator.uniform([5], maxval=10, dtype=tf.int32)
+
+        @tf.function
+        def draw():
+            return generator.normal([2]) + generator.uniform([2])
+
+        first, second = draw(), draw()
+        generator.skip(7)
+        truncated = generator.truncated_normal([3])
+        assert device[1:] in generator.state.device
+        return [t.numpy() for t in (normal, integers, first, second, truncated,
+                                    generator.state)]
+
+
+def test_a_generator_on_the_device_draws_exactly_the_cpu_numbers():
+    for on_device, on_cpu in zip(_generator_draws("/GPU:0"), _generator_draws("/CPU:0")):
+        np.testing.assert_array_equal(on_device, on_cpu)
+
+
+@pytest.mark.parametrize("state,delta", [
+    ([5, 0, 0], 1),
+    ([-1, -1, 9], 3),            # the counter's low word carries into its high word
+    ([5, 0, 0], 2**64 - 1),      # 256 * delta is taken modulo 2^64, as TensorFlow's kernel
+    ([5, 0, 0], 2**60),          # ... which makes this skip nothing
+    ([-256, 7, 11], 1),          # the low word wraps to 0 and carries
+])
+def test_rng_read_and_skip_reads_the_old_state_and_advances_the_counter_like_cpu(state, delta):
+    def read_and_skip(device):
+        with tf.device(device):
+            variable = tf.Variable(tf.constant(state, tf.int64))
+            old = tf.raw_ops.RngReadAndSkip(resource=variable.handle, alg=1,
+                                            delta=tf.constant(delta, tf.uint64))
+            return old.numpy(), variable.numpy()
+
+    on_device, on_cpu = read_and_skip("/GPU:0"), read_and_skip("/CPU:0")
+    np.testing.assert_array_equal(on_device[0], on_cpu[0])
+    np.testing.assert_array_equal(on_device[1], on_cpu[1])
+
+
+def test_rng_skip_advances_the_counter_like_cpu():
+    def skip(device):
+        with tf.device(device):
+            variable = tf.Variable(tf.constant([-3, 4, 5], tf.int64))
+            tf.raw_ops.RngSkip(resource=variable.handle, algorithm=tf.constant(3, tf.int64),
+                               delta=tf.constant(9, tf.int64))
+            return variable.numpy()
+
+    np.testing.assert_array_equal(skip("/GPU:0"), skip("/CPU:0"))
+
+
+@pytest.mark.parametrize("state,alg,error,match", [
+    (tf.constant([5, 0, 0], tf.int64), 2, tf.errors.UnimplementedError, "ThreeFry"),
+    (tf.constant([5, 0, 0], tf.int64), 9, tf.errors.InvalidArgumentError,
+     "Unsupported algorithm id: 9"),
+    (tf.constant([5, 0, 0], tf.int32), 1, tf.errors.InvalidArgumentError, "must be int64"),
+    (tf.constant([[5, 0, 0]], tf.int64), 1, tf.errors.InvalidArgumentError,
+     "one and only one dimension"),
+    # TensorFlow's CPU kernel writes past its buffers here (the process aborts): the plugin
+    # refuses it.
+    (tf.constant([5, 0], tf.int64), 1, tf.errors.InvalidArgumentError, "at least 3; got 2"),
+])
+def test_rng_read_and_skip_of_a_bad_state_or_algorithm_is_an_error(state, alg, error, match):
+    with tf.device("/GPU:0"):
+        variable = tf.Variable(state)
+        with pytest.raises(error, match=match):
+            tf.raw_ops.RngReadAndSkip(resource=variable.handle, alg=alg,
+                                      delta=tf.constant(1, tf.uint64))
+        # The state is untouched.
+        np.testing.assert_array_equal(variable.numpy(), state.numpy())
