@@ -317,16 +317,34 @@ def _scrape_succeeds(server):
         return False
 
 
-# Run in a child process, whose descriptor limit it lowers: the metrics endpoint with its
-# reserve gone (as when another thread opened a file in the moment it was closed) and exactly one
-# descriptor free; prints what two scrapers connecting then get back.
-_LOST_RESERVE_SCRIPT = r"""
+# The start of the child scripts below: imports, and a function that lowers the process's
+# descriptor limit and opens descriptors until none is free (returning them and the old limits).
+_CHILD_PRELUDE = r"""
 import ctypes, os, resource, socket, threading
 from prometheus_client import CollectorRegistry
 from vgpu.metrics import MetricsHTTPServer
 
 ctypes.CDLL("libgcc_s.so.1")  # a thread's exit loads it: not while no descriptor is free
 
+
+def exhaust_descriptors():
+    highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
+    limits = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, limits[1]))
+    fillers = []
+    try:
+        while True:
+            fillers.append(os.open(os.devnull, os.O_RDONLY))
+    except OSError:
+        pass
+    return fillers, limits
+"""
+
+
+# Run in a child process, whose descriptor limit it lowers: the metrics endpoint with its
+# reserve gone (as when another thread opened a file in the moment it was closed) and exactly one
+# descriptor free; prints what two scrapers connecting then get back.
+_LOST_RESERVE_SCRIPT = _CHILD_PRELUDE + r"""
 server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry())
 threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
 os.close(server._reserve)  # taken by another thread
@@ -334,15 +352,7 @@ server._reserve = -1
 scrapers = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(2)]
 for scraper in scrapers:
     scraper.settimeout(10)
-highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, hard))
-fillers = []
-try:
-    while True:
-        fillers.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
+fillers, limits = exhaust_descriptors()
 os.close(fillers.pop())  # the one descriptor free
 
 
@@ -361,7 +371,7 @@ def answer(scraper):
 answers = [answer(scraper).split(b"\r\n", 1)[0].decode() for scraper in scrapers]
 for fd in fillers:
     os.close(fd)
-resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 server.shutdown()
 print(answers)
 """
@@ -381,13 +391,7 @@ def test_the_metrics_endpoint_takes_its_reserve_back_before_serving_anyone():
 # Run in a child process, whose descriptor limit it lowers: the metrics endpoint holding its
 # reserve and no descriptor free while 24 scrapers wait in its backlog; prints what each got and
 # how many times the accept loop backed off.
-_BACKLOG_SCRIPT = r"""
-import ctypes, os, resource, socket, threading
-from prometheus_client import CollectorRegistry
-from vgpu.metrics import MetricsHTTPServer
-
-ctypes.CDLL("libgcc_s.so.1")  # a thread's exit loads it: not while no descriptor is free
-
+_BACKLOG_SCRIPT = _CHILD_PRELUDE + r"""
 server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry())
 back_offs = []
 rest = server._back_off
@@ -395,15 +399,7 @@ server._back_off = lambda error: (back_offs.append(error.errno), rest(error))
 scrapers = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(24)]
 for scraper in scrapers:
     scraper.settimeout(10)
-highest = max(int(fd) for fd in os.listdir("/proc/self/fd"))
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-resource.setrlimit(resource.RLIMIT_NOFILE, (highest + 1 + 8, hard))
-fillers = []
-try:
-    while True:
-        fillers.append(os.open(os.devnull, os.O_RDONLY))
-except OSError:
-    pass
+fillers, limits = exhaust_descriptors()
 for scraper in scrapers:  # all in the backlog before the loop looks
     scraper.connect(("127.0.0.1", server.server_address[1]))
 threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
@@ -417,7 +413,7 @@ for scraper in scrapers:
         answers.append("timeout")
 for fd in fillers:
     os.close(fd)
-resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+resource.setrlimit(resource.RLIMIT_NOFILE, limits)
 server.shutdown()
 print(answers, len(back_offs))
 """
