@@ -1171,7 +1171,6 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Create(const Options& options) {
   executor_options.memory_limit_per_device = options.memory_limit;
   executor_options.compute_threads = options.compute_threads;
   executor_options.session_limits.max_streams = options.max_streams_per_client;
-
   executor_options.session_limits.max_allocations = options.max_allocations_per_client;
   executor_options.shared_by_tenants = options.fair_scheduling;
   absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
