@@ -28,14 +28,20 @@ def device_bytes_in_use(server):
 
 def test_a_tenant_that_passes_its_own_socket_and_exits_is_seen_to_disconnect(tmp_path):
     with ServerProcess(tmp_path) as server:
-        tenant = RawTenant(server.address)
-        tenant.allocate(4 * MIB)
+        # A socket no other thread reads: a RawTenant's reader thread blocked in recv() would
+        # keep the socket open after close() (the kernel holds it for the call), so whether it
+        # ever ended would depend on whether the server's answer came before the close or after.
+        sock = connect_socket(server.address)
+        sock.sendall(frame(HELLO, 0, struct.pack("<HBI", VERSION, 0, 0)))
+        assert receive_frame(sock)[0] == WELCOME
+        sock.sendall(frame(COMMAND, 1, command_payload(ALLOCATE, size=4 * MIB)))
+        assert receive_frame(sock)[1] == 1  # the allocation's reply
         assert device_bytes_in_use(server) >= 4 * MIB
         # Its own socket, passed on a frame that expects no descriptor: were the server to keep
         # it, the connection would never reach end of stream.
-        data = frame(COMMAND, tenant.next_sequence(), command_payload(NOTIFY_KIND, stream=0))
-        socket.send_fds(tenant.sock, [data], [tenant.sock.fileno()])
-        tenant.sock.close()  # as a process that exits: no shutdown(), only its descriptor goes
+        data = frame(COMMAND, 2, command_payload(NOTIFY_KIND, stream=0))
+        socket.send_fds(sock, [data], [sock.fileno()])
+        sock.close()  # as a process that exits: no shutdown(), only its descriptor goes
         wait_for(lambda: not server.stats()["clients"], 10, "the tenant seen as gone")
         wait_for(lambda: device_bytes_in_use(server) == 0, 10, "its memory reclaimed")
         bystander_round_trip(server.address)
