@@ -1318,7 +1318,10 @@ absl::Status Server::ReserveReceiving(const std::string& peer, uint64_t bytes,
   receiving_cv_.wait(lock, [&] {
     if (abandon.load() || receiving_bytes_ == 0) return true;
     entry = &receiving_by_peer_[peer];  // the map may have rehashed meanwhile
-    const uint64_t share = limit / std::max<uint64_t>(1, receiving_by_peer_.size());
+    // Never more than half the budget, even while no other peer wants any: reservations are
+    // not taken back, so a peer that took everything while alone (frames trickling in at the
+    // minimum rate) would keep the next peer waiting for as long as its frames take.
+    const uint64_t share = limit / std::max<uint64_t>(2, receiving_by_peer_.size());
     return bytes <= limit - std::min(limit, receiving_bytes_) &&
            (entry->reserved == 0 || entry->reserved + bytes <= share);
   });

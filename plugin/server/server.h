@@ -125,7 +125,8 @@ class Server {
   // Bytes of large frames being received over all connections: a frame larger than
   // FrameReader::kPayloadChunkBytes reserves the rest of its length before its payload is read,
   // waiting while the budget is full or its peer holds more than a fair share (the budget
-  // divided among the peers holding or waiting for some). --max_receiving_bytes.
+  // divided among the peers holding or waiting for some, at most half of it).
+  // --max_receiving_bytes.
   static constexpr uint64_t kDefaultMaxReceivingBytes = 512ull << 20;
   // A frame being received must progress at this many bytes per second, measured over windows
   // of min(--frame_timeout, 5 s), or its connection is closed: a trickle cannot hold a frame's
@@ -217,7 +218,8 @@ class Server {
   void EnforceDeadlines();
   // The server-wide budget of large frames being received (--max_receiving_bytes), shared
   // fairly among peers: ReserveReceiving blocks until `bytes` fit under the budget and within
-  // the fair share of `peer` (the budget divided by the peers holding or waiting for some), or
+  // the fair share of `peer` (the budget divided by the peers holding or waiting for some, at
+  // most half of it; a peer's first frame is only held to the budget), or
   // nothing at all is reserved (one frame alone always proceeds); Cancelled once `abandon`
   // turns true (the connection is closing).
   absl::Status ReserveReceiving(const std::string& peer, uint64_t bytes,

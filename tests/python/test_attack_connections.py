@@ -349,6 +349,68 @@ def test_a_tenant_trickling_frames_cannot_hold_the_receive_budget_from_others(tm
         assert server.alive()
 
 
+def _send_at_rate(sock, stop, bytes_per_second, chunk=32 * 1024):
+    """Feeds `sock` zeros at about `bytes_per_second` (just above the server's minimum rate)
+    until `stop` is set or the socket fails."""
+    sock.settimeout(0.5)
+    interval = chunk / bytes_per_second
+    while not stop.is_set():
+        try:
+            sock.send(b"\0" * chunk)
+        except TimeoutError:
+            pass  # the server is not reading (a reservation it waits for): keep the pace
+        except OSError:
+            return
+        stop.wait(interval)
+
+
+def test_a_peer_alone_holds_at_most_half_the_receive_budget(tmp_path):
+    """A peer whose large frames arrive just above --min_receive_rate, while no other peer
+    wants budget, may reserve half of it; another peer's large copy then starts at once instead
+    of waiting for the first peer's frames to finish (15 s each here)."""
+    other = _non_loopback_ipv4()
+    if other is None:
+        pytest.skip("needs an address other than loopback, as a second peer")
+    import threading  # noqa: PLC0415
+
+    flags = ["--max_receiving_bytes=16MiB", "--frame_timeout=3", "--min_receive_rate=256KiB"]
+    with ServerProcess(tmp_path, listen="tcp://0.0.0.0:0", flags=flags) as server:
+        port = server.address.rsplit(":", 1)[1]
+        stop = threading.Event()
+        hogs, feeders = [], []
+        try:
+            for _ in range(2):  # 6 MiB frames from the loopback peer, ~15 s each
+                hog = RawTenant(f"tcp://127.0.0.1:{port}")
+                hog.send_raw(HEADER.pack(MAGIC, VERSION, COMMAND, 1, 6 * MIB, 0))
+                hogs.append(hog)
+                feeders.append(threading.Thread(target=_send_at_rate,
+                                                args=(hog.sock, stop, 400 * 1024)))
+                feeders[-1].start()
+                wait_for(lambda: server.stats()["receiving_bytes"] > 0, 20,
+                         "the first frame's reservation")
+            time.sleep(0.5)  # the second frame has asked for its reservation (and waits)
+            held = server.stats()["receiving_bytes"]
+            assert 0 < held <= 8 * MIB, f"one peer holds {held / MIB:.1f} MiB of 16"
+            started = time.monotonic()
+            with RawTenant(f"tcp://{other}:{port}", timeout=60) as tenant:
+                stream = tenant.create_stream()
+                values = np.arange(6 * MIB // 4, dtype=np.float32)  # a 6 MiB frame
+                address = tenant.allocate(values.nbytes)
+                tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
+                            host_data=values.tobytes())
+                data = tenant.read(stream, address, values.nbytes)
+                np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
+            took = time.monotonic() - started
+            assert took < 6, f"the other peer's copy waited {took:.1f} s"
+        finally:
+            stop.set()
+            for feeder in feeders:
+                feeder.join()
+            for hog in hogs:
+                hog.close()
+        assert server.alive()
+
+
 def _hello_with_token(address, token, source=None, host=None):
     """Says Hello with `token` (from the `source` IP address over TCP if given, to `host`
     instead of the address's if given); returns the first frame's (type, payload)."""
