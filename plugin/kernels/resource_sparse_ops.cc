@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <array>
+#include <complex>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -233,10 +234,15 @@ bool ScattersOnHost(tf::DataType dtype) {
   }
 }
 
+template <typename T>
+inline constexpr bool IsComplexV = false;
+template <typename T>
+inline constexpr bool IsComplexV<std::complex<T>> = true;
+
 // `p op u` with TensorFlow's integer semantics: sums, differences and products wrap (computed
 // unsigned, at least 32 bits wide, so no promotion overflows); quotients truncate.
 template <typename T>
-T CombineOnHost(sparse::ScatterOp op, T p, T u) {
+T CombineIntegersOnHost(sparse::ScatterOp op, T p, T u) {
   using Wide = std::conditional_t<(sizeof(T) < sizeof(uint32_t)), uint32_t, std::make_unsigned_t<T>>;
   switch (op) {
     case sparse::ScatterOp::kAssign: return u;
@@ -250,11 +256,29 @@ T CombineOnHost(sparse::ScatterOp op, T p, T u) {
   return p;
 }
 
+// `p op u` on the host: integers as above; complex values (ScatterRows) as TensorFlow computes
+// them (a zero divisor is refused before).
+template <typename T>
+T CombineOnHost(sparse::ScatterOp op, T p, T u) {
+  if constexpr (IsComplexV<T>) {  // no min or max (not registered)
+    switch (op) {
+      case sparse::ScatterOp::kAssign: return u;
+      case sparse::ScatterOp::kAdd: return p + u;
+      case sparse::ScatterOp::kSub: return p - u;
+      case sparse::ScatterOp::kMul: return p * u;
+      case sparse::ScatterOp::kDiv: return p / u;
+      default: return p;
+    }
+  } else {
+    return CombineIntegersOnHost(op, p, u);
+  }
+}
+
 // Reads `params` and `updates` into host memory; for each update i in order whose slice start
 // `starts[i]` (an element offset into params) is not negative, combines params[starts[i] + j]
 // with updates[i * slice_size + j] (updates[0] when `scalar_update`) for j < slice_size; writes
-// params back. Blocks until the write has run. A zero divisor of kDiv is InvalidArgument and
-// leaves the variable as it was.
+// params back. Blocks until the write has run. A zero divisor of kDiv (complex ones too, as
+// TensorFlow's CPU kernel) is InvalidArgument and leaves the variable as it was.
 template <typename T>
 absl::Status ScatterSlicesAs(ClientStream& stream, sparse::ScatterOp op, const tf::Tensor& params,
                              const tf::Tensor& updates, bool scalar_update,
@@ -303,6 +327,12 @@ absl::Status ScatterSlicesOnHost(ClientStream& stream, sparse::ScatterOp op,
     case tf::DT_UINT64:
       return ScatterSlicesAs<uint64_t>(stream, op, params, updates, scalar_update, starts,
                                        slice_size);
+    case tf::DT_COMPLEX64:
+      return ScatterSlicesAs<std::complex<float>>(stream, op, params, updates, scalar_update,
+                                                  starts, slice_size);
+    case tf::DT_COMPLEX128:
+      return ScatterSlicesAs<std::complex<double>>(stream, op, params, updates, scalar_update,
+                                                   starts, slice_size);
     default:
       return absl::InternalError(absl::StrCat("no host scatter for dtype ",
                                               tf::DataTypeString(params.dtype())));
@@ -415,7 +445,9 @@ absl::Status ScatterRows(ClientStream& stream, const tf::Tensor& params, const t
     }
   }
   const int64_t inner = params.NumElements() / std::max<int64_t>(params_dims[0], 1);
-  if (ScattersOnHost(params.dtype())) {
+  // Complex rows (Update, Add, Sub, Mul, Div) are combined on the host as well: a complex
+  // product is not one of its parts', and complex variables are rare.
+  if (ScattersOnHost(params.dtype()) || tf::DataTypeIsComplex(params.dtype())) {
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> starts,
                           CheckedIndices(stream, indices, params_dims[0]));
     for (int64_t& start : starts) start *= inner;
@@ -574,6 +606,10 @@ void RegisterResourceSparseOps(const char* device_type) {
                                             "resource");
   RegisterIndexed<ResourceScatterOp<Op::kAssign>>("ResourceScatterUpdate", device_type, "dtype",
                                                   {tf::DT_BOOL}, {tf::DT_INT32}, "resource");
+  const Types kComplex = {tf::DT_COMPLEX64, tf::DT_COMPLEX128};
+  RegisterScatterFamily<ResourceScatterOp, Op::kAssign, Op::kAdd, Op::kSub, Op::kMul, Op::kDiv>(
+      {kScatterOps[0], kScatterOps[1], kScatterOps[2], kScatterOps[3], kScatterOps[4]},
+      device_type, "dtype", kComplex, kIndex, "resource");
   // Min and Max do not take complex values.
   constexpr std::array<const char*, 5> kScatterNdOps = {
       "ResourceScatterNdUpdate", "ResourceScatterNdAdd", "ResourceScatterNdSub",
@@ -583,6 +619,8 @@ void RegisterResourceSparseOps(const char* device_type) {
       kIndex, "ref");
   RegisterScatterFamily<ResourceScatterNdOp, Op::kMin, Op::kMax>(
       {kScatterNdOps[3], kScatterNdOps[4]}, device_type, "T", kNumber, kIndex, "ref");
+  RegisterIndexed<ResourceScatterNdOp<Op::kAssign>>("ResourceScatterNdUpdate", device_type, "T",
+                                                    {tf::DT_BOOL}, kIndex, "ref");
 
   DocumentOp("ResourceGather", "",
              "An index outside the variable's gathered dimension gives a zero output row, no "
@@ -595,13 +633,15 @@ void RegisterResourceSparseOps(const char* device_type) {
       "index outside the variable is ignored (TensorFlow's GPU kernel); integers: indices are "
       "read back and a bad one is InvalidArgument, as TensorFlow's GPU build runs integer "
       "scatters on the host. int8, uint8, int16, uint16, uint32 and uint64 variables are "
-      "updated through host memory (a round trip).";
+      "updated through host memory (a round trip), and so are complex64 and complex128 ones "
+      "(Update, Add, Sub, Mul and Div; a bad index is InvalidArgument).";
   for (const char* op : kScatterOps) DocumentOp(op, "", kScatterNote);
   constexpr const char* kScatterNdNote =
       "In place; duplicate indices combine in index order (deterministic); an index tuple "
       "outside the variable is ignored, no error (TensorFlow's GPU kernel). Update, Add and Sub "
-      "also take complex64/complex128 (as pairs of float32/float64); int8, uint8, int16, "
-      "uint16, uint32 and uint64 variables are updated through host memory (a round trip).";
+      "also take complex64/complex128 (as pairs of float32/float64), and Update bool; int8, "
+      "uint8, int16, uint16, uint32 and uint64 variables are updated through host memory (a "
+      "round trip).";
   for (const char* op : kScatterNdOps) DocumentOp(op, "", kScatterNdNote);
 }
 

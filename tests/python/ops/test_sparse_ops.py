@@ -604,6 +604,60 @@ def test_resource_scatter_nd_of_complex_variables_matches_cpu(name, dtype):
                                                  updates=updates[:2])
 
 
+@pytest.mark.parametrize("index_dtype", INDEX_TYPES)
+def test_resource_scatter_nd_update_of_bool_matches_cpu(index_dtype):
+    value = np.array([[True, False, True], [False, False, True]])
+    indices = np.array([[1, 2], [0, 1], [1, 2]], index_dtype)
+    updates = np.array([False, True, True])
+    _, expected = _scatter_nd_on("/CPU:0", "Update", value, indices, updates)
+    vgpu.reset_stats()
+    _, actual = _scatter_nd_on("/GPU:0", "Update", value, indices, updates)
+    assert actual.device.endswith("GPU:0") and vgpu.stats()["launches"] >= 1
+    np.testing.assert_array_equal(actual.numpy(), expected.numpy())
+
+
+def _complex_array(shape, dtype, seed):
+    return (random_array(shape, np.float64, seed=seed) +
+            1j * random_array(shape, np.float64, seed=seed + 1)).astype(dtype)
+
+
+@pytest.mark.parametrize("name", ["Update", "Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("dtype", [np.complex64, np.complex128])
+def test_resource_scatter_of_complex_variables_matches_cpu(name, dtype):
+    """Complex rows are combined in host memory: duplicates in index order, scalar updates."""
+    value = _complex_array((5, 3), dtype, seed=50)
+    indices = np.array([4, 1, 4, 0], np.int64)
+    updates = _complex_array((4, 3), dtype, seed=52)
+    expected = _scatter_on("/CPU:0", name, value, indices, updates)
+    actual = _scatter_on("/GPU:0", name, value, indices, updates)
+    assert actual.device.endswith("GPU:0")
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
+    scalar = dtype(1.5 - 2j)
+    expected = _scatter_on("/CPU:0", name, value, indices, scalar)
+    actual = _scatter_on("/GPU:0", name, value, indices, scalar)
+    np.testing.assert_allclose(actual.numpy(), expected.numpy(), rtol=1e-6)
+
+
+def test_resource_scatter_of_complex_variables_refuses_bad_indices_and_zero_divisors_as_cpu():
+    """The error is the CPU kernel's; the virtual GPU checks every index before it updates any
+    row, where the CPU has already applied those before the bad one."""
+    value = _complex_array((3, 2), np.complex64, seed=54)
+    for device in ("/CPU:0", "/GPU:0"):
+        var = _variable_on(device, value)
+        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError,
+                                              match=r"indices\[1\] = 3 is not in"):
+            raw.ResourceScatterAdd(resource=var.handle, indices=[0, 3],
+                                   updates=np.ones((2, 2), np.complex64))
+    np.testing.assert_array_equal(var.numpy(), value)
+    for device in ("/CPU:0", "/GPU:0"):
+        var = _variable_on(device, value)
+        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError,
+                                              match="updates must not contain 0"):
+            raw.ResourceScatterDiv(resource=var.handle, indices=[1],
+                                   updates=np.array([[1, 0]], np.complex64))
+        np.testing.assert_array_equal(var.numpy(), value)
+
+
 def test_resource_scatter_nd_ignores_out_of_range_tuples_and_checks_shapes():
     var = _variable_on("/GPU:0", np.zeros((2, 2), np.float32))
     with tf.device("/GPU:0"):
