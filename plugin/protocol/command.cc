@@ -1,5 +1,8 @@
-// Names and classification of the commands (see command.h).
+// Names and classification of the commands, and the size of a resolved descriptor section
+// (see command.h).
 #include "plugin/protocol/command.h"
+
+#include "plugin/protocol/descriptors.h"
 
 namespace vgpu {
 
@@ -46,6 +49,24 @@ bool IsAsynchronous(CommandKind kind) {
     default:
       return false;
   }
+}
+
+uint64_t ResolvedDescriptorBytes(absl::Span<const uint8_t> section) {
+  // uint8 count, then per entry: uint8 kind, uint16 size (little-endian), size bytes.
+  if (section.empty()) return 0;
+  const size_t count = section[0];
+  size_t offset = 1;
+  uint64_t resolved = 1;
+  for (size_t i = 0; i < count; ++i) {
+    if (section.size() - offset < 3) return section.size();
+    const uint8_t kind = section[offset];
+    const size_t size = section[offset + 1] | (static_cast<size_t>(section[offset + 2]) << 8);
+    offset += 3;
+    if (section.size() - offset < size) return section.size();
+    offset += size;
+    resolved += 3 + ((kind & kDescriptorReference) != 0 ? kMaxDescriptorSettingsSize : size);
+  }
+  return resolved;
 }
 
 }  // namespace vgpu

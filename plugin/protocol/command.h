@@ -15,6 +15,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
+#include "absl/types/span.h"
 
 namespace vgpu {
 
@@ -56,6 +57,12 @@ bool IsAsynchronous(CommandKind kind);
 // A device memory range named by a launch; the backend validates and translates each one.
 // Flag on a descriptor entry's kind byte: the entry is a uint64 id, not settings.
 inline constexpr uint8_t kDescriptorReference = 0x80;
+
+// The bytes a launch's descriptor section (Command::descriptors) holds once the executor has
+// resolved its references: a kDescriptorReference entry is an 8-byte id on the wire and up to
+// kMaxDescriptorSettingsSize bytes of settings after. A malformed section counts its own size
+// (the executor refuses it). What a server charges a queued launch for its descriptors.
+uint64_t ResolvedDescriptorBytes(absl::Span<const uint8_t> section);
 
 struct BufferArg {
   uint64_t address = 0;

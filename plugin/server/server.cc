@@ -85,9 +85,10 @@ constexpr uint64_t kQueuedBytesPerBuffer = 64;
 constexpr uint32_t kMaxBatchPayloadBytes = 4u << 20;
 
 // The bytes a queued command holds beyond its frame: its decoded parameters and descriptor
-// settings (copies of the frame's) and, per buffer, what kQueuedBytesPerBuffer counts.
+// settings (copies of the frame's, references to forward-mode descriptors resolved into their
+// settings) and, per buffer, what kQueuedBytesPerBuffer counts.
 uint64_t DecodedCommandBytes(const Command& command) {
-  return command.params.size() + command.descriptors.size() +
+  return command.params.size() + ResolvedDescriptorBytes(command.descriptors) +
          command.buffers.size() * kQueuedBytesPerBuffer;
 }
 // After accept fails for lack of file descriptors (or memory), the listener is left alone this

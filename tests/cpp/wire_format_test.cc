@@ -4,6 +4,7 @@
 #include "plugin/protocol/wire_format.h"
 
 #include "plugin/protocol/byte_codec.h"
+#include "plugin/protocol/descriptors.h"
 
 #include <algorithm>
 #include <cstring>
@@ -437,6 +438,28 @@ TEST(WireFormat, FuzzedFramesNeverCrashTheDecoders) {
     if (input.size() >= kHeaderBytes) (void)DecodeHeader(input);
   }
   EXPECT_GT(decoded_ok, 0);  // the mutations also produce valid commands sometimes
+}
+
+TEST(ResolvedDescriptorBytes, AReferenceCountsAsTheLargestSettingsAndInlineSettingsAsThemselves) {
+  EXPECT_EQ(ResolvedDescriptorBytes({}), 0u);
+  // Two entries: tensor settings of 5 bytes inline, then a reference (kind | 0x80, 8-byte id).
+  std::vector<uint8_t> section = {2, 1, 5, 0, 9, 9, 9, 9, 9, 1 | kDescriptorReference, 8, 0};
+  section.resize(section.size() + 8, 7);
+  EXPECT_EQ(ResolvedDescriptorBytes(section), 1u + (3 + 5) + (3 + kMaxDescriptorSettingsSize));
+  // 255 references: 2806 bytes on the wire, what the executor keeps once it resolves them.
+  std::vector<uint8_t> references = {255};
+  for (int i = 0; i < 255; ++i) {
+    references.insert(references.end(), {1 | kDescriptorReference, 8, 0, 0, 0, 0, 0, 0, 0, 0, 7});
+  }
+  EXPECT_EQ(ResolvedDescriptorBytes(references), 1u + 255 * (3 + kMaxDescriptorSettingsSize));
+  EXPECT_GT(ResolvedDescriptorBytes(references), 6 * references.size());
+}
+
+TEST(ResolvedDescriptorBytes, AMalformedSectionCountsItsOwnSize) {
+  const std::vector<uint8_t> truncated_header = {2, 1, 5, 0, 9, 9, 9, 9, 9, 1};
+  EXPECT_EQ(ResolvedDescriptorBytes(truncated_header), truncated_header.size());
+  const std::vector<uint8_t> truncated_settings = {1, 1, 200, 0, 9, 9};
+  EXPECT_EQ(ResolvedDescriptorBytes(truncated_settings), truncated_settings.size());
 }
 
 TEST(CommandBatch, EntriesRoundTripInOrder) {

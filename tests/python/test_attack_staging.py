@@ -10,10 +10,12 @@ import time
 import pytest
 
 from raw_tenant import (ACTIVATION_FORWARD, ALLOCATE, COMMAND, COMMAND_BATCH, CREATE_STREAM,
-                        ENTRY_DEFINE, ENTRY_TEMPLATED, HEADER, HELLO, LAUNCH, MAGIC, MEMCPY_DTOH,
-                        RECORD_EVENT, REPLY, SYNCHRONIZE_STREAM, VERSION, WAIT_EVENT, WELCOME,
+                        DESCRIPTOR_CREATE, DESCRIPTOR_SET, ENTRY_DEFINE, ENTRY_TEMPLATED, HEADER,
+                        HELLO, LAUNCH, MAGIC, MEMCPY_DTOH, RECORD_EVENT, REPLY,
+                        SYNCHRONIZE_STREAM, TENSOR_DESCRIPTOR, VERSION, WAIT_EVENT, WELCOME,
                         Reply, ServerProcess, batch_entries, bystander_round_trip,
-                        command_payload, connect_socket, frame, receive_frame, varint, wait_for)
+                        command_payload, connect_socket, frame, receive_frame, tensor_settings,
+                        varint, wait_for)
 
 MIB = 1 << 20
 
@@ -114,6 +116,33 @@ def test_templated_launches_of_many_buffers_are_charged_for_their_buffers(server
     bystander_round_trip(server.address)
     attacker.close()
     assert server.alive(), server.output()
+
+
+def test_launches_naming_descriptors_by_reference_are_charged_for_the_resolved_settings(tmp_path):
+    """A launch may name forward-mode descriptors by id (11 bytes each on the wire); the queued
+    launch holds their settings (up to 75 bytes each). Charged their wire size, templated
+    launches of 255 references grew the server to ~5x its budget."""
+    with ServerProcess(tmp_path, memory_limit="64MiB",
+                       flags=["--max_staging_bytes=16MiB", "--frame_timeout=120"]) as server:
+        attacker = StallingTenant(server.address)
+        assert attacker.call(CREATE_STREAM, stream=1).ok
+        assert attacker.call(DESCRIPTOR_CREATE, obj=7, params=bytes([TENSOR_DESCRIPTOR])).ok
+        assert attacker.call(DESCRIPTOR_SET, obj=7, params=tensor_settings([1, 1, 1, 1])).ok
+        attacker.stall(1)
+        before = settled_rss(server, 1.0)
+        references = bytes([255]) + struct.pack("<BHQ", TENSOR_DESCRIPTOR | 0x80, 8, 7) * 255
+        launch = command_payload(LAUNCH, stream=1, obj=ACTIVATION_FORWARD,
+                                 descriptors=references)
+        first = attacker.sequence + 1
+        entries = [(first, varint(0) + launch, ENTRY_DEFINE)]
+        entries += [(first + 1 + i, varint(0) + varint(0), ENTRY_TEMPLATED) for i in range(6000)]
+        attacker.sequence += len(entries)
+        attacker.send_until_blocked(frame(COMMAND_BATCH, 0, batch_entries(*entries)))
+        growth = settled_rss(server) - before
+        assert growth < 32 * MIB, f"{growth / MIB:.0f} MiB for a budget of 16 MiB"
+        bystander_round_trip(server.address)
+        attacker.close()
+        assert server.alive(), server.output()
 
 
 def test_a_wait_on_an_event_recorded_on_many_streams_is_charged_per_recording(server):
