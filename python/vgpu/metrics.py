@@ -20,8 +20,9 @@ they are exported only when the endpoint requires its own token (``--metrics_tok
 ``Authorization: Bearer <token>``, 401 otherwise) or when the server has no token at all (then
 any local observer sees every tenant anyway); otherwise only the server-wide series are. The
 endpoint is a small HTTP server of its own (not prometheus_client's): it answers at most
-``max_connections`` connections at once (more are closed at once), drops a client that sends
-no complete request within ``REQUEST_TIMEOUT_S``, and when accept() runs out of file
+``max_connections`` connections at once (more are closed at once), closes every connection
+``REQUEST_TIMEOUT_S`` after it was accepted (a request trickling in a byte at a time included),
+and when accept() runs out of file
 descriptors it closes the waiting connection through a reserved descriptor and backs off for
 ``ACCEPT_BACKOFF_S`` instead of spinning.
 """
@@ -45,7 +46,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 DEFAULT_HOST = "127.0.0.1"
 # Connections the endpoint serves at once (--metrics_max_connections); more are closed at once.
 DEFAULT_MAX_CONNECTIONS = 16
-# Seconds a scraper has to send its request (and take the answer) before it is dropped.
+# Seconds a scraper has, from its connection, to send its request and take the answer: then the
+# connection is closed, however its bytes trickle.
 REQUEST_TIMEOUT_S = 5.0
 # After accept() failed for lack of file descriptors (or memory), the listener rests this long.
 ACCEPT_BACKOFF_S = 0.1
@@ -151,8 +153,12 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
     """GET /metrics (or /): the registry in Prometheus's text format, after the bearer token
     when the server has one. One request per connection (HTTP/1.0)."""
 
-    timeout = REQUEST_TIMEOUT_S  # applied to the socket by StreamRequestHandler.setup
+    timeout = REQUEST_TIMEOUT_S  # each socket operation's (StreamRequestHandler.setup)
     server: "MetricsHTTPServer"
+
+    def setup(self) -> None:
+        self.timeout = self.server.request_timeout_s
+        super().setup()
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
@@ -192,9 +198,11 @@ class MetricsHTTPServer(http.server.HTTPServer):
     request_queue_size = 64  # the listener's backlog, as the server's (http.server's: 5)
 
     def __init__(self, host: str, port: int, registry: CollectorRegistry, token: str = "",
-                 max_connections: int = DEFAULT_MAX_CONNECTIONS):
+                 max_connections: int = DEFAULT_MAX_CONNECTIONS,
+                 request_timeout_s: float = REQUEST_TIMEOUT_S):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.registry = registry
+        self.request_timeout_s = request_timeout_s
         self._token = f"Bearer {token}".encode() if token else b""
         self._slots = threading.BoundedSemaphore(max(1, max_connections))
         # Closed to accept-and-close the waiting client when out of descriptors (then reopened).
@@ -278,11 +286,30 @@ class MetricsHTTPServer(http.server.HTTPServer):
             self.shutdown_request(request)
 
     def _serve_one(self, request, client_address) -> None:
+        # A deadline for the whole connection: the handler's socket timeout only bounds each
+        # read, so a request sent a byte every few seconds would hold its slot for ever.
+        finished = False
+        lock = threading.Lock()
+
+        def cut_off() -> None:
+            with lock:  # never after the socket is closed (its descriptor may be reused)
+                if not finished:
+                    try:
+                        request.shutdown(socket.SHUT_RDWR)  # the handler's read or write ends
+                    except OSError:
+                        pass
+
+        deadline = threading.Timer(self.request_timeout_s, cut_off)
+        deadline.daemon = True
         try:
+            deadline.start()
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001, S110 - a scraper that misbehaves only ends its connection
             pass
         finally:
+            deadline.cancel()
+            with lock:
+                finished = True
             self.shutdown_request(request)
             self._slots.release()
 

@@ -447,3 +447,45 @@ def test_the_metrics_endpoint_serves_a_bounded_number_of_connections(tmp_path):
         wait_for(lambda: _scrape_succeeds(server), 15, "a scrape once the idle ones left")
         assert server.process.poll() is None, server.output()
         bystander_round_trip(server.address)
+
+
+def test_a_request_trickling_in_is_cut_off_at_the_deadline_and_frees_its_slot():
+    """The handler's socket timeout bounds each read only: two scrapers sending a header byte
+    every 0.2 s held both slots of the endpoint for as long as they kept on, and every real
+    scrape was closed unanswered. Now a connection ends `request_timeout_s` after it began."""
+    import threading  # noqa: PLC0415
+
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    from vgpu.metrics import MetricsHTTPServer  # noqa: PLC0415
+
+    server = MetricsHTTPServer("127.0.0.1", 0, CollectorRegistry(), max_connections=2,
+                               request_timeout_s=1.0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    port = server.server_address[1]
+    url = f"http://127.0.0.1:{port}/metrics"
+    tricklers = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(2)]
+    try:
+        request = b"GET /metrics HTTP/1.0\r\nX-Slow: " + b"a" * 1000
+        started = time.monotonic()
+        cut_after = [None, None]
+        for i in range(len(request)):
+            for n, trickler in enumerate(tricklers):
+                if cut_after[n] is None:
+                    try:
+                        trickler.send(request[i:i + 1])
+                    except OSError:
+                        cut_after[n] = time.monotonic() - started
+            if all(cut_after) or time.monotonic() - started > 10:
+                break
+            time.sleep(0.2)  # the attacker's pace
+        assert all(cut_after), f"still open after {time.monotonic() - started:.1f} s"
+        assert max(cut_after) < 5, cut_after
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.status == 200
+    finally:
+        for trickler in tricklers:
+            trickler.close()
+        server.shutdown()
+        server.server_close()
