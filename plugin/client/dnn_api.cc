@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/client/device_client.h"
 #include "plugin/common/log.h"
@@ -150,8 +151,10 @@ absl::Status DnnApi::Launch(ClientStream& stream, KernelId kernel,
                             absl::Span<const BufferArg> buffers,
                             absl::Span<const uint8_t> params) {
   if (descriptors.size() > 255) return absl::InvalidArgumentError("too many descriptors");
-  ParamBlock section;
-  ParamWriter writer(&section);
+  // Inline room for the settings of a few descriptors (a tensor's are 72 bytes): no heap
+  // allocation per launch.
+  absl::InlinedVector<uint8_t, 320> section;
+  BasicParamWriter writer(&section);
   writer.Put(static_cast<uint8_t>(descriptors.size()));
   for (const Descriptor* descriptor : descriptors) {
     if (descriptor == nullptr || !descriptor->is_set()) {

@@ -12,6 +12,7 @@
 // where TensorFlow has no such kernel and its GPU build keeps int32 in device memory (SelectV2,
 // Select, Cast, Bitcast).
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <initializer_list>
 #include <limits>
@@ -72,7 +73,7 @@ constexpr bool IsComparison(ElementwiseOp op) {
 
 // A flat [n] shape: kernels that need only the element count are described by it, so that
 // tensors of any rank fit a descriptor.
-std::vector<int64_t> FlatShape(const TF_Tensor* tensor) {
+std::array<int64_t, 1> FlatShape(const TF_Tensor* tensor) {
   return {TF_TensorElementCount(tensor)};
 }
 
@@ -207,7 +208,7 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
     const TF_DataType out_dtype = IsPredicate(kOp) ? TF_BOOL : dtype;
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.ForwardHeldOrAllocateOutput({{0, &x}}, 0, out_dtype,
-                                                              ShapeOf(x.get())));
+                                                              InlineShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
     OpTensorDescriptorSettings op_settings;
     op_settings.op = kOp;

@@ -30,6 +30,12 @@ std::vector<int64_t> ShapeOf(const TF_Tensor* tensor) {
   return dims;
 }
 
+absl::InlinedVector<int64_t, 8> InlineShapeOf(const TF_Tensor* tensor) {
+  absl::InlinedVector<int64_t, 8> dims(TF_NumDims(tensor));
+  for (int i = 0; i < static_cast<int>(dims.size()); ++i) dims[i] = TF_Dim(tensor, i);
+  return dims;
+}
+
 std::vector<std::vector<int64_t>> ShapesOf(absl::Span<const TensorPtr> tensors) {
   std::vector<std::vector<int64_t>> shapes;
   shapes.reserve(tensors.size());

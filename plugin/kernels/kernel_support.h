@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
@@ -34,6 +35,8 @@ absl::StatusOr<TensorPtr> GetInput(TF_OpKernelContext* context, int index);
 
 // The shape of `tensor` as a vector of dimensions.
 std::vector<int64_t> ShapeOf(const TF_Tensor* tensor);
+// The same without a heap allocation up to rank 8, for the ops launched most often.
+absl::InlinedVector<int64_t, 8> InlineShapeOf(const TF_Tensor* tensor);
 
 // The shapes of `tensors`, in order (e.g. of OpContext::Inputs:
 // `const auto [x_dims, y_dims] = ShapesOf(inputs);`).

@@ -31,25 +31,28 @@ namespace vgpu {
 
 using ParamBlock = absl::InlinedVector<uint8_t, 64>;
 
-class ParamWriter {
+// Appends parameters to a byte block: a ParamBlock (ParamWriter), or another vector of bytes
+// with a larger inline capacity (a launch's descriptor section). Borrows the block.
+template <typename Block>
+class BasicParamWriter {
  public:
-  explicit ParamWriter(ParamBlock* block) : block_(block) {}
+  explicit BasicParamWriter(Block* block) : block_(block) {}
 
   template <typename T>
-  ParamWriter& Put(const T& value) {
+  BasicParamWriter& Put(const T& value) {
     static_assert(std::is_trivially_copyable_v<T>, "parameters must be trivially copyable");
     Append(&value, sizeof(T));
     return *this;
   }
 
   template <typename T>
-  ParamWriter& PutArray(absl::Span<const T> values) {
+  BasicParamWriter& PutArray(absl::Span<const T> values) {
     Put(static_cast<uint32_t>(values.size()));
     for (const T& v : values) Put(v);
     return *this;
   }
 
-  ParamWriter& PutBytes(const void* data, size_t size) {
+  BasicParamWriter& PutBytes(const void* data, size_t size) {
     Append(data, size);
     return *this;
   }
@@ -64,8 +67,9 @@ class ParamWriter {
     std::memcpy(block_->data() + old_size, data, size);
   }
 
-  ParamBlock* block_;
+  Block* block_;
 };
+using ParamWriter = BasicParamWriter<ParamBlock>;
 
 // A bounds-checked reader of a parameter block, on the cursor of the binary formats
 // (ByteReader, byte_codec.h), whose failures it reports as InvalidArgument with the offset and

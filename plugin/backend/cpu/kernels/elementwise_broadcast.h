@@ -31,10 +31,12 @@ namespace vgpu::cpu_kernels {
 // Calls block(begin, end) for disjoint blocks covering [0, count), in parallel on `device`
 // (inline when the work is small). `per_element` is the cost of one element. Blocks start at
 // multiples of 16 elements so that vectorised loops stay aligned with each other. Blocks until
-// every block has run.
+// every block has run. A template, not a std::function: a block that captures more than two
+// pointers would cost a heap allocation per launch (Eigen's std::function holds only a
+// reference to it).
+template <typename Block>
 inline void ParallelBlocks(const Eigen::ThreadPoolDevice& device, int64_t count,
-                           const Eigen::TensorOpCost& per_element,
-                           const std::function<void(int64_t, int64_t)>& block) {
+                           const Eigen::TensorOpCost& per_element, const Block& block) {
   if (count <= 0) return;
   device.parallelFor(
       count, per_element,
