@@ -1,8 +1,9 @@
 // TensorFlow op kernels of the reduction family on the virtual GPU: Sum, Mean, Prod, Max, Min,
 // All, Any (reduction_indices in host memory), ArgMax and ArgMin (dimension in host memory);
-// Softmax and the losses live in softmax_ops.cc and are registered from here. Written as
-// TensorFlow's cuDNN kernels are: validate as TensorFlow's ReductionOp does, then per call create
-// and set a reduce descriptor and tensor descriptors, launch, destroy (RAII).
+// Softmax and the losses live in softmax_ops.cc, L2Loss and CheckNumerics in numerics_ops.cc,
+// and are registered from here. Written as TensorFlow's cuDNN kernels are: validate as
+// TensorFlow's ReductionOp does, then per call create and set a reduce descriptor and tensor
+// descriptors, launch, destroy (RAII).
 //
 // int32 reductions are not registered: TensorFlow keeps int32 tensors of a GPU in host memory
 // and registers host-memory int32 Max/Min kernels for every device itself (DEVICE_DEFAULT), so
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
+#include "plugin/kernels/numerics_ops.h"
 #include "plugin/kernels/op_registration.h"
 #include "plugin/kernels/scan_topk_ops.h"
 #include "plugin/kernels/softmax_ops.h"
@@ -217,6 +219,7 @@ void RegisterReductionOps(const char* device_type) {
   DocumentOp("ArgMin", "", "The lowest index wins ties.");
   RegisterSoftmaxOps(device_type);
   RegisterScanAndTopKOps(device_type);
+  RegisterNumericsOps(device_type);
 }
 
 }  // namespace vgpu
