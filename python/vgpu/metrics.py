@@ -20,9 +20,9 @@ they are exported only when the endpoint requires its own token (``--metrics_tok
 ``Authorization: Bearer <token>``, 401 otherwise) or when the server has no token at all (then
 any local observer sees every tenant anyway); otherwise only the server-wide series are. The
 endpoint is a small HTTP server of its own (not prometheus_client's): it answers at most
-``max_connections`` connections at once (more are closed at once), closes every connection
-``REQUEST_TIMEOUT_S`` after it was accepted (a request trickling in a byte at a time included),
-and when accept() runs out of file
+``max_connections`` connections at once (more are closed at once), closes a connection whose
+request has not been read ``REQUEST_TIMEOUT_S`` after it was accepted (a request trickling in a
+byte at a time included), and when accept() runs out of file
 descriptors it closes the waiting connection through a reserved descriptor and backs off for
 ``ACCEPT_BACKOFF_S`` instead of spinning.
 """
@@ -46,8 +46,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 DEFAULT_HOST = "127.0.0.1"
 # Connections the endpoint serves at once (--metrics_max_connections); more are closed at once.
 DEFAULT_MAX_CONNECTIONS = 16
-# Seconds a scraper has, from its connection, to send its request and take the answer: then the
-# connection is closed, however its bytes trickle.
+# Seconds a scraper has, from its connection, to send its whole request: then the connection is
+# closed, however its bytes trickle. (Each later read or write has as long again; the answer,
+# a few KiB, fits the socket's buffer whether or not the scraper reads it.)
 REQUEST_TIMEOUT_S = 5.0
 # After accept() failed for lack of file descriptors (or memory), the listener rests this long.
 ACCEPT_BACKOFF_S = 0.1
@@ -160,6 +161,11 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
         self.timeout = self.server.request_timeout_s
         super().setup()
 
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        self.server.request_read(self.request)  # its deadline is met: collecting may take longer
+        return parsed
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
         if path not in ("/metrics", "/"):
@@ -184,6 +190,35 @@ class _MetricsHandler(http.server.BaseHTTPRequestHandler):
         del format, args  # a scrape every few seconds would flood the server's log
 
 
+class _RequestDeadline:
+    """Shuts a connection's socket down `seconds` after it was accepted unless its request was
+    read before (disarm): a request trickling in a byte at a time cannot hold a slot. Never
+    touches the socket once disarmed (it may be closed, its descriptor reused)."""
+
+    def __init__(self, sock: socket.socket, seconds: float):
+        self._sock = sock
+        self._lock = threading.Lock()
+        self._armed = True
+        self._timer = threading.Timer(seconds, self._cut_off)
+        self._timer.daemon = True
+
+    def start(self) -> None:
+        self._timer.start()
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = False
+        self._timer.cancel()
+
+    def _cut_off(self) -> None:
+        with self._lock:
+            if self._armed:
+                try:
+                    self._sock.shutdown(socket.SHUT_RDWR)  # the handler's read ends
+                except OSError:
+                    pass
+
+
 def _open_reserve() -> int:
     """The descriptor the accept loop keeps to accept-and-close when out of descriptors."""
     return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -203,6 +238,8 @@ class MetricsHTTPServer(http.server.HTTPServer):
         self.address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.registry = registry
         self.request_timeout_s = request_timeout_s
+        self._deadlines: dict[socket.socket, _RequestDeadline] = {}
+        self._deadlines_lock = threading.Lock()
         self._token = f"Bearer {token}".encode() if token else b""
         self._slots = threading.BoundedSemaphore(max(1, max_connections))
         # Closed to accept-and-close the waiting client when out of descriptors (then reopened).
@@ -285,31 +322,26 @@ class MetricsHTTPServer(http.server.HTTPServer):
             self._slots.release()
             self.shutdown_request(request)
 
+    def request_read(self, request) -> None:
+        """The handler has read `request`'s whole request: its deadline no longer applies."""
+        with self._deadlines_lock:
+            deadline = self._deadlines.pop(request, None)
+        if deadline is not None:
+            deadline.disarm()
+
     def _serve_one(self, request, client_address) -> None:
-        # A deadline for the whole connection: the handler's socket timeout only bounds each
-        # read, so a request sent a byte every few seconds would hold its slot for ever.
-        finished = False
-        lock = threading.Lock()
-
-        def cut_off() -> None:
-            with lock:  # never after the socket is closed (its descriptor may be reused)
-                if not finished:
-                    try:
-                        request.shutdown(socket.SHUT_RDWR)  # the handler's read or write ends
-                    except OSError:
-                        pass
-
-        deadline = threading.Timer(self.request_timeout_s, cut_off)
-        deadline.daemon = True
+        # A deadline for the request: the handler's socket timeout only bounds each read, so a
+        # request sent a byte every few seconds would hold its slot for ever.
+        deadline = _RequestDeadline(request, self.request_timeout_s)
+        with self._deadlines_lock:
+            self._deadlines[request] = deadline
         try:
             deadline.start()
             self.finish_request(request, client_address)
         except Exception:  # noqa: BLE001, S110 - a scraper that misbehaves only ends its connection
             pass
         finally:
-            deadline.cancel()
-            with lock:
-                finished = True
+            self.request_read(request)  # disarmed before the socket is closed
             self.shutdown_request(request)
             self._slots.release()
 
