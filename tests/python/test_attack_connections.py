@@ -249,6 +249,17 @@ def test_running_out_of_file_descriptors_does_not_spin_and_recovers(tmp_path):
         assert server.alive()
 
 
+def _copy_and_read_back(tenant, values):
+    """Copies `values` to the device through `tenant` in one frame on a new stream, reads them
+    back and checks them."""
+    stream = tenant.create_stream()
+    address = tenant.allocate(values.nbytes)
+    tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
+                host_data=values.tobytes())
+    data = tenant.read(stream, address, values.nbytes)
+    np.testing.assert_array_equal(np.frombuffer(data, values.dtype), values)
+
+
 def test_stalled_frames_declaring_64_mib_do_not_cost_their_size(tmp_path):
     with ServerProcess(tmp_path) as server:
         rss_before = server.rss_bytes()
@@ -275,13 +286,8 @@ def test_a_stalled_frame_holding_the_receive_budget_times_out_and_others_proceed
         wait_for(lambda: server.stats()["receiving_bytes"] > 0, 20, "the stalled frame charged")
         time.sleep(1.2)  # one accept-loop tick: the bystander's frame starts after the staller's
         with RawTenant(server.address, timeout=60) as tenant:
-            stream = tenant.create_stream()
-            values = np.random.default_rng(0).normal(size=2 * MIB).astype(np.float32)  # 8 MiB
-            address = tenant.allocate(values.nbytes)
-            tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
-                        host_data=values.tobytes())
-            data = tenant.read(stream, address, values.nbytes)
-            np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
+            _copy_and_read_back(
+                tenant, np.random.default_rng(0).normal(size=2 * MIB).astype(np.float32))  # 8 MiB
         assert closed_by_server(staller.sock, timeout=20)
         log = server.output()
         assert ("a frame stopped arriving (--frame_timeout)" in log or
@@ -333,13 +339,8 @@ def test_a_tenant_trickling_frames_cannot_hold_the_receive_budget_from_others(tm
             dripper.start()
         started = time.monotonic()
         with RawTenant(server.address, timeout=60) as tenant:
-            stream = tenant.create_stream()
-            values = np.arange(MIB, dtype=np.float32)  # 4 MiB: past the connection's allowance
-            address = tenant.allocate(values.nbytes)
-            tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
-                        host_data=values.tobytes())
-            data = tenant.read(stream, address, values.nbytes)
-            np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
+            # 4 MiB: past the connection's allowance
+            _copy_and_read_back(tenant, np.arange(MIB, dtype=np.float32))
         took = time.monotonic() - started
         assert took < 15, f"the bystander's copy waited {took:.1f} s"
         for hog in hogs:
@@ -393,13 +394,7 @@ def test_a_peer_alone_holds_at_most_half_the_receive_budget(tmp_path):
             assert 0 < held <= 8 * MIB, f"one peer holds {held / MIB:.1f} MiB of 16"
             started = time.monotonic()
             with RawTenant(f"tcp://{other}:{port}", timeout=60) as tenant:
-                stream = tenant.create_stream()
-                values = np.arange(6 * MIB // 4, dtype=np.float32)  # a 6 MiB frame
-                address = tenant.allocate(values.nbytes)
-                tenant.post(MEMCPY_HTOD, stream=stream, dst=address, size=values.nbytes,
-                            host_data=values.tobytes())
-                data = tenant.read(stream, address, values.nbytes)
-                np.testing.assert_array_equal(np.frombuffer(data, np.float32), values)
+                _copy_and_read_back(tenant, np.arange(6 * MIB // 4, dtype=np.float32))  # 6 MiB
             took = time.monotonic() - started
             assert took < 6, f"the other peer's copy waited {took:.1f} s"
         finally:
