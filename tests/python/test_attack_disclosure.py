@@ -489,3 +489,33 @@ def test_a_request_trickling_in_is_cut_off_at_the_deadline_and_frees_its_slot():
             trickler.close()
         server.shutdown()
         server.server_close()
+
+
+def test_a_scrape_whose_collection_outlasts_the_request_deadline_is_answered():
+    """The deadline ends once the request is read: collecting the answer may take longer (a
+    server that does not answer at once). A first version cut such a scrape off too."""
+    import threading  # noqa: PLC0415
+
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+    from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415
+
+    from vgpu.metrics import MetricsHTTPServer  # noqa: PLC0415
+
+    class SlowCollector:
+        def collect(self):
+            time.sleep(1.5)  # longer than the endpoint's 1 s request deadline
+            yield GaugeMetricFamily("vgpu_slow", "Collected slowly.", value=1)
+
+    registry = CollectorRegistry()
+    registry.register(SlowCollector())
+    server = MetricsHTTPServer("127.0.0.1", 0, registry, request_timeout_s=1.0)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.status == 200
+            assert "vgpu_slow 1.0" in response.read().decode()
+    finally:
+        server.shutdown()
+        server.server_close()
