@@ -26,6 +26,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "plugin/kernels/broadcast.h"
+#include "plugin/kernels/elementwise_launch.h"
 #include "plugin/kernels/elementwise_variant_ops.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
@@ -91,34 +92,7 @@ std::string TypeName(TF_DataType dtype) {
   }
 }
 
-// Sets every element of `tensor` to `value` (cudnnSetTensor).
-absl::Status LaunchSetTensor(KernelLaunch&& launch, const TF_Tensor* tensor, double value) {
-  if (TF_TensorElementCount(tensor) == 0) return absl::OkStatus();
-  return launch.DescribeTensor(TF_TensorType(tensor), FlatShape(tensor))
-      .Buffer(tensor)
-      .Param(value)
-      .Run(elementwise::kSetTensor);
-}
 
-// Launches elementwise::kBinary, out = op(a, b), on elements of `dtype`: each operand described
-// by its shape (broadcast-merged, or flat), the output's descriptor of `out_dtype`.
-absl::Status LaunchBinary(OpContext& context, ElementwiseOp op, TF_DataType dtype,
-                          absl::Span<const int64_t> a_shape, absl::Span<const int64_t> b_shape,
-                          TF_DataType out_dtype, absl::Span<const int64_t> out_shape,
-                          const TF_Tensor* a, const TF_Tensor* b, const TF_Tensor* out) {
-  OpTensorDescriptorSettings op_settings;
-  op_settings.op = op;
-  VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
-  return KernelLaunch(context)
-      .Describe(op_settings)
-      .DescribeTensor(dtype, a_shape)
-      .DescribeTensor(dtype, b_shape)
-      .DescribeTensor(out_dtype, out_shape)
-      .Buffer(a)
-      .Buffer(b)
-      .Buffer(out)
-      .Run(elementwise::kBinary);
-}
 
 // Launches elementwise::kSelect: out = condition ? then : else, with the shapes merged from
 // (condition, then, else); the values are of `dtype`.
@@ -209,16 +183,9 @@ class UnaryElementwiseOp : public NoAttributes<UnaryElementwiseOp<kOp>> {
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
                           context.ForwardHeldOrAllocateOutput({{0, &x}}, 0, out_dtype,
                                                               InlineShapeOf(x.get())));
-    if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    OpTensorDescriptorSettings op_settings;
-    op_settings.op = kOp;
-    VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
-    return KernelLaunch(context)
-        .Describe(op_settings)
-        .DescribeTensor(dtype, FlatShape(x.get()))
-        .Buffer(x.get())
-        .Buffer(y.get())
-        .Run(elementwise::kUnary);
+    const int64_t count = TF_TensorElementCount(x.get());
+    if (count == 0) return absl::OkStatus();
+    return LaunchUnary(context, kOp, dtype, count, x.get(), y.get());
   }
 };
 
@@ -619,6 +586,48 @@ constexpr char kBroadcasts[] = "Numpy-style broadcasting (rank <= 8 after mergin
 constexpr char kEigenFunctor[] = "Eigen's functor, as TensorFlow's CPU kernel.";
 
 }  // namespace
+
+// The launches of elementwise_launch.h.
+
+absl::Status LaunchSetTensor(KernelLaunch&& launch, const TF_Tensor* tensor, double value) {
+  if (TF_TensorElementCount(tensor) == 0) return absl::OkStatus();
+  return launch.DescribeTensor(TF_TensorType(tensor), FlatShape(tensor))
+      .Buffer(tensor)
+      .Param(value)
+      .Run(elementwise::kSetTensor);
+}
+
+absl::Status LaunchUnary(OpContext& context, ElementwiseOp op, TF_DataType dtype, int64_t count,
+                         const TF_Tensor* x, const TF_Tensor* out) {
+  OpTensorDescriptorSettings op_settings;
+  op_settings.op = op;
+  VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+  const std::array<int64_t, 1> flat = {count};
+  return KernelLaunch(context)
+      .Describe(op_settings)
+      .DescribeTensor(dtype, flat)
+      .Buffer(x)
+      .Buffer(out)
+      .Run(elementwise::kUnary);
+}
+
+absl::Status LaunchBinary(OpContext& context, ElementwiseOp op, TF_DataType dtype,
+                          absl::Span<const int64_t> a_shape, absl::Span<const int64_t> b_shape,
+                          TF_DataType out_dtype, absl::Span<const int64_t> out_shape,
+                          const TF_Tensor* a, const TF_Tensor* b, const TF_Tensor* out) {
+  OpTensorDescriptorSettings op_settings;
+  op_settings.op = op;
+  VGPU_ASSIGN_OR_RETURN(op_settings.dtype, DTypeOf(dtype));
+  return KernelLaunch(context)
+      .Describe(op_settings)
+      .DescribeTensor(dtype, a_shape)
+      .DescribeTensor(dtype, b_shape)
+      .DescribeTensor(out_dtype, out_shape)
+      .Buffer(a)
+      .Buffer(b)
+      .Buffer(out)
+      .Run(elementwise::kBinary);
+}
 
 void RegisterElementwiseOps(const char* device_type) {
   using Op = ElementwiseOp;

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/kernels/elementwise_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
-#include "plugin/protocol/kernels/elementwise.h"
 #include "plugin/protocol/kernels/reduction.h"
 
 namespace vgpu {
@@ -23,40 +23,6 @@ namespace {
 
 constexpr std::initializer_list<TF_DataType> kFloatingTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
                                                                TF_DOUBLE};
-
-// out = op(x) over `count` elements of `dtype` (a predicate's out is bool).
-absl::Status LaunchFlatUnary(OpContext& context, ElementwiseOp op, TF_DataType dtype,
-                             int64_t count, const TF_Tensor* x, const TF_Tensor* out) {
-  OpTensorDescriptorSettings settings;
-  settings.op = op;
-  VGPU_ASSIGN_OR_RETURN(settings.dtype, DTypeOf(dtype));
-  const std::array<int64_t, 1> flat = {count};
-  return KernelLaunch(context)
-      .Describe(settings)
-      .DescribeTensor(dtype, flat)
-      .Buffer(x)
-      .Buffer(out)
-      .Run(elementwise::kUnary);
-}
-
-// out = a * b, where a and out hold `count` elements of `dtype` and b one.
-absl::Status LaunchScale(OpContext& context, TF_DataType dtype, int64_t count, const TF_Tensor* a,
-                         const TF_Tensor* b, const TF_Tensor* out) {
-  OpTensorDescriptorSettings settings;
-  settings.op = ElementwiseOp::kMul;
-  VGPU_ASSIGN_OR_RETURN(settings.dtype, DTypeOf(dtype));
-  const std::array<int64_t, 1> flat = {count};
-  const std::array<int64_t, 1> one = {1};
-  return KernelLaunch(context)
-      .Describe(settings)
-      .DescribeTensor(dtype, flat)
-      .DescribeTensor(dtype, one)
-      .DescribeTensor(dtype, flat)
-      .Buffer(a)
-      .Buffer(b)
-      .Buffer(out)
-      .Run(elementwise::kBinary);
-}
 
 // out[0] = op over the `count` elements of x.
 absl::Status LaunchReduceAll(OpContext& context, ReduceOp op, TF_DataType dtype, int64_t count,
@@ -77,16 +43,6 @@ absl::Status LaunchReduceAll(OpContext& context, ReduceOp op, TF_DataType dtype,
       .Run(reduction::kReduce);
 }
 
-// Every element of `tensor` = value.
-absl::Status LaunchFill(OpContext& context, const TF_Tensor* tensor, double value) {
-  const std::array<int64_t, 1> flat = {TF_TensorElementCount(tensor)};
-  return KernelLaunch(context)
-      .DescribeTensor(TF_TensorType(tensor), flat)
-      .Buffer(tensor)
-      .Param(value)
-      .Run(elementwise::kSetTensor);
-}
-
 // L2Loss(t): as TensorFlow's kernel, each square halved, then summed (halving is exact, so
 // this is the sum of the squares halved); 0 for an empty tensor.
 class L2LossOp : public NoAttributes<L2LossOp> {
@@ -96,14 +52,16 @@ class L2LossOp : public NoAttributes<L2LossOp> {
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, {}));
     const int64_t count = TF_TensorElementCount(x.get());
-    if (count == 0) return LaunchFill(context, out.get(), 0.0);
+    if (count == 0) return LaunchSetTensor(KernelLaunch(context), out.get(), 0.0);
     VGPU_ASSIGN_OR_RETURN(TensorPtr half, context.AllocateTemp(dtype, {}));
     VGPU_ASSIGN_OR_RETURN(TensorPtr squares, context.AllocateTemp(dtype, {count}));
-    VGPU_RETURN_IF_ERROR(LaunchFill(context, half.get(), 0.5));
+    VGPU_RETURN_IF_ERROR(LaunchSetTensor(KernelLaunch(context), half.get(), 0.5));
     VGPU_RETURN_IF_ERROR(
-        LaunchFlatUnary(context, ElementwiseOp::kSquare, dtype, count, x.get(), squares.get()));
-    VGPU_RETURN_IF_ERROR(
-        LaunchScale(context, dtype, count, squares.get(), half.get(), squares.get()));
+        LaunchUnary(context, ElementwiseOp::kSquare, dtype, count, x.get(), squares.get()));
+    const std::array<int64_t, 1> flat = {count};
+    const std::array<int64_t, 1> one = {1};
+    VGPU_RETURN_IF_ERROR(LaunchBinary(context, ElementwiseOp::kMul, dtype, flat, one, dtype, flat,
+                                      squares.get(), half.get(), squares.get()));
     return LaunchReduceAll(context, ReduceOp::kSum, dtype, count, squares.get(), out.get());
   }
 };
@@ -127,11 +85,11 @@ class CheckNumericsOp : public WithAttributes<CheckNumericsOp, std::string, Read
       VGPU_ASSIGN_OR_RETURN(TensorPtr nan_found, context.AllocateTemp(TF_BOOL, {}));
       VGPU_ASSIGN_OR_RETURN(TensorPtr inf_found, context.AllocateTemp(TF_BOOL, {}));
       VGPU_RETURN_IF_ERROR(
-          LaunchFlatUnary(context, ElementwiseOp::kIsNan, dtype, count, x.get(), flags.get()));
+          LaunchUnary(context, ElementwiseOp::kIsNan, dtype, count, x.get(), flags.get()));
       VGPU_RETURN_IF_ERROR(LaunchReduceAll(context, ReduceOp::kAny, TF_BOOL, count, flags.get(),
                                            nan_found.get()));
       VGPU_RETURN_IF_ERROR(
-          LaunchFlatUnary(context, ElementwiseOp::kIsInf, dtype, count, x.get(), flags.get()));
+          LaunchUnary(context, ElementwiseOp::kIsInf, dtype, count, x.get(), flags.get()));
       VGPU_RETURN_IF_ERROR(LaunchReduceAll(context, ReduceOp::kAny, TF_BOOL, count, flags.get(),
                                            inf_found.get()));
       VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
