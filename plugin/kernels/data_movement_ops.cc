@@ -769,6 +769,7 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 
 void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
 void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
+void RegisterRollAndDepthSpaceOps(const char* device_type);  // roll_depth_space_ops.cc
 
 void RegisterDataMovementOps(const char* device_type) {
   RegisterReverseOps(device_type);
@@ -810,6 +811,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<TileOp>("Tile", device_type, "Tmultiples", {"multiples"});
   RegisterForTypes<BroadcastToOp>("BroadcastTo", device_type, "Tidx", {"shape"});
   RegisterMirrorPadOps(device_type);
+  RegisterRollAndDepthSpaceOps(device_type);
 }
 
 }  // namespace vgpu

@@ -1,0 +1,289 @@
+// TensorFlow op kernels of the data movement family that are compositions of its byte-moving
+// kernels (protocol/kernels/data_movement.h), so that neither executor needs a kernel of its
+// own for them:
+//   Roll          = kTile (twice along each rolled dimension) into a scratch buffer, then
+//                   kStridedSlice of x's shape out of it, starting n - shift into each rolled
+//                   dimension: y[i] = x[(i - shift) mod n];
+//   DepthToSpace  = one kTranspose of rank 6: x viewed as its blocks, the block dimensions
+//   SpaceToDepth    moved next to the spatial dimensions they come from (or go to).
+// Keras models use them in the middle of a model (shifted windows, sub-pixel upsampling), where
+// a kernel missing on the device costs a copy to the host and back every step. Inputs are
+// checked as TensorFlow's kernels check them (roll_op.cc, depthtospace_op.cc,
+// spacetodepth_op.cc: same conditions, same words).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "plugin/kernels/op_catalog.h"
+#include "plugin/kernels/op_kernel.h"
+#include "plugin/protocol/kernels/data_movement.h"
+
+namespace vgpu {
+namespace {
+
+using Dims = std::vector<int64_t>;
+using data_movement::kMaxDataMovementRank;
+
+// The element types these ops move (the data movement family's: they only need the size).
+constexpr std::initializer_list<TF_DataType> kMovedTypes = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_UINT8};
+
+// A parameter block that starts with the element size of `dtype`.
+ParamBlock ElementSizeBlock(TF_DataType dtype) {
+  ParamBlock block;
+  ParamWriter(&block).Put(static_cast<uint32_t>(TF_DataTypeSize(dtype)));
+  return block;
+}
+
+absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
+                        const Dims& y_dims, BufferArg x, BufferArg y) {
+  ParamBlock params = ElementSizeBlock(dtype);
+  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
+  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(data_movement::kTile);
+}
+
+// y (of y_dims) = x[begin + i] (a dense box of x, strides 1).
+absl::Status LaunchBox(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
+                       const Dims& begin, const Dims& y_dims, BufferArg x, BufferArg y) {
+  ParamBlock params = ElementSizeBlock(dtype);
+  ParamWriter(&params)
+      .PutArray<int64_t>(x_dims)
+      .PutArray<int64_t>(begin)
+      .PutArray<int64_t>(Dims(x_dims.size(), 1))
+      .PutArray<int64_t>(y_dims);
+  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(
+      data_movement::kStridedSlice);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Roll
+
+// At most this many dimensions are rolled per Tile + slice pass: the pass's scratch buffer holds
+// 2^k copies of the input for k dimensions, so rolling more dimensions at once would trade
+// memory (up to 256 copies at rank 8) for launches.
+constexpr int kRolledDimensionsPerPass = 2;
+
+class RollOp : public NoAttributes<RollOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
+    const auto& [input, shift, axis] = inputs;
+    const Dims dims = ShapeOf(input.get());
+    const Dims shift_shape = ShapeOf(shift.get());
+    const Dims axis_shape = ShapeOf(axis.get());
+    const int rank = static_cast<int>(dims.size());
+    if (rank < 1) return absl::InvalidArgumentError("input must be 1-D or higher");
+    if (shift_shape.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shift must be a scalar or a 1-D vector. Found: ", ShapeString(shift_shape)));
+    }
+    if (axis_shape.size() > 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "axis must be a scalar or a 1-D vector. Found: ", ShapeString(axis_shape)));
+    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> shifts, context.HostIntegers(1));
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> axes, context.HostIntegers(2));
+    if (shifts.size() != axes.size()) {
+      return absl::InvalidArgumentError("shift and axis must have the same size");
+    }
+    // The shift of each dimension in [0, n): shifts of a dimension named twice add up (each
+    // taken modulo n first, so that no sum can overflow).
+    Dims net_shift(rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+      const int64_t d = axes[i] < 0 ? axes[i] + rank : axes[i];
+      if (d < 0 || d >= rank) {
+        return absl::InvalidArgumentError(absl::StrCat("axis ", d, " is out of range"));
+      }
+      const int64_t n = dims[d];
+      if (n == 0) continue;  // an empty tensor: nothing moves
+      const int64_t s = ((shifts[i] % n) + n) % n;
+      net_shift[d] = (net_shift[d] + s) % n;
+    }
+    std::vector<int> rolled;
+    for (int d = 0; d < rank; ++d) {
+      if (net_shift[d] != 0) rolled.push_back(d);
+    }
+    if (rolled.empty() || NumElements(dims) == 0) return context.SetOutput(0, input.get());
+    if (rank > kMaxDataMovementRank) {
+      return absl::UnimplementedError(absl::StrCat("tensors of rank ", rank,
+                                                   " are not supported on the virtual GPU (at "
+                                                   "most ", kMaxDataMovementRank, ")"));
+    }
+    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output, context.AllocateOutput(0, dtype, dims));
+    // Each pass rolls up to kRolledDimensionsPerPass dimensions of `from` into `to`: the last
+    // pass into the output, the ones before it into scratch buffers.
+    std::vector<TensorPtr> scratch;  // held until the launches are queued
+    BufferArg from = BufferOf(input.get());
+    for (size_t first = 0; first < rolled.size(); first += kRolledDimensionsPerPass) {
+      const size_t last = std::min(rolled.size(), first + kRolledDimensionsPerPass);
+      Dims tiled_dims = dims;
+      Dims begin(rank, 0);
+      for (size_t k = first; k < last; ++k) {
+        const int d = rolled[k];
+        tiled_dims[d] = 2 * dims[d];
+        begin[d] = dims[d] - net_shift[d];
+      }
+      VGPU_ASSIGN_OR_RETURN(TensorPtr tiled, context.AllocateTemp(dtype, tiled_dims));
+      const BufferArg tiled_buffer = BufferOf(tiled.get());
+      scratch.push_back(std::move(tiled));
+      VGPU_RETURN_IF_ERROR(LaunchTile(context, dtype, dims, tiled_dims, from, tiled_buffer));
+      BufferArg to = BufferOf(output.get());
+      if (last < rolled.size()) {
+        VGPU_ASSIGN_OR_RETURN(TensorPtr partial, context.AllocateTemp(dtype, dims));
+        to = BufferOf(partial.get());
+        scratch.push_back(std::move(partial));
+      }
+      VGPU_RETURN_IF_ERROR(LaunchBox(context, dtype, tiled_dims, begin, dims, tiled_buffer, to));
+      from = to;
+    }
+    return absl::OkStatus();
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// DepthToSpace, SpaceToDepth
+
+enum class BlockLayout { kNHWC, kNCHW };
+
+struct BlockAttributes {
+  int64_t block_size = 2;
+  BlockLayout layout = BlockLayout::kNHWC;
+};
+
+absl::StatusOr<BlockAttributes> ReadBlockAttributes(OpConstruction& construction) {
+  BlockAttributes attributes;
+  VGPU_ASSIGN_OR_RETURN(attributes.block_size, construction.Int("block_size"));
+  if (attributes.block_size < 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("Block size should be > 1, but was: ", attributes.block_size));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::string format, construction.String("data_format"));
+  if (format == "NHWC") {
+    attributes.layout = BlockLayout::kNHWC;
+  } else if (format == "NCHW") {
+    attributes.layout = BlockLayout::kNCHW;
+  } else if (format == "NCHW_VECT_C") {
+    return absl::InvalidArgumentError("NCHW_VECT_C requires the int8 data type (qint8)");
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("Invalid data format: ", format));
+  }
+  return attributes;
+}
+
+// Launches y = transpose(x viewed as `view`, perm); x's and y's element counts are equal.
+absl::Status LaunchViewTranspose(const OpContext& context, TF_DataType dtype, const Dims& view,
+                                 const std::vector<int32_t>& perm, BufferArg x, BufferArg y) {
+  ParamBlock params = ElementSizeBlock(dtype);
+  ParamWriter(&params).PutArray<int64_t>(view).PutArray<int32_t>(perm);
+  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(data_movement::kTranspose);
+}
+
+// The input as [N, H, W, C] in its layout's terms (NCHW read as N, C, H, W).
+struct Image {
+  int64_t n, h, w, c;
+};
+
+absl::StatusOr<Image> ReadImage(const Dims& dims, BlockLayout layout,
+                                absl::string_view rank_message) {
+  if (dims.size() != 4) {
+    return absl::InvalidArgumentError(absl::StrCat(rank_message, dims.size()));
+  }
+  if (layout == BlockLayout::kNHWC) return Image{dims[0], dims[1], dims[2], dims[3]};
+  return Image{dims[0], dims[2], dims[3], dims[1]};
+}
+
+Dims ImageDims(const Image& image, BlockLayout layout) {
+  if (layout == BlockLayout::kNHWC) return {image.n, image.h, image.w, image.c};
+  return {image.n, image.c, image.h, image.w};
+}
+
+class DepthToSpaceOp
+    : public WithAttributes<DepthToSpaceOp, BlockAttributes, ReadBlockAttributes> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
+    const int64_t b = attributes_.block_size;
+    const BlockLayout layout = attributes_.layout;
+    VGPU_ASSIGN_OR_RETURN(Image in,
+                          ReadImage(ShapeOf(input.get()), layout, "Input rank should be: 4 "
+                                                                  "instead of: "));
+    if (in.c % (b * b) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Input depth dimension ", in.c,
+                                                     " should be divisible by: ", b * b));
+    }
+    const Image out{in.n, in.h * b, in.w * b, in.c / (b * b)};
+    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output,
+                          context.AllocateOutput(0, dtype, ImageDims(out, layout)));
+    if (out.n * out.h * out.w * out.c == 0) return absl::OkStatus();
+    // A depth index is (i * b + j) * C' + c for the block row i and column j.
+    if (layout == BlockLayout::kNHWC) {
+      // [N, H, W, i, j, C'] -> [N, H, i, W, j, C']
+      return LaunchViewTranspose(context, dtype, {in.n, in.h, in.w, b, b, out.c},
+                                 {0, 1, 3, 2, 4, 5}, BufferOf(input.get()),
+                                 BufferOf(output.get()));
+    }
+    // [N, i, j, C', H, W] -> [N, C', H, i, W, j]
+    return LaunchViewTranspose(context, dtype, {in.n, b, b, out.c, in.h, in.w},
+                               {0, 3, 4, 1, 5, 2}, BufferOf(input.get()), BufferOf(output.get()));
+  }
+};
+
+class SpaceToDepthOp
+    : public WithAttributes<SpaceToDepthOp, BlockAttributes, ReadBlockAttributes> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
+    const int64_t b = attributes_.block_size;
+    const BlockLayout layout = attributes_.layout;
+    VGPU_ASSIGN_OR_RETURN(Image in,
+                          ReadImage(ShapeOf(input.get()), layout, "Input rank should be 4 "
+                                                                  "instead of "));
+    if (in.h % b != 0 || in.w % b != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("Image width ", in.w, " and height ", in.h,
+                                                     " should be divisible by block_size: ", b));
+    }
+    const Image out{in.n, in.h / b, in.w / b, in.c * b * b};
+    const TF_DataType dtype = TF_TensorType(input.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr output,
+                          context.AllocateOutput(0, dtype, ImageDims(out, layout)));
+    if (out.n * out.h * out.w * out.c == 0) return absl::OkStatus();
+    if (layout == BlockLayout::kNHWC) {
+      // [N, H', i, W', j, C] -> [N, H', W', i, j, C]
+      return LaunchViewTranspose(context, dtype, {in.n, out.h, b, out.w, b, in.c},
+                                 {0, 1, 3, 2, 4, 5}, BufferOf(input.get()),
+                                 BufferOf(output.get()));
+    }
+    // [N, C, H', i, W', j] -> [N, i, j, C, H', W']
+    return LaunchViewTranspose(context, dtype, {in.n, in.c, out.h, b, out.w, b},
+                               {0, 3, 5, 1, 2, 4}, BufferOf(input.get()), BufferOf(output.get()));
+  }
+};
+
+}  // namespace
+
+// Called by RegisterDataMovementOps (the family's registration).
+void RegisterRollAndDepthSpaceOps(const char* device_type) {
+  DocumentOp("Roll", "",
+             "Two launches per pass: a Tile into scratch memory and a slice out of it. A pass "
+             "rolls at most 2 dimensions, so its scratch holds at most 4 copies of the input. "
+             "Shifts by whole turns forward the input.");
+  DocumentOp("DepthToSpace", "NHWC, NCHW", "One rank-6 transpose of the blocks.");
+  DocumentOp("SpaceToDepth", "NHWC, NCHW", "One rank-6 transpose of the blocks.");
+  for (TF_DataType dtype : kMovedTypes) {
+    for (TF_DataType shift_type : {TF_INT32, TF_INT64}) {
+      for (TF_DataType axis_type : {TF_INT32, TF_INT64}) {
+        RegisterKernel<RollOp>("Roll", device_type,
+                               {{"T", dtype}, {"Tshift", shift_type}, {"Taxis", axis_type}},
+                               {"shift", "axis"});
+      }
+    }
+    RegisterKernel<DepthToSpaceOp>("DepthToSpace", device_type, {{"T", dtype}});
+    RegisterKernel<SpaceToDepthOp>("SpaceToDepth", device_type, {{"T", dtype}});
+  }
+}
+
+}  // namespace vgpu
