@@ -7,6 +7,13 @@
 // in its stream's order (random::kKeyCounterInBuffers). The numbers are generated on the device
 // (Philox, with TensorFlow's exact bits, protocol/kernels/random.h).
 //
+// The stateful random ops (RandomUniform, RandomStandardNormal, TruncatedNormal,
+// RandomUniformInt: tf.random.uniform / normal / truncated_normal in user code) keep their
+// generator on the host, as TensorFlow's kernels do (GuardedPhiloxRandom): key = seed, counter =
+// [0, seed2] (two fresh random words when both attributes are 0), and each call reserves 256
+// counter steps per output element. A call launches the stateless kernel with the reserved key
+// and counter in its parameter block, so the numbers are TensorFlow's CPU numbers bit for bit.
+//
 // StatelessRandomGetKeyCounter derives key and counter from a seed. TensorFlow's GPU build
 // registers it with every argument in host memory, so a seed held in a device variable (every
 // Keras Dropout, GaussianNoise or random augmentation layer: keras.random.SeedGenerator) is
@@ -16,6 +23,8 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -76,6 +85,20 @@ int64_t HostScalar(const TF_Tensor* tensor) {
   }
 }
 
+// TensorFlow's MakeShape for a host-memory shape input: a vector of non-negative dimensions.
+absl::StatusOr<std::vector<int64_t>> ReadShapeInput(OpContext& context, int index) {
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> shape_dims, context.InputShape(index));
+  if (shape_dims.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shape must be a vector of {int32,int64}, got shape ", ShapeString(shape_dims)));
+  }
+  VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> dims, context.HostIntegers(index));
+  for (int64_t d : dims) {
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
+  }
+  return dims;
+}
+
 // The stateless V2 random ops: inputs shape, key, counter, alg (shape and alg in host memory,
 // key and counter on the device), and for UniformIntV2 minval, maxval (host memory).
 template <Distribution kDistribution>
@@ -109,15 +132,7 @@ class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> 
           ". (Note that batched counters are not supported yet.)"));
     }
 
-    const std::vector<int64_t> shape_dims = ShapeOf(shape_tensor.get());
-    if (shape_dims.size() > 1) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shape must be a vector of {int32,int64}, got shape ", ShapeString(shape_dims)));
-    }
-    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> dims, context.HostIntegers(0));
-    for (int64_t d : dims) {
-      if (d < 0) return absl::InvalidArgumentError(absl::StrCat("Dimension ", d, " must be >= 0"));
-    }
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadShapeInput(context, 0));
     int64_t minval = 0, maxval = 0;
     if constexpr (kDistribution == Distribution::kUniformInt) {
       VGPU_ASSIGN_OR_RETURN(TensorPtr minval_tensor, context.Input(4));
@@ -169,6 +184,118 @@ class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> 
     }
   }
 };
+
+// A stateful op's Philox generator (TensorFlow's GuardedPhiloxRandom), shared by the calls of
+// one kernel instance. Thread-safe: TensorFlow may run one node's kernel from several threads.
+class PhiloxState {
+ public:
+  // TensorFlow's PhiloxRandom(seed, seed2): key = seed, counter = [0, seed2]; both 0 means
+  // "not seeded" and draws two random words instead.
+  void Seed(int64_t seed, int64_t seed2) {
+    if (seed == 0 && seed2 == 0) {
+      std::random_device device;
+      auto word = [&device] { return (uint64_t{device()} << 32) | device(); };
+      seed = static_cast<int64_t>(word());
+      seed2 = static_cast<int64_t>(word());
+    }
+    key_ = static_cast<uint64_t>(seed);
+    counter_[0] = 0;
+    counter_[1] = static_cast<uint64_t>(seed2);
+  }
+
+  // The key and counter of the next `outputs` elements, and the generator moved past them:
+  // 256 steps of the 128-bit counter per element (TensorFlow's ReserveRandomOutputs(n, 256),
+  // enough for any distribution's rejections).
+  void Reserve(uint64_t outputs, random::PhiloxParams* params) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    params->key = key_;
+    params->counter[0] = counter_[0];
+    params->counter[1] = counter_[1];
+    const uint64_t steps = outputs * 256;
+    counter_[0] += steps;
+    if (counter_[0] < steps) ++counter_[1];  // the carry into the high word
+  }
+
+ private:
+  std::mutex mutex_;
+  uint64_t key_ = 0;
+  uint64_t counter_[2] = {0, 0};
+};
+
+// RandomUniform, RandomStandardNormal, TruncatedNormal (shape in host memory) and
+// RandomUniformInt (shape, minval, maxval in host memory), attributes seed and seed2.
+template <Distribution kDistribution>
+class StatefulRandomOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<StatefulRandomOp>> Create(OpConstruction& construction) {
+    VGPU_ASSIGN_OR_RETURN(int64_t seed, construction.Int("seed"));
+    VGPU_ASSIGN_OR_RETURN(int64_t seed2, construction.Int("seed2"));
+    auto kernel = std::make_unique<StatefulRandomOp>();
+    kernel->state_.Seed(seed, seed2);
+    return kernel;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadShapeInput(context, 0));
+    const TF_DataType dtype = TF_ExpectedOutputDataType(context.raw(), 0);
+    random::PhiloxParams params;
+    VGPU_ASSIGN_OR_RETURN(params.dtype, DeviceDTypeOf(dtype));
+    if constexpr (kDistribution == Distribution::kUniformInt) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr minval_tensor, context.Input(1));
+      VGPU_ASSIGN_OR_RETURN(TensorPtr maxval_tensor, context.Input(2));
+      for (const auto& [name, tensor] : {std::pair{"minval", minval_tensor.get()},
+                                         std::pair{"maxval", maxval_tensor.get()}}) {
+        if (TF_NumDims(tensor) != 0) {
+          return absl::InvalidArgumentError(absl::StrCat(name, " must be 0-D, got shape ",
+                                                         ShapeString(ShapeOf(tensor))));
+        }
+      }
+      VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, dims));
+      const int64_t count = TF_TensorElementCount(y.get());
+      if (count == 0) return absl::OkStatus();  // TensorFlow's kernel reserves nothing then
+      random::UniformIntParams int_params;
+      int_params.minval = HostScalar(minval_tensor.get());
+      int_params.maxval = HostScalar(maxval_tensor.get());
+      if (!(int_params.minval < int_params.maxval)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Need minval < maxval, got ", int_params.minval, " >= ", int_params.maxval));
+      }
+      params.count = static_cast<uint64_t>(count);
+      state_.Reserve(params.count, &params);
+      int_params.philox = params;
+      return KernelLaunch(context).Buffer(y.get()).Param(int_params).Run(random::kUniformInt);
+    } else {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, dims));
+      const int64_t count = TF_TensorElementCount(y.get());
+      params.count = static_cast<uint64_t>(count);
+      state_.Reserve(params.count, &params);  // an empty output reserves 0 steps
+      if (count == 0) return absl::OkStatus();
+      return KernelLaunch(context).Buffer(y.get()).Param(params).Run(KernelOf(kDistribution));
+    }
+  }
+
+ private:
+  PhiloxState state_;
+};
+
+template <Distribution kDistribution>
+void RegisterStateful(const char* op_name, const char* device_type,
+                      std::initializer_list<TF_DataType> dtypes, const char* dtype_attribute,
+                      const char* notes) {
+  for (TF_DataType dtype : dtypes) {
+    for (TF_DataType shape_type : {TF_INT32, TF_INT64}) {
+      if constexpr (kDistribution == Distribution::kUniformInt) {
+        RegisterKernel<StatefulRandomOp<kDistribution>>(
+            op_name, device_type, {{dtype_attribute, dtype}, {"T", shape_type}},
+            {"shape", "minval", "maxval"});
+      } else {
+        RegisterKernel<StatefulRandomOp<kDistribution>>(
+            op_name, device_type, {{dtype_attribute, dtype}, {"T", shape_type}}, {"shape"});
+      }
+    }
+  }
+  DocumentOp(op_name, "", notes);
+}
 
 // StatelessRandomGetKeyCounter(seed) -> key [1], counter [2] (uint64), all in device memory.
 class StatelessRandomGetKeyCounterOp : public NoAttributes<StatelessRandomGetKeyCounterOp> {
@@ -230,6 +357,17 @@ void RegisterRandomOps(const char* device_type) {
   RegisterStateless<Distribution::kUniformFullInt>(
       "StatelessRandomUniformFullIntV2", device_type, {TF_INT32, TF_INT64, TF_UINT32, TF_UINT64},
       "The raw Philox bits, TensorFlow's CPU numbers bit for bit.");
+  constexpr char kStatefulNote[] =
+      "The generator (seed, seed2) stays on the host; each call launches the stateless kernel "
+      "with the counter it reserves: TensorFlow's CPU numbers bit for bit, call after call.";
+  RegisterStateful<Distribution::kUniform>("RandomUniform", device_type, kFloating, "dtype",
+                                           kStatefulNote);
+  RegisterStateful<Distribution::kNormal>("RandomStandardNormal", device_type, kFloating, "dtype",
+                                          kStatefulNote);
+  RegisterStateful<Distribution::kTruncatedNormal>("TruncatedNormal", device_type, kFloating,
+                                                   "dtype", kStatefulNote);
+  RegisterStateful<Distribution::kUniformInt>("RandomUniformInt", device_type,
+                                              {TF_INT32, TF_INT64}, "Tout", kStatefulNote);
   for (TF_DataType seed_type : {TF_INT32, TF_INT64}) {
     RegisterKernel<StatelessRandomGetKeyCounterOp>("StatelessRandomGetKeyCounter", device_type,
                                                    {{"Tseed", seed_type}}, {});
