@@ -62,6 +62,22 @@ TEST(CheckedArithmetic, ProductRefusesOverflowNegativesAndSizesPastTheLimit) {
   EXPECT_FALSE(CheckedSum(-1, 1, "t").ok());
 }
 
+TEST(CanonicalBools, EveryNonzeroByteBecomesOneInBlocksAndInTheTail) {
+  // 64-byte blocks are tested a word at a time: stray bytes at a block's first and last byte,
+  // in the middle of a word, in a block of its own and in the tail after the last block.
+  std::vector<uint8_t> bytes(200);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>((i * 7) % 3 == 0);
+  for (size_t stray : {0, 63, 64, 77, 130, 199}) bytes[stray] = static_cast<uint8_t>(2 + stray);
+  std::vector<uint8_t> expected = bytes;
+  for (uint8_t& b : expected) b = b != 0 ? 1 : 0;
+  CanonicalizeBools(bytes.data(), bytes.size());
+  EXPECT_EQ(bytes, expected);
+  std::vector<uint8_t> short_run = {0, 1, 255, 1, 128};
+  CanonicalizeBools(short_run.data(), short_run.size());
+  EXPECT_EQ(short_run, (std::vector<uint8_t>{0, 1, 1, 1, 1}));
+  CanonicalizeBools(nullptr, 0);
+}
+
 TEST(CheckedArithmetic, BufferRefusesAnElementCountWhoseByteCountWraps) {
   std::vector<uint8_t> bytes(16);
   uint8_t* pointers[] = {bytes.data()};

@@ -4,9 +4,26 @@
 namespace vgpu {
 
 void CanonicalizeBools(uint8_t* bytes, uint64_t count) {
-  for (uint64_t i = 0; i < count; ++i) {
-    if (bytes[i] > 1) bytes[i] = 1;
+  // Well-formed bools are the rule: test 64 bytes at a time (a byte other than 0 or 1 has a bit
+  // of 0xFE set) and rewrite only a block that holds such a byte, one byte at a time.
+  constexpr uint64_t kNotBoolBits = 0xFEFEFEFEFEFEFEFEull;
+  constexpr uint64_t kBlock = 64;
+  auto fix = [bytes](uint64_t begin, uint64_t end) {
+    for (uint64_t i = begin; i < end; ++i) {
+      if (bytes[i] > 1) bytes[i] = 1;
+    }
+  };
+  uint64_t start = 0;
+  for (; start + kBlock <= count; start += kBlock) {
+    uint64_t stray = 0;
+    for (uint64_t offset = 0; offset < kBlock; offset += sizeof(uint64_t)) {
+      uint64_t word;
+      std::memcpy(&word, bytes + start + offset, sizeof(word));
+      stray |= word & kNotBoolBits;
+    }
+    if (stray != 0) fix(start, start + kBlock);
   }
+  fix(start, count);
 }
 
 absl::Status LaunchView::ExpectBuffers(size_t count) const {
