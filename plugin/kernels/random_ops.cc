@@ -26,6 +26,8 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -85,6 +87,22 @@ int64_t HostScalar(const TF_Tensor* tensor) {
   }
 }
 
+// The bounds of a uniform integer op: inputs `first` (minval) and `first` + 1 (maxval), scalars in
+// host memory, as int64.
+absl::StatusOr<std::pair<int64_t, int64_t>> ReadIntegerBounds(const OpContext& context,
+                                                              int first) {
+  VGPU_ASSIGN_OR_RETURN(TensorPtr minval, context.Input(first));
+  VGPU_ASSIGN_OR_RETURN(TensorPtr maxval, context.Input(first + 1));
+  for (const auto& [name, tensor] :
+       {std::pair{"minval", minval.get()}, std::pair{"maxval", maxval.get()}}) {
+    if (TF_NumDims(tensor) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " must be 0-D, got shape ", ShapeString(ShapeOf(tensor))));
+    }
+  }
+  return std::pair{HostScalar(minval.get()), HostScalar(maxval.get())};
+}
+
 // TensorFlow's MakeShape for a host-memory shape input: a vector of non-negative dimensions.
 absl::StatusOr<std::vector<int64_t>> ReadShapeInput(OpContext& context, int index) {
   VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> shape_dims, context.InputShape(index));
@@ -135,17 +153,7 @@ class StatelessRandomOp : public NoAttributes<StatelessRandomOp<kDistribution>> 
     VGPU_ASSIGN_OR_RETURN(std::vector<int64_t> dims, ReadShapeInput(context, 0));
     int64_t minval = 0, maxval = 0;
     if constexpr (kDistribution == Distribution::kUniformInt) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr minval_tensor, context.Input(4));
-      VGPU_ASSIGN_OR_RETURN(TensorPtr maxval_tensor, context.Input(5));
-      for (const auto& [name, tensor] : {std::pair{"minval", minval_tensor.get()},
-                                         std::pair{"maxval", maxval_tensor.get()}}) {
-        if (TF_NumDims(tensor) != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(name, " must be 0-D, got shape ",
-                                                         ShapeString(ShapeOf(tensor))));
-        }
-      }
-      minval = HostScalar(minval_tensor.get());
-      maxval = HostScalar(maxval_tensor.get());
+      VGPU_ASSIGN_OR_RETURN(std::tie(minval, maxval), ReadIntegerBounds(context, 4));
     }
     const TF_DataType dtype = TF_ExpectedOutputDataType(context.raw(), 0);
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, dims));
@@ -241,21 +249,13 @@ class StatefulRandomOp {
     random::PhiloxParams params;
     VGPU_ASSIGN_OR_RETURN(params.dtype, DeviceDTypeOf(dtype));
     if constexpr (kDistribution == Distribution::kUniformInt) {
-      VGPU_ASSIGN_OR_RETURN(TensorPtr minval_tensor, context.Input(1));
-      VGPU_ASSIGN_OR_RETURN(TensorPtr maxval_tensor, context.Input(2));
-      for (const auto& [name, tensor] : {std::pair{"minval", minval_tensor.get()},
-                                         std::pair{"maxval", maxval_tensor.get()}}) {
-        if (TF_NumDims(tensor) != 0) {
-          return absl::InvalidArgumentError(absl::StrCat(name, " must be 0-D, got shape ",
-                                                         ShapeString(ShapeOf(tensor))));
-        }
-      }
+      VGPU_ASSIGN_OR_RETURN(auto bounds, ReadIntegerBounds(context, 1));
       VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, dims));
       const int64_t count = TF_TensorElementCount(y.get());
       if (count == 0) return absl::OkStatus();  // TensorFlow's kernel reserves nothing then
       random::UniformIntParams int_params;
-      int_params.minval = HostScalar(minval_tensor.get());
-      int_params.maxval = HostScalar(maxval_tensor.get());
+      int_params.minval = bounds.first;
+      int_params.maxval = bounds.second;
       if (!(int_params.minval < int_params.maxval)) {
         return absl::InvalidArgumentError(absl::StrCat(
             "Need minval < maxval, got ", int_params.minval, " >= ", int_params.maxval));

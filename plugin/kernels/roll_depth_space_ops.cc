@@ -200,68 +200,64 @@ Dims ImageDims(const Image& image, BlockLayout layout) {
   return {image.n, image.c, image.h, image.w};
 }
 
-class DepthToSpaceOp
-    : public WithAttributes<DepthToSpaceOp, BlockAttributes, ReadBlockAttributes> {
+// DepthToSpace (kToSpace) and SpaceToDepth: the same view of the blocks, transposed one way or
+// the other.
+template <bool kToSpace>
+class BlockRearrangeOp
+    : public WithAttributes<BlockRearrangeOp<kToSpace>, BlockAttributes, ReadBlockAttributes> {
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    const int64_t b = attributes_.block_size;
-    const BlockLayout layout = attributes_.layout;
-    VGPU_ASSIGN_OR_RETURN(Image in,
-                          ReadImage(ShapeOf(input.get()), layout, "Input rank should be: 4 "
-                                                                  "instead of: "));
-    if (in.c % (b * b) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Input depth dimension ", in.c,
-                                                     " should be divisible by: ", b * b));
+    const int64_t b = this->attributes_.block_size;
+    const BlockLayout layout = this->attributes_.layout;
+    VGPU_ASSIGN_OR_RETURN(
+        Image in, ReadImage(ShapeOf(input.get()), layout,
+                            kToSpace ? "Input rank should be: 4 instead of: "
+                                     : "Input rank should be 4 instead of "));
+    Image out;
+    if constexpr (kToSpace) {
+      if (in.c % (b * b) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("Input depth dimension ", in.c,
+                                                       " should be divisible by: ", b * b));
+      }
+      out = Image{in.n, in.h * b, in.w * b, in.c / (b * b)};
+    } else {
+      if (in.h % b != 0 || in.w % b != 0) {
+        return absl::InvalidArgumentError(absl::StrCat("Image width ", in.w, " and height ",
+                                                       in.h, " should be divisible by "
+                                                       "block_size: ", b));
+      }
+      out = Image{in.n, in.h / b, in.w / b, in.c * b * b};
     }
-    const Image out{in.n, in.h * b, in.w * b, in.c / (b * b)};
     const TF_DataType dtype = TF_TensorType(input.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr output,
                           context.AllocateOutput(0, dtype, ImageDims(out, layout)));
     if (out.n * out.h * out.w * out.c == 0) return absl::OkStatus();
-    // A depth index is (i * b + j) * C' + c for the block row i and column j.
+    // The image in space (H, W) and in depth (C = (i * b + j) * C' + c for block row i and block
+    // column j), and the blocks' view of the one in space.
+    const Image& space = kToSpace ? out : in;
+    const Image& depth = kToSpace ? in : out;
+    const int64_t h = depth.h, w = depth.w, c = space.c;
+    Dims view;
+    std::vector<int32_t> perm;
     if (layout == BlockLayout::kNHWC) {
-      // [N, H, W, i, j, C'] -> [N, H, i, W, j, C']
-      return LaunchViewTranspose(context, dtype, {in.n, in.h, in.w, b, b, out.c},
-                                 {0, 1, 3, 2, 4, 5}, BufferOf(input.get()),
-                                 BufferOf(output.get()));
+      // depth [N, H, W, i, j, C'] <-> space [N, H, i, W, j, C']: swapping dimensions 2 and 3.
+      view = kToSpace ? Dims{in.n, h, w, b, b, c} : Dims{in.n, h, b, w, b, c};
+      perm = {0, 1, 3, 2, 4, 5};
+    } else if (kToSpace) {
+      view = {in.n, b, b, c, h, w};  // depth [N, i, j, C', H, W] -> space [N, C', H, i, W, j]
+      perm = {0, 3, 4, 1, 5, 2};
+    } else {
+      view = {in.n, c, h, b, w, b};  // space [N, C', H, i, W, j] -> depth [N, i, j, C', H, W]
+      perm = {0, 3, 5, 1, 2, 4};
     }
-    // [N, i, j, C', H, W] -> [N, C', H, i, W, j]
-    return LaunchViewTranspose(context, dtype, {in.n, b, b, out.c, in.h, in.w},
-                               {0, 3, 4, 1, 5, 2}, BufferOf(input.get()), BufferOf(output.get()));
+    return LaunchViewTranspose(context, dtype, view, perm, BufferOf(input.get()),
+                               BufferOf(output.get()));
   }
 };
 
-class SpaceToDepthOp
-    : public WithAttributes<SpaceToDepthOp, BlockAttributes, ReadBlockAttributes> {
- public:
-  absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr input, context.Input(0));
-    const int64_t b = attributes_.block_size;
-    const BlockLayout layout = attributes_.layout;
-    VGPU_ASSIGN_OR_RETURN(Image in,
-                          ReadImage(ShapeOf(input.get()), layout, "Input rank should be 4 "
-                                                                  "instead of "));
-    if (in.h % b != 0 || in.w % b != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("Image width ", in.w, " and height ", in.h,
-                                                     " should be divisible by block_size: ", b));
-    }
-    const Image out{in.n, in.h / b, in.w / b, in.c * b * b};
-    const TF_DataType dtype = TF_TensorType(input.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr output,
-                          context.AllocateOutput(0, dtype, ImageDims(out, layout)));
-    if (out.n * out.h * out.w * out.c == 0) return absl::OkStatus();
-    if (layout == BlockLayout::kNHWC) {
-      // [N, H', i, W', j, C] -> [N, H', W', i, j, C]
-      return LaunchViewTranspose(context, dtype, {in.n, out.h, b, out.w, b, in.c},
-                                 {0, 1, 3, 2, 4, 5}, BufferOf(input.get()),
-                                 BufferOf(output.get()));
-    }
-    // [N, C, H', i, W', j] -> [N, i, j, C, H', W']
-    return LaunchViewTranspose(context, dtype, {in.n, in.c, out.h, b, out.w, b},
-                               {0, 3, 5, 1, 2, 4}, BufferOf(input.get()), BufferOf(output.get()));
-  }
-};
+using DepthToSpaceOp = BlockRearrangeOp<true>;
+using SpaceToDepthOp = BlockRearrangeOp<false>;
 
 }  // namespace
 

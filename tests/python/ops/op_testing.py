@@ -40,6 +40,17 @@ def run_on(device, fn, *args):
         return fn(*[tf.constant(a) if isinstance(a, np.ndarray) else a for a in args])
 
 
+def strictly_on_gpu(fn, *args):
+    """fn(*args) on GPU:0 with soft placement off: an op without a kernel there fails instead of
+    running on the CPU."""
+    soft = tf.config.get_soft_device_placement()
+    tf.config.set_soft_device_placement(False)
+    try:
+        return run_on("/GPU:0", fn, *args)
+    finally:
+        tf.config.set_soft_device_placement(soft)
+
+
 def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
     """Runs fn(*args) on CPU:0 and GPU:0; checks the GPU result was computed by the plugin
     (at least one launch, when `expect_launch`) and equals the CPU's within tolerance."""

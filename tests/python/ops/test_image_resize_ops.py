@@ -12,7 +12,7 @@ import tensorflow as tf
 import keras
 import vgpu
 from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array,
-                            run_on, tolerance)
+                            run_on, strictly_on_gpu, tolerance)
 
 R = tf.raw_ops
 BF16 = tf.bfloat16.as_numpy_dtype
@@ -439,16 +439,6 @@ def test_bad_inputs_fail_like_tensorflow(case):
 
 TF_IMAGE_METHODS = ["bilinear", "nearest", "bicubic", "area", "lanczos3", "lanczos5", "gaussian",
                     "mitchellcubic"]
-
-
-def strictly_on_gpu(fn, *args):
-    """fn(*args) on GPU:0 with soft placement off: an op without a kernel there fails."""
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    try:
-        return run_on("/GPU:0", fn, *args)
-    finally:
-        tf.config.set_soft_device_placement(soft)
 
 
 @pytest.mark.parametrize("method", TF_IMAGE_METHODS)

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on
+from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on,
+                             strictly_on_gpu)
 
 ALL_DTYPES = [np.float32, np.float16, tf.bfloat16.as_numpy_dtype, np.float64, np.int32, np.int64,
               np.bool_, np.uint8]
@@ -22,16 +23,6 @@ def matches_cpu(fn, *args, launches=None):
     if launches is not None:
         assert vgpu.stats()["launches"] == launches
     return result
-
-
-def strictly_on_gpu(fn, *args):
-    """fn(*args) on GPU:0 with soft placement off: an op without a kernel there fails."""
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    try:
-        return run_on("/GPU:0", fn, *args)
-    finally:
-        tf.config.set_soft_device_placement(soft)
 
 
 def raises_like_cpu(fn, match, x):

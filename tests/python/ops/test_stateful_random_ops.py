@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 import vgpu
+from ops.op_testing import strictly_on_gpu
 
 FLOATING = [tf.float32, tf.float64, tf.float16, tf.bfloat16]
 CALLS = 3
@@ -32,17 +33,6 @@ def assert_draws_match_cpu(fn, seed=7):
         assert a.dtype == e.dtype and a.shape == e.shape
         np.testing.assert_array_equal(a.numpy(), e.numpy())
     return actual
-
-
-def strictly_on_gpu(fn):
-    """fn() on GPU:0 with soft placement off: an op without a kernel there fails."""
-    soft = tf.config.get_soft_device_placement()
-    tf.config.set_soft_device_placement(False)
-    try:
-        with tf.device("/GPU:0"):
-            return fn()
-    finally:
-        tf.config.set_soft_device_placement(soft)
 
 
 @pytest.mark.parametrize("dtype", FLOATING, ids=lambda d: d.name)
