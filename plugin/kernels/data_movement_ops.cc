@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/kernels/data_movement_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
@@ -26,10 +27,6 @@ namespace vgpu {
 namespace {
 
 using data_movement::kMaxDataMovementRank;
-
-// Every element type the data movement kernels move (they only need its size).
-constexpr std::initializer_list<TF_DataType> kDataTypes = {
-    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_UINT8};
 
 absl::Status CheckRank(size_t rank) {
   if (rank > static_cast<size_t>(kMaxDataMovementRank)) {
@@ -122,13 +119,8 @@ class TransposeOp : public NoAttributes<TransposeOp> {
     const TF_DataType dtype = TF_TensorType(x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
     if (NumElements(x_dims) == 0) return absl::OkStatus();
-    ParamBlock params = BlockFor(dtype);
     std::vector<int32_t> perm32(perm.values.begin(), perm.values.end());
-    ParamWriter(&params)
-        .PutArray<int64_t>(x_dims)
-        .PutArray<int32_t>(perm32);
-    BufferArg buffers[] = {BufferOf(x.get()), BufferOf(y.get())};
-    return LaunchCopy(context, data_movement::kTranspose, buffers, params);
+    return LaunchTranspose(context, dtype, x_dims, perm32, BufferOf(x.get()), BufferOf(y.get()));
   }
 };
 
@@ -422,23 +414,6 @@ class SplitVOp : public NoAttributes<SplitVOp> {
 // ---------------------------------------------------------------------------------------------
 // Slice, StridedSlice, StridedSliceGrad
 
-// Launches kStridedSlice (or its gradient) with the processing shape `y_dims`.
-absl::Status LaunchSlice(const OpContext& context, KernelId kernel, TF_DataType dtype,
-                         const Dims& x_dims, Dims begin, const Dims& strides, const Dims& y_dims,
-                         BufferArg from, BufferArg to) {
-  if (NumElements(y_dims) == 0) {
-    std::fill(begin.begin(), begin.end(), 0);  // nothing is read: any in-range begin will do
-  }
-  ParamBlock params = BlockFor(dtype);
-  ParamWriter(&params)
-      .PutArray<int64_t>(x_dims)
-      .PutArray<int64_t>(begin)
-      .PutArray<int64_t>(strides)
-      .PutArray<int64_t>(y_dims);
-  BufferArg buffers[] = {from, to};
-  return LaunchCopy(context, kernel, buffers, params);
-}
-
 class SliceOp : public NoAttributes<SliceOp> {
  public:
   absl::Status Compute(OpContext& context) {
@@ -664,14 +639,6 @@ class PadOp : public NoAttributes<PadOp> {
 // ---------------------------------------------------------------------------------------------
 // Tile, BroadcastTo
 
-absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
-                        const Dims& y_dims, BufferArg x, BufferArg y) {
-  ParamBlock params = BlockFor(dtype);
-  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
-  BufferArg buffers[] = {x, y};
-  return LaunchCopy(context, data_movement::kTile, buffers, params);
-}
-
 class TileOp : public NoAttributes<TileOp> {
  public:
   absl::Status Compute(OpContext& context) {
@@ -747,13 +714,13 @@ class BroadcastToOp : public NoAttributes<BroadcastToOp> {
   }
 };
 
-// Registers `K` for `op_name` once per element type of kDataTypes, and once per index type
+// Registers `K` for `op_name` once per element type of kDataMovementTypes, and once per index type
 // (int32, int64) of `index_attribute` when one is given.
 template <typename K>
 void RegisterForTypes(const char* op_name, const char* device_type, const char* index_attribute,
                       std::initializer_list<const char*> host_memory,
                       const char* dtype_attribute = "T") {
-  for (TF_DataType dtype : kDataTypes) {
+  for (TF_DataType dtype : kDataMovementTypes) {
     if (index_attribute == nullptr) {
       RegisterKernel<K>(op_name, device_type, {{dtype_attribute, dtype}}, host_memory);
       continue;
@@ -766,6 +733,39 @@ void RegisterForTypes(const char* op_name, const char* device_type, const char* 
 }
 
 }  // namespace
+
+absl::Status LaunchTranspose(const OpContext& context, TF_DataType dtype,
+                             absl::Span<const int64_t> x_dims, absl::Span<const int32_t> perm,
+                             BufferArg x, BufferArg y) {
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int32_t>(perm);
+  BufferArg buffers[] = {x, y};
+  return LaunchCopy(context, data_movement::kTranspose, buffers, params);
+}
+
+absl::Status LaunchSlice(const OpContext& context, KernelId kernel, TF_DataType dtype,
+                         const Dims& x_dims, Dims begin, const Dims& strides, const Dims& y_dims,
+                         BufferArg from, BufferArg to) {
+  if (NumElements(y_dims) == 0) {
+    std::fill(begin.begin(), begin.end(), 0);  // nothing is read: any in-range begin will do
+  }
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params)
+      .PutArray<int64_t>(x_dims)
+      .PutArray<int64_t>(begin)
+      .PutArray<int64_t>(strides)
+      .PutArray<int64_t>(y_dims);
+  BufferArg buffers[] = {from, to};
+  return LaunchCopy(context, kernel, buffers, params);
+}
+
+absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
+                        const Dims& y_dims, BufferArg x, BufferArg y) {
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
+  BufferArg buffers[] = {x, y};
+  return LaunchCopy(context, data_movement::kTile, buffers, params);
+}
 
 void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
 void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
@@ -795,7 +795,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
   RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});
   RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {});
-  for (TF_DataType dtype : kDataTypes) {
+  for (TF_DataType dtype : kDataMovementTypes) {
     RegisterKernel<SplitOp>("Split", device_type, {{"T", dtype}}, {"split_dim"});
   }
   RegisterForTypes<SplitVOp>("SplitV", device_type, "Tlen", {"size_splits", "split_dim"});

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugin/kernels/data_movement_launch.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/protocol/kernels/data_movement.h"
@@ -25,37 +26,6 @@ namespace {
 
 using Dims = std::vector<int64_t>;
 using data_movement::kMaxDataMovementRank;
-
-// The element types these ops move (the data movement family's: they only need the size).
-constexpr std::initializer_list<TF_DataType> kMovedTypes = {
-    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL, TF_UINT8};
-
-// A parameter block that starts with the element size of `dtype`.
-ParamBlock ElementSizeBlock(TF_DataType dtype) {
-  ParamBlock block;
-  ParamWriter(&block).Put(static_cast<uint32_t>(TF_DataTypeSize(dtype)));
-  return block;
-}
-
-absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
-                        const Dims& y_dims, BufferArg x, BufferArg y) {
-  ParamBlock params = ElementSizeBlock(dtype);
-  ParamWriter(&params).PutArray<int64_t>(x_dims).PutArray<int64_t>(y_dims);
-  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(data_movement::kTile);
-}
-
-// y (of y_dims) = x[begin + i] (a dense box of x, strides 1).
-absl::Status LaunchBox(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
-                       const Dims& begin, const Dims& y_dims, BufferArg x, BufferArg y) {
-  ParamBlock params = ElementSizeBlock(dtype);
-  ParamWriter(&params)
-      .PutArray<int64_t>(x_dims)
-      .PutArray<int64_t>(begin)
-      .PutArray<int64_t>(Dims(x_dims.size(), 1))
-      .PutArray<int64_t>(y_dims);
-  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(
-      data_movement::kStridedSlice);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Roll
@@ -136,7 +106,8 @@ class RollOp : public NoAttributes<RollOp> {
         to = BufferOf(partial.get());
         scratch.push_back(std::move(partial));
       }
-      VGPU_RETURN_IF_ERROR(LaunchBox(context, dtype, tiled_dims, begin, dims, tiled_buffer, to));
+      VGPU_RETURN_IF_ERROR(LaunchSlice(context, data_movement::kStridedSlice, dtype, tiled_dims,
+                                       begin, Dims(rank, 1), dims, tiled_buffer, to));
       from = to;
     }
     return absl::OkStatus();
@@ -171,14 +142,6 @@ absl::StatusOr<BlockAttributes> ReadBlockAttributes(OpConstruction& construction
     return absl::InvalidArgumentError(absl::StrCat("Invalid data format: ", format));
   }
   return attributes;
-}
-
-// Launches y = transpose(x viewed as `view`, perm); x's and y's element counts are equal.
-absl::Status LaunchViewTranspose(const OpContext& context, TF_DataType dtype, const Dims& view,
-                                 const std::vector<int32_t>& perm, BufferArg x, BufferArg y) {
-  ParamBlock params = ElementSizeBlock(dtype);
-  ParamWriter(&params).PutArray<int64_t>(view).PutArray<int32_t>(perm);
-  return KernelLaunch(context).Buffer(x).Buffer(y).Params(params).Run(data_movement::kTranspose);
 }
 
 // The input as [N, H, W, C] in its layout's terms (NCHW read as N, C, H, W).
@@ -251,8 +214,8 @@ class BlockRearrangeOp
       view = {in.n, c, h, b, w, b};  // space [N, C', H, i, W, j] -> depth [N, i, j, C', H, W]
       perm = {0, 3, 5, 1, 2, 4};
     }
-    return LaunchViewTranspose(context, dtype, view, perm, BufferOf(input.get()),
-                               BufferOf(output.get()));
+    return LaunchTranspose(context, dtype, view, perm, BufferOf(input.get()),
+                           BufferOf(output.get()));
   }
 };
 
@@ -269,7 +232,7 @@ void RegisterRollAndDepthSpaceOps(const char* device_type) {
              "Shifts by whole turns forward the input.");
   DocumentOp("DepthToSpace", "NHWC, NCHW", "One rank-6 transpose of the blocks.");
   DocumentOp("SpaceToDepth", "NHWC, NCHW", "One rank-6 transpose of the blocks.");
-  for (TF_DataType dtype : kMovedTypes) {
+  for (TF_DataType dtype : kDataMovementTypes) {
     for (TF_DataType shift_type : {TF_INT32, TF_INT64}) {
       for (TF_DataType axis_type : {TF_INT32, TF_INT64}) {
         RegisterKernel<RollOp>("Roll", device_type,
