@@ -236,6 +236,16 @@ absl::StatusOr<Config> LoadConfig(
     }
     config.graph_fusions = text == "1";
   }
+  if (auto isa = getenv("VGPU_CPU_ISA")) {
+    // Read by the CPU executor itself (backend/cpu/cpu_isa.h); checked here so that a value it
+    // would not understand gives no device instead of a silent default.
+    const absl::string_view text = absl::StripAsciiWhitespace(*isa);
+    if (text != "baseline" && text != "avx2" && text != "avx512") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_CPU_ISA='", *isa, "' must be baseline, avx2 or avx512 (the widest instruction "
+          "set the executor's vector kernels may use)"));
+    }
+  }
   if (auto trace = getenv("VGPU_TRACE")) {
     config.trace_path = std::string(absl::StripAsciiWhitespace(*trace));
   }

@@ -295,6 +295,15 @@ TEST(GraphFusions, RejectsWhatIsNotZeroOrOne) {
   }
 }
 
+TEST(CpuIsaCap, AcceptsTheThreeLevelsAndRejectsAnythingElse) {
+  for (const char* good : {"baseline", " avx2", "avx512 "}) {
+    EXPECT_TRUE(LoadFrom({{"VGPU_CPU_ISA", good}}).ok()) << good;
+  }
+  for (const char* bad : {"", "AVX2", "avx", "sse4", "native"}) {
+    ExpectInvalid({{"VGPU_CPU_ISA", bad}}, "VGPU_CPU_ISA");
+  }
+}
+
 TEST(CpuCount, CgroupV2QuotaRoundsUpAndMaxMeansNoQuota) {
   EXPECT_EQ(CpuCountFromCgroupV2("max 100000\n"), std::nullopt);
   EXPECT_EQ(CpuCountFromCgroupV2("200000 100000\n"), 2);

@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/pooling_window_index_simd.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/pooling.h"
 #include "unsupported/Eigen/CXX11/Tensor"
@@ -427,6 +428,17 @@ inline void ForEachTilingWindow(const PoolGeometry& g, int64_t channels, int64_t
   }
 }
 
+// Float images of at least this many channels run the window-index kernels' AVX2 / AVX-512
+// variants where the CPU has them (pooling_window_index_simd.h); narrower ones (one channel per
+// image in channels-first layouts) keep the portable loops, which vectors would not shorten.
+constexpr int64_t kVectorChannels = 8;
+
+// The tiling windows of `g` as the vector variants take them.
+TilingWindows TilingWindowsOf(const PoolGeometry& g, const std::vector<int64_t>& slot_offsets) {
+  return {g.in, g.out, g.stride, g.channels, slot_offsets.data(),
+          static_cast<int>(slot_offsets.size())};
+}
+
 // pooling::kForwardWithWindowIndex: y as MaxPoolForward<T, *, false> computes it, and the slot
 // of the element TiledMaxPoolBackwardUnit routes to (found the same way) with the flag
 // (maximum > 0).
@@ -436,6 +448,17 @@ void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const 
   const int64_t channels = g.channels;
   const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
   const int slots = static_cast<int>(slot_offsets.size());
+  if constexpr (std::is_same_v<T, float>) {
+    const WindowIndexForwardUnit vector_unit = FloatWindowIndexForwardUnit(HostCpuIsa());
+    if (vector_unit != nullptr && channels >= kVectorChannels) {
+      const TilingWindows windows = TilingWindowsOf(g, slot_offsets);
+      ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
+                                                                       int64_t width) {
+        vector_unit(windows, x, y, window_index, b, c0, width);
+      });
+      return;
+    }
+  }
   ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
                                                                    int64_t width) {
     T best[kChannelBlock];
@@ -478,11 +501,24 @@ void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const
   bool covers = false;
   WindowsTile(g, &covers);
   const int64_t in_positions = g.InputPositions();
+  WindowIndexBackwardUnit vector_unit = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (channels >= kVectorChannels) {
+      vector_unit = FloatWindowIndexBackwardUnit(HostCpuIsa(), kThroughRelu);
+    }
+  }
+  const TilingWindows windows = TilingWindowsOf(g, slot_offsets);
   ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
                                                                    int64_t width) {
     if (!covers) {
       for (int64_t p = b * in_positions; p < (b + 1) * in_positions; ++p) {
         std::fill(dx + p * channels + c0, dx + p * channels + c0 + width, T(0));
+      }
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (vector_unit != nullptr) {
+        vector_unit(windows, window_index, dy, dx, b, c0, width);
+        return;
       }
     }
     uint8_t slot[kChannelBlock];
