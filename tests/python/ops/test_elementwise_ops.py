@@ -125,6 +125,22 @@ def test_binary_ops_on_large_broadcasts_match_cpu():
     assert_matches_cpu(tf.math.greater, x, np.float32(0.5))
 
 
+@pytest.mark.parametrize("op", [tf.math.greater_equal, tf.math.less, tf.math.equal,
+                                tf.math.not_equal])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.uint8])
+def test_comparisons_in_every_operand_shape_match_cpu_past_vector_lengths(op, dtype):
+    # Comparisons run as plain vectorised loops: long runs with a tail (1031 elements), the
+    # scalar on either side, both scalars, and NaNs (unordered, never equal).
+    x = random_array((1031,), dtype, seed=5)
+    y = random_array((1031,), dtype, seed=6)
+    if np.issubdtype(dtype, np.floating):
+        x[::7] = np.nan
+        y[3::11] = np.nan
+    x[::5] = y[::5]  # ties
+    for a, b in ((x, y), (x, dtype(x[2])), (dtype(y[4]), y), (dtype(x[0]), dtype(y[0]))):
+        assert_matches_cpu(op, a, b)
+
+
 UNARY = {
     # name: (function, dtypes, (low, high))
     "neg": (tf.math.negative, FLOATING_AND_INT64, (-8, 8)),

@@ -31,9 +31,32 @@ class ErrorFlag {
   mutable std::atomic<bool> raised_{false};
 };
 
+// out[i] = functor(a[i or 0], b[i or 0]) for i in [0, n): a plain loop per operand shape.
+template <typename Tin, typename Tout, typename Functor>
+inline void BinaryLoops(const Tin* __restrict a, bool a_contiguous, const Tin* __restrict b,
+                        bool b_contiguous, Tout* __restrict out, int64_t n,
+                        const Functor& functor) {
+  if (a_contiguous && b_contiguous) {
+    for (int64_t i = 0; i < n; ++i) out[i] = functor(a[i], b[i]);
+  } else if (b_contiguous) {
+    const Tin a0 = *a;
+    for (int64_t i = 0; i < n; ++i) out[i] = functor(a0, b[i]);
+  } else if (a_contiguous) {
+    const Tin b0 = *b;
+    for (int64_t i = 0; i < n; ++i) out[i] = functor(a[i], b0);
+  } else {
+    const Tout value = functor(*a, *b);
+    for (int64_t i = 0; i < n; ++i) out[i] = value;
+  }
+}
+
 // out = functor(a, b) over `layout` (buffers [a, b, out] of the launch). Each segment of the
 // output is one flat Eigen expression on the calling thread of the pool: both operands
 // contiguous, or one of them a repeated element (a constant expression, never materialised).
+// A functor Eigen has no packet form of (the comparisons, whose bool results it would compute
+// one element at a time) runs as plain loops over the segment instead, which the compiler
+// vectorises where the including file lets it (`vect-cost-model=dynamic`): the same scalar
+// operator() on every element, so the same results.
 template <typename Tin, typename Tout, typename Functor>
 absl::Status RunBinary(const KernelContext& context, const BroadcastLayout<2>& layout,
                        const Functor& functor) {
@@ -50,6 +73,11 @@ absl::Status RunBinary(const KernelContext& context, const BroadcastLayout<2>& l
     const Tin* b_start = b + segment.input_offsets[1];
     const bool a_contiguous = segment.input_strides[0] != 0;
     const bool b_contiguous = segment.input_strides[1] != 0;
+    if constexpr (!Eigen::internal::functor_traits<Functor>::PacketAccess) {
+      BinaryLoops(a_start, a_contiguous, b_start, b_contiguous, out + segment.output_offset, n,
+                  functor);
+      return;
+    }
     if (a_contiguous && b_contiguous) {
       result = ConstFlatMap<Tin>(a_start, n).binaryExpr(ConstFlatMap<Tin>(b_start, n), functor);
     } else if (b_contiguous) {

@@ -2,6 +2,13 @@
 // the CPU backing executor. Floating comparisons follow IEEE rules (NaN compares unequal and
 // unordered), as TensorFlow's CPU kernels do. The launch layer's reader has checked the
 // operands (launch/elementwise_launch.h: bool for the logical ops).
+//
+// The comparisons have no packet form, so RunBinary runs them as plain loops
+// (elementwise_binary.h), and -O2's "very cheap" vectorisation would leave loops that narrow a float comparison to a
+// bool byte scalar (a dropout mask's GreaterEqual over 102400 floats took 0.2 ms). Set before
+// any include, so that every function of this file, the header's templates included, has it.
+// Comparisons reorder nothing.
+#pragma GCC optimize("vect-cost-model=dynamic")
 #define EIGEN_USE_THREADS
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernels/elementwise_binary.h"
