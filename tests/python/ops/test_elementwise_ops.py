@@ -547,6 +547,28 @@ def test_predicates_and_math_functions_keep_ieee_special_values_like_cpu(dtype):
         assert_matches_cpu(fn, specials, y)
 
 
+@pytest.mark.parametrize("dtype", FLOATING)
+def test_predicates_match_cpu_past_vector_lengths(dtype):
+    # The predicates run as plain vectorised loops: 1031 elements (a tail after full vectors)
+    # with the special values spread through them.
+    with np.errstate(over="ignore"):
+        x = np.resize(SPECIALS.astype(dtype), 1031)
+    x[::7] = random_array((148,), dtype, seed=3)
+    for fn in (tf.math.is_finite, tf.math.is_nan, tf.math.is_inf):
+        assert_matches_cpu(fn, x)
+
+
+def test_logical_not_and_integer_neg_abs_match_cpu_in_place_and_past_vector_lengths():
+    flags = np.arange(1031) % 3 == 0
+    assert_matches_cpu(tf.math.logical_not, flags)
+    ints = random_array((1031,), np.int64, seed=4, low=-1000, high=1000)
+    ints[::97] = np.iinfo(np.int64).min  # wraps, as on TensorFlow's CPU
+    for fn in (tf.math.negative, tf.math.abs):
+        assert_matches_cpu(fn, ints)
+        # On a temporary, which TensorFlow hands to the kernel as its output (in place).
+        assert_matches_cpu(lambda a: fn(a * np.int64(3)), ints)
+
+
 @pytest.mark.parametrize("dtype", FLOATING_AND_INT64)
 @pytest.mark.parametrize("bounds", ["scalars", "tensors", "mixed"])
 def test_clip_by_value_matches_cpu(dtype, bounds):

@@ -31,11 +31,11 @@ class ErrorFlag {
   mutable std::atomic<bool> raised_{false};
 };
 
-// out[i] = functor(a[i or 0], b[i or 0]) for i in [0, n): a plain loop per operand shape.
+// out[i] = functor(a[i or 0], b[i or 0]) for i in [0, n): a plain loop per operand shape. `out`
+// may be `a` or `b` itself (a forwarded input), so nothing is declared __restrict.
 template <typename Tin, typename Tout, typename Functor>
-inline void BinaryLoops(const Tin* __restrict a, bool a_contiguous, const Tin* __restrict b,
-                        bool b_contiguous, Tout* __restrict out, int64_t n,
-                        const Functor& functor) {
+inline void BinaryLoops(const Tin* a, bool a_contiguous, const Tin* b, bool b_contiguous,
+                        Tout* out, int64_t n, const Functor& functor) {
   if (a_contiguous && b_contiguous) {
     for (int64_t i = 0; i < n; ++i) out[i] = functor(a[i], b[i]);
   } else if (b_contiguous) {

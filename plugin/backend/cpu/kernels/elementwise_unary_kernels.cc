@@ -4,6 +4,12 @@
 // the IsFinite/IsNan/IsInf predicates (bool results). Round is half-to-even (rint); integer
 // Neg/Abs wrap at the most negative value. The launch layer (launch/elementwise_launch.h) reads
 // and validates the launch, with the op/dtype pairs served; these only compute.
+//
+// A functor Eigen has no packet form of (the predicates, logical not, integer neg/abs, identity)
+// runs as a plain loop, which the compiler vectorises with the cost model set here, before any
+// include, for every function of the file: Eigen would call it one element at a time. The same
+// scalar operator() on every element, nothing reordered: the same results.
+#pragma GCC optimize("vect-cost-model=dynamic")
 #define EIGEN_USE_THREADS
 #include <cstdint>
 #include <type_traits>
@@ -66,8 +72,14 @@ absl::Status RunUnary(const KernelContext& context, int64_t count, const Functor
   const Eigen::TensorOpCost cost =
       ElementCost(sizeof(T), sizeof(Tout), Eigen::internal::functor_traits<Functor>::Cost);
   ParallelBlocks(*context.device, count, cost, [&](int64_t begin, int64_t end) {
-    FlatMap<Tout>(y + begin, end - begin) =
-        ConstFlatMap<T>(x + begin, end - begin).unaryExpr(functor);
+    if constexpr (Eigen::internal::functor_traits<Functor>::PacketAccess) {
+      FlatMap<Tout>(y + begin, end - begin) =
+          ConstFlatMap<T>(x + begin, end - begin).unaryExpr(functor);
+    } else {
+      const T* in = x + begin;  // may be y itself: a forwarded input
+      Tout* out = y + begin;
+      for (int64_t i = 0; i < end - begin; ++i) out[i] = functor(in[i]);
+    }
   });
   return absl::OkStatus();
 }
