@@ -1,6 +1,11 @@
 // The CPU executor's run-time instruction set choice (backend/cpu/cpu_isa.h) and the kernels
 // that have vector variants: every level this machine supports gives the portable loops'
-// results bit for bit (levels it lacks are skipped, and named in the test's output).
+// results bit for bit (levels it lacks are skipped, and named in the test's output), and reads
+// and writes nothing outside its tensors (checked against guard pages).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -8,6 +13,7 @@
 
 #include "gtest/gtest.h"
 #include "plugin/backend/cpu/cpu_isa.h"
+#include "plugin/backend/cpu/kernels/pooling_window_index_simd.h"
 #include "plugin/protocol/descriptors.h"
 #include "plugin/protocol/kernels/pooling.h"
 #include "tests/conformance/executor_kernel_harness.h"
@@ -140,6 +146,88 @@ TEST_F(CpuIsaTest, WindowIndexVariantsGiveThePortableLoopsResultsBitForBit) {
       EXPECT_TRUE(SameBytes(vector.dx, portable.dx));
       EXPECT_TRUE(SameBytes(vector.dx_through_relu, portable.dx_through_relu));
       EXPECT_TRUE(SameBytes(vector.dx_from_stray_bytes, portable.dx_from_stray_bytes));
+    }
+  }
+}
+
+// `bytes` of memory with an inaccessible page on each side: placed against the page after it
+// (at_end) or the page before it, so that an access one byte outside the buffer faults.
+class GuardedPages {
+ public:
+  GuardedPages(size_t bytes, bool at_end) {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t data_pages = (bytes + page - 1) / page + 1;
+    mapped_ = (data_pages + 2) * page;
+    base_ = static_cast<uint8_t*>(::mmap(nullptr, mapped_, PROT_NONE,
+                                         MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED) {
+      base_ = nullptr;
+      return;
+    }
+    ::mprotect(base_ + page, data_pages * page, PROT_READ | PROT_WRITE);
+    data_ = at_end ? base_ + page + data_pages * page - bytes : base_ + page;
+  }
+  ~GuardedPages() {
+    if (base_ != nullptr) ::munmap(base_, mapped_);
+  }
+  GuardedPages(const GuardedPages&) = delete;
+  GuardedPages& operator=(const GuardedPages&) = delete;
+  template <typename T>
+  T* As() { return reinterpret_cast<T*>(data_); }
+
+ private:
+  uint8_t* base_ = nullptr;
+  uint8_t* data_ = nullptr;
+  size_t mapped_ = 0;
+};
+
+TEST_F(CpuIsaTest, WindowIndexVariantsTouchNothingOutsideTheirTensors) {
+  // Each tensor sits against an inaccessible page, after its end and then before its start; the
+  // variants run every unit the kernel would (blocks of 64 channels, the last one partial), so
+  // a lane read or written past a tensor's edge, or a masked lane that touched memory, faults.
+  for (CpuIsa isa : VectorLevels()) {
+    for (const WindowIndexCase& c : {WindowIndexCase{2, 5, 13}, WindowIndexCase{3, 7, 70},
+                                     WindowIndexCase{2, 4, 8}}) {
+      const int64_t images = 2, out = c.in / c.window;
+      const int64_t x_count = images * c.in * c.in * c.channels;
+      const int64_t y_count = images * out * out * c.channels;
+      const int64_t in_dims[3] = {1, c.in, c.in}, out_dims[3] = {1, out, out};
+      const int64_t stride[3] = {1, c.window, c.window};
+      std::vector<int64_t> slot_offsets;
+      for (int64_t h = 0; h < c.window; ++h) {
+        for (int64_t w = 0; w < c.window; ++w) {
+          slot_offsets.push_back((h * c.in + w) * c.channels);
+        }
+      }
+      const cpu_kernels::TilingWindows windows{in_dims, out_dims, stride, c.channels,
+                                               slot_offsets.data(),
+                                               static_cast<int>(slot_offsets.size())};
+      for (bool at_end : {true, false}) {
+        SCOPED_TRACE(::testing::Message() << CpuIsaName(isa) << ", channels " << c.channels
+                                          << (at_end ? ", guard after" : ", guard before"));
+        GuardedPages x(x_count * sizeof(float), at_end), y(y_count * sizeof(float), at_end);
+        GuardedPages index(y_count, at_end), dy(y_count * sizeof(float), at_end);
+        GuardedPages dx(x_count * sizeof(float), at_end);
+        ASSERT_NE(x.As<float>(), nullptr);
+        for (int64_t i = 0; i < x_count; ++i) x.As<float>()[i] = static_cast<float>(i % 17) - 8;
+        for (int64_t i = 0; i < y_count; ++i) dy.As<float>()[i] = static_cast<float>(i % 5);
+        const auto forward = cpu_kernels::FloatWindowIndexForwardUnit(isa);
+        const auto backward = cpu_kernels::FloatWindowIndexBackwardUnit(isa, true);
+        ASSERT_NE(forward, nullptr);
+        ASSERT_NE(backward, nullptr);
+        for (int64_t b = 0; b < images; ++b) {
+          for (int64_t c0 = 0; c0 < c.channels; c0 += 64) {
+            const int64_t width = std::min<int64_t>(64, c.channels - c0);
+            forward(windows, x.As<float>(), y.As<float>(), index.As<uint8_t>(), b, c0, width);
+            backward(windows, index.As<uint8_t>(), dy.As<float>(), dx.As<float>(), b, c0, width);
+          }
+        }
+        // Every output element was written: the maxima are inputs, the slots in range.
+        for (int64_t i = 0; i < y_count; ++i) {
+          EXPECT_LT(index.As<uint8_t>()[i] & 0x7F, windows.slots) << i;
+          EXPECT_GE(y.As<float>()[i], -8.0f) << i;
+        }
+      }
     }
   }
 }
