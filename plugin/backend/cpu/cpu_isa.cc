@@ -3,7 +3,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <string>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
