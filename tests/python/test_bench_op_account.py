@@ -58,6 +58,9 @@ def test_concurrent_ops_share_the_instants_they_overlap_and_the_shares_add_up_to
     assert account.shares_ps == pytest.approx({"MatMul": 30, "Conv2D": 40, "Relu": 30})
     assert account.counts == {"MatMul": 1, "Conv2D": 1, "Relu": 1}
     assert sum(account.shares_ps.values()) + account.idle_ps == account.window_ps
+    # The ops' own durations add up to 140 ps over 100 ps with an op running: 1.4 at once.
+    assert account.op_time_ps == 140
+    assert account.concurrency == pytest.approx(1.4)
 
 
 def test_instants_with_no_op_running_are_idle_and_a_window_clips_the_ops():
@@ -70,6 +73,21 @@ def test_instants_with_no_op_running_are_idle_and_a_window_clips_the_ops():
     assert clipped.shares_ps == pytest.approx({"Add": 5, "Mul": 10})
     assert clipped.idle_ps == 20
     assert clipped.per_step_ms(steps=5) == pytest.approx({"Mul": 10 / 5 / 1e9, "Add": 1e-9})
+
+
+def test_concurrency_counts_only_the_part_of_each_op_inside_the_window():
+    # MatMul 0-50 and Conv 10-30 side by side, Relu 70-90 alone; the window 20-80 keeps MatMul
+    # 20-50, Conv 20-30 and Relu 70-80: 50 ps of ops over 40 ps with one running.
+    space = _space({"tf_Compute/1": [("m:MatMul", 0, 50), ("r:Relu", 70, 90)],
+                    "tf_Compute/2": [("c:Conv2D", 10, 30)]})
+    account = op_account.account_host_ops(space, (BASE_PS + 20, BASE_PS + 80))
+    assert (account.window_ps, account.idle_ps, account.op_time_ps) == (60, 20, 50)
+    assert account.concurrency == pytest.approx(50 / 40)
+    # Ops one after another: 1.0; nothing at all: 0.0.
+    serial = op_account.account_host_ops(_space({"tf_Compute/1": [("m:MatMul", 0, 10),
+                                                                  ("r:Relu", 10, 30)]}))
+    assert serial.concurrency == pytest.approx(1.0)
+    assert op_account.Account().concurrency == 0.0
 
 
 def test_a_space_without_host_ops_gives_an_empty_account():
@@ -217,8 +235,13 @@ def test_the_comparison_adds_up_to_each_sides_step_and_says_how_much_of_the_gap_
                      comparison.idle_otherwise_ms)
     assert executor_side == pytest.approx(comparison.vgpu_window_ms)
     assert comparison.unaccounted == pytest.approx(0.0)
+    # Each side ran one op at a time: 60 ps of TF-CPU's ops and 80 ps of the executor's.
+    assert comparison.cpu_op_time_ms == pytest.approx(30 * ms)
+    assert comparison.vgpu_op_time_ms == pytest.approx(40 * ms)
+    assert (comparison.cpu_concurrency, comparison.vgpu_concurrency) == (1.0, 1.0)
     table = op_account.markdown("toy", comparison)
     assert "| MatMul |" in table and "to within 0.0%" in table
+    assert "1.00 running at once" in table
     # No queue_wait_ns in this profile (as through a server): the idle causes are one row.
     assert not comparison.causes_known
     assert "does not tell them apart" in table and "nothing queued" not in table

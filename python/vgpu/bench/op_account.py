@@ -54,6 +54,16 @@ class Account:
     idle_ps: int = 0  # instants inside the window with nothing running
     shares_ps: dict[str, float] = dataclasses.field(default_factory=dict)
     counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The intervals' own durations inside the window, added up: more than the busy time
+    # (window - idle) when ops ran at the same time.
+    op_time_ps: int = 0
+
+    @property
+    def concurrency(self) -> float:
+        """How many ops ran at once on average while any ran: op_time over the busy time (1.0
+        when they ran one at a time; 0.0 for an empty account)."""
+        busy = self.window_ps - self.idle_ps
+        return self.op_time_ps / busy if busy > 0 else 0.0
 
     def per_step_ms(self, steps: int) -> dict[str, float]:
         """Each op type's share per step, milliseconds, largest first."""
@@ -73,6 +83,7 @@ def share_window(intervals: list[Interval], window: tuple[int, int] | None = Non
     if window is None:
         window = (min(i[0] for i in intervals), max(i[1] for i in intervals))
     begin, end = window
+    op_time_ps = 0
     # Sweep: +1/-1 at each interval's edges, clipped to the window; between two consecutive
     # edges the set of running intervals is constant and shares the gap evenly.
     edges = []
@@ -81,8 +92,9 @@ def share_window(intervals: list[Interval], window: tuple[int, int] | None = Non
         if start < stop:
             edges.append((start, 1, label))
             edges.append((stop, -1, label))
+            op_time_ps += stop - start
     edges.sort(key=lambda edge: (edge[0], edge[1]))
-    account = Account(window_ps=end - begin)
+    account = Account(window_ps=end - begin, op_time_ps=op_time_ps)
     running: dict[str, int] = {}
     active, previous = 0, begin
     for time_ps, delta, label in edges:
@@ -361,6 +373,13 @@ class Comparison:
     vgpu_window_ms: float
     cpu_measured_ms: float  # the worker's own clock over the profiled steps, per step
     vgpu_measured_ms: float
+    # The ops' (the executor's commands') own durations added up, per step, and how many ran at
+    # once on average while any ran (Account.concurrency): TensorFlow-CPU runs independent ops
+    # side by side on its inter-op threads; a stream's commands run one after another.
+    cpu_op_time_ms: float = 0.0
+    vgpu_op_time_ms: float = 0.0
+    cpu_concurrency: float = 0.0
+    vgpu_concurrency: float = 0.0
 
     @property
     def unaccounted(self) -> float:
@@ -400,7 +419,11 @@ def compare(cpu_xspace, cpu_span_s: float, vgpu_xspace, vgpu_span_s: float) -> C
         cpu_window_ms=(cpu_window[1] - cpu_window[0]) / cpu_steps / 1e9,
         vgpu_window_ms=(vgpu_window[1] - vgpu_window[0]) / vgpu_steps / 1e9,
         cpu_measured_ms=1e3 * cpu_span_s / cpu_steps,
-        vgpu_measured_ms=1e3 * vgpu_span_s / vgpu_steps)
+        vgpu_measured_ms=1e3 * vgpu_span_s / vgpu_steps,
+        cpu_op_time_ms=cpu.op_time_ps / cpu_steps / 1e9,
+        vgpu_op_time_ms=device.executor.op_time_ps / vgpu_steps / 1e9,
+        cpu_concurrency=cpu.concurrency,
+        vgpu_concurrency=device.executor.concurrency)
 
 
 def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
@@ -444,6 +467,13 @@ def markdown(model: str, comparison: Comparison, top: int = 15) -> str:
         lines.append("Commands queued while the executor idled, by op type (ms per step): " +
                      ", ".join(f"{kind} {ms:.3f}" for kind, ms in waiting) + ".")
         lines.append("")
+    lines.append(f"Ops side by side: TF-CPU's op kernels took {c.cpu_op_time_ms:.3f} ms a step "
+                 f"added up, {c.cpu_concurrency:.2f} running at once on average while any "
+                 f"ran; the executor's commands {c.vgpu_op_time_ms:.3f} ms, "
+                 f"{c.vgpu_concurrency:.2f} at once. The table's rows share out the instants "
+                 f"ops overlap, so a side that runs ops at the same time books less per op "
+                 f"than they took.")
+    lines.append("")
     lines.append(f"The table accounts for the measured gap to within "
                  f"{100 * c.unaccounted:.1f}%. The client column is not shared out: it overlaps "
                  f"the executor's work (the executor runs a launch while the client describes "
