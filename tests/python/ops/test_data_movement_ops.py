@@ -335,6 +335,28 @@ def test_tile_matches_cpu_for_odd_shapes(shape, multiples):
     matches_cpu(lambda t: tf.tile(t, multiples), x, expect_launch=launch)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("shape,multiples", [
+    ((1, 1, 1, 16), (64, 28, 28, 1)),  # a per-channel vector over N*H*W: 49 chunks, the last partial
+    ((3, 1, 5), (1, 3000, 1)),         # short rows under an outer dimension, one or two chunks
+    ((2, 1, 7), (2, 2, 1)),            # two repeats of a row, every outer position tiled too
+])
+def test_tile_of_short_rows_repeated_many_times_matches_cpu(dtype, shape, multiples):
+    # The executor writes such a row once per chunk and doubles it in place
+    # (strided_copy_engine.cc, RunRepeatedRows): every byte must still come out right.
+    x = random_array(shape, dtype)
+    matches_cpu(lambda t: tf.tile(t, multiples), x)
+
+
+@pytest.mark.parametrize("shape,target", [
+    ((32,), (8, 20, 20, 32)),
+    ((1, 20, 1, 3), (4, 20, 50, 3)),
+])
+def test_broadcast_to_of_short_rows_matches_cpu(shape, target):
+    x = random_array(shape, np.float16)
+    matches_cpu(lambda t: tf.broadcast_to(t, target), x)
+
+
 @pytest.mark.parametrize("multiples,match", [
     ([2, -1], r"Expected multiples\[1\] >= 0, but got -1"),
     ([2], "Expected multiples argument to be a vector of length 2 but got length 1"),

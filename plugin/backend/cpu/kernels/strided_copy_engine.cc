@@ -4,7 +4,8 @@
 // innermost dimension; runs are spread over the thread pool, long runs cut into chunks so that
 // even a single huge row uses every thread. Contiguous runs are memcpy'd, broadcast runs filled,
 // the rest copied by a typed loop; transpositions (source and destination contiguous along
-// different dimensions) go by tiles. Elements are moved as words, or bytewise where a tenant
+// different dimensions) go by tiles, and short rows repeated along a dimension (a broadcast of a
+// per-channel vector) are written once and then doubled in place. Elements are moved as words, or bytewise where a tenant
 // placed a tensor at a misaligned address (launch/element_bytes.h).
 #define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/strided_copy_engine.h"
@@ -120,6 +121,63 @@ bool RunTiledTranspose(const Eigen::ThreadPoolDevice& device, const StridedCopy&
   return true;
 }
 
+// Rows shorter than this are repeated by doubling (RunRepeatedRows) rather than copied one by
+// one: a broadcast's rows of a few channels cost a call and an odometer step each otherwise.
+constexpr int64_t kRepeatedRowBytes = 1024;
+
+// A copy whose two innermost dimensions are [repeats, inner] with the source's repeat stride 0
+// and the destination dense over both (a tile or broadcast of short rows, such as a per-channel
+// vector spread over N*H*W positions): per outer position and chunk of repeats, the row is
+// copied once into the destination and then doubled there with memcpy (each copy reads the
+// part written already, never overlapping what it writes), so the destination is written once,
+// in long contiguous stores. Returns false, doing nothing, for any other copy.
+template <typename E>
+bool RunRepeatedRows(const Eigen::ThreadPoolDevice& device, const StridedCopy& copy,
+                     const E* src, E* dst) {
+  const int rank = copy.rank;
+  if (rank < 2) return false;
+  const int64_t inner = copy.dims[rank - 1];
+  const int64_t repeats = copy.dims[rank - 2];
+  const int64_t row_bytes = inner * static_cast<int64_t>(sizeof(E));
+  if (copy.src_strides[rank - 2] != 0 || copy.dst_strides[rank - 1] != 1 ||
+      copy.dst_strides[rank - 2] != inner || repeats < 2 || row_bytes >= kRepeatedRowBytes) {
+    return false;
+  }
+  const int64_t inner_ss = copy.src_strides[rank - 1];
+  const int outer_rank = rank - 2;
+  int64_t outer = 1;
+  for (int d = 0; d < outer_rank; ++d) outer *= copy.dims[d];
+  // Chunks of about kChunkBytes of the destination: the unit of work handed to a thread.
+  const int64_t repeats_per_chunk = std::max<int64_t>(1, kChunkBytes / row_bytes);
+  const int64_t chunks = (repeats + repeats_per_chunk - 1) / repeats_per_chunk;
+  const double unit_bytes = static_cast<double>(repeats_per_chunk * row_bytes);
+  auto work = [&](Eigen::Index first, Eigen::Index last) {
+    for (Eigen::Index unit = first; unit < last; ++unit) {
+      int64_t position = unit / chunks;  // over the outer dimensions, row-major
+      const int64_t chunk = unit % chunks;
+      int64_t src_off = 0, dst_off = 0;
+      for (int d = outer_rank - 1; d >= 0; --d) {
+        const int64_t index = position % copy.dims[d];
+        position /= copy.dims[d];
+        src_off += index * copy.src_strides[d];
+        dst_off += index * copy.dst_strides[d];
+      }
+      const int64_t first_repeat = chunk * repeats_per_chunk;
+      const int64_t total = std::min(repeats_per_chunk, repeats - first_repeat) * inner;
+      E* block = dst + dst_off + first_repeat * inner;
+      CopyRun(src + src_off, inner_ss, block, 1, inner);
+      for (int64_t filled = inner; filled < total;) {
+        const int64_t n = std::min(filled, total - filled);
+        std::memcpy(block + filled, block, static_cast<size_t>(n) * sizeof(E));
+        filled += n;
+      }
+    }
+  };
+  device.parallelFor(outer * chunks, Eigen::TensorOpCost(row_bytes, unit_bytes, unit_bytes / 8),
+                     work);
+  return true;
+}
+
 // Runs the simplified `copy` (at least one element) with elements of type E; `src` and `dst`
 // point at the copy's offsets.
 template <typename E>
@@ -131,6 +189,7 @@ void RunTypedCopy(const Eigen::ThreadPoolDevice& device, const StridedCopy& copy
     return;
   }
   if (RunTiledTranspose(device, copy, src, dst)) return;
+  if (RunRepeatedRows(device, copy, src, dst)) return;
   const int64_t inner = copy.dims[rank - 1];
   const int64_t inner_ss = copy.src_strides[rank - 1];
   const int64_t inner_ds = copy.dst_strides[rank - 1];
