@@ -389,9 +389,13 @@ absl::StatusOr<PadLaunch> ReadPadLaunch(const LaunchView& launch) {
   VGPU_ASSIGN_OR_RETURN(DimVector after, ReadDims(reader, "pad_after", rank));
   VGPU_ASSIGN_OR_RETURN(read.pad_value, reader.Get<uint64_t>());
   DimVector y_dims(rank);
+  read.rank = rank;
   for (int d = 0; d < rank; ++d) {
     y_dims[d] = before[d] + x_dims[d] + after[d];
     read.padded |= before[d] != 0 || after[d] != 0;
+    read.y_dims[d] = y_dims[d];
+    read.box_begin[d] = before[d];
+    read.box_dims[d] = x_dims[d];
   }
   // Each of x_dims, pad_before and pad_after is bounded, but their sums can still multiply past
   // 64 bits (found by the libFuzzer run: a zero-sized x padded by huge amounts).

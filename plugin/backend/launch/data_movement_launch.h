@@ -103,10 +103,16 @@ absl::StatusOr<BufferCopy> ReadSliceScatterLaunch(const LaunchView& launch);
 
 // kPad: buffers [x, y]; `copy` writes x into y at offset pad_before, and every other element of
 // y is pad_value's low element_size bytes. `padded`: some pad is not zero (y must be filled).
+// y's dims and x's box in y (its first index and its dims, per dimension) say which elements
+// are padding, so that an executor may write each element of y once.
 struct PadLaunch {
   BufferCopy copy;
   uint64_t pad_value = 0;
   bool padded = false;
+  int rank = 0;
+  int64_t y_dims[kMaxDataMovementRank] = {};
+  int64_t box_begin[kMaxDataMovementRank] = {};  // pad_before
+  int64_t box_dims[kMaxDataMovementRank] = {};   // x's dims
 };
 absl::StatusOr<PadLaunch> ReadPadLaunch(const LaunchView& launch);
 

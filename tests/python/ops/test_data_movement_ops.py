@@ -299,6 +299,21 @@ def test_pad_matches_cpu_for_edge_cases(shape, paddings):
                 expect_launch=padded)
 
 
+@pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.int64])
+@pytest.mark.parametrize("shape,paddings", [
+    ((8, 30, 30, 16), [[0, 0], [0, 1], [0, 1], [0, 0]]),   # ZeroPadding2D's (0, 1) of an image
+    ((2, 3, 4, 5, 6), [[1, 2], [0, 1], [3, 0], [1, 1], [2, 3]]),  # every dimension, 5-D
+    ((3, 0, 2), [[1, 1], [2, 0], [0, 3]]),                # an empty x inside a padded y
+    ((4, 1000), [[0, 0], [5, 7]]),                         # long innermost runs of padding
+])
+def test_pad_writes_the_pad_value_exactly_outside_the_box(dtype, shape, paddings):
+    # The executor fills only the padding (strided_copy_engine.cc, FillPadding) and copies x
+    # into the rest: a pad value unlike any element shows a missed or misplaced run.
+    x = random_array(shape, dtype)
+    value = np.array(77, dtype)
+    matches_cpu(lambda t, v: tf.pad(t, paddings, constant_values=v), x, value)
+
+
 @pytest.mark.parametrize("paddings,match", [
     ([[1, -1], [0, 0]], "Paddings must be non-negative: 1 -1"),
     ([[1, 1]], "The first dimension of paddings must be the rank of inputs"),

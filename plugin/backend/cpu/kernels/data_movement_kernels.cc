@@ -54,10 +54,8 @@ absl::Status Pad(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(PadLaunch pad, ReadPadLaunch(context));
   if (pad.copy.dst_elements == 0) return absl::OkStatus();
   VGPU_ASSIGN_OR_RETURN(uint8_t* y, context.Buffer<uint8_t>(1, pad.copy.DstBytes()));
-  if (pad.padded) {
-    VGPU_RETURN_IF_ERROR(FillElements(*context.device, y, pad.copy.dst_elements,
-                                      pad.copy.plan.element_size, pad.pad_value));
-  }
+  // The padding, then x into the box: each element of y written once.
+  if (pad.padded) VGPU_RETURN_IF_ERROR(FillPadding(*context.device, y, pad));
   return RunBufferCopy(context, pad.copy);
 }
 

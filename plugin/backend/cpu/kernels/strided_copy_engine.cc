@@ -291,4 +291,49 @@ absl::Status FillElements(const Eigen::ThreadPoolDevice& device, uint8_t* dst, i
   });
 }
 
+absl::Status FillPadding(const Eigen::ThreadPoolDevice& device, uint8_t* y,
+                         const data_movement_launch::PadLaunch& pad) {
+  const int rank = pad.rank;
+  // An element outside the box has a first dimension d where its index leaves the box; along
+  // every dimension before d it lies inside. So the padding is, for each d and each index of
+  // the box's dimensions before d, two contiguous runs of y: the pad before the box along d
+  // and the pad after it, each spanning all of the dimensions after d. Every padding element
+  // belongs to exactly one run.
+  int64_t y_strides[data_movement_launch::kMaxDataMovementRank] = {};
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    y_strides[d] = stride;
+    stride *= pad.y_dims[d];
+  }
+  return DispatchElementBytes(pad.copy.plan.element_size, {y}, [&](auto zero) -> absl::Status {
+    using E = decltype(zero);
+    E value;
+    std::memcpy(&value, &pad.pad_value, sizeof(E));  // little-endian: the low bytes
+    E* elements = reinterpret_cast<E*>(y);
+    for (int d = 0; d < rank; ++d) {
+      const int64_t before = pad.box_begin[d] * y_strides[d];
+      const int64_t after = (pad.y_dims[d] - pad.box_begin[d] - pad.box_dims[d]) * y_strides[d];
+      if (before == 0 && after == 0) continue;
+      int64_t runs = 1;  // the box's index tuples over dimensions [0, d)
+      for (int k = 0; k < d; ++k) runs *= pad.box_dims[k];
+      if (runs == 0) break;  // the box is empty there: the earlier dimensions covered y
+      const int64_t box_end = (pad.box_begin[d] + pad.box_dims[d]) * y_strides[d];
+      device.parallelFor(
+          runs, Eigen::TensorOpCost(0, static_cast<double>((before + after) * sizeof(E)), 1),
+          [&](Eigen::Index first, Eigen::Index last) {
+            for (Eigen::Index run = first; run < last; ++run) {
+              int64_t rest = run, offset = 0;
+              for (int k = d - 1; k >= 0; --k) {
+                offset += (pad.box_begin[k] + rest % pad.box_dims[k]) * y_strides[k];
+                rest /= pad.box_dims[k];
+              }
+              std::fill(elements + offset, elements + offset + before, value);
+              std::fill(elements + offset + box_end, elements + offset + box_end + after, value);
+            }
+          });
+    }
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace vgpu::cpu_kernels

@@ -46,6 +46,13 @@ absl::Status BufferCopyKernel(const KernelContext& context) {
 absl::Status FillElements(const Eigen::ThreadPoolDevice& device, uint8_t* dst, int64_t count,
                           uint32_t element_size, uint64_t value_bits);
 
+// Sets every element of y (a dense row-major tensor of `pad.y_dims`, `pad.copy.plan`'s element
+// size) that lies outside x's box in it to the pad value, and no other: each padding element is
+// written once, and the box is left for the copy of x. On the device's threads; blocks until
+// done. InvalidArgument only for an element size other than 1, 2, 4 or 8.
+absl::Status FillPadding(const Eigen::ThreadPoolDevice& device, uint8_t* y,
+                         const data_movement_launch::PadLaunch& pad);
+
 }  // namespace vgpu::cpu_kernels
 
 #endif  // VGPU_BACKEND_CPU_KERNELS_STRIDED_COPY_ENGINE_H_
