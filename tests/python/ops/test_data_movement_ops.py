@@ -352,7 +352,7 @@ def test_tile_matches_cpu_for_odd_shapes(shape, multiples):
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.float16, np.float32, np.float64])
 @pytest.mark.parametrize("shape,multiples", [
-    ((1, 1, 1, 16), (64, 28, 28, 1)),  # a per-channel vector over N*H*W: 49 chunks, the last partial
+    ((1, 1, 1, 16), (64, 28, 28, 1)),  # a channel vector over N*H*W: 49 chunks, the last partial
     ((3, 1, 5), (1, 3000, 1)),         # short rows under an outer dimension, one or two chunks
     ((2, 1, 7), (2, 2, 1)),            # two repeats of a row, every outer position tiled too
 ])

@@ -5,8 +5,8 @@
 // even a single huge row uses every thread. Contiguous runs are memcpy'd, broadcast runs filled,
 // the rest copied by a typed loop; transpositions (source and destination contiguous along
 // different dimensions) go by tiles, and short rows repeated along a dimension (a broadcast of a
-// per-channel vector) are written once and then doubled in place. Elements are moved as words, or bytewise where a tenant
-// placed a tensor at a misaligned address (launch/element_bytes.h).
+// per-channel vector) are written once and then doubled in place. Elements are moved as words,
+// or bytewise where a tenant placed a tensor at a misaligned address (launch/element_bytes.h).
 #define EIGEN_USE_THREADS
 #include "plugin/backend/cpu/kernels/strided_copy_engine.h"
 
