@@ -1,5 +1,5 @@
 // The data movement launches other op kernels compose (data_movement_ops.cc defines them): a
-// transpose, a strided slice (or its gradient) and a tile, each one byte-moving kernel of
+// transpose, a strided slice (or its gradient), a pad and a tile, each one byte-moving kernel of
 // protocol/kernels/data_movement.h on the op's stream.
 #ifndef VGPU_KERNELS_DATA_MOVEMENT_LAUNCH_H_
 #define VGPU_KERNELS_DATA_MOVEMENT_LAUNCH_H_
@@ -29,6 +29,13 @@ absl::Status LaunchSlice(const OpContext& context, KernelId kernel, TF_DataType 
                          const std::vector<int64_t>& x_dims, std::vector<int64_t> begin,
                          const std::vector<int64_t>& strides, const std::vector<int64_t>& y_dims,
                          BufferArg from, BufferArg to);
+
+// y = x with before[d] elements of `pad_value` (its low TF_DataTypeSize(dtype) bytes) before it
+// and after[d] after it along each dimension d: y_dims[d] = before[d] + x_dims[d] + after[d].
+absl::Status LaunchPad(const OpContext& context, TF_DataType dtype,
+                       const std::vector<int64_t>& x_dims, const std::vector<int64_t>& before,
+                       const std::vector<int64_t>& after, uint64_t pad_value, BufferArg x,
+                       BufferArg y);
 
 // y (of y_dims, each a multiple of x_dims' or 0) = x repeated: y[i] = x[i mod x_dims].
 absl::Status LaunchTile(const OpContext& context, TF_DataType dtype,

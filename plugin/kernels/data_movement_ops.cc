@@ -625,14 +625,8 @@ class PadOp : public NoAttributes<PadOp> {
     }
     if (NumElements(y_dims) == NumElements(x_dims)) return ForwardInput(context, 0, 0, y_dims);
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
-    ParamBlock params = BlockFor(dtype);
-    ParamWriter(&params)
-        .PutArray<int64_t>(x_dims)
-        .PutArray<int64_t>(before)
-        .PutArray<int64_t>(after)
-        .Put<uint64_t>(pad_value);
-    BufferArg buffers[] = {BufferOf(x.get()), BufferOf(y.get())};
-    return LaunchCopy(context, data_movement::kPad, buffers, params);
+    return LaunchPad(context, dtype, x_dims, before, after, pad_value, BufferOf(x.get()),
+                     BufferOf(y.get()));
   }
 };
 
@@ -759,6 +753,19 @@ absl::Status LaunchSlice(const OpContext& context, KernelId kernel, TF_DataType 
   return LaunchCopy(context, kernel, buffers, params);
 }
 
+absl::Status LaunchPad(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
+                       const Dims& before, const Dims& after, uint64_t pad_value, BufferArg x,
+                       BufferArg y) {
+  ParamBlock params = BlockFor(dtype);
+  ParamWriter(&params)
+      .PutArray<int64_t>(x_dims)
+      .PutArray<int64_t>(before)
+      .PutArray<int64_t>(after)
+      .Put<uint64_t>(pad_value);
+  BufferArg buffers[] = {x, y};
+  return LaunchCopy(context, data_movement::kPad, buffers, params);
+}
+
 absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims& x_dims,
                         const Dims& y_dims, BufferArg x, BufferArg y) {
   ParamBlock params = BlockFor(dtype);
@@ -770,6 +777,7 @@ absl::Status LaunchTile(const OpContext& context, TF_DataType dtype, const Dims&
 void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
 void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
 void RegisterRollAndDepthSpaceOps(const char* device_type);  // roll_depth_space_ops.cc
+void RegisterSpaceBatchOps(const char* device_type);  // space_batch_ops.cc
 
 void RegisterDataMovementOps(const char* device_type) {
   RegisterReverseOps(device_type);
@@ -812,6 +820,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<BroadcastToOp>("BroadcastTo", device_type, "Tidx", {"shape"});
   RegisterMirrorPadOps(device_type);
   RegisterRollAndDepthSpaceOps(device_type);
+  RegisterSpaceBatchOps(device_type);
 }
 
 }  // namespace vgpu
