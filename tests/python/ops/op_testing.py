@@ -1,6 +1,7 @@
 """Helpers for op parity tests: run the same function on TensorFlow's CPU kernels and on the
 virtual GPU, check the result was computed on the GPU, and compare values and gradients."""
 import numpy as np
+import pytest
 import tensorflow as tf
 
 import vgpu
@@ -112,3 +113,26 @@ def assert_gradients_match_cpu(fn, *args, **tol):
     """Compares d(sum(fn(*args) * w))/d(args) between CPU and GPU for floating inputs, with a
     fixed random upstream gradient w."""
     return assert_matches_cpu(gradients_of(fn), *args, **tol)
+
+
+# Every dtype the data movement kernels move (they only need the element's size), and the
+# tolerance of a result that must be the CPU's bit for bit.
+DATA_MOVEMENT_DTYPES = [np.float32, np.float16, BF16, np.float64, np.int32, np.int64, np.bool_,
+                        np.uint8]
+EXACT = dict(rtol=0, atol=0)
+
+
+def assert_moves_like_cpu(fn, *args, launches=None):
+    """fn(*args) on GPU:0 equals the CPU's bit for bit; with `launches`, exactly that many
+    launches ran on the virtual GPU (0: none, and no launch is required)."""
+    result = assert_matches_cpu(fn, *args, expect_launch=launches != 0, **EXACT)
+    if launches is not None:
+        assert vgpu.stats()["launches"] == launches
+    return result
+
+
+def assert_raises_like_cpu(fn, match, x):
+    """fn(x) raises InvalidArgumentError matching `match` on the CPU and on GPU:0."""
+    for device in ("/CPU:0", "/GPU:0"):
+        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+            fn(tf.constant(x))

@@ -9,35 +9,17 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on,
+from ops.op_testing import (DATA_MOVEMENT_DTYPES, EXACT, assert_gradients_match_cpu,
+                             assert_moves_like_cpu, assert_raises_like_cpu, random_array, run_on,
                              strictly_on_gpu)
-
-ALL_DTYPES = [np.float32, np.float16, tf.bfloat16.as_numpy_dtype, np.float64, np.int32, np.int64,
-              np.bool_, np.uint8]
-EXACT = dict(rtol=0, atol=0)
-
-
-def matches_cpu(fn, *args, launches=None):
-    """fn(*args) on GPU:0 equals the CPU's bit for bit; with `launches`, exactly that many."""
-    result = assert_matches_cpu(fn, *args, expect_launch=launches != 0, **EXACT)
-    if launches is not None:
-        assert vgpu.stats()["launches"] == launches
-    return result
-
-
-def raises_like_cpu(fn, match, x):
-    """fn(x) raises InvalidArgumentError matching `match` on the CPU and on GPU:0."""
-    for device in ("/CPU:0", "/GPU:0"):
-        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError, match=match):
-            fn(tf.constant(x))
 
 
 # --- Roll ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATA_MOVEMENT_DTYPES)
 def test_roll_matches_cpu_in_every_dtype(dtype):
     x = random_array((3, 5, 4), dtype, seed=1)
-    matches_cpu(lambda t: tf.roll(t, [2, -1], [1, 2]), x, launches=2)
+    assert_moves_like_cpu(lambda t: tf.roll(t, [2, -1], [1, 2]), x, launches=2)
 
 
 @pytest.mark.parametrize("shift,axis", [
@@ -53,35 +35,35 @@ def test_roll_matches_cpu_in_every_dtype(dtype):
 ])
 def test_roll_matches_cpu_for_shifts_and_axes(shift, axis):
     x = random_array((2, 3, 5, 7), np.float32, seed=2)
-    matches_cpu(lambda t: tf.roll(t, shift, axis), x)
+    assert_moves_like_cpu(lambda t: tf.roll(t, shift, axis), x)
 
 
 @pytest.mark.parametrize("shift_type,axis_type", [(tf.int32, tf.int64), (tf.int64, tf.int32),
                                                   (tf.int64, tf.int64)])
 def test_roll_takes_int32_and_int64_shifts_and_axes(shift_type, axis_type):
     x = random_array((4, 6), np.float32, seed=3)
-    matches_cpu(lambda t: tf.roll(t, tf.constant([3, -2], shift_type),
+    assert_moves_like_cpu(lambda t: tf.roll(t, tf.constant([3, -2], shift_type),
                                   tf.constant([0, 1], axis_type)), x, launches=2)
 
 
 def test_roll_of_one_dimension_is_one_tile_and_one_slice():
     x = random_array((64, 33), np.float32, seed=4)
-    matches_cpu(lambda t: tf.roll(t, 5, 0), x, launches=2)
-    matches_cpu(lambda t: tf.roll(t, -5, 1), x, launches=2)
+    assert_moves_like_cpu(lambda t: tf.roll(t, 5, 0), x, launches=2)
+    assert_moves_like_cpu(lambda t: tf.roll(t, -5, 1), x, launches=2)
 
 
 def test_roll_by_whole_turns_forwards_the_input_without_a_launch():
     x = random_array((4, 6), np.float32, seed=5)
-    matches_cpu(lambda t: tf.roll(t, [4, -6, 0], [0, 1, 1]), x, launches=0)
+    assert_moves_like_cpu(lambda t: tf.roll(t, [4, -6, 0], [0, 1, 1]), x, launches=0)
 
 
 def test_roll_of_empty_tensors_and_of_rank_8():
-    matches_cpu(lambda t: tf.roll(t, [1, 2], [0, 1]), np.zeros((0, 3), np.float32), launches=0)
+    assert_moves_like_cpu(lambda t: tf.roll(t, [1, 2], [0, 1]), np.zeros((0, 3), np.float32), launches=0)
     x = random_array((2, 1, 3, 2, 1, 2, 3, 2), np.float32, seed=6)
-    matches_cpu(lambda t: tf.roll(t, [1, 2, -1], [0, 6, 7]), x)
+    assert_moves_like_cpu(lambda t: tf.roll(t, [1, 2, -1], [0, 6, 7]), x)
 
 
-def test_roll_gradient_matches_cpu():
+def test_roll_gradient_assert_moves_like_cpu():
     x = random_array((3, 4, 5), np.float32, seed=7)
     assert_gradients_match_cpu(lambda t: tf.roll(t, [1, -2], [0, 2]), x, **EXACT)
 
@@ -94,22 +76,22 @@ def test_roll_gradient_matches_cpu():
     ([1], [-4], "axis -1 is out of range"),
 ])
 def test_roll_with_bad_arguments_is_invalid_argument(shift, axis, match):
-    raises_like_cpu(lambda t: tf.raw_ops.Roll(input=t, shift=shift, axis=axis), match,
+    assert_raises_like_cpu(lambda t: tf.raw_ops.Roll(input=t, shift=shift, axis=axis), match,
                     random_array((2, 3, 4), np.float32))
 
 
 def test_roll_of_a_scalar_is_invalid_argument():
-    raises_like_cpu(lambda t: tf.roll(t, 1, 0), "input must be 1-D or higher",
+    assert_raises_like_cpu(lambda t: tf.roll(t, 1, 0), "input must be 1-D or higher",
                     np.float32(3.0))
 
 
 # --- DepthToSpace, SpaceToDepth --------------------------------------------------------------
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATA_MOVEMENT_DTYPES)
 def test_depth_to_space_and_back_match_cpu_in_every_dtype(dtype):
     x = random_array((2, 3, 4, 8), dtype, seed=8)
-    matches_cpu(lambda t: tf.nn.depth_to_space(t, 2), x, launches=1)
-    matches_cpu(lambda t: tf.nn.space_to_depth(t, 2), random_array((2, 4, 6, 3), dtype, seed=9),
+    assert_moves_like_cpu(lambda t: tf.nn.depth_to_space(t, 2), x, launches=1)
+    assert_moves_like_cpu(lambda t: tf.nn.space_to_depth(t, 2), random_array((2, 4, 6, 3), dtype, seed=9),
                 launches=1)
 
 
@@ -117,14 +99,14 @@ def test_depth_to_space_and_back_match_cpu_in_every_dtype(dtype):
                                          (4, (3, 2, 3, 32)), (2, (0, 3, 3, 4))])
 def test_depth_to_space_block_sizes_match_cpu(block, shape):
     x = random_array(shape, np.float32, seed=block)
-    matches_cpu(lambda t: tf.nn.depth_to_space(t, block), x, launches=1 if x.size else 0)
+    assert_moves_like_cpu(lambda t: tf.nn.depth_to_space(t, block), x, launches=1 if x.size else 0)
 
 
 @pytest.mark.parametrize("block,shape", [(2, (1, 2, 2, 1)), (3, (2, 6, 9, 2)),
                                          (4, (3, 8, 4, 5)), (2, (2, 0, 4, 3))])
 def test_space_to_depth_block_sizes_match_cpu(block, shape):
     x = random_array(shape, np.float32, seed=block + 10)
-    matches_cpu(lambda t: tf.nn.space_to_depth(t, block), x, launches=1 if x.size else 0)
+    assert_moves_like_cpu(lambda t: tf.nn.space_to_depth(t, block), x, launches=1 if x.size else 0)
 
 
 @pytest.mark.parametrize("op,shape", [(tf.nn.depth_to_space, (2, 3, 5, 12)),
@@ -152,18 +134,18 @@ def test_depth_to_space_and_space_to_depth_gradients_match_cpu():
 
 
 def test_depth_to_space_with_bad_input_is_invalid_argument():
-    raises_like_cpu(lambda t: tf.nn.depth_to_space(t, 2),
+    assert_raises_like_cpu(lambda t: tf.nn.depth_to_space(t, 2),
                     "Input depth dimension 6 should be divisible by: 4",
                     random_array((2, 4, 6, 6), np.float32))
-    raises_like_cpu(lambda t: tf.nn.depth_to_space(t, 2), "Input rank should be: 4 instead of: 3",
+    assert_raises_like_cpu(lambda t: tf.nn.depth_to_space(t, 2), "Input rank should be: 4 instead of: 3",
                     random_array((4, 6, 8), np.float32))
 
 
 def test_space_to_depth_with_bad_input_is_invalid_argument():
-    raises_like_cpu(lambda t: tf.nn.space_to_depth(t, 2),
+    assert_raises_like_cpu(lambda t: tf.nn.space_to_depth(t, 2),
                     "Image width 6 and height 5 should be divisible by block_size: 2",
                     random_array((2, 5, 6, 3), np.float32))
-    raises_like_cpu(lambda t: tf.nn.space_to_depth(t, 2), "Input rank should be 4 instead of 3",
+    assert_raises_like_cpu(lambda t: tf.nn.space_to_depth(t, 2), "Input rank should be 4 instead of 3",
                     random_array((5, 6, 3), np.float32))
 
 

@@ -9,26 +9,15 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array, run_on,
+from ops.op_testing import (DATA_MOVEMENT_DTYPES, EXACT, assert_gradients_match_cpu,
+                             assert_moves_like_cpu, assert_raises_like_cpu, random_array, run_on,
                              strictly_on_gpu)
-
-ALL_DTYPES = [np.float32, np.float16, tf.bfloat16.as_numpy_dtype, np.float64, np.int32, np.int64,
-              np.bool_, np.uint8]
-EXACT = dict(rtol=0, atol=0)
-
-
-def matches_cpu(fn, *args, launches=None):
-    """fn(*args) on GPU:0 equals the CPU's bit for bit; with `launches`, exactly that many."""
-    result = assert_matches_cpu(fn, *args, expect_launch=launches != 0, **EXACT)
-    if launches is not None:
-        assert vgpu.stats()["launches"] == launches
-    return result
 
 
 def matches_cpu_launching_unless_empty(fn, x):
     """fn(x) on GPU:0 equals the CPU's; a launch runs unless the result is empty."""
     empty = run_on("/CPU:0", fn, x).shape.num_elements() == 0
-    matches_cpu(fn, x, launches=0 if empty else None)
+    assert_moves_like_cpu(fn, x, launches=0 if empty else None)
 
 
 def space_to_batch(block, paddings):
@@ -39,17 +28,17 @@ def batch_to_space(block, crops):
     return lambda t: tf.batch_to_space(t, block, crops)
 
 
-@pytest.mark.parametrize("dtype", ALL_DTYPES)
+@pytest.mark.parametrize("dtype", DATA_MOVEMENT_DTYPES)
 def test_space_to_batch_and_back_match_cpu_in_every_dtype(dtype):
     x = random_array((2, 5, 7, 3), dtype, seed=1)
     # A padding: a pad into scratch memory, then the transpose.
-    matches_cpu(space_to_batch([2, 3], [[1, 0], [0, 2]]), x, launches=2)
+    assert_moves_like_cpu(space_to_batch([2, 3], [[1, 0], [0, 2]]), x, launches=2)
     # No padding: the transpose alone, in both directions.
-    matches_cpu(space_to_batch([5, 7], [[0, 0], [0, 0]]), x, launches=1)
+    assert_moves_like_cpu(space_to_batch([5, 7], [[0, 0], [0, 0]]), x, launches=1)
     y = random_array((12, 3, 4, 3), dtype, seed=2)
-    matches_cpu(batch_to_space([2, 3], [[0, 0], [0, 0]]), y, launches=1)
+    assert_moves_like_cpu(batch_to_space([2, 3], [[0, 0], [0, 0]]), y, launches=1)
     # A crop: the transpose into scratch memory, then a slice.
-    matches_cpu(batch_to_space([2, 3], [[1, 2], [0, 1]]), y, launches=2)
+    assert_moves_like_cpu(batch_to_space([2, 3], [[1, 2], [0, 1]]), y, launches=2)
 
 
 @pytest.mark.parametrize("shape,block,paddings", [
@@ -86,8 +75,8 @@ def test_batch_to_space_matches_cpu_for_blocks_and_crops(shape, block, crops):
 
 def test_blocks_of_one_without_padding_forward_the_input_without_a_launch():
     x = random_array((2, 3, 4, 5), np.float32, seed=3)
-    matches_cpu(space_to_batch([1, 1], [[0, 0], [0, 0]]), x, launches=0)
-    matches_cpu(batch_to_space([1, 1, 1], [[0, 0], [0, 0], [0, 0]]), x, launches=0)
+    assert_moves_like_cpu(space_to_batch([1, 1], [[0, 0], [0, 0]]), x, launches=0)
+    assert_moves_like_cpu(batch_to_space([1, 1, 1], [[0, 0], [0, 0], [0, 0]]), x, launches=0)
 
 
 @pytest.mark.parametrize("block_type,pads_type", [(tf.int32, tf.int64), (tf.int64, tf.int32),
@@ -95,11 +84,11 @@ def test_blocks_of_one_without_padding_forward_the_input_without_a_launch():
 def test_block_shape_and_paddings_may_be_int32_or_int64(block_type, pads_type):
     x = random_array((2, 6, 4, 3), np.float32, seed=4)
     block = tf.constant([2, 2], block_type)
-    matches_cpu(lambda t: tf.raw_ops.SpaceToBatchND(
+    assert_moves_like_cpu(lambda t: tf.raw_ops.SpaceToBatchND(
         input=t, block_shape=block, paddings=tf.constant([[0, 0], [1, 1]], pads_type)),
         x, launches=2)
     y = random_array((8, 3, 2, 3), np.float32, seed=5)
-    matches_cpu(lambda t: tf.raw_ops.BatchToSpaceND(
+    assert_moves_like_cpu(lambda t: tf.raw_ops.BatchToSpaceND(
         input=t, block_shape=block, crops=tf.constant([[1, 0], [0, 1]], pads_type)),
         y, launches=2)
 
@@ -107,11 +96,11 @@ def test_block_shape_and_paddings_may_be_int32_or_int64(block_type, pads_type):
 @pytest.mark.parametrize("index_type", [tf.int32, tf.int64])
 def test_space_to_batch_and_batch_to_space_with_a_block_size_match_cpu(index_type):
     x = random_array((2, 5, 6, 3), np.float32, seed=6)
-    matches_cpu(lambda t: tf.raw_ops.SpaceToBatch(
+    assert_moves_like_cpu(lambda t: tf.raw_ops.SpaceToBatch(
         input=t, paddings=tf.constant([[1, 0], [1, 2]], index_type), block_size=3), x,
         launches=2)
     y = random_array((8, 3, 2, 3), np.float32, seed=7)
-    matches_cpu(lambda t: tf.raw_ops.BatchToSpace(
+    assert_moves_like_cpu(lambda t: tf.raw_ops.BatchToSpace(
         input=t, crops=tf.constant([[1, 0], [0, 2]], index_type), block_size=2), y,
         launches=2)
 
@@ -132,13 +121,6 @@ def test_four_blocked_dimensions_above_one_are_unimplemented_with_a_clear_error(
     with tf.device("/GPU:0"), pytest.raises(tf.errors.UnimplementedError,
                                             match="transpose of rank 10"):
         fn(tf.constant(x))
-
-
-def raises_like_cpu(fn, match, x):
-    """fn(x) raises InvalidArgumentError matching `match` on the CPU and on GPU:0."""
-    for device in ("/CPU:0", "/GPU:0"):
-        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError, match=match):
-            fn(tf.constant(x))
 
 
 def raw_space_to_batch(block, paddings):
@@ -167,11 +149,11 @@ def raw_batch_to_space(block, crops):
     (raw_batch_to_space([2, 2], [[0, 0], [5, 5]]), r"cropped_shape\[1\]=-2 must be non-negative"),
 ])
 def test_bad_arguments_are_invalid_argument_as_on_the_cpu(fn, match):
-    raises_like_cpu(fn, match, random_array((4, 4, 4, 3), np.float32, seed=11))
+    assert_raises_like_cpu(fn, match, random_array((4, 4, 4, 3), np.float32, seed=11))
 
 
 def test_a_block_size_op_of_a_3d_input_is_invalid_argument():
-    raises_like_cpu(lambda t: tf.raw_ops.SpaceToBatch(input=t, paddings=[[0, 0], [0, 0]],
+    assert_raises_like_cpu(lambda t: tf.raw_ops.SpaceToBatch(input=t, paddings=[[0, 0], [0, 0]],
                                                       block_size=2),
                     "Input rank should be: 4instead of: 3", random_array((4, 4, 3), np.float32))
 
