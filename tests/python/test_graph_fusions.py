@@ -167,6 +167,27 @@ def test_a_max_pool_gives_its_gradient_a_window_index_with_the_same_bits(dtype, 
     assert np.isnan(g.numpy().astype(np.float32)).any()  # the NaN gradient went through
 
 
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+def test_a_16_bit_window_of_minus_infinity_pools_to_the_types_lowest_value(dtype):
+    # 16-bit window-index kernels run the float32 kernel on float32 copies, which raises such a
+    # window to float32's lowest value; the result must be the 16-bit type's, as the device's
+    # MaxPool gives (TensorFlow's rule in its Eigen pooling, max(lowest, window)).
+    both = pool_and_gradient(2, "NHWC")
+    x, dy = inputs((1, 4, 4, 9), pooled_shape((1, 4, 4, 9), 2, 2, "VALID", "NHWC"), dtype,
+                   seed=3, nan_in_x=False)
+    x[0, :2, :2, :] = -np.inf  # the first window of every channel
+    with tf.device("/GPU:0"):
+        before = window_indexes()
+        y, g = tf.function(both)(tf.constant(x), tf.constant(dy))
+        assert window_indexes() == before + 1
+        eager_y, eager_g = both(tf.constant(x), tf.constant(dy))  # eager: reads x again
+    lowest = tf.as_dtype(dtype).min
+    np.testing.assert_array_equal(y.numpy()[0, 0, 0].astype(np.float32),
+                                  np.full(9, lowest, np.float32))
+    np.testing.assert_array_equal(y.numpy(), eager_y.numpy())
+    np.testing.assert_array_equal(g.numpy(), eager_g.numpy())
+
+
 def test_two_gradients_of_one_pool_share_its_index_and_one_of_another_input_reads_x():
     window = [1, 2, 2, 1]
 

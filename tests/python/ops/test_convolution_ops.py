@@ -672,10 +672,11 @@ def test_bias_add_and_grad_match_cpu(shape, data_format, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (3000, 7), (5, 1)])
+@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (3000, 7), (5, 1), (40, 603)])
 def test_bias_add_grad_over_many_row_blocks_matches_cpu(shape, dtype):
     """NHWC bias gradients are summed in blocks of ~64 KiB of rows (8x40x40x16 floats: 13
-    blocks; 3000x7: 2), each into its own partial, then added in order."""
+    blocks; 3000x7: 2), each into its own partial, then added in order. float16 rows are
+    converted 256 columns at a time (40x603: two whole chunks and a partial one)."""
     grad = lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format="NHWC")
     value = random_array(shape, dtype, seed=35)
     assert_matches_cpu(grad, value, **conv_tolerance(dtype))

@@ -6,7 +6,8 @@
 // convolutions, the code TensorFlow's CPU kernels run; depthwise convolutions are dispatched to
 // convolution_depthwise.cc; 3-D and grouped convolutions and every filter gradient to the
 // im2col kernels of convolution_im2col.cc. Float32 convolutions go to oneDNN first
-// (convolution_onednn.cc) when the build has it. The other families of the protocol's
+// (convolution_onednn.cc) when the build has it, and so do the float32 staged copies of
+// half/bfloat16 ones (Keras' mixed precision). The other families of the protocol's
 // convolution id range are matmul_kernels.cc, bias_kernels.cc and rearrange_kernels.cc.
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 
@@ -130,6 +131,85 @@ bool UsesEigenSpatialConvolution(const ConvolutionGeometry& g) {
   return g.spatial_dims == 2 && g.groups == 1 && !g.depthwise;
 }
 
+// True for the 16-bit types, whose tensors ChannelsLastInput stages as float32 channels-last:
+// the float32 oneDNN kernels then run on the staged copies as they run on float32 tensors.
+template <typename T>
+constexpr bool kStagedAsFloat =
+    !std::is_same_v<T, float> && std::is_same_v<ComputeType<T>, float>;
+
+// The geometry of staged copies: g's, float32 and channels-last.
+ConvolutionGeometry StagedGeometry(const ConvolutionGeometry& g) {
+  ConvolutionGeometry staged = g;
+  staged.dtype = DType::kFloat32;
+  staged.data_format = DataFormat::kNHWC;
+  return staged;
+}
+
+// The three directions on channels-last buffers of the compute type CT (x, y, dx, dy NHWC;
+// filters as TensorFlow lays them out): oneDNN's float32 kernel first when the buffers are
+// `staged` copies of a 16-bit launch and oneDNN serves the geometry, else the kernels
+// TensorFlow's CPU kernels run (depthwise, Eigen's spatial convolutions or im2col).
+template <typename CT>
+absl::Status ForwardChannelsLast(const Eigen::ThreadPoolDevice& device,
+                                 const ConvolutionGeometry& g, bool staged, const CT* x,
+                                 const CT* filter, CT* y) {
+  if constexpr (std::is_same_v<CT, float>) {
+    if (staged) {
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionForward(device, StagedGeometry(g), x,
+                                                                filter, nullptr, std::nullopt,
+                                                                y));
+      if (done) return absl::OkStatus();
+    }
+  }
+  if (g.depthwise) {
+    DepthwiseNhwc<CT>::Forward(device, g, x, filter, y);
+  } else if (UsesEigenSpatialConvolution(g)) {
+    ConvolveNhwc<CT>(device, g, x, filter, y);
+  } else {
+    return Im2col<CT>::Forward(device, g, x, filter, y);
+  }
+  return absl::OkStatus();
+}
+
+template <typename CT>
+absl::Status BackwardInputChannelsLast(const Eigen::ThreadPoolDevice& device,
+                                       const ConvolutionGeometry& g, bool staged,
+                                       const CT* filter, const CT* dy, CT* dx) {
+  if constexpr (std::is_same_v<CT, float>) {
+    if (staged) {
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardInput(
+                                           device, StagedGeometry(g), filter, dy, dx));
+      if (done) return absl::OkStatus();
+    }
+  }
+  if (g.depthwise) {
+    DepthwiseNhwc<CT>::BackwardInput(device, g, filter, dy, dx);
+  } else if (UsesEigenSpatialConvolution(g)) {
+    ConvolveBackwardInputNhwc<CT>(device, g, filter, dy, dx);
+  } else {
+    return Im2col<CT>::BackwardInput(device, g, filter, dy, dx);
+  }
+  return absl::OkStatus();
+}
+
+template <typename CT>
+absl::Status BackwardFilterChannelsLast(const Eigen::ThreadPoolDevice& device,
+                                        const ConvolutionGeometry& g, bool staged, const CT* x,
+                                        const CT* dy, CT* dfilter) {
+  if constexpr (std::is_same_v<CT, float>) {
+    if (staged) {
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardFilter(
+                                           device, StagedGeometry(g), x, dy, dfilter));
+      if (done) return absl::OkStatus();
+    }
+  }
+  if (g.depthwise) {
+    DepthwiseNhwc<CT>::BackwardFilter(device, g, x, dy, dfilter);
+    return absl::OkStatus();
+  }
+  return Im2col<CT>::BackwardFilter(device, g, x, dy, dfilter);
+}
+
 // y = conv(x, filter), then activation(y + bias) when `epilogue` is given. Buffers: x and the
 // filter at 0 and 1, y at `output_buffer`.
 template <typename T>
@@ -156,14 +236,9 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
                                    g.in_depth);
     // The filter's layout does not depend on the data format: only its type may be staged.
     ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.filter_elements);
-    if (g.depthwise) {
-      DepthwiseNhwc<CT>::Forward(device, g, input.data(), filter.data(), output.data());
-    } else if (UsesEigenSpatialConvolution(g)) {
-      ConvolveNhwc<CT>(device, g, input.data(), filter.data(), output.data());
-    } else {
-      VGPU_RETURN_IF_ERROR(
-          Im2col<CT>::Forward(device, g, input.data(), filter.data(), output.data()));
-    }
+    // Staged: the bias and the activation are added below, in float.
+    VGPU_RETURN_IF_ERROR(ForwardChannelsLast<CT>(device, g, kStagedAsFloat<T>, input.data(),
+                                                 filter.data(), output.data()));
   }
   if (epilogue != nullptr) {
     AddBiasAndActivate<CT>(device, output.data(), g.batch * g.OutputPixels(), g.out_depth,
@@ -196,16 +271,9 @@ struct BackwardInput : FloatingKernel<BackwardInput, ReadConvolutionLaunch> {
                                           g.out_depth);
     ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
                                           g.in_depth);
-    if (g.depthwise) {
-      DepthwiseNhwc<CT>::BackwardInput(device, g, filter.data(), out_backprop.data(),
-                                       in_backprop.data());
-    } else if (UsesEigenSpatialConvolution(g)) {
-      ConvolveBackwardInputNhwc<CT>(device, g, filter.data(), out_backprop.data(),
-                                    in_backprop.data());
-    } else {
-      VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardInput(device, g, filter.data(),
-                                                     out_backprop.data(), in_backprop.data()));
-    }
+    VGPU_RETURN_IF_ERROR(BackwardInputChannelsLast<CT>(device, g, kStagedAsFloat<T>,
+                                                       filter.data(), out_backprop.data(),
+                                                       in_backprop.data()));
     in_backprop.Finish(device);
     return absl::OkStatus();
   }
@@ -234,13 +302,9 @@ struct BackwardFilter : FloatingKernel<BackwardFilter, ReadConvolutionLaunch> {
     ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
                                           g.out_depth);
     ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.filter_elements);
-    if (g.depthwise) {
-      DepthwiseNhwc<CT>::BackwardFilter(device, g, input.data(), out_backprop.data(),
-                                        filter_backprop.data());
-    } else {
-      VGPU_RETURN_IF_ERROR(Im2col<CT>::BackwardFilter(
-          device, g, input.data(), out_backprop.data(), filter_backprop.data()));
-    }
+    VGPU_RETURN_IF_ERROR(BackwardFilterChannelsLast<CT>(device, g, kStagedAsFloat<T>,
+                                                        input.data(), out_backprop.data(),
+                                                        filter_backprop.data()));
     filter_backprop.Finish(device);
     return absl::OkStatus();
   }

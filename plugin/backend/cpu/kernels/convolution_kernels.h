@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "plugin/backend/cpu/kernels/float_compute.h"
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "plugin/backend/launch/convolution_launch.h"
 #include "plugin/protocol/descriptors.h"
 
@@ -50,6 +51,12 @@ class ChannelsLastInput {
     data_ = scratch_.data();
     if (elements == 0) return;
     RowMajorMap<CT, 3> staged(scratch_.data(), batch, pixels, channels);
+    if constexpr (kIsFloat16Bit<T> && std::is_same_v<CT, float>) {
+      if (format == DataFormat::kNHWC) {
+        WidenToFloat(device, data, scratch_.data(), elements);  // F16C for half
+        return;
+      }
+    }
     if (format == DataFormat::kNHWC) {
       staged.device(device) = RowMajorMap<const T, 3>(data, batch, pixels, channels)
                                   .template cast<CT>();
@@ -94,6 +101,12 @@ class ChannelsLastOutput {
   // Moves the result into the output tensor (no-op when written in place).
   void Finish(const Eigen::ThreadPoolDevice& device) {
     if (direct_ || batch_ * pixels_ * channels_ == 0) return;
+    if constexpr (kIsFloat16Bit<T> && std::is_same_v<CT, float>) {
+      if (format_ == DataFormat::kNHWC) {
+        NarrowFromFloat(device, data_, output_, batch_ * pixels_ * channels_);
+        return;
+      }
+    }
     RowMajorMap<const CT, 3> result(data_, batch_, pixels_, channels_);
     if (format_ == DataFormat::kNHWC) {
       RowMajorMap<T, 3>(output_, batch_, pixels_, channels_).device(device) =

@@ -9,14 +9,10 @@
 #include <cstring>
 #include <type_traits>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#include <immintrin.h>
-#endif
-
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
 #include "plugin/backend/cpu/kernels/elementwise_kernels.h"
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "plugin/backend/launch/element_conversions.h"
 #include "plugin/backend/launch/elementwise_launch.h"
 #include "plugin/common/status_macros.h"
@@ -69,46 +65,6 @@ constexpr bool kHonoursTruncate =
     (std::is_same_v<In, float> &&
      (std::is_same_v<Out, Eigen::half> || std::is_same_v<Out, Eigen::bfloat16>));
 
-#if defined(__x86_64__) || defined(__i386__)
-// float <-> half with the F16C instructions (TensorFlow's wheel converts with them too; the
-// results equal Eigen's round-to-nearest-even software conversion, about ten times faster).
-// Compiled for F16C only here; called only when the CPU has it.
-__attribute__((target("avx,f16c"))) void FloatToHalfF16c(const float* in, Eigen::half* out,
-                                                         int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i halves =
-        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), halves);
-  }
-  for (; i < n; ++i) out[i] = Eigen::half(in[i]);
-}
-
-__attribute__((target("avx,f16c"))) void HalfToFloatF16c(const Eigen::half* in, float* out,
-                                                         int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m128i halves = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
-    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
-  }
-  for (; i < n; ++i) out[i] = static_cast<float>(in[i]);
-}
-
-bool HasF16c() {
-  // F16C from CPUID leaf 1 (ECX bit 29): not every compiler knows "f16c" as a feature name.
-  static const bool has = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return false;
-    return __builtin_cpu_supports("avx") && (ecx & (1u << 29)) != 0;
-  }();
-  return has;
-}
-#else
-constexpr bool HasF16c() { return false; }
-void FloatToHalfF16c(const float*, Eigen::half*, int64_t) {}
-void HalfToFloatF16c(const Eigen::half*, float*, int64_t) {}
-#endif
-
 template <typename In, typename Out>
 absl::Status RunCast(const KernelContext& context, int64_t count, bool truncate) {
   VGPU_ASSIGN_OR_RETURN(const In* x, context.Buffer<const In>(0, count));
@@ -125,10 +81,10 @@ absl::Status RunCast(const KernelContext& context, int64_t count, bool truncate)
       }
     }
     if constexpr (std::is_same_v<In, float> && std::is_same_v<Out, Eigen::half>) {
-      if (HasF16c()) return FloatToHalfF16c(x + begin, y + begin, end - begin);
+      return FloatToHalf(x + begin, y + begin, end - begin);  // F16C where the CPU has it
     }
     if constexpr (std::is_same_v<In, Eigen::half> && std::is_same_v<Out, float>) {
-      if (HasF16c()) return HalfToFloatF16c(x + begin, y + begin, end - begin);
+      return HalfToFloat(x + begin, y + begin, end - begin);
     }
     if constexpr (kIsFloating<In> && !kIsFloating<Out> && !std::is_same_v<Out, bool>) {
       output = input.unaryExpr(FloatingToIntegerFunctor<In, Out>());

@@ -3,14 +3,17 @@
 // contractions, as TensorFlow's CPU MatMul and BatchMatMulV2 use, with float accumulation for
 // the 16-bit types, then the fused bias and activation. A batch of small products runs one
 // product per thread; large products use the whole thread pool each. Float32 products go to
-// oneDNN first (matmul_onednn.cc) when the build has it.
+// oneDNN first (matmul_onednn.cc) when the build has it, and so do float32 copies of
+// half/bfloat16 ones (Keras' mixed precision).
 #include "plugin/backend/cpu/kernels/float_compute.h"  // first: EIGEN_USE_THREADS
 
 #include <optional>
 
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "plugin/backend/cpu/kernels/onednn_kernels.h"
+#include "plugin/backend/cpu/kernels/onednn_primitives.h"
 #include "plugin/backend/launch/matmul_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/convolution.h"
@@ -42,6 +45,24 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulGeometry& s, 
     FlatMap<T> flat(c, s.c_elements);
     flat.device(device) = flat.constant(T(0));
     return absl::OkStatus();
+  }
+  if constexpr (kIsFloat16Bit<T>) {
+    if (ExecutorUsesOnednn()) {
+      // oneDNN's float32 product of float32 copies, rounded to T once: what the Eigen
+      // contraction below computes (float accumulation), on oneDNN's kernels.
+      Scratch<float> a32(s.a_elements), b32(s.b_elements), c32(s.c_elements);
+      WidenToFloat(device, a, a32.data(), s.a_elements);
+      WidenToFloat(device, b, b32.data(), s.b_elements);
+      MatmulGeometry staged = s;
+      staged.dtype = DType::kFloat32;
+      VGPU_ASSIGN_OR_RETURN(bool done, OnednnMatmul(device, staged, a32.data(), b32.data(),
+                                                    /*bias=*/nullptr, std::nullopt,
+                                                    c32.data()));
+      if (done) {
+        NarrowFromFloat(device, c32.data(), c, s.c_elements);
+        return absl::OkStatus();
+      }
+    }
   }
   // TensorFlow's contraction pairs for transposed operands.
   const Eigen::array<Eigen::IndexPair<Index>, 1> pair{

@@ -21,6 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/cpu/kernel_registry.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
+#include "plugin/backend/cpu/kernels/float_compute.h"
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "plugin/backend/cpu/kernels/pooling_window_index_simd.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernels/pooling.h"
@@ -445,6 +447,22 @@ TilingWindows TilingWindowsOf(const PoolGeometry& g, const std::vector<int64_t>&
 template <typename T>
 void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
                                    const T* x, T* y, uint8_t* window_index) {
+  if constexpr (kIsFloat16Bit<T>) {
+    // On float32 copies, for the float kernel's vector units: exact both ways (y's values are
+    // x's), except that the float kernel raises a window of NaNs or -inf to float's lowest(),
+    // which is below T's: raised to T's here.
+    Scratch<float> x_staged(g.input_elements), y_staged(g.output_elements);
+    WidenToFloat(device, x, x_staged.data(), g.input_elements);
+    MaxPoolForwardWithWindowIndex<float>(device, g, x_staged.data(), y_staged.data(),
+                                         window_index);
+    const float lowest = static_cast<float>(Eigen::NumTraits<T>::lowest());
+    float* staged = y_staged.data();
+    ParallelBlocks(device, g.output_elements, ElementCost(4, 4, 1), [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) staged[i] = staged[i] < lowest ? lowest : staged[i];
+    });
+    NarrowFromFloat(device, staged, y, g.output_elements);
+    return;
+  }
   const int64_t channels = g.channels;
   const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
   const int slots = static_cast<int>(slot_offsets.size());
@@ -495,6 +513,16 @@ void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const 
 template <typename T, bool kThroughRelu>
 void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
                                     const uint8_t* window_index, const T* dy, T* dx) {
+  if constexpr (kIsFloat16Bit<T>) {
+    // On float32 copies, for the float kernel's vector units: dx's values are dy's, -0 or NaN
+    // (dy * 0), each exact in T.
+    Scratch<float> dy_staged(g.output_elements), dx_staged(g.input_elements);
+    WidenToFloat(device, dy, dy_staged.data(), g.output_elements);
+    MaxPoolBackwardFromWindowIndex<float, kThroughRelu>(device, g, window_index,
+                                                        dy_staged.data(), dx_staged.data());
+    NarrowFromFloat(device, dx_staged.data(), dx, g.input_elements);
+    return;
+  }
   const int64_t channels = g.channels;
   const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
   const int slots = static_cast<int>(slot_offsets.size());

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "unsupported/Eigen/CXX11/Tensor"
 
 namespace vgpu::cpu_kernels {
@@ -33,6 +34,25 @@ __attribute__((optimize("vect-cost-model=dynamic"))) inline void AddRows(
   for (int64_t r = begin; r < end; ++r) {
     const T* __restrict row = matrix + r * columns;
     for (int64_t c = 0; c < columns; ++c) partial[c] += static_cast<CT>(row[c]);
+  }
+}
+
+// Half rows are converted a chunk of columns at a time (F16C where the CPU has it:
+// float_staging.h) and then added as AddRows adds them: the same sums, without Eigen's
+// software conversion of each element.
+template <>
+inline void AddRows<Eigen::half, float>(const Eigen::half* __restrict matrix, int64_t begin,
+                                        int64_t end, int64_t columns,
+                                        float* __restrict partial) {
+  constexpr int64_t kChunk = 256;
+  float converted[kChunk];
+  for (int64_t r = begin; r < end; ++r) {
+    const Eigen::half* row = matrix + r * columns;
+    for (int64_t c0 = 0; c0 < columns; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, columns - c0);
+      HalfToFloat(row + c0, converted, n);
+      AddRows<float, float>(converted, 0, 1, n, partial + c0);
+    }
   }
 }
 
