@@ -6,8 +6,9 @@
 // convolutions, the code TensorFlow's CPU kernels run; depthwise convolutions are dispatched to
 // convolution_depthwise.cc; 3-D and grouped convolutions and every filter gradient to the
 // im2col kernels of convolution_im2col.cc. Float32 convolutions go to oneDNN first
-// (convolution_onednn.cc) when the build has it, and so do the float32 staged copies of
-// half/bfloat16 ones (Keras' mixed precision). The other families of the protocol's
+// (convolution_onednn.cc) when the build has it, bfloat16 ones too where the CPU has bfloat16
+// math, and so do the float32 staged copies of the other half/bfloat16 ones (Keras' mixed
+// precision). The other families of the protocol's
 // convolution id range are matmul_kernels.cc, bias_kernels.cc and rearrange_kernels.cc.
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
 
@@ -137,6 +138,11 @@ template <typename T>
 constexpr bool kStagedAsFloat =
     !std::is_same_v<T, float> && std::is_same_v<ComputeType<T>, float>;
 
+// The types oneDNN's kernels take as they are: float32, and bfloat16 where the CPU has
+// bfloat16 math (onednn_kernels.h; elsewhere bfloat16 is staged as float32 like half).
+template <typename T>
+constexpr bool kOnednnNative = std::is_same_v<T, float> || std::is_same_v<T, Eigen::bfloat16>;
+
 // The geometry of staged copies: g's, float32 and channels-last.
 ConvolutionGeometry StagedGeometry(const ConvolutionGeometry& g) {
   ConvolutionGeometry staged = g;
@@ -155,9 +161,9 @@ absl::Status ForwardChannelsLast(const Eigen::ThreadPoolDevice& device,
                                  const CT* filter, CT* y) {
   if constexpr (std::is_same_v<CT, float>) {
     if (staged) {
-      VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionForward(device, StagedGeometry(g), x,
-                                                                filter, nullptr, std::nullopt,
-                                                                y));
+      VGPU_ASSIGN_OR_RETURN(bool done,
+                            OnednnConvolutionForward<float>(device, StagedGeometry(g), x, filter,
+                                                            nullptr, std::nullopt, y));
       if (done) return absl::OkStatus();
     }
   }
@@ -221,7 +227,7 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
   VGPU_ASSIGN_OR_RETURN(T* y, context.Buffer<T>(output_buffer, g.output_elements));
   const Eigen::ThreadPoolDevice& device = *context.device;
   if (g.output_elements == 0) return absl::OkStatus();
-  if constexpr (std::is_same_v<T, float>) {
+  if constexpr (kOnednnNative<T>) {
     VGPU_ASSIGN_OR_RETURN(
         bool done, OnednnConvolutionForward(
                        device, g, x, w, epilogue != nullptr ? epilogue->bias : nullptr,
@@ -262,7 +268,7 @@ struct BackwardInput : FloatingKernel<BackwardInput, ReadConvolutionLaunch> {
       SetZero(device, dx, g.input_elements);
       return absl::OkStatus();
     }
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (kOnednnNative<T>) {
       VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardInput(device, g, w, dy, dx));
       if (done) return absl::OkStatus();
     }
@@ -293,7 +299,7 @@ struct BackwardFilter : FloatingKernel<BackwardFilter, ReadConvolutionLaunch> {
       SetZero(device, dw, g.filter_elements);
       return absl::OkStatus();
     }
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (kOnednnNative<T>) {
       VGPU_ASSIGN_OR_RETURN(bool done, OnednnConvolutionBackwardFilter(device, g, x, dy, dw));
       if (done) return absl::OkStatus();
     }

@@ -5,7 +5,9 @@
 // reordered into the layout oneDNN's kernel prefers and back; primitives and reorders are built
 // once per geometry and reused (onednn_primitives.h). Geometries are checked by the launch
 // layer (launch/convolution_launch.h) before they get here; whatever oneDNN does not serve (or
-// serves only with its slow reference code) goes back to the Eigen kernels.
+// serves only with its slow reference code) goes back to the Eigen kernels. bfloat16 runs on
+// oneDNN's bfloat16 kernels (float32 accumulation, one rounding) where the CPU has bfloat16
+// instructions (AVX512-BF16 or AMX), as TensorFlow-CPU's own bfloat16 convolutions do.
 #include <optional>
 
 #include "plugin/backend/cpu/kernels/convolution_kernels.h"
@@ -34,6 +36,11 @@ struct ConvolutionDescs {
   memory::desc any_filter;       // the filter in whatever layout the primitive picks
   memory::dims strides, dilates, pad_before, pad_after;
 };
+
+// The oneDNN element type of the geometry's tensors (Served admits float32 and bfloat16).
+memory::data_type DataTypeOf(const ConvolutionGeometry& g) {
+  return g.dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+}
 
 ConvolutionDescs Describe(const ConvolutionGeometry& g) {
   const bool three_d = g.spatial_dims == 3;
@@ -66,10 +73,11 @@ ConvolutionDescs Describe(const ConvolutionGeometry& g) {
                                : (channels_last ? Tag::nhwc : Tag::nchw);
   const Tag filter_tag = three_d ? (grouped ? Tag::dhwigo : Tag::dhwio)
                                  : (grouped ? Tag::hwigo : Tag::hwio);
-  d.x = memory::desc(x, memory::data_type::f32, data_tag);
-  d.y = memory::desc(y, memory::data_type::f32, data_tag);
-  d.user_filter = memory::desc(filter, memory::data_type::f32, filter_tag);
-  d.any_filter = memory::desc(filter, memory::data_type::f32, Tag::any);
+  const memory::data_type type = DataTypeOf(g);
+  d.x = memory::desc(x, type, data_tag);
+  d.y = memory::desc(y, type, data_tag);
+  d.user_filter = memory::desc(filter, type, filter_tag);
+  d.any_filter = memory::desc(filter, type, Tag::any);
   return d;
 }
 
@@ -106,7 +114,8 @@ double MultiplyAdds(const ConvolutionGeometry& g) {
 // Settings every convolution primitive depends on.
 onednn::PrimitiveKey ConvolutionKey(int kind, const ConvolutionGeometry& g, int threads) {
   onednn::PrimitiveKey key(kind);
-  for (int64_t v : {int64_t{threads}, static_cast<int64_t>(g.data_format),
+  for (int64_t v : {int64_t{threads}, static_cast<int64_t>(g.dtype),
+                    static_cast<int64_t>(g.data_format),
                     int64_t{g.spatial_dims}, int64_t{g.depthwise}, g.groups, g.batch, g.in_depth,
                     g.out_depth, g.filter_in_depth, g.filter_out}) {
     key.Add(v);
@@ -172,7 +181,7 @@ std::shared_ptr<const ConvolutionEntry> MakeForward(const ConvolutionGeometry& g
     post_ops.append_eltwise(*algorithm, alpha, beta);
     attr.set_post_ops(post_ops);
   }
-  const memory::desc bias({g.out_depth}, memory::data_type::f32, Tag::a);
+  const memory::desc bias({g.out_depth}, DataTypeOf(g), Tag::a);
   auto pd = ForwardDesc(d, with_bias ? &bias : nullptr, attr);
   if (IsReference(pd.impl_info_str())) return nullptr;
   auto entry = std::make_shared<ConvolutionEntry>();
@@ -223,12 +232,15 @@ std::shared_ptr<const ConvolutionEntry> MakeBackwardWeights(const ConvolutionGeo
   return entry;
 }
 
-// Whether the oneDNN path is tried at all: float32 (the caller's T) with elements on every side.
+// Whether the oneDNN path is tried at all: float32, or bfloat16 on a CPU with bfloat16 math
+// (the caller's T), with elements on every side.
 // Depthwise convolutions with a channel multiplier above 1 stay with the Eigen kernel: oneDNN
 // has depthwise kernels for a multiplier of 1 only and runs the others as grouped convolutions
 // with every group padded to 16 channels.
 bool Served(const ConvolutionGeometry& g) {
-  return ExecutorUsesOnednn() && g.dtype == DType::kFloat32 && g.input_elements > 0 &&
+  const bool type_served =
+      g.dtype == DType::kFloat32 || (g.dtype == DType::kBFloat16 && CpuHasBfloat16Math());
+  return ExecutorUsesOnednn() && type_served && g.input_elements > 0 &&
          g.output_elements > 0 && g.filter_elements > 0 && !(g.depthwise && g.filter_out != 1);
 }
 
@@ -253,7 +265,7 @@ absl::Status ReorderFilter(const ConvolutionEntry& entry, const memory& from, co
 
 // TensorFlow's filter as the primitive reads it: the user's memory itself, or a reorder of it
 // into the primitive's preferred layout in this thread's scratch (slot 1).
-absl::StatusOr<memory> FilterForPrimitive(const ConvolutionEntry& entry, const float* filter,
+absl::StatusOr<memory> FilterForPrimitive(const ConvolutionEntry& entry, const void* filter,
                                           onednn::ThreadScratch& scratch) {
   memory user_filter = Memory(entry.user_filter, filter);
   if (!entry.filter_reorder.has_value()) return user_filter;
@@ -265,11 +277,11 @@ absl::StatusOr<memory> FilterForPrimitive(const ConvolutionEntry& entry, const f
 }  // namespace
 #endif  // VGPU_HAVE_ONEDNN
 
+template <typename T>
 absl::StatusOr<bool> OnednnConvolutionForward(const Eigen::ThreadPoolDevice& device,
-                                              const ConvolutionGeometry& g, const float* x,
-                                              const float* filter, const float* bias,
-                                              std::optional<ActivationMode> activation,
-                                              float* y) {
+                                              const ConvolutionGeometry& g, const T* x,
+                                              const T* filter, const T* bias,
+                                              std::optional<ActivationMode> activation, T* y) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
   const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
@@ -294,10 +306,10 @@ absl::StatusOr<bool> OnednnConvolutionForward(const Eigen::ThreadPoolDevice& dev
 #endif
 }
 
+template <typename T>
 absl::StatusOr<bool> OnednnConvolutionBackwardInput(const Eigen::ThreadPoolDevice& device,
-                                                    const ConvolutionGeometry& g,
-                                                    const float* filter, const float* dy,
-                                                    float* dx) {
+                                                    const ConvolutionGeometry& g, const T* filter,
+                                                    const T* dy, T* dx) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
   const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
@@ -320,10 +332,10 @@ absl::StatusOr<bool> OnednnConvolutionBackwardInput(const Eigen::ThreadPoolDevic
 #endif
 }
 
+template <typename T>
 absl::StatusOr<bool> OnednnConvolutionBackwardFilter(const Eigen::ThreadPoolDevice& device,
-                                                     const ConvolutionGeometry& g,
-                                                     const float* x, const float* dy,
-                                                     float* dfilter) {
+                                                     const ConvolutionGeometry& g, const T* x,
+                                                     const T* dy, T* dfilter) {
 #if VGPU_HAVE_ONEDNN
   if (!Served(g)) return false;
   const int threads = OnednnThreadsFor(device.numThreads(), MultiplyAdds(g));
@@ -351,5 +363,18 @@ absl::StatusOr<bool> OnednnConvolutionBackwardFilter(const Eigen::ThreadPoolDevi
   return false;
 #endif
 }
+
+// The element types of the oneDNN path (onednn_kernels.h).
+#define VGPU_ONEDNN_CONVOLUTIONS(T)                                                            \
+  template absl::StatusOr<bool> OnednnConvolutionForward<T>(                                   \
+      const Eigen::ThreadPoolDevice&, const ConvolutionGeometry&, const T*, const T*, const T*, \
+      std::optional<ActivationMode>, T*);                                                      \
+  template absl::StatusOr<bool> OnednnConvolutionBackwardInput<T>(                             \
+      const Eigen::ThreadPoolDevice&, const ConvolutionGeometry&, const T*, const T*, T*);      \
+  template absl::StatusOr<bool> OnednnConvolutionBackwardFilter<T>(                            \
+      const Eigen::ThreadPoolDevice&, const ConvolutionGeometry&, const T*, const T*, T*);
+VGPU_ONEDNN_CONVOLUTIONS(float)
+VGPU_ONEDNN_CONVOLUTIONS(Eigen::bfloat16)
+#undef VGPU_ONEDNN_CONVOLUTIONS
 
 }  // namespace vgpu::cpu_kernels

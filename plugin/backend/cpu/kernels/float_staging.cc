@@ -1,5 +1,8 @@
-// half <-> float array conversions of float_staging.h: F16C where the CPU has it.
+// The array conversions of float_staging.h: half <-> float with F16C where the CPU has it,
+// bfloat16 <-> float on the bits.
 #include "plugin/backend/cpu/kernels/float_staging.h"
+
+#include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -57,6 +60,28 @@ void HalfToFloat(const Eigen::half* in, float* out, int64_t n) {
 void FloatToHalf(const float* in, Eigen::half* out, int64_t n) {
   if (HasF16c()) return FloatToHalfF16c(in, out, n);
   for (int64_t i = 0; i < n; ++i) out[i] = Eigen::half(in[i]);
+}
+
+// A bfloat16 is the high half of a float's bits: widening is exact.
+__attribute__((optimize("vect-cost-model=dynamic"))) void BFloat16ToFloat(
+    const Eigen::bfloat16* in, float* out, int64_t n) {
+  const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
+  uint32_t* wide = reinterpret_cast<uint32_t*>(out);
+  for (int64_t i = 0; i < n; ++i) wide[i] = static_cast<uint32_t>(bits[i]) << 16;
+}
+
+// Round to nearest even on the bits; a NaN becomes bfloat16's quiet NaN of its sign (Eigen's
+// rule).
+__attribute__((optimize("vect-cost-model=dynamic"))) void FloatToBFloat16(
+    const float* in, Eigen::bfloat16* out, int64_t n) {
+  const uint32_t* bits = reinterpret_cast<const uint32_t*>(in);
+  uint16_t* narrow = reinterpret_cast<uint16_t*>(out);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t b = bits[i];
+    const bool nan = (b & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (b + 0x7fffu + ((b >> 16) & 1u)) >> 16;
+    narrow[i] = static_cast<uint16_t>(nan ? (((b >> 16) & 0x8000u) | 0x7fc0u) : rounded);
+  }
 }
 
 }  // namespace vgpu::cpu_kernels

@@ -2,8 +2,9 @@
 // run their float32 code on staged copies of half/bfloat16 tensors (max pooling with a window
 // index, bias gradients, casts). half <-> float uses the F16C instructions where the CPU has
 // them (eight elements an instruction, as TensorFlow's wheel converts), Eigen's software
-// conversion otherwise; the results are the same (round to nearest even). bfloat16 <-> float is
-// Eigen's (a shift, and round to nearest even).
+// conversion otherwise; the results are the same (round to nearest even). bfloat16 <-> float
+// works on the bits (a shift; round to nearest even, a NaN the quiet NaN of its sign), as Eigen
+// converts, in loops the compiler vectorises.
 #ifndef VGPU_BACKEND_CPU_KERNELS_FLOAT_STAGING_H_
 #define VGPU_BACKEND_CPU_KERNELS_FLOAT_STAGING_H_
 
@@ -21,6 +22,8 @@ namespace vgpu::cpu_kernels {
 // out[i] = float(in[i]) / out[i] = half(in[i]) for i < n, on the calling thread.
 void HalfToFloat(const Eigen::half* in, float* out, int64_t n);
 void FloatToHalf(const float* in, Eigen::half* out, int64_t n);
+void BFloat16ToFloat(const Eigen::bfloat16* in, float* out, int64_t n);
+void FloatToBFloat16(const float* in, Eigen::bfloat16* out, int64_t n);
 
 // The 16-bit floating types, which kernels may stage as float32.
 template <typename T>
@@ -37,7 +40,7 @@ void WidenToFloat(const Eigen::ThreadPoolDevice& device, const T* in, float* out
     if constexpr (std::is_same_v<T, Eigen::half>) {
       HalfToFloat(in + begin, out + begin, end - begin);
     } else {
-      for (int64_t i = begin; i < end; ++i) out[i] = static_cast<float>(in[i]);
+      BFloat16ToFloat(in + begin, out + begin, end - begin);
     }
   });
 }
@@ -53,7 +56,7 @@ void NarrowFromFloat(const Eigen::ThreadPoolDevice& device, const float* in, T* 
     if constexpr (std::is_same_v<T, Eigen::half>) {
       FloatToHalf(in + begin, out + begin, end - begin);
     } else {
-      for (int64_t i = begin; i < end; ++i) out[i] = static_cast<T>(in[i]);
+      FloatToBFloat16(in + begin, out + begin, end - begin);
     }
   });
 }

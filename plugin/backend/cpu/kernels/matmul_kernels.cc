@@ -3,8 +3,9 @@
 // contractions, as TensorFlow's CPU MatMul and BatchMatMulV2 use, with float accumulation for
 // the 16-bit types, then the fused bias and activation. A batch of small products runs one
 // product per thread; large products use the whole thread pool each. Float32 products go to
-// oneDNN first (matmul_onednn.cc) when the build has it, and so do float32 copies of
-// half/bfloat16 ones (Keras' mixed precision).
+// oneDNN first (matmul_onednn.cc) when the build has it, bfloat16 ones too where the CPU has
+// bfloat16 math, and so do float32 copies of the other half/bfloat16 ones (Keras' mixed
+// precision).
 #include "plugin/backend/cpu/kernels/float_compute.h"  // first: EIGEN_USE_THREADS
 
 #include <optional>
@@ -55,9 +56,9 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulGeometry& s, 
       WidenToFloat(device, b, b32.data(), s.b_elements);
       MatmulGeometry staged = s;
       staged.dtype = DType::kFloat32;
-      VGPU_ASSIGN_OR_RETURN(bool done, OnednnMatmul(device, staged, a32.data(), b32.data(),
-                                                    /*bias=*/nullptr, std::nullopt,
-                                                    c32.data()));
+      VGPU_ASSIGN_OR_RETURN(bool done,
+                            OnednnMatmul<float>(device, staged, a32.data(), b32.data(),
+                                                /*bias=*/nullptr, std::nullopt, c32.data()));
       if (done) {
         NarrowFromFloat(device, c32.data(), c, s.c_elements);
         return absl::OkStatus();
@@ -96,25 +97,42 @@ absl::Status MatmulTyped(const KernelContext& context, const MatmulGeometry& s, 
   return absl::OkStatus();
 }
 
-// Runs a float32 product of buffers 0 and 1 into buffer `c_buffer` with oneDNN, adding `bias`
-// (null: none) and the activation: true when oneDNN did, false when the Eigen kernel must.
+// Runs the product of buffers 0 and 1 (float32, or bfloat16 where the CPU has bfloat16 math)
+// into buffer `c_buffer` with oneDNN, adding the bias in buffer `bias_buffer` (none: -1) and
+// the activation: true when oneDNN did, false when the Eigen kernel must.
+template <typename T>
 absl::StatusOr<bool> TryOnednnMatmul(const KernelContext& context, const MatmulGeometry& s,
-                                     size_t c_buffer, const float* bias,
+                                     size_t c_buffer, int bias_buffer,
                                      std::optional<ActivationMode> activation) {
-  VGPU_ASSIGN_OR_RETURN(const float* a, context.Buffer<const float>(0, s.a_elements));
-  VGPU_ASSIGN_OR_RETURN(const float* b, context.Buffer<const float>(1, s.b_elements));
-  VGPU_ASSIGN_OR_RETURN(float* c, context.Buffer<float>(c_buffer, s.c_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* a, context.Buffer<const T>(0, s.a_elements));
+  VGPU_ASSIGN_OR_RETURN(const T* b, context.Buffer<const T>(1, s.b_elements));
+  VGPU_ASSIGN_OR_RETURN(T* c, context.Buffer<T>(c_buffer, s.c_elements));
+  const T* bias = nullptr;
+  if (bias_buffer >= 0) {
+    VGPU_ASSIGN_OR_RETURN(bias, context.Buffer<const T>(bias_buffer, s.n));
+  }
   if (s.c_elements == 0 || s.k == 0) return false;
   return OnednnMatmul(*context.device, s, a, b, bias, activation, c);
 }
 
+// TryOnednnMatmul in the geometry's type when oneDNN takes that type as it is; false otherwise.
+absl::StatusOr<bool> TryOnednnMatmulOfType(const KernelContext& context, const MatmulGeometry& s,
+                                           size_t c_buffer, int bias_buffer,
+                                           std::optional<ActivationMode> activation) {
+  if (s.dtype == DType::kFloat32) {
+    return TryOnednnMatmul<float>(context, s, c_buffer, bias_buffer, activation);
+  }
+  if (s.dtype == DType::kBFloat16) {
+    return TryOnednnMatmul<Eigen::bfloat16>(context, s, c_buffer, bias_buffer, activation);
+  }
+  return false;
+}
+
 absl::Status Matmul(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(MatmulGeometry geometry, ReadMatmulLaunch(context));
-  if (geometry.dtype == DType::kFloat32) {
-    VGPU_ASSIGN_OR_RETURN(bool done, TryOnednnMatmul(context, geometry, /*c_buffer=*/2,
-                                                     /*bias=*/nullptr, std::nullopt));
-    if (done) return absl::OkStatus();
-  }
+  VGPU_ASSIGN_OR_RETURN(bool done, TryOnednnMatmulOfType(context, geometry, /*c_buffer=*/2,
+                                                         /*bias_buffer=*/-1, std::nullopt));
+  if (done) return absl::OkStatus();
   return Dispatch::Floating(geometry.dtype, [&](auto zero) {
     return MatmulTyped<decltype(zero)>(context, geometry, /*c_buffer=*/2);
   });
@@ -124,12 +142,9 @@ absl::Status MatmulBiasActivation(const KernelContext& context) {
   VGPU_ASSIGN_OR_RETURN(MatmulBiasActivationLaunch launch,
                         ReadMatmulBiasActivationLaunch(context));
   const MatmulGeometry& geometry = launch.geometry;
-  if (geometry.dtype == DType::kFloat32) {
-    VGPU_ASSIGN_OR_RETURN(const float* bias_data, context.Buffer<const float>(2, geometry.n));
-    VGPU_ASSIGN_OR_RETURN(bool done, TryOnednnMatmul(context, geometry, /*c_buffer=*/3,
-                                                     bias_data, launch.activation));
-    if (done) return absl::OkStatus();
-  }
+  VGPU_ASSIGN_OR_RETURN(bool done, TryOnednnMatmulOfType(context, geometry, /*c_buffer=*/3,
+                                                         /*bias_buffer=*/2, launch.activation));
+  if (done) return absl::OkStatus();
   return Dispatch::Floating(geometry.dtype, [&](auto zero) -> absl::Status {
     using T = decltype(zero);
     VGPU_RETURN_IF_ERROR(MatmulTyped<T>(context, geometry, /*c_buffer=*/3));

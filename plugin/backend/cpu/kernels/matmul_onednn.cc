@@ -2,7 +2,8 @@
 // float32 MatMul / BatchMatMulV2 with broadcast batch dimensions and transposed operands, and
 // _FusedMatMul's bias and activation as a oneDNN bias and post-op. Primitives are built once per
 // shape and reused (onednn_primitives.h); shapes oneDNN serves only with its reference code go
-// back to the Eigen kernel of matmul_kernels.cc.
+// back to the Eigen kernel of matmul_kernels.cc. bfloat16 products run on oneDNN's bfloat16
+// kernels (float32 accumulation, one rounding) where the CPU has bfloat16 math.
 #include <optional>
 
 #include "plugin/backend/cpu/kernels/onednn_kernels.h"
@@ -29,8 +30,8 @@ struct MatmulEntry {
 
 // A row-major description of a [batch[0..batch_rank)..., rows, cols] operand whose two last
 // dimensions are stored transposed when `transposed` (logical dims stay [batch..., rows, cols]).
-memory::desc Operand(const int64_t* batch, int batch_rank, int64_t rows, int64_t cols,
-                     bool transposed) {
+memory::desc Operand(memory::data_type type, const int64_t* batch, int batch_rank, int64_t rows,
+                     int64_t cols, bool transposed) {
   memory::dims dims(batch, batch + batch_rank);
   dims.push_back(rows);
   dims.push_back(cols);
@@ -43,7 +44,7 @@ memory::desc Operand(const int64_t* batch, int batch_rank, int64_t rows, int64_t
     strides[i] = step;
     step *= dims[i];
   }
-  return memory::desc(dims, memory::data_type::f32, strides);
+  return memory::desc(dims, type, strides);
 }
 
 std::shared_ptr<const MatmulEntry> MakeMatmul(const MatmulGeometry& s, bool with_bias,
@@ -74,13 +75,15 @@ std::shared_ptr<const MatmulEntry> MakeMatmul(const MatmulGeometry& s, bool with
     attr.set_post_ops(post_ops);
   }
   auto entry = std::make_shared<MatmulEntry>();
-  entry->a = Operand(s.a_batch, s.batch_rank, s.m, s.k, s.transpose_a);
-  entry->b = Operand(s.b_batch, s.batch_rank, s.k, s.n, s.transpose_b);
-  entry->c = Operand(s.out_batch, s.batch_rank, s.m, s.n, false);
+  const memory::data_type type =
+      s.dtype == DType::kBFloat16 ? memory::data_type::bf16 : memory::data_type::f32;
+  entry->a = Operand(type, s.a_batch, s.batch_rank, s.m, s.k, s.transpose_a);
+  entry->b = Operand(type, s.b_batch, s.batch_rank, s.k, s.n, s.transpose_b);
+  entry->c = Operand(type, s.out_batch, s.batch_rank, s.m, s.n, false);
   std::optional<dnnl::matmul::primitive_desc> pd;
   if (with_bias) {
     const int64_t ones[kMaxRank] = {1, 1, 1, 1, 1, 1, 1, 1};
-    entry->bias = Operand(ones, s.batch_rank, 1, s.n, false);
+    entry->bias = Operand(type, ones, s.batch_rank, 1, s.n, false);
     pd.emplace(onednn::Engine(), entry->a, entry->b, entry->bias, entry->c, attr);
   } else {
     pd.emplace(onednn::Engine(), entry->a, entry->b, entry->c, attr);
@@ -99,12 +102,16 @@ memory Memory(const memory::desc& desc, const void* data) {
 }  // namespace
 #endif  // VGPU_HAVE_ONEDNN
 
+template <typename T>
 absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
-                                  const matmul_launch::MatmulGeometry& shape, const float* a,
-                                  const float* b, const float* bias,
-                                  std::optional<ActivationMode> activation, float* c) {
+                                  const matmul_launch::MatmulGeometry& shape, const T* a,
+                                  const T* b, const T* bias,
+                                  std::optional<ActivationMode> activation, T* c) {
 #if VGPU_HAVE_ONEDNN
   if (!ExecutorUsesOnednn() || shape.m == 0 || shape.n == 0 || shape.k == 0) return false;
+  const bool type_served = shape.dtype == DType::kFloat32 ||
+                           (shape.dtype == DType::kBFloat16 && CpuHasBfloat16Math());
+  if (!type_served) return false;
   if (shape.batch_rank + 2 > DNNL_MAX_NDIMS) return false;
   double products = 1;  // the output's batch count
   for (int i = 0; i < shape.batch_rank; ++i) products *= static_cast<double>(shape.out_batch[i]);
@@ -113,7 +120,7 @@ absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
                                static_cast<double>(shape.n) * static_cast<double>(shape.k));
   onednn::UseThreads(threads);
   onednn::PrimitiveKey key(onednn::kMatmul);
-  key.Add(threads).Add(shape.transpose_a).Add(shape.transpose_b).Add(shape.m).Add(shape.n)
+  key.Add(threads).Add(static_cast<int64_t>(shape.dtype)).Add(shape.transpose_a).Add(shape.transpose_b).Add(shape.m).Add(shape.n)
       .Add(shape.k).Add(bias != nullptr)
       .Add(activation.has_value() ? static_cast<int64_t>(*activation) : -1)
       .Add(shape.batch_rank);
@@ -138,5 +145,15 @@ absl::StatusOr<bool> OnednnMatmul(const Eigen::ThreadPoolDevice& device,
   return false;
 #endif
 }
+
+// The element types of the oneDNN path (onednn_kernels.h).
+template absl::StatusOr<bool> OnednnMatmul<float>(const Eigen::ThreadPoolDevice&,
+                                                  const matmul_launch::MatmulGeometry&,
+                                                  const float*, const float*, const float*,
+                                                  std::optional<ActivationMode>, float*);
+template absl::StatusOr<bool> OnednnMatmul<Eigen::bfloat16>(
+    const Eigen::ThreadPoolDevice&, const matmul_launch::MatmulGeometry&, const Eigen::bfloat16*,
+    const Eigen::bfloat16*, const Eigen::bfloat16*, std::optional<ActivationMode>,
+    Eigen::bfloat16*);
 
 }  // namespace vgpu::cpu_kernels

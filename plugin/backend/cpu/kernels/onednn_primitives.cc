@@ -38,6 +38,16 @@ bool ExecutorUsesOnednn() {
   return enabled;
 }
 
+bool CpuHasBfloat16Math() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has =
+      __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  return has;
+#else
+  return false;
+#endif
+}
+
 }  // namespace vgpu
 
 #if VGPU_HAVE_ONEDNN

@@ -38,6 +38,10 @@ void ResetExecutorPrimitiveCounters();
 // process did not turn it off: the environment variable VGPU_ONEDNN=0, read once, leaves every
 // kernel to Eigen (to compare, or to step around a oneDNN problem).
 bool ExecutorUsesOnednn();
+// Whether this CPU has bfloat16 arithmetic oneDNN's bfloat16 kernels run on natively
+// (AVX512-BF16 or AMX-BF16): only then do bfloat16 convolutions and products take oneDNN's
+// bfloat16 kernels; elsewhere they run on float32 copies. Read once.
+bool CpuHasBfloat16Math();
 
 // The OpenMP threads a oneDNN primitive of `multiply_adds` multiply-adds runs on, given the
 // executor's `device_threads`: one below the bound, all of them above. The team's other threads
