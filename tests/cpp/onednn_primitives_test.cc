@@ -7,6 +7,9 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <fstream>
+#include <sstream>
+#include <string>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -19,6 +22,27 @@
 
 namespace vgpu {
 namespace {
+
+#if defined(__linux__) && (defined(__x86_64__) || defined(__i386__))
+// CpuHasBfloat16Math reads CPUID itself; the kernel's view of the same CPU is /proc/cpuinfo's
+// flags (avx512_bf16, amx_bf16).
+TEST(CpuHasBfloat16Math, AgreesWithTheKernelsCpuFlags) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  if (!cpuinfo) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::string line;
+  bool has_flags = false, bf16 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    has_flags = true;
+    std::istringstream words(line);
+    std::string word;
+    while (words >> word) bf16 = bf16 || word == "avx512_bf16" || word == "amx_bf16";
+    break;  // the first processor's flags
+  }
+  if (!has_flags) GTEST_SKIP() << "no flags line in /proc/cpuinfo";
+  EXPECT_EQ(CpuHasBfloat16Math(), bf16);
+}
+#endif
 
 using executor_test::ExecutorLaunch;
 using executor_test::FilterSettings;

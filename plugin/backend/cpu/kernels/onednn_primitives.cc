@@ -3,6 +3,10 @@
 // counters.
 #include "plugin/backend/cpu/kernels/onednn_primitives.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include <cstdlib>
 #include <new>
 #include <string_view>
@@ -40,8 +44,21 @@ bool ExecutorUsesOnednn() {
 
 bool CpuHasBfloat16Math() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has =
-      __builtin_cpu_supports("avx512bf16") || __builtin_cpu_supports("amx-bf16");
+  // From CPUID itself: not every compiler knows "avx512bf16" or "amx-bf16" as a feature name.
+  // AVX512-BF16 is leaf 7 sub-leaf 1, EAX bit 5; AMX-BF16 leaf 7 sub-leaf 0, EDX bit 22. Both
+  // need the operating system to save AVX-512 state, which "avx512f" checks.
+  static const bool has = [] {
+    if (!__builtin_cpu_supports("avx512f")) return false;
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
+    const bool amx_bf16 = (edx & (1u << 22)) != 0;
+    const unsigned max_subleaf = eax;
+    bool avx512_bf16 = false;
+    if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) {
+      avx512_bf16 = (eax & (1u << 5)) != 0;
+    }
+    return avx512_bf16 || amx_bf16;
+  }();
   return has;
 #else
   return false;
