@@ -441,33 +441,46 @@ TilingWindows TilingWindowsOf(const PoolGeometry& g, const std::vector<int64_t>&
           static_cast<int>(slot_offsets.size())};
 }
 
+template <typename T>
+void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
+                                   const T* x, T* y, uint8_t* window_index);
+
+// The 16-bit forward pass where no vector variant of T runs: the float kernel on float32
+// copies. Exact both ways (y's values are x's), except that the float kernel raises a window of
+// NaNs or -inf to float's lowest(), which is below T's: raised to T's here.
+template <typename T>
+void MaxPoolForwardWithWindowIndexOnFloatCopies(const Eigen::ThreadPoolDevice& device,
+                                                const PoolGeometry& g, const T* x, T* y,
+                                                uint8_t* window_index) {
+  Scratch<float> x_staged(g.input_elements), y_staged(g.output_elements);
+  WidenToFloat(device, x, x_staged.data(), g.input_elements);
+  MaxPoolForwardWithWindowIndex<float>(device, g, x_staged.data(), y_staged.data(),
+                                       window_index);
+  const float lowest = static_cast<float>(Eigen::NumTraits<T>::lowest());
+  float* staged = y_staged.data();
+  ParallelBlocks(device, g.output_elements, ElementCost(4, 4, 1), [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) staged[i] = staged[i] < lowest ? lowest : staged[i];
+  });
+  NarrowFromFloat(device, staged, y, g.output_elements);
+}
+
 // pooling::kForwardWithWindowIndex: y as MaxPoolForward<T, *, false> computes it, and the slot
 // of the element TiledMaxPoolBackwardUnit routes to (found the same way) with the flag
 // (maximum > 0).
 template <typename T>
 void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
                                    const T* x, T* y, uint8_t* window_index) {
-  if constexpr (kIsFloat16Bit<T>) {
-    // On float32 copies, for the float kernel's vector units: exact both ways (y's values are
-    // x's), except that the float kernel raises a window of NaNs or -inf to float's lowest(),
-    // which is below T's: raised to T's here.
-    Scratch<float> x_staged(g.input_elements), y_staged(g.output_elements);
-    WidenToFloat(device, x, x_staged.data(), g.input_elements);
-    MaxPoolForwardWithWindowIndex<float>(device, g, x_staged.data(), y_staged.data(),
-                                         window_index);
-    const float lowest = static_cast<float>(Eigen::NumTraits<T>::lowest());
-    float* staged = y_staged.data();
-    ParallelBlocks(device, g.output_elements, ElementCost(4, 4, 1), [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) staged[i] = staged[i] < lowest ? lowest : staged[i];
-    });
-    NarrowFromFloat(device, staged, y, g.output_elements);
-    return;
-  }
   const int64_t channels = g.channels;
+  if constexpr (kIsFloat16Bit<T>) {
+    if (channels < kVectorChannels || WindowIndexForwardUnitFor<T>(HostCpuIsa()) == nullptr) {
+      MaxPoolForwardWithWindowIndexOnFloatCopies(device, g, x, y, window_index);
+      return;
+    }
+  }
   const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
   const int slots = static_cast<int>(slot_offsets.size());
-  if constexpr (std::is_same_v<T, float>) {
-    const WindowIndexForwardUnit vector_unit = FloatWindowIndexForwardUnit(HostCpuIsa());
+  if constexpr (std::is_same_v<T, float> || kIsFloat16Bit<T>) {
+    const WindowIndexForwardUnit<T> vector_unit = WindowIndexForwardUnitFor<T>(HostCpuIsa());
     if (vector_unit != nullptr && channels >= kVectorChannels) {
       const TilingWindows windows = TilingWindowsOf(g, slot_offsets);
       ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
@@ -513,28 +526,30 @@ void MaxPoolForwardWithWindowIndex(const Eigen::ThreadPoolDevice& device, const 
 template <typename T, bool kThroughRelu>
 void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const PoolGeometry& g,
                                     const uint8_t* window_index, const T* dy, T* dx) {
-  if constexpr (kIsFloat16Bit<T>) {
-    // On float32 copies, for the float kernel's vector units: dx's values are dy's, -0 or NaN
-    // (dy * 0), each exact in T.
-    Scratch<float> dy_staged(g.output_elements), dx_staged(g.input_elements);
-    WidenToFloat(device, dy, dy_staged.data(), g.output_elements);
-    MaxPoolBackwardFromWindowIndex<float, kThroughRelu>(device, g, window_index,
-                                                        dy_staged.data(), dx_staged.data());
-    NarrowFromFloat(device, dx_staged.data(), dx, g.input_elements);
-    return;
-  }
   const int64_t channels = g.channels;
+  WindowIndexBackwardUnit<T> vector_unit = nullptr;
+  if constexpr (std::is_same_v<T, float> || kIsFloat16Bit<T>) {
+    if (channels >= kVectorChannels) {
+      vector_unit = WindowIndexBackwardUnitFor<T>(HostCpuIsa(), kThroughRelu);
+    }
+  }
+  if constexpr (kIsFloat16Bit<T>) {
+    if (vector_unit == nullptr) {
+      // On float32 copies, for the float kernel's units: dx's values are dy's, -0 or NaN
+      // (dy * 0), each exact in T.
+      Scratch<float> dy_staged(g.output_elements), dx_staged(g.input_elements);
+      WidenToFloat(device, dy, dy_staged.data(), g.output_elements);
+      MaxPoolBackwardFromWindowIndex<float, kThroughRelu>(device, g, window_index,
+                                                          dy_staged.data(), dx_staged.data());
+      NarrowFromFloat(device, dx_staged.data(), dx, g.input_elements);
+      return;
+    }
+  }
   const std::vector<int64_t> slot_offsets = WindowSlotOffsets(g, channels);
   const int slots = static_cast<int>(slot_offsets.size());
   bool covers = false;
   WindowsTile(g, &covers);
   const int64_t in_positions = g.InputPositions();
-  WindowIndexBackwardUnit vector_unit = nullptr;
-  if constexpr (std::is_same_v<T, float>) {
-    if (channels >= kVectorChannels) {
-      vector_unit = FloatWindowIndexBackwardUnit(HostCpuIsa(), kThroughRelu);
-    }
-  }
   const TilingWindows windows = TilingWindowsOf(g, slot_offsets);
   ParallelOverWindowIndexUnits(device, g, channels, sizeof(T), [&](int64_t b, int64_t c0,
                                                                    int64_t width) {
@@ -543,7 +558,7 @@ void MaxPoolBackwardFromWindowIndex(const Eigen::ThreadPoolDevice& device, const
         std::fill(dx + p * channels + c0, dx + p * channels + c0 + width, T(0));
       }
     }
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float> || kIsFloat16Bit<T>) {
       if (vector_unit != nullptr) {
         vector_unit(windows, window_index, dy, dx, b, c0, width);
         return;

@@ -1,7 +1,9 @@
 // AVX2 and AVX-512 variants of max pooling's window-index kernels (see
 // pooling_window_index_simd.h). Each function carries its own target attribute, so this file
 // builds with the package's baseline flags and the variants run only where HostCpuIsa() found
-// the instructions.
+// the instructions. The AVX-512 variants take their lanes' loads and stores from a `Lanes`
+// class per element type: float as it is; half through vcvtph2ps / vcvtps2ph (exact for the
+// values written, which are half values, ±0 or NaN); bfloat16 as the high 16 bits of a float.
 //
 // The forward pass finds each window's maximum and the slot the gradient takes in one pass over
 // the slots, last to first, taking an element when it is >= the running maximum (ordered, so a
@@ -13,8 +15,10 @@
 
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "plugin/protocol/kernels/pooling.h"
+#include "unsupported/Eigen/CXX11/Tensor"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -87,11 +91,54 @@ inline __mmask16 LanesFrom(int64_t remaining) {
   return remaining >= 16 ? __mmask16{0xFFFF} : static_cast<__mmask16>((1u << remaining) - 1);
 }
 
+// 16 elements of each type as float32 lanes. Load reads only the masked lanes (the others are
+// 0; the zero-masking forms throughout also keep GCC from warning about undefined lanes); Store
+// writes only the masked lanes, of values that are exact in the type. Lowest() is the
+// type's lowest finite value, exact in float.
+struct FloatLanes {
+  using Element = float;
+  static float Lowest() { return kLowest; }
+  VGPU_TARGET_AVX512 static __m512 Load(__mmask16 lanes, const float* p) {
+    return _mm512_maskz_loadu_ps(lanes, p);
+  }
+  VGPU_TARGET_AVX512 static void Store(float* p, __mmask16 lanes, __m512 v) {
+    _mm512_mask_storeu_ps(p, lanes, v);
+  }
+};
+
+struct HalfLanes {
+  using Element = Eigen::half;
+  static float Lowest() { return static_cast<float>(Eigen::NumTraits<Eigen::half>::lowest()); }
+  VGPU_TARGET_AVX512 static __m512 Load(__mmask16 lanes, const Eigen::half* p) {
+    return _mm512_maskz_cvtph_ps(lanes, _mm256_maskz_loadu_epi16(lanes, p));
+  }
+  VGPU_TARGET_AVX512 static void Store(Eigen::half* p, __mmask16 lanes, __m512 v) {
+    _mm256_mask_storeu_epi16(
+        p, lanes, _mm512_maskz_cvtps_ph(lanes, v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+};
+
+struct BFloat16Lanes {
+  using Element = Eigen::bfloat16;
+  static float Lowest() {
+    return static_cast<float>(Eigen::NumTraits<Eigen::bfloat16>::lowest());
+  }
+  VGPU_TARGET_AVX512 static __m512 Load(__mmask16 lanes, const Eigen::bfloat16* p) {
+    const __m512i wide = _mm512_maskz_cvtepu16_epi32(lanes, _mm256_maskz_loadu_epi16(lanes, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(lanes, wide, 16));
+  }
+  VGPU_TARGET_AVX512 static void Store(Eigen::bfloat16* p, __mmask16 lanes, __m512 v) {
+    _mm512_mask_cvtepi32_storeu_epi16(p, lanes,
+                                      _mm512_maskz_srli_epi32(lanes, _mm512_castps_si512(v), 16));
+  }
+};
+
+template <typename Lanes>
 VGPU_TARGET_AVX512 void ForwardUnitAvx512(
-    const TilingWindows& t, const float* x, float* y, uint8_t* window_index, int64_t b,
-    int64_t c0, int64_t width) {
+    const TilingWindows& t, const typename Lanes::Element* x, typename Lanes::Element* y,
+    uint8_t* window_index, int64_t b, int64_t c0, int64_t width) {
   const __m512 minus_infinity = _mm512_set1_ps(-kInfinity);
-  const __m512 lowest = _mm512_set1_ps(kLowest);
+  const __m512 lowest = _mm512_set1_ps(Lanes::Lowest());
   const __m512 zero = _mm512_setzero_ps();
   const __m512i no_slot = _mm512_set1_epi32(pooling::kNoWindowSlot);
   const __m512i positive_flag = _mm512_set1_epi32(0x80);
@@ -105,7 +152,7 @@ VGPU_TARGET_AVX512 void ForwardUnitAvx512(
         __m512 best = minus_infinity;
         __m512i slot = no_slot;
         for (int s = t.slots - 1; s >= 0; --s) {
-          const __m512 v = _mm512_maskz_loadu_ps(lanes, x + origin + t.slot_offsets[s] + c);
+          const __m512 v = Lanes::Load(lanes, x + origin + t.slot_offsets[s] + c);
           const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GE_OQ);
           best = _mm512_mask_mov_ps(best, take, v);
           slot = _mm512_mask_mov_epi32(slot, take, _mm512_set1_epi32(s));
@@ -114,17 +161,17 @@ VGPU_TARGET_AVX512 void ForwardUnitAvx512(
                                     positive_flag);
         const __m512 out =
             _mm512_mask_mov_ps(best, _mm512_cmp_ps_mask(best, lowest, _CMP_LT_OQ), lowest);
-        _mm512_mask_storeu_ps(y + position + c, lanes, out);
+        Lanes::Store(y + position + c, lanes, out);
         _mm512_mask_cvtepi32_storeu_epi8(window_index + position + c, lanes, slot);
       }
     }
   }
 }
 
-template <bool kThroughRelu>
+template <typename Lanes, bool kThroughRelu>
 VGPU_TARGET_AVX512 void BackwardUnitAvx512(
-    const TilingWindows& t, const uint8_t* window_index, const float* dy, float* dx, int64_t b,
-    int64_t c0, int64_t width) {
+    const TilingWindows& t, const uint8_t* window_index, const typename Lanes::Element* dy,
+    typename Lanes::Element* dx, int64_t b, int64_t c0, int64_t width) {
   const __m512i slot_bits = _mm512_set1_epi32(0x7F);
   const __m512i positive_flag = _mm512_set1_epi32(0x80);
   const __m512 zero = _mm512_setzero_ps();
@@ -138,7 +185,7 @@ VGPU_TARGET_AVX512 void BackwardUnitAvx512(
         const __m512i index = _mm512_maskz_cvtepu8_epi32(
             lanes, _mm_maskz_loadu_epi8(lanes, window_index + position + c));
         const __m512i slot = _mm512_and_si512(index, slot_bits);
-        const __m512 grad = _mm512_maskz_loadu_ps(lanes, dy + position + c);
+        const __m512 grad = Lanes::Load(lanes, dy + position + c);
         __m512 routed = grad;
         if constexpr (kThroughRelu) {
           // grad where the maximum was positive, else grad * 0 (NaN for a NaN or infinite grad).
@@ -147,8 +194,8 @@ VGPU_TARGET_AVX512 void BackwardUnitAvx512(
         }
         for (int s = 0; s < t.slots; ++s) {
           const __mmask16 here = _mm512_cmpeq_epi32_mask(slot, _mm512_set1_epi32(s));
-          _mm512_mask_storeu_ps(dx + origin + t.slot_offsets[s] + c, lanes,
-                                _mm512_maskz_mov_ps(here, routed));
+          Lanes::Store(dx + origin + t.slot_offsets[s] + c, lanes,
+                       _mm512_maskz_mov_ps(here, routed));
         }
       }
     }
@@ -238,29 +285,64 @@ VGPU_TARGET_AVX2 void BackwardUnitAvx2(const TilingWindows& t,
   }
 }
 
+// The AVX-512 lanes of each element type.
+template <typename T>
+struct LanesOf;
+template <>
+struct LanesOf<float> {
+  using type = FloatLanes;
+};
+template <>
+struct LanesOf<Eigen::half> {
+  using type = HalfLanes;
+};
+template <>
+struct LanesOf<Eigen::bfloat16> {
+  using type = BFloat16Lanes;
+};
+
 #endif  // VGPU_WINDOW_INDEX_SIMD
 
 }  // namespace
 
-WindowIndexForwardUnit FloatWindowIndexForwardUnit(CpuIsa isa) {
+template <typename T>
+WindowIndexForwardUnit<T> WindowIndexForwardUnitFor(CpuIsa isa) {
 #if VGPU_WINDOW_INDEX_SIMD
-  if (isa == CpuIsa::kAvx512) return ForwardUnitAvx512;
-  if (isa == CpuIsa::kAvx2) return ForwardUnitAvx2;
+  if (isa == CpuIsa::kAvx512) return ForwardUnitAvx512<typename LanesOf<T>::type>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (isa == CpuIsa::kAvx2) return ForwardUnitAvx2;
+  }
 #endif
   (void)isa;
   return nullptr;
 }
 
-WindowIndexBackwardUnit FloatWindowIndexBackwardUnit(CpuIsa isa, bool through_relu) {
+template <typename T>
+WindowIndexBackwardUnit<T> WindowIndexBackwardUnitFor(CpuIsa isa, bool through_relu) {
 #if VGPU_WINDOW_INDEX_SIMD
+  using Lanes = typename LanesOf<T>::type;
   if (isa == CpuIsa::kAvx512) {
-    return through_relu ? BackwardUnitAvx512<true> : BackwardUnitAvx512<false>;
+    return through_relu ? BackwardUnitAvx512<Lanes, true> : BackwardUnitAvx512<Lanes, false>;
   }
-  if (isa == CpuIsa::kAvx2) return through_relu ? BackwardUnitAvx2<true> : BackwardUnitAvx2<false>;
+  if constexpr (std::is_same_v<T, float>) {
+    if (isa == CpuIsa::kAvx2) {
+      return through_relu ? BackwardUnitAvx2<true> : BackwardUnitAvx2<false>;
+    }
+  }
 #endif
   (void)isa;
   (void)through_relu;
   return nullptr;
 }
+
+template WindowIndexForwardUnit<float> WindowIndexForwardUnitFor<float>(CpuIsa);
+template WindowIndexForwardUnit<Eigen::half> WindowIndexForwardUnitFor<Eigen::half>(CpuIsa);
+template WindowIndexForwardUnit<Eigen::bfloat16> WindowIndexForwardUnitFor<Eigen::bfloat16>(
+    CpuIsa);
+template WindowIndexBackwardUnit<float> WindowIndexBackwardUnitFor<float>(CpuIsa, bool);
+template WindowIndexBackwardUnit<Eigen::half> WindowIndexBackwardUnitFor<Eigen::half>(CpuIsa,
+                                                                                     bool);
+template WindowIndexBackwardUnit<Eigen::bfloat16> WindowIndexBackwardUnitFor<Eigen::bfloat16>(
+    CpuIsa, bool);
 
 }  // namespace vgpu::cpu_kernels
