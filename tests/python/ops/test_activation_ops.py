@@ -102,6 +102,62 @@ def test_relu_and_relu6_are_bit_identical_to_cpu_in_vector_and_scalar_lanes(name
     np.testing.assert_array_equal(actual.view(bits), expected.view(bits))
 
 
+SIXTEEN_BIT = [np.float16, tf.bfloat16.as_numpy_dtype]
+RELU_FAMILY_GRADIENTS = {
+    "ReluGrad": tf.raw_ops.ReluGrad,
+    "Relu6Grad": tf.raw_ops.Relu6Grad,
+    "LeakyReluGrad": functools.partial(tf.raw_ops.LeakyReluGrad, alpha=0.3),
+}
+
+
+def _specials_and_values(dtype, size, seed):
+    """A long tensor of NaNs, signed zeros, infinities, ReLU6's bounds, the type's extremes and
+    random values, shuffled: more than one of the executor's 4096-element runs of 16-bit
+    activations, each special in a vector lane somewhere and in a run's tail somewhere."""
+    info = np.finfo(dtype)
+    specials = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 6.0, -6.0, 5.99, 6.01,
+                         float(info.max), float(info.min), float(info.tiny), -float(info.tiny)],
+                        np.float32)
+    rng = np.random.default_rng(seed)
+    values = np.concatenate([np.tile(specials, 40), rng.uniform(-9, 9, size)]).astype(dtype)
+    return rng.permutation(values)[:size]
+
+
+def _assert_same_bits(actual, expected, any_nan_sign=False):
+    """Bit for bit; with any_nan_sign, a NaN matches a NaN of either sign (TensorFlow-CPU's
+    bfloat16 products give +NaN in Eigen's vector lanes and the NaN of the result's sign in its
+    scalar tails, so the sign of a NaN gradient depends on where it lies)."""
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[actual.dtype.itemsize]
+    actual_bits, expected_bits = actual.view(bits).copy(), expected.view(bits).copy()
+    if any_nan_sign:
+        nan = np.isnan(expected.astype(np.float32))
+        np.testing.assert_array_equal(np.isnan(actual.astype(np.float32)), nan)
+        actual_bits[nan] = expected_bits[nan] = 0
+    np.testing.assert_array_equal(actual_bits, expected_bits)
+
+
+@pytest.mark.parametrize("name", ["relu", "relu6", "leaky_relu", "leaky_relu_1.7",
+                                  "leaky_relu_-0.5"])
+@pytest.mark.parametrize("dtype", SIXTEEN_BIT)
+def test_sixteen_bit_relu_family_is_bit_identical_to_cpu_across_runs(name, dtype):
+    """The 16-bit ReLU family computes in float32 run by run and rounds once: the bits
+    TensorFlow-CPU's kernels give, on either side of a run's end."""
+    x = _specials_and_values(dtype, 9001, seed=11)
+    _assert_same_bits(run_on("/GPU:0", ACTIVATIONS[name], x).numpy(),
+                      run_on("/CPU:0", ACTIVATIONS[name], x).numpy())
+
+
+@pytest.mark.parametrize("name", sorted(RELU_FAMILY_GRADIENTS))
+@pytest.mark.parametrize("dtype", SIXTEEN_BIT)
+def test_sixteen_bit_relu_family_gradients_are_bit_identical_to_cpu_across_runs(name, dtype):
+    op = RELU_FAMILY_GRADIENTS[name]
+    dy = _specials_and_values(dtype, 9001, seed=12)
+    x = _specials_and_values(dtype, 9001, seed=13)
+    gradient = lambda dy, x: op(gradients=dy, features=x)
+    _assert_same_bits(run_on("/GPU:0", gradient, dy, x).numpy(),
+                      run_on("/CPU:0", gradient, dy, x).numpy(), any_nan_sign=True)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
 def test_softplus_thresholds_match_cpu(dtype):
     # Around log(epsilon) + 2 and its negative the kernel switches formula.

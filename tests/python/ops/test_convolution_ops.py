@@ -686,6 +686,33 @@ def test_bias_add_grad_over_many_row_blocks_matches_cpu(shape, dtype):
     np.testing.assert_array_equal(first, again)  # the same blocks, the same order
 
 
+@pytest.mark.parametrize("dtype", [np.float16, BF16])
+@pytest.mark.parametrize("data_format", FORMATS)
+@pytest.mark.parametrize("shape", [(3, 37, 41, 29), (2, 5000, 3), (9, 4100), (2, 3, 1500, 2)])
+def test_sixteen_bit_bias_add_is_bit_identical_to_cpu_across_runs(shape, data_format, dtype):
+    """16-bit BiasAdd adds in float32 in runs of 4096 elements and rounds once: the bits
+    TensorFlow-CPU's kernel gives, with runs that end mid-row (NHWC) and mid-channel (NCHW)."""
+    channels = shape[1] if data_format == "NCHW" else shape[-1]
+    value = random_array(shape, dtype, seed=36, low=-300, high=300)
+    bias = random_array((channels,), dtype, seed=37, low=-3, high=3)
+    add = lambda v, b: tf.nn.bias_add(v, b, data_format=data_format)
+    actual = run_on("/GPU:0", add, value, bias).numpy()
+    expected = run_on("/CPU:0", add, value, bias).numpy()
+    np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16))
+
+
+@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (40, 603)])
+def test_bfloat16_bias_add_grad_over_many_row_blocks_is_the_float_sum_rounded(shape):
+    """bfloat16 bias gradients are summed in float32 (converted 256 columns at a time) and
+    rounded once: within bfloat16's rounding of the exact sum. (TensorFlow-CPU's bfloat16
+    kernel is not: 23 off a sum of 455 over these 12 800 rows, so it is not the reference.)"""
+    grad = lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format="NHWC")
+    value = random_array(shape, BF16, seed=38)
+    exact = value.astype(np.float64).reshape(-1, shape[-1]).sum(axis=0)
+    actual = run_on("/GPU:0", grad, value).numpy().astype(np.float64)
+    np.testing.assert_allclose(actual, exact, rtol=2.0**-8, atol=1e-3)
+
+
 def test_bias_add_gradients_match_cpu():
     value = random_array((3, 4, 5), np.float32, seed=31)
     bias = random_array((5,), np.float32, seed=32)

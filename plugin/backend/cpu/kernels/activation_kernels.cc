@@ -1,17 +1,20 @@
 // The activation family (protocol/kernels/activation.h) on the CPU backing executor, vectorised
 // and multi-threaded with Eigen's tensor module on the executor's thread pool. Each mode is the
 // Eigen expression TensorFlow's CPU kernel evaluates (relu_op_functor.h, softplus_op.h,
-// softsign_op.h), so results round as TensorFlow's do. The launch layer
+// softsign_op.h), so results round as TensorFlow's do (the ReLU family's 16-bit kernels compute
+// in float32 and round once, which gives the same values). The launch layer
 // (launch/activation_launch.h) reads and validates every launch; these only compute.
 #include "plugin/backend/cpu/kernel_registry.h"
 
 #define EIGEN_USE_THREADS
+#include <array>
 #include <cstring>
 #include <type_traits>
 
 #include "absl/status/statusor.h"
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
 #include "plugin/backend/cpu/kernels/elementwise_broadcast.h"
+#include "plugin/backend/cpu/kernels/float_staging.h"
 #include "plugin/backend/launch/activation_launch.h"
 #include "plugin/common/status_macros.h"
 #include "plugin/protocol/kernel_ids.h"
@@ -46,6 +49,89 @@ T SoftplusThreshold() {
 // (5.4 ms against 1.0 ms for a Relu over mobilenetv2's 64x48x48x96 activations).
 template <typename T>
 inline constexpr bool kFastMax = std::is_same_v<T, float> || std::is_same_v<T, double>;
+
+// The ReLU family's 16-bit kernels, in float32 run by run (float_staging.h's
+// TransformThroughFloat). Each result is one exact float32 operation on 16-bit values (a
+// selection, or a product of two 16-bit numbers, exact in float32) rounded once to T: the value
+// Eigen's evaluation in T gives, in vector code (Eigen's bfloat16 max and select run ~4x as
+// long). A NaN stays the NaN it was and -0 stays -0, as TensorFlow-CPU's 16-bit ReLU keeps them
+// (its float32 ReLU gives +0). The loops below, one per mode, are written for the vectoriser:
+// each stores a selection of values computed on both sides, which GCC vectorises only when it
+// may compute the product a lane does not take (no-trapping-math: no FP exception is ever
+// observed here, and no value changes).
+#define VGPU_VECTORISE \
+  __attribute__((optimize("vect-cost-model=dynamic", "no-trapping-math")))
+
+VGPU_VECTORISE void ReluRun(float* __restrict v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i];
+}
+VGPU_VECTORISE void Relu6Run(float* __restrict v, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i] > 6.0f ? 6.0f : v[i];
+}
+VGPU_VECTORISE void LeakyReluRun(float* __restrict v, int64_t n, float alpha) {
+  for (int64_t i = 0; i < n; ++i) v[i] = v[i] > 0.0f ? v[i] : v[i] * alpha;
+}
+// g: the gradients (rewritten), f: the features.
+VGPU_VECTORISE void ReluGradRun(float* __restrict g, const float* __restrict f, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = f[i] > 0.0f ? g[i] : g[i] * 0.0f;
+}
+VGPU_VECTORISE void Relu6GradRun(float* __restrict g, const float* __restrict f, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = f[i] > 0.0f && f[i] < 6.0f ? g[i] : g[i] * 0.0f;
+}
+VGPU_VECTORISE void LeakyReluGradRun(float* __restrict g, const float* __restrict f, int64_t n,
+                                     float alpha) {
+  for (int64_t i = 0; i < n; ++i) g[i] = f[i] > 0.0f ? g[i] : g[i] * alpha;
+}
+#undef VGPU_VECTORISE
+
+// The 16-bit forward pass of the ReLU family through float32; false for the other modes (Eigen
+// computes them in T, with T's roundings between their steps).
+template <typename T>
+bool ReluFamilyForwardThroughFloat(const Eigen::ThreadPoolDevice& device,
+                                   const ActivationLaunch& launch, const T* x, T* y, int64_t n) {
+  const ActivationMode mode = launch.activation.mode;
+  if (mode != ActivationMode::kRelu && mode != ActivationMode::kRelu6 &&
+      mode != ActivationMode::kLeakyRelu) {
+    return false;
+  }
+  const float alpha = static_cast<float>(Coefficient<T>(launch));
+  TransformThroughFloat<T, 1>(device, {x}, y, n, 1,
+                              [&](const std::array<float*, 1>& v, int64_t, int64_t count) {
+    if (mode == ActivationMode::kRelu) {
+      ReluRun(v[0], count);
+    } else if (mode == ActivationMode::kRelu6) {
+      Relu6Run(v[0], count);
+    } else {
+      LeakyReluRun(v[0], count, alpha);
+    }
+  });
+  return true;
+}
+
+// The 16-bit backward pass of the ReLU family through float32 (a = gradients, b = features);
+// false for the other modes.
+template <typename T>
+bool ReluFamilyBackwardThroughFloat(const Eigen::ThreadPoolDevice& device,
+                                    const ActivationLaunch& launch, const T* a, const T* b,
+                                    T* out, int64_t n) {
+  const ActivationMode mode = launch.activation.mode;
+  if (mode != ActivationMode::kRelu && mode != ActivationMode::kRelu6 &&
+      mode != ActivationMode::kLeakyRelu) {
+    return false;
+  }
+  const float alpha = static_cast<float>(Coefficient<T>(launch));
+  TransformThroughFloat<T, 2>(device, {a, b}, out, n, 1,
+                              [&](const std::array<float*, 2>& v, int64_t, int64_t count) {
+    if (mode == ActivationMode::kRelu) {
+      ReluGradRun(v[0], v[1], count);
+    } else if (mode == ActivationMode::kRelu6) {
+      Relu6GradRun(v[0], v[1], count);
+    } else {
+      LeakyReluGradRun(v[0], v[1], count, alpha);
+    }
+  });
+  return true;
+}
 
 template <typename T>
 absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaunch& launch,
@@ -156,6 +242,12 @@ struct ActivationForward : FloatingKernel<ActivationForward, ReadActivationForwa
   static absl::Status Run(const KernelContext& context, const ActivationLaunch& launch) {
     VGPU_ASSIGN_OR_RETURN(auto x_y, (TakeElementwiseBuffers<T, 1>(context, launch.count)));
     if (launch.count == 0) return absl::OkStatus();
+    if constexpr (kIsFloat16Bit<T>) {
+      if (ReluFamilyForwardThroughFloat(*context.device, launch, x_y.in[0], x_y.out,
+                                        launch.count)) {
+        return absl::OkStatus();
+      }
+    }
     return Forward<T>(*context.device, launch, ConstFlatMap<T>(x_y.in[0], launch.count),
                       FlatMap<T>(x_y.out, launch.count));
   }
@@ -169,6 +261,11 @@ struct ActivationBackward : FloatingKernel<ActivationBackward, ReadActivationBac
     if (launch.count == 0) return absl::OkStatus();
     const int64_t n = launch.count;
     const auto& [a, b] = a_b_out.in;
+    if constexpr (kIsFloat16Bit<T>) {
+      if (ReluFamilyBackwardThroughFloat(*context.device, launch, a, b, a_b_out.out, n)) {
+        return absl::OkStatus();
+      }
+    }
     return Backward<T>(*context.device, launch, ConstFlatMap<T>(a, n), ConstFlatMap<T>(b, n),
                        FlatMap<T>(a_b_out.out, n));
   }

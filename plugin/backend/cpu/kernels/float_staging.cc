@@ -62,8 +62,17 @@ void FloatToHalf(const float* in, Eigen::half* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = Eigen::half(in[i]);
 }
 
+// The bfloat16 loops are integer work, which the package's baseline (AVX, no AVX2) vectorises
+// 128 bits at a time: GCC compiles each for AVX2 and AVX-512 as well and picks the clone for
+// the CPU when the library loads (an ifunc).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define VGPU_INTEGER_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VGPU_INTEGER_VECTOR_CLONES
+#endif
+
 // A bfloat16 is the high half of a float's bits: widening is exact.
-__attribute__((optimize("vect-cost-model=dynamic"))) void BFloat16ToFloat(
+VGPU_INTEGER_VECTOR_CLONES __attribute__((optimize("vect-cost-model=dynamic"))) void BFloat16ToFloat(
     const Eigen::bfloat16* in, float* out, int64_t n) {
   const uint16_t* bits = reinterpret_cast<const uint16_t*>(in);
   uint32_t* wide = reinterpret_cast<uint32_t*>(out);
@@ -72,7 +81,7 @@ __attribute__((optimize("vect-cost-model=dynamic"))) void BFloat16ToFloat(
 
 // Round to nearest even on the bits; a NaN becomes bfloat16's quiet NaN of its sign (Eigen's
 // rule).
-__attribute__((optimize("vect-cost-model=dynamic"))) void FloatToBFloat16(
+VGPU_INTEGER_VECTOR_CLONES __attribute__((optimize("vect-cost-model=dynamic"))) void FloatToBFloat16(
     const float* in, Eigen::bfloat16* out, int64_t n) {
   const uint32_t* bits = reinterpret_cast<const uint32_t*>(in);
   uint16_t* narrow = reinterpret_cast<uint16_t*>(out);

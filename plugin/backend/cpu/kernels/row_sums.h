@@ -37,23 +37,36 @@ __attribute__((optimize("vect-cost-model=dynamic"))) inline void AddRows(
   }
 }
 
-// Half rows are converted a chunk of columns at a time (F16C where the CPU has it:
-// float_staging.h) and then added as AddRows adds them: the same sums, without Eigen's
-// software conversion of each element.
+// 16-bit rows are converted a chunk of columns at a time (F16C for half where the CPU has it, a
+// shift for bfloat16: float_staging.h) and then added as AddRows adds them: the same sums,
+// without Eigen's conversion of each element.
+template <typename T>
+inline void AddSixteenBitRows(const T* __restrict matrix, int64_t begin, int64_t end,
+                              int64_t columns, float* __restrict partial) {
+  constexpr int64_t kChunk = 256;
+  float converted[kChunk];
+  for (int64_t r = begin; r < end; ++r) {
+    const T* row = matrix + r * columns;
+    for (int64_t c0 = 0; c0 < columns; c0 += kChunk) {
+      const int64_t n = std::min(kChunk, columns - c0);
+      WidenOnThisThread(row + c0, converted, n);
+      AddRows<float, float>(converted, 0, 1, n, partial + c0);
+    }
+  }
+}
+
 template <>
 inline void AddRows<Eigen::half, float>(const Eigen::half* __restrict matrix, int64_t begin,
                                         int64_t end, int64_t columns,
                                         float* __restrict partial) {
-  constexpr int64_t kChunk = 256;
-  float converted[kChunk];
-  for (int64_t r = begin; r < end; ++r) {
-    const Eigen::half* row = matrix + r * columns;
-    for (int64_t c0 = 0; c0 < columns; c0 += kChunk) {
-      const int64_t n = std::min(kChunk, columns - c0);
-      HalfToFloat(row + c0, converted, n);
-      AddRows<float, float>(converted, 0, 1, n, partial + c0);
-    }
-  }
+  AddSixteenBitRows(matrix, begin, end, columns, partial);
+}
+
+template <>
+inline void AddRows<Eigen::bfloat16, float>(const Eigen::bfloat16* __restrict matrix,
+                                            int64_t begin, int64_t end, int64_t columns,
+                                            float* __restrict partial) {
+  AddSixteenBitRows(matrix, begin, end, columns, partial);
 }
 
 // result[c] = finish(the sum over r of matrix[r, c], in CT) for every column c. Each block of
