@@ -30,7 +30,9 @@ size_t VGPU_StatsJson(char* buffer, size_t capacity) {
   const vgpu::graph_fusions::FusionCounts fusions = vgpu::graph_fusions::ProcessTotals();
   const std::string graph_fusions = absl::StrCat(
       "\"graph_fusions\": {\"max_pool_grad_relu_grad\": ", fusions.max_pool_grad_relu_grad,
-      ", \"max_pool_window_index\": ", fusions.max_pool_window_index, "}");
+      ", \"max_pool_window_index\": ", fusions.max_pool_window_index,
+      ", \"conv_bias_activation\": ", fusions.conv_bias_activation,
+      ", \"matmul_bias_activation\": ", fusions.matmul_bias_activation, "}");
   return CopyOut(vgpu::PluginRuntime::Get().StatsJson(graph_fusions), buffer, capacity);
 }
 

@@ -75,6 +75,24 @@ absl::Status RegisterMaxPoolGradFromWindowIndex() {
   return Register(builder);
 }
 
+absl::Status RegisterFusedConv2D() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kFusedConv2D);
+  TF_OpDefinitionBuilderAddInput(builder, "input: T");
+  TF_OpDefinitionBuilderAddInput(builder, "filter: T");
+  TF_OpDefinitionBuilderAddInput(builder, "args: num_args * T");
+  TF_OpDefinitionBuilderAddOutput(builder, "output: T");
+  TF_OpDefinitionBuilderAddAttr(builder, "T: {bfloat16}");
+  TF_OpDefinitionBuilderAddAttr(builder, "num_args: int >= 1");
+  TF_OpDefinitionBuilderAddAttr(builder, "strides: list(int)");
+  TF_OpDefinitionBuilderAddAttr(builder, "padding: {'SAME', 'VALID', 'EXPLICIT'}");
+  TF_OpDefinitionBuilderAddAttr(builder, "explicit_paddings: list(int) = []");
+  TF_OpDefinitionBuilderAddAttr(builder, "data_format: {'NHWC', 'NCHW'} = 'NHWC'");
+  TF_OpDefinitionBuilderAddAttr(builder, "dilations: list(int) = [1, 1, 1, 1]");
+  TF_OpDefinitionBuilderAddAttr(builder, "use_cudnn_on_gpu: bool = true");
+  TF_OpDefinitionBuilderAddAttr(builder, "fused_ops: list(string) = []");
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, UnknownShapes);
+  return Register(builder);
+}
 
 std::atomic<bool> definitions_registered{false};
 
@@ -87,7 +105,8 @@ absl::Status RegisterDefinitions() {
   for (auto [name, register_definition] :
        {std::pair{kMaxPoolGradWithReluGrad, &RegisterMaxPoolGradWithReluGrad},
         std::pair{kMaxPoolWithWindowIndex, &RegisterMaxPoolWithWindowIndex},
-        std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex}}) {
+        std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex},
+        std::pair{kFusedConv2D, &RegisterFusedConv2D}}) {
     absl::Status status = register_definition();
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("registering ", name, ": ",

@@ -28,6 +28,14 @@ inline constexpr char kMaxPoolWithWindowIndex[] = "_VgpuMaxPoolWithWindowIndex";
 // otherwise as MaxPoolGrad's.
 inline constexpr char kMaxPoolGradFromWindowIndex[] = "_VgpuMaxPoolGradFromWindowIndex";
 
+// Conv2D + BiasAdd (+ Relu or Relu6) for bfloat16, which Grappler's remapper does not fuse on a
+// GPU and TensorFlow's _FusedConv2D does not take: inputs input, filter, args (num_args = 1: the
+// bias); output the activation's (the sum's without one). Attributes as _FusedConv2D's: T,
+// num_args, strides, padding, explicit_paddings, data_format, dilations, use_cudnn_on_gpu,
+// fused_ops (["BiasAdd"] or ["BiasAdd", "Relu"|"Relu6"]). The virtual GPU's _FusedConv2D
+// kernel runs it.
+inline constexpr char kFusedConv2D[] = "_VgpuFusedConv2D";
+
 // Registers every fused op's definition with TensorFlow (once per process; later calls do
 // nothing). Call from TF_InitKernel, before the kernels are registered. Not thread-safe
 // against itself (TensorFlow calls TF_InitKernel once, on one thread).

@@ -245,6 +245,132 @@ int64_t GiveMaxPoolsAWindowIndex(GraphDef& graph, absl::string_view device_type)
   return rewritten;
 }
 
+// A Conv2D or MatMul, its BiasAdd and the activation after it (null for none): the chain the
+// bias-and-activation rewrite replaces by one fused node.
+struct BiasActivationChain {
+  int base = -1;       // Conv2D or MatMul
+  int bias_add = -1;   // BiasAdd(base, bias)
+  int activation = -1;  // Relu/Relu6(bias_add), or -1
+};
+
+// The node of `graph` that input `input` of some node names at port 0, when it is a data input,
+// present and not removed; else -1.
+int DataInputNode(const GraphDef& graph, const GraphIndex& index, const std::vector<bool>& removed,
+                  const std::string& input) {
+  const InputRef ref = ParseInput(input);
+  if (ref.control || ref.port != 0) return -1;
+  auto found = index.by_name.find(ref.node);
+  if (found == index.by_name.end() || removed[found->second]) return -1;
+  return found->second;
+}
+
+// Whether node `i` may be folded into the node that reads it: read by exactly one data input,
+// not kept by name, on `device`.
+bool Foldable(const GraphDef& graph, const GraphIndex& index,
+              const absl::flat_hash_set<std::string>& preserved, int i,
+              const std::string& device) {
+  const NodeDef& node = graph.node(i);
+  auto readers = index.data_readers.find(node.name());
+  return readers != index.data_readers.end() && readers->second == 1 &&
+         !preserved.contains(node.name()) && node.device() == device;
+}
+
+// Whether graph node `top` ends a bfloat16 chain Conv2D/MatMul -> BiasAdd (-> Relu/Relu6) on a
+// device of `device_type` that the rewrite may fuse (see Fuse); if so, the chain.
+std::optional<BiasActivationChain> FusableBiasActivationChain(
+    const GraphDef& graph, const GraphIndex& index, const std::vector<bool>& removed, int top,
+    const absl::flat_hash_set<std::string>& preserved, absl::string_view device_type) {
+  const NodeDef& last = graph.node(top);
+  BiasActivationChain chain;
+  if (last.op() == "Relu" || last.op() == "Relu6") {
+    if (last.input_size() < 1) return std::nullopt;
+    chain.activation = top;
+    chain.bias_add = DataInputNode(graph, index, removed, last.input(0));
+    if (chain.bias_add < 0 || !Foldable(graph, index, preserved, chain.bias_add, last.device())) {
+      return std::nullopt;
+    }
+  } else {
+    chain.bias_add = top;
+  }
+  const NodeDef& bias_add = graph.node(chain.bias_add);
+  if (bias_add.op() != "BiasAdd" || bias_add.input_size() < 2) return std::nullopt;
+  if (ParseInput(bias_add.input(1)).control) return std::nullopt;
+  chain.base = DataInputNode(graph, index, removed, bias_add.input(0));
+  if (chain.base < 0 || !Foldable(graph, index, preserved, chain.base, last.device())) {
+    return std::nullopt;
+  }
+  const NodeDef& base = graph.node(chain.base);
+  if ((base.op() != "Conv2D" && base.op() != "MatMul") || base.input_size() < 2) {
+    return std::nullopt;
+  }
+  for (int i = 0; i < 2; ++i) {
+    if (ParseInput(base.input(i)).control) return std::nullopt;
+  }
+  if (!PlacedOn(last.device(), device_type)) return std::nullopt;
+  for (const NodeDef* node : {&base, &bias_add, &last}) {
+    if (TypeOf(*node) != tensorflow::DT_BFLOAT16) return std::nullopt;
+  }
+  // The bias runs along the convolution's channels, or a matrix product's columns.
+  const std::string bias_format = StringAttr(bias_add, "data_format", "NHWC");
+  if (base.op() == "Conv2D" ? bias_format != StringAttr(base, "data_format", "NHWC")
+                            : bias_format != "NHWC") {
+    return std::nullopt;
+  }
+  return chain;
+}
+
+// The fused node of `chain`: the last node's name, device and underscore attributes, the base's
+// two data inputs and the bias, the op attributes the fused op has, and the chain's control
+// inputs (none on the chain's own nodes).
+NodeDef BiasActivationNode(const GraphDef& graph, const BiasActivationChain& chain) {
+  const NodeDef& base = graph.node(chain.base);
+  const NodeDef& bias_add = graph.node(chain.bias_add);
+  const NodeDef& last = graph.node(chain.activation >= 0 ? chain.activation : chain.bias_add);
+  const bool conv = base.op() == "Conv2D";
+  NodeDef fused;
+  fused.set_name(last.name());
+  fused.set_op(conv ? fused_ops::kFusedConv2D : "_FusedMatMul");
+  fused.set_device(last.device());
+  fused.add_input(base.input(0));
+  fused.add_input(base.input(1));
+  fused.add_input(bias_add.input(1));
+  std::vector<std::string> controls;
+  const std::string on_base = absl::StrCat("^", base.name());
+  const std::string on_bias_add = absl::StrCat("^", bias_add.name());
+  for (const NodeDef* node : {&base, &bias_add, &last}) {
+    const int data_inputs = node == &bias_add ? 2 : node == &base ? 2 : 1;
+    for (int i = data_inputs; i < node->input_size(); ++i) {
+      const std::string& input = node->input(i);
+      if (!ParseInput(input).control || input == on_base || input == on_bias_add) continue;
+      bool seen = false;
+      for (const std::string& kept : controls) seen = seen || kept == input;
+      if (!seen) controls.push_back(input);
+    }
+  }
+  for (std::string& control : controls) fused.add_input(std::move(control));
+  auto& attr = *fused.mutable_attr();
+  const std::vector<const char*> carried =
+      conv ? std::vector<const char*>{"T", "strides", "padding", "explicit_paddings",
+                                      "data_format", "dilations", "use_cudnn_on_gpu"}
+           : std::vector<const char*>{"T", "transpose_a", "transpose_b"};
+  for (const char* name : carried) {
+    auto it = base.attr().find(name);
+    if (it != base.attr().end()) attr[name] = it->second;
+  }
+  attr["num_args"].set_i(1);
+  auto* fused_op_names = attr["fused_ops"].mutable_list();
+  fused_op_names->add_s("BiasAdd");
+  if (chain.activation >= 0) fused_op_names->add_s(last.op());
+  if (!conv) {  // _FusedMatMul's own attributes, at their defaults
+    attr["epsilon"].set_f(0.0001f);
+    attr["leakyrelu_alpha"].set_f(0.2f);
+  }
+  for (const auto& [name, value] : last.attr()) {
+    if (absl::StartsWith(name, "_")) attr[name] = value;
+  }
+  return fused;
+}
+
 // Renames control inputs on removed nodes to the nodes that took their place, once each.
 void MoveControlInputs(GraphDef& graph, const std::vector<bool>& removed,
                        const absl::flat_hash_map<std::string, std::string>& replaced_by) {
@@ -288,6 +414,8 @@ void RemoveNodes(GraphDef& graph, const std::vector<bool>& removed) {
 
 std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
 std::atomic<int64_t> total_max_pool_window_index{0};
+std::atomic<int64_t> total_conv_bias_activation{0};
+std::atomic<int64_t> total_matmul_bias_activation{0};
 
 }  // namespace
 
@@ -299,6 +427,29 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
   {
     const GraphIndex index(graph);  // views into the names: no node is renamed while it lives
     std::vector<std::pair<int, NodeDef>> fused_nodes;
+    // Chains ending in an activation first, so that a BiasAdd under one is not taken alone.
+    for (bool with_activation : {true, false}) {
+      for (int top = 0; top < graph.node_size(); ++top) {
+        if (removed[top]) continue;
+        const std::string& op = graph.node(top).op();
+        if (with_activation ? (op != "Relu" && op != "Relu6") : op != "BiasAdd") continue;
+        std::optional<BiasActivationChain> chain =
+            FusableBiasActivationChain(graph, index, removed, top, preserved, device_type);
+        if (!chain.has_value()) continue;
+        fused_nodes.emplace_back(top, BiasActivationNode(graph, *chain));
+        const std::string& kept_name = graph.node(top).name();
+        for (int folded : {chain->base, chain->bias_add}) {
+          if (folded == top) continue;
+          replaced_by.emplace(graph.node(folded).name(), kept_name);
+          removed[folded] = true;
+        }
+        if (graph.node(chain->base).op() == "Conv2D") {
+          ++counts.conv_bias_activation;
+        } else {
+          ++counts.matmul_bias_activation;
+        }
+      }
+    }
     for (int r = 0; r < graph.node_size(); ++r) {
       const NodeDef& relu_grad = graph.node(r);
       std::optional<int> m =
@@ -312,7 +463,7 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
     }
     for (auto& [position, node] : fused_nodes) *graph.mutable_node(position) = std::move(node);
   }
-  if (counts.max_pool_grad_relu_grad != 0) {
+  if (!replaced_by.empty()) {
     MoveControlInputs(graph, removed, replaced_by);
     RemoveNodes(graph, removed);
   }
@@ -324,6 +475,8 @@ FusionCounts ProcessTotals() {
   FusionCounts counts;
   counts.max_pool_grad_relu_grad = total_max_pool_grad_relu_grad.load(std::memory_order_relaxed);
   counts.max_pool_window_index = total_max_pool_window_index.load(std::memory_order_relaxed);
+  counts.conv_bias_activation = total_conv_bias_activation.load(std::memory_order_relaxed);
+  counts.matmul_bias_activation = total_matmul_bias_activation.load(std::memory_order_relaxed);
   return counts;
 }
 
@@ -331,6 +484,9 @@ void AddToProcessTotals(const FusionCounts& counts) {
   total_max_pool_grad_relu_grad.fetch_add(counts.max_pool_grad_relu_grad,
                                           std::memory_order_relaxed);
   total_max_pool_window_index.fetch_add(counts.max_pool_window_index, std::memory_order_relaxed);
+  total_conv_bias_activation.fetch_add(counts.conv_bias_activation, std::memory_order_relaxed);
+  total_matmul_bias_activation.fetch_add(counts.matmul_bias_activation,
+                                         std::memory_order_relaxed);
 }
 
 }  // namespace vgpu::graph_fusions

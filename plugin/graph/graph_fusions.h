@@ -4,6 +4,13 @@
 // the pair computed (the same values, bit for bit), and applies only where nothing else in the
 // graph reads the intermediate tensor. See docs/graph_fusions.md.
 //
+//   Relu(BiasAdd(Conv2D(x, w), b))  ->  _VgpuFusedConv2D(x, w, b)     (bfloat16 only)
+//   Relu(BiasAdd(MatMul(a, w), b))  ->  _FusedMatMul(a, w, b)
+//     Also with Relu6, or with no activation. What Grappler's remapper does for float32 and
+//     half on a GPU, for the bfloat16 of Keras' mixed_bfloat16 policy, which it leaves alone
+//     there. The one exception to "bit for bit": the fused kernel rounds to bfloat16 once where
+//     the chain rounded after each op, as TensorFlow-CPU's own fused bfloat16 kernels do.
+//
 //   ReluGrad(MaxPoolGrad(x, y, dy), x)  ->  _VgpuMaxPoolGradWithReluGrad(x, y, dy)
 //     The backward pass of ReLU followed by max pooling (Conv2D with a ReLU, then MaxPool2D):
 //     the pooling gradient is masked by the ReLU's output as it is written, instead of a
@@ -31,12 +38,17 @@ class GraphDef;
 
 namespace vgpu::graph_fusions {
 
-// How many op pairs were fused, by rewrite.
+// How many op pairs (or chains) were fused, by rewrite.
 struct FusionCounts {
   int64_t max_pool_grad_relu_grad = 0;
   int64_t max_pool_window_index = 0;  // MaxPool / gradient pairs given a window index
+  int64_t conv_bias_activation = 0;   // bfloat16 Conv2D -> BiasAdd (-> Relu/Relu6)
+  int64_t matmul_bias_activation = 0;  // bfloat16 MatMul -> BiasAdd (-> Relu/Relu6)
 
-  int64_t total() const { return max_pool_grad_relu_grad + max_pool_window_index; }
+  int64_t total() const {
+    return max_pool_grad_relu_grad + max_pool_window_index + conv_bias_activation +
+           matmul_bias_activation;
+  }
 };
 
 // Applies every rewrite to `graph`, in place. A pair is rewritten only when both nodes are

@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "plugin/graph/fused_ops.h"
 #include "plugin/kernels/op_catalog.h"
 #include "plugin/kernels/op_kernel.h"
 #include "plugin/kernels/op_registration.h"
@@ -626,7 +627,8 @@ class ConvolutionBackpropOp
 };
 
 // _FusedConv2D with fused_ops BiasAdd(+Relu/Relu6), which Grappler's remapper substitutes for
-// Conv2D + BiasAdd + Relu on GPU devices: inputs (input, filter, bias, host_args...).
+// Conv2D + BiasAdd + Relu on GPU devices: inputs (input, filter, bias, host_args...). Also the
+// plugin's _VgpuFusedConv2D, the same fusion for bfloat16 (graph/fused_ops.h).
 class FusedConvolutionOp {
  public:
   static absl::StatusOr<std::unique_ptr<FusedConvolutionOp>> Create(
@@ -779,6 +781,12 @@ void RegisterConvolution2DOps(const char* device_type) {
                                              {TF_FLOAT, TF_HALF, TF_DOUBLE});
   DocumentOp("_FusedConv2D", "NHWC, NCHW",
              "Grappler's Conv2D + BiasAdd (+ Relu/Relu6) fusion; HWIO filters only.");
+  RegisterKernelForTypes<FusedConvolutionOp>(fused_ops::kFusedConv2D, device_type, "T",
+                                             {TF_BFLOAT16});
+  DocumentOp(fused_ops::kFusedConv2D, "NHWC, NCHW",
+             "The plugin's Conv2D + BiasAdd (+ Relu/Relu6) fusion for bfloat16, which Grappler "
+             "leaves unfused on a GPU (docs/graph_fusions.md): one rounding to bfloat16, as "
+             "TensorFlow-CPU's fused oneDNN convolution.");
 }
 
 }  // namespace vgpu::conv

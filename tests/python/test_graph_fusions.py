@@ -19,6 +19,9 @@ from ops.op_testing import BF16, random_array, tolerance
 
 PROBE = os.path.join(os.path.dirname(__file__), "training_probe.py")
 FUSED_OP = "_VgpuMaxPoolGradWithReluGrad"
+# vgpu.stats()["graph_fusions"] of a process that fused nothing.
+NO_FUSIONS = {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0,
+              "conv_bias_activation": 0, "matmul_bias_activation": 0}
 
 
 def fusions():
@@ -388,8 +391,9 @@ def test_vgpu_graph_fusions_0_turns_the_fusions_off_without_changing_results():
 
     fused = run_probe(FUSABLE_GRAPH)
     plain = run_probe(FUSABLE_GRAPH, env={"VGPU_GRAPH_FUSIONS": "0"})
-    assert fused["fusions"] == {"max_pool_grad_relu_grad": 1, "max_pool_window_index": 1}
-    assert plain["fusions"] == {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0}
+    assert fused["fusions"] == dict(NO_FUSIONS, max_pool_grad_relu_grad=1,
+                                    max_pool_window_index=1)
+    assert plain["fusions"] == NO_FUSIONS
     assert fused["sha"] == plain["sha"]
 
 
@@ -399,7 +403,7 @@ def test_nan_propagation_leaves_max_pooling_without_a_window_index():
     propagating = run_probe(FUSABLE_GRAPH, env={"TF_ENABLE_MAXPOOL_NANPROP": "1"})
     plain = run_probe(FUSABLE_GRAPH, env={"TF_ENABLE_MAXPOOL_NANPROP": "1",
                                           "VGPU_GRAPH_FUSIONS": "0"})
-    assert propagating["fusions"] == {"max_pool_grad_relu_grad": 1, "max_pool_window_index": 0}
+    assert propagating["fusions"] == dict(NO_FUSIONS, max_pool_grad_relu_grad=1)
     assert propagating["sha"] == plain["sha"]
 
 
@@ -425,7 +429,7 @@ def test_a_keras_cnn_trains_to_the_same_losses_with_one_launch_fewer_per_step():
     # backward pass loses one launch a step (the ReluGrad).
     assert fused["graph_fusions"]["max_pool_grad_relu_grad"] >= 1
     assert fused["graph_fusions"]["max_pool_window_index"] >= 1  # 2x2 VALID pooling
-    assert plain["graph_fusions"] == {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0}
+    assert plain["graph_fusions"] == NO_FUSIONS
     fused_launches = [step["launches"] for step in fused["steps"]]
     plain_launches = [step["launches"] for step in plain["steps"]]
     assert [p - f for f, p in zip(fused_launches, plain_launches)] == [1] * len(plain_launches)
