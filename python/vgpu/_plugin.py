@@ -123,10 +123,10 @@ def stats() -> dict[str, Any]:
     ``reset_stats()`` ({"name", "launches", "copies", "bytes_copied", "memsets",
     "descriptors_created", "primitives_created", "primitives_reused"}; None for devices on a
     server), also as ``executor_primitives_created`` / ``executor_primitives_reused``; and
-    ``graph_fusions``: op pairs the plugin's graph optimizer rewrote in this process, by rewrite
-    ({"max_pool_grad_relu_grad", "max_pool_window_index"}; counted per graph rewritten, not per
-    step run, and not reset
-    by ``reset_stats()``; docs/graph_fusions.md).
+    ``graph_fusions``: op pairs (and chains) the plugin's graph optimizer rewrote in this
+    process, by rewrite ({"max_pool_grad_relu_grad", "max_pool_window_index",
+    "conv_bias_activation", "matmul_bias_activation"}; counted per graph rewritten, not per
+    step run, and not reset by ``reset_stats()``; docs/graph_fusions.md).
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}
