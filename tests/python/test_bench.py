@@ -115,6 +115,23 @@ def test_quick_profile_writes_a_per_op_account_of_each_model_in_process_and_remo
     assert (out / "profiles" / "mlp-gpu-unix").is_dir()
 
 
+@pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
+def test_a_mixed_precision_run_trains_the_model_under_that_policy(policy):
+    """--policy reaches the worker, which trains under it on the virtual GPU and on
+    TensorFlow-CPU to a finite loss."""
+    from vgpu.bench import harness  # noqa: PLC0415
+
+    gpu = harness.run_configuration(harness.INPROC_REUSE, "cnn", steps=2, warmup=1,
+                                    batch_size=8, policy=policy)
+    cpu = harness.run_configuration(harness.TF_CPU, "cnn", steps=2, warmup=1, batch_size=8,
+                                    policy=policy)
+    for result in (gpu, cpu):
+        assert result["policy"] == policy
+        assert 0 < result["loss"] < 10
+        assert len(result["step_times"]) == 2
+    assert gpu["measured_counters"]["launches"] > 0  # it ran on the virtual GPU
+
+
 def test_the_tiny_op_cost_is_the_slope_between_two_chains_and_the_call_the_rest():
     from vgpu.bench.launch_cost import per_op_cost
 

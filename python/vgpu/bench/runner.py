@@ -18,6 +18,9 @@ flags.DEFINE_list("models", ["cnn", "mlp", "resnet", "mobilenetv2"],
 flags.DEFINE_integer("steps", 40, "Measured steps per configuration.")
 flags.DEFINE_integer("warmup", 5, "Warm-up steps per configuration.")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
+flags.DEFINE_enum("policy", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Keras' dtype policy of the models' layers, in every configuration (mixed: "
+                  "16-bit computation, float32 variables and logits).")
 flags.DEFINE_integer("repeats", 1, "Run the whole set of configurations this many times, "
                      "interleaved, and keep the best median of each (less noise).")
 flags.DEFINE_string("out", "bench-out", "Folder for results.json, table.md and the plots.")
@@ -59,8 +62,10 @@ def _progress(message: str) -> None:
 
 
 def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, repeats: int,
-        quick: bool, remote: bool, tf_cpu: bool, bandwidth_mb: float) -> dict:
-    """Runs the suite and writes its outputs into `out`; returns the results (as results.json)."""
+        quick: bool, remote: bool, tf_cpu: bool, bandwidth_mb: float,
+        policy: str = "float32") -> dict:
+    """Runs the suite (the models' layers under Keras' dtype `policy`) and writes its outputs
+    into `out`; returns the results (as results.json)."""
     if quick:
         steps, warmup, repeats, bandwidth_mb = 3, 2, 1, 4
     configurations = [harness.INPROC_REUSE, harness.INPROC_FORWARD]
@@ -99,7 +104,8 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
             for config in configurations:
                 done += 1
                 _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
-                result = harness.run_configuration(config, model, steps, warmup, batch_size)
+                result = harness.run_configuration(config, model, steps, warmup, batch_size,
+                                                   policy=policy)
                 _progress(f"  median step {1000 * result['summary']['median_step_s']:.1f} ms")
                 key = (model, config.name)
                 if (key not in best or result["summary"]["median_step_s"]
@@ -112,6 +118,7 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
     results = {"machine": machine(),
                "settings": {"models": models, "steps": steps, "warmup": warmup,
                             "batch_size": batch_size, "repeats": repeats, "quick": quick,
+                            "policy": policy,
                             "configurations": [c.name for c in configurations],
                             "bandwidth_mb": bandwidth_mb},
                "runs": rows, "ping_pong": ping_pongs, "bandwidth": bandwidths,
@@ -132,9 +139,10 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
 
 
 def run_profile(out: str, models: list[str], steps: int, warmup: int,
-                batch_size: int, remote: bool = False) -> str:
+                batch_size: int, remote: bool = False, policy: str = "float32") -> str:
     """The per-op account of each model (see --profile; with `remote`, --profile_remote's second
-    table); writes op_account.md into `out` and returns its text."""
+    table), its layers under Keras' dtype `policy`; writes op_account.md into `out` and returns
+    its text."""
     from vgpu.bench import op_account  # noqa: PLC0415
 
     configs = [("cpu", harness.TF_CPU), ("gpu", harness.INPROC_REUSE)]
@@ -147,9 +155,10 @@ def run_profile(out: str, models: list[str], steps: int, warmup: int,
             folder = os.path.abspath(os.path.join(out, "profiles", f"{model}-{label}"))
             _progress(f"profiling {steps} steps of {model} on {config.name} ...")
             result = harness.run_configuration(config, model, steps, warmup, batch_size,
-                                               profile_dir=folder)
+                                               profile_dir=folder, policy=policy)
             profiles[label] = (op_account.load_xspace(folder), result["profiled_span_s"])
-        for label, title in (("gpu", model), ("gpu-unix", f"{model} through a Unix server")):
+        named = model if policy == "float32" else f"{model}, {policy}"
+        for label, title in (("gpu", named), ("gpu-unix", f"{named} through a Unix server")):
             if label not in profiles:
                 continue
             comparison = op_account.compare(*profiles["cpu"], *profiles[label])
@@ -170,8 +179,8 @@ def main_from_flags() -> int:
     if FLAGS.profile:
         steps = 2 if FLAGS.quick else FLAGS.profile_steps
         run_profile(FLAGS.out, FLAGS.models, steps, 2 if FLAGS.quick else FLAGS.warmup,
-                    FLAGS.batch_size, FLAGS.profile_remote)
+                    FLAGS.batch_size, FLAGS.profile_remote, FLAGS.policy)
         return 0
     run(FLAGS.out, FLAGS.models, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
-        FLAGS.quick, FLAGS.remote, FLAGS.tf_cpu, FLAGS.bandwidth_mb)
+        FLAGS.quick, FLAGS.remote, FLAGS.tf_cpu, FLAGS.bandwidth_mb, FLAGS.policy)
     return 0

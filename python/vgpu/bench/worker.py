@@ -3,7 +3,8 @@ with the step times and the vgpu counters per step.
 
     python -m vgpu.bench.worker --model cnn --device gpu --steps 30 --warmup 5 --batch_size 64
 
-``--device cpu`` hides the virtual GPU, so TensorFlow's own CPU kernels do the work; the
+``--policy mixed_float16`` / ``mixed_bfloat16`` trains under Keras' mixed precision (16-bit
+layers, float32 variables and logits). ``--device cpu`` hides the virtual GPU, so TensorFlow's own CPU kernels do the work; the
 plugin's configuration (VGPU_BACKEND, VGPU_DESCRIPTOR_MODE, ...) comes from the environment.
 """
 from __future__ import annotations
@@ -21,6 +22,9 @@ flags.DEFINE_integer("steps", 30, "Measured training steps (after the warm-up)."
 flags.DEFINE_integer("warmup", 5, "Warm-up steps, not measured.")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
 flags.DEFINE_integer("seed", 1, "Seed for data and weights.")
+flags.DEFINE_enum("policy", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
+                  "Keras' dtype policy for the model's layers (mixed: 16-bit computation, "
+                  "float32 variables; the logits are cast to float32 for the loss).")
 flags.DEFINE_string("profile_dir", "", "If set, take a TensorFlow profile of the measured "
                     "steps into this folder, each step marked by a 'vgpu_bench_step' trace "
                     "event (the per-op account of `vgpu bench --profile`, op_account.py).")
@@ -51,7 +55,10 @@ def main(argv):
     total_steps = FLAGS.warmup + FLAGS.steps
     images, labels = models.make_data(total_steps * FLAGS.batch_size, FLAGS.seed,
                                       models.input_shape(FLAGS.model))
+    keras.mixed_precision.set_global_policy(FLAGS.policy)
     model = models.build(FLAGS.model)
+    if FLAGS.policy != "float32":  # float32 logits, as Keras' mixed precision guide has them
+        model = keras.Sequential([model, keras.layers.Activation("linear", dtype="float32")])
     # On TensorFlow's CPU path, Keras' jit_compile="auto" would still pick XLA (the hidden virtual
     # GPU counts as a physical device); a CPU-only machine would not, so neither does the
     # baseline.
@@ -107,6 +114,7 @@ def main(argv):
     result = {
         "model": FLAGS.model,
         "device": FLAGS.device,
+        "policy": FLAGS.policy,
         "batch_size": FLAGS.batch_size,
         "steps": len(measured),
         "step_times": measured,
