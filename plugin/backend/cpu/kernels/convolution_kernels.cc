@@ -132,12 +132,6 @@ bool UsesEigenSpatialConvolution(const ConvolutionGeometry& g) {
   return g.spatial_dims == 2 && g.groups == 1 && !g.depthwise;
 }
 
-// True for the 16-bit types, whose tensors ChannelsLastInput stages as float32 channels-last:
-// the float32 oneDNN kernels then run on the staged copies as they run on float32 tensors.
-template <typename T>
-constexpr bool kStagedAsFloat =
-    !std::is_same_v<T, float> && std::is_same_v<ComputeType<T>, float>;
-
 // The types oneDNN's kernels take as they are: float32, and bfloat16 where the CPU has
 // bfloat16 math (onednn_kernels.h; elsewhere bfloat16 is staged as float32 like half).
 template <typename T>
@@ -243,7 +237,7 @@ absl::Status ForwardTyped(const KernelContext& context, const ConvolutionGeometr
     // The filter's layout does not depend on the data format: only its type may be staged.
     ChannelsLastInput<T, CT> filter(device, w, DataFormat::kNHWC, 1, 1, g.filter_elements);
     // Staged: the bias and the activation are added below, in float.
-    VGPU_RETURN_IF_ERROR(ForwardChannelsLast<CT>(device, g, kStagedAsFloat<T>, input.data(),
+    VGPU_RETURN_IF_ERROR(ForwardChannelsLast<CT>(device, g, kIsFloat16Bit<T>, input.data(),
                                                  filter.data(), output.data()));
   }
   if (epilogue != nullptr) {
@@ -277,7 +271,7 @@ struct BackwardInput : FloatingKernel<BackwardInput, ReadConvolutionLaunch> {
                                           g.out_depth);
     ChannelsLastOutput<T, CT> in_backprop(dx, g.data_format, g.batch, g.InputPixels(),
                                           g.in_depth);
-    VGPU_RETURN_IF_ERROR(BackwardInputChannelsLast<CT>(device, g, kStagedAsFloat<T>,
+    VGPU_RETURN_IF_ERROR(BackwardInputChannelsLast<CT>(device, g, kIsFloat16Bit<T>,
                                                        filter.data(), out_backprop.data(),
                                                        in_backprop.data()));
     in_backprop.Finish(device);
@@ -308,7 +302,7 @@ struct BackwardFilter : FloatingKernel<BackwardFilter, ReadConvolutionLaunch> {
     ChannelsLastInput<T, CT> out_backprop(device, dy, g.data_format, g.batch, g.OutputPixels(),
                                           g.out_depth);
     ChannelsLastOutput<T, CT> filter_backprop(dw, DataFormat::kNHWC, 1, 1, g.filter_elements);
-    VGPU_RETURN_IF_ERROR(BackwardFilterChannelsLast<CT>(device, g, kStagedAsFloat<T>,
+    VGPU_RETURN_IF_ERROR(BackwardFilterChannelsLast<CT>(device, g, kIsFloat16Bit<T>,
                                                         input.data(), out_backprop.data(),
                                                         filter_backprop.data()));
     filter_backprop.Finish(device);
