@@ -778,6 +778,7 @@ void RegisterReverseOps(const char* device_type);  // reverse_ops.cc
 void RegisterMirrorPadOps(const char* device_type);  // mirror_pad_ops.cc
 void RegisterRollAndDepthSpaceOps(const char* device_type);  // roll_depth_space_ops.cc
 void RegisterSpaceBatchOps(const char* device_type);  // space_batch_ops.cc
+void RegisterMatrixDiagOps(const char* device_type);  // matrix_diag_ops.cc
 
 void RegisterDataMovementOps(const char* device_type) {
   RegisterReverseOps(device_type);
@@ -821,6 +822,7 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterMirrorPadOps(device_type);
   RegisterRollAndDepthSpaceOps(device_type);
   RegisterSpaceBatchOps(device_type);
+  RegisterMatrixDiagOps(device_type);
 }
 
 }  // namespace vgpu
