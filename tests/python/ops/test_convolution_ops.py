@@ -672,11 +672,12 @@ def test_bias_add_and_grad_match_cpu(shape, data_format, dtype):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float16])
-@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (3000, 7), (5, 1), (40, 603)])
+@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (3000, 7), (5, 1), (40, 603), (3, 5000)])
 def test_bias_add_grad_over_many_row_blocks_matches_cpu(shape, dtype):
     """NHWC bias gradients are summed in blocks of ~64 KiB of rows (8x40x40x16 floats: 13
     blocks; 3000x7: 2), each into its own partial, then added in order. float16 rows are
-    converted 256 columns at a time (40x603: two whole chunks and a partial one)."""
+    converted several rows at a time when a row has at most 4096 columns (40x603: six rows a
+    conversion, the last one partial), else 4096 columns at a time (3x5000)."""
     grad = lambda g: tf.raw_ops.BiasAddGrad(out_backprop=g, data_format="NHWC")
     value = random_array(shape, dtype, seed=35)
     assert_matches_cpu(grad, value, **conv_tolerance(dtype))
@@ -701,7 +702,7 @@ def test_sixteen_bit_bias_add_is_bit_identical_to_cpu_across_runs(shape, data_fo
     np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16))
 
 
-@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (40, 603)])
+@pytest.mark.parametrize("shape", [(8, 40, 40, 16), (40, 603), (3, 5000)])
 def test_bfloat16_bias_add_grad_over_many_row_blocks_is_the_float_sum_rounded(shape):
     """bfloat16 bias gradients are summed in float32 (converted 256 columns at a time) and
     rounded once: within bfloat16's rounding of the exact sum. (TensorFlow-CPU's bfloat16

@@ -37,14 +37,25 @@ __attribute__((optimize("vect-cost-model=dynamic"))) inline void AddRows(
   }
 }
 
-// 16-bit rows are converted a chunk of columns at a time (F16C for half where the CPU has it, a
-// shift for bfloat16: float_staging.h) and then added as AddRows adds them: the same sums,
-// without Eigen's conversion of each element.
+// 16-bit rows are converted to float32 a chunk at a time (F16C for half where the CPU has it, a
+// shift for bfloat16: float_staging.h) and then added as AddRows adds them: the same sums, in
+// the same order, without Eigen's conversion of each element. Rows of up to kChunk columns are
+// converted several at a time (they are contiguous), so that a narrow row (a convolution's 32
+// channels) does not pay a conversion call of its own; wider rows a chunk of columns at a time.
 template <typename T>
 inline void AddSixteenBitRows(const T* __restrict matrix, int64_t begin, int64_t end,
                               int64_t columns, float* __restrict partial) {
-  constexpr int64_t kChunk = 256;
+  constexpr int64_t kChunk = 4096;
   float converted[kChunk];
+  if (columns <= kChunk) {
+    const int64_t rows_per_chunk = kChunk / columns;
+    for (int64_t r = begin; r < end; r += rows_per_chunk) {
+      const int64_t rows = std::min(rows_per_chunk, end - r);
+      WidenOnThisThread(matrix + r * columns, converted, rows * columns);
+      AddRows<float, float>(converted, 0, rows, columns, partial);
+    }
+    return;
+  }
   for (int64_t r = begin; r < end; ++r) {
     const T* row = matrix + r * columns;
     for (int64_t c0 = 0; c0 < columns; c0 += kChunk) {
