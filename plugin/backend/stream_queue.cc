@@ -153,6 +153,7 @@ void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
     result = runner_(work, stream_status);
   }
   work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
+  work.command = Command();  // its host data and parameters are freed outside the lock
 
   lock.lock();
   if (!result.ok() && status_.ok()) {
@@ -162,11 +163,37 @@ void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
   running_ = false;
   ++completed_;
   // Wake the waiters only when one of them is reached; its entry leaves waits_ now, so that
-  // every entry stays ahead of completed_.
+  // every entry stays ahead of completed_. They are woken with mu_ released, or each would wake
+  // only to block on it.
   if (!waits_.empty() && *waits_.begin() <= completed_) {
     waits_.erase(waits_.begin(), waits_.upper_bound(completed_));
     ++progress_signals_;
+    lock.unlock();
     progress_cv_.notify_all();
+    lock.lock();
+  }
+}
+
+void StreamQueue::WorkRing::push_back(Work&& work) {
+  if (count_ == slots_.size()) {
+    std::vector<Work> grown(slots_.empty() ? 16 : 2 * slots_.size());
+    for (size_t i = 0; i < count_; ++i) {
+      grown[i] = std::move(slots_[(head_ + i) & (slots_.size() - 1)]);
+    }
+    slots_ = std::move(grown);
+    head_ = 0;
+  }
+  slots_[(head_ + count_) & (slots_.size() - 1)] = std::move(work);
+  ++count_;
+}
+
+void StreamQueue::WorkRing::pop_front() {
+  head_ = (head_ + 1) & (slots_.size() - 1);
+  --count_;
+  // Drained after a burst (a tenant that queued thousands of commands): give the slots back.
+  if (count_ == 0 && slots_.size() > kKeptSlots) {
+    slots_ = std::vector<Work>();
+    head_ = 0;
   }
 }
 

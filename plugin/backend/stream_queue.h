@@ -13,11 +13,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "plugin/backend/device_arena.h"
@@ -97,6 +97,23 @@ class StreamQueue {
   uint32_t device() const { return device_; }
 
  private:
+  // A FIFO of Work in a circular buffer that grows by doubling: pushing and popping allocate
+  // nothing once it is as long as the stream's usual queue. A buffer grown beyond kKeptSlots
+  // is freed when it drains. Not thread-safe (StreamQueue guards it with mu_).
+  class WorkRing {
+   public:
+    bool empty() const { return count_ == 0; }
+    Work& front() { return slots_[head_]; }
+    void push_back(Work&& work);
+    void pop_front();
+
+   private:
+    static constexpr size_t kKeptSlots = 256;  // ~130 KiB
+    std::vector<Work> slots_;  // size a power of two, or 0
+    size_t head_ = 0;
+    size_t count_ = 0;
+  };
+
   void WorkerLoop();
   // Runs (or skips) one command with mu_ released meanwhile (`lock` holds it on entry and on
   // return), releases its pins, records its result and counts it completed.
@@ -115,7 +132,10 @@ class StreamQueue {
   // another's event is not woken by each of its kernels.
   mutable std::multiset<uint64_t> waits_;
   uint64_t progress_signals_ = 0;
-  std::deque<Work> queue_;
+  // Queued work, oldest first, in slots reused from command to command: a std::deque would
+  // allocate a node per command on the enqueuing thread and free it on the worker, and glibc's
+  // allocator makes that cross-thread pair contend for its arena lock.
+  WorkRing queue_;
   uint64_t enqueued_ = 0;
   uint64_t completed_ = 0;
   absl::Status status_;

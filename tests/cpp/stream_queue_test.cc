@@ -307,6 +307,70 @@ TEST(StreamQueue, AnInlineCommandsErrorIsTheStreamsErrorAndLaterDataWorkIsSkippe
   EXPECT_EQ(stream.TakeStatus().message(), "launch on stream 9 failed: bad launch");
 }
 
+TEST(StreamQueue, KeepsFifoOrderWhileItsQueueWrapsAroundGrowsAndShrinks) {
+  // The worker holds at tags 0 and 10, so that the queue's first slot has moved on when 30
+  // more commands arrive: they wrap around its first slots and then make it grow. At tag 41 it
+  // holds while a thousand queue up, more than the queue keeps once drained.
+  Gate at_first, at_tenth, at_burst, release_first, release_tenth, release_burst;
+  OrderLog log;
+  StreamQueue stream(7, 0, [&](StreamQueue::Work& w, const absl::Status&) {
+    if (w.command.object == 0) {
+      at_first.Open();
+      release_first.Wait();
+    } else if (w.command.object == 10) {
+      at_tenth.Open();
+      release_tenth.Wait();
+    } else if (w.command.object == 41) {
+      at_burst.Open();
+      release_burst.Wait();
+    }
+    log.Append(static_cast<int64_t>(w.command.object));
+    return absl::OkStatus();
+  });
+  for (int i = 0; i <= 10; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
+  at_first.Wait();
+  release_first.Open();
+  at_tenth.Wait();
+  for (int i = 11; i <= 40; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
+  release_tenth.Open();
+  stream.WaitUntilCompleted(41);
+  stream.Enqueue(MakeCommand(CommandKind::kMemset, 41));
+  at_burst.Wait();
+  for (int i = 42; i <= 1040; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
+  release_burst.Open();
+  stream.WaitUntilCompleted(1041);
+  for (int i = 1041; i <= 1050; ++i) stream.Enqueue(MakeCommand(CommandKind::kMemset, i));
+  stream.WaitUntilCompleted(1051);
+  std::vector<int64_t> expected;
+  for (int i = 0; i <= 1050; ++i) expected.push_back(i);
+  EXPECT_EQ(log.values(), expected);
+}
+
+TEST(StreamQueue, ACommandsHostDataIsReleasedWithoutHoldingUpTheQueue) {
+  // A copy's host buffer (Command::host_storage) may be large and slow to free: the worker
+  // frees it with the queue unlocked, so that TensorFlow's threads keep enqueueing meanwhile.
+  StreamQueue stream(7, 0, [](StreamQueue::Work&, const absl::Status&) {
+    return absl::OkStatus();
+  });
+  Gate freeing, release_free, second_enqueued;
+  Command copy = MakeCommand(CommandKind::kMemcpyHtoD, 0);
+  copy.host_storage = std::shared_ptr<const void>(new int(0), [&](const void* data) {
+    freeing.Open();
+    release_free.Wait();
+    delete static_cast<const int*>(data);
+  });
+  stream.Enqueue(std::move(copy));
+  freeing.Wait();  // the worker is inside the buffer's deleter
+  std::thread enqueuer([&] {
+    stream.Enqueue(MakeCommand(CommandKind::kMemset, 1));
+    second_enqueued.Open();
+  });
+  EXPECT_TRUE(second_enqueued.WaitFor(std::chrono::seconds(10)));
+  release_free.Open();
+  enqueuer.join();
+  stream.WaitUntilCompleted(2);
+}
+
 TEST(StreamQueue, IdleStreamIsDestroyedPromptly) {
   auto stream = std::make_unique<StreamQueue>(
       7, 0, [](StreamQueue::Work&, const absl::Status&) { return absl::OkStatus(); });
