@@ -10,79 +10,85 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
-#include <string>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/types/span.h"
 
 namespace vgpu {
 
 using Shape = std::vector<int64_t>;
 
+// A shape held inline up to rank 8 (every shape an element-wise op usually sees): computing a
+// broadcast allocates nothing then, once per op on TensorFlow's thread.
+using BroadcastDims = absl::InlinedVector<int64_t, 8>;
+
 struct BroadcastShapes {
   // The broadcast shape: TensorFlow's output shape for the op.
-  Shape output;
+  BroadcastDims output;
   // The output with size-1 dimensions dropped and alike neighbours merged; at least one
   // dimension ([1] for a single element).
-  Shape merged_output;
+  BroadcastDims merged_output;
   // Each operand in merged_output's frame: same rank, each dimension equal to the output's or 1.
-  std::vector<Shape> merged_operands;
+  absl::InlinedVector<BroadcastDims, 3> merged_operands;
 };
-
 
 // Broadcasts `operands` against each other: shapes are aligned at their last dimension and, per
 // dimension, every operand must have the same size or 1 (a missing leading dimension counts as
 // 1). Returns std::nullopt when they are incompatible (the caller words TensorFlow's message).
 // Dimensions must be non-negative (TensorFlow's shapes always are).
-inline std::optional<BroadcastShapes> Broadcast(absl::Span<const Shape> operands) {
+inline std::optional<BroadcastShapes> Broadcast(
+    std::initializer_list<absl::Span<const int64_t>> operands) {
   size_t rank = 0;
-  for (const Shape& shape : operands) rank = std::max(rank, shape.size());
-  // aligned[k][d]: operand k's size along output dimension d.
-  std::vector<Shape> aligned(operands.size(), Shape(rank, 1));
+  for (absl::Span<const int64_t> shape : operands) rank = std::max(rank, shape.size());
+  // Operand k's size along output dimension d; a missing leading dimension is 1.
+  auto aligned = [rank](absl::Span<const int64_t> shape, size_t d) -> int64_t {
+    const size_t pad = rank - shape.size();
+    return d < pad ? 1 : shape[d - pad];
+  };
   BroadcastShapes result;
   result.output.assign(rank, 1);
-  for (size_t k = 0; k < operands.size(); ++k) {
-    const size_t pad = rank - operands[k].size();
-    for (size_t d = 0; d < operands[k].size(); ++d) aligned[k][pad + d] = operands[k][d];
-  }
   for (size_t d = 0; d < rank; ++d) {
     int64_t size = 1;
-    for (const Shape& shape : aligned) {
-      if (shape[d] == 1 || shape[d] == size) continue;
+    for (absl::Span<const int64_t> shape : operands) {
+      const int64_t dim = aligned(shape, d);
+      if (dim == 1 || dim == size) continue;
       if (size != 1) return std::nullopt;
-      size = shape[d];
+      size = dim;
     }
     result.output[d] = size;
   }
   // Merge: keep output dimensions of size != 1; join a dimension to the previous kept one when
   // every operand is broadcast along both or along neither.
-  result.merged_operands.assign(operands.size(), Shape());
-  std::vector<bool> previous_broadcast(operands.size(), false);
+  result.merged_operands.resize(operands.size());
+  absl::InlinedVector<bool, 3> previous_broadcast(operands.size(), false);
   for (size_t d = 0; d < rank; ++d) {
     if (result.output[d] == 1) continue;
     bool merge = !result.merged_output.empty();
-    for (size_t k = 0; k < operands.size() && merge; ++k) {
-      merge = previous_broadcast[k] == (aligned[k][d] == 1);
+    size_t k = 0;
+    for (auto shape = operands.begin(); shape != operands.end() && merge; ++shape, ++k) {
+      merge = previous_broadcast[k] == (aligned(*shape, d) == 1);
     }
+    k = 0;
     if (merge) {
       result.merged_output.back() *= result.output[d];
-      for (size_t k = 0; k < operands.size(); ++k) {
-        result.merged_operands[k].back() *= aligned[k][d];
+      for (absl::Span<const int64_t> shape : operands) {
+        result.merged_operands[k++].back() *= aligned(shape, d);
       }
       continue;
     }
     result.merged_output.push_back(result.output[d]);
-    for (size_t k = 0; k < operands.size(); ++k) {
-      previous_broadcast[k] = aligned[k][d] == 1;
-      result.merged_operands[k].push_back(aligned[k][d]);
+    for (absl::Span<const int64_t> shape : operands) {
+      const int64_t dim = aligned(shape, d);
+      previous_broadcast[k] = dim == 1;
+      result.merged_operands[k++].push_back(dim);
     }
   }
   if (result.merged_output.empty()) {  // a single element
     result.merged_output.push_back(1);
-    for (Shape& shape : result.merged_operands) shape.push_back(1);
+    for (BroadcastDims& shape : result.merged_operands) shape.push_back(1);
   }
   return result;
 }

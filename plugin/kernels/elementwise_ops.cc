@@ -113,7 +113,8 @@ absl::Status LaunchSelect(OpContext& context, TF_DataType dtype, const Broadcast
 
 // Unimplemented "Broadcast between <a> and <b> is not supported yet." when the merged shapes
 // have more dimensions than a descriptor holds.
-absl::Status CheckMergedRank(const BroadcastShapes& shapes, const Shape& a, const Shape& b) {
+absl::Status CheckMergedRank(const BroadcastShapes& shapes, absl::Span<const int64_t> a,
+                             absl::Span<const int64_t> b) {
   if (shapes.merged_output.size() <= static_cast<size_t>(kMaxRank)) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat("Broadcast between ", ShapeString(a), " and ",
                                                ShapeString(b), " is not supported yet."));
@@ -142,8 +143,8 @@ class BinaryElementwiseOp {
                                                      " but got type ",
                                                      TypeName(TF_TensorType(y.get()))));
     }
-    const Shape x_shape = ShapeOf(x.get());
-    const Shape y_shape = ShapeOf(y.get());
+    const BroadcastDims x_shape = InlineShapeOf(x.get());
+    const BroadcastDims y_shape = InlineShapeOf(y.get());
     const std::optional<BroadcastShapes> shapes = Broadcast({x_shape, y_shape});
     if (!shapes) {
       if constexpr (kOp == ElementwiseOp::kEqual || kOp == ElementwiseOp::kNotEqual) {
@@ -307,9 +308,9 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
     const auto& [condition, then_tensor, else_tensor] = inputs;
     const TF_DataType dtype = TF_TensorType(then_tensor.get());
-    const Shape condition_shape = ShapeOf(condition.get());
-    const Shape then_shape = ShapeOf(then_tensor.get());
-    const Shape else_shape = ShapeOf(else_tensor.get());
+    const BroadcastDims condition_shape = InlineShapeOf(condition.get());
+    const BroadcastDims then_shape = InlineShapeOf(then_tensor.get());
+    const BroadcastDims else_shape = InlineShapeOf(else_tensor.get());
     const std::optional<BroadcastShapes> shapes =
         Broadcast({condition_shape, then_shape, else_shape});
     if (!shapes) {
