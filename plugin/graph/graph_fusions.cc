@@ -338,7 +338,8 @@ NodeDef BiasActivationNode(const GraphDef& graph, const BiasActivationChain& cha
   const std::string on_base = absl::StrCat("^", base.name());
   const std::string on_bias_add = absl::StrCat("^", bias_add.name());
   for (const NodeDef* node : {&base, &bias_add, &last}) {
-    const int data_inputs = node == &bias_add ? 2 : node == &base ? 2 : 1;
+    // Two data inputs each, except an activation's one (`last` is the BiasAdd without one).
+    const int data_inputs = node == &last && chain.activation >= 0 ? 1 : 2;
     for (int i = data_inputs; i < node->input_size(); ++i) {
       const std::string& input = node->input(i);
       if (!ParseInput(input).control || input == on_base || input == on_bias_add) continue;

@@ -84,16 +84,19 @@ VGPU_VECTORISE void LeakyReluGradRun(float* __restrict g, const float* __restric
 }
 #undef VGPU_VECTORISE
 
+// ReLU, ReLU6 and leaky ReLU: the modes whose 16-bit kernels compute through float32.
+bool IsReluFamily(ActivationMode mode) {
+  return mode == ActivationMode::kRelu || mode == ActivationMode::kRelu6 ||
+         mode == ActivationMode::kLeakyRelu;
+}
+
 // The 16-bit forward pass of the ReLU family through float32; false for the other modes (Eigen
 // computes them in T, with T's roundings between their steps).
 template <typename T>
 bool ReluFamilyForwardThroughFloat(const Eigen::ThreadPoolDevice& device,
                                    const ActivationLaunch& launch, const T* x, T* y, int64_t n) {
   const ActivationMode mode = launch.activation.mode;
-  if (mode != ActivationMode::kRelu && mode != ActivationMode::kRelu6 &&
-      mode != ActivationMode::kLeakyRelu) {
-    return false;
-  }
+  if (!IsReluFamily(mode)) return false;
   const float alpha = static_cast<float>(Coefficient<T>(launch));
   TransformThroughFloat<T, 1>(device, {x}, y, n, 1,
                               [&](const std::array<float*, 1>& v, int64_t, int64_t count) {
@@ -115,10 +118,7 @@ bool ReluFamilyBackwardThroughFloat(const Eigen::ThreadPoolDevice& device,
                                     const ActivationLaunch& launch, const T* a, const T* b,
                                     T* out, int64_t n) {
   const ActivationMode mode = launch.activation.mode;
-  if (mode != ActivationMode::kRelu && mode != ActivationMode::kRelu6 &&
-      mode != ActivationMode::kLeakyRelu) {
-    return false;
-  }
+  if (!IsReluFamily(mode)) return false;
   const float alpha = static_cast<float>(Coefficient<T>(launch));
   TransformThroughFloat<T, 2>(device, {a, b}, out, n, 1,
                               [&](const std::array<float*, 2>& v, int64_t, int64_t count) {
