@@ -650,7 +650,7 @@ bool ClientSession::RunsInline(const Command& command, const SessionLimits& limi
     case CommandKind::kMemcpyDtoH:
     case CommandKind::kMemcpyDtoD:
     case CommandKind::kMemset:
-      return limits.inline_copies && command.size <= limits.inline_launch_bytes;
+      return limits.inline_copies && command.size <= limits.inline_copy_bytes;
     case CommandKind::kRecordEvent:
       // In process, an event recording (its notification) is as cheap as a small copy.
       return limits.inline_copies;

@@ -459,6 +459,14 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
   limits.inline_copies = true;
   EXPECT_TRUE(ClientSession::RunsInline(copy, limits));
   EXPECT_TRUE(ClientSession::RunsInline(record, limits));
+  // Copies have their own, larger bound (a step's input batch runs inline).
+  Command batch = MakeCommand(CommandKind::kMemcpyHtoD, 1);
+  batch.size = 196 << 10;
+  EXPECT_TRUE(ClientSession::RunsInline(batch, limits));
+  batch.size = limits.inline_copy_bytes;
+  EXPECT_TRUE(ClientSession::RunsInline(batch, limits));
+  batch.size = limits.inline_copy_bytes + 1;
+  EXPECT_FALSE(ClientSession::RunsInline(batch, limits));
   EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kWaitEvent, 1), limits));
   EXPECT_FALSE(ClientSession::RunsInline(MakeCommand(CommandKind::kNotify, 1), limits));
   // Off (VGPU_INLINE_LAUNCH_BYTES=0, and the CUDA executor, whose streams' CUDA state only
@@ -466,6 +474,8 @@ TEST(ClientSessionInlinePolicy, ACostlyKernelCountsItsBytesSeveralTimes) {
   limits.inline_launch_bytes = 0;
   EXPECT_FALSE(ClientSession::RunsInline(launch(elementwise::kBinary, 16), limits));
   EXPECT_FALSE(ClientSession::RunsInline(copy, limits));
+  batch.size = 196 << 10;
+  EXPECT_FALSE(ClientSession::RunsInline(batch, limits));
   EXPECT_FALSE(ClientSession::RunsInline(record, limits));
 }
 
