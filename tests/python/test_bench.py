@@ -61,9 +61,16 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
             1e6 * (cost["median_short_call_s"] - cost["short_ops"] * slope))
         if cost["device"] == "gpu":
             assert cost["launches_per_call"] >= cost["ops"]
-    # Peak resident memory per configuration (a remote one adds its server's).
+    # Peak resident memory per configuration (a remote one adds its server's), and the
+    # TensorFlow process's context switches over the measured steps (a virtual GPU's stream
+    # worker sleeps between steps at least).
     for run in results["runs"]:
         assert run["summary"]["peak_rss_bytes"] > 50 << 20
+        assert set(run["context_switches"]) == {"voluntary", "involuntary"}
+        assert run["summary"]["voluntary_context_switches_per_step"] == pytest.approx(
+            run["context_switches"]["voluntary"] / run["steps"])
+        if run["configuration"].startswith("vgpu"):
+            assert run["context_switches"]["voluntary"] > 0
     remote = [r for r in results["runs"] if r["configuration"].startswith("vgpu unix")]
     assert all(r["server_peak_rss_bytes"] > 0 for r in remote)
 
@@ -71,6 +78,7 @@ def test_quick_bench_writes_results_table_and_plots(tmp_path):
     assert table[0].startswith("| model | configuration | median step (ms) |")
     assert "vs in-process" in table[0] and "KiB sent / step" in table[0]
     assert "peak RSS (MiB)" in table[0] and "executor primitives created / reused" in table[0]
+    assert "context switches / step, voluntary / involuntary" in table[0]
     assert any(line.startswith("| configuration | µs per tiny op") for line in table)
     assert results["activity_hooks_off_ns"] > 0
     assert any(line.startswith("Profiling hooks with no profile taken:") for line in table)

@@ -136,6 +136,9 @@ def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup
                "peak_rss_bytes": result.get("peak_rss_bytes", 0)}
     # The worker reads the counters per warm-up step, and over the measured steps as one total
     # (reading them per step would put vgpu.stats() and its garbage in the timed steps).
+    if result.get("context_switches") and result["steps"]:
+        for kind, total in result["context_switches"].items():
+            summary[f"{kind}_context_switches_per_step"] = total / result["steps"]
     measured = result.get("measured_counters") or {}
     if measured and result["steps"]:
         for key, total in measured.items():
@@ -163,9 +166,10 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
              " | vs in-process | descriptor calls forwarded / step | local / step |"
              " launches / step | round trips / step | KiB sent / step | KiB received / step |"
              " command KiB / step | templates created / launches by template per step |"
-             " executor primitives created / reused per step | peak RSS (MiB) | RSS vs " +
-             baseline + " |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             " executor primitives created / reused per step | context switches / step,"
+             " voluntary / involuntary | peak RSS (MiB) | RSS vs " + baseline + " |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+             "---:|"]
     rss = {(r["model"], r["configuration"]): r["summary"].get("peak_rss_bytes", 0) for r in rows}
     def rss_ratio(r):
         base = rss.get((r["model"], baseline), 0)
@@ -192,6 +196,8 @@ def markdown_table(rows: list[dict], baseline: str) -> str:
             f"{wire('templates_created_per_step')} / {wire('launches_by_template_per_step')} | "
             f"{get('executor_primitives_created_per_step')} / "
             f"{get('executor_primitives_reused_per_step')} | "
+            f"{get('voluntary_context_switches_per_step')} / "
+            f"{get('involuntary_context_switches_per_step')} | "
             f"{s.get('peak_rss_bytes', 0) / (1 << 20):.0f} | {rss_ratio(r)} |")
     return "\n".join(lines)
 

@@ -72,6 +72,15 @@ def main(argv):
     use_vgpu = FLAGS.device == "gpu"
 
     profiled_span: dict[str, float] = {}
+    # Context switches of this process's threads over the measured steps (getrusage counts every
+    # thread, those that ended too): how often TensorFlow's threads and the virtual GPU's
+    # workers blocked or were preempted, a count that depends far less on the machine's speed
+    # than the step times do.
+    switches: dict[str, int] = {}
+
+    def context_switches():
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        return {"voluntary": usage.ru_nvcsw, "involuntary": usage.ru_nivcsw}
 
     class Timer(keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
@@ -87,6 +96,8 @@ def main(argv):
             # collector, which TensorFlow-CPU's steps would not pay.
             if use_vgpu and batch <= FLAGS.warmup:
                 self.before = _counters()
+            if batch == FLAGS.warmup:
+                switches.update(context_switches())
             self.start = time.perf_counter()
             if self.trace is not None and "begin_s" not in profiled_span:
                 profiled_span["begin_s"] = self.start
@@ -94,6 +105,9 @@ def main(argv):
         def on_train_batch_end(self, batch, logs=None):
             end = time.perf_counter()
             step_times.append(end - self.start)
+            if batch == total_steps - 1 and switches:
+                after = context_switches()
+                switches.update({k: after[k] - switches[k] for k in after})
             if use_vgpu and batch < FLAGS.warmup:
                 after = _counters()
                 per_step_counters.append({k: after[k] - self.before[k] for k in after})
@@ -121,6 +135,9 @@ def main(argv):
         "loss": history.history["loss"][-1],
         "per_step_counters": per_step_counters,
         "measured_counters": measured_counters,
+        # Over the measured steps: {"voluntary": n, "involuntary": n} (this process only: a
+        # remote configuration's server is not counted).
+        "context_switches": switches,
         # The peak resident memory of this (TensorFlow) process, bytes (Linux: ru_maxrss KiB).
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
