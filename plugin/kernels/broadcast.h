@@ -62,28 +62,28 @@ inline std::optional<BroadcastShapes> Broadcast(
   }
   // Merge: keep output dimensions of size != 1; join a dimension to the previous kept one when
   // every operand is broadcast along both or along neither.
-  result.merged_operands.resize(operands.size());
-  absl::InlinedVector<bool, 3> previous_broadcast(operands.size(), false);
+  const size_t count = operands.size();
+  const absl::Span<const int64_t>* shapes = operands.begin();
+  result.merged_operands.resize(count);
+  absl::InlinedVector<bool, 3> previous_broadcast(count, false);
   for (size_t d = 0; d < rank; ++d) {
     if (result.output[d] == 1) continue;
     bool merge = !result.merged_output.empty();
-    size_t k = 0;
-    for (auto shape = operands.begin(); shape != operands.end() && merge; ++shape, ++k) {
-      merge = previous_broadcast[k] == (aligned(*shape, d) == 1);
+    for (size_t k = 0; k < count && merge; ++k) {
+      merge = previous_broadcast[k] == (aligned(shapes[k], d) == 1);
     }
-    k = 0;
     if (merge) {
       result.merged_output.back() *= result.output[d];
-      for (absl::Span<const int64_t> shape : operands) {
-        result.merged_operands[k++].back() *= aligned(shape, d);
+      for (size_t k = 0; k < count; ++k) {
+        result.merged_operands[k].back() *= aligned(shapes[k], d);
       }
       continue;
     }
     result.merged_output.push_back(result.output[d]);
-    for (absl::Span<const int64_t> shape : operands) {
-      const int64_t dim = aligned(shape, d);
+    for (size_t k = 0; k < count; ++k) {
+      const int64_t dim = aligned(shapes[k], d);
       previous_broadcast[k] = dim == 1;
-      result.merged_operands[k++].push_back(dim);
+      result.merged_operands[k].push_back(dim);
     }
   }
   if (result.merged_output.empty()) {  // a single element

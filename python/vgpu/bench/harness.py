@@ -134,11 +134,11 @@ def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup
     summary = {"median_step_s": median, "steps_per_s": 1.0 / median,
                "examples_per_s": batch_size / median,
                "peak_rss_bytes": result.get("peak_rss_bytes", 0)}
-    # The worker reads the counters per warm-up step, and over the measured steps as one total
-    # (reading them per step would put vgpu.stats() and its garbage in the timed steps).
     if result.get("context_switches") and result["steps"]:
         for kind, total in result["context_switches"].items():
             summary[f"{kind}_context_switches_per_step"] = total / result["steps"]
+    # The worker reads the counters per warm-up step, and over the measured steps as one total
+    # (reading them per step would put vgpu.stats() and its garbage in the timed steps).
     measured = result.get("measured_counters") or {}
     if measured and result["steps"]:
         for key, total in measured.items():
