@@ -24,6 +24,28 @@
 namespace vgpu::cpu_kernels {
 namespace {
 
+// The identity, as an Eigen functor whose result is a plain T: applied to an operand of
+// `const T` (an input's map), it gives an expression of T (see PacketSelect).
+template <typename T>
+struct AsPlainScalar {
+  T operator()(const T& x) const { return x; }
+  template <typename Packet>
+  Packet packetOp(const Packet& x) const {
+    return x;
+  }
+};
+
+}  // namespace
+}  // namespace vgpu::cpu_kernels
+
+template <typename T>
+struct Eigen::internal::functor_traits<vgpu::cpu_kernels::AsPlainScalar<T>> {
+  enum { Cost = 0, PacketAccess = true };
+};
+
+namespace vgpu::cpu_kernels {
+namespace {
+
 using activation_launch::ActivationLaunch;
 using activation_launch::ReadActivationBackward;
 using activation_launch::ReadActivationForward;
@@ -133,6 +155,34 @@ bool ReluFamilyBackwardThroughFloat(const Eigen::ThreadPoolDevice& device,
   return true;
 }
 
+// 1 where `x <cmp> bound` holds, else 0, as T: Eigen's typed comparison, evaluated a packet at a
+// time. (A comparison's bool cast to T, as TensorFlow's kernels write the relu gradients, is
+// evaluated element by element with a branch each: 5x slower on unpredictable features, the
+// largest item of issue 28's per-op account of mobilenetv2.) The products with it are the same
+// to the bit: gradient * 1 or gradient * 0.
+template <Eigen::internal::ComparisonName kCmp, typename T>
+auto Indicator(ConstFlatMap<T> x, T bound) {
+  return x.binaryExpr(x.constant(bound), Eigen::internal::scalar_cmp_op<T, T, kCmp, true>());
+}
+
+// `condition ? then_value : else_value`, element-wise, a packet at a time. Eigen's select is
+// vectorised only when its condition and both branches have exactly one scalar type T: a bool
+// condition, or an operand of `const T` (an input's map), makes it gather the condition lane by
+// lane with a branch each, which ran the ELU family, leaky ReLU and softplus 5-7x slower than
+// TensorFlow-CPU's kernels. `condition` is an Indicator; AsPlainScalar gives every operand the
+// type T. The result refers to its operands: evaluate it in the statement that builds it.
+template <typename T, typename Condition, typename Then, typename Else>
+auto PacketSelect(const Condition& condition, const Then& then_value, const Else& else_value) {
+  const auto plain = [](const auto& operand) { return operand.unaryExpr(AsPlainScalar<T>()); };
+  auto selected = plain(condition).select(plain(then_value), plain(else_value));
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    static_assert(Eigen::TensorEvaluator<const decltype(selected),
+                                         Eigen::ThreadPoolDevice>::TernaryPacketAccess,
+                  "a select that Eigen would evaluate lane by lane");
+  }
+  return selected;
+}
+
 template <typename T>
 absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaunch& launch,
                      ConstFlatMap<T> x, FlatMap<T> y) {
@@ -162,39 +212,33 @@ absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaun
     case ActivationMode::kSigmoid: y.device(device) = x.sigmoid(); break;
     case ActivationMode::kTanh: y.device(device) = x.tanh(); break;
     case ActivationMode::kElu:
-      y.device(device) = (x < zero).select(x.exp() - x.constant(one), x);
+      y.device(device) =
+          PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(x, zero), x.exp() - x.constant(one), x);
       break;
     case ActivationMode::kSelu:
-      y.device(device) = (x < zero).select(
+      y.device(device) = PacketSelect<T>(
+          Indicator<Eigen::internal::cmp_LT>(x, zero),
           x.constant(T(kSeluScaleAlpha)) * (x.exp() - x.constant(one)),
           x.constant(T(kSeluScale)) * x);
       break;
     case ActivationMode::kSoftplus: {
       static const T threshold = SoftplusThreshold<T>();
       const auto exp_x = x.exp();
-      y.device(device) = (x > x.constant(-threshold))
-                             .select(x, (x < x.constant(threshold)).select(exp_x, exp_x.log1p()));
+      y.device(device) = PacketSelect<T>(
+          Indicator<Eigen::internal::cmp_GT>(x, T(-threshold)), x,
+          PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(x, threshold), exp_x, exp_x.log1p()));
       break;
     }
     case ActivationMode::kSoftsign:
       y.device(device) = x / (x.abs() + x.constant(one));
       break;
     case ActivationMode::kLeakyRelu:
-      y.device(device) = (x > zero).select(x, x * Coefficient<T>(launch));
+      y.device(device) =
+          PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(x, zero), x, x * Coefficient<T>(launch));
       break;
     default: return activation_launch::UnknownActivationMode(launch.activation.mode);
   }
   return absl::OkStatus();
-}
-
-// 1 where `x <cmp> bound` holds, else 0, as T: Eigen's typed comparison, evaluated a packet at a
-// time. (A comparison's bool cast to T, as TensorFlow's kernels write the relu gradients, is
-// evaluated element by element with a branch each: 5x slower on unpredictable features, the
-// largest item of issue 28's per-op account of mobilenetv2.) The products with it are the same
-// to the bit: gradient * 1 or gradient * 0.
-template <Eigen::internal::ComparisonName kCmp, typename T>
-auto Indicator(ConstFlatMap<T> x, T bound) {
-  return x.binaryExpr(x.constant(bound), Eigen::internal::scalar_cmp_op<T, T, kCmp, true>());
 }
 
 template <typename T>
@@ -210,7 +254,8 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device, const ActivationLau
                                 Indicator<Eigen::internal::cmp_LT>(b, T(6)));
       break;
     case ActivationMode::kLeakyRelu:
-      out.device(device) = (b > zero).select(a, a * Coefficient<T>(launch));
+      out.device(device) =
+          PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(b, zero), a, a * Coefficient<T>(launch));
       break;
     case ActivationMode::kSigmoid:  // a = y, b = dy
       out.device(device) = b * a * (one - a);
@@ -219,11 +264,13 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device, const ActivationLau
       out.device(device) = b * (one - a * a);
       break;
     case ActivationMode::kElu:  // a = gradients, b = outputs
-      out.device(device) = (b < zero).select((b + one) * a, a);
+      out.device(device) =
+          PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(b, zero), (b + one) * a, a);
       break;
     case ActivationMode::kSelu:
-      out.device(device) = (b < zero).select(a * (b + b.constant(T(kSeluScaleAlpha))),
-                                             a * a.constant(T(kSeluScale)));
+      out.device(device) = PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(b, zero),
+                                           a * (b + b.constant(T(kSeluScaleAlpha))),
+                                           a * a.constant(T(kSeluScale)));
       break;
     case ActivationMode::kSoftplus:  // a = gradients, b = features
       out.device(device) = a / ((-b).exp() + b.constant(one));
