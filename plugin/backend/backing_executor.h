@@ -110,6 +110,14 @@ struct SessionLimits {
   // wake); left off on a server, where it is the connection's reader (an A/B of mlp over a Unix
   // socket: 5.6 ms per step without, 6.7 ms with; remote steps vary much on two cores).
   bool inline_copies = false;
+  // Whether all of a session's streams on one device share one queue and worker thread
+  // (ClientSession::HandleCreateStream): every command of the device then runs in the order it
+  // was submitted, an event wait between two of its streams is already satisfied by that order,
+  // and a small copy between kernels runs inline instead of waiting for a copy stream's worker,
+  // for which the compute stream then waited (two thread hand-offs per copy). Copies no longer
+  // overlap kernels, which on a CPU executor compete for the same cores anyway. Set in process
+  // (VGPU_STREAM_QUEUES, default "device"); a server keeps one queue per stream.
+  bool one_queue_per_device = false;
 };
 
 // Options every executor takes; an executor ignores what does not apply to it.

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "plugin/backend/launch/kernel_families.h"
@@ -76,7 +77,7 @@ SessionStats ClientSession::Stats() const {
   stats.errors = errors_.load(std::memory_order_relaxed);
   std::lock_guard<std::mutex> lock(mu_);
   stats.streams = streams_.size();
-  for (const auto& [id, stream] : streams_) stats.queued += stream->queue->pending();
+  for (const Stream* stream : DistinctStreamsLocked()) stats.queued += stream->queue->pending();
   return stats;
 }
 
@@ -120,6 +121,14 @@ std::shared_ptr<ClientSession::Stream> ClientSession::FindStream(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(id);
   return it == streams_.end() ? nullptr : it->second;
+}
+
+std::vector<const ClientSession::Stream*> ClientSession::DistinctStreamsLocked() const {
+  std::vector<const Stream*> distinct;
+  for (const auto& [id, stream] : streams_) {
+    if (!absl::c_linear_search(distinct, stream.get())) distinct.push_back(stream.get());
+  }
+  return distinct;
 }
 
 bool ClientSession::ReachedLocked(const EventMark& mark) const {
@@ -262,7 +271,11 @@ void ClientSession::WaitForQueuedWork(std::chrono::milliseconds timeout) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     streams.reserve(streams_.size());
-    for (auto& [id, stream] : streams_) streams.emplace_back(stream, stream->queue->enqueued());
+    for (auto& [id, stream] : streams_) {
+      if (!absl::c_any_of(streams, [&](const auto& seen) { return seen.first == stream; })) {
+        streams.emplace_back(stream, stream->queue->enqueued());
+      }
+    }
   }
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   for (auto& [stream, position] : streams) {
@@ -385,6 +398,21 @@ Reply ClientSession::HandleCreateStream(Command& command) {
         " streams, the most it may have (--max_streams_per_client=", limits_.max_streams,
         ")")));
   }
+  if (limits_.one_queue_per_device) {
+    // The device's first stream's queue runs this one's work too (SessionLimits): the id is
+    // another name for it, counted against max_streams like any stream.
+    std::shared_ptr<Stream> shared;  // a copy: inserting may move streams_'s elements
+    for (const auto& [id, existing] : streams_) {
+      if (existing->queue->device() == command.device) {
+        shared = existing;
+        break;
+      }
+    }
+    if (shared != nullptr) {
+      streams_.emplace(command.stream, std::move(shared));
+      return Reply{};
+    }
+  }
   if (limits_.stream_threads != nullptr) {
     if (const StreamThreadBudget* full = limits_.stream_threads->TryTake(); full != nullptr) {
       return ErrorReply(absl::ResourceExhaustedError(absl::StrCat(
@@ -424,6 +452,10 @@ Reply ClientSession::HandleDestroyStream(Command& command) {
     if (it == streams_.end()) {
       return ErrorReply(absl::NotFoundError(absl::StrCat("no stream ", command.stream)));
     }
+    if (it->second->queue->RunningOnCallingThread()) {
+      return ErrorReply(absl::FailedPreconditionError(
+          "a host callback cannot destroy a stream whose queue it runs on"));
+    }
     stream = std::move(it->second);
     streams_.erase(it);
     draining_.push_back(stream);  // the id is free again; the stream is still cancellable
@@ -459,7 +491,9 @@ Reply ClientSession::HandleSynchronizeDevice(Command& command) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, stream] : streams_) {
-      if (stream->queue->device() == command.device) streams.push_back(stream);
+      if (stream->queue->device() == command.device && !absl::c_linear_search(streams, stream)) {
+        streams.push_back(stream);
+      }
     }
   }
   Reply reply;
@@ -471,6 +505,14 @@ Reply ClientSession::HandleSynchronizeDevice(Command& command) {
 }
 
 absl::Status ClientSession::SynchronizeStream(Stream& stream) {
+  if (stream.queue->RunningOnCallingThread()) {
+    // A command of this very queue (a host callback run in process) waiting for the queue to
+    // pass it would wait for ever; with one queue per device the stream may be another of its
+    // device's.
+    return absl::FailedPreconditionError(
+        "a host callback cannot wait for its own stream, nor, in process, for another stream "
+        "of its device (they share one queue: VGPU_STREAM_QUEUES)");
+  }
   stream.queue->WaitUntilCompleted(stream.queue->enqueued());
   absl::Status status = stream.queue->TakeStatus();  // reported once
   absl::Status device_status = executor_->SynchronizeStream(stream.executor_stream.get());

@@ -136,6 +136,8 @@ class ClientSession final : public ExecutorSession {
   absl::Status CheckDevice(uint32_t device) const;
   std::shared_ptr<Stream> FindStream(uint64_t id);
   // The stream of `serial`, live or being destroyed (null: gone, its work all completed).
+  // streams_'s queues, each once (with one queue per device, several ids name one Stream).
+  std::vector<const Stream*> DistinctStreamsLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<Stream> FindStreamBySerial(uint64_t serial);
   std::shared_ptr<Stream> FindStreamBySerialLocked(uint64_t serial) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -137,6 +137,14 @@ uint64_t StreamQueue::RunInlineOrEnqueue(Work work) {
   return position;
 }
 
+namespace {
+// The queue whose command the calling thread is running (its worker, or a thread running one
+// inline), if any.
+thread_local const StreamQueue* running_on_this_thread = nullptr;
+}  // namespace
+
+bool StreamQueue::RunningOnCallingThread() const { return running_on_this_thread == this; }
+
 void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
   running_ = true;
   const absl::Status stream_status = status_;
@@ -150,7 +158,10 @@ void StreamQueue::RunLocked(std::unique_lock<std::mutex>& lock, Work& work) {
   } else if (!work.rejected.ok()) {
     result = std::move(work.rejected);
   } else if (stream_status.ok() || RunsAfterError(kind)) {
+    const StreamQueue* const outer = running_on_this_thread;
+    running_on_this_thread = this;
     result = runner_(work, stream_status);
+    running_on_this_thread = outer;
   }
   work.pins.clear();  // the memory it used may be reclaimed now (a free waiting for it)
   work.command = Command();  // its host data and parameters are freed outside the lock

@@ -82,6 +82,10 @@ class StreamQueue {
   // Threads blocked in WaitUntilCompleted* now (for tests).
   size_t waiters() const;
 
+  // True while the calling thread is running one of this queue's commands (on the worker, or
+  // inline): a wait for the queue's later work from there would never end. Non-blocking.
+  bool RunningOnCallingThread() const;
+
   // True if every command up to `position` has run.
   bool IsCompleted(uint64_t position) const;
 

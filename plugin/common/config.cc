@@ -236,6 +236,15 @@ absl::StatusOr<Config> LoadConfig(
     }
     config.graph_fusions = text == "1";
   }
+  if (auto queues = getenv("VGPU_STREAM_QUEUES")) {
+    const absl::string_view text = absl::StripAsciiWhitespace(*queues);
+    if (text != "device" && text != "stream") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VGPU_STREAM_QUEUES='", *queues,
+          "' must be device (one queue for all of a device's streams) or stream (one each)"));
+    }
+    config.one_queue_per_device = text == "device";
+  }
   if (auto isa = getenv("VGPU_CPU_ISA")) {
     // Read by the CPU executor itself (backend/cpu/cpu_isa.h); checked here so that a value it
     // would not understand gives no device instead of a silent default.

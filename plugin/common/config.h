@@ -50,6 +50,12 @@ struct Config {
   // VGPU_GRAPH_FUSIONS: "0" turns off the graph optimizer's fusions (graph/graph_fusions.h),
   // "1" (the default) leaves them on.
   bool graph_fusions = true;
+  // VGPU_STREAM_QUEUES (in-process only): "device" (the default) runs all of a device's
+  // streams through one queue and worker thread, in the order their work was submitted, so that
+  // a copy waited for by the compute stream, or a read-back waiting for it, costs no hand-off
+  // between threads (SessionLimits::one_queue_per_device); "stream" gives each stream its own,
+  // as a server does.
+  bool one_queue_per_device = true;
   // VGPU_TRACE: record every command of every device into this file (trace/trace_format.h);
   // empty: no recording (and no cost).
   std::string trace_path;

@@ -140,6 +140,7 @@ PluginRuntime::PluginRuntime() {
       options.session_limits.inline_launch_bytes = *config_.inline_launch_bytes;
     }
     options.session_limits.inline_copies = true;  // the submitting thread is TensorFlow's
+    options.session_limits.one_queue_per_device = config_.one_queue_per_device;
     absl::StatusOr<std::unique_ptr<BackingExecutor>> executor =
         CreateExecutor(config_.executor, options);
     if (!executor.ok()) {

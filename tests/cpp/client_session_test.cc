@@ -325,6 +325,98 @@ TEST_F(ClientSessionTest, InProcessAnIdleStreamRecordsAtOnceAndAReachedWaitQueue
   EXPECT_EQ(read, std::vector<uint8_t>(16, 9));
 }
 
+TEST_F(ClientSessionTest, WithOneQueuePerDeviceStreamsRunInSubmissionOrderWithoutWaits) {
+  CpuExecutor::Options options;
+  options.session_limits.inline_copies = true;  // as in process
+  options.session_limits.one_queue_per_device = true;
+  Open(options);
+  const uint64_t x = Allocate(*attacker_, 4096);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 3).ok());
+  EXPECT_EQ(attacker_->Stats().streams, 3u);  // three streams, counted against max_streams
+  // Stream 2's copy queues behind stream 1's held work: one queue, in submission order, and
+  // without a wait (a stream of its own would have read x at once).
+  Stall(1);
+  Write(*attacker_, 1, x, std::vector<uint8_t>(16, 5));
+  std::vector<uint8_t> read(16, 0);
+  ASSERT_TRUE(
+      attacker_->Handle(CopyOut(CommandKind::kMemcpyDtoH, 2, x, read.data(), 16)).status.ok());
+  // The held notification, the write and the read, counted once although three ids name the
+  // queue.
+  EXPECT_EQ(attacker_->Stats().queued, 3u);
+  // A wait on a recording of another of the device's streams is satisfied by that order: it
+  // queues nothing.
+  Command record = EventCommand(CommandKind::kRecordEvent, 1, 77);
+  record.token = 77;
+  ASSERT_TRUE(attacker_->Handle(std::move(record)).status.ok());
+  ASSERT_TRUE(attacker_->Handle(EventCommand(CommandKind::kWaitEvent, 3, 77)).status.ok());
+  EXPECT_EQ(attacker_->Stats().queued, 4u);  // the recording; the wait queued nothing
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 0));  // not yet: the queue is held
+  sink_.release.Open();
+  ASSERT_TRUE(Synchronize(*attacker_, 3).ok());
+  EXPECT_EQ(read, std::vector<uint8_t>(16, 5));
+  EXPECT_TRUE(sink_.Notified(77));
+  // Destroying one stream leaves the queue to the others.
+  ASSERT_TRUE(attacker_->Handle(MakeCommand(CommandKind::kDestroyStream, 1)).status.ok());
+  Write(*attacker_, 2, x, std::vector<uint8_t>(16, 6));
+  ASSERT_TRUE(Synchronize(*attacker_, 2).ok());
+  EXPECT_EQ(ReadNow(*attacker_, x, 16), std::vector<uint8_t>(16, 6));
+}
+
+TEST_F(ClientSessionTest, WithOneQueuePerDeviceACallbackWaitingForItsDeviceGetsAnError) {
+  CpuExecutor::Options options;
+  options.session_limits.one_queue_per_device = true;
+  Open(options);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(CreateStream(*attacker_, 2).ok());
+  // A notification (an in-process host callback) on stream 1 synchronises stream 2, which
+  // shares its queue: an error instead of a wait for ever.
+  struct SynchronizingSink : CompletionSink {
+    ExecutorSession* session = nullptr;
+    absl::Status stream_sync, device_sync, destroy;
+    Gate done;
+    void OnNotify(uint64_t, const absl::Status&) override {
+      stream_sync = session->Handle(MakeCommand(CommandKind::kSynchronizeStream, 2)).status;
+      device_sync = session->Handle(MakeCommand(CommandKind::kSynchronizeDevice, 0)).status;
+      destroy = session->Handle(MakeCommand(CommandKind::kDestroyStream, 2)).status;
+      done.Open();
+    }
+  } sink;
+  std::unique_ptr<ExecutorSession> session = executor_->OpenSession(&sink);
+  sink.session = session.get();
+  ASSERT_TRUE(CreateStream(*session, 1).ok());
+  ASSERT_TRUE(CreateStream(*session, 2).ok());
+  ASSERT_TRUE(session->Handle(NotifyCommand(1, 5)).status.ok());
+  sink.done.Wait();
+  EXPECT_EQ(sink.stream_sync.code(), absl::StatusCode::kFailedPrecondition) << sink.stream_sync;
+  EXPECT_EQ(sink.device_sync.code(), absl::StatusCode::kFailedPrecondition) << sink.device_sync;
+  EXPECT_EQ(sink.destroy.code(), absl::StatusCode::kFailedPrecondition) << sink.destroy;
+  EXPECT_TRUE(Synchronize(*session, 2).ok());  // from outside, as usual
+  session.reset();
+}
+
+TEST_F(ClientSessionTest, WithOneQueuePerDeviceEachDeviceKeepsItsOwnQueue) {
+  CpuExecutor::Options options;
+  options.device_count = 2;
+  options.session_limits.one_queue_per_device = true;
+  Open(options);
+  ASSERT_TRUE(CreateStream(*attacker_, 1).ok());
+  ASSERT_TRUE(attacker_->Handle(MakeCommand(CommandKind::kCreateStream, 2, 0, /*device=*/1))
+                  .status.ok());
+  // Device 0's queue is held; device 1's stream still runs its work.
+  Stall(1);
+  Reply allocated = attacker_->Handle(MakeCommand(CommandKind::kAllocate, 0, 4096, 1));
+  ASSERT_TRUE(allocated.status.ok()) << allocated.status;
+  auto bytes = std::make_shared<const std::vector<uint8_t>>(16, 3);
+  Command write =
+      CopyIn(CommandKind::kMemcpyHtoD, 2, allocated.value, bytes->data(), bytes->size());
+  write.device = 1;
+  write.host_storage = bytes;
+  ASSERT_TRUE(attacker_->Handle(std::move(write)).status.ok());
+  EXPECT_TRUE(Synchronize(*attacker_, 2).ok());  // returns although device 0 is held
+}
+
 TEST_F(ClientSessionTest, AWaitCoversAnEarlierRecordingOnAnotherStreamNotYetReached) {
   // The client completes a recording early and orders other streams after it by a wait naming
   // the event; TensorFlow may record the event again, on an idle stream, before that wait

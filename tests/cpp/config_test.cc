@@ -295,6 +295,15 @@ TEST(GraphFusions, RejectsWhatIsNotZeroOrOne) {
   }
 }
 
+TEST(StreamQueues, OneQueuePerDeviceByDefaultAndStreamGivesEachItsOwn) {
+  EXPECT_TRUE(Loaded({}).one_queue_per_device);
+  EXPECT_TRUE(Loaded({{"VGPU_STREAM_QUEUES", " device "}}).one_queue_per_device);
+  EXPECT_FALSE(Loaded({{"VGPU_STREAM_QUEUES", "stream"}}).one_queue_per_device);
+  for (const char* bad : {"", "Device", "streams", "1"}) {
+    ExpectInvalid({{"VGPU_STREAM_QUEUES", bad}}, "VGPU_STREAM_QUEUES");
+  }
+}
+
 TEST(CpuIsaCap, AcceptsTheThreeLevelsAndRejectsAnythingElse) {
   for (const char* good : {"baseline", " avx2", "avx512 "}) {
     EXPECT_TRUE(LoadFrom({{"VGPU_CPU_ISA", good}}).ok()) << good;
