@@ -212,8 +212,8 @@ absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaun
     case ActivationMode::kSigmoid: y.device(device) = x.sigmoid(); break;
     case ActivationMode::kTanh: y.device(device) = x.tanh(); break;
     case ActivationMode::kElu:
-      y.device(device) =
-          PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(x, zero), x.exp() - x.constant(one), x);
+      y.device(device) = PacketSelect<T>(Indicator<Eigen::internal::cmp_LT>(x, zero),
+                                         x.exp() - x.constant(one), x);
       break;
     case ActivationMode::kSelu:
       y.device(device) = PacketSelect<T>(
@@ -233,8 +233,8 @@ absl::Status Forward(const Eigen::ThreadPoolDevice& device, const ActivationLaun
       y.device(device) = x / (x.abs() + x.constant(one));
       break;
     case ActivationMode::kLeakyRelu:
-      y.device(device) =
-          PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(x, zero), x, x * Coefficient<T>(launch));
+      y.device(device) = PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(x, zero), x,
+                                         x * Coefficient<T>(launch));
       break;
     default: return activation_launch::UnknownActivationMode(launch.activation.mode);
   }
@@ -254,8 +254,8 @@ absl::Status Backward(const Eigen::ThreadPoolDevice& device, const ActivationLau
                                 Indicator<Eigen::internal::cmp_LT>(b, T(6)));
       break;
     case ActivationMode::kLeakyRelu:
-      out.device(device) =
-          PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(b, zero), a, a * Coefficient<T>(launch));
+      out.device(device) = PacketSelect<T>(Indicator<Eigen::internal::cmp_GT>(b, zero), a,
+                                           a * Coefficient<T>(launch));
       break;
     case ActivationMode::kSigmoid:  // a = y, b = dy
       out.device(device) = b * a * (one - a);
