@@ -148,3 +148,59 @@ def test_the_tiny_op_cost_is_the_slope_between_two_chains_and_the_call_the_rest(
     assert call_us == pytest.approx(280.0)
     with pytest.raises(ValueError, match="longer than the short one"):
         per_op_cost(300e-6, 700e-6, short_ops=20, ops=20)
+
+
+def test_quick_zoo_writes_a_row_per_model_with_both_sides_and_their_ratio(tmp_path):
+    out = tmp_path / "zoo"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    done = subprocess.run([sys.executable, "-m", "vgpu.cli", "bench", "--zoo", "--quick",
+                           "--models", "layer_norm,embedding", "--out", str(out)], env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-4000:]
+    results = json.loads((out / "zoo.json").read_text())
+    rows = results["rows"]
+    assert [row["model"] for row in rows] == ["layer_norm", "embedding"]
+    for row in rows:
+        assert row["tf_cpu_step_s"] > 0 and row["vgpu_step_s"] > 0
+        assert row["throughput_vs_tf_cpu"] == pytest.approx(row["tf_cpu_step_s"] /
+                                                            row["vgpu_step_s"])
+        assert row["launches_per_step"] > 0  # the virtual GPU side ran on the virtual GPU
+        assert 0 < row["tf_cpu_loss"] < 10 and 0 < row["vgpu_loss"] < 10
+    table = (out / "zoo.md").read_text().splitlines()
+    assert table[2].startswith("| layer_norm | Dense, LayerNormalization |")
+    geometric = (rows[0]["throughput_vs_tf_cpu"] * rows[1]["throughput_vs_tf_cpu"]) ** 0.5
+    assert table[-1] == f"| geometric mean | | | | {geometric:.2f}x | |"
+
+
+def test_every_zoo_model_builds_for_its_data_and_ends_in_ten_logits():
+    import keras  # noqa: PLC0415
+
+    from vgpu.bench import models, zoo  # noqa: PLC0415
+
+    assert set(zoo.NAMES).isdisjoint(models.MODELS)
+    for name in zoo.NAMES:
+        inputs, labels = models.make_model_data(name, samples=4, seed=0)
+        assert inputs.shape == (4, *models.input_shape(name)), name
+        assert labels.dtype == "int32" and labels.min() >= 0 and labels.max() < 10
+        if zoo.ZOO[name].vocabulary:
+            assert inputs.dtype == "int32" and inputs.min() >= 1
+            assert inputs.max() < zoo.ZOO[name].vocabulary
+        with keras.device("cpu"):  # building only: no need to run on the virtual GPU
+            logits = models.build(name)(inputs)
+        assert tuple(logits.shape) == (4, 10), name
+
+
+def test_the_zoo_table_gives_each_ratio_and_their_geometric_mean():
+    from vgpu.bench import runner  # noqa: PLC0415
+
+    rows = [{"model": "lstm", "layers": "LSTM (20 steps)", "tf_cpu_step_s": 0.002,
+             "vgpu_step_s": 0.004, "throughput_vs_tf_cpu": 0.5, "launches_per_step": 300.0},
+            {"model": "gru", "layers": "GRU (20 steps)", "tf_cpu_step_s": 0.004,
+             "vgpu_step_s": 0.0025, "throughput_vs_tf_cpu": 1.6, "launches_per_step": None}]
+    lines = runner.zoo_table(rows).splitlines()
+    assert lines[2] == "| lstm | LSTM (20 steps) | 2.00 | 4.00 | 0.50x | 300 |"
+    assert lines[3] == "| gru | GRU (20 steps) | 4.00 | 2.50 | 1.60x | – |"
+    assert lines[4] == "| geometric mean | | | | 0.89x | |"
+    with pytest.raises(ValueError, match="not zoo models: cnn"):
+        runner.run_zoo("unused", ["cnn"], steps=1, warmup=1, batch_size=8, repeats=1)

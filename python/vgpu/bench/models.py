@@ -1,14 +1,20 @@
-"""The models and data the benchmarks train: MNIST-shaped images generated locally."""
+"""The models and data the benchmarks train: the four bench models on MNIST-shaped images
+generated locally, and the small models of the speed zoo (zoo.py)."""
 from __future__ import annotations
 
 import numpy as np
 
+from vgpu.bench import zoo
 
 MODELS = ("cnn", "mlp", "resnet", "mobilenetv2")
+ALL_MODELS = MODELS + zoo.NAMES  # what the worker trains by name
 
 
-def input_shape(name: str) -> tuple[int, int, int]:
-    """The image shape model `name` takes: MNIST-shaped, except MobileNetV2 (96x96 RGB)."""
+def input_shape(name: str) -> tuple[int, ...]:
+    """The shape of one example of model `name`: MNIST-shaped for the bench models except
+    MobileNetV2 (96x96 RGB); a zoo model's own."""
+    if name in zoo.ZOO:
+        return zoo.ZOO[name].input_shape
     return (96, 96, 3) if name == "mobilenetv2" else (28, 28, 1)
 
 
@@ -23,11 +29,28 @@ def make_data(samples: int, seed: int = 0, shape: tuple[int, int, int] = (28, 28
     return images, labels.astype("int32")
 
 
+def make_model_data(name: str, samples: int, seed: int = 0):
+    """(inputs, int32 labels in [0, 10)) for `samples` examples of model `name`: images of its
+    input shape (make_data), or for a zoo model that reads tokens, int32 ids in [1, vocabulary)
+    whose first id follows the label (so that the loss can fall)."""
+    vocabulary = zoo.ZOO[name].vocabulary if name in zoo.ZOO else 0
+    if not vocabulary:
+        return make_data(samples, seed, input_shape(name))
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 10, size=samples)
+    tokens = rng.integers(1, vocabulary, size=(samples, *input_shape(name)))
+    tokens[:, 0] = 1 + labels
+    return tokens.astype("int32"), labels.astype("int32")
+
+
 def build(name: str):
-    """A Keras model by name: "cnn", "mlp", "resnet" (a small residual network) or
-    "mobilenetv2" (keras.applications.MobileNetV2 at 96x96, weights=None, 10 classes)."""
+    """A Keras model by name: "cnn", "mlp", "resnet" (a small residual network),
+    "mobilenetv2" (keras.applications.MobileNetV2 at 96x96, weights=None, 10 classes) or a zoo
+    model (zoo.NAMES)."""
     import keras
 
+    if name in zoo.ZOO:
+        return zoo.build(name)
     if name == "cnn":
         return keras.Sequential([
             keras.Input(shape=(28, 28, 1)),
@@ -69,4 +92,4 @@ def build(name: str):
     if name == "mobilenetv2":
         return keras.applications.MobileNetV2(input_shape=input_shape(name), weights=None,
                                               classes=10, classifier_activation=None)
-    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(MODELS)}")
+    raise ValueError(f"unknown model {name!r}; expected one of {', '.join(ALL_MODELS)}")

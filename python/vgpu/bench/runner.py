@@ -10,11 +10,12 @@ import time
 
 from absl import flags
 
-from vgpu.bench import harness
+from vgpu.bench import harness, models as bench_models, zoo
 
 FLAGS = flags.FLAGS
-flags.DEFINE_list("models", ["cnn", "mlp", "resnet", "mobilenetv2"],
-                  "Models: cnn, mlp, resnet, mobilenetv2 (keras.applications.MobileNetV2, 96x96).")
+flags.DEFINE_list("models", list(bench_models.MODELS),
+                  "Models: cnn, mlp, resnet, mobilenetv2 (keras.applications.MobileNetV2, "
+                  "96x96), or any zoo model (--zoo).")
 flags.DEFINE_integer("steps", 40, "Measured steps per configuration.")
 flags.DEFINE_integer("warmup", 5, "Warm-up steps per configuration.")
 flags.DEFINE_integer("batch_size", 64, "Batch size.")
@@ -39,6 +40,10 @@ flags.DEFINE_bool("profile_remote", False, "With --profile: also profile each mo
                   "virtual GPU through a `vgpu server` on a Unix socket, a second table per "
                   "model (the server times each command; it does not say when commands were "
                   "queued or what its streams waited for).")
+flags.DEFINE_bool("zoo", False, "Instead of the suite: the speed zoo, small Keras models of "
+                  "one or two layer families each (vgpu/bench/zoo.py; all of them unless "
+                  "--models names some), each trained on TensorFlow-CPU and on the in-process "
+                  "virtual GPU in turn, --repeats rounds; writes zoo.md and zoo.json.")
 
 
 def machine() -> dict:
@@ -173,9 +178,84 @@ def run_profile(out: str, models: list[str], steps: int, warmup: int,
     return text
 
 
+def run_zoo(out: str, models: list[str], steps: int, warmup: int, batch_size: int,
+            repeats: int, quick: bool = False) -> dict:
+    """The speed zoo (see --zoo): trains each of `models` (zoo names) on TensorFlow-CPU and on
+    the in-process virtual GPU, `repeats` interleaved rounds, keeping each side's best median
+    step; writes zoo.json and zoo.md (one row per model, its ratio, and the geometric mean of
+    the ratios) into `out` and returns the results."""
+    unknown = [m for m in models if m not in zoo.ZOO]
+    if unknown:
+        raise ValueError(f"not zoo models: {', '.join(unknown)}; the zoo has "
+                         f"{', '.join(zoo.NAMES)}")
+    if quick:
+        steps, warmup, repeats = 3, 2, 1
+    configurations = (harness.TF_CPU, harness.INPROC_REUSE)
+    best: dict[tuple[str, str], dict] = {}
+    total, done = repeats * len(models) * len(configurations), 0
+    for repeat in range(repeats):
+        for model in models:
+            for config in configurations:
+                done += 1
+                _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
+                result = harness.run_configuration(config, model, steps, warmup, batch_size)
+                _progress(f"  median step {1000 * result['summary']['median_step_s']:.2f} ms")
+                key = (model, config.name)
+                if (key not in best or result["summary"]["median_step_s"]
+                        < best[key]["summary"]["median_step_s"]):
+                    best[key] = result
+    rows = [zoo_row(model, best[(model, harness.TF_CPU.name)],
+                    best[(model, harness.INPROC_REUSE.name)]) for model in models]
+    results = {"machine": machine(),
+               "settings": {"models": models, "steps": steps, "warmup": warmup,
+                            "batch_size": batch_size, "repeats": repeats, "quick": quick},
+               "rows": rows}
+    table = zoo_table(rows)
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "zoo.json"), "w", encoding="utf-8") as f:
+        json.dump(results, f, indent=1)
+    with open(os.path.join(out, "zoo.md"), "w", encoding="utf-8") as f:
+        f.write(table + "\n")
+    print(table, flush=True)
+    _progress(f"wrote zoo.json and zoo.md to {out}")
+    return results
+
+
+def zoo_row(model: str, cpu: dict, vgpu: dict) -> dict:
+    """One zoo table row from the best TensorFlow-CPU and in-process results of `model`."""
+    cpu_s, vgpu_s = cpu["summary"]["median_step_s"], vgpu["summary"]["median_step_s"]
+    return {"model": model, "layers": zoo.ZOO[model].layers, "tf_cpu_step_s": cpu_s,
+            "vgpu_step_s": vgpu_s, "throughput_vs_tf_cpu": cpu_s / vgpu_s,
+            "launches_per_step": vgpu["summary"].get("launches_per_step"),
+            "tf_cpu_loss": cpu["loss"], "vgpu_loss": vgpu["loss"]}
+
+
+def zoo_table(rows: list[dict]) -> str:
+    """The zoo's Markdown table: a row per model and the geometric mean of the ratios."""
+    lines = ["| model | layers | TF-CPU step (ms) | virtual GPU step (ms) | "
+             "throughput vs TF-CPU | launches / step |",
+             "|---|---|---:|---:|---:|---:|"]
+    for row in rows:
+        launches = row["launches_per_step"]
+        lines.append(f"| {row['model']} | {row['layers']} | {1000 * row['tf_cpu_step_s']:.2f} | "
+                     f"{1000 * row['vgpu_step_s']:.2f} | {row['throughput_vs_tf_cpu']:.2f}x | "
+                     f"{'–' if launches is None else f'{launches:.0f}'} |")
+    if rows:
+        product = 1.0
+        for row in rows:
+            product *= row["throughput_vs_tf_cpu"]
+        lines.append(f"| geometric mean | | | | {product ** (1 / len(rows)):.2f}x | |")
+    return "\n".join(lines)
+
+
 def main_from_flags() -> int:
-    """Runs the suite (or, with --profile, the per-op account) with the parsed absl flags;
-    returns the exit status."""
+    """Runs the suite (or, with --profile, the per-op account; with --zoo, the speed zoo) with
+    the parsed absl flags; returns the exit status."""
+    if FLAGS.zoo:
+        names = FLAGS.models if FLAGS["models"].present else list(zoo.NAMES)
+        run_zoo(FLAGS.out, names, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
+                FLAGS.quick)
+        return 0
     if FLAGS.profile:
         steps = 2 if FLAGS.quick else FLAGS.profile_steps
         run_profile(FLAGS.out, FLAGS.models, steps, 2 if FLAGS.quick else FLAGS.warmup,

@@ -15,8 +15,11 @@ import time
 
 from absl import app, flags
 
+from vgpu.bench import models
+
 FLAGS = flags.FLAGS
-flags.DEFINE_enum("model", "cnn", ["cnn", "mlp", "resnet", "mobilenetv2"], "Model to train.")
+flags.DEFINE_enum("model", "cnn", list(models.ALL_MODELS),
+                  "Model to train: a bench model or a zoo model (vgpu/bench/zoo.py).")
 flags.DEFINE_enum("device", "gpu", ["gpu", "cpu"], "Virtual GPU, or TensorFlow's CPU kernels.")
 flags.DEFINE_integer("steps", 30, "Measured training steps (after the warm-up).")
 flags.DEFINE_integer("warmup", 5, "Warm-up steps, not measured.")
@@ -49,12 +52,10 @@ def main(argv):
 
     if FLAGS.device == "cpu":
         tf.config.set_visible_devices([], "GPU")
-    from vgpu.bench import models
-
     keras.utils.set_random_seed(FLAGS.seed)
     total_steps = FLAGS.warmup + FLAGS.steps
-    images, labels = models.make_data(total_steps * FLAGS.batch_size, FLAGS.seed,
-                                      models.input_shape(FLAGS.model))
+    images, labels = models.make_model_data(FLAGS.model, total_steps * FLAGS.batch_size,
+                                            FLAGS.seed)
     keras.mixed_precision.set_global_policy(FLAGS.policy)
     model = models.build(FLAGS.model)
     if FLAGS.policy != "float32":  # float32 logits, as Keras' mixed precision guide has them
