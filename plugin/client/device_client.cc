@@ -280,6 +280,19 @@ absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, 
   return PostOnStream(stream, std::move(command));
 }
 
+absl::Status DeviceClient::CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src,
+                                            uint64_t size, std::shared_ptr<const void> owner) {
+  Command command = MakeCommand(CommandKind::kMemcpyHtoD, stream);
+  command.dst = dst;
+  command.host_src = src;
+  command.size = size;
+  // Held, not taken: the bytes cannot change while `owner` lives, so the copy counts as taken
+  // for early events (HostCanObserve) without copying them.
+  command.host_storage = std::move(owner);
+  counters_.AddBytesToDevice(size);
+  return PostOnStream(stream, std::move(command));
+}
+
 absl::Status DeviceClient::CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src,
                                             uint64_t size) {
   Command command = MakeCommand(CommandKind::kMemcpyDtoH, stream);

@@ -152,6 +152,11 @@ class DeviceClient {
   // exception: it blocks until the bytes have reached that device (read into host memory on
   // `stream`, then written there), so whatever is queued on `stream` after it follows the data.
   absl::Status CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src, uint64_t size);
+  // The same for a source that `owner` keeps alive: the copy holds `owner` until it has run, so
+  // the caller need not wait for the stream (an op kernel's host-memory input, held by a
+  // reference on its tensor). The bytes must not change meanwhile.
+  absl::Status CopyHostToDevice(ClientStream& stream, uint64_t dst, const void* src, uint64_t size,
+                                std::shared_ptr<const void> owner);
   absl::Status CopyDeviceToHost(ClientStream& stream, void* dst, uint64_t src, uint64_t size);
   absl::Status CopyDeviceToDevice(ClientStream& stream, uint64_t dst, uint64_t src, uint64_t size);
   absl::Status Memset(ClientStream& stream, uint64_t dst, uint32_t pattern, uint8_t pattern_bytes,

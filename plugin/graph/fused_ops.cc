@@ -94,6 +94,17 @@ absl::Status RegisterFusedConv2D() {
   return Register(builder);
 }
 
+absl::Status RegisterCastFromHost() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kCastFromHost);
+  TF_OpDefinitionBuilderAddInput(builder, "x: SrcT");
+  TF_OpDefinitionBuilderAddOutput(builder, "y: DstT");
+  TF_OpDefinitionBuilderAddAttr(builder, "SrcT: type");
+  TF_OpDefinitionBuilderAddAttr(builder, "DstT: type");
+  TF_OpDefinitionBuilderAddAttr(builder, "Truncate: bool = false");
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, ShapeOfFirstInput);
+  return Register(builder);
+}
+
 std::atomic<bool> definitions_registered{false};
 
 }  // namespace
@@ -106,7 +117,8 @@ absl::Status RegisterDefinitions() {
        {std::pair{kMaxPoolGradWithReluGrad, &RegisterMaxPoolGradWithReluGrad},
         std::pair{kMaxPoolWithWindowIndex, &RegisterMaxPoolWithWindowIndex},
         std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex},
-        std::pair{kFusedConv2D, &RegisterFusedConv2D}}) {
+        std::pair{kFusedConv2D, &RegisterFusedConv2D},
+        std::pair{kCastFromHost, &RegisterCastFromHost}}) {
     absl::Status status = register_definition();
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("registering ", name, ": ",

@@ -415,8 +415,80 @@ void RemoveNodes(GraphDef& graph, const std::vector<bool>& removed) {
 
 std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
 std::atomic<int64_t> total_max_pool_window_index{0};
+std::atomic<int64_t> total_cast_from_host{0};
 std::atomic<int64_t> total_conv_bias_activation{0};
 std::atomic<int64_t> total_matmul_bias_activation{0};
+
+// The element types a Cast's input may have for the rewrite (what TensorFlow computes on the
+// host for a GPU), and those its output may have (the types the virtual GPU's Cast has).
+bool IsHostInteger(tensorflow::DataType type) {
+  return type == tensorflow::DT_INT32 || type == tensorflow::DT_INT64;
+}
+
+bool CastHasDestination(tensorflow::DataType type) {
+  switch (type) {
+    case tensorflow::DT_FLOAT:
+    case tensorflow::DT_HALF:
+    case tensorflow::DT_BFLOAT16:
+    case tensorflow::DT_DOUBLE:
+    case tensorflow::DT_INT32:
+    case tensorflow::DT_INT64:
+    case tensorflow::DT_UINT8:
+    case tensorflow::DT_BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+tensorflow::DataType TypeAttr(const NodeDef& node, const char* name) {
+  auto it = node.attr().find(name);
+  return it == node.attr().end() ? tensorflow::DT_INVALID : it->second.type();
+}
+
+// Whether `producer`'s output of integer type `type` is in host memory wherever it runs. The
+// optimizer sees the function's requested devices, before TensorFlow's placer moves small
+// integer ops to the host, so it decides by op type: an op placed on a CPU device; the shape
+// ops (their outputs are host memory on every device); an int32 argument; and the int32 ops the
+// plugin has no kernel for, which run TensorFlow's host kernels on any device (the list is
+// checked against the plugin's registrations by test_graph_cast_from_host.py).
+bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
+  if (PlacedOn(producer.device(), "CPU")) return true;
+  const std::string& op = producer.op();
+  if (op == "Shape" || op == "Size" || op == "Rank") return true;
+  if (type != tensorflow::DT_INT32) return false;
+  static constexpr absl::string_view kHostInt32Ops[] = {
+      "_Arg", "Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
+      "FloorMod", "Maximum", "Minimum", "Neg"};
+  for (absl::string_view host_op : kHostInt32Ops) {
+    if (op == host_op) return true;
+  }
+  return false;
+}
+
+// Gives every Cast on a `device_type` device whose integer input is in host memory
+// (OutputIsInHostMemory) a host-memory input (kCastFromHost); returns how many.
+int64_t CastHostIntegersFromHost(GraphDef& graph, absl::string_view device_type) {
+  absl::flat_hash_map<absl::string_view, int> by_name;
+  for (int i = 0; i < graph.node_size(); ++i) by_name.emplace(graph.node(i).name(), i);
+  int64_t rewritten = 0;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    NodeDef& cast = *graph.mutable_node(i);
+    if (cast.op() != "Cast" || cast.input_size() < 1 || !PlacedOn(cast.device(), device_type) ||
+        !IsHostInteger(TypeAttr(cast, "SrcT")) || !CastHasDestination(TypeAttr(cast, "DstT"))) {
+      continue;
+    }
+    const InputRef input = ParseInput(cast.input(0));
+    auto producer = by_name.find(input.node);
+    if (input.control || producer == by_name.end() ||
+        !OutputIsInHostMemory(graph.node(producer->second), TypeAttr(cast, "SrcT"))) {
+      continue;
+    }
+    cast.set_op(fused_ops::kCastFromHost);
+    ++rewritten;
+  }
+  return rewritten;
+}
 
 }  // namespace
 
@@ -469,6 +541,7 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
     RemoveNodes(graph, removed);
   }
   counts.max_pool_window_index = GiveMaxPoolsAWindowIndex(graph, device_type);
+  counts.cast_from_host = CastHostIntegersFromHost(graph, device_type);
   return counts;
 }
 
@@ -476,6 +549,7 @@ FusionCounts ProcessTotals() {
   FusionCounts counts;
   counts.max_pool_grad_relu_grad = total_max_pool_grad_relu_grad.load(std::memory_order_relaxed);
   counts.max_pool_window_index = total_max_pool_window_index.load(std::memory_order_relaxed);
+  counts.cast_from_host = total_cast_from_host.load(std::memory_order_relaxed);
   counts.conv_bias_activation = total_conv_bias_activation.load(std::memory_order_relaxed);
   counts.matmul_bias_activation = total_matmul_bias_activation.load(std::memory_order_relaxed);
   return counts;
@@ -485,6 +559,7 @@ void AddToProcessTotals(const FusionCounts& counts) {
   total_max_pool_grad_relu_grad.fetch_add(counts.max_pool_grad_relu_grad,
                                           std::memory_order_relaxed);
   total_max_pool_window_index.fetch_add(counts.max_pool_window_index, std::memory_order_relaxed);
+  total_cast_from_host.fetch_add(counts.cast_from_host, std::memory_order_relaxed);
   total_conv_bias_activation.fetch_add(counts.conv_bias_activation, std::memory_order_relaxed);
   total_matmul_bias_activation.fetch_add(counts.matmul_bias_activation,
                                          std::memory_order_relaxed);

@@ -23,6 +23,15 @@
 //     output), so that the gradient does not read x again. Both nodes keep their names; only for
 //     windows that tile the input (VALID, strides equal to ksize, at most 127 elements), with
 //     TF_ENABLE_MAXPOOL_NANPROP unset or false.
+//
+//   Cast(n) on the virtual GPU, n an int32 or int64 in host memory (computed on a CPU device,
+//   by a shape op, or by an int32 op the plugin leaves to TensorFlow's host kernels)
+//     ->  _VgpuCastFromHost(n)   (same name, inputs and attributes)
+//     Not a fusion: TensorFlow computes integers such as a shape's product on the host for a
+//     GPU, and a Cast for the device reading one made a host-to-device copy between the
+//     function's host and device parts, whose completion TensorFlow's event manager polls for
+//     before the device part goes on. The new node's input is in host memory, so the value
+//     arrives through TensorFlow's host-to-host path, and its kernel copies it onto its stream.
 #ifndef VGPU_GRAPH_GRAPH_FUSIONS_H_
 #define VGPU_GRAPH_GRAPH_FUSIONS_H_
 
@@ -44,10 +53,11 @@ struct FusionCounts {
   int64_t max_pool_window_index = 0;  // MaxPool / gradient pairs given a window index
   int64_t conv_bias_activation = 0;   // bfloat16 Conv2D -> BiasAdd (-> Relu/Relu6)
   int64_t matmul_bias_activation = 0;  // bfloat16 MatMul -> BiasAdd (-> Relu/Relu6)
+  int64_t cast_from_host = 0;  // Casts of host-computed integers given a host-memory input
 
   int64_t total() const {
     return max_pool_grad_relu_grad + max_pool_window_index + conv_bias_activation +
-           matmul_bias_activation;
+           matmul_bias_activation + cast_from_host;
   }
 };
 

@@ -25,6 +25,7 @@
 #include "Eigen/Core"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "plugin/graph/fused_ops.h"
 #include "plugin/kernels/broadcast.h"
 #include "plugin/kernels/elementwise_launch.h"
 #include "plugin/kernels/elementwise_variant_ops.h"
@@ -358,6 +359,57 @@ class CastOp {
 
  private:
   TF_DataType source_ = TF_FLOAT;
+  TF_DataType destination_ = TF_FLOAT;
+  bool truncate_ = false;
+};
+
+// _VgpuCastFromHost(x): Cast of a host-memory input (fused_ops.h; the graph optimizer puts it in
+// place of a Cast whose integer input is computed on the host). The input's bytes are copied onto
+// the op's stream, held by a reference on the input tensor until the copy has run (nothing
+// waits), and cast there by the same kernel as Cast, so the values are Cast's bit for bit.
+class CastFromHostOp {
+ public:
+  static absl::StatusOr<std::unique_ptr<CastFromHostOp>> Create(OpConstruction& construction) {
+    auto kernel = std::make_unique<CastFromHostOp>();
+    VGPU_ASSIGN_OR_RETURN(kernel->source_, construction.Type("SrcT"));
+    VGPU_ASSIGN_OR_RETURN(kernel->destination_, construction.Type("DstT"));
+    if (construction.Has("Truncate")) {
+      VGPU_ASSIGN_OR_RETURN(kernel->truncate_, construction.Bool("Truncate"));
+    }
+    return kernel;
+  }
+
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    const std::vector<int64_t> dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, destination_, dims));
+    const size_t bytes = TF_TensorByteSize(x.get());
+    if (bytes == 0) return absl::OkStatus();
+    VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
+    TensorPtr on_device;
+    if (source_ != destination_) {
+      VGPU_ASSIGN_OR_RETURN(on_device, context.AllocateTemp(source_, dims));
+    }
+    const void* host_bytes = TF_TensorData(x.get());
+    // The copy owns the input tensor (a reference on its buffer) until it has run.
+    std::shared_ptr<const void> owner(host_bytes, [tensor = x.release()](const void*) {
+      TF_DeleteTensor(tensor);
+    });
+    const TF_Tensor* copied_to = on_device != nullptr ? on_device.get() : y.get();
+    VGPU_RETURN_IF_ERROR(stream->device().CopyHostToDevice(*stream, BufferOf(copied_to).address,
+                                                           host_bytes, bytes, std::move(owner)));
+    if (on_device == nullptr) return absl::OkStatus();
+    return KernelLaunch(context)
+        .DescribeTensor(source_, FlatShape(on_device.get()))
+        .DescribeTensor(destination_, FlatShape(on_device.get()))
+        .Buffer(on_device.get())
+        .Buffer(y.get())
+        .Param(static_cast<uint8_t>(truncate_ ? 1 : 0))
+        .Run(elementwise::kCast);
+  }
+
+ private:
+  TF_DataType source_ = TF_INT32;
   TF_DataType destination_ = TF_FLOAT;
   bool truncate_ = false;
 };
@@ -730,6 +782,14 @@ void RegisterElementwiseOps(const char* device_type) {
     }
   }
   DocumentOp("Cast", "", "TensorFlow's CPU conversions, Truncate included.");
+  for (TF_DataType source : {TF_INT32, TF_INT64}) {
+    for (TF_DataType destination : kCastTypes) {
+      RegisterKernel<CastFromHostOp>(fused_ops::kCastFromHost, device_type,
+                                     {{"SrcT", source}, {"DstT", destination}}, {"x"});
+    }
+  }
+  DocumentOp(fused_ops::kCastFromHost, "",
+             "Cast of an integer computed on the host (the graph optimizer's rewrite).");
   for (TF_DataType source : kBitcastTypes) {
     for (TF_DataType destination : kBitcastTypes) {
       RegisterKernel<BitcastOp>("Bitcast", device_type, {{"T", source}, {"type", destination}});

@@ -1,0 +1,102 @@
+"""The graph optimizer's Cast rewrite (docs/graph_fusions.md): a Cast on the virtual GPU whose
+input is an int32 or int64 computed on the host (a shape's product, an element count, an int32
+argument) becomes _VgpuCastFromHost, which reads its input from host memory instead of through
+a host-to-device copy between the function's parts. Its results must be Cast's bit for bit, on
+every destination type, for scalars and vectors; a Cast of an integer computed on the device is
+left alone. The functions take inputs of unknown shape, as a Keras step's batch dimension
+is: with static shapes Grappler folds such casts into constants."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import vgpu
+
+
+def casts_from_host():
+    return vgpu.stats()["graph_fusions"]["cast_from_host"]
+
+
+def run_on(device, function, *args):
+    with tf.device(device):
+        return [t.numpy() for t in tf.nest.flatten(function(*args))]
+
+
+@pytest.mark.parametrize("destination", [tf.float32, tf.float16, tf.bfloat16, tf.float64,
+                                         tf.int64, tf.uint8, tf.bool])
+def test_a_cast_of_a_shape_product_is_rewritten_and_gives_casts_values(destination):
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float32)])
+    def scaled(x):
+        count = tf.reduce_prod(tf.shape(x))  # int32, computed on the host
+        shape = tf.shape(x) * 3 - 7  # a vector with a negative entry
+        return tf.cast(count, destination), tf.cast(shape, destination), x * tf.cast(count,
+                                                                                     x.dtype)
+
+    x = tf.constant(np.arange(-6, 18, dtype=np.float32).reshape(2, 3, 4))
+    before = casts_from_host()
+    on_gpu = run_on("/GPU:0", scaled, x)
+    assert casts_from_host() >= before + 2  # the function's casts of host integers
+    on_cpu = run_on("/CPU:0", scaled, x)
+    for gpu_value, cpu_value in zip(on_gpu, on_cpu):
+        assert gpu_value.dtype == cpu_value.dtype
+        np.testing.assert_array_equal(gpu_value, cpu_value)
+
+
+def test_int64_counts_and_int32_arguments_are_read_from_the_host():
+    @tf.function(input_signature=[tf.TensorSpec(None, tf.float64),
+                                  tf.TensorSpec([], tf.int32)])
+    def mean_like(x, n):
+        size = tf.size(x, out_type=tf.int64)  # int64 on the host
+        return tf.reduce_sum(x) / tf.cast(size, tf.float64), x * tf.cast(n, tf.float64)
+
+    x = tf.constant(np.linspace(-3, 5, 35).reshape(5, 7))
+    n = tf.constant(2**31 - 1, tf.int32)  # not exact in float32: the cast must be float64's
+    before = casts_from_host()
+    on_gpu = run_on("/GPU:0", mean_like, x, n)
+    assert casts_from_host() >= before + 2
+    on_cpu = run_on("/CPU:0", mean_like, x, n)
+    for gpu_value, cpu_value in zip(on_gpu, on_cpu):
+        np.testing.assert_array_equal(gpu_value, cpu_value)
+
+
+def test_a_cast_of_an_integer_computed_on_the_device_is_left_alone():
+    @tf.function(input_signature=[tf.TensorSpec([None, 9], tf.float32)])
+    def positions(x):
+        return tf.cast(tf.math.argmax(x, axis=1, output_type=tf.int32), tf.float32)
+
+    x = tf.constant(np.random.default_rng(3).normal(size=(16, 9)).astype(np.float32))
+    run_on("/GPU:0", positions, x)  # traced and optimised once
+    before = casts_from_host()
+    on_gpu = run_on("/GPU:0", positions, tf.constant(x.numpy() * 2))
+    assert casts_from_host() == before
+    np.testing.assert_array_equal(on_gpu[0], np.argmax(x.numpy(), axis=1).astype(np.float32))
+
+
+def test_a_rewritten_cast_feeds_a_gradient_like_cpus():
+    """A Keras mean loss divides by a host-computed count: the gradient through it matches."""
+    w = tf.Variable(np.linspace(-1, 1, 12, dtype=np.float32).reshape(3, 4))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def gradient(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(x @ w)) / tf.cast(tf.shape(x)[0], tf.float32)
+        return tape.gradient(loss, w)
+
+    x = tf.constant(np.random.default_rng(4).normal(size=(8, 3)).astype(np.float32))
+    np.testing.assert_allclose(run_on("/GPU:0", gradient, x)[0], run_on("/CPU:0", gradient, x)[0],
+                               rtol=1e-6, atol=1e-6)
+
+
+# The int32 ops the graph optimizer takes to run on TensorFlow's host kernels (their outputs in
+# host memory) because the plugin has no kernel of its own for them: graph_fusions.cc's
+# OutputIsInHostMemory lists the same.
+HOST_INT32_OPS = ["Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
+                  "FloorMod", "Maximum", "Minimum", "Neg"]
+
+
+def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_of_the_plugin():
+    catalog = {entry["op"]: entry for entry in vgpu.ops()}
+    for op in HOST_INT32_OPS:
+        if op in catalog:
+            assert "int32" not in catalog[op]["dtypes"], op
+    # The shape ops are TensorFlow's own on every device, their outputs in host memory.
+    assert not {"Shape", "Size", "Rank"} & catalog.keys()
