@@ -329,38 +329,54 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
   }
 };
 
-// Cast(x) from SrcT to DstT; Truncate as TensorFlow's attribute.
+// Cast's attributes (SrcT, DstT, Truncate as TensorFlow's), and its launch from a device tensor
+// `x` of SrcT into `y` of DstT, the same shape. Shared by Cast and _VgpuCastFromHost.
+struct CastAttributes {
+  TF_DataType source = TF_FLOAT;
+  TF_DataType destination = TF_FLOAT;
+  bool truncate = false;
+
+  static absl::StatusOr<CastAttributes> Read(OpConstruction& construction) {
+    CastAttributes attributes;
+    VGPU_ASSIGN_OR_RETURN(attributes.source, construction.Type("SrcT"));
+    VGPU_ASSIGN_OR_RETURN(attributes.destination, construction.Type("DstT"));
+    if (construction.Has("Truncate")) {
+      VGPU_ASSIGN_OR_RETURN(attributes.truncate, construction.Bool("Truncate"));
+    }
+    return attributes;
+  }
+
+  absl::Status Launch(OpContext& context, const TF_Tensor* x, const TF_Tensor* y) const {
+    return KernelLaunch(context)
+        .DescribeTensor(source, FlatShape(x))
+        .DescribeTensor(destination, FlatShape(x))
+        .Buffer(x)
+        .Buffer(y)
+        .Param(static_cast<uint8_t>(truncate ? 1 : 0))
+        .Run(elementwise::kCast);
+  }
+};
+
+// Cast(x) from SrcT to DstT.
 class CastOp {
  public:
   static absl::StatusOr<std::unique_ptr<CastOp>> Create(OpConstruction& construction) {
     auto kernel = std::make_unique<CastOp>();
-    VGPU_ASSIGN_OR_RETURN(kernel->source_, construction.Type("SrcT"));
-    VGPU_ASSIGN_OR_RETURN(kernel->destination_, construction.Type("DstT"));
-    if (construction.Has("Truncate")) {
-      VGPU_ASSIGN_OR_RETURN(kernel->truncate_, construction.Bool("Truncate"));
-    }
+    VGPU_ASSIGN_OR_RETURN(kernel->cast_, CastAttributes::Read(construction));
     return kernel;
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    if (source_ == destination_) return context.SetOutput(0, x.get());
+    if (cast_.source == cast_.destination) return context.SetOutput(0, x.get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y,
-                          context.AllocateOutput(0, destination_, ShapeOf(x.get())));
+                          context.AllocateOutput(0, cast_.destination, ShapeOf(x.get())));
     if (TF_TensorElementCount(x.get()) == 0) return absl::OkStatus();
-    return KernelLaunch(context)
-        .DescribeTensor(source_, FlatShape(x.get()))
-        .DescribeTensor(destination_, FlatShape(x.get()))
-        .Buffer(x.get())
-        .Buffer(y.get())
-        .Param(static_cast<uint8_t>(truncate_ ? 1 : 0))
-        .Run(elementwise::kCast);
+    return cast_.Launch(context, x.get(), y.get());
   }
 
  private:
-  TF_DataType source_ = TF_FLOAT;
-  TF_DataType destination_ = TF_FLOAT;
-  bool truncate_ = false;
+  CastAttributes cast_;
 };
 
 // _VgpuCastFromHost(x): Cast of a host-memory input (fused_ops.h; the graph optimizer puts it in
@@ -371,24 +387,20 @@ class CastFromHostOp {
  public:
   static absl::StatusOr<std::unique_ptr<CastFromHostOp>> Create(OpConstruction& construction) {
     auto kernel = std::make_unique<CastFromHostOp>();
-    VGPU_ASSIGN_OR_RETURN(kernel->source_, construction.Type("SrcT"));
-    VGPU_ASSIGN_OR_RETURN(kernel->destination_, construction.Type("DstT"));
-    if (construction.Has("Truncate")) {
-      VGPU_ASSIGN_OR_RETURN(kernel->truncate_, construction.Bool("Truncate"));
-    }
+    VGPU_ASSIGN_OR_RETURN(kernel->cast_, CastAttributes::Read(construction));
     return kernel;
   }
 
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
     const std::vector<int64_t> dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, destination_, dims));
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, cast_.destination, dims));
     const size_t bytes = TF_TensorByteSize(x.get());
     if (bytes == 0) return absl::OkStatus();
     VGPU_ASSIGN_OR_RETURN(ClientStream * stream, context.Stream());
     TensorPtr on_device;
-    if (source_ != destination_) {
-      VGPU_ASSIGN_OR_RETURN(on_device, context.AllocateTemp(source_, dims));
+    if (cast_.source != cast_.destination) {
+      VGPU_ASSIGN_OR_RETURN(on_device, context.AllocateTemp(cast_.source, dims));
     }
     const void* host_bytes = TF_TensorData(x.get());
     // The copy owns the input tensor (a reference on its buffer) until it has run.
@@ -399,19 +411,11 @@ class CastFromHostOp {
     VGPU_RETURN_IF_ERROR(stream->device().CopyHostToDevice(*stream, BufferOf(copied_to).address,
                                                            host_bytes, bytes, std::move(owner)));
     if (on_device == nullptr) return absl::OkStatus();
-    return KernelLaunch(context)
-        .DescribeTensor(source_, FlatShape(on_device.get()))
-        .DescribeTensor(destination_, FlatShape(on_device.get()))
-        .Buffer(on_device.get())
-        .Buffer(y.get())
-        .Param(static_cast<uint8_t>(truncate_ ? 1 : 0))
-        .Run(elementwise::kCast);
+    return cast_.Launch(context, on_device.get(), y.get());
   }
 
  private:
-  TF_DataType source_ = TF_INT32;
-  TF_DataType destination_ = TF_FLOAT;
-  bool truncate_ = false;
+  CastAttributes cast_;
 };
 
 // Bitcast(input) to `type`: the same bytes seen as another element type, as TensorFlow's kernel

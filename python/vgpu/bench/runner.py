@@ -66,6 +66,27 @@ def _progress(message: str) -> None:
     print(f"[vgpu bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def _best_runs(models: list[str], configurations, repeats: int, steps: int, warmup: int,
+               batch_size: int, policy: str = "float32") -> dict[tuple[str, str], dict]:
+    """Runs every model under every configuration, `repeats` interleaved rounds; returns the
+    result with the best median step of each (model, configuration name)."""
+    best: dict[tuple[str, str], dict] = {}
+    total, done = repeats * len(models) * len(configurations), 0
+    for repeat in range(repeats):
+        for model in models:
+            for config in configurations:
+                done += 1
+                _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
+                result = harness.run_configuration(config, model, steps, warmup, batch_size,
+                                                   policy=policy)
+                _progress(f"  median step {1000 * result['summary']['median_step_s']:.2f} ms")
+                key = (model, config.name)
+                if (key not in best or result["summary"]["median_step_s"]
+                        < best[key]["summary"]["median_step_s"]):
+                    best[key] = result
+    return best
+
+
 def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, repeats: int,
         quick: bool, remote: bool, tf_cpu: bool, bandwidth_mb: float,
         policy: str = "float32") -> dict:
@@ -102,20 +123,7 @@ def run(out: str, models: list[str], steps: int, warmup: int, batch_size: int, r
                   f"{launch_costs[-1]['call_us']:.0f} µs per call besides its ops")
     hooks_off_ns = harness.activity_hooks_off_ns()
     _progress(f"profiling hooks with no profile taken: {hooks_off_ns:.1f} ns per op")
-    best: dict[tuple[str, str], dict] = {}
-    total, done = repeats * len(models) * len(configurations), 0
-    for repeat in range(repeats):
-        for model in models:
-            for config in configurations:
-                done += 1
-                _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
-                result = harness.run_configuration(config, model, steps, warmup, batch_size,
-                                                   policy=policy)
-                _progress(f"  median step {1000 * result['summary']['median_step_s']:.1f} ms")
-                key = (model, config.name)
-                if (key not in best or result["summary"]["median_step_s"]
-                        < best[key]["summary"]["median_step_s"]):
-                    best[key] = result
+    best = _best_runs(models, configurations, repeats, steps, warmup, batch_size, policy)
     rows = [best[(m, c.name)] for m in models for c in configurations]
     table = harness.markdown_table(rows, configurations[0].name)
     transport = (harness.transport_table(ping_pongs, bandwidths) + "\n\n" +
@@ -190,20 +198,8 @@ def run_zoo(out: str, models: list[str], steps: int, warmup: int, batch_size: in
                          f"{', '.join(zoo.NAMES)}")
     if quick:
         steps, warmup, repeats = 3, 2, 1
-    configurations = (harness.TF_CPU, harness.INPROC_REUSE)
-    best: dict[tuple[str, str], dict] = {}
-    total, done = repeats * len(models) * len(configurations), 0
-    for repeat in range(repeats):
-        for model in models:
-            for config in configurations:
-                done += 1
-                _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
-                result = harness.run_configuration(config, model, steps, warmup, batch_size)
-                _progress(f"  median step {1000 * result['summary']['median_step_s']:.2f} ms")
-                key = (model, config.name)
-                if (key not in best or result["summary"]["median_step_s"]
-                        < best[key]["summary"]["median_step_s"]):
-                    best[key] = result
+    best = _best_runs(models, (harness.TF_CPU, harness.INPROC_REUSE), repeats, steps, warmup,
+                      batch_size)
     rows = [zoo_row(model, best[(model, harness.TF_CPU.name)],
                     best[(model, harness.INPROC_REUSE.name)]) for model in models]
     results = {"machine": machine(),
