@@ -56,11 +56,14 @@ bool PlacedOn(absl::string_view device, absl::string_view type) {
   return rest.substr(0, rest.find(':')) == type;
 }
 
-// The node's "T" attribute, or DT_INVALID.
-tensorflow::DataType TypeOf(const NodeDef& node) {
-  auto it = node.attr().find("T");
+// The node's type attribute `name`, or DT_INVALID.
+tensorflow::DataType TypeAttr(const NodeDef& node, const char* name) {
+  auto it = node.attr().find(name);
   return it == node.attr().end() ? tensorflow::DT_INVALID : it->second.type();
 }
+
+// The node's "T" attribute, or DT_INVALID.
+tensorflow::DataType TypeOf(const NodeDef& node) { return TypeAttr(node, "T"); }
 
 bool FusedKernelHasType(tensorflow::DataType type) {
   return type == tensorflow::DT_FLOAT || type == tensorflow::DT_HALF ||
@@ -441,11 +444,6 @@ bool CastHasDestination(tensorflow::DataType type) {
   }
 }
 
-tensorflow::DataType TypeAttr(const NodeDef& node, const char* name) {
-  auto it = node.attr().find(name);
-  return it == node.attr().end() ? tensorflow::DT_INVALID : it->second.type();
-}
-
 // Whether `producer`'s output of integer type `type` is in host memory wherever it runs. The
 // optimizer sees the function's requested devices, before TensorFlow's placer moves small
 // integer ops to the host, so it decides by op type: an op placed on a CPU device; the shape
@@ -469,8 +467,8 @@ bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
 // Gives every Cast on a `device_type` device whose integer input is in host memory
 // (OutputIsInHostMemory) a host-memory input (kCastFromHost); returns how many.
 int64_t CastHostIntegersFromHost(GraphDef& graph, absl::string_view device_type) {
-  absl::flat_hash_map<absl::string_view, int> by_name;
-  for (int i = 0; i < graph.node_size(); ++i) by_name.emplace(graph.node(i).name(), i);
+  const GraphIndex index(graph);  // only ops change below, never names
+  const auto& by_name = index.by_name;
   int64_t rewritten = 0;
   for (int i = 0; i < graph.node_size(); ++i) {
     NodeDef& cast = *graph.mutable_node(i);
