@@ -36,11 +36,12 @@ inline constexpr char kMaxPoolGradFromWindowIndex[] = "_VgpuMaxPoolGradFromWindo
 // kernel runs it.
 inline constexpr char kFusedConv2D[] = "_VgpuFusedConv2D";
 
-// Cast whose input stays in host memory: an integer computed on the host (the product of a
-// shape, an element count) converted for the device. Input x (SrcT), output y (DstT), attributes
-// as Cast's (SrcT, DstT, Truncate). The value reaches the kernel through TensorFlow's host-to-host
-// path instead of a host-to-device copy between the function's parts; the kernel copies it onto
-// its stream and casts it there (graph_fusions.h).
+// Cast whose input stays in host memory: a value computed on the host (the product of a shape,
+// an element count, a dataset's batch) converted for the device, or with SrcT = DstT copied to
+// it. Input x (SrcT), output y (DstT), attributes as Cast's (SrcT, DstT, Truncate). The value
+// reaches the kernel through TensorFlow's host-to-host path instead of a host-to-device copy
+// between the function's parts; the kernel copies it onto its stream and casts it there
+// (graph_fusions.h).
 inline constexpr char kCastFromHost[] = "_VgpuCastFromHost";
 
 // Registers every fused op's definition with TensorFlow (once per process; later calls do

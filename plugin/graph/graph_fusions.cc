@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -419,16 +420,13 @@ void RemoveNodes(GraphDef& graph, const std::vector<bool>& removed) {
 std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
 std::atomic<int64_t> total_max_pool_window_index{0};
 std::atomic<int64_t> total_cast_from_host{0};
+std::atomic<int64_t> total_copy_from_host{0};
 std::atomic<int64_t> total_conv_bias_activation{0};
 std::atomic<int64_t> total_matmul_bias_activation{0};
 
-// The element types a Cast's input may have for the rewrite (what TensorFlow computes on the
-// host for a GPU), and those its output may have (the types the virtual GPU's Cast has).
-bool IsHostInteger(tensorflow::DataType type) {
-  return type == tensorflow::DT_INT32 || type == tensorflow::DT_INT64;
-}
-
-bool CastHasDestination(tensorflow::DataType type) {
+// The element types of the virtual GPU's Cast, each as a source and as a destination; the types
+// of the host tensors the rewrites below give a host-memory reader.
+bool IsCastType(tensorflow::DataType type) {
   switch (type) {
     case tensorflow::DT_FLOAT:
     case tensorflow::DT_HALF:
@@ -444,36 +442,42 @@ bool CastHasDestination(tensorflow::DataType type) {
   }
 }
 
-// Whether `producer`'s output of integer type `type` is in host memory wherever it runs. The
-// optimizer sees the function's requested devices, before TensorFlow's placer moves small
-// integer ops to the host, so it decides by op type: an op placed on a CPU device; the shape
+bool IsHostInteger(tensorflow::DataType type) {
+  return type == tensorflow::DT_INT32 || type == tensorflow::DT_INT64;
+}
+
+// Whether `producer`'s output of type `type` is in host memory wherever it runs. The optimizer
+// sees the function's requested devices, before TensorFlow's placer moves small integer ops to
+// the host, so it decides by op type: an op placed on a CPU device; for integers also the shape
 // ops (their outputs are host memory on every device); an int32 argument; and the int32 ops the
 // plugin has no kernel for, which run TensorFlow's host kernels on any device (the list is
 // checked against the plugin's registrations by test_graph_cast_from_host.py).
 bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
   if (PlacedOn(producer.device(), "CPU")) return true;
+  if (!IsHostInteger(type)) return false;
   const std::string& op = producer.op();
   if (op == "Shape" || op == "Size" || op == "Rank") return true;
   if (type != tensorflow::DT_INT32) return false;
   static constexpr absl::string_view kHostInt32Ops[] = {
       "_Arg", "Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
-      "FloorMod", "Maximum", "Minimum", "Neg"};
+      "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2", "Slice",
+      "Unpack"};
   for (absl::string_view host_op : kHostInt32Ops) {
     if (op == host_op) return true;
   }
   return false;
 }
 
-// Gives every Cast on a `device_type` device whose integer input is in host memory
+// Gives every Cast on a `device_type` device whose input is in host memory
 // (OutputIsInHostMemory) a host-memory input (kCastFromHost); returns how many.
-int64_t CastHostIntegersFromHost(GraphDef& graph, absl::string_view device_type) {
+int64_t CastHostTensorsFromHost(GraphDef& graph, absl::string_view device_type) {
   const GraphIndex index(graph);  // only ops change below, never names
   const auto& by_name = index.by_name;
   int64_t rewritten = 0;
   for (int i = 0; i < graph.node_size(); ++i) {
     NodeDef& cast = *graph.mutable_node(i);
     if (cast.op() != "Cast" || cast.input_size() < 1 || !PlacedOn(cast.device(), device_type) ||
-        !IsHostInteger(TypeAttr(cast, "SrcT")) || !CastHasDestination(TypeAttr(cast, "DstT"))) {
+        !IsCastType(TypeAttr(cast, "SrcT")) || !IsCastType(TypeAttr(cast, "DstT"))) {
       continue;
     }
     const InputRef input = ParseInput(cast.input(0));
@@ -486,6 +490,73 @@ int64_t CastHostIntegersFromHost(GraphDef& graph, absl::string_view device_type)
     ++rewritten;
   }
   return rewritten;
+}
+
+// The element type of output `port` of `producer` where its attributes say it without the op's
+// definition: an "output_types" list (iterators, optionals), an _Arg's or Identity's "T", a
+// Placeholder's "dtype"; otherwise DT_INVALID.
+tensorflow::DataType OutputTypeFromAttributes(const NodeDef& producer, int port) {
+  auto types = producer.attr().find("output_types");
+  if (types != producer.attr().end()) {
+    const auto& list = types->second.list().type();
+    if (port < 0 || port >= list.size()) return tensorflow::DT_INVALID;
+    return static_cast<tensorflow::DataType>(list[port]);
+  }
+  if (port != 0) return tensorflow::DT_INVALID;
+  const std::string& op = producer.op();
+  if (op == "_Arg" || op == "Identity") return TypeOf(producer);
+  if (op == "Placeholder") return TypeAttr(producer, "dtype");
+  return tensorflow::DT_INVALID;
+}
+
+// Puts a copy (kCastFromHost with SrcT = DstT, host-memory input) between every tensor made on a
+// CPU device whose type OutputTypeFromAttributes knows (and which is not an integer: the
+// device's readers of int32 and int64 often read them in host memory) and its data readers on
+// each `device_type` device: one copy per tensor and device, named after the tensor, on the
+// device. Returns how many copies.
+int64_t CopyHostTensorsForDevice(GraphDef& graph, absl::string_view device_type) {
+  const GraphIndex index(graph);  // names are added below, never changed
+  absl::flat_hash_map<std::string, std::string> copy_of;  // "tensor device" -> copy's name
+  absl::flat_hash_set<std::string> added_names;
+  std::vector<NodeDef> copies;
+  const int original_nodes = graph.node_size();
+  for (int i = 0; i < original_nodes; ++i) {
+    NodeDef& reader = *graph.mutable_node(i);
+    if (!PlacedOn(reader.device(), device_type) || reader.op() == fused_ops::kCastFromHost) {
+      continue;
+    }
+    for (int k = 0; k < reader.input_size(); ++k) {
+      const InputRef input = ParseInput(reader.input(k));
+      if (input.control) break;  // control inputs follow the data inputs
+      auto producer = index.by_name.find(input.node);
+      if (producer == index.by_name.end()) continue;
+      const NodeDef& made_by = graph.node(producer->second);
+      if (!PlacedOn(made_by.device(), "CPU")) continue;
+      const tensorflow::DataType type = OutputTypeFromAttributes(made_by, input.port);
+      if (!IsCastType(type) || IsHostInteger(type)) continue;
+      const std::string tensor = absl::StrCat(input.node, ":", input.port);
+      auto [copy, fresh] = copy_of.try_emplace(absl::StrCat(tensor, " ", reader.device()));
+      if (fresh) {
+        std::string name = absl::StrCat(input.node, "/_vgpu_to_device_", input.port);
+        for (int n = 1; index.by_name.contains(name) || added_names.contains(name); ++n) {
+          name = absl::StrCat(input.node, "/_vgpu_to_device_", input.port, "_", n);
+        }
+        NodeDef& node = copies.emplace_back();
+        node.set_name(name);
+        node.set_op(fused_ops::kCastFromHost);
+        node.set_device(reader.device());
+        node.add_input(tensor);
+        (*node.mutable_attr())["SrcT"].set_type(type);
+        (*node.mutable_attr())["DstT"].set_type(type);
+        (*node.mutable_attr())["Truncate"].set_b(false);
+        added_names.insert(name);
+        copy->second = std::move(name);
+      }
+      reader.set_input(k, copy->second);
+    }
+  }
+  for (NodeDef& node : copies) *graph.add_node() = std::move(node);
+  return static_cast<int64_t>(copies.size());
 }
 
 }  // namespace
@@ -539,7 +610,8 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
     RemoveNodes(graph, removed);
   }
   counts.max_pool_window_index = GiveMaxPoolsAWindowIndex(graph, device_type);
-  counts.cast_from_host = CastHostIntegersFromHost(graph, device_type);
+  counts.cast_from_host = CastHostTensorsFromHost(graph, device_type);
+  counts.copy_from_host = CopyHostTensorsForDevice(graph, device_type);
   return counts;
 }
 
@@ -548,6 +620,7 @@ FusionCounts ProcessTotals() {
   counts.max_pool_grad_relu_grad = total_max_pool_grad_relu_grad.load(std::memory_order_relaxed);
   counts.max_pool_window_index = total_max_pool_window_index.load(std::memory_order_relaxed);
   counts.cast_from_host = total_cast_from_host.load(std::memory_order_relaxed);
+  counts.copy_from_host = total_copy_from_host.load(std::memory_order_relaxed);
   counts.conv_bias_activation = total_conv_bias_activation.load(std::memory_order_relaxed);
   counts.matmul_bias_activation = total_matmul_bias_activation.load(std::memory_order_relaxed);
   return counts;
@@ -558,6 +631,7 @@ void AddToProcessTotals(const FusionCounts& counts) {
                                           std::memory_order_relaxed);
   total_max_pool_window_index.fetch_add(counts.max_pool_window_index, std::memory_order_relaxed);
   total_cast_from_host.fetch_add(counts.cast_from_host, std::memory_order_relaxed);
+  total_copy_from_host.fetch_add(counts.copy_from_host, std::memory_order_relaxed);
   total_conv_bias_activation.fetch_add(counts.conv_bias_activation, std::memory_order_relaxed);
   total_matmul_bias_activation.fetch_add(counts.matmul_bias_activation,
                                          std::memory_order_relaxed);

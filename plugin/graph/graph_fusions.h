@@ -24,14 +24,21 @@
 //     windows that tile the input (VALID, strides equal to ksize, at most 127 elements), with
 //     TF_ENABLE_MAXPOOL_NANPROP unset or false.
 //
-//   Cast(n) on the virtual GPU, n an int32 or int64 in host memory (computed on a CPU device,
-//   by a shape op, or by an int32 op the plugin leaves to TensorFlow's host kernels)
+//   Cast(n) on the virtual GPU, n in host memory (made on a CPU device; or an int32 or int64
+//   made by a shape op or by an int32 op the plugin leaves to TensorFlow's host kernels)
 //     ->  _VgpuCastFromHost(n)   (same name, inputs and attributes)
 //     Not a fusion: TensorFlow computes integers such as a shape's product on the host for a
 //     GPU, and a Cast for the device reading one made a host-to-device copy between the
 //     function's host and device parts, whose completion TensorFlow's event manager polls for
 //     before the device part goes on. The new node's input is in host memory, so the value
 //     arrives through TensorFlow's host-to-host path, and its kernel copies it onto its stream.
+//
+//   t made on a CPU device (a dataset's batch: IteratorGetNext), read by ops on the virtual GPU
+//     ->  _VgpuCastFromHost(t) with SrcT = DstT between them (one per tensor and device)
+//     The same for the device's other readers of a host tensor: floating types, uint8 and
+//     bool, where the producer's attributes give the type (iterators' output_types, _Arg,
+//     Identity, Placeholder); integers are left to TensorFlow (the device's readers of int32 and
+//     int64 often take them in host memory).
 #ifndef VGPU_GRAPH_GRAPH_FUSIONS_H_
 #define VGPU_GRAPH_GRAPH_FUSIONS_H_
 
@@ -53,11 +60,12 @@ struct FusionCounts {
   int64_t max_pool_window_index = 0;  // MaxPool / gradient pairs given a window index
   int64_t conv_bias_activation = 0;   // bfloat16 Conv2D -> BiasAdd (-> Relu/Relu6)
   int64_t matmul_bias_activation = 0;  // bfloat16 MatMul -> BiasAdd (-> Relu/Relu6)
-  int64_t cast_from_host = 0;  // Casts of host-computed integers given a host-memory input
+  int64_t cast_from_host = 0;  // Casts of host tensors given a host-memory input
+  int64_t copy_from_host = 0;  // host tensors given a copy onto the device that reads them
 
   int64_t total() const {
     return max_pool_grad_relu_grad + max_pool_window_index + conv_bias_activation +
-           matmul_bias_activation + cast_from_host;
+           matmul_bias_activation + cast_from_host + copy_from_host;
   }
 };
 
@@ -67,9 +75,10 @@ struct FusionCounts {
 // node of the pair not in `preserved` (fetched or otherwise kept by name) and with no other
 // reader of its output: it is removed, and the fused node takes the second node's name, so its
 // readers are unchanged; control dependencies on the removed node move to the fused node. The
-// window-index rewrite removes nothing and renames nothing. A graph with nothing to rewrite is
-// left as it was. Never fails: a node it does not understand is left alone. Not thread-safe
-// for one graph; distinct graphs may be rewritten concurrently.
+// window-index and cast rewrites remove nothing and rename nothing; the copy rewrite adds nodes
+// ("<producer>/_vgpu_to_device_<port>", made unique) and points readers at them. A graph with
+// nothing to rewrite is left as it was. Never fails: a node it does not understand is left
+// alone. Not thread-safe for one graph; distinct graphs may be rewritten concurrently.
 FusionCounts Fuse(tensorflow::GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
                   absl::string_view device_type);
 

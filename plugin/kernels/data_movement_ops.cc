@@ -206,14 +206,17 @@ absl::StatusOr<int64_t> ResolveAxis(int64_t axis, int64_t rank) {
 }
 
 // Pack(values...): attributes_ is the attribute "axis".
-class PackOp : public WithAttributes<PackOp, int64_t, IntAttribute<kAxis>> {
+// Pack; with kOnHost, of int32 with the values and the output in host memory, computed on the
+// host (shapes: see HostInt32StridedSliceOp).
+template <bool kOnHost>
+class PackOp : public WithAttributes<PackOp<kOnHost>, int64_t, IntAttribute<kAxis>> {
  public:
   absl::Status Compute(OpContext& context) {
     const int n = context.num_inputs();
     VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> values, context.InputList(n));
     const Dims shape = ShapeOf(values[0].get());
     VGPU_ASSIGN_OR_RETURN(const int64_t axis,
-                          ResolveAxis(attributes_, static_cast<int64_t>(shape.size()) + 1));
+                          ResolveAxis(this->attributes_, static_cast<int64_t>(shape.size()) + 1));
     for (int i = 1; i < n; ++i) {
       const Dims other = ShapeOf(values[i].get());
       if (other != shape) {
@@ -225,11 +228,22 @@ class PackOp : public WithAttributes<PackOp, int64_t, IntAttribute<kAxis>> {
     Dims y_dims = shape;
     y_dims.insert(y_dims.begin() + axis, n);
     if (n == 1) return ForwardInput(context, 0, 0, y_dims);
-    VGPU_RETURN_IF_ERROR(CheckRank(y_dims.size()));
+    if (!kOnHost) VGPU_RETURN_IF_ERROR(CheckRank(y_dims.size()));
     const TF_DataType dtype = TF_TensorType(values[0].get());
     VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, y_dims));
     if (NumElements(y_dims) == 0) return absl::OkStatus();
     const int64_t outer = NumElements(absl::MakeSpan(shape).subspan(0, axis));
+    if constexpr (kOnHost) {  // y[o][i] = values[i][o], rows of `row` elements
+      const int64_t row = NumElements(shape) / outer;
+      auto* out = static_cast<int32_t*>(TF_TensorData(y.get()));
+      for (int64_t o = 0; o < outer; ++o) {
+        for (int i = 0; i < n; ++i, out += row) {
+          const auto* in = static_cast<const int32_t*>(TF_TensorData(values[i].get()));
+          std::memcpy(out, in + o * row, static_cast<size_t>(row) * sizeof(int32_t));
+        }
+      }
+      return absl::OkStatus();
+    }
     const std::vector<int64_t> inner(n, NumElements(shape) / outer);
     std::vector<BufferArg> buffers;
     for (const TensorPtr& value : values) buffers.push_back(BufferOf(value.get()));
@@ -520,6 +534,51 @@ class StridedSliceOp : public StridedSliceKernel<StridedSliceOp> {
   }
 };
 
+// y[i] = x[begin + i * strides] for every index i of `y_dims` (row-major, the rank of `x_dims`),
+// on the host.
+void SliceOnHost(const int32_t* x, const Dims& x_dims, const Dims& begin, const Dims& strides,
+                 const Dims& y_dims, int32_t* y) {
+  const size_t rank = x_dims.size();
+  const int64_t count = NumElements(y_dims);
+  if (rank == 0) {
+    if (count == 1) y[0] = x[0];
+    return;
+  }
+  std::vector<int64_t> x_stride(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d) x_stride[d - 1] = x_stride[d] * x_dims[d];
+  std::vector<int64_t> index(rank, 0);
+  int64_t offset = 0;
+  for (size_t d = 0; d < rank; ++d) offset += begin[d] * x_stride[d];
+  for (int64_t k = 0; k < count; ++k) {
+    y[k] = x[offset];
+    for (size_t d = rank; d-- > 0;) {  // the next index, last dimension fastest
+      offset += strides[d] * x_stride[d];
+      if (++index[d] < y_dims[d]) break;
+      offset -= index[d] * strides[d] * x_stride[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// StridedSlice of int32 with every input and the output in host memory, computed on the host:
+// shapes, kept there as TensorFlow's GPU kernel for int32 keeps them (kShapeOpTypes), so that a
+// dynamic shape never crosses to the device and a graph that must run on the GPU still can.
+class HostInt32StridedSliceOp : public StridedSliceKernel<HostInt32StridedSliceOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
+    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
+    const Dims x_dims = ShapeOf(x.get());
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(x_dims, bounds));
+    if (plan.is_identity) return ForwardInput(context, 0, 0, plan.final_dims);
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, TF_INT32, plan.final_dims));
+    if (NumElements(plan.final_dims) == 0) return absl::OkStatus();
+    SliceOnHost(static_cast<const int32_t*>(TF_TensorData(x.get())), x_dims, plan.begin,
+                plan.strides, plan.processing_dims, static_cast<int32_t*>(TF_TensorData(y.get())));
+    return absl::OkStatus();
+  }
+};
+
 class StridedSliceGradOp : public StridedSliceKernel<StridedSliceGradOp> {
  public:
   absl::Status Compute(OpContext& context) {
@@ -708,13 +767,25 @@ class BroadcastToOp : public NoAttributes<BroadcastToOp> {
   }
 };
 
-// Registers `K` for `op_name` once per element type of kDataMovementTypes, and once per index type
+// The shape ops' element types: kDataMovementTypes without int32. A GPU keeps int32 shapes,
+// their slices, stacks and concatenations in host memory (TensorFlow's GPU kernels of these ops
+// take int32 there); a kernel of the virtual GPU for them in device memory made each dynamic
+// shape of a training step (a Flatten's or a loss's batch size) cross to the device and back
+// mid-step, the way back waiting for the device to reach it. For int32 TensorFlow's own
+// host-memory kernels run on the virtual GPU (ConcatV2, Slice, Unpack), or the plugin's, which
+// compute on the host (StridedSlice, Pack: TensorFlow has none for a device other than its GPU):
+// the values stay on the host, on the virtual GPU.
+constexpr std::initializer_list<TF_DataType> kShapeOpTypes = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT64, TF_BOOL, TF_UINT8};
+
+// Registers `K` for `op_name` once per element type of `types`, and once per index type
 // (int32, int64) of `index_attribute` when one is given.
 template <typename K>
 void RegisterForTypes(const char* op_name, const char* device_type, const char* index_attribute,
                       std::initializer_list<const char*> host_memory,
-                      const char* dtype_attribute = "T") {
-  for (TF_DataType dtype : kDataMovementTypes) {
+                      const char* dtype_attribute = "T",
+                      std::initializer_list<TF_DataType> types = kDataMovementTypes) {
+  for (TF_DataType dtype : types) {
     if (index_attribute == nullptr) {
       RegisterKernel<K>(op_name, device_type, {{dtype_attribute, dtype}}, host_memory);
       continue;
@@ -784,15 +855,15 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterReverseOps(device_type);
   DocumentOp("Transpose", "", "perm in host memory; a permutation that keeps the element order "
              "forwards the input without a launch");
-  DocumentOp("ConcatV2", "", "axis in host memory");
-  DocumentOp("Pack", "", "");
-  DocumentOp("Unpack", "", "");
+  DocumentOp("ConcatV2", "", "axis in host memory; int32 (shapes) is TensorFlow's host kernel");
+  DocumentOp("Pack", "", "int32 (shapes) in host memory, computed on the host");
+  DocumentOp("Unpack", "", "int32 (shapes) is TensorFlow's host kernel");
   DocumentOp("Split", "", "split_dim in host memory");
   DocumentOp("SplitV", "", "size_splits and split_dim in host memory (one -1 size inferred)");
   DocumentOp("Slice", "", "begin and size in host memory; a whole-tensor slice forwards the "
-             "input");
+             "input; int32 (shapes) is TensorFlow's host kernel");
   DocumentOp("StridedSlice", "", "begin/end/strides in host memory; all masks, negative "
-             "strides");
+             "strides; int32 (shapes) in host memory, computed on the host");
   DocumentOp("StridedSliceGrad", "", "shape/begin/end/strides in host memory");
   DocumentOp("TensorStridedSliceUpdate", "",
              "begin/end/strides in host memory; the value broadcasts to the slice");
@@ -801,16 +872,23 @@ void RegisterDataMovementOps(const char* device_type) {
   DocumentOp("Tile", "", "multiples in host memory");
   DocumentOp("BroadcastTo", "", "shape in host memory; numpy broadcasting");
   RegisterForTypes<TransposeOp>("Transpose", device_type, "Tperm", {"perm"});
-  RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"});
-  RegisterForTypes<PackOp>("Pack", device_type, nullptr, {});
-  RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {});
+  RegisterForTypes<ConcatV2Op>("ConcatV2", device_type, "Tidx", {"axis"}, "T", kShapeOpTypes);
+  RegisterForTypes<PackOp<false>>("Pack", device_type, nullptr, {}, "T", kShapeOpTypes);
+  RegisterKernel<PackOp<true>>("Pack", device_type, {{"T", TF_INT32}}, {"values", "output"});
+  RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {}, "T", kShapeOpTypes);
   for (TF_DataType dtype : kDataMovementTypes) {
     RegisterKernel<SplitOp>("Split", device_type, {{"T", dtype}}, {"split_dim"});
   }
   RegisterForTypes<SplitVOp>("SplitV", device_type, "Tlen", {"size_splits", "split_dim"});
-  RegisterForTypes<SliceOp>("Slice", device_type, "Index", {"begin", "size"});
+  RegisterForTypes<SliceOp>("Slice", device_type, "Index", {"begin", "size"}, "T",
+                            kShapeOpTypes);
   RegisterForTypes<StridedSliceOp>("StridedSlice", device_type, "Index",
-                                   {"begin", "end", "strides"});
+                                   {"begin", "end", "strides"}, "T", kShapeOpTypes);
+  for (TF_DataType index : {TF_INT32, TF_INT64}) {
+    RegisterKernel<HostInt32StridedSliceOp>("StridedSlice", device_type,
+                                            {{"T", TF_INT32}, {"Index", index}},
+                                            {"input", "begin", "end", "strides", "output"});
+  }
   RegisterForTypes<StridedSliceGradOp>("StridedSliceGrad", device_type, "Index",
                                        {"shape", "begin", "end", "strides"});
   RegisterForTypes<TensorStridedSliceUpdateOp>("TensorStridedSliceUpdate", device_type, "Index",

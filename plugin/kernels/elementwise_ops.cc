@@ -380,7 +380,8 @@ class CastOp {
 };
 
 // _VgpuCastFromHost(x): Cast of a host-memory input (fused_ops.h; the graph optimizer puts it in
-// place of a Cast whose integer input is computed on the host). The input's bytes are copied onto
+// place of a Cast whose input is computed on the host, and, with SrcT = DstT, between a tensor
+// made on the host and the device's readers of it). The input's bytes are copied onto
 // the op's stream, held by a reference on the input tensor until the copy has run (nothing
 // waits), and cast there by the same kernel as Cast, so the values are Cast's bit for bit.
 class CastFromHostOp {
@@ -786,14 +787,15 @@ void RegisterElementwiseOps(const char* device_type) {
     }
   }
   DocumentOp("Cast", "", "TensorFlow's CPU conversions, Truncate included.");
-  for (TF_DataType source : {TF_INT32, TF_INT64}) {
+  for (TF_DataType source : kCastTypes) {
     for (TF_DataType destination : kCastTypes) {
       RegisterKernel<CastFromHostOp>(fused_ops::kCastFromHost, device_type,
                                      {{"SrcT", source}, {"DstT", destination}}, {"x"});
     }
   }
   DocumentOp(fused_ops::kCastFromHost, "",
-             "Cast of an integer computed on the host (the graph optimizer's rewrite).");
+             "Cast (or, SrcT = DstT, copy) of a tensor in host memory for the device (the graph "
+             "optimizer's rewrite).");
   for (TF_DataType source : kBitcastTypes) {
     for (TF_DataType destination : kBitcastTypes) {
       RegisterKernel<BitcastOp>("Bitcast", device_type, {{"T", source}, {"type", destination}});

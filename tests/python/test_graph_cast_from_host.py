@@ -90,13 +90,111 @@ def test_a_rewritten_cast_feeds_a_gradient_like_cpus():
 # host memory) because the plugin has no kernel of its own for them: graph_fusions.cc's
 # OutputIsInHostMemory lists the same.
 HOST_INT32_OPS = ["Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
-                  "FloorMod", "Maximum", "Minimum", "Neg"]
+                  "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2",
+                  "Slice", "Unpack"]
 
 
-def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_of_the_plugin():
+def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_in_device_memory():
     catalog = {entry["op"]: entry for entry in vgpu.ops()}
     for op in HOST_INT32_OPS:
-        if op in catalog:
-            assert "int32" not in catalog[op]["dtypes"], op
+        if op in catalog and "int32" in catalog[op]["dtypes"]:
+            # The plugin's own int32 kernel of a shape op computes on the host.
+            assert "output" in catalog[op]["host_memory"], op
     # The shape ops are TensorFlow's own on every device, their outputs in host memory.
     assert not {"Shape", "Size", "Rank"} & catalog.keys()
+
+
+# Tensors made on the host (a dataset's batches, CPU-placed ops) and read on the device: the
+# optimizer gives their device readers one copy each (_VgpuCastFromHost with SrcT = DstT), and
+# a Cast of one reads it from the host directly.
+
+
+def copies_from_host():
+    return vgpu.stats()["graph_fusions"]["copy_from_host"]
+
+
+def batches(dtype, shape, count=3, seed=5):
+    """A dataset's batches of `dtype` (the iterator runs on the CPU; the batch size unknown)."""
+    rng = np.random.default_rng(seed)
+    if dtype == tf.bool:
+        data = rng.random((count * shape[0],) + shape[1:]) > 0.5
+    elif dtype == tf.uint8:
+        data = rng.integers(0, 256, (count * shape[0],) + shape[1:]).astype(np.uint8)
+    else:
+        data = rng.normal(size=(count * shape[0],) + shape[1:]).astype(dtype.as_numpy_dtype)
+    return tf.data.Dataset.from_tensor_slices(data).batch(shape[0])
+
+
+def run_over_batches(device, step, dataset):
+    with tf.device(device):
+        iterator = iter(dataset)
+        return [[t.numpy() for t in tf.nest.flatten(step(iterator))] for _ in range(3)]
+
+
+@pytest.mark.parametrize("dtype", [tf.float32, tf.float16, tf.bfloat16, tf.float64])
+def test_a_batch_read_by_two_device_ops_gets_one_copy_and_the_cpus_results(dtype):
+    w = tf.constant(np.linspace(-1, 1, 20).reshape(5, 4), dtype)
+
+    @tf.function
+    def step(iterator):
+        x = next(iterator)
+        return tf.matmul(x, w), x * 3
+
+    before = copies_from_host()
+    on_gpu = run_over_batches("/GPU:0", step, batches(dtype, (6, 5)))
+    assert copies_from_host() == before + 1  # one copy, both readers share it
+    on_cpu = run_over_batches("/CPU:0", step, batches(dtype, (6, 5)))
+    for gpu_step, cpu_step in zip(on_gpu, on_cpu):
+        for gpu_value, cpu_value in zip(gpu_step, cpu_step):
+            assert gpu_value.dtype == cpu_value.dtype
+            np.testing.assert_array_equal(gpu_value, cpu_value)
+
+
+@pytest.mark.parametrize("dtype", [tf.uint8, tf.bool])
+def test_a_cast_of_a_host_batch_of_bytes_or_booleans_reads_it_from_the_host(dtype):
+    @tf.function
+    def step(iterator):
+        x = next(iterator)
+        as_float = tf.cast(x, tf.float32)  # read from the host: no copy first
+        return as_float * 0.5, tf.logical_not(x) if dtype == tf.bool else x > 100
+
+    casts, copies = casts_from_host(), copies_from_host()
+    on_gpu = run_over_batches("/GPU:0", step, batches(dtype, (4, 7)))
+    assert casts_from_host() == casts + 1
+    assert copies_from_host() == copies + 1  # the second reader's
+    on_cpu = run_over_batches("/CPU:0", step, batches(dtype, (4, 7)))
+    for gpu_step, cpu_step in zip(on_gpu, on_cpu):
+        for gpu_value, cpu_value in zip(gpu_step, cpu_step):
+            np.testing.assert_array_equal(gpu_value, cpu_value)
+
+
+def test_integer_batches_and_device_tensors_get_no_copy():
+    """int32/int64 readers on the device often read them in host memory: left to TensorFlow."""
+    @tf.function
+    def step(iterator, y):
+        x = next(iterator)
+        return tf.gather(y, x), y * 2
+
+    y = tf.constant(np.arange(10, dtype=np.float32))
+    ids = tf.data.Dataset.from_tensor_slices(np.arange(12) % 10).batch(4)
+    with tf.device("/GPU:0"):
+        y_on_device = tf.identity(y)
+        iterator = iter(ids)
+        step(iterator, y_on_device)  # traced and optimised once
+        before = copies_from_host()
+        gathered, doubled = step(iterator, y_on_device)
+    assert copies_from_host() == before
+    np.testing.assert_array_equal(gathered.numpy(), [4, 5, 6, 7])
+    np.testing.assert_array_equal(doubled.numpy(), y.numpy() * 2)
+
+
+def test_an_empty_host_batch_is_copied_as_empty():
+    @tf.function
+    def step(iterator):
+        return next(iterator) + 1.0
+
+    data = tf.data.Dataset.from_tensors(np.zeros((0, 3), np.float32)).repeat(3)
+    before = copies_from_host()
+    on_gpu = run_over_batches("/GPU:0", step, data)
+    assert copies_from_host() == before + 1
+    assert on_gpu[0][0].shape == (0, 3)

@@ -11,6 +11,11 @@ from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, rando
 
 ALL_DTYPES = [np.float32, np.float16, tf.bfloat16.as_numpy_dtype, np.float64, np.int32, np.int64,
               np.bool_, np.uint8]
+# The shape ops (ConcatV2, Pack, Unpack, Slice, StridedSlice) keep int32 in host memory, as on a
+# GPU: TensorFlow's host kernels or the plugin's, computed on the host (test_int32_shape_ops_*);
+# on the virtual GPU, without a launch.
+SHAPE_OPS = ["ConcatV2", "Pack", "Unpack", "Slice", "StridedSlice"]
+HOST_INT32_KERNELS = ["Pack", "StridedSlice"]  # the plugin's; the others are TensorFlow's
 EXACT = dict(rtol=0, atol=0)
 
 
@@ -82,7 +87,7 @@ def test_transpose_gradient_matches_cpu():
 def test_concat_matches_cpu_in_every_dtype(dtype):
     a = random_array((2, 3, 4), dtype, seed=1)
     b = random_array((2, 5, 4), dtype, seed=2)
-    matches_cpu(lambda p, q: tf.concat([p, q], axis=1), a, b)
+    matches_cpu(lambda p, q: tf.concat([p, q], axis=1), a, b, expect_launch=dtype != np.int32)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3])
@@ -122,11 +127,14 @@ def test_concat_gradient_matches_cpu():
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_pack_matches_cpu(dtype, axis):
     pieces = [random_array((3, 4), dtype, seed=i) for i in range(3)]
-    matches_cpu(lambda *p: tf.stack(list(p), axis=axis), *pieces)
+    matches_cpu(lambda *p: tf.stack(list(p), axis=axis), *pieces,
+                expect_launch=dtype != np.int32)
 
 
 def test_pack_of_scalars_and_of_one_tensor_matches_cpu():
-    matches_cpu(lambda a, b: tf.stack([a, b]), np.array(3, np.int32), np.array(4, np.int32))
+    matches_cpu(lambda a, b: tf.stack([a, b]), np.array(3, np.int64), np.array(4, np.int64))
+    matches_cpu(lambda a, b: tf.stack([a, b]), np.array(3, np.int32), np.array(4, np.int32),
+                expect_launch=False)
     matches_cpu(lambda a: tf.stack([a], axis=1), random_array((2, 3), np.float32),
                 expect_launch=False)
 
@@ -153,7 +161,7 @@ def test_unpack_with_wrong_num_is_invalid_argument():
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_slice_matches_cpu_in_every_dtype(dtype):
     x = random_array((5, 6, 7), dtype)
-    matches_cpu(lambda t: tf.slice(t, [1, 0, 2], [3, -1, 4]), x)
+    matches_cpu(lambda t: tf.slice(t, [1, 0, 2], [3, -1, 4]), x, expect_launch=dtype != np.int32)
 
 
 @pytest.mark.parametrize("begin,size", [
@@ -213,7 +221,7 @@ def test_strided_slice_matches_cpu(name):
 @pytest.mark.parametrize("dtype", ALL_DTYPES)
 def test_strided_slice_matches_cpu_in_every_dtype(dtype):
     x = random_array((6, 7, 8), dtype)
-    matches_cpu(lambda t: t[1:5:3, ::-2, 4], x)
+    matches_cpu(lambda t: t[1:5:3, ::-2, 4], x, expect_launch=dtype != np.int32)
 
 
 @pytest.mark.parametrize("masks", [
@@ -224,10 +232,12 @@ def test_strided_slice_matches_cpu_in_every_dtype(dtype):
     dict(shrink_axis_mask=0b101),
     dict(ellipsis_mask=0b001, new_axis_mask=0b010),
 ])
-def test_strided_slice_masks_match_cpu(masks):
-    x = random_array((5, 6, 7), np.int32)
+@pytest.mark.parametrize("dtype", [np.int64, np.int32])  # int32: the host kernel
+def test_strided_slice_masks_match_cpu(masks, dtype):
+    x = random_array((5, 6, 7), dtype)
     matches_cpu(lambda t: tf.raw_ops.StridedSlice(input=t, begin=[1, -2, 3], end=[4, 1, 6],
-                                                  strides=[1, -1, 2], **masks), x)
+                                                  strides=[1, -1, 2], **masks), x,
+                expect_launch=dtype != np.int32)
 
 
 def test_strided_slice_with_int64_indices_matches_cpu():
@@ -466,3 +476,72 @@ def test_split_v_matches_cpu(sizes, axis):
 ])
 def test_split_with_bad_sizes_is_invalid_argument(op, match):
     raises_on_gpu(op, match, random_array((5, 6), np.float32))
+
+
+# --- int32 shapes stay in host memory ----------------------------------------------------------
+
+def test_the_shape_ops_have_no_int32_kernel_in_device_memory():
+    catalog = {entry["op"]: entry for entry in vgpu.ops()}
+    for op in SHAPE_OPS:
+        if op in HOST_INT32_KERNELS:
+            assert "int32" in catalog[op]["dtypes"], op
+            assert "output" in catalog[op]["host_memory"], op
+        else:
+            assert "int32" not in catalog[op]["dtypes"], op
+        assert "int64" in catalog[op]["dtypes"], op  # other integers still run on the device
+
+
+@pytest.mark.parametrize("name", ["concat", "stack", "unstack", "slice", "strided_slice"])
+def test_int32_shape_ops_under_the_gpu_match_cpu_without_a_launch_or_copy(name):
+    ops = {
+        "concat": lambda a, b: tf.concat([a, b], 0),
+        "stack": lambda a, b: tf.stack([a, b[:3]], 1),
+        "unstack": lambda a, b: tf.unstack(a)[1],
+        "slice": lambda a, b: tf.slice(b, [1], [2]),
+        "strided_slice": lambda a, b: a[::-2],
+    }
+    a = np.array([7, -3, 2**31 - 1], np.int32)
+    b = np.array([5, 0, -2**31, 9], np.int32)
+    with tf.device("/CPU:0"):
+        expected = ops[name](tf.constant(a), tf.constant(b)).numpy()
+    vgpu.reset_stats()
+    tf.config.set_soft_device_placement(False)  # as on a GPU, int32 shape ops run there
+    try:
+        with tf.device("/GPU:0"):
+            got = ops[name](tf.constant(a), tf.constant(b))
+    finally:
+        tf.config.set_soft_device_placement(True)
+    assert got.device.endswith("GPU:0")
+    stats = vgpu.stats()
+    assert stats["launches"] == 0
+    assert stats["commands"]["memcpy_htod"] == 0 and stats["commands"]["memcpy_dtoh"] == 0
+    np.testing.assert_array_equal(got.numpy(), expected)
+
+
+def test_a_reshape_by_a_dynamic_batch_size_copies_nothing_between_host_and_device():
+    """A Flatten of a batch of unknown size: its shape (Shape, StridedSlice, Pack) is computed
+    on the host and read there by Reshape; nothing crosses to the device and back mid-step."""
+    @tf.function(input_signature=[tf.TensorSpec([None, 4, 5], tf.float32)])
+    def flatten(x):
+        batch = tf.shape(x)[0]
+        flat = tf.reshape(x, tf.stack([batch, -1]))
+        widths = tf.concat([tf.shape(x)[1:], tf.shape(flat)[1:]], 0)
+        return flat * 2.0, widths
+
+    x = random_array((6, 4, 5), np.float32)
+    with tf.device("/GPU:0"):
+        on_device = tf.identity(tf.constant(x))
+        flatten(on_device)  # traced and optimised
+        vgpu.reset_stats()
+        flat, widths = flatten(on_device)
+        copies = dict(vgpu.stats()["commands"])
+    assert copies["memcpy_htod"] == 0 and copies["memcpy_dtoh"] == 0, copies
+    np.testing.assert_array_equal(flat.numpy(), x.reshape(6, 20) * 2.0)
+    np.testing.assert_array_equal(widths.numpy(), [4, 5, 20])
+
+
+def test_int32_strided_slices_on_the_host_of_empty_ranges_and_single_elements_match_cpu():
+    x = random_array((4, 5), np.int32)
+    for fn in (lambda t: t[3:1], lambda t: t[:, 4:0:2], lambda t: t[2, 3], lambda t: t[-1],
+               lambda t: t[..., ::-1][1:, None, :2]):
+        matches_cpu(fn, x, expect_launch=False)
