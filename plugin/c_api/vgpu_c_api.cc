@@ -34,7 +34,8 @@ size_t VGPU_StatsJson(char* buffer, size_t capacity) {
       ", \"conv_bias_activation\": ", fusions.conv_bias_activation,
       ", \"matmul_bias_activation\": ", fusions.matmul_bias_activation,
       ", \"cast_from_host\": ", fusions.cast_from_host,
-      ", \"copy_from_host\": ", fusions.copy_from_host, "}");
+      ", \"copy_from_host\": ", fusions.copy_from_host,
+      ", \"sign_bit\": ", fusions.sign_bit, "}");
   return CopyOut(vgpu::PluginRuntime::Get().StatsJson(graph_fusions), buffer, capacity);
 }
 

@@ -105,6 +105,15 @@ absl::Status RegisterCastFromHost() {
   return Register(builder);
 }
 
+absl::Status RegisterSignBit() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kSignBit);
+  TF_OpDefinitionBuilderAddInput(builder, "x: T");
+  TF_OpDefinitionBuilderAddOutput(builder, "y: bool");
+  TF_OpDefinitionBuilderAddAttr(builder, "T: {float, half, bfloat16, double}");
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, ShapeOfFirstInput);
+  return Register(builder);
+}
+
 std::atomic<bool> definitions_registered{false};
 
 }  // namespace
@@ -118,7 +127,8 @@ absl::Status RegisterDefinitions() {
         std::pair{kMaxPoolWithWindowIndex, &RegisterMaxPoolWithWindowIndex},
         std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex},
         std::pair{kFusedConv2D, &RegisterFusedConv2D},
-        std::pair{kCastFromHost, &RegisterCastFromHost}}) {
+        std::pair{kCastFromHost, &RegisterCastFromHost},
+        std::pair{kSignBit, &RegisterSignBit}}) {
     absl::Status status = register_definition();
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("registering ", name, ": ",

@@ -44,6 +44,12 @@ inline constexpr char kFusedConv2D[] = "_VgpuFusedConv2D";
 // (graph_fusions.h).
 inline constexpr char kCastFromHost[] = "_VgpuCastFromHost";
 
+// The sign bit of a floating x (true for -0.0 and negative NaNs): input x (T: float32, float16,
+// bfloat16, float64), output y (bool, x's shape). In place of Keras' float32 signbit,
+// Less(BitwiseAnd(Bitcast(x, int32), INT32_MIN), 0), whose int32 ops run on the host: its
+// argmax (every accuracy metric) sent the logits to the host and the result back mid-step.
+inline constexpr char kSignBit[] = "_VgpuSignBit";
+
 // Registers every fused op's definition with TensorFlow (once per process; later calls do
 // nothing). Call from TF_InitKernel, before the kernels are registered. Not thread-safe
 // against itself (TensorFlow calls TF_InitKernel once, on one thread).

@@ -3,6 +3,8 @@
 #include "plugin/graph/graph_fusions.h"
 
 #include <atomic>
+#include <cstring>
+#include <limits>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -19,6 +21,8 @@
 #include "plugin/protocol/kernels/pooling.h"
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
+#include "tensorflow/core/framework/tensor.pb.h"
+#include "tensorflow/core/framework/tensor_shape.pb.h"
 #include "tensorflow/core/framework/types.pb.h"
 
 namespace vgpu::graph_fusions {
@@ -421,6 +425,7 @@ std::atomic<int64_t> total_max_pool_grad_relu_grad{0};
 std::atomic<int64_t> total_max_pool_window_index{0};
 std::atomic<int64_t> total_cast_from_host{0};
 std::atomic<int64_t> total_copy_from_host{0};
+std::atomic<int64_t> total_sign_bit{0};
 std::atomic<int64_t> total_conv_bias_activation{0};
 std::atomic<int64_t> total_matmul_bias_activation{0};
 
@@ -559,6 +564,109 @@ int64_t CopyHostTensorsForDevice(GraphDef& graph, absl::string_view device_type)
   return static_cast<int64_t>(copies.size());
 }
 
+// Whether `node` is a Const int32 scalar equal to `value`.
+bool IsInt32Constant(const NodeDef& node, int32_t value) {
+  if (node.op() != "Const" || TypeAttr(node, "dtype") != tensorflow::DT_INT32) return false;
+  auto it = node.attr().find("value");
+  if (it == node.attr().end() || !it->second.has_tensor()) return false;
+  const tensorflow::TensorProto& tensor = it->second.tensor();
+  if (tensor.tensor_shape().dim_size() != 0 || tensor.tensor_shape().unknown_rank()) return false;
+  if (tensor.int_val_size() == 1) return tensor.int_val(0) == value;
+  // TensorFlow writes a tensor of zeros with no values at all.
+  if (tensor.int_val_size() == 0 && tensor.tensor_content().empty()) return value == 0;
+  if (tensor.tensor_content().size() != sizeof(int32_t)) return false;
+  int32_t stored = 0;
+  std::memcpy(&stored, tensor.tensor_content().data(), sizeof(stored));
+  return stored == value;
+}
+
+// Replaces Keras' float32 signbit, Less(BitwiseAnd(Bitcast(x, int32), INT32_MIN), 0) with the
+// Less on a `device_type` device, by kSignBit(x) (the Less's name, device and control inputs);
+// the BitwiseAnd and the Bitcast go where nothing else reads them and they are not kept by name
+// (control dependencies on them move to the new node). Returns how many.
+int64_t SignBitsOnDevice(GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
+                         absl::string_view device_type) {
+  std::vector<bool> removed(graph.node_size(), false);
+  absl::flat_hash_map<std::string, std::string> replaced_by;
+  int64_t rewritten = 0;
+  {
+    const GraphIndex index(graph);  // views into the names: no node is renamed while it lives
+    auto only_reader = [&](int i) {
+      auto readers = index.data_readers.find(graph.node(i).name());
+      return readers != index.data_readers.end() && readers->second == 1 &&
+             !preserved.contains(graph.node(i).name());
+    };
+    std::vector<std::pair<int, NodeDef>> new_nodes;
+    for (int i = 0; i < graph.node_size(); ++i) {
+      const NodeDef& less = graph.node(i);
+      if (less.op() != "Less" || less.input_size() < 2 || !PlacedOn(less.device(), device_type) ||
+          TypeOf(less) != tensorflow::DT_INT32) {
+        continue;
+      }
+      const int masked = DataInputNode(graph, index, removed, less.input(0));
+      const int zero = DataInputNode(graph, index, removed, less.input(1));
+      if (masked < 0 || zero < 0 || !IsInt32Constant(graph.node(zero), 0)) continue;
+      const NodeDef& bitwise_and = graph.node(masked);
+      if (bitwise_and.op() != "BitwiseAnd" || bitwise_and.input_size() < 2 ||
+          TypeOf(bitwise_and) != tensorflow::DT_INT32) {
+        continue;
+      }
+      const int first = DataInputNode(graph, index, removed, bitwise_and.input(0));
+      const int second = DataInputNode(graph, index, removed, bitwise_and.input(1));
+      if (first < 0 || second < 0) continue;
+      constexpr int32_t kSign = std::numeric_limits<int32_t>::min();
+      const int bits = IsInt32Constant(graph.node(second), kSign)  ? first
+                       : IsInt32Constant(graph.node(first), kSign) ? second
+                                                                   : -1;
+      if (bits < 0) continue;
+      const NodeDef& bitcast = graph.node(bits);
+      if (bitcast.op() != "Bitcast" || bitcast.input_size() < 1 ||
+          TypeAttr(bitcast, "T") != tensorflow::DT_FLOAT ||
+          TypeAttr(bitcast, "type") != tensorflow::DT_INT32 ||
+          ParseInput(bitcast.input(0)).control) {
+        continue;
+      }
+      NodeDef sign;
+      sign.set_name(less.name());
+      sign.set_op(fused_ops::kSignBit);
+      sign.set_device(less.device());
+      sign.add_input(bitcast.input(0));
+      (*sign.mutable_attr())["T"].set_type(tensorflow::DT_FLOAT);
+      for (const auto& [name, value] : less.attr()) {
+        if (absl::StartsWith(name, "_")) (*sign.mutable_attr())[name] = value;
+      }
+      std::vector<const NodeDef*> control_sources = {&less};
+      if (only_reader(masked)) {
+        control_sources.push_back(&bitwise_and);
+        removed[masked] = true;
+        replaced_by.emplace(bitwise_and.name(), less.name());
+        if (only_reader(bits)) {
+          control_sources.push_back(&bitcast);
+          removed[bits] = true;
+          replaced_by.emplace(bitcast.name(), less.name());
+        }
+      }
+      for (const NodeDef* source : control_sources) {
+        for (const std::string& input : source->input()) {
+          const InputRef ref = ParseInput(input);
+          if (!ref.control || replaced_by.contains(ref.node)) continue;
+          bool seen = false;
+          for (const std::string& kept : sign.input()) seen = seen || kept == input;
+          if (!seen) sign.add_input(input);
+        }
+      }
+      new_nodes.emplace_back(i, std::move(sign));
+      ++rewritten;
+    }
+    for (auto& [position, node] : new_nodes) *graph.mutable_node(position) = std::move(node);
+  }
+  if (!replaced_by.empty()) {
+    MoveControlInputs(graph, removed, replaced_by);
+    RemoveNodes(graph, removed);
+  }
+  return rewritten;
+}
+
 }  // namespace
 
 FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
@@ -610,6 +718,7 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
     RemoveNodes(graph, removed);
   }
   counts.max_pool_window_index = GiveMaxPoolsAWindowIndex(graph, device_type);
+  counts.sign_bit = SignBitsOnDevice(graph, preserved, device_type);
   counts.cast_from_host = CastHostTensorsFromHost(graph, device_type);
   counts.copy_from_host = CopyHostTensorsForDevice(graph, device_type);
   return counts;
@@ -621,6 +730,7 @@ FusionCounts ProcessTotals() {
   counts.max_pool_window_index = total_max_pool_window_index.load(std::memory_order_relaxed);
   counts.cast_from_host = total_cast_from_host.load(std::memory_order_relaxed);
   counts.copy_from_host = total_copy_from_host.load(std::memory_order_relaxed);
+  counts.sign_bit = total_sign_bit.load(std::memory_order_relaxed);
   counts.conv_bias_activation = total_conv_bias_activation.load(std::memory_order_relaxed);
   counts.matmul_bias_activation = total_matmul_bias_activation.load(std::memory_order_relaxed);
   return counts;
@@ -632,6 +742,7 @@ void AddToProcessTotals(const FusionCounts& counts) {
   total_max_pool_window_index.fetch_add(counts.max_pool_window_index, std::memory_order_relaxed);
   total_cast_from_host.fetch_add(counts.cast_from_host, std::memory_order_relaxed);
   total_copy_from_host.fetch_add(counts.copy_from_host, std::memory_order_relaxed);
+  total_sign_bit.fetch_add(counts.sign_bit, std::memory_order_relaxed);
   total_conv_bias_activation.fetch_add(counts.conv_bias_activation, std::memory_order_relaxed);
   total_matmul_bias_activation.fetch_add(counts.matmul_bias_activation,
                                          std::memory_order_relaxed);

@@ -39,6 +39,12 @@
 //     bool, where the producer's attributes give the type (iterators' output_types, _Arg,
 //     Identity, Placeholder); integers are left to TensorFlow (the device's readers of int32 and
 //     int64 often take them in host memory).
+//
+//   Less(BitwiseAnd(Bitcast(x, int32), INT32_MIN), 0), the Less on the virtual GPU, x float32
+//     ->  _VgpuSignBit(x)   (the Less's name; the BitwiseAnd and Bitcast go if nothing else
+//                            reads them)
+//     Keras' signbit, in its argmax (every accuracy metric): its int32 ops run on the host, so
+//     the logits went to the host and the result came back mid-step.
 #ifndef VGPU_GRAPH_GRAPH_FUSIONS_H_
 #define VGPU_GRAPH_GRAPH_FUSIONS_H_
 
@@ -62,10 +68,11 @@ struct FusionCounts {
   int64_t matmul_bias_activation = 0;  // bfloat16 MatMul -> BiasAdd (-> Relu/Relu6)
   int64_t cast_from_host = 0;  // Casts of host tensors given a host-memory input
   int64_t copy_from_host = 0;  // host tensors given a copy onto the device that reads them
+  int64_t sign_bit = 0;  // Keras' float32 signbit chains computed on the device
 
   int64_t total() const {
     return max_pool_grad_relu_grad + max_pool_window_index + conv_bias_activation +
-           matmul_bias_activation + cast_from_host + copy_from_host;
+           matmul_bias_activation + cast_from_host + copy_from_host + sign_bit;
   }
 };
 

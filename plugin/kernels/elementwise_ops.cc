@@ -64,7 +64,7 @@ constexpr std::initializer_list<TF_DataType> kRangeTypes = {TF_FLOAT, TF_HALF, T
 
 constexpr bool IsPredicate(ElementwiseOp op) {
   return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
-         op == ElementwiseOp::kIsInf;
+         op == ElementwiseOp::kIsInf || op == ElementwiseOp::kSignBit;
 }
 
 constexpr bool IsComparison(ElementwiseOp op) {
@@ -774,6 +774,9 @@ void RegisterElementwiseOps(const char* device_type) {
                                "bool output (mixed precision's loss scaling).");
   RegisterUnary<Op::kIsNan>("IsNan", device_type, kFloatingTypes, "bool output.");
   RegisterUnary<Op::kIsInf>("IsInf", device_type, kFloatingTypes, "bool output.");
+  RegisterUnary<Op::kSignBit>(fused_ops::kSignBit, device_type, kFloatingTypes,
+                              "bool output: the sign bit (the graph optimizer's rewrite of "
+                              "Keras' signbit).");
   // Selection, clipping, conversion, sums, sequences and constants.
   RegisterKernelForTypes<SelectV2Op>("SelectV2", device_type, "T", kSelectTypes);
   DocumentOp("SelectV2", "", "Broadcasts condition, then and else.");

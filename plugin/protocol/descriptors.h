@@ -122,6 +122,7 @@ enum class ElementwiseOp : int32_t {
   kErf, kErfc, kExpm1, kLog1p, kSin, kCos, kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh,
   kAcosh, kAtanh,
   kIsFinite, kIsNan, kIsInf,  // floating x, bool y
+  kSignBit,  // floating x, bool y: the sign bit (true for -0 and negative NaNs)
 };
 
 struct OpTensorDescriptorSettings {

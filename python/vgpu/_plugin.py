@@ -125,8 +125,9 @@ def stats() -> dict[str, Any]:
     server), also as ``executor_primitives_created`` / ``executor_primitives_reused``; and
     ``graph_fusions``: op pairs (and chains) the plugin's graph optimizer rewrote in this
     process, by rewrite ({"max_pool_grad_relu_grad", "max_pool_window_index",
-    "conv_bias_activation", "matmul_bias_activation", "cast_from_host", "copy_from_host"};
-    counted per graph rewritten, not per step run, and not reset by ``reset_stats()``; docs/graph_fusions.md).
+    "conv_bias_activation", "matmul_bias_activation", "cast_from_host", "copy_from_host",
+    "sign_bit"}; counted per graph rewritten, not per step run, and not reset by
+    ``reset_stats()``; docs/graph_fusions.md).
     """
     raw = json.loads(_plugin().stats_json())
     total: dict[str, Any] = {key: 0 for key in _SUMMED}

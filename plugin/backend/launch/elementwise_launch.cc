@@ -63,7 +63,7 @@ absl::Status UnservedBinaryArithmetic(ElementwiseOp op, DType dtype) {
 
 bool IsUnaryPredicate(ElementwiseOp op) {
   return op == ElementwiseOp::kIsFinite || op == ElementwiseOp::kIsNan ||
-         op == ElementwiseOp::kIsInf;
+         op == ElementwiseOp::kIsInf || op == ElementwiseOp::kSignBit;
 }
 
 bool ServesUnaryMath(ElementwiseOp op, DType dtype) {

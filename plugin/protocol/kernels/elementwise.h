@@ -29,8 +29,9 @@ namespace vgpu::elementwise {
 inline constexpr KernelId kBinary = KernelId{200};
 
 // descriptors: [op-tensor, tensor (x and y share it)]; buffers: [x, y]; params: none.
-// y = <op>(x) for a unary ElementwiseOp (kNeg ... kIsInf); kLogicalNot takes and gives bool;
-// kIsFinite, kIsNan and kIsInf take a floating x and give a bool y of x's element count. The
+// y = <op>(x) for a unary ElementwiseOp (kNeg ... kSignBit); kLogicalNot takes and gives bool;
+// kIsFinite, kIsNan, kIsInf and kSignBit take a floating x and give a bool y of x's element
+// count. The
 // math functions from kErf on take floating dtypes only.
 inline constexpr KernelId kUnary = KernelId{201};
 

@@ -12,6 +12,7 @@
 #pragma GCC optimize("vect-cost-model=dynamic")
 #define EIGEN_USE_THREADS
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "plugin/backend/cpu/kernels/dtype_dispatch.h"
@@ -61,6 +62,21 @@ struct IsNan {
 template <typename T>
 struct IsInf {
   bool operator()(const T& a) const { return (Eigen::numext::isinf)(a); }
+};
+template <typename T>
+struct SignBit {  // 16-bit floats widen to float exactly, sign and NaN payload included
+  bool operator()(const T& a) const {
+    if constexpr (std::is_same_v<T, double>) {
+      uint64_t bits;
+      std::memcpy(&bits, &a, sizeof(bits));
+      return (bits >> 63) != 0;
+    } else {
+      const float value = static_cast<float>(a);
+      uint32_t bits;
+      std::memcpy(&bits, &value, sizeof(bits));
+      return (bits >> 31) != 0;
+    }
+  }
 };
 
 // y = functor(x) over `count` elements, in parallel blocks of flat Eigen expressions; x is of
@@ -140,6 +156,7 @@ absl::Status RunPredicate(const KernelContext& context, ElementwiseOp op, int64_
       case ElementwiseOp::kIsFinite: return RunUnary<T, IsFinite<T>, bool>(context, count, {});
       case ElementwiseOp::kIsNan: return RunUnary<T, IsNan<T>, bool>(context, count, {});
       case ElementwiseOp::kIsInf: return RunUnary<T, IsInf<T>, bool>(context, count, {});
+      case ElementwiseOp::kSignBit: return RunUnary<T, SignBit<T>, bool>(context, count, {});
       default: break;
     }
   }

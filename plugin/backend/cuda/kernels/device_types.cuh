@@ -287,6 +287,14 @@ __device__ inline bool IsInf(C x) {
   }
 }
 template <typename C>
+__device__ inline bool SignBit(C x) {
+  if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
+    return signbit(x);
+  } else {
+    return signbit(x.value);
+  }
+}
+template <typename C>
 __device__ inline bool IsFinite(C x) {
   if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>) {
     return isfinite(x);

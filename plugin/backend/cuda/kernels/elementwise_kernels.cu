@@ -346,6 +346,7 @@ __global__ void UnaryPredicateKernel(ElementwiseOp op, int64_t count, const Stor
       case ElementwiseOp::kIsFinite: result = dmath::IsFinite(value); break;
       case ElementwiseOp::kIsNan: result = dmath::IsNan(value); break;
       case ElementwiseOp::kIsInf: result = dmath::IsInf(value); break;
+      case ElementwiseOp::kSignBit: result = dmath::SignBit(value); break;
       default: break;
     }
     y[i] = result ? 1 : 0;
