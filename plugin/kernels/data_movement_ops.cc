@@ -207,7 +207,7 @@ absl::StatusOr<int64_t> ResolveAxis(int64_t axis, int64_t rank) {
 
 // Pack(values...): attributes_ is the attribute "axis".
 // Pack; with kOnHost, of int32 with the values and the output in host memory, computed on the
-// host (shapes: see HostInt32StridedSliceOp).
+// host (shapes: see StridedSliceOp).
 template <bool kOnHost>
 class PackOp : public WithAttributes<PackOp<kOnHost>, int64_t, IntAttribute<kAxis>> {
  public:
@@ -517,23 +517,6 @@ class StridedSliceKernel : public WithAttributes<K, StridedSliceMasks, ReadMasks
   }
 };
 
-class StridedSliceOp : public StridedSliceKernel<StridedSliceOp> {
- public:
-  absl::Status Compute(OpContext& context) {
-    VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
-    const Dims x_dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(x_dims, bounds));
-    if (plan.is_identity) return ForwardInput(context, 0, 0, plan.final_dims);
-    VGPU_RETURN_IF_ERROR(CheckRank(x_dims.size()));
-    const TF_DataType dtype = TF_TensorType(x.get());
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.final_dims));
-    if (NumElements(plan.final_dims) == 0) return absl::OkStatus();
-    return LaunchSlice(context, data_movement::kStridedSlice, dtype, x_dims, plan.begin,
-                       plan.strides, plan.processing_dims, BufferOf(x.get()), BufferOf(y.get()));
-  }
-};
-
 // y[i] = x[begin + i * strides] for every index i of `y_dims` (row-major, the rank of `x_dims`),
 // on the host.
 void SliceOnHost(const int32_t* x, const Dims& x_dims, const Dims& begin, const Dims& strides,
@@ -560,22 +543,31 @@ void SliceOnHost(const int32_t* x, const Dims& x_dims, const Dims& begin, const 
   }
 }
 
-// StridedSlice of int32 with every input and the output in host memory, computed on the host:
-// shapes, kept there as TensorFlow's GPU kernel for int32 keeps them (kShapeOpTypes), so that a
-// dynamic shape never crosses to the device and a graph that must run on the GPU still can.
-class HostInt32StridedSliceOp : public StridedSliceKernel<HostInt32StridedSliceOp> {
+// StridedSlice; with kOnHost, of int32 with every input and the output in host memory, computed
+// on the host: shapes, kept there as TensorFlow's GPU kernel for int32 keeps them
+// (kShapeOpTypes), so that a dynamic shape never crosses to the device and a graph that must run
+// on the GPU still can.
+template <bool kOnHost>
+class StridedSliceOp : public StridedSliceKernel<StridedSliceOp<kOnHost>> {
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(TensorPtr x, context.Input(0));
-    VGPU_ASSIGN_OR_RETURN(Bounds bounds, ReadBounds(context));
+    VGPU_ASSIGN_OR_RETURN(auto bounds, this->ReadBounds(context));
     const Dims x_dims = ShapeOf(x.get());
-    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, Plan(x_dims, bounds));
+    VGPU_ASSIGN_OR_RETURN(StridedSlicePlan plan, this->Plan(x_dims, bounds));
     if (plan.is_identity) return ForwardInput(context, 0, 0, plan.final_dims);
-    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, TF_INT32, plan.final_dims));
+    if (!kOnHost) VGPU_RETURN_IF_ERROR(CheckRank(x_dims.size()));
+    const TF_DataType dtype = TF_TensorType(x.get());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr y, context.AllocateOutput(0, dtype, plan.final_dims));
     if (NumElements(plan.final_dims) == 0) return absl::OkStatus();
-    SliceOnHost(static_cast<const int32_t*>(TF_TensorData(x.get())), x_dims, plan.begin,
-                plan.strides, plan.processing_dims, static_cast<int32_t*>(TF_TensorData(y.get())));
-    return absl::OkStatus();
+    if constexpr (kOnHost) {
+      SliceOnHost(static_cast<const int32_t*>(TF_TensorData(x.get())), x_dims, plan.begin,
+                  plan.strides, plan.processing_dims,
+                  static_cast<int32_t*>(TF_TensorData(y.get())));
+      return absl::OkStatus();
+    }
+    return LaunchSlice(context, data_movement::kStridedSlice, dtype, x_dims, plan.begin,
+                       plan.strides, plan.processing_dims, BufferOf(x.get()), BufferOf(y.get()));
   }
 };
 
@@ -882,12 +874,12 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<SplitVOp>("SplitV", device_type, "Tlen", {"size_splits", "split_dim"});
   RegisterForTypes<SliceOp>("Slice", device_type, "Index", {"begin", "size"}, "T",
                             kShapeOpTypes);
-  RegisterForTypes<StridedSliceOp>("StridedSlice", device_type, "Index",
-                                   {"begin", "end", "strides"}, "T", kShapeOpTypes);
+  RegisterForTypes<StridedSliceOp<false>>("StridedSlice", device_type, "Index",
+                                          {"begin", "end", "strides"}, "T", kShapeOpTypes);
   for (TF_DataType index : {TF_INT32, TF_INT64}) {
-    RegisterKernel<HostInt32StridedSliceOp>("StridedSlice", device_type,
-                                            {{"T", TF_INT32}, {"Index", index}},
-                                            {"input", "begin", "end", "strides", "output"});
+    RegisterKernel<StridedSliceOp<true>>("StridedSlice", device_type,
+                                         {{"T", TF_INT32}, {"Index", index}},
+                                         {"input", "begin", "end", "strides", "output"});
   }
   RegisterForTypes<StridedSliceGradOp>("StridedSliceGrad", device_type, "Index",
                                        {"shape", "begin", "end", "strides"});
