@@ -3,9 +3,9 @@
 #include "plugin/graph/graph_fusions.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <cstdlib>
 #include <optional>
 #include <string>
 #include <utility>

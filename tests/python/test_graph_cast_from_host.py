@@ -4,7 +4,9 @@ argument) becomes _VgpuCastFromHost, which reads its input from host memory inst
 a host-to-device copy between the function's parts. Its results must be Cast's bit for bit, on
 every destination type, for scalars and vectors; a Cast of an integer computed on the device is
 left alone. The functions take inputs of unknown shape, as a Keras step's batch dimension
-is: with static shapes Grappler folds such casts into constants."""
+is: with static shapes Grappler folds such casts into constants. Below them: tensors made on the
+host (a dataset's batches) get one copy in front of their device readers, and a Cast of one
+reads it from the host."""
 import numpy as np
 import pytest
 import tensorflow as tf
