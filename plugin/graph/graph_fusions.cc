@@ -11,12 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "plugin/graph/fused_ops.h"
 #include "plugin/protocol/kernels/pooling.h"
 #include "tensorflow/core/framework/graph.pb.h"
@@ -454,9 +456,11 @@ bool IsHostInteger(tensorflow::DataType type) {
 // Whether `producer`'s output of type `type` is in host memory wherever it runs. The optimizer
 // sees the function's requested devices, before TensorFlow's placer moves small integer ops to
 // the host, so it decides by op type: an op placed on a CPU device; for integers also the shape
-// ops (their outputs are host memory on every device); an int32 argument; and the int32 ops the
-// plugin has no kernel for, which run TensorFlow's host kernels on any device (the list is
-// checked against the plugin's registrations by test_graph_cast_from_host.py).
+// ops (their outputs are host memory on every device); an int32 argument; the int32 ops the
+// plugin has no kernel for, which run TensorFlow's host kernels on any device; and those whose
+// int32 kernel of the plugin computes on the host (StridedSlice, Pack, GatherV2, Gather,
+// DynamicStitch, SelectV2). The list is checked against the plugin's registrations by
+// test_graph_cast_from_host.py.
 bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
   if (PlacedOn(producer.device(), "CPU")) return true;
   if (!IsHostInteger(type)) return false;
@@ -466,7 +470,7 @@ bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
   static constexpr absl::string_view kHostInt32Ops[] = {
       "_Arg", "Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
       "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2", "Slice",
-      "Unpack"};
+      "Unpack", "GatherV2", "Gather", "DynamicStitch", "SelectV2", "Reshape", "ExpandDims"};
   for (absl::string_view host_op : kHostInt32Ops) {
     if (op == host_op) return true;
   }
@@ -514,11 +518,53 @@ tensorflow::DataType OutputTypeFromAttributes(const NodeDef& producer, int port)
   return tensorflow::DT_INVALID;
 }
 
-// Puts a copy (kCastFromHost with SrcT = DstT, host-memory input) between every tensor made on a
-// CPU device whose type OutputTypeFromAttributes knows (and which is not an integer: the
-// device's readers of int32 and int64 often read them in host memory) and its data readers on
-// each `device_type` device: one copy per tensor and device, named after the tensor, on the
-// device. Returns how many copies.
+// The integer inputs that the virtual GPU's kernels read in device memory and a graph often
+// makes on the host: indices, segment ids, labels. The input's position and its type attribute.
+struct DeviceIntegerInput {
+  absl::string_view op;
+  int input;
+  const char* type_attribute;
+};
+constexpr DeviceIntegerInput kDeviceIntegerInputs[] = {
+    {"GatherV2", 1, "Tindices"},
+    {"Gather", 1, "Tindices"},
+    {"ResourceGather", 1, "Tindices"},
+    {"GatherNd", 1, "Tindices"},
+    {"ScatterNd", 0, "Tindices"},
+    {"TensorScatterUpdate", 1, "Tindices"},
+    {"TensorScatterAdd", 1, "Tindices"},
+    {"ResourceScatterAdd", 1, "Tindices"},
+    {"ResourceScatterUpdate", 1, "Tindices"},
+    {"UnsortedSegmentSum", 1, "Tindices"},
+    {"UnsortedSegmentMax", 1, "Tindices"},
+    {"UnsortedSegmentMin", 1, "Tindices"},
+    {"UnsortedSegmentProd", 1, "Tindices"},
+    {"SparseSoftmaxCrossEntropyWithLogits", 1, "Tlabels"},
+};
+
+// The type of `reader`'s input `k` where it is an integer that the reader's kernel on the
+// virtual GPU takes in device memory (kDeviceIntegerInputs; a gather of int32 params runs on the
+// host with its indices there); otherwise DT_INVALID.
+tensorflow::DataType DeviceIntegerInputType(const NodeDef& reader, int k) {
+  for (const DeviceIntegerInput& entry : kDeviceIntegerInputs) {
+    if (reader.op() != entry.op || k != entry.input) continue;
+    if ((entry.op == "GatherV2" || entry.op == "Gather") &&
+        TypeAttr(reader, "Tparams") == tensorflow::DT_INT32) {
+      return tensorflow::DT_INVALID;
+    }
+    const tensorflow::DataType type = TypeAttr(reader, entry.type_attribute);
+    return IsHostInteger(type) ? type : tensorflow::DT_INVALID;
+  }
+  return tensorflow::DT_INVALID;
+}
+
+// Puts a copy (kCastFromHost with SrcT = DstT, host-memory input) between a host tensor and its
+// data readers on each `device_type` device, one copy per tensor and device, named after the
+// tensor, on the device: for every tensor made on a CPU device whose type
+// OutputTypeFromAttributes knows and which is not an integer (the device's readers of int32 and
+// int64 often read them in host memory), and for the integers in host memory
+// (OutputIsInHostMemory) that a device kernel reads in device memory (DeviceIntegerInputType).
+// Returns how many copies.
 int64_t CopyHostTensorsForDevice(GraphDef& graph, absl::string_view device_type) {
   const GraphIndex index(graph);  // names are added below, never changed
   absl::flat_hash_map<std::string, std::string> copy_of;  // "tensor device" -> copy's name
@@ -536,9 +582,16 @@ int64_t CopyHostTensorsForDevice(GraphDef& graph, absl::string_view device_type)
       auto producer = index.by_name.find(input.node);
       if (producer == index.by_name.end()) continue;
       const NodeDef& made_by = graph.node(producer->second);
-      if (!PlacedOn(made_by.device(), "CPU")) continue;
-      const tensorflow::DataType type = OutputTypeFromAttributes(made_by, input.port);
-      if (!IsCastType(type) || IsHostInteger(type)) continue;
+      tensorflow::DataType type = tensorflow::DT_INVALID;
+      if (PlacedOn(made_by.device(), "CPU")) {
+        type = OutputTypeFromAttributes(made_by, input.port);
+        if (!IsCastType(type) || IsHostInteger(type)) type = tensorflow::DT_INVALID;
+      }
+      if (type == tensorflow::DT_INVALID) {
+        const tensorflow::DataType integer = DeviceIntegerInputType(reader, k);
+        if (integer == tensorflow::DT_INVALID || !OutputIsInHostMemory(made_by, integer)) continue;
+        type = integer;
+      }
       const std::string tensor = absl::StrCat(input.node, ":", input.port);
       auto [copy, fresh] = copy_of.try_emplace(absl::StrCat(tensor, " ", reader.device()));
       if (fresh) {
@@ -558,6 +611,31 @@ int64_t CopyHostTensorsForDevice(GraphDef& graph, absl::string_view device_type)
         copy->second = std::move(name);
       }
       reader.set_input(k, copy->second);
+    }
+  }
+  // A control input from a CPU node on a device node is sent as a dummy tensor copied into
+  // device memory (TensorFlow's partitioner); where that node's output is copied to the device
+  // anyway, the copy, which runs after it, takes the control input's place.
+  absl::flat_hash_map<std::string, std::string> a_copy_of;  // "node device" -> a copy's name
+  for (const NodeDef& copy : copies) {
+    a_copy_of.try_emplace(absl::StrCat(ParseInput(copy.input(0)).node, " ", copy.device()),
+                          copy.name());
+  }
+  for (int i = 0; i < original_nodes && !a_copy_of.empty(); ++i) {
+    NodeDef& node = *graph.mutable_node(i);
+    if (!PlacedOn(node.device(), device_type)) continue;
+    for (int k = 0; k < node.input_size(); ++k) {
+      const InputRef input = ParseInput(node.input(k));
+      if (!input.control) continue;
+      auto copy = a_copy_of.find(absl::StrCat(input.node, " ", node.device()));
+      if (copy == a_copy_of.end()) continue;
+      const std::string control = absl::StrCat("^", copy->second);
+      const bool present = absl::c_linear_search(node.input(), control);
+      if (present) {
+        node.mutable_input()->DeleteSubrange(k--, 1);
+      } else {
+        node.set_input(k, control);
+      }
     }
   }
   for (NodeDef& node : copies) *graph.add_node() = std::move(node);

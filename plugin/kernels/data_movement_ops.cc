@@ -252,6 +252,71 @@ class PackOp : public WithAttributes<PackOp<kOnHost>, int64_t, IntAttribute<kAxi
   }
 };
 
+// DynamicStitch of int32, every input and the output in host memory, computed on the host (as
+// TensorFlow's GPU kernel for int32): merged[indices[m][i], ...] = data[m][i, ...], later inputs
+// winning. The gradient of a sum or mean over dimensions of unknown size builds its shape with it
+// from a Shape placed beside it; without a kernel here both ran on the CPU, and the whole tensor
+// whose shape was taken crossed from the device to the host mid-step.
+class DynamicStitchOp : public NoAttributes<DynamicStitchOp> {
+ public:
+  absl::Status Compute(OpContext& context) {
+    const int n = context.num_inputs() / 2;
+    VGPU_ASSIGN_OR_RETURN(std::vector<TensorPtr> inputs, context.InputList(2 * n));
+    const auto indices = absl::MakeConstSpan(inputs).subspan(0, n);
+    const auto data = absl::MakeConstSpan(inputs).subspan(n, n);
+    int64_t first_dim = 0;
+    for (const TensorPtr& tensor : indices) {
+      const auto* values = static_cast<const int32_t*>(TF_TensorData(tensor.get()));
+      const int64_t count = NumElements(ShapeOf(tensor.get()));
+      for (int64_t i = 0; i < count; ++i) {
+        if (values[i] < 0) {
+          return absl::InvalidArgumentError(absl::StrCat("indices[", i, "] is out of range"));
+        }
+        first_dim = std::max<int64_t>(first_dim, int64_t{values[i]} + 1);
+      }
+    }
+    const Dims indices0 = ShapeOf(indices[0].get());
+    const Dims data0 = ShapeOf(data[0].get());
+    for (int m = 0; m < n; ++m) {
+      const Dims index_dims = ShapeOf(indices[m].get());
+      const Dims data_dims = ShapeOf(data[m].get());
+      const bool starts_with = data_dims.size() >= index_dims.size() &&
+                               std::equal(index_dims.begin(), index_dims.end(), data_dims.begin());
+      if (!starts_with) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "data[", m, "].shape = ", ShapeString(data_dims), " does not start with indices[", m,
+            "].shape = ", ShapeString(index_dims)));
+      }
+      const bool same_extra =
+          data_dims.size() - index_dims.size() == data0.size() - indices0.size() &&
+          std::equal(data_dims.begin() + index_dims.size(), data_dims.end(),
+                     data0.begin() + indices0.size());
+      if (!same_extra) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Need data[0].shape[", indices0.size(), ":] = data[", m, "].shape[",
+            index_dims.size(), ":], got data[0].shape = ", ShapeString(data0), ", data[", m,
+            "].shape = ", ShapeString(data_dims), ", indices[0].shape = ", ShapeString(indices0),
+            ", indices[", m, "].shape = ", ShapeString(index_dims)));
+      }
+    }
+    Dims merged_dims = {first_dim};
+    merged_dims.insert(merged_dims.end(), data0.begin() + indices0.size(), data0.end());
+    VGPU_ASSIGN_OR_RETURN(TensorPtr merged, context.AllocateOutput(0, TF_INT32, merged_dims));
+    const int64_t row = NumElements(absl::MakeConstSpan(merged_dims).subspan(1));
+    auto* out = static_cast<int32_t*>(TF_TensorData(merged.get()));
+    std::fill_n(out, first_dim * row, 0);  // rows no index names (TensorFlow leaves them unset)
+    for (int m = 0; m < n; ++m) {
+      const auto* index = static_cast<const int32_t*>(TF_TensorData(indices[m].get()));
+      const auto* rows = static_cast<const int32_t*>(TF_TensorData(data[m].get()));
+      const int64_t count = NumElements(ShapeOf(indices[m].get()));
+      for (int64_t i = 0; i < count; ++i) {
+        std::copy_n(rows + i * row, row, out + int64_t{index[i]} * row);
+      }
+    }
+    return absl::OkStatus();
+  }
+};
+
 // Unpack's attributes.
 struct UnpackAttributes {
   int64_t axis = 0;
@@ -850,6 +915,9 @@ void RegisterDataMovementOps(const char* device_type) {
   DocumentOp("ConcatV2", "", "axis in host memory; int32 (shapes) is TensorFlow's host kernel");
   DocumentOp("Pack", "", "int32 (shapes) in host memory, computed on the host");
   DocumentOp("Unpack", "", "int32 (shapes) is TensorFlow's host kernel");
+  DocumentOp("DynamicStitch", "",
+             "int32 only (shapes: the gradient of a reduction), in host memory, computed on the "
+             "host; indices not named leave zeros");
   DocumentOp("Split", "", "split_dim in host memory");
   DocumentOp("SplitV", "", "size_splits and split_dim in host memory (one -1 size inferred)");
   DocumentOp("Slice", "", "begin and size in host memory; a whole-tensor slice forwards the "
@@ -868,6 +936,8 @@ void RegisterDataMovementOps(const char* device_type) {
   RegisterForTypes<PackOp<false>>("Pack", device_type, nullptr, {}, "T", kShapeOpTypes);
   RegisterKernel<PackOp<true>>("Pack", device_type, {{"T", TF_INT32}}, {"values", "output"});
   RegisterForTypes<UnpackOp>("Unpack", device_type, nullptr, {}, "T", kShapeOpTypes);
+  RegisterKernel<DynamicStitchOp>("DynamicStitch", device_type, {{"T", TF_INT32}},
+                                  {"indices", "data", "merged"});
   for (TF_DataType dtype : kDataMovementTypes) {
     RegisterKernel<SplitOp>("Split", device_type, {{"T", dtype}}, {"split_dim"});
   }

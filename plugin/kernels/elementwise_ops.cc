@@ -9,8 +9,8 @@
 //
 // int32: TensorFlow registers host-memory int32 kernels for most of these ops on every device
 // (DEVICE_DEFAULT); those keep working on the virtual GPU, so int32 is registered here only
-// where TensorFlow has no such kernel and its GPU build keeps int32 in device memory (SelectV2,
-// Select, Cast, Bitcast).
+// where TensorFlow has no such kernel: in device memory where its GPU build keeps int32 there
+// (Select, Cast, Bitcast), in host memory for SelectV2 (SelectV2Op).
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -50,6 +50,8 @@ constexpr std::initializer_list<TF_DataType> kFillTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT64, TF_UINT8, TF_BOOL};
 constexpr std::initializer_list<TF_DataType> kSelectTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_UINT8, TF_BOOL};
+constexpr std::initializer_list<TF_DataType> kSelectTypesButInt32 = {
+    TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT64, TF_UINT8, TF_BOOL};
 constexpr std::initializer_list<TF_DataType> kCastTypes = {
     TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_UINT8, TF_BOOL};
 
@@ -302,8 +304,41 @@ class ClipByValueOp : public NoAttributes<ClipByValueOp> {
   }
 };
 
-// SelectV2(condition, t, e): element-wise choice with broadcasting of all three.
-class SelectV2Op : public NoAttributes<SelectV2Op> {
+// out = condition ? then : else over `shapes` (merged frame) of int32 values in host memory.
+void SelectOnHost(const BroadcastShapes& shapes, const bool* condition, const int32_t* then_values,
+                  const int32_t* else_values, int32_t* out) {
+  const BroadcastDims& dims = shapes.merged_output;
+  const int rank = static_cast<int>(dims.size());
+  // Each operand's element stride along each merged dimension: 0 where it is broadcast.
+  std::array<BroadcastDims, 3> strides;
+  for (int k = 0; k < 3; ++k) {
+    strides[k].assign(rank, 0);
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= 0; --d) {
+      if (shapes.merged_operands[k][d] != 1) strides[k][d] = stride;
+      stride *= shapes.merged_operands[k][d];
+    }
+  }
+  BroadcastDims index(rank, 0);
+  std::array<int64_t, 3> offset = {0, 0, 0};
+  const int64_t count = NumElements(dims);
+  for (int64_t i = 0; i < count; ++i) {
+    out[i] = condition[offset[0]] ? then_values[offset[1]] : else_values[offset[2]];
+    for (int d = rank - 1; d >= 0; --d) {  // the next index, odometer-wise
+      for (int k = 0; k < 3; ++k) offset[k] += strides[k][d];
+      if (++index[d] < dims[d]) break;
+      for (int k = 0; k < 3; ++k) offset[k] -= strides[k][d] * dims[d];
+      index[d] = 0;
+    }
+  }
+}
+
+// SelectV2(condition, t, e): element-wise choice with broadcasting of all three. With kOnHost,
+// of int32 with every input and the output in host memory, computed on the host: Keras' `take`
+// (every Embedding) wraps negative indices as where(i < 0, i + n, i) with int32 ops TensorFlow
+// runs on the host; a select on the device sent the indices down and up again mid-step.
+template <bool kOnHost>
+class SelectV2Op : public NoAttributes<SelectV2Op<kOnHost>> {
  public:
   absl::Status Compute(OpContext& context) {
     VGPU_ASSIGN_OR_RETURN(auto inputs, context.Inputs<3>());
@@ -318,6 +353,15 @@ class SelectV2Op : public NoAttributes<SelectV2Op> {
       return absl::InvalidArgumentError(absl::StrCat(
           "condition ", ShapeString(condition_shape), ", then ", ShapeString(then_shape),
           ", and else ", ShapeString(else_shape), " must be broadcastable"));
+    }
+    if constexpr (kOnHost) {
+      VGPU_ASSIGN_OR_RETURN(TensorPtr out, context.AllocateOutput(0, dtype, shapes->output));
+      if (TF_TensorElementCount(out.get()) == 0) return absl::OkStatus();
+      SelectOnHost(*shapes, static_cast<const bool*>(TF_TensorData(condition.get())),
+                   static_cast<const int32_t*>(TF_TensorData(then_tensor.get())),
+                   static_cast<const int32_t*>(TF_TensorData(else_tensor.get())),
+                   static_cast<int32_t*>(TF_TensorData(out.get())));
+      return absl::OkStatus();
     }
     VGPU_ASSIGN_OR_RETURN(TensorPtr out,
                           context.ForwardHeldOrAllocateOutput(
@@ -778,8 +822,12 @@ void RegisterElementwiseOps(const char* device_type) {
                               "bool output: the sign bit (the graph optimizer's rewrite of "
                               "Keras' signbit).");
   // Selection, clipping, conversion, sums, sequences and constants.
-  RegisterKernelForTypes<SelectV2Op>("SelectV2", device_type, "T", kSelectTypes);
-  DocumentOp("SelectV2", "", "Broadcasts condition, then and else.");
+  RegisterKernelForTypes<SelectV2Op<false>>("SelectV2", device_type, "T", kSelectTypesButInt32);
+  RegisterKernel<SelectV2Op<true>>("SelectV2", device_type, {{"T", TF_INT32}},
+                                   {"condition", "t", "e", "output"});
+  DocumentOp("SelectV2", "",
+             "Broadcasts condition, then and else. int32 (indices, shapes) in host memory, "
+             "computed on the host.");
   RegisterKernelForTypes<SelectOp>("Select", device_type, "T", kSelectTypes);
   DocumentOp("Select", "", "v1 select: scalar, row-vector or same-shape condition.");
   RegisterKernelForTypes<ClipByValueOp>("ClipByValue", device_type, "T", kFloatingAndInt64);

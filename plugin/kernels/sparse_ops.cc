@@ -36,7 +36,32 @@ constexpr std::initializer_list<TF_DataType> kIndexTypes = {TF_INT32, TF_INT64};
 // ---------------------------------------------------------------------------------------------
 // GatherV2 / Gather
 
-// GatherV2(params, indices, axis (host)) and the legacy Gather(params, indices) (axis 0).
+// out[b, o, i, :] = params[b, o, indices[b, i], :] (sparse::kGather's layout) of int32 values
+// in host memory, zeros for an index outside [0, gather_size) as the device kernel writes.
+template <typename Index>
+void GatherOnHost(const sparse::GatherParams& p, const int32_t* params, const Index* indices,
+                  int32_t* out) {
+  for (int64_t b = 0; b < p.batch; ++b) {
+    for (int64_t o = 0; o < p.outer; ++o) {
+      const int32_t* slab = params + (b * p.outer + o) * p.gather_size * p.inner;
+      for (int64_t i = 0; i < p.indices_per_batch; ++i, out += p.inner) {
+        const int64_t index = static_cast<int64_t>(indices[b * p.indices_per_batch + i]);
+        if (index < 0 || index >= p.gather_size) {
+          std::fill_n(out, p.inner, 0);
+        } else {
+          std::copy_n(slab + index * p.inner, p.inner, out);
+        }
+      }
+    }
+  }
+}
+
+// GatherV2(params, indices, axis (host)) and the legacy Gather(params, indices) (axis 0). With
+// kOnHost, of int32 params with every input and the output in host memory, computed on the host:
+// a gather of a shape (the gradient of a mean over dimensions of unknown size gathers them from
+// a Shape), kept on the host as the shape ops are (data_movement_ops.cc's kShapeOpTypes), so
+// that neither the shape nor the gathered sizes cross to the device and back mid-step.
+template <bool kOnHost>
 class GatherOp {
  public:
   static absl::StatusOr<std::unique_ptr<GatherOp>> Create(OpConstruction& construction) {
@@ -135,6 +160,17 @@ class GatherOp {
     if (NumElements(output_dims) == 0) return absl::OkStatus();
     p.element_size = static_cast<uint32_t>(TF_DataTypeSize(dtype));
     p.indices_per_batch = n / p.batch;  // p.batch > 0: the output is not empty
+    if constexpr (kOnHost) {
+      const auto* values = static_cast<const int32_t*>(TF_TensorData(params.get()));
+      auto* result = static_cast<int32_t*>(TF_TensorData(out.get()));
+      const void* index_data = TF_TensorData(indices.get());
+      if (index_type == TF_INT32) {
+        GatherOnHost(p, values, static_cast<const int32_t*>(index_data), result);
+      } else {
+        GatherOnHost(p, values, static_cast<const int64_t*>(index_data), result);
+      }
+      return absl::OkStatus();
+    }
     return KernelLaunch(context)
         .Buffers({BufferOf(params.get()), BufferOf(indices.get()), BufferOf(out.get())})
         .Param(p)
@@ -535,8 +571,9 @@ void RegisterIndexed(const char* op_name, const char* device_type, const char* v
 void RegisterSparseOps(const char* device_type) {
   // Value dtypes as TensorFlow's GPU registrations (float16 added where Keras mixed precision
   // needs it), less the complex types the virtual GPU does not have.
-  const std::initializer_list<TF_DataType> kGatherTypes = {
-      TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64, TF_BOOL};
+  // int32 gathers compute on the host (GatherOp<true>).
+  const std::initializer_list<TF_DataType> kGatherTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
+                                                           TF_DOUBLE, TF_INT64, TF_BOOL};
   const std::initializer_list<TF_DataType> kGatherNdTypes = {
       TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64};
   const std::initializer_list<TF_DataType> kScatterTypes = {TF_FLOAT, TF_HALF, TF_BFLOAT16,
@@ -544,9 +581,13 @@ void RegisterSparseOps(const char* device_type) {
   const std::initializer_list<TF_DataType> kSegmentTypes = {
       TF_FLOAT, TF_HALF, TF_BFLOAT16, TF_DOUBLE, TF_INT32, TF_INT64};
 
-  RegisterIndexed<GatherOp>("GatherV2", device_type, "Tparams", kGatherTypes, "Tindices",
-                            {"axis"});
-  RegisterIndexed<GatherOp>("Gather", device_type, "Tparams", kGatherTypes, "Tindices");
+  RegisterIndexed<GatherOp<false>>("GatherV2", device_type, "Tparams", kGatherTypes, "Tindices",
+                                   {"axis"});
+  RegisterIndexed<GatherOp<true>>("GatherV2", device_type, "Tparams", {TF_INT32}, "Tindices",
+                                  {"params", "indices", "axis", "output"});
+  RegisterIndexed<GatherOp<false>>("Gather", device_type, "Tparams", kGatherTypes, "Tindices");
+  RegisterIndexed<GatherOp<true>>("Gather", device_type, "Tparams", {TF_INT32}, "Tindices",
+                                  {"params", "indices", "output"});
   RegisterIndexed<GatherNdOp>("GatherNd", device_type, "Tparams", kGatherNdTypes, "Tindices");
   // bool ScatterNd (an or) and TensorScatterUpdate are what Keras' IndexedSlices helpers use;
   // TensorFlow's GPU build leaves them (and int32, kept in host memory) to the CPU.
@@ -584,7 +625,7 @@ void RegisterSparseOps(const char* device_type) {
 
   constexpr const char* kGatherNote =
       "An index outside [0, params.shape[axis]) gives a zero output row, no error (TensorFlow's "
-      "GPU kernel).";
+      "GPU kernel). int32 params (shapes) in host memory, computed on the host.";
   DocumentOp("GatherV2", "", kGatherNote);
   DocumentOp("Gather", "", kGatherNote);
   DocumentOp("GatherNd", "",

@@ -52,6 +52,26 @@ def strictly_on_gpu(fn, *args):
         tf.config.set_soft_device_placement(soft)
 
 
+def assert_computed_on_the_gpus_host_like_cpu(fn, *arrays):
+    """fn(*tensors) of tensors made on the host from `arrays`, on GPU:0 under strict placement
+    (an op there must run there, as on a GPU): placed on the GPU, equal to the CPU's result bit
+    for bit, with nothing launched and nothing copied between host and device (the int32 kernels
+    that keep shapes and indices in host memory and compute on the host). Returns the result."""
+    with tf.device("/CPU:0"):
+        tensors = [tf.constant(a) for a in arrays]
+        expected = fn(*tensors)
+    vgpu.reset_stats()
+    got = strictly_on_gpu(fn, *tensors)
+    stats = vgpu.stats()
+    assert stats["launches"] == 0
+    assert stats["commands"]["memcpy_htod"] == 0 and stats["commands"]["memcpy_dtoh"] == 0
+    for want, value in zip(tf.nest.flatten(expected), tf.nest.flatten(got)):
+        assert value.device.endswith("GPU:0"), value.device
+        assert value.dtype == want.dtype and value.shape == want.shape
+        np.testing.assert_array_equal(value.numpy(), want.numpy())
+    return got
+
+
 def assert_matches_cpu(fn, *args, expect_launch=True, **tol):
     """Runs fn(*args) on CPU:0 and GPU:0; checks the GPU result was computed by the plugin
     (at least one launch, when `expect_launch`) and equals the CPU's within tolerance."""

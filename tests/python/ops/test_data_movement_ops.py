@@ -7,7 +7,8 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_gradients_match_cpu, assert_matches_cpu, random_array
+from ops.op_testing import (assert_computed_on_the_gpus_host_like_cpu, assert_gradients_match_cpu,
+                            assert_matches_cpu, random_array)
 
 ALL_DTYPES = [np.float32, np.float16, tf.bfloat16.as_numpy_dtype, np.float64, np.int32, np.int64,
               np.bool_, np.uint8]
@@ -502,20 +503,74 @@ def test_int32_shape_ops_under_the_gpu_match_cpu_without_a_launch_or_copy(name):
     }
     a = np.array([7, -3, 2**31 - 1], np.int32)
     b = np.array([5, 0, -2**31, 9], np.int32)
+    assert_computed_on_the_gpus_host_like_cpu(ops[name], a, b)
+
+
+def stitch(*tensors):
+    """DynamicStitch of its first half (the indices) and second half (the data)."""
+    half = len(tensors) // 2
+    return tf.dynamic_stitch(list(tensors[:half]), list(tensors[half:]))
+
+
+@pytest.mark.parametrize("case", ["vectors", "rows", "overlapping", "scalar_index", "empty"])
+def test_int32_dynamic_stitch_on_the_gpu_matches_cpu_without_a_launch_or_copy(case):
+    indices, data = {
+        "vectors": ([[0, 2], [1, 3, 4]], [[7, -1], [2**31 - 1, -2**31, 5]]),
+        "rows": ([[1, 0]], [[[1, 2, 3], [4, 5, 6]]]),
+        "overlapping": ([[0, 1, 2], [2, 0]], [[10, 11, 12], [20, 21]]),  # later inputs win
+        "scalar_index": ([1, [0]], [[8, 9], [[6, 7]]]),
+        "empty": ([np.zeros((0,), np.int32)], [np.zeros((0, 3), np.int32)]),
+    }[case]
+    arrays = [np.array(a, np.int32) for a in indices + data]
+    assert assert_computed_on_the_gpus_host_like_cpu(stitch, *arrays).dtype == tf.int32
+
+
+def test_int32_dynamic_stitch_leaves_zeros_where_no_index_names_a_row():
+    with tf.device("/GPU:0"):
+        merged = stitch(tf.constant([3, 0]), tf.constant([[1, 2], [3, 4]]))
+    np.testing.assert_array_equal(merged.numpy(), [[3, 4], [0, 0], [0, 0], [1, 2]])
+
+
+@pytest.mark.parametrize("indices,data,match", [
+    ([[0, -1]], [[1, 2]], r"indices\[1\] is out of range"),
+    ([[0, 1]], [[1, 2, 3]], r"data\[0\].shape = \[3\] does not start with indices\[0\]"),
+    ([[0], [1]], [[[1, 2]], [[1, 2, 3]]], r"Need data\[0\].shape\[1:\] = data\[1\].shape\[1:\]"),
+])
+def test_int32_dynamic_stitch_with_bad_input_is_the_cpus_invalid_argument(indices, data, match):
+    for device in ("/CPU:0", "/GPU:0"):
+        with tf.device(device), pytest.raises(tf.errors.InvalidArgumentError, match=match):
+            tf.dynamic_stitch([tf.constant(i, tf.int32) for i in indices],
+                              [tf.constant(d, tf.int32) for d in data])
+
+
+@pytest.mark.parametrize("axes", [[1], [0, 2], [-1]])
+def test_a_mean_over_dimensions_of_unknown_size_and_its_gradient_copy_nothing(axes):
+    """The gradient of a mean over dimensions of unknown size (a GlobalAveragePooling1D, a
+    layer norm's moments on a batch of unknown size) gathers the reduced sizes from a Shape and
+    stitches the kept shape together: int32 on the host, nothing crosses to the device and back
+    mid-step (the stitch ran on the CPU and took the whole input there for its shape)."""
+    @tf.function(input_signature=[tf.TensorSpec([None, None, 4], tf.float32)])
+    def mean_and_gradient(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_mean(x * x, axis=axes)
+        return y, tape.gradient(y, x)
+
+    x = random_array((6, 5, 4), np.float32, seed=9)
     with tf.device("/CPU:0"):
-        expected = ops[name](tf.constant(a), tf.constant(b)).numpy()
-    vgpu.reset_stats()
-    tf.config.set_soft_device_placement(False)  # as on a GPU, int32 shape ops run there
-    try:
-        with tf.device("/GPU:0"):
-            got = ops[name](tf.constant(a), tf.constant(b))
-    finally:
-        tf.config.set_soft_device_placement(True)
-    assert got.device.endswith("GPU:0")
-    stats = vgpu.stats()
-    assert stats["launches"] == 0
-    assert stats["commands"]["memcpy_htod"] == 0 and stats["commands"]["memcpy_dtoh"] == 0
-    np.testing.assert_array_equal(got.numpy(), expected)
+        expected = [t.numpy() for t in mean_and_gradient(tf.constant(x))]
+    with tf.device("/GPU:0"):
+        on_device = tf.identity(tf.constant(x))
+        mean_and_gradient(on_device)  # traced and optimised
+        vgpu.reset_stats()
+        got = mean_and_gradient(on_device)
+        copies = dict(vgpu.stats()["commands"])
+    # The one copy up is the mean's divisor, cast on the device's stream from the host
+    # (_VgpuCastFromHost); TensorFlow's own copies would record events for their completion.
+    assert copies["memcpy_dtoh"] == 0 and copies["memcpy_htod"] <= 1, copies
+    assert copies["record_event"] == 0 and copies["wait_event"] == 0, copies
+    for value, want in zip(got, expected):
+        np.testing.assert_allclose(value.numpy(), want, rtol=1e-6, atol=1e-7)
 
 
 def test_a_reshape_by_a_dynamic_batch_size_copies_nothing_between_host_and_device():

@@ -9,8 +9,8 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import (assert_gradients_match_cpu, assert_matches_cpu, random_array,
-                            run_on)
+from ops.op_testing import (assert_computed_on_the_gpus_host_like_cpu, assert_gradients_match_cpu,
+                            assert_matches_cpu, random_array, run_on)
 
 BF16 = tf.bfloat16.as_numpy_dtype
 FLOATING = [np.float32, np.float64, np.float16, BF16]
@@ -255,8 +255,32 @@ def test_select_v2_matches_cpu_with_broadcasting(dtype):
         then = random_array(t_shape, dtype, seed=seed + 1, low=0, high=9)
         other = random_array(e_shape, dtype, seed=seed + 2, low=0, high=9)
         size = np.broadcast(np.empty(c_shape), np.empty(t_shape), np.empty(e_shape)).size
+        # int32 selects compute on the host: test_int32_select_v2_*.
         assert_matches_cpu(lambda c, t, e: tf.where(c, t, e), condition, then, other,
-                           expect_launch=size > 0)
+                           expect_launch=size > 0 and dtype != np.int32)
+
+
+@pytest.mark.parametrize("c_shape,t_shape,e_shape", [
+    ((2, 3), (2, 3), (2, 3)), ((2, 1), (1, 3), ()), ((), (4,), (4,)),
+    ((3, 1, 1), (1, 2, 1), (1, 1, 4)), ((4, 1), (4, 5), (1, 5)), ((1,), (0,), (1,)),
+    ((2, 1, 3, 1, 2), (1, 4, 3, 1, 1), (2, 4, 1, 5, 2))])
+def test_int32_select_v2_runs_on_the_host_of_the_gpu_like_cpu_without_a_launch_or_copy(
+        c_shape, t_shape, e_shape):
+    """Keras' take (every Embedding) wraps negative int32 indices with where(i < 0, i + n, i),
+    whose comparison and sum TensorFlow computes on the host: the select stays there too."""
+    rng = np.random.default_rng(sum(c_shape) + 7 * len(t_shape))
+    condition = rng.random(c_shape) > 0.5
+    then = rng.integers(-2**31, 2**31, t_shape, dtype=np.int64).astype(np.int32)
+    other = rng.integers(-9, 9, e_shape).astype(np.int32)
+    got = assert_computed_on_the_gpus_host_like_cpu(tf.where, condition, then, other)
+    assert got.dtype == tf.int32
+
+
+def test_an_int32_select_v2_of_unbroadcastable_shapes_is_the_invalid_argument_of_other_types():
+    with tf.device("/GPU:0"), pytest.raises(
+            tf.errors.InvalidArgumentError,
+            match=r"condition \[2,3\], then \[4\], and else \[1\] must be broadcastable"):
+        tf.where(tf.ones((2, 3), tf.bool), tf.ones((4,), tf.int32), tf.ones((1,), tf.int32))
 
 
 def test_select_v2_with_scalar_condition_and_large_operands():

@@ -9,7 +9,8 @@ import pytest
 import tensorflow as tf
 
 import vgpu
-from ops.op_testing import assert_matches_cpu, random_array, run_on, tolerance
+from ops.op_testing import (assert_computed_on_the_gpus_host_like_cpu, assert_matches_cpu,
+                            random_array, run_on, tolerance)
 
 raw = tf.raw_ops
 BF16 = tf.bfloat16.as_numpy_dtype
@@ -48,7 +49,49 @@ def _assert_param_gradient_matches_cpu(fn, params, *rest):
 def test_gather_matches_cpu_for_every_dtype(dtype, index_dtype):
     params = random_array((7, 5, 3), dtype, seed=1)
     indices = np.array([[6, 0, 3], [3, 3, 1]], index_dtype)
-    assert_matches_cpu(lambda p, i: tf.gather(p, i), params, indices)
+    # int32 params (shapes) are gathered on the host: test_int32_gathers_*.
+    assert_matches_cpu(lambda p, i: tf.gather(p, i), params, indices,
+                       expect_launch=dtype != np.int32)
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_TYPES)
+@pytest.mark.parametrize("name", ["axis_0", "axis_-1", "batch_dims", "legacy", "scalar_index"])
+def test_int32_gathers_run_on_the_host_of_the_gpu_like_cpu_without_a_launch_or_copy(
+        name, index_dtype):
+    """int32 params are shapes (the gradient of a mean gathers the reduced sizes from a Shape):
+    kept in host memory on the virtual GPU, as TensorFlow keeps int32 shapes for a GPU."""
+    gathers = {
+        "axis_0": lambda p, i: tf.gather(p, i),
+        "axis_-1": lambda p, i: tf.gather(p, i, axis=-1),
+        "batch_dims": lambda p, i: tf.gather(p, i, axis=2, batch_dims=1),
+        "legacy": lambda p, i: raw.Gather(params=p, indices=i),
+        "scalar_index": lambda p, i: tf.gather(p, i),
+    }
+    params = np.arange(-30, 30, dtype=np.int32).reshape(4, 5, 3)
+    params[0, 0, 0] = np.iinfo(np.int32).min
+    indices = {"axis_-1": [[2, 0, 1], [0, 2, 2]], "batch_dims": [[2, 0], [1, 1], [0, 2], [2, 2]],
+               "scalar_index": 1}.get(name, [[3, 0, 1], [0, 2, 3], [1, 1, 2], [3, 3, 0]])
+    indices = np.array(indices, index_dtype)
+    got = assert_computed_on_the_gpus_host_like_cpu(gathers[name], params, indices)
+    assert got.dtype == tf.int32
+
+
+def test_an_int32_gather_gives_zero_rows_for_out_of_range_indices_as_the_device_kernel():
+    params = np.array([[1, 2], [3, 4], [5, 6]], np.int32)
+    with tf.device("/GPU:0"):
+        out = tf.gather(tf.constant(params), tf.constant([2, 3, -1, 0], tf.int64))
+        empty = tf.gather(tf.constant(params), tf.zeros((0, 2), tf.int32), axis=1)
+    np.testing.assert_array_equal(out.numpy(), [[5, 6], [0, 0], [0, 0], [1, 2]])
+    assert empty.shape == (3, 0, 2)
+
+
+def test_an_int32_gather_keeps_the_checks_of_the_device_kernel():
+    with tf.device("/GPU:0"):
+        params = tf.ones((4, 3), tf.int32)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="at least rank 3"):
+            raw.GatherV2(params=params, indices=[0], axis=2)
+        with pytest.raises(tf.errors.InvalidArgumentError, match="should be equal to"):
+            raw.GatherV2(params=params, indices=tf.zeros((3, 2), tf.int32), axis=1, batch_dims=1)
 
 
 @pytest.mark.parametrize("axis", [0, 1, 2, -1, -3])
