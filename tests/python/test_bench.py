@@ -173,6 +173,28 @@ def test_quick_zoo_writes_a_row_per_model_with_both_sides_and_their_ratio(tmp_pa
     assert table[-1] == f"| geometric mean | | | | {geometric:.2f}x | |"
 
 
+def test_the_worker_trains_from_a_dataset_of_unknown_batch_size_with_dataset():
+    """--dataset: fit on a dataset batched without drop_remainder, so the traced step computes
+    its shapes (the element counts of the layer norm's and the loss's means, cast on the device:
+    more of the optimizer's host casts than with the arrays' whole batches); same loss."""
+    results = {}
+    for dataset in (False, True):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
+        env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+        done = subprocess.run(
+            [sys.executable, "-m", "vgpu.bench.worker", "--model=layer_norm", "--device=gpu",
+             "--steps=2", "--warmup=1", "--batch_size=16", f"--{'' if dataset else 'no'}dataset"],
+            env=env, capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stderr[-4000:]
+        line = next(l for l in done.stdout.splitlines() if l.startswith("VGPU_BENCH_RESULT "))
+        results[dataset] = json.loads(line.split(" ", 1)[1])
+    assert results[True]["dataset"] and not results[False]["dataset"]
+    assert results[True]["steps"] == results[False]["steps"] == 2
+    casts = {d: r["graph_fusions"]["cast_from_host"] for d, r in results.items()}
+    assert casts[True] > casts[False], casts
+    assert results[True]["loss"] == pytest.approx(results[False]["loss"], rel=1e-5)
+
+
 def test_every_zoo_model_builds_for_its_data_and_ends_in_ten_logits():
     import keras  # noqa: PLC0415
 

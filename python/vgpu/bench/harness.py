@@ -93,10 +93,11 @@ def ping_pong(kind: str, iterations: int = 20000) -> dict:
 
 def run_configuration(config: Configuration, model: str, steps: int, warmup: int,
                       batch_size: int, timeout: float = 1800, profile_dir: str = "",
-                      policy: str = "float32") -> dict:
+                      policy: str = "float32", dataset: bool = False) -> dict:
     """Trains `model` under `config` in a child process, its layers under Keras' dtype `policy`
-    (float32, mixed_float16 or mixed_bfloat16); returns the worker's result with a `summary`
-    (median step time, steps per second, mean counters per measured step)."""
+    (float32, mixed_float16 or mixed_bfloat16), from a dataset of unknown batch size with
+    `dataset` (the worker's --dataset); returns the worker's result with a `summary` (median
+    step time, steps per second, mean counters per measured step)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("VGPU_")}
     env.update(dict(config.env))
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -105,23 +106,23 @@ def run_configuration(config: Configuration, model: str, steps: int, warmup: int
         with vgpu_server(config.server, peak_rss=peak) as address:
             env["VGPU_BACKEND"] = address
             result = _run_worker(config, env, model, steps, warmup, batch_size, timeout,
-                                 profile_dir, policy)
+                                 profile_dir, policy, dataset)
         # Memory of the whole configuration: the TensorFlow process and its server.
         result["server_peak_rss_bytes"] = peak.get("server", 0)
         result["summary"]["peak_rss_bytes"] = (result.get("peak_rss_bytes", 0) +
                                                result["server_peak_rss_bytes"])
         return result
     return _run_worker(config, env, model, steps, warmup, batch_size, timeout, profile_dir,
-                       policy)
+                       policy, dataset)
 
 
 def _run_worker(config: Configuration, env: dict, model: str, steps: int, warmup: int,
                 batch_size: int, timeout: float, profile_dir: str = "",
-                policy: str = "float32") -> dict:
+                policy: str = "float32", dataset: bool = False) -> dict:
     command = [sys.executable, "-m", "vgpu.bench.worker", f"--model={model}",
                f"--device={config.device}", f"--steps={steps}", f"--warmup={warmup}",
                f"--batch_size={batch_size}", f"--profile_dir={profile_dir}",
-               f"--policy={policy}"]
+               f"--policy={policy}", f"--{'' if dataset else 'no'}dataset"]
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout,
                           check=False)
     line = next((l for l in done.stdout.splitlines() if l.startswith("VGPU_BENCH_RESULT ")), None)

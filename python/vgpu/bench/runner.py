@@ -44,6 +44,9 @@ flags.DEFINE_bool("zoo", False, "Instead of the suite: the speed zoo, small Kera
                   "one or two layer families each (vgpu/bench/zoo.py; all of them unless "
                   "--models names some), each trained on TensorFlow-CPU and on the in-process "
                   "virtual GPU in turn, --repeats rounds; writes zoo.md and zoo.json.")
+flags.DEFINE_bool("dataset", False, "With --zoo: train each model from a tf.data dataset "
+                  "batched without drop_remainder (the step's batch size unknown when traced, "
+                  "as in most users' fit) instead of from arrays.")
 
 
 def machine() -> dict:
@@ -67,9 +70,11 @@ def _progress(message: str) -> None:
 
 
 def _best_runs(models: list[str], configurations, repeats: int, steps: int, warmup: int,
-               batch_size: int, policy: str = "float32") -> dict[tuple[str, str], dict]:
-    """Runs every model under every configuration, `repeats` interleaved rounds; returns the
-    result with the best median step of each (model, configuration name)."""
+               batch_size: int, policy: str = "float32",
+               dataset: bool = False) -> dict[tuple[str, str], dict]:
+    """Runs every model under every configuration, `repeats` interleaved rounds (from a dataset
+    of unknown batch size with `dataset`); returns the result with the best median step of each
+    (model, configuration name)."""
     best: dict[tuple[str, str], dict] = {}
     total, done = repeats * len(models) * len(configurations), 0
     for repeat in range(repeats):
@@ -78,7 +83,7 @@ def _best_runs(models: list[str], configurations, repeats: int, steps: int, warm
                 done += 1
                 _progress(f"({done}/{total}) repeat {repeat + 1}: {model} on {config.name} ...")
                 result = harness.run_configuration(config, model, steps, warmup, batch_size,
-                                                   policy=policy)
+                                                   policy=policy, dataset=dataset)
                 _progress(f"  median step {1000 * result['summary']['median_step_s']:.2f} ms")
                 key = (model, config.name)
                 if (key not in best or result["summary"]["median_step_s"]
@@ -187,11 +192,12 @@ def run_profile(out: str, models: list[str], steps: int, warmup: int,
 
 
 def run_zoo(out: str, models: list[str], steps: int, warmup: int, batch_size: int,
-            repeats: int, quick: bool = False) -> dict:
+            repeats: int, quick: bool = False, dataset: bool = False) -> dict:
     """The speed zoo (see --zoo): trains each of `models` (zoo names) on TensorFlow-CPU and on
     the in-process virtual GPU, `repeats` interleaved rounds, keeping each side's best median
-    step; writes zoo.json and zoo.md (one row per model, its ratio, and the geometric mean of
-    the ratios) into `out` and returns the results."""
+    step (from a dataset of unknown batch size with `dataset`); writes zoo.json and zoo.md (one
+    row per model, its ratio, and the geometric mean of the ratios) into `out` and returns the
+    results."""
     unknown = [m for m in models if m not in zoo.ZOO]
     if unknown:
         raise ValueError(f"not zoo models: {', '.join(unknown)}; the zoo has "
@@ -199,12 +205,13 @@ def run_zoo(out: str, models: list[str], steps: int, warmup: int, batch_size: in
     if quick:
         steps, warmup, repeats = 3, 2, 1
     best = _best_runs(models, (harness.TF_CPU, harness.INPROC_REUSE), repeats, steps, warmup,
-                      batch_size)
+                      batch_size, dataset=dataset)
     rows = [zoo_row(model, best[(model, harness.TF_CPU.name)],
                     best[(model, harness.INPROC_REUSE.name)]) for model in models]
     results = {"machine": machine(),
                "settings": {"models": models, "steps": steps, "warmup": warmup,
-                            "batch_size": batch_size, "repeats": repeats, "quick": quick},
+                            "batch_size": batch_size, "repeats": repeats, "quick": quick,
+                            "dataset": dataset},
                "rows": rows}
     table = zoo_table(rows)
     os.makedirs(out, exist_ok=True)
@@ -250,7 +257,7 @@ def main_from_flags() -> int:
     if FLAGS.zoo:
         names = FLAGS.models if FLAGS["models"].present else list(zoo.NAMES)
         run_zoo(FLAGS.out, names, FLAGS.steps, FLAGS.warmup, FLAGS.batch_size, FLAGS.repeats,
-                FLAGS.quick)
+                FLAGS.quick, FLAGS.dataset)
         return 0
     if FLAGS.profile:
         steps = 2 if FLAGS.quick else FLAGS.profile_steps

@@ -28,6 +28,10 @@ flags.DEFINE_integer("seed", 1, "Seed for data and weights.")
 flags.DEFINE_enum("policy", "float32", ["float32", "mixed_float16", "mixed_bfloat16"],
                   "Keras' dtype policy for the model's layers (mixed: 16-bit computation, "
                   "float32 variables; the logits are cast to float32 for the loss).")
+flags.DEFINE_bool("dataset", False, "Train from a tf.data dataset batched without "
+                  "drop_remainder instead of from arrays: the traced step's batch size is then "
+                  "unknown, as most users' fit on a dataset (or on arrays whose length is not a "
+                  "multiple of the batch size) traces it, and shapes are computed each step.")
 flags.DEFINE_string("profile_dir", "", "If set, take a TensorFlow profile of the measured "
                     "steps into this folder, each step marked by a 'vgpu_bench_step' trace "
                     "event (the per-op account of `vgpu bench --profile`, op_account.py).")
@@ -123,13 +127,18 @@ def main(argv):
             if FLAGS.profile_dir:
                 tf.profiler.experimental.stop()
 
-    history = model.fit(images, labels, batch_size=FLAGS.batch_size, epochs=1, verbose=0,
-                        shuffle=False, callbacks=[Timer()])
+    if FLAGS.dataset:
+        batches = tf.data.Dataset.from_tensor_slices((images, labels)).batch(FLAGS.batch_size)
+        history = model.fit(batches, epochs=1, verbose=0, callbacks=[Timer()])
+    else:
+        history = model.fit(images, labels, batch_size=FLAGS.batch_size, epochs=1, verbose=0,
+                            shuffle=False, callbacks=[Timer()])
     measured = step_times[FLAGS.warmup:]
     result = {
         "model": FLAGS.model,
         "device": FLAGS.device,
         "policy": FLAGS.policy,
+        "dataset": FLAGS.dataset,
         "batch_size": FLAGS.batch_size,
         "steps": len(measured),
         "step_times": measured,
@@ -151,6 +160,8 @@ def main(argv):
 
         result["info"] = {k: vgpu.info()[k] for k in ("backends", "descriptor_mode")}
         result["iterations_detected"] = vgpu.stats()["iterations_detected"]
+        # The graph optimizer's rewrites of the traced functions (docs/graph_fusions.md).
+        result["graph_fusions"] = vgpu.stats()["graph_fusions"]
     print("VGPU_BENCH_RESULT " + json.dumps(result))
 
 
