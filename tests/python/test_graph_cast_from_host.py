@@ -89,12 +89,13 @@ def test_a_rewritten_cast_feeds_a_gradient_like_cpus():
                                rtol=1e-6, atol=1e-6)
 
 
-# The int32 ops the graph optimizer takes to run on TensorFlow's host kernels (their outputs in
-# host memory) because the plugin has no kernel of its own for them: graph_fusions.cc's
-# OutputIsInHostMemory lists the same.
+# The int32 ops the graph optimizer takes to have their outputs in host memory on the virtual
+# GPU: TensorFlow's host kernels where the plugin has no kernel of its own, or the plugin's int32
+# kernels that compute on the host. graph_fusions.cc's OutputIsInHostMemory lists the same.
 HOST_INT32_OPS = ["Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
                   "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2",
-                  "Slice", "Unpack", "GatherV2", "Gather", "DynamicStitch"]
+                  "Slice", "Unpack", "GatherV2", "Gather", "DynamicStitch", "SelectV2", "Reshape",
+                  "ExpandDims"]
 
 
 def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_in_device_memory():
