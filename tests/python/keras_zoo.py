@@ -1,6 +1,8 @@
 """The Keras model zoo of the breadth tests: one small model per family of layers a user trains
 (recurrent, text, attention, 3-D convolution, grouped/separable/transposed convolution, every
-activation, group normalization, augmentation layers, a U-Net, mixed precision), the optimizers Keras offers, and a trainer
+activation, group normalization, augmentation layers, a U-Net, 1-D and 3-D resampling, the
+attention and merge layers, masking, ConvLSTM, a model with one output per loss of ten, mixed
+precision), the optimizers Keras offers, and a trainer
 that runs a few steps from given weights on one device. Used by test_keras_zoo.py in-process
 and, for the placement check, in a child process (`python keras_zoo.py placement`)."""
 from __future__ import annotations
@@ -24,6 +26,9 @@ class ZooModel:
     build: Callable[[], object]
     data: Callable[[], tuple[np.ndarray, np.ndarray]]
     policy: str = "float32"  # the Keras dtype policy it trains under
+    # The loss (a Keras loss, or a list for a model with several outputs); None: sparse
+    # categorical cross-entropy on logits.
+    loss: Callable[[], object] | None = None
 
 
 def _labels(rng, classes=3):
@@ -56,6 +61,15 @@ def _images(shape):
 def _vectors():
     rng = np.random.default_rng(4)
     return rng.normal(size=(SAMPLES, 6)).astype("float32"), _labels(rng)
+
+
+def _padded_sequences():
+    """Sequences whose last steps are zeros (a Masking layer skips them), lengths 2 to SEQ."""
+    x, y = _sequences()
+    lengths = np.random.default_rng(5).integers(2, SEQ + 1, size=SAMPLES)
+    for row, length in enumerate(lengths):
+        x[row, length:] = 0.0
+    return x, y
 
 
 def _lstm():
@@ -242,6 +256,128 @@ def _unet():
     return keras.Model(inputs, outputs)
 
 
+def _resampling_1d():
+    """Conv1DTranspose and every 1-D resampling layer: padding, cropping, up-sampling, average
+    and max pooling, global max pooling."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((SEQ, 4)), layers.Conv1DTranspose(4, 3, strides=2),
+                             layers.ZeroPadding1D(1), layers.Cropping1D((1, 2)),
+                             layers.UpSampling1D(2), layers.AveragePooling1D(2),
+                             layers.MaxPooling1D(2, padding="same"),
+                             layers.GlobalMaxPooling1D(), layers.Dense(3)])
+
+
+def _resampling_3d():
+    """The 3-D resampling layers around a Conv3D: padding, up-sampling, cropping, average
+    pooling, global max pooling."""
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((4, 4, 4, 2)), layers.ZeroPadding3D(1),
+                             layers.Conv3D(3, 3, activation="relu"), layers.UpSampling3D(2),
+                             layers.Cropping3D(1), layers.AveragePooling3D(2),
+                             layers.GlobalMaxPooling3D(), layers.Dense(3)])
+
+
+def _attention_layers():
+    """Dot-product (scaled) and additive attention of a sequence over itself, after a
+    TimeDistributed Dense, and a Permute."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((SEQ, 4))
+    steps = layers.TimeDistributed(layers.Dense(6, activation="tanh"))(inputs)
+    dot = layers.Attention(use_scale=True)([steps, steps])
+    additive = layers.AdditiveAttention()([steps, steps])
+    merged = layers.Permute((2, 1))(layers.Concatenate()([dot, additive]))
+    return keras.Model(inputs, layers.Dense(3)(layers.Flatten()(merged)))
+
+
+def _merges_and_parametric_activations():
+    """Parametric and leaky activations as layers (PReLU, LeakyReLU, ELU), Keras' merge layers
+    (Multiply, Subtract, Maximum, Minimum, Average, a normalised Dot) and UnitNormalization."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((6,))
+    a = layers.PReLU()(layers.Dense(8)(inputs))
+    b = layers.LeakyReLU(negative_slope=0.1)(layers.Dense(8)(inputs))
+    c = layers.ELU()(layers.Dense(8)(inputs))
+    merged = layers.Concatenate()([
+        layers.Multiply()([a, b]), layers.Subtract()([a, c]), layers.Maximum()([a, b]),
+        layers.Minimum()([b, c]), layers.Average()([a, b, c]),
+        layers.Dot(axes=1, normalize=True)([a, c])])
+    return keras.Model(inputs, layers.Dense(3)(layers.UnitNormalization()(merged)))
+
+
+def _masked_lstm():
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((SEQ, 4)), layers.Masking(0.0), layers.LSTM(5),
+                             layers.Dense(3)])
+
+
+def _conv_lstm():
+    import keras
+    from keras import layers
+
+    return keras.Sequential([keras.Input((4, 6, 2)), layers.ConvLSTM1D(3, 3),
+                             layers.Flatten(), layers.Dense(3)])
+
+
+_LOSS_HEADS = (  # (output units, activation, loss factory name)
+    (2, None, "huber"), (2, None, "log_cosh"), (2, "softplus", "poisson"),
+    (2, None, "cosine_similarity"), (2, "softplus", "msle"), (1, None, "hinge"),
+    (1, None, "binary_focal"), (3, None, "categorical_smoothed"), (3, "softmax", "kl_divergence"),
+    (3, None, "categorical_hinge"))
+
+
+def _loss_heads():
+    """One output per loss of _LOSS_HEADS on a shared Dense trunk."""
+    import keras
+    from keras import layers
+
+    inputs = keras.Input((6,))
+    trunk = layers.Dense(8, activation="tanh")(inputs)
+    return keras.Model(inputs, [layers.Dense(units, activation=activation)(trunk)
+                                for units, activation, _ in _LOSS_HEADS])
+
+
+def _loss_targets():
+    """Vectors and one target per output of _loss_heads: real pairs, positive pairs for the
+    Poisson and logarithmic losses, {-1, 1} for the hinge, {0, 1} for the focal loss, one-hot
+    classes for the categorical ones."""
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(SAMPLES, 6)).astype("float32")
+    real = rng.normal(size=(SAMPLES, 2)).astype("float32")
+    positive = np.abs(real) + 0.1
+    binary = rng.integers(0, 2, size=(SAMPLES, 1)).astype("float32")
+    one_hot = np.eye(3, dtype="float32")[rng.integers(0, 3, size=SAMPLES)]
+    by_kind = {"huber": real, "log_cosh": real, "poisson": positive, "cosine_similarity": real,
+               "msle": positive, "hinge": 2 * binary - 1, "binary_focal": binary,
+               "categorical_smoothed": one_hot, "kl_divergence": one_hot,
+               "categorical_hinge": one_hot}
+    return x, [by_kind[kind] for _, _, kind in _LOSS_HEADS]
+
+
+def _losses():
+    import keras
+
+    losses = keras.losses
+    factories = {
+        "huber": lambda: losses.Huber(delta=0.5), "log_cosh": losses.LogCosh,
+        "poisson": losses.Poisson, "cosine_similarity": losses.CosineSimilarity,
+        "msle": losses.MeanSquaredLogarithmicError, "hinge": losses.Hinge,
+        "binary_focal": lambda: losses.BinaryFocalCrossentropy(from_logits=True),
+        "categorical_smoothed": lambda: losses.CategoricalCrossentropy(from_logits=True,
+                                                                       label_smoothing=0.1),
+        "kl_divergence": losses.KLDivergence, "categorical_hinge": losses.CategoricalHinge}
+    return [factories[kind]() for _, _, kind in _LOSS_HEADS]
+
+
 def _cnn():
     import keras
     from keras import layers
@@ -270,6 +406,13 @@ MODELS = {m.name: m for m in [
     ZooModel("unet", _unet, _images((12, 12, 3))),
     ZooModel("color_and_crop_preprocessing", _color_and_crop_preprocessing,
              _images((14, 14, 3))),
+    ZooModel("resampling_1d", _resampling_1d, _sequences),
+    ZooModel("resampling_3d", _resampling_3d, _images((4, 4, 4, 2))),
+    ZooModel("attention_layers", _attention_layers, _sequences),
+    ZooModel("merges_and_parametric_activations", _merges_and_parametric_activations, _vectors),
+    ZooModel("masked_lstm", _masked_lstm, _padded_sequences),
+    ZooModel("conv_lstm", _conv_lstm, _images((4, 6, 2))),
+    ZooModel("loss_functions", _loss_heads, _loss_targets, loss=_losses),
     ZooModel("cnn_mixed_float16", _cnn, _images((12, 12, 3)), policy="mixed_float16"),
     ZooModel("lstm_mixed_float16", _lstm, _sequences, policy="mixed_float16"),
     ZooModel("transformer_mixed_float16", _transformer_block, _tokens, policy="mixed_float16"),
@@ -323,6 +466,14 @@ class _policy:
         keras.mixed_precision.set_global_policy(self.previous)
 
 
+def _loss(model: ZooModel):
+    import keras
+
+    if model.loss is not None:
+        return model.loss()
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+
 def train(model: ZooModel, optimizer_name: str, device: str, weights, epochs: int = 1):
     """Trains `model` from `weights` on `device` (steps of BATCH samples, no shuffling, no XLA)
     and returns (losses per epoch, final weights as numpy arrays)."""
@@ -334,8 +485,7 @@ def train(model: ZooModel, optimizer_name: str, device: str, weights, epochs: in
         keras.utils.set_random_seed(5)
         net = model.build()
         net.set_weights(weights)
-        net.compile(optimizer=optimizer(optimizer_name), jit_compile=False,
-                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        net.compile(optimizer=optimizer(optimizer_name), jit_compile=False, loss=_loss(model))
         history = net.fit(x, y, batch_size=BATCH, epochs=epochs, shuffle=False, verbose=0)
         return history.history["loss"], [np.asarray(w) for w in net.get_weights()]
 
@@ -377,8 +527,7 @@ def descriptor_main(name: str) -> None:
     with tf.device("/GPU:0"):
         keras.utils.set_random_seed(5)
         net = model.build()
-        net.compile(optimizer="adam", jit_compile=False,
-                    loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        net.compile(optimizer="adam", jit_compile=False, loss=_loss(model))
         net.fit(x, y, batch_size=BATCH, epochs=2, shuffle=False, verbose=0,
                 callbacks=[callback])
     print("ZOO " + json.dumps({"steps": callback.steps}), flush=True)

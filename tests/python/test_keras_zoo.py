@@ -1,8 +1,13 @@
 """Keras breadth: every model of the zoo (keras_zoo.py: LSTM, GRU, Bidirectional LSTM with
 masking, SimpleRNN, a Conv1D text classifier, a transformer block, Conv3D with 3-D pooling,
 grouped, separable/depthwise and transposed convolutions, every Keras activation, group
-normalization, Keras' random augmentation layers, a U-Net with bilinear up-sampling, and mixed
-float16 CNN/LSTM/transformer) trains on the virtual GPU to the CPU's
+normalization, Keras' random augmentation layers, a U-Net with bilinear up-sampling,
+Conv1DTranspose with the 1-D resampling layers, the 3-D resampling layers, dot-product and
+additive attention with TimeDistributed and Permute, the merge layers with PReLU/LeakyReLU/ELU
+and UnitNormalization, Masking before an LSTM, ConvLSTM1D, ten losses on one model's outputs
+(Huber, LogCosh, Poisson, CosineSimilarity, MSLE, Hinge, BinaryFocal, label-smoothed
+categorical cross-entropy, KLDivergence, CategoricalHinge), and mixed float16
+CNN/LSTM/transformer) trains on the virtual GPU to the CPU's
 losses and weights with every Keras optimizer, runs every op of its train step on the device,
 and, for the LSTM and the transformer, forwards no descriptor call after the warm-up step.
 
@@ -27,8 +32,13 @@ MODEL_NAMES = list(keras_zoo.MODELS)
 # TensorFlow keeps in host memory on every device) — plus the (op, dtypes) named here: the
 # zeros-like gradient of CudnnRNNV2/V3's `host_reserved` output, an int8 tensor in host memory
 # (TensorFlow's GPU build registers no int8 ZerosLike either). The input pipeline runs outside
-# the train step's function.
-HOST_NODES = {("ZerosLike", ("int8",))}
+# the train step's function. And the Switch of the labels in Keras' hinge loss (its tf.cond on
+# whether the labels are {0, 1}): TensorFlow lowers the cond into Switch and Merge nodes and
+# its placer puts the Switch of a function input beside that input, here the batch's labels from
+# the input pipeline on the CPU, as it would for a CUDA GPU. A Switch computes nothing: it hands
+# the host's labels to the branch that runs, on the device. Lowered nodes have no dtypes in the
+# traced functions, hence the empty tuple.
+HOST_NODES = {("ZerosLike", ("int8",)), ("Switch", ())}
 
 
 def _allowed_on_the_host(op, types):
