@@ -35,7 +35,8 @@ size_t VGPU_StatsJson(char* buffer, size_t capacity) {
       ", \"matmul_bias_activation\": ", fusions.matmul_bias_activation,
       ", \"cast_from_host\": ", fusions.cast_from_host,
       ", \"copy_from_host\": ", fusions.copy_from_host,
-      ", \"sign_bit\": ", fusions.sign_bit, "}");
+      ", \"sign_bit\": ", fusions.sign_bit,
+      ", \"cast_to_int32_on_host\": ", fusions.cast_to_int32_on_host, "}");
   return CopyOut(vgpu::PluginRuntime::Get().StatsJson(graph_fusions), buffer, capacity);
 }
 

@@ -2,6 +2,7 @@
 // GraphDef protocol buffer (its generated classes come with TensorFlow's headers and library).
 #include "plugin/graph/graph_fusions.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -428,6 +429,7 @@ std::atomic<int64_t> total_max_pool_window_index{0};
 std::atomic<int64_t> total_cast_from_host{0};
 std::atomic<int64_t> total_copy_from_host{0};
 std::atomic<int64_t> total_sign_bit{0};
+std::atomic<int64_t> total_cast_to_int32_on_host{0};
 std::atomic<int64_t> total_conv_bias_activation{0};
 std::atomic<int64_t> total_matmul_bias_activation{0};
 
@@ -556,6 +558,145 @@ tensorflow::DataType DeviceIntegerInputType(const NodeDef& reader, int k) {
     return IsHostInteger(type) ? type : tensorflow::DT_INVALID;
   }
   return tensorflow::DT_INVALID;
+}
+
+// Whether `reader`, on a device of the virtual GPU's type, takes the int32 tensor at its input
+// `k` in host memory: TensorFlow's host kernels of the int32 ops the plugin has no int32 kernel
+// for (arithmetic, comparisons, reductions, concatenation, reshapes), the plugin's int32 kernels
+// that compute on the host (StridedSlice, Pack, SelectV2, DynamicStitch, a gather of int32
+// params), and a Cast from int32 (CastHostTensorsFromHost gives it a host-memory input). The
+// list is checked against the plugin's registrations by test_graph_cast_from_host.py.
+bool ReadsInt32InHostMemory(const NodeDef& reader, int k) {
+  const std::string& op = reader.op();
+  if (op == "Cast") return TypeAttr(reader, "SrcT") == tensorflow::DT_INT32;
+  if (op == "GatherV2" || op == "Gather") {
+    return TypeAttr(reader, "Tparams") == tensorflow::DT_INT32;
+  }
+  if (op == "DynamicStitch") return k >= 0 && TypeOf(reader) == tensorflow::DT_INT32;
+  static constexpr absl::string_view kHostInt32Readers[] = {
+      "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "AddV2", "Add",
+      "Sub", "Mul", "FloorDiv", "FloorMod", "Maximum", "Minimum", "Neg", "Prod", "Sum", "Max",
+      "Min", "StridedSlice", "Pack", "ConcatV2", "Slice", "Unpack", "SelectV2", "Reshape",
+      "ExpandDims"};
+  if (TypeOf(reader) != tensorflow::DT_INT32) return false;
+  for (absl::string_view host_op : kHostInt32Readers) {
+    if (op == host_op) return true;
+  }
+  return false;
+}
+
+// Computes a Cast to int32 on the host where its input is on the host and its readers take the
+// result there: a Cast(x -> int32) on a `device_type` device, x made on a CPU device, or x =
+// Cast(h) on that device with h made on a CPU device (Keras casting a batch of ids to a float
+// Input's type, then an Embedding casting them back), whose readers all take it in host memory
+// (ReadsInt32InHostMemory, or on a CPU device) or read it as an index the copy rewrite copies
+// onto the device (DeviceIntegerInputType), at least one of them in host memory. The Cast moves
+// to h's CPU device (same name, inputs and attributes), and a Cast(h) in between gets a copy
+// there ("<name>/_vgpu_on_host"); a Cast(h) nothing else reads goes, its control dependents
+// moved to the copy. On the device the Cast's result went down to the host mid-step for its
+// host readers, the host waiting for the device to reach it; on the host it is TensorFlow's
+// CPU Cast of the same values, so the results are the same bit for bit. Returns how many.
+int64_t CastsToInt32OnHost(GraphDef& graph, const absl::flat_hash_set<std::string>& preserved,
+                           absl::string_view device_type) {
+  // The data readers of each node's output 0, as (node, input) positions.
+  absl::flat_hash_map<std::string, std::vector<std::pair<int, int>>> readers;
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const NodeDef& node = graph.node(i);
+    for (int k = 0; k < node.input_size(); ++k) {
+      const InputRef input = ParseInput(node.input(k));
+      if (input.control) break;  // control inputs follow the data inputs
+      if (input.port == 0) readers[std::string(input.node)].emplace_back(i, k);
+    }
+  }
+  absl::flat_hash_map<std::string, int> by_name;
+  for (int i = 0; i < graph.node_size(); ++i) by_name.emplace(graph.node(i).name(), i);
+  auto is_device_cast = [&](const NodeDef& node) {
+    return node.op() == "Cast" && node.input_size() >= 1 &&
+           PlacedOn(node.device(), device_type) && !preserved.contains(node.name()) &&
+           IsCastType(TypeAttr(node, "SrcT")) && IsCastType(TypeAttr(node, "DstT"));
+  };
+  auto host_producer = [&](const NodeDef& node) -> const NodeDef* {
+    const InputRef input = ParseInput(node.input(0));
+    auto producer = by_name.find(std::string(input.node));
+    if (input.control || producer == by_name.end()) return nullptr;
+    const NodeDef& made_by = graph.node(producer->second);
+    return PlacedOn(made_by.device(), "CPU") ? &made_by : nullptr;
+  };
+  std::vector<bool> removed(graph.node_size(), false);
+  absl::flat_hash_map<std::string, std::string> replaced_by;
+  absl::flat_hash_map<std::string, std::string> host_copy_of;  // Cast(h) -> its copy's name
+  absl::flat_hash_set<std::string> added_names;
+  std::vector<NodeDef> added;
+  int64_t moved = 0;
+  const int original_nodes = graph.node_size();
+  for (int i = 0; i < original_nodes; ++i) {
+    const NodeDef& cast = graph.node(i);
+    if (!is_device_cast(cast) || TypeAttr(cast, "DstT") != tensorflow::DT_INT32) continue;
+    // Where its input is on the host: made there, or through a Cast of a host tensor.
+    const NodeDef* host = host_producer(cast);
+    int between = -1;
+    if (host == nullptr) {
+      auto producer = by_name.find(std::string(ParseInput(cast.input(0)).node));
+      if (producer == by_name.end() || removed[producer->second] ||
+          ParseInput(cast.input(0)).port != 0) {
+        continue;
+      }
+      const NodeDef& inner = graph.node(producer->second);
+      if (!is_device_cast(inner) || (host = host_producer(inner)) == nullptr) continue;
+      between = producer->second;
+    }
+    // Every reader takes the result in host memory, or as an index copied to the device.
+    bool all_fine = true, some_on_host = false;
+    for (const auto& [r, k] : readers[cast.name()]) {
+      const NodeDef& reader = graph.node(r);
+      if (PlacedOn(reader.device(), "CPU") ||
+          (PlacedOn(reader.device(), device_type) && ReadsInt32InHostMemory(reader, k))) {
+        some_on_host = true;
+      } else if (!PlacedOn(reader.device(), device_type) ||
+                 DeviceIntegerInputType(reader, k) != tensorflow::DT_INT32) {
+        all_fine = false;
+        break;
+      }
+    }
+    if (!all_fine || !some_on_host) continue;
+    const std::string host_device = host->device();
+    if (between >= 0) {
+      const NodeDef& inner = graph.node(between);
+      auto [copy_name, fresh] = host_copy_of.try_emplace(inner.name());
+      if (fresh) {  // one copy of a Cast(h) for all the int32 Casts that move off it
+        std::string name = absl::StrCat(inner.name(), "/_vgpu_on_host");
+        for (int n = 1; by_name.contains(name) || added_names.contains(name); ++n) {
+          name = absl::StrCat(inner.name(), "/_vgpu_on_host_", n);
+        }
+        NodeDef& copy = added.emplace_back(inner);
+        copy.set_name(name);
+        copy.set_device(host_device);
+        added_names.insert(name);
+        copy_name->second = std::move(name);
+      }
+      // The Cast(h) goes once the last of its readers has moved off it.
+      std::vector<std::pair<int, int>>& inner_readers = readers[inner.name()];
+      inner_readers.erase(std::remove_if(inner_readers.begin(), inner_readers.end(),
+                                         [&](const std::pair<int, int>& rk) {
+                                           return rk.first == i;
+                                         }),
+                          inner_readers.end());
+      if (inner_readers.empty() && !preserved.contains(inner.name())) {
+        removed[between] = true;
+        replaced_by.emplace(inner.name(), copy_name->second);
+      }
+      graph.mutable_node(i)->set_input(0, copy_name->second);
+    }
+    graph.mutable_node(i)->set_device(host_device);
+    ++moved;
+  }
+  for (NodeDef& node : added) *graph.add_node() = std::move(node);
+  if (!replaced_by.empty()) {
+    removed.resize(graph.node_size(), false);
+    MoveControlInputs(graph, removed, replaced_by);
+    RemoveNodes(graph, removed);
+  }
+  return moved;
 }
 
 // Puts a copy (kCastFromHost with SrcT = DstT, host-memory input) between a host tensor and its
@@ -797,6 +938,7 @@ FusionCounts Fuse(GraphDef& graph, const absl::flat_hash_set<std::string>& prese
   }
   counts.max_pool_window_index = GiveMaxPoolsAWindowIndex(graph, device_type);
   counts.sign_bit = SignBitsOnDevice(graph, preserved, device_type);
+  counts.cast_to_int32_on_host = CastsToInt32OnHost(graph, preserved, device_type);
   counts.cast_from_host = CastHostTensorsFromHost(graph, device_type);
   counts.copy_from_host = CopyHostTensorsForDevice(graph, device_type);
   return counts;
@@ -809,6 +951,7 @@ FusionCounts ProcessTotals() {
   counts.cast_from_host = total_cast_from_host.load(std::memory_order_relaxed);
   counts.copy_from_host = total_copy_from_host.load(std::memory_order_relaxed);
   counts.sign_bit = total_sign_bit.load(std::memory_order_relaxed);
+  counts.cast_to_int32_on_host = total_cast_to_int32_on_host.load(std::memory_order_relaxed);
   counts.conv_bias_activation = total_conv_bias_activation.load(std::memory_order_relaxed);
   counts.matmul_bias_activation = total_matmul_bias_activation.load(std::memory_order_relaxed);
   return counts;
@@ -821,6 +964,7 @@ void AddToProcessTotals(const FusionCounts& counts) {
   total_cast_from_host.fetch_add(counts.cast_from_host, std::memory_order_relaxed);
   total_copy_from_host.fetch_add(counts.copy_from_host, std::memory_order_relaxed);
   total_sign_bit.fetch_add(counts.sign_bit, std::memory_order_relaxed);
+  total_cast_to_int32_on_host.fetch_add(counts.cast_to_int32_on_host, std::memory_order_relaxed);
   total_conv_bias_activation.fetch_add(counts.conv_bias_activation, std::memory_order_relaxed);
   total_matmul_bias_activation.fetch_add(counts.matmul_bias_activation,
                                          std::memory_order_relaxed);

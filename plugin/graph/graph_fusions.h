@@ -40,6 +40,13 @@
 //     Identity, Placeholder); integers are left to TensorFlow (the device's readers of int32 and
 //     int64 often take them in host memory).
 //
+//   Cast(x -> int32) on the virtual GPU, x made on a CPU device (or Cast(h) of an h made
+//   there), every reader taking the int32 result in host memory or as an index the copy rewrite
+//   copies onto the device
+//     ->  the Cast on h's CPU device (and a copy of the Cast(h) beside it)
+//     Keras casts a float Input's ids to int32 in an Embedding, and its take wraps them with
+//     int32 ops TensorFlow runs on the host: the ids went down from the device mid-step.
+//
 //   Less(BitwiseAnd(Bitcast(x, int32), INT32_MIN), 0), the Less on the virtual GPU, x float32
 //     ->  _VgpuSignBit(x)   (the Less's name; the BitwiseAnd and Bitcast go if nothing else
 //                            reads them)
@@ -69,10 +76,12 @@ struct FusionCounts {
   int64_t cast_from_host = 0;  // Casts of host tensors given a host-memory input
   int64_t copy_from_host = 0;  // host tensors given a copy onto the device that reads them
   int64_t sign_bit = 0;  // Keras' float32 signbit chains computed on the device
+  int64_t cast_to_int32_on_host = 0;  // Casts to int32 of host tensors moved to the host
 
   int64_t total() const {
     return max_pool_grad_relu_grad + max_pool_window_index + conv_bias_activation +
-           matmul_bias_activation + cast_from_host + copy_from_host + sign_bit;
+           matmul_bias_activation + cast_from_host + copy_from_host + sign_bit +
+           cast_to_int32_on_host;
   }
 };
 

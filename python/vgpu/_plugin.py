@@ -126,7 +126,7 @@ def stats() -> dict[str, Any]:
     ``graph_fusions``: op pairs (and chains) the plugin's graph optimizer rewrote in this
     process, by rewrite ({"max_pool_grad_relu_grad", "max_pool_window_index",
     "conv_bias_activation", "matmul_bias_activation", "cast_from_host", "copy_from_host",
-    "sign_bit"}; counted per graph rewritten, not per step run, and not reset by
+    "sign_bit", "cast_to_int32_on_host"}; counted per graph rewritten, not per step run, and not reset by
     ``reset_stats()``; docs/graph_fusions.md).
     """
     raw = json.loads(_plugin().stats_json())

@@ -98,9 +98,15 @@ HOST_INT32_OPS = ["Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "Fl
                   "ExpandDims"]
 
 
+# The int32 readers the optimizer takes as reading int32 in host memory on the device (besides a
+# Cast from int32): graph_fusions.cc's ReadsInt32InHostMemory.
+HOST_INT32_READERS = HOST_INT32_OPS + ["Less", "LessEqual", "Greater", "GreaterEqual", "Equal",
+                                       "NotEqual"]
+
+
 def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_in_device_memory():
     catalog = {entry["op"]: entry for entry in vgpu.ops()}
-    for op in HOST_INT32_OPS:
+    for op in HOST_INT32_READERS:
         if op in catalog and "int32" in catalog[op]["dtypes"]:
             # The plugin's own int32 kernel of a shape op computes on the host.
             assert {"output", "merged"} & set(catalog[op]["host_memory"]), op
@@ -275,3 +281,103 @@ def test_a_device_op_ordered_after_a_host_batch_waits_on_its_copy_not_on_a_dummy
     on_cpu = run_over_batches("/CPU:0", step, data)
     np.testing.assert_array_equal(first.numpy(), on_cpu[0][0])
     np.testing.assert_array_equal(second.numpy(), on_cpu[1][0])
+
+
+# A Cast to int32 of a host tensor whose readers take the result in host memory runs on the host.
+
+
+def casts_to_int32_on_host():
+    return vgpu.stats()["graph_fusions"]["cast_to_int32_on_host"]
+
+
+def float_id_embedding_step(table, through_float):
+    """An Embedding behind a float Input: Keras casts the batch's ids to the Input's float32
+    (through_float: a batch of int32 ids) and the Embedding casts them to int32 for its take."""
+    @tf.function
+    def step(iterator):
+        ids = next(iterator)
+        if through_float:
+            ids = tf.cast(ids, tf.float32)
+        with tf.GradientTape() as tape:
+            rows = keras.ops.take(table, tf.cast(ids, tf.int32), axis=0)
+            loss = tf.reduce_sum(rows * rows)
+        return loss, tf.convert_to_tensor(tape.gradient(loss, table))
+    return step
+
+
+@pytest.mark.parametrize("through_float", [False, True], ids=["float_batch", "int_batch_as_float"])
+def test_an_embeddings_cast_of_host_ids_runs_on_the_host_and_nothing_comes_down(through_float):
+    """The ids' Cast to int32 is read by take's int32 ops (TensorFlow's host kernels) and, after
+    the select, by the gather and the gradient's segment sum (copied up): computed on the
+    device, the ids went down mid-step; on the host nothing comes down and no event is
+    recorded, and the results are the CPU's."""
+    ids = np.array([[3, 0, -1], [9, 9, 2], [1, -10, 5], [4, 4, 4], [7, 8, 6]], np.float32)
+    if through_float:
+        ids = ids.astype(np.int32)
+    data = tf.data.Dataset.from_tensor_slices(ids).batch(2)  # the last batch smaller
+    values = np.linspace(-2, 2, 30, dtype=np.float32).reshape(10, 3)
+    results = {}
+    for device in ("/CPU:0", "/GPU:0"):
+        with tf.device(device):
+            step = float_id_embedding_step(tf.Variable(values), through_float)
+            iterator = iter(data)
+            before = casts_to_int32_on_host()
+            results[device] = [[t.numpy() for t in step(iterator)]]
+            moved = casts_to_int32_on_host() - before
+            vgpu.reset_stats()
+            outputs = step(iterator)
+            commands = dict(vgpu.stats()["commands"])
+            results[device].append([t.numpy() for t in outputs])
+            results[device].append([t.numpy() for t in step(iterator)])
+        if device == "/GPU:0":
+            assert moved == 1
+            assert commands["memcpy_dtoh"] == 0 and commands["record_event"] == 0, commands
+    for gpu_step, cpu_step in zip(results["/GPU:0"], results["/CPU:0"]):
+        for gpu_value, cpu_value in zip(gpu_step, cpu_step):
+            np.testing.assert_allclose(gpu_value, cpu_value, rtol=1e-6, atol=1e-6)
+
+
+def test_a_cast_to_int32_that_a_device_kernel_reads_in_device_memory_stays_on_the_device():
+    """Tile's int32 kernel reads its input in device memory: moving the Cast to the host would
+    only add a copy up. Values beyond int32's exact float range and negative halves round as
+    the CPU's Cast does."""
+    @tf.function
+    def step(iterator):
+        return tf.tile(tf.cast(next(iterator), tf.int32), [2, 1])
+
+    values = np.array([[2.5, -2.5, 16777217.0], [-0.5, 1e9, 7.9]], np.float32)
+    data = tf.data.Dataset.from_tensor_slices(values).batch(2).repeat(3)
+    before = casts_to_int32_on_host()
+    on_gpu = run_over_batches("/GPU:0", step, data)
+    assert casts_to_int32_on_host() == before
+    on_cpu = run_over_batches("/CPU:0", step, data)
+    for gpu_step, cpu_step in zip(on_gpu, on_cpu):
+        np.testing.assert_array_equal(gpu_step[0], cpu_step[0])
+
+
+def test_the_float_cast_of_host_ids_goes_from_the_device_when_only_the_int32_cast_read_it():
+    """Two Embeddings behind one float Input (Grappler merges their equal int32 casts into one):
+    the int32 cast and the float cast before it both run on the host, and the device runs the
+    two gathers only."""
+    tables = [tf.Variable(np.linspace(-1, 1, 20, dtype=np.float32).reshape(10, 2) * k)
+              for k in (1, 2)]
+
+    @tf.function
+    def step(iterator):
+        as_float = tf.cast(next(iterator), tf.float32)
+        return [keras.ops.take(table, tf.cast(as_float, tf.int32), axis=0) for table in tables]
+
+    data = tf.data.Dataset.from_tensor_slices(np.array([[1, 2], [3, -4], [9, 0]], np.int32))
+    data = data.batch(2).repeat(2)
+    before = casts_to_int32_on_host()
+    with tf.device("/GPU:0"):
+        iterator = iter(data)
+        first = [t.numpy() for t in step(iterator)]
+        assert casts_to_int32_on_host() == before + 1
+        vgpu.reset_stats()
+        second = [t.numpy() for t in step(iterator)]
+        commands = dict(vgpu.stats()["commands"])
+    assert commands["launch"] == 2, commands  # the two gathers: no float cast left on the device
+    on_cpu = run_over_batches("/CPU:0", step, data)
+    for gpu_value, cpu_value in zip(first + second, on_cpu[0] + on_cpu[1]):
+        np.testing.assert_array_equal(gpu_value, cpu_value)

@@ -22,7 +22,7 @@ FUSED_OP = "_VgpuMaxPoolGradWithReluGrad"
 # vgpu.stats()["graph_fusions"] of a process that fused nothing.
 NO_FUSIONS = {"max_pool_grad_relu_grad": 0, "max_pool_window_index": 0,
               "conv_bias_activation": 0, "matmul_bias_activation": 0, "cast_from_host": 0,
-              "copy_from_host": 0, "sign_bit": 0}
+              "copy_from_host": 0, "sign_bit": 0, "cast_to_int32_on_host": 0}
 
 
 def fusions():
