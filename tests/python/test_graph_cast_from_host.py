@@ -355,17 +355,20 @@ def test_a_cast_to_int32_that_a_device_kernel_reads_in_device_memory_stays_on_th
         np.testing.assert_array_equal(gpu_step[0], cpu_step[0])
 
 
-def test_the_float_cast_of_host_ids_goes_from_the_device_when_only_the_int32_cast_read_it():
-    """Two Embeddings behind one float Input (Grappler merges their equal int32 casts into one):
-    the int32 cast and the float cast before it both run on the host, and the device runs the
-    two gathers only."""
+@pytest.mark.parametrize("truncate", [(False, False), (False, True)], ids=["merged", "two_casts"])
+def test_the_float_cast_of_host_ids_goes_from_the_device_when_only_int32_casts_read_it(truncate):
+    """Two Embeddings behind one float Input: their int32 casts (one, where Grappler merges
+    equal casts; two with different Truncate attributes, the same values) and the float cast
+    before them run on the host, the float cast once for both, and the device runs the two
+    gathers only."""
     tables = [tf.Variable(np.linspace(-1, 1, 20, dtype=np.float32).reshape(10, 2) * k)
               for k in (1, 2)]
 
     @tf.function
     def step(iterator):
         as_float = tf.cast(next(iterator), tf.float32)
-        return [keras.ops.take(table, tf.cast(as_float, tf.int32), axis=0) for table in tables]
+        ids = [tf.raw_ops.Cast(x=as_float, DstT=tf.int32, Truncate=t) for t in truncate]
+        return [keras.ops.take(table, i, axis=0) for table, i in zip(tables, ids)]
 
     data = tf.data.Dataset.from_tensor_slices(np.array([[1, 2], [3, -4], [9, 0]], np.int32))
     data = data.batch(2).repeat(2)
@@ -373,7 +376,7 @@ def test_the_float_cast_of_host_ids_goes_from_the_device_when_only_the_int32_cas
     with tf.device("/GPU:0"):
         iterator = iter(data)
         first = [t.numpy() for t in step(iterator)]
-        assert casts_to_int32_on_host() == before + 1
+        assert casts_to_int32_on_host() == before + len(set(truncate))
         vgpu.reset_stats()
         second = [t.numpy() for t in step(iterator)]
         commands = dict(vgpu.stats()["commands"])
