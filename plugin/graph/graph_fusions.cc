@@ -455,28 +455,36 @@ bool IsHostInteger(tensorflow::DataType type) {
   return type == tensorflow::DT_INT32 || type == tensorflow::DT_INT64;
 }
 
+// The int32 ops whose int32 kernels on a device of the virtual GPU's type take their int32
+// inputs and make their int32 outputs in host memory: TensorFlow's host kernels of the ops the
+// plugin has no int32 kernel for (arithmetic, comparisons, reductions, concatenation, reshapes)
+// and the plugin's int32 kernels that compute on the host (StridedSlice, Pack, GatherV2, Gather,
+// DynamicStitch, SelectV2). Checked against the plugin's registrations by
+// test_graph_cast_from_host.py.
+bool IsHostInt32Op(absl::string_view op) {
+  static constexpr absl::string_view kHostInt32Ops[] = {
+      "Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv", "FloorMod",
+      "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2", "Slice", "Unpack",
+      "GatherV2", "Gather", "DynamicStitch", "SelectV2", "Reshape", "ExpandDims", "Less",
+      "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual"};
+  for (absl::string_view host_op : kHostInt32Ops) {
+    if (op == host_op) return true;
+  }
+  return false;
+}
+
 // Whether `producer`'s output of type `type` is in host memory wherever it runs. The optimizer
 // sees the function's requested devices, before TensorFlow's placer moves small integer ops to
 // the host, so it decides by op type: an op placed on a CPU device; for integers also the shape
-// ops (their outputs are host memory on every device); an int32 argument; the int32 ops the
-// plugin has no kernel for, which run TensorFlow's host kernels on any device; and those whose
-// int32 kernel of the plugin computes on the host (StridedSlice, Pack, GatherV2, Gather,
-// DynamicStitch, SelectV2). The list is checked against the plugin's registrations by
-// test_graph_cast_from_host.py.
+// ops (their outputs are host memory on every device); an int32 argument; and the int32 ops of
+// IsHostInt32Op.
 bool OutputIsInHostMemory(const NodeDef& producer, tensorflow::DataType type) {
   if (PlacedOn(producer.device(), "CPU")) return true;
   if (!IsHostInteger(type)) return false;
   const std::string& op = producer.op();
   if (op == "Shape" || op == "Size" || op == "Rank") return true;
   if (type != tensorflow::DT_INT32) return false;
-  static constexpr absl::string_view kHostInt32Ops[] = {
-      "_Arg", "Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
-      "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2", "Slice",
-      "Unpack", "GatherV2", "Gather", "DynamicStitch", "SelectV2", "Reshape", "ExpandDims"};
-  for (absl::string_view host_op : kHostInt32Ops) {
-    if (op == host_op) return true;
-  }
-  return false;
+  return op == "_Arg" || IsHostInt32Op(op);
 }
 
 // Gives every Cast on a `device_type` device whose input is in host memory
@@ -560,29 +568,16 @@ tensorflow::DataType DeviceIntegerInputType(const NodeDef& reader, int k) {
   return tensorflow::DT_INVALID;
 }
 
-// Whether `reader`, on a device of the virtual GPU's type, takes the int32 tensor at its input
-// `k` in host memory: TensorFlow's host kernels of the int32 ops the plugin has no int32 kernel
-// for (arithmetic, comparisons, reductions, concatenation, reshapes), the plugin's int32 kernels
-// that compute on the host (StridedSlice, Pack, SelectV2, DynamicStitch, a gather of int32
-// params), and a Cast from int32 (CastHostTensorsFromHost gives it a host-memory input). The
-// list is checked against the plugin's registrations by test_graph_cast_from_host.py.
-bool ReadsInt32InHostMemory(const NodeDef& reader, int k) {
+// Whether `reader`, on a device of the virtual GPU's type, takes an int32 tensor it reads in
+// host memory: an int32 op of IsHostInt32Op (a gather's int32 params: "Tparams"), or a Cast
+// from int32 (CastHostTensorsFromHost gives it a host-memory input).
+bool ReadsInt32InHostMemory(const NodeDef& reader) {
   const std::string& op = reader.op();
   if (op == "Cast") return TypeAttr(reader, "SrcT") == tensorflow::DT_INT32;
   if (op == "GatherV2" || op == "Gather") {
     return TypeAttr(reader, "Tparams") == tensorflow::DT_INT32;
   }
-  if (op == "DynamicStitch") return k >= 0 && TypeOf(reader) == tensorflow::DT_INT32;
-  static constexpr absl::string_view kHostInt32Readers[] = {
-      "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "AddV2", "Add",
-      "Sub", "Mul", "FloorDiv", "FloorMod", "Maximum", "Minimum", "Neg", "Prod", "Sum", "Max",
-      "Min", "StridedSlice", "Pack", "ConcatV2", "Slice", "Unpack", "SelectV2", "Reshape",
-      "ExpandDims"};
-  if (TypeOf(reader) != tensorflow::DT_INT32) return false;
-  for (absl::string_view host_op : kHostInt32Readers) {
-    if (op == host_op) return true;
-  }
-  return false;
+  return TypeOf(reader) == tensorflow::DT_INT32 && IsHostInt32Op(op);
 }
 
 // Computes a Cast to int32 on the host where its input is on the host and its readers take the
@@ -608,8 +603,8 @@ int64_t CastsToInt32OnHost(GraphDef& graph, const absl::flat_hash_set<std::strin
       if (input.port == 0) readers[std::string(input.node)].emplace_back(i, k);
     }
   }
-  absl::flat_hash_map<std::string, int> by_name;
-  for (int i = 0; i < graph.node_size(); ++i) by_name.emplace(graph.node(i).name(), i);
+  const GraphIndex index(graph);  // names are added after the loop below, never changed
+  const auto& by_name = index.by_name;
   auto is_device_cast = [&](const NodeDef& node) {
     return node.op() == "Cast" && node.input_size() >= 1 &&
            PlacedOn(node.device(), device_type) && !preserved.contains(node.name()) &&
@@ -617,7 +612,7 @@ int64_t CastsToInt32OnHost(GraphDef& graph, const absl::flat_hash_set<std::strin
   };
   auto host_producer = [&](const NodeDef& node) -> const NodeDef* {
     const InputRef input = ParseInput(node.input(0));
-    auto producer = by_name.find(std::string(input.node));
+    auto producer = by_name.find(input.node);
     if (input.control || producer == by_name.end()) return nullptr;
     const NodeDef& made_by = graph.node(producer->second);
     return PlacedOn(made_by.device(), "CPU") ? &made_by : nullptr;
@@ -636,7 +631,7 @@ int64_t CastsToInt32OnHost(GraphDef& graph, const absl::flat_hash_set<std::strin
     const NodeDef* host = host_producer(cast);
     int between = -1;
     if (host == nullptr) {
-      auto producer = by_name.find(std::string(ParseInput(cast.input(0)).node));
+      auto producer = by_name.find(ParseInput(cast.input(0)).node);
       if (producer == by_name.end() || removed[producer->second] ||
           ParseInput(cast.input(0)).port != 0) {
         continue;
@@ -650,7 +645,7 @@ int64_t CastsToInt32OnHost(GraphDef& graph, const absl::flat_hash_set<std::strin
     for (const auto& [r, k] : readers[cast.name()]) {
       const NodeDef& reader = graph.node(r);
       if (PlacedOn(reader.device(), "CPU") ||
-          (PlacedOn(reader.device(), device_type) && ReadsInt32InHostMemory(reader, k))) {
+          (PlacedOn(reader.device(), device_type) && ReadsInt32InHostMemory(reader))) {
         some_on_host = true;
       } else if (!PlacedOn(reader.device(), device_type) ||
                  DeviceIntegerInputType(reader, k) != tensorflow::DT_INT32) {

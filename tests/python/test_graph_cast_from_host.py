@@ -89,24 +89,19 @@ def test_a_rewritten_cast_feeds_a_gradient_like_cpus():
                                rtol=1e-6, atol=1e-6)
 
 
-# The int32 ops the graph optimizer takes to have their outputs in host memory on the virtual
-# GPU: TensorFlow's host kernels where the plugin has no kernel of its own, or the plugin's int32
-# kernels that compute on the host. graph_fusions.cc's OutputIsInHostMemory lists the same.
+# The int32 ops the graph optimizer takes to read and make int32 in host memory on the virtual
+# GPU (graph_fusions.cc's IsHostInt32Op): TensorFlow's host kernels where the plugin has no int32
+# kernel of its own, or the plugin's int32 kernels that compute on the host.
 HOST_INT32_OPS = ["Prod", "Sum", "Max", "Min", "Mul", "AddV2", "Add", "Sub", "FloorDiv",
                   "FloorMod", "Maximum", "Minimum", "Neg", "StridedSlice", "Pack", "ConcatV2",
                   "Slice", "Unpack", "GatherV2", "Gather", "DynamicStitch", "SelectV2", "Reshape",
-                  "ExpandDims"]
-
-
-# The int32 readers the optimizer takes as reading int32 in host memory on the device (besides a
-# Cast from int32): graph_fusions.cc's ReadsInt32InHostMemory.
-HOST_INT32_READERS = HOST_INT32_OPS + ["Less", "LessEqual", "Greater", "GreaterEqual", "Equal",
-                                       "NotEqual"]
+                  "ExpandDims", "Less", "LessEqual", "Greater", "GreaterEqual", "Equal",
+                  "NotEqual"]
 
 
 def test_the_ops_taken_as_host_int32_ops_have_no_int32_kernel_in_device_memory():
     catalog = {entry["op"]: entry for entry in vgpu.ops()}
-    for op in HOST_INT32_READERS:
+    for op in HOST_INT32_OPS:
         if op in catalog and "int32" in catalog[op]["dtypes"]:
             # The plugin's own int32 kernel of a shape op computes on the host.
             assert {"output", "merged"} & set(catalog[op]["host_memory"]), op
