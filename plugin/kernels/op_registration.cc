@@ -34,6 +34,7 @@ void TF_InitKernel() {
   vgpu::RegisterImageTransformOps(device_type);
   vgpu::RegisterImageColorOps(device_type);
   vgpu::RegisterImageResizeOps(device_type);
+  vgpu::RegisterOptionalOps(device_type);
 }
 
 }  // extern "C"

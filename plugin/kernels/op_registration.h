@@ -21,6 +21,7 @@ void RegisterSparseOps(const char* device_type);
 void RegisterImageTransformOps(const char* device_type);
 void RegisterImageColorOps(const char* device_type);
 void RegisterImageResizeOps(const char* device_type);
+void RegisterOptionalOps(const char* device_type);
 
 }  // namespace vgpu
 
