@@ -504,6 +504,7 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
                inner = std::move(handler)](const absl::Status& status) {
       if (status.ok()) s->Settle(position);
       if (fence != 0) CloseFence(fence);
+      NotificationReturned(*s, position);
       inner(status);
     };
   }
@@ -516,6 +517,7 @@ absl::Status DeviceClient::PostWithNotification(ClientStream& stream, Command co
     return status;
   }
   if (position != 0) {
+    stream.notification_posted_.store(position, std::memory_order_release);
     stream.posted_.store(position, std::memory_order_release);
     if (host_can_observe) stream.last_host_visible_ = position;
   }
@@ -606,6 +608,43 @@ bool DeviceClient::AwaitFences(uint64_t event_id) {
   return waited;
 }
 
+bool DeviceClient::AwaitNotifications() {
+  if (!tracks_completion_ || running_callback_of != nullptr) return false;
+  std::vector<std::pair<ClientStream*, uint64_t>> awaited;
+  // Held while waiting, so that no awaited stream goes away meanwhile (notifications arrive
+  // without it).
+  std::lock_guard<std::mutex> streams_lock(streams_mu_);
+  for (ClientStream* stream : streams_) {
+    if (stream->untracked_.load(std::memory_order_acquire)) return false;
+    const uint64_t posted = stream->posted();
+    if (stream->settled() >= posted) continue;
+    if (stream->notification_posted_.load(std::memory_order_acquire) != posted) return false;
+    awaited.emplace_back(stream, posted);
+  }
+  if (awaited.empty()) return false;
+  std::unique_lock<std::mutex> lock(notification_mu_);
+  for (const auto& [stream, position] : awaited) {
+    // The connection may fail meanwhile (its notifications then never come): look again now
+    // and then; the backend reports the failure.
+    while (stream->notification_returned_.load(std::memory_order_acquire) < position) {
+      if (transport_->Lost()) return false;
+      notification_cv_.wait_for(lock, std::chrono::milliseconds(20));
+    }
+  }
+  return true;
+}
+
+void DeviceClient::NotificationReturned(ClientStream& stream, uint64_t position) {
+  {
+    std::lock_guard<std::mutex> lock(notification_mu_);
+    uint64_t current = stream.notification_returned_.load(std::memory_order_relaxed);
+    if (position > current) {
+      stream.notification_returned_.store(position, std::memory_order_release);
+    }
+  }
+  notification_cv_.notify_all();
+}
+
 bool DeviceClient::EarlyEventsFromEnvironment() {
   const char* value = std::getenv("VGPU_LOCAL_EVENTS");
   return value == nullptr || std::string_view(value) != "0";
@@ -664,6 +703,12 @@ void DeviceClient::ForgetStream(const ClientStream* stream) {
 bool DeviceClient::LocalSynchronizationFromEnvironment() {
   const char* value = std::getenv("VGPU_LOCAL_SYNC");
   return value == nullptr || std::string_view(value) != "0";
+}
+
+absl::Status DeviceClient::PostSettlingNotification(ClientStream& stream) {
+  if (!tracks_completion_) return absl::OkStatus();
+  // The handler PostWithNotification wraps around this one settles the stream.
+  return PostNotify(stream, [](const absl::Status&) {}, /*on_callback_thread=*/false);
 }
 
 absl::Status DeviceClient::HostCallback(ClientStream& stream,
@@ -744,7 +789,9 @@ absl::Status DeviceClient::StreamStatus(ClientStream& stream) {
 
 absl::Status DeviceClient::SynchronizeDevice() {
   dnn_.ObserveHostWait();
-  if (AllStreamsSettled() || (tracks_completion_ && AwaitFences() && AllStreamsSettled())) {
+  if (AllStreamsSettled() ||
+      (tracks_completion_ && AwaitFences() && AllStreamsSettled()) ||
+      (tracks_completion_ && AwaitNotifications() && AllStreamsSettled())) {
     counters_.CountLocalSynchronization();
     return absl::OkStatus();
   }

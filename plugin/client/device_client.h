@@ -73,6 +73,10 @@ class ClientStream {
   std::mutex post_mu_;
   std::atomic<uint64_t> posted_{0};
   std::atomic<uint64_t> settled_{0};
+  // The position of the last command posted with a notification, and the last position whose
+  // notification came back, OK or not (DeviceClient::AwaitNotifications).
+  std::atomic<uint64_t> notification_posted_{0};
+  std::atomic<uint64_t> notification_returned_{0};
   // A device of another backend posted on this stream: its synchronisations always go to the
   // backend.
   std::atomic<bool> untracked_{false};
@@ -222,6 +226,12 @@ class DeviceClient {
   // Whether synchronisations may be answered locally (see above): a backend reached through a
   // transport whose notifications arrive on its own thread. Thread-safe.
   bool tracks_completion() const { return tracks_completion_; }
+  // Where synchronisations may be answered locally, posts on `stream` a notification that
+  // settles it up to here when it comes back (see above); nothing otherwise. For an op kernel
+  // whose result the host reads next and whose commands otherwise end the stream's work with
+  // nothing that comes back (a memset), so that the read's synchronisation is answered without
+  // a round trip. Never blocks. Thread-safe.
+  absl::Status PostSettlingNotification(ClientStream& stream);
   // Whether events may complete early (see RecordEvent). Thread-safe after SetPeers.
   bool completes_events_early() const { return completes_events_early_; }
 
@@ -281,6 +291,14 @@ class DeviceClient {
   void PublishFence(uint64_t id);
   void CloseFence(uint64_t id);
   bool AwaitFences(uint64_t event_id = 0);
+  // Where every unsettled stream of this device ends with a command whose notification is on
+  // its way back (a host callback, an event recording), waits for those notifications instead
+  // of asking the backend, which could only answer once it got there too; returns whether it
+  // waited for them all (false: nothing to wait for, a stream whose last command sends nothing
+  // back, a host callback calling, or a lost connection: ask the backend). Blocks.
+  bool AwaitNotifications();
+  // Wakes AwaitNotifications after a notification of `stream` at `position` came back.
+  void NotificationReturned(ClientStream& stream, uint64_t position);
   // Whether the host can observe `command`'s completion beyond device memory (early
   // completion: anything but a host-to-device copy whose bytes are taken, an event wait or an
   // event recording). Call before posting it.
@@ -338,6 +356,9 @@ class DeviceClient {
   };
   std::mutex fence_mu_;
   std::condition_variable fence_cv_;
+  // Signalled when a notification of a stream comes back (AwaitNotifications).
+  std::mutex notification_mu_;
+  std::condition_variable notification_cv_;
   std::vector<Fence> fences_ ABSL_GUARDED_BY(fence_mu_);  // open, by id
   uint64_t last_fence_id_ ABSL_GUARDED_BY(fence_mu_) = 0;  // the last opened
   std::atomic<uint64_t> fence_sequence_{0};                // the last published

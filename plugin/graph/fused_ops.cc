@@ -114,6 +114,20 @@ absl::Status RegisterSignBit() {
   return Register(builder);
 }
 
+absl::Status RegisterApplyKerasAdam() {
+  TF_OpDefinitionBuilder* builder = TF_NewOpDefinitionBuilder(kApplyKerasAdam);
+  for (const char* input : {"var: resource", "m: resource", "v: resource", "alpha: T",
+                            "one_minus_beta1: T", "one_minus_beta2: T", "epsilon: T",
+                            "grad: T"}) {
+    TF_OpDefinitionBuilderAddInput(builder, input);
+  }
+  TF_OpDefinitionBuilderAddAttr(builder, "T: {half, bfloat16, float, double}");
+  TF_OpDefinitionBuilderAddAttr(builder, "use_locking: bool = false");
+  TF_OpDefinitionBuilderSetIsStateful(builder, true);
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(builder, UnknownShapes);
+  return Register(builder);
+}
+
 std::atomic<bool> definitions_registered{false};
 
 }  // namespace
@@ -128,7 +142,8 @@ absl::Status RegisterDefinitions() {
         std::pair{kMaxPoolGradFromWindowIndex, &RegisterMaxPoolGradFromWindowIndex},
         std::pair{kFusedConv2D, &RegisterFusedConv2D},
         std::pair{kCastFromHost, &RegisterCastFromHost},
-        std::pair{kSignBit, &RegisterSignBit}}) {
+        std::pair{kSignBit, &RegisterSignBit},
+        std::pair{kApplyKerasAdam, &RegisterApplyKerasAdam}}) {
     absl::Status status = register_definition();
     if (!status.ok()) {
       return absl::Status(status.code(), absl::StrCat("registering ", name, ": ",

@@ -50,6 +50,16 @@ inline constexpr char kCastFromHost[] = "_VgpuCastFromHost";
 // argmax (every accuracy metric) sent the logits to the host and the result back mid-step.
 inline constexpr char kSignBit[] = "_VgpuSignBit";
 
+// Keras' Adam (and AdamW) update step in one op, created by the Keras hook
+// (python/vgpu/_keras_hook.py) in place of the twelve element-wise ops and three assignments of
+// Keras' update_step for a variable on the virtual GPU: inputs var, m, v (resources), alpha
+// (Keras' step size), one_minus_beta1, one_minus_beta2, epsilon, grad (T); no outputs;
+// attributes T (half, bfloat16, float, double; the hook makes it for float and double) and
+// use_locking. m += (grad - m) * one_minus_beta1;
+// v += (grad^2 - v) * one_minus_beta2; var -= m * alpha / (sqrt(v) + epsilon), each operation
+// rounded as Keras' separate ops round it (training::kApplyKerasAdam).
+inline constexpr char kApplyKerasAdam[] = "_VgpuApplyKerasAdam";
+
 // Registers every fused op's definition with TensorFlow (once per process; later calls do
 // nothing). Call from TF_InitKernel, before the kernels are registered. Not thread-safe
 // against itself (TensorFlow calls TF_InitKernel once, on one thread).

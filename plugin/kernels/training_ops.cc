@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "plugin/common/status_macros.h"
+#include "plugin/graph/fused_ops.h"
 #include "plugin/kernels/dtype_map.h"
 #include "plugin/kernels/kernel_launch.h"
 #include "plugin/kernels/op_catalog.h"
@@ -61,6 +62,7 @@ struct OptimizerSpec {
   bool sparse = false;
   bool requires_inner = true;  // sparse: "Inner dimension should be greater than zero."
   bool gpu_registered = true;  // false: TensorFlow has a CPU kernel only
+  const char* note = nullptr;  // docs/ops.md's note, where the default ones do not fit
 };
 
 std::vector<int> InputsOf(const OptimizerSpec& spec, Arg kind) {
@@ -325,6 +327,15 @@ const std::vector<OptimizerSpec>& Optimizers() {
         Scalar("logbase", "logbase is not a scalar: "),
         Scalar("sign_decay", "sign_decay is not a scalar: "),
         Scalar("beta", "beta is not a scalar: "), Gradient()}},
+      // Keras' Adam update step (the Keras hook makes it; fused_ops.h).
+      {fused_ops::kApplyKerasAdam, training::kApplyKerasAdam,
+       {Variable("var"), Variable("m"), Variable("v"), Scalar("alpha", kAlpha),
+        Scalar("one_minus_beta1", "one_minus_beta1 is not a scalar: "),
+        Scalar("one_minus_beta2", "one_minus_beta2 is not a scalar: "),
+        Scalar("epsilon", kEpsilon), Gradient()},
+       false, true, true,
+       "The plugin's own op: Keras' Adam and AdamW update step for one variable in one launch "
+       "(made by the Keras hook), each operation rounded as Keras' separate ops round it."},
       // Sparse updates.
       {"ResourceSparseApplyAdagrad", training::kSparseApplyAdagrad,
        {Variable("var"), Variable("accum"), Scalar("lr", kLr), Gradient(), Indices()},
@@ -405,7 +416,8 @@ void RegisterTrainingOps(const char* device_type) {
       }
     }
     const char* note =
-        !spec.sparse ? "In place, with TensorFlow's CPU arithmetic; hyper-parameters are not "
+        spec.note != nullptr ? spec.note
+        : !spec.sparse       ? "In place, with TensorFlow's CPU arithmetic; hyper-parameters are not "
                        "range-checked (they stay on the device)."
         : spec.gpu_registered
             ? "In place; rows of duplicate indices are updated in index order "

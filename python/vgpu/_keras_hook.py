@@ -24,6 +24,13 @@ a virtual GPU is visible (and TensorFlow is not a CUDA build), ``_cudnn_gru`` re
 recurrent kernel and bias with gate blocks 0 and 1 swapped, so Keras GRU layers compute on the
 virtual GPU what they compute on the CPU.
 
+When Keras' Adam optimizer loads (``keras.src.optimizers.adam``; AdamW inherits its step), the
+hook gives it a fused update step for a float32 or float64 variable on the virtual GPU outside
+a distribution strategy: Keras computes the step size as always, and the plugin's
+``_VgpuApplyKerasAdam`` op updates the moments and the variable in one launch, each operation
+rounded as Keras' own twelve element-wise ops and three assignments round it (results equal to
+the unfused step's bit for bit). ``VGPU_FUSED_ADAM=0`` keeps Keras' own step.
+
 It never imports TensorFlow or Keras itself and does nothing until they are imported. Set
 ``VGPU_KERAS_HOOK=0`` to switch it off.
 """
@@ -33,10 +40,12 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+import weakref
 
 _TRAINER_MODULE = "keras.src.trainers.trainer"
 _RNN_MODULE = "keras.src.backend.tensorflow.rnn"
 _BACKEND_NN_MODULE = "keras.src.backend.tensorflow.nn"
+_ADAM_MODULE = "keras.src.optimizers.adam"
 
 _TF_FUNCTION_MODULE = "tensorflow.python.eager.polymorphic_function.polymorphic_function"
 
@@ -179,12 +188,119 @@ def patch_cudnn_gru(rnn_module) -> None:
     rnn_module._cudnn_gru = _cudnn_gru
 
 
+def _on_virtual_gpu(device: str) -> bool:
+    """Whether a variable placed on `device` (a TensorFlow device string) is on a virtual GPU."""
+    if not device:
+        return False
+    import tensorflow as tf  # noqa: PLC0415 - Keras is loaded, so TensorFlow is
+    import vgpu  # noqa: PLC0415
+
+    try:
+        device_type = tf.DeviceSpec.from_string(device).device_type
+        return device_type == vgpu.info()["device_type"] and virtual_gpu_visible()
+    except Exception:  # noqa: BLE001 - undecidable: Keras' own step
+        return False
+
+
+def fused_adam_applies(optimizer, gradient, variable) -> bool:
+    """Whether Adam's update of `variable` by `gradient` can be the fused op: the TensorFlow
+    backend, no AMSGrad, a dense gradient, a float32 or float64 tf.Variable on a virtual GPU,
+    no distribution strategy (its variables update per replica through Keras' own path), and
+    VGPU_FUSED_ADAM not 0."""
+    if os.environ.get("VGPU_FUSED_ADAM", "1") == "0" or optimizer.amsgrad:
+        return False
+    import tensorflow as tf  # noqa: PLC0415
+    from keras.src import backend  # noqa: PLC0415
+
+    if backend.backend() != "tensorflow" or tf.distribute.has_strategy():
+        return False
+    if not isinstance(variable, tf.Variable) or not isinstance(gradient, tf.Tensor):
+        return False
+    if tf.as_dtype(variable.dtype) not in (tf.float32, tf.float64):
+        return False
+    return _on_virtual_gpu(variable.device)
+
+
+def apply_keras_adam(var, m, v, alpha, one_minus_beta1, one_minus_beta2, epsilon, grad):
+    """Runs the plugin's _VgpuApplyKerasAdam op (eagerly or into the current graph)."""
+    import tensorflow as tf  # noqa: PLC0415
+    from tensorflow.python.eager import context, execute  # noqa: PLC0415
+    from tensorflow.python.framework import op_def_library  # noqa: PLC0415
+
+    scalars = (alpha, one_minus_beta1, one_minus_beta2, epsilon, grad)
+    if tf.executing_eagerly():
+        execute.execute(b"_VgpuApplyKerasAdam", 0, inputs=[var, m, v, *scalars],
+                        attrs=("T", grad.dtype.as_datatype_enum, "use_locking", False),
+                        ctx=context.context())
+        return None
+    return op_def_library._apply_op_helper(  # noqa: SLF001 - how ops without a wrapper are made
+        "_VgpuApplyKerasAdam", var=var, m=m, v=v, alpha=alpha, one_minus_beta1=one_minus_beta1,
+        one_minus_beta2=one_minus_beta2, epsilon=epsilon, grad=grad, use_locking=False)
+
+
+# Per traced graph (dropped with it): {(id(optimizer), dtype): (learning_rate, step size)}.
+_ADAM_STEP_SIZES = weakref.WeakKeyDictionary()
+
+
+def patch_adam(adam_module) -> None:
+    """Gives Keras' Adam (and so AdamW) the fused update step where fused_adam_applies
+    (idempotent)."""
+    adam = adam_module.Adam
+    if getattr(adam, "_vgpu_patched", False):
+        return
+    original_update_step = adam.update_step
+    ops = adam_module.ops
+
+    def update_step(self, gradient, variable, learning_rate):
+        if not fused_adam_applies(self, gradient, variable):
+            return original_update_step(self, gradient, variable, learning_rate)
+        dtype = variable.dtype
+        gradient = ops.cast(gradient, dtype)
+        index = self._get_variable_index(variable)
+        apply_keras_adam(
+            variable.handle, self._momentums[index].value.handle,
+            self._velocities[index].value.handle, _adam_step_size(self, learning_rate, dtype),
+            # Keras' element-wise ops convert these Python floats straight to the dtype.
+            ops.convert_to_tensor(1 - self.beta_1, dtype),
+            ops.convert_to_tensor(1 - self.beta_2, dtype),
+            ops.convert_to_tensor(self.epsilon, dtype), gradient)
+        return None
+
+    def _adam_step_size(self, learning_rate, dtype):
+        """Keras' step size, lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), op for op as Keras computes
+        it. Keras computes it again for every variable of a step (seven scalar launches each);
+        in a traced step it is the same value for every variable of one dtype (one learning-rate
+        tensor, one read of the iteration count before apply() increments it), so it is made
+        once per graph, optimizer, dtype and learning-rate tensor."""
+        import tensorflow as tf  # noqa: PLC0415
+
+        cache = None
+        if not tf.executing_eagerly():
+            cache = _ADAM_STEP_SIZES.setdefault(tf.compat.v1.get_default_graph(), {})
+            cached = cache.get((id(self), dtype))
+            if cached is not None and cached[0] is learning_rate:
+                return cached[1]
+        lr = ops.cast(learning_rate, dtype)
+        local_step = ops.cast(self.iterations + 1, dtype)
+        beta_1_power = ops.power(ops.cast(self.beta_1, dtype), local_step)
+        beta_2_power = ops.power(ops.cast(self.beta_2, dtype), local_step)
+        alpha = lr * ops.sqrt(1 - beta_2_power) / (1 - beta_1_power)
+        if cache is not None:
+            cache[(id(self), dtype)] = (learning_rate, alpha)
+        return alpha
+
+    update_step.__wrapped__ = original_update_step
+    adam.update_step = update_step
+    adam._vgpu_patched = True
+
+
 # The modules the hook adapts, and how.
 _PATCHES = {
     _TF_FUNCTION_MODULE: patch_tf_function,
     _TRAINER_MODULE: patch_trainer,
     _BACKEND_NN_MODULE: patch_backend_convolution,
     _RNN_MODULE: patch_cudnn_gru,
+    _ADAM_MODULE: patch_adam,
 }
 
 

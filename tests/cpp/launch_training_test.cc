@@ -86,7 +86,7 @@ TEST(TrainingLaunch, EveryKernelHasOneWellFormedLayout) {
     }
     EXPECT_LE(layout.size(), MaxUpdateBuffers());
   }
-  EXPECT_EQ(ids.size(), 28u);
+  EXPECT_EQ(ids.size(), 29u);
   EXPECT_EQ(MaxUpdateBuffers(), 11u);  // kApplyAdamWithAmsgrad
 }
 

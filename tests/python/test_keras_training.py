@@ -95,4 +95,5 @@ def test_no_heavy_op_of_a_training_step_runs_on_the_cpu(build):
     assert placed, "no placement log found"
     on_cpu = sorted(ops_on(placed, "CPU") & HEAVY_OPS)
     assert not on_cpu, f"heavy ops placed on the CPU: {on_cpu}"
-    assert {"MatMul", "AssignAddVariableOp"} <= ops_on(placed, "GPU")
+    # Adam's update: the Keras hook's fused step (test_keras_fused_adam.py).
+    assert {"MatMul", "_VgpuApplyKerasAdam"} <= ops_on(placed, "GPU")

@@ -48,6 +48,7 @@ inline constexpr UpdateKernelSpec kUpdateKernels[] = {
     {training::kApplyKerasMomentum, "apply_keras_momentum", "vvsgs"},
     {training::kApplyAddSign, "apply_add_sign", "vvssssg"},
     {training::kApplyPowerSign, "apply_power_sign", "vvssssg"},
+    {training::kApplyKerasAdam, "apply_keras_adam", "vvvssssg"},
     {training::kSparseApplyAdagrad, "sparse_apply_adagrad", "vvsgi"},
     {training::kSparseApplyAdagradV2, "sparse_apply_adagrad_v2", "vvssgi"},
     {training::kSparseApplyProximalAdagrad, "sparse_apply_proximal_adagrad", "vvsssgi"},

@@ -123,6 +123,12 @@ inline constexpr KernelId kApplyAddSign = KernelId{915};
 // var -= lr * exp(logbase * sign_decay * sign(grad) * sign(m)) * grad.
 inline constexpr KernelId kApplyPowerSign = KernelId{916};
 
+// buffers: [var, m, v, alpha, one_minus_beta1, one_minus_beta2, epsilon, grad]; Keras' Adam
+// (and AdamW) update step, whose step size and (1 - beta) factors Keras computes itself:
+// m += (grad - m) * one_minus_beta1; v += (grad^2 - v) * one_minus_beta2;
+// var -= m * alpha / (sqrt(v) + epsilon).
+inline constexpr KernelId kApplyKerasAdam = KernelId{917};
+
 // Sparse kernels (SparseUpdateParams): per index i in order, row r = indices[i], g = grad[i].
 
 // buffers: [var, accum, lr, grad, indices]; accum[r] += g^2 (if kUpdateSlots);

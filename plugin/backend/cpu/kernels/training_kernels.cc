@@ -175,6 +175,25 @@ struct AdamUpdate {
   }
 };
 
+// kApplyKerasAdam: [var, m, v, alpha, one_minus_beta1, one_minus_beta2, epsilon, grad]. Keras'
+// Adam update step op for op: each product, sum and quotient rounded as Keras' separate ops
+// round it.
+struct KerasAdamUpdate {
+  template <typename Operands>
+  static void Apply(const Operands& o) {
+    using T = typename Operands::Value;
+    auto var = o.Var(0);
+    auto m = o.Var(1);
+    auto v = o.Var(2);
+    const T alpha = o.Scalar(3), one_minus_beta1 = o.Scalar(4), one_minus_beta2 = o.Scalar(5);
+    const T epsilon = o.Scalar(6);
+    const auto grad = o.Grad(7);
+    o.Out(m) += (grad - m) * one_minus_beta1;
+    o.Out(v) += (grad.square() - v) * one_minus_beta2;
+    o.Out(var) -= (m * alpha) / (v.sqrt() + epsilon);
+  }
+};
+
 // kApplyAdagrad and kSparseApplyAdagrad: [var, accum, lr, grad].
 struct AdagradUpdate {
   template <typename Operands>
@@ -531,6 +550,8 @@ template <>
 struct Update<training::kApplyAddSign> : SignUpdate<AddSignScale> {};
 template <>
 struct Update<training::kApplyPowerSign> : SignUpdate<PowerSignScale> {};
+template <>
+struct Update<training::kApplyKerasAdam> : KerasAdamUpdate {};
 template <>
 struct Update<training::kSparseApplyAdagrad> : AdagradUpdate {};
 template <>

@@ -194,6 +194,41 @@ struct AdamStep {
   }
 };
 
+// a * b and a + b, each rounded on its own (never contracted into a fused multiply-add); the
+// 16-bit types compute each operation in float and round it anyway.
+template <typename T>
+__device__ T RoundedMul(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __fmul_rn(a, b);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return __dmul_rn(a, b);
+  } else {
+    return a * b;
+  }
+}
+template <typename T>
+__device__ T RoundedAdd(T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __fadd_rn(a, b);
+  } else if constexpr (std::is_same_v<T, double>) {
+    return __dadd_rn(a, b);
+  } else {
+    return a + b;
+  }
+}
+
+// Keras' Adam update step, its step size and (1 - beta) factors given, rounded operation by
+// operation as Keras' separate ops round it.
+struct KerasAdamStep {
+  template <typename T>
+  __device__ static void Apply(T& var, T& m, T& v, T alpha, T one_minus_beta1,
+                               T one_minus_beta2, T epsilon, T grad) {
+    m = RoundedAdd(m, RoundedMul(grad - m, one_minus_beta1));
+    v = RoundedAdd(v, RoundedMul(RoundedMul(grad, grad) - v, one_minus_beta2));
+    var = var - RoundedMul(m, alpha) / (Sqrt(v) + epsilon);
+  }
+};
+
 struct AdamWithAmsgradStep {
   template <typename T>
   __device__ static void Apply(T& var, T& m, T& v, T& vhat, T beta1_power, T beta2_power, T lr,
@@ -478,6 +513,11 @@ struct Update<training::kApplyAddSign>
 template <>
 struct Update<training::kApplyPowerSign>
     : Bind<PowerSignStep, Var<0>, Var<1>, Scalar<2>, Scalar<3>, Scalar<4>, Scalar<5>, Grad<6>> {};
+// [var, m, v, alpha, one_minus_beta1, one_minus_beta2, epsilon, grad]
+template <>
+struct Update<training::kApplyKerasAdam>
+    : Bind<KerasAdamStep, Var<0>, Var<1>, Var<2>, Scalar<3>, Scalar<4>, Scalar<5>, Scalar<6>,
+           Grad<7>> {};
 // Dense Ftrl: [var, accum, linear, grad, lr, l1, l2, (l2_shrinkage,) lr_power]; sparse Ftrl:
 // [var, accum, linear, grad, indices, lr, l1, l2, (l2_shrinkage,) lr_power].
 template <>
