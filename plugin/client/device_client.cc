@@ -619,6 +619,12 @@ bool DeviceClient::AwaitNotifications() {
     const uint64_t posted = stream->posted();
     if (stream->settled() >= posted) continue;
     if (stream->notification_posted_.load(std::memory_order_acquire) != posted) return false;
+    {
+      // A host callback still to run: its notification comes on the callback thread, which
+      // runs TensorFlow code that may itself synchronise (and take streams_mu_): ask instead.
+      std::lock_guard<std::mutex> callbacks(stream->mu_);
+      if (stream->callbacks_done_ < stream->callbacks_posted_) return false;
+    }
     awaited.emplace_back(stream, posted);
   }
   if (awaited.empty()) return false;

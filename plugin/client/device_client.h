@@ -295,7 +295,9 @@ class DeviceClient {
   // its way back (a host callback, an event recording), waits for those notifications instead
   // of asking the backend, which could only answer once it got there too; returns whether it
   // waited for them all (false: nothing to wait for, a stream whose last command sends nothing
-  // back, a host callback calling, or a lost connection: ask the backend). Blocks.
+  // back, a host callback pending or calling, or a lost connection: ask the backend). Blocks,
+  // holding streams_mu_, only on notifications the transport's reader thread delivers (event
+  // recordings, settling notifications), which never take it.
   bool AwaitNotifications();
   // Wakes AwaitNotifications after a notification of `stream` at `position` came back.
   void NotificationReturned(ClientStream& stream, uint64_t position);
